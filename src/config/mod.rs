@@ -1,0 +1,306 @@
+//! YAML (h2o's dialect) -> typed, validated [`Config`]. Errors carry `file:line`.
+//!
+//! Directives are resolved through h2o's scopes: a directive given at the global level applies
+//! to every host and path below it unless a lower level sets it again.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where in a configuration file something was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub file: Arc<str>,
+    pub line: u32,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// One problem in a configuration file.
+#[derive(Debug, Clone)]
+pub struct ConfigError {
+    pub at: Location,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.at, self.message)
+    }
+}
+
+/// The whole server configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Every listener: global `listen` and per-host `listen`, deduplicated by address.
+    pub listeners: Vec<Listen>,
+    /// Hosts in configuration order; the first is the default for unknown names.
+    pub hosts: Vec<Host>,
+    /// `num-threads`: worker threads (default: the CPU count).
+    pub num_threads: usize,
+    /// `max-connections`: open connections across all workers (default 1024).
+    pub max_connections: usize,
+    /// `server-name`: the Server header value (default `spate/VERSION`).
+    pub server_name: String,
+    /// `send-server-name`: whether to send a Server header (default ON).
+    pub send_server_name: bool,
+    /// `error-log`: where diagnostics go (default: standard error).
+    pub error_log: Option<PathBuf>,
+    /// `error-log.emit-request-errors` (default ON): log one line per rejected request.
+    pub emit_request_errors: bool,
+    pub http1: Http1,
+    pub limits: Limits,
+    /// `shutdown-timeout`: how long in-flight requests may run after SIGTERM (default 10 s).
+    pub shutdown_timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenKind {
+    Tcp,
+    /// `type: quic` (HTTP/3), accepted in configuration; not served yet.
+    Quic,
+}
+
+/// One `listen` entry.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    pub kind: ListenKind,
+    /// The `ssl` mapping, kept raw until TLS support lands.
+    pub has_ssl: bool,
+    pub at: Location,
+}
+
+/// One entry of `hosts`.
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// Lowercased host name; may start with `*.` for a wildcard.
+    pub name: String,
+    /// The port from a `name:port` key, if any.
+    pub port: Option<u16>,
+    /// Paths sorted longest prefix first.
+    pub paths: Vec<PathConf>,
+    pub at: Location,
+}
+
+/// One entry of `paths`, with every directive that applies to it resolved from its scopes.
+#[derive(Debug, Clone)]
+pub struct PathConf {
+    /// The prefix as written (`/`, `/images`).
+    pub prefix: String,
+    pub handler: HandlerConf,
+    /// `header.add` / `header.set` / ... in the order they apply (global first).
+    pub headers: Vec<HeaderCommand>,
+    /// `access-log`; `None` when logging is off for this path.
+    pub access_log: Option<AccessLogConf>,
+    pub at: Location,
+}
+
+/// What answers requests on a path.
+#[derive(Debug, Clone)]
+pub enum HandlerConf {
+    File(FileConf),
+    Respond(RespondConf),
+    Redirect(RedirectConf),
+    /// A path with no handler (only headers or logging): answers 404.
+    None,
+}
+
+/// `file.*` directives.
+#[derive(Debug, Clone)]
+pub struct FileConf {
+    /// `file.dir`
+    pub dir: PathBuf,
+    /// `file.index` (default `index.html`, `index.htm`, `index.txt`)
+    pub index: Vec<String>,
+    /// `file.mime.addtypes`: extension (without dot, lowercase) -> media type
+    pub mime_types: Vec<(String, String)>,
+    /// `file.etag` (default ON)
+    pub etag: bool,
+    /// `file.dirlisting` (default OFF)
+    pub dirlisting: bool,
+    /// `file.send-compressed` (default OFF): serve `.br` / `.gz` siblings when accepted
+    pub send_compressed: bool,
+}
+
+/// `respond`: a fixed answer, for health checks and the "server core" benchmark.
+#[derive(Debug, Clone)]
+pub struct RespondConf {
+    pub status: u16,
+    pub body: String,
+    pub content_type: String,
+    /// Methods that get the answer; any other method gets 404. Empty means every method.
+    pub methods: Vec<String>,
+}
+
+/// `redirect`
+#[derive(Debug, Clone)]
+pub struct RedirectConf {
+    pub url: String,
+    /// 301 unless `status` is given.
+    pub status: u16,
+    /// `internal: ON` is not supported yet and is rejected.
+    pub internal: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderOp {
+    Add,
+    Append,
+    Merge,
+    Set,
+    SetIfEmpty,
+    Unset,
+}
+
+/// One `header.*` command.
+#[derive(Debug, Clone)]
+pub struct HeaderCommand {
+    pub op: HeaderOp,
+    pub name: String,
+    /// Empty for `Unset`.
+    pub value: String,
+}
+
+/// `access-log`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessLogConf {
+    pub path: PathBuf,
+    /// The Apache-style format (default: combined, as in h2o).
+    pub format: String,
+}
+
+/// HTTP/1 directives.
+#[derive(Debug, Clone)]
+pub struct Http1 {
+    /// `http1-request-timeout`: the whole request head must arrive within this (default 10 s).
+    pub request_timeout: Duration,
+    /// `http1-request-io-timeout`: longest silence while reading a request (default 5 s).
+    pub request_io_timeout: Duration,
+    /// `http1-keepalive-timeout` (spate): idle time between requests (default 10 s, as h2o).
+    pub keepalive_timeout: Duration,
+    /// `http1-upgrade-to-http2` (default ON once HTTP/2 lands).
+    pub upgrade_to_http2: bool,
+}
+
+/// Limits a peer can push on.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// `limit-request-body` (default 1 GiB, as h2o).
+    pub request_body: u64,
+    /// `max-request-head-size` (spate): request line plus headers (default 64 KiB).
+    pub request_head: usize,
+    /// `max-request-target-size` (spate): the request target (default 8 KiB).
+    pub request_target: usize,
+    /// `max-request-headers` (spate): number of header fields (default 100).
+    pub request_headers: usize,
+    /// `max-pipelined-requests` (spate): responses queued for one HTTP/1.1 connection before
+    /// the server stops reading from it (default 32).
+    pub pipelined_requests: usize,
+}
+
+impl Default for Http1 {
+    fn default() -> Self {
+        Http1 {
+            request_timeout: Duration::from_secs(10),
+            request_io_timeout: Duration::from_secs(5),
+            keepalive_timeout: Duration::from_secs(10),
+            upgrade_to_http2: true,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            request_body: 1 << 30,
+            request_head: 64 * 1024,
+            request_target: 8 * 1024,
+            request_headers: 100,
+            pipelined_requests: 32,
+        }
+    }
+}
+
+impl Default for FileConf {
+    fn default() -> Self {
+        FileConf {
+            dir: PathBuf::new(),
+            index: vec!["index.html".into(), "index.htm".into(), "index.txt".into()],
+            mime_types: Vec::new(),
+            etag: true,
+            dirlisting: false,
+            send_compressed: false,
+        }
+    }
+}
+
+/// The default Server header value.
+pub fn default_server_name() -> String {
+    format!("spate/{}", env!("CARGO_PKG_VERSION"))
+}
+
+impl Config {
+    /// Defaults for everything, with no listeners and no hosts.
+    pub fn empty() -> Config {
+        Config {
+            listeners: Vec::new(),
+            hosts: Vec::new(),
+            num_threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            max_connections: 1024,
+            server_name: default_server_name(),
+            send_server_name: true,
+            error_log: None,
+            emit_request_errors: true,
+            http1: Http1::default(),
+            limits: Limits::default(),
+            shutdown_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The configuration of `spate serve DIR`: one host serving `dir` on `addr`, directory
+    /// listings on, no access log.
+    pub fn serve_dir(dir: &Path, addr: SocketAddr) -> Config {
+        let at = Location {
+            file: Arc::from("<command line>"),
+            line: 0,
+        };
+        let mut c = Config::empty();
+        c.listeners.push(Listen {
+            addr,
+            kind: ListenKind::Tcp,
+            has_ssl: false,
+            at: at.clone(),
+        });
+        c.hosts.push(Host {
+            name: "default".into(),
+            port: None,
+            paths: vec![PathConf {
+                prefix: "/".into(),
+                handler: HandlerConf::File(FileConf {
+                    dir: dir.to_path_buf(),
+                    dirlisting: true,
+                    ..FileConf::default()
+                }),
+                headers: Vec::new(),
+                access_log: None,
+                at: at.clone(),
+            }],
+            at,
+        });
+        c
+    }
+}
+
+mod load;
+mod yaml;
+
+pub use load::{load_file, load_str};

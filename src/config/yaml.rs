@@ -1,0 +1,1 @@
+//! A YAML tree that keeps line numbers, anchors, merge keys and repeated keys. (Stub.)

@@ -1,0 +1,93 @@
+//! `header.add`, `header.append`, `header.merge`, `header.set`, `header.setifempty` and
+//! `header.unset`: edits applied to every response of a path, in configuration order.
+
+use crate::config::{HeaderCommand, HeaderOp};
+use crate::http::Response;
+use bytes::Bytes;
+
+pub struct HeaderRewriter {
+    commands: Vec<(HeaderOp, Bytes, Bytes)>,
+}
+
+impl HeaderRewriter {
+    pub fn new(commands: &[HeaderCommand]) -> HeaderRewriter {
+        HeaderRewriter {
+            commands: commands
+                .iter()
+                .map(|c| {
+                    (
+                        c.op,
+                        Bytes::from(c.name.clone()),
+                        Bytes::from(c.value.clone()),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    pub fn apply(&self, resp: &mut Response) {
+        for (op, name, value) in &self.commands {
+            let h = &mut resp.headers;
+            let pos = h.iter().position(|(n, _)| n.eq_ignore_ascii_case(name));
+            match op {
+                HeaderOp::Add => h.push((name.clone(), value.clone())),
+                HeaderOp::Set => {
+                    h.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+                    h.push((name.clone(), value.clone()));
+                }
+                HeaderOp::SetIfEmpty => {
+                    if pos.is_none() {
+                        h.push((name.clone(), value.clone()));
+                    }
+                }
+                HeaderOp::Unset => h.retain(|(n, _)| !n.eq_ignore_ascii_case(name)),
+                HeaderOp::Append | HeaderOp::Merge => match pos {
+                    Some(i) => {
+                        let old = &h[i].1;
+                        let present = old
+                            .split(|&b| b == b',')
+                            .any(|t| t.trim_ascii() == value.as_ref());
+                        if *op == HeaderOp::Append || !present {
+                            let mut v = Vec::with_capacity(old.len() + 2 + value.len());
+                            v.extend_from_slice(old);
+                            v.extend_from_slice(b", ");
+                            v.extend_from_slice(value);
+                            h[i].1 = Bytes::from(v);
+                        }
+                    }
+                    None => h.push((name.clone(), value.clone())),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(op: HeaderOp, name: &str, value: &str) -> HeaderCommand {
+        HeaderCommand {
+            op,
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn commands_apply_in_order() {
+        let r = HeaderRewriter::new(&[
+            cmd(HeaderOp::Add, "X-A", "1"),
+            cmd(HeaderOp::Append, "x-a", "2"),
+            cmd(HeaderOp::Merge, "X-A", "2"),
+            cmd(HeaderOp::Set, "Cache-Control", "no-store"),
+            cmd(HeaderOp::SetIfEmpty, "cache-control", "max-age=1"),
+            cmd(HeaderOp::Unset, "content-type", ""),
+        ]);
+        let mut resp = Response::text(200, "x");
+        r.apply(&mut resp);
+        assert_eq!(resp.header(b"x-a").unwrap().as_ref(), b"1, 2");
+        assert_eq!(resp.header(b"cache-control").unwrap().as_ref(), b"no-store");
+        assert!(resp.header(b"content-type").is_none());
+    }
+}

@@ -1,0 +1,189 @@
+//! Handlers and the host/path router that picks one for each request.
+
+pub mod file;
+pub mod headers;
+pub mod redirect;
+pub mod respond;
+
+use crate::config::{self, HandlerConf};
+use crate::http::{Handler, Request, Response};
+use crate::log::AccessLog;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Per-worker routing table, built from the configuration on each worker thread.
+pub struct Router {
+    hosts: Vec<HostRoute>,
+}
+
+struct HostRoute {
+    name: String,
+    port: Option<u16>,
+    /// Longest prefix first.
+    paths: Vec<PathRoute>,
+}
+
+/// A path's handler with the filters and log that apply to it.
+pub struct PathRoute {
+    prefix: String,
+    handler: Box<dyn Handler>,
+    headers: headers::HeaderRewriter,
+    /// Shared with the other paths that log to the same file on this worker.
+    pub access_log: Option<Rc<RefCell<AccessLog>>>,
+}
+
+impl Router {
+    /// Builds the handlers of every host and path. Access logs that name the same file share
+    /// one writer on this worker; `logs` collects them so the worker can flush them.
+    pub fn new(conf: &config::Config, logs: &mut Vec<Rc<RefCell<AccessLog>>>) -> Router {
+        let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
+        let hosts = conf
+            .hosts
+            .iter()
+            .map(|h| {
+                let mut paths: Vec<PathRoute> = h
+                    .paths
+                    .iter()
+                    .map(|p| PathRoute {
+                        prefix: p.prefix.trim_end_matches('/').to_string(),
+                        handler: build_handler(p, &cache),
+                        headers: headers::HeaderRewriter::new(&p.headers),
+                        access_log: p.access_log.as_ref().map(|c| shared_log(c, logs)),
+                    })
+                    .collect();
+                paths.sort_by_key(|p| std::cmp::Reverse(p.prefix.len()));
+                HostRoute {
+                    name: h.name.clone(),
+                    port: h.port,
+                    paths,
+                }
+            })
+            .collect();
+        Router { hosts }
+    }
+
+    /// Answers `req`: picks the host by authority, the path by longest prefix, runs the handler
+    /// and applies the path's header commands. Returns the path route for logging.
+    pub fn handle(&self, req: &Request) -> (Response, Option<&PathRoute>) {
+        let Some(host) = self.host_for(req) else {
+            return (Response::error(404), None);
+        };
+        let path = req.path();
+        match host.paths.iter().find(|p| prefix_matches(&p.prefix, path)) {
+            Some(route) => {
+                let mut resp = route.handler.handle(req);
+                route.headers.apply(&mut resp);
+                (resp, Some(route))
+            }
+            None => (Response::error(404), None),
+        }
+    }
+
+    fn host_for(&self, req: &Request) -> Option<&HostRoute> {
+        let (name, port) = match req.authority() {
+            Some(a) => split_authority(a),
+            None => (&b""[..], None),
+        };
+        let port = port.or(Some(req.local.port()));
+        let name_matches = |h: &HostRoute| {
+            if let Some(suffix) = h.name.strip_prefix('*') {
+                // `*.example.com` matches `a.example.com`, not `example.com`.
+                name.len() > suffix.len()
+                    && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+            } else {
+                name.eq_ignore_ascii_case(h.name.as_bytes())
+            }
+        };
+        let port_matches = |h: &HostRoute| h.port.is_none() || h.port == port;
+        self.hosts
+            .iter()
+            .find(|h| name_matches(h) && port_matches(h))
+            .or_else(|| self.hosts.first())
+    }
+}
+
+fn build_handler(
+    path: &config::PathConf,
+    cache: &Rc<RefCell<file::OpenFileCache>>,
+) -> Box<dyn Handler> {
+    match &path.handler {
+        HandlerConf::File(f) => Box::new(file::FileHandler::new(f.clone(), cache.clone())),
+        HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
+        HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
+        HandlerConf::None => Box::new(NotFound),
+    }
+}
+
+fn shared_log(
+    conf: &config::AccessLogConf,
+    logs: &mut Vec<Rc<RefCell<AccessLog>>>,
+) -> Rc<RefCell<AccessLog>> {
+    if let Some(l) = logs.iter().find(|l| l.borrow().conf() == conf) {
+        return l.clone();
+    }
+    let l = Rc::new(RefCell::new(AccessLog::new(conf)));
+    logs.push(l.clone());
+    l
+}
+
+struct NotFound;
+
+impl Handler for NotFound {
+    fn handle(&self, _req: &Request) -> Response {
+        Response::error(404)
+    }
+}
+
+/// h2o's rule: `/images` matches `/images`, `/images/...`, not `/imagesx`. The stored prefix
+/// has no trailing slash, so `/` is stored as the empty string and matches everything.
+fn prefix_matches(prefix: &str, path: &[u8]) -> bool {
+    let p = prefix.as_bytes();
+    path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/' || p.is_empty())
+}
+
+/// Splits `host:port`, `[v6]:port`, `host` into a name and a port.
+fn split_authority(a: &[u8]) -> (&[u8], Option<u16>) {
+    let parse_port = |s: &[u8]| std::str::from_utf8(s).ok()?.parse().ok();
+    if a.first() == Some(&b'[') {
+        return match memchr::memchr(b']', a) {
+            Some(end) => {
+                let port = a.get(end + 1) == Some(&b':');
+                (
+                    &a[..=end],
+                    if port {
+                        parse_port(&a[end + 2..])
+                    } else {
+                        None
+                    },
+                )
+            }
+            None => (a, None),
+        };
+    }
+    match memchr::memrchr(b':', a) {
+        Some(i) => (&a[..i], parse_port(&a[i + 1..])),
+        None => (a, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_on_segment_boundaries() {
+        assert!(prefix_matches("", b"/anything"));
+        assert!(prefix_matches("/answer", b"/answer"));
+        assert!(prefix_matches("/answer", b"/answer/x"));
+        assert!(!prefix_matches("/answer", b"/answerx"));
+        assert!(!prefix_matches("/answer", b"/"));
+    }
+
+    #[test]
+    fn authorities_split() {
+        assert_eq!(split_authority(b"a.com:80"), (&b"a.com"[..], Some(80)));
+        assert_eq!(split_authority(b"a.com"), (&b"a.com"[..], None));
+        assert_eq!(split_authority(b"[::1]:8080"), (&b"[::1]"[..], Some(8080)));
+        assert_eq!(split_authority(b"[::1]"), (&b"[::1]"[..], None));
+    }
+}

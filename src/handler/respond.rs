@@ -1,0 +1,45 @@
+//! `respond`: a fixed answer configured in YAML (health checks, the "server core" benchmark).
+
+use crate::config::RespondConf;
+use crate::http::{Body, Handler, Request, Response};
+use bytes::Bytes;
+
+pub struct RespondHandler {
+    status: u16,
+    body: Bytes,
+    content_type: Bytes,
+    /// Empty: every method gets the answer.
+    methods: Vec<Bytes>,
+}
+
+impl RespondHandler {
+    pub fn new(conf: &RespondConf) -> RespondHandler {
+        RespondHandler {
+            status: conf.status,
+            body: Bytes::from(conf.body.clone()),
+            content_type: Bytes::from(conf.content_type.clone()),
+            methods: conf
+                .methods
+                .iter()
+                .map(|m| Bytes::from(m.clone()))
+                .collect(),
+        }
+    }
+}
+
+impl Handler for RespondHandler {
+    fn handle(&self, req: &Request) -> Response {
+        let method = req.method.as_bytes();
+        if !self.methods.is_empty() && !self.methods.iter().any(|m| m == method) {
+            return Response::error(404);
+        }
+        Response {
+            status: self.status,
+            headers: vec![(
+                Bytes::from_static(b"Content-Type"),
+                self.content_type.clone(),
+            )],
+            body: Body::Bytes(self.body.clone()),
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! A request as the codecs hand it to the router: method, target, authority, header fields and
+//! a (for now fully buffered) body. Field names and values are slices of one shared buffer, so
+//! building a request costs one reference count, not an allocation per header.
+
+use bytes::Bytes;
+use std::net::SocketAddr;
+use std::ops::Range;
+
+/// The request method. Methods we do not know are kept verbatim in `Other`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Options,
+    Connect,
+    Trace,
+    Patch,
+    Other(Bytes),
+}
+
+impl Method {
+    pub fn from_bytes(raw: &[u8]) -> Method {
+        match raw {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            b"PUT" => Method::Put,
+            b"DELETE" => Method::Delete,
+            b"OPTIONS" => Method::Options,
+            b"CONNECT" => Method::Connect,
+            b"TRACE" => Method::Trace,
+            b"PATCH" => Method::Patch,
+            other => Method::Other(Bytes::copy_from_slice(other)),
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Method::Get => b"GET",
+            Method::Head => b"HEAD",
+            Method::Post => b"POST",
+            Method::Put => b"PUT",
+            Method::Delete => b"DELETE",
+            Method::Options => b"OPTIONS",
+            Method::Connect => b"CONNECT",
+            Method::Trace => b"TRACE",
+            Method::Patch => b"PATCH",
+            Method::Other(b) => b,
+        }
+    }
+
+    /// The method as text for logs; an `Other` method is valid token characters, so ASCII.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).unwrap_or("?")
+    }
+}
+
+/// The protocol version a request arrived with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+    Http2,
+    Http3,
+}
+
+impl Version {
+    /// As in an access log's `%H`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2",
+            Version::Http3 => "HTTP/3",
+        }
+    }
+}
+
+type Span = Range<u32>;
+
+/// A parsed request. Built by a codec through [`RequestBuilder`].
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: Method,
+    pub version: Version,
+    /// `https` when the connection is TLS.
+    pub secure: bool,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The local address the connection was accepted on.
+    pub local: SocketAddr,
+    /// The request body, fully read before the handler runs.
+    pub body: Bytes,
+    head: Bytes,
+    target: Span,
+    authority: Option<Span>,
+    fields: Vec<(Span, Span)>,
+}
+
+impl Request {
+    /// The request target as sent, in origin form (`/path?query`); an absolute-form target has
+    /// been split into authority and this.
+    pub fn target(&self) -> &[u8] {
+        self.slice(&self.target)
+    }
+
+    /// The path part of the target (before `?`), still percent-encoded.
+    pub fn path(&self) -> &[u8] {
+        let t = self.target();
+        match memchr::memchr(b'?', t) {
+            Some(i) => &t[..i],
+            None => t,
+        }
+    }
+
+    /// The query string without the `?`, if any.
+    pub fn query(&self) -> Option<&[u8]> {
+        let t = self.target();
+        memchr::memchr(b'?', t).map(|i| &t[i + 1..])
+    }
+
+    /// The authority: HTTP/2 `:authority`, an absolute-form target's host, or the Host header.
+    pub fn authority(&self) -> Option<&[u8]> {
+        match &self.authority {
+            Some(s) => Some(self.slice(s)),
+            None => self.header(b"host"),
+        }
+    }
+
+    /// The first header field with this name (compared ignoring ASCII case).
+    pub fn header(&self, name: &[u8]) -> Option<&[u8]> {
+        self.headers()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// Every header field with this name, in order.
+    pub fn header_all<'a>(&'a self, name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// All header fields in the order received.
+    pub fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields
+            .iter()
+            .map(|(n, v)| (self.slice(n), self.slice(v)))
+    }
+
+    pub fn is_head(&self) -> bool {
+        self.method == Method::Head
+    }
+
+    fn slice(&self, span: &Span) -> &[u8] {
+        &self.head[span.start as usize..span.end as usize]
+    }
+}
+
+/// Builds a [`Request`] whose strings are ranges of one buffer. A codec copies or decodes the
+/// head into a `BytesMut`, records the ranges, then freezes it.
+#[derive(Debug)]
+pub struct RequestBuilder {
+    pub method: Method,
+    pub version: Version,
+    pub secure: bool,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub target: Range<usize>,
+    pub authority: Option<Range<usize>>,
+    pub fields: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl RequestBuilder {
+    /// `head` must contain every range recorded; it is limited to 4 GiB by the codecs' limits.
+    pub fn build(self, head: Bytes, body: Bytes) -> Request {
+        let span = |r: Range<usize>| r.start as u32..r.end as u32;
+        Request {
+            method: self.method,
+            version: self.version,
+            secure: self.secure,
+            peer: self.peer,
+            local: self.local,
+            body,
+            target: span(self.target),
+            authority: self.authority.map(span),
+            fields: self
+                .fields
+                .into_iter()
+                .map(|(n, v)| (span(n), span(v)))
+                .collect(),
+            head,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Request {
+        let head = Bytes::from_static(b"/a/b?x=1Hostexample.comAccept*/*");
+        RequestBuilder {
+            method: Method::Get,
+            version: Version::Http11,
+            secure: false,
+            peer: "127.0.0.1:1".parse().unwrap(),
+            local: "127.0.0.1:2".parse().unwrap(),
+            target: 0..8,
+            authority: None,
+            fields: vec![(8..12, 12..23), (23..29, 29..32)],
+        }
+        .build(head, Bytes::new())
+    }
+
+    #[test]
+    fn splits_target_and_finds_headers() {
+        let r = sample();
+        assert_eq!(r.path(), b"/a/b");
+        assert_eq!(r.query(), Some(&b"x=1"[..]));
+        assert_eq!(r.authority(), Some(&b"example.com"[..]));
+        assert_eq!(r.header(b"ACCEPT"), Some(&b"*/*"[..]));
+        assert_eq!(r.header(b"missing"), None);
+    }
+}

@@ -1,0 +1,12 @@
+//! spate: a web server and reverse proxy configured in h2o's YAML dialect.
+//!
+//! Data flows one way: socket -> protocol codec -> [`http::Request`] -> host/path routing
+//! ([`handler::Router`]) -> handler -> [`http::Response`] -> protocol codec -> socket.
+//! Handlers never see which protocol carried a request; codecs never see which handler answered.
+
+pub mod config;
+pub mod handler;
+pub mod http;
+pub mod log;
+pub mod proto;
+pub mod server;

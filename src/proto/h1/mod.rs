@@ -1,0 +1,1 @@
+//! Sans-IO HTTP/1.x codec.

@@ -1,0 +1,1 @@
+//! Listeners, worker threads, accept, connection limits, timeouts and graceful shutdown.
