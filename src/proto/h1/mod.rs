@@ -1,1 +1,57 @@
-//! Sans-IO HTTP/1.x codec.
+//! Sans-IO HTTP/1.x codec: request heads are parsed from bytes (on httparse) with the
+//! framing checks RFC 9112 asks of a server; responses are serialized into a buffer.
+//! Nothing here touches a socket or a clock. See `LIFECYCLE.md` for how a connection uses it.
+
+mod chunked;
+mod parse;
+mod write;
+
+pub use chunked::{ChunkedDecoder, Decoded};
+pub use parse::{parse_head, BodyFraming, Head, HeadLimits};
+pub use write::{write_chunk, write_continue, write_head, ResponseHead};
+
+/// Why a request was rejected. Each maps to the status the client gets; after any of these the
+/// connection is closed, since the framing of what follows cannot be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// Malformed request: 400, with what was wrong.
+    BadRequest(&'static str),
+    /// The request target is longer than the limit: 414.
+    TargetTooLong,
+    /// The header section is larger than the limit or has too many fields: 431.
+    HeadTooLarge,
+    /// A transfer coding we do not implement: 501.
+    NotImplemented(&'static str),
+    /// An `Expect` other than `100-continue`: 417.
+    ExpectationFailed,
+    /// Not HTTP/1.0 or HTTP/1.1: 505.
+    VersionNotSupported,
+    /// The declared body exceeds `limit-request-body`: 413.
+    BodyTooLarge,
+}
+
+impl Error {
+    pub fn status(self) -> u16 {
+        match self {
+            Error::BadRequest(_) => 400,
+            Error::TargetTooLong => 414,
+            Error::HeadTooLarge => 431,
+            Error::NotImplemented(_) => 501,
+            Error::ExpectationFailed => 417,
+            Error::VersionNotSupported => 505,
+            Error::BodyTooLarge => 413,
+        }
+    }
+
+    /// A short reason for the error log.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Error::BadRequest(r) | Error::NotImplemented(r) => r,
+            Error::TargetTooLong => "request target too long",
+            Error::HeadTooLarge => "request header section too large",
+            Error::ExpectationFailed => "unsupported Expect",
+            Error::VersionNotSupported => "unsupported HTTP version",
+            Error::BodyTooLarge => "request body too large",
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! Request head parsing: request line, header fields, and the framing decisions
+//! (Content-Length, Transfer-Encoding, keep-alive, Expect) made once, here.
+
+use super::Error;
+use crate::http::{Method, Version};
+use std::mem::MaybeUninit;
+use std::ops::Range;
+
+/// The most header fields any configuration may allow (`max-request-headers`).
+pub const MAX_FIELDS: usize = 256;
+
+/// Limits on what a peer may send in a request head.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadLimits {
+    /// Request line plus header fields, in bytes.
+    pub head_size: usize,
+    /// The request target, in bytes.
+    pub target_size: usize,
+    /// Number of header fields.
+    pub fields: usize,
+    /// Largest Content-Length accepted.
+    pub body_size: u64,
+}
+
+/// How the request body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// A parsed request head. Ranges index the buffer given to [`parse_head`].
+#[derive(Debug, Clone)]
+pub struct Head {
+    pub method: Method,
+    pub version: Version,
+    /// Origin-form target (`/path?query`); for an absolute-form request, its path part.
+    pub target: Range<usize>,
+    /// The authority of an absolute-form target, which overrides Host.
+    pub authority: Option<Range<usize>>,
+    pub fields: Vec<(Range<usize>, Range<usize>)>,
+    /// Length of the head including its final empty line.
+    pub len: usize,
+    pub body: BodyFraming,
+    /// Whether the connection may be kept open after the response.
+    pub keep_alive: bool,
+    /// `Expect: 100-continue` was sent.
+    pub expect_continue: bool,
+}
+
+/// Parses a request head from the start of `buf`. `Ok(None)` means more bytes are needed.
+/// Leading empty lines (allowed before a request by RFC 9112 2.2) are skipped and counted
+/// in `len` and the ranges.
+pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error> {
+    // Uninitialised stack slots: no allocation or zeroing per request.
+    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
+    let slots = &mut slots[..limits.fields.min(MAX_FIELDS)];
+    let mut req = httparse::Request::new(&mut []);
+    let status = match req.parse_with_uninit_headers(buf, slots) {
+        Ok(s) => s,
+        Err(httparse::Error::TooManyHeaders) => return Err(Error::HeadTooLarge),
+        Err(httparse::Error::Version) => return Err(version_error(buf)),
+        Err(httparse::Error::Token) if !request_line_complete(buf) => {
+            return Err(Error::BadRequest("invalid request line"))
+        }
+        Err(e) => return Err(Error::BadRequest(parse_error_reason(e))),
+    };
+    let len = match status {
+        httparse::Status::Complete(n) => n,
+        httparse::Status::Partial => {
+            if !request_line_complete(buf) && buf.len() > limits.target_size + 32 {
+                return Err(Error::TargetTooLong);
+            }
+            if buf.len() > limits.head_size {
+                return Err(Error::HeadTooLarge);
+            }
+            return Ok(None);
+        }
+    };
+    if len > limits.head_size {
+        return Err(Error::HeadTooLarge);
+    }
+    // httparse only reports Complete once these are all set.
+    let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(Error::BadRequest("incomplete request line"));
+    };
+    if path.len() > limits.target_size {
+        return Err(Error::TargetTooLong);
+    }
+    let version = if minor == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let range_of = |s: &[u8]| {
+        let start = s.as_ptr() as usize - buf.as_ptr() as usize;
+        start..start + s.len()
+    };
+    let method = Method::from_bytes(method.as_bytes());
+    let (target, authority) = split_target(path.as_bytes(), &method)?;
+    let target = range_of(target);
+    let authority = authority.map(range_of);
+
+    let mut framing = Framing::default();
+    let mut fields = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        framing.observe(h.name, h.value)?;
+        fields.push((range_of(h.name.as_bytes()), range_of(h.value)));
+    }
+    if version == Version::Http11 && framing.hosts == 0 && authority.is_none() {
+        return Err(Error::BadRequest("missing Host header"));
+    }
+    if framing.hosts > 1 {
+        return Err(Error::BadRequest("more than one Host header"));
+    }
+    let body = framing.body(version, limits)?;
+    let keep_alive = match version {
+        Version::Http11 => !framing.close,
+        _ => framing.keep_alive && !framing.close,
+    };
+    Ok(Some(Head {
+        method,
+        version,
+        target,
+        authority,
+        fields,
+        len,
+        body,
+        keep_alive,
+        expect_continue: framing.expect_continue,
+    }))
+}
+
+/// Framing-relevant header fields seen while scanning the head.
+#[derive(Default)]
+struct Framing {
+    content_length: Option<u64>,
+    chunked: bool,
+    transfer_encoding: bool,
+    hosts: usize,
+    close: bool,
+    keep_alive: bool,
+    expect_continue: bool,
+}
+
+impl Framing {
+    fn observe(&mut self, name: &str, value: &[u8]) -> Result<(), Error> {
+        let name = name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            // `5, 5` is a list of equal values; any disagreement is a smuggling attempt.
+            for item in value.split(|&b| b == b',') {
+                let n = parse_length(item.trim_ascii())?;
+                if self.content_length.is_some_and(|old| old != n) {
+                    return Err(Error::BadRequest("conflicting Content-Length"));
+                }
+                self.content_length = Some(n);
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            self.transfer_encoding = true;
+            for coding in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                if coding.is_empty() {
+                    continue;
+                }
+                if self.chunked {
+                    // Nothing may follow chunked: the body's end would be unknowable.
+                    return Err(Error::BadRequest(
+                        "chunked is not the final transfer coding",
+                    ));
+                }
+                if coding.eq_ignore_ascii_case(b"chunked") {
+                    self.chunked = true;
+                } else {
+                    return Err(Error::NotImplemented("unsupported transfer coding"));
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"host") {
+            self.hosts += 1;
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    self.close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    self.keep_alive = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"expect") {
+            if value.trim_ascii().eq_ignore_ascii_case(b"100-continue") {
+                self.expect_continue = true;
+            } else {
+                return Err(Error::ExpectationFailed);
+            }
+        }
+        Ok(())
+    }
+
+    fn body(&self, version: Version, limits: &HeadLimits) -> Result<BodyFraming, Error> {
+        if self.transfer_encoding {
+            if self.content_length.is_some() {
+                return Err(Error::BadRequest(
+                    "both Content-Length and Transfer-Encoding",
+                ));
+            }
+            if version == Version::Http10 {
+                return Err(Error::BadRequest(
+                    "Transfer-Encoding in an HTTP/1.0 request",
+                ));
+            }
+            if !self.chunked {
+                return Err(Error::BadRequest("empty Transfer-Encoding"));
+            }
+            return Ok(BodyFraming::Chunked);
+        }
+        match self.content_length {
+            Some(n) if n > limits.body_size => Err(Error::BodyTooLarge),
+            Some(0) | None => Ok(BodyFraming::None),
+            Some(n) => Ok(BodyFraming::Length(n)),
+        }
+    }
+}
+
+fn parse_length(digits: &[u8]) -> Result<u64, Error> {
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(Error::BadRequest("invalid Content-Length"));
+    }
+    Ok(digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+}
+
+/// Splits an absolute-form target into its path and authority; checks the other forms.
+fn split_target<'a>(
+    target: &'a [u8],
+    method: &Method,
+) -> Result<(&'a [u8], Option<&'a [u8]>), Error> {
+    match target.first() {
+        Some(b'/') => Ok((target, None)),
+        Some(b'*') if target.len() == 1 && *method == Method::Options => Ok((target, None)),
+        _ => {
+            let rest = strip_prefix_ignore_case(target, b"http://")
+                .or_else(|| strip_prefix_ignore_case(target, b"https://"))
+                .ok_or(Error::BadRequest("invalid request target"))?;
+            let end = rest
+                .iter()
+                .position(|&b| b == b'/' || b == b'?')
+                .unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(end);
+            if authority.is_empty() {
+                return Err(Error::BadRequest("absolute-form target without a host"));
+            }
+            let path = if path.first() == Some(&b'/') {
+                path
+            } else {
+                // `http://host` or `http://host?q` means path `/`. There is no `/` byte of the
+                // path to point at, so point at the last one of `://` (the codec shares the
+                // head buffer and never copies). A query is then lost; h2o does the same.
+                let slash = target.len() - rest.len() - 1;
+                &target[slash..slash + 1]
+            };
+            Ok((path, Some(authority)))
+        }
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    (s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix))
+        .then(|| &s[prefix.len()..])
+}
+
+fn request_line_complete(buf: &[u8]) -> bool {
+    memchr::memchr(b'\n', buf).is_some()
+}
+
+/// `HTTP/2.0` or `HTTP/1.2` in the request line is a version we don't speak; anything else
+/// is just malformed.
+fn version_error(buf: &[u8]) -> Error {
+    let line_end = memchr::memchr(b'\n', buf).unwrap_or(buf.len());
+    let line = buf[..line_end].trim_ascii_end();
+    let three_parts = line.split(|&b| b == b' ').count() == 3;
+    let well_formed = three_parts
+        && line
+            .windows(5)
+            .rposition(|w| w == b"HTTP/")
+            .is_some_and(|i| {
+                let v = line[i + 5..].trim_ascii_end();
+                v.len() == 3 && v[0].is_ascii_digit() && v[1] == b'.' && v[2].is_ascii_digit()
+            });
+    if well_formed {
+        Error::VersionNotSupported
+    } else {
+        Error::BadRequest("invalid HTTP version")
+    }
+}
+
+fn parse_error_reason(e: httparse::Error) -> &'static str {
+    match e {
+        httparse::Error::HeaderName => "invalid header name (or obsolete line folding)",
+        httparse::Error::HeaderValue => "invalid character in a header value",
+        httparse::Error::NewLine => "invalid line ending",
+        httparse::Error::Status => "invalid status",
+        httparse::Error::Token => "invalid token",
+        _ => "malformed request",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: HeadLimits = HeadLimits {
+        head_size: 4096,
+        target_size: 256,
+        fields: 16,
+        body_size: 1 << 20,
+    };
+
+    fn parse(s: &str) -> Result<Option<Head>, Error> {
+        parse_head(s.as_bytes(), &LIMITS)
+    }
+
+    fn ok(s: &str) -> Head {
+        parse(s).expect("parses").expect("complete")
+    }
+
+    #[test]
+    fn parses_a_simple_get() {
+        let s = "GET /a?b HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\nNEXT";
+        let h = ok(s);
+        assert_eq!(h.method, Method::Get);
+        assert_eq!(h.version, Version::Http11);
+        assert_eq!(&s[h.target.clone()], "/a?b");
+        assert_eq!(h.len, s.len() - 4);
+        assert_eq!(h.fields.len(), 2);
+        assert_eq!(&s[h.fields[1].1.clone()], "*/*");
+        assert!(h.keep_alive);
+        assert_eq!(h.body, BodyFraming::None);
+    }
+
+    #[test]
+    fn partial_heads_need_more() {
+        assert!(parse("GET / HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
+        assert!(parse("GE").unwrap().is_none());
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        assert!(!ok("GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(ok("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+        assert!(!ok("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(!ok("GET / HTTP/1.1\r\nHost: x\r\nConnection: foo, Close\r\n\r\n").keep_alive);
+    }
+
+    #[test]
+    fn missing_or_repeated_host_is_400() {
+        assert_eq!(parse("GET / HTTP/1.1\r\n\r\n").unwrap_err().status(), 400);
+        let two = "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n";
+        assert_eq!(parse(two).unwrap_err().status(), 400);
+        // HTTP/1.0 may omit Host.
+        assert!(parse("GET / HTTP/1.0\r\n\r\n").unwrap().is_some());
+    }
+
+    #[test]
+    fn body_framing() {
+        let h = ok("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!(h.body, BodyFraming::Length(5));
+        let h = ok("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\n");
+        assert_eq!(h.body, BodyFraming::Length(5));
+        let h = ok("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(h.body, BodyFraming::Chunked);
+    }
+
+    #[test]
+    fn smuggling_shapes_are_rejected() {
+        for s in [
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 6\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0x5\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+            "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n  folded\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nBad Name: a\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nX: a\x00b\r\n\r\n",
+            "GET /a b HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET x HTTP/1.1\r\nHost: x\r\n\r\n",
+        ] {
+            let e = parse(s).expect_err(s);
+            assert_eq!(e.status(), 400, "{s:?}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn unsupported_things_get_their_own_status() {
+        let gzip = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n";
+        assert_eq!(parse(gzip).unwrap_err().status(), 501);
+        let expect = "POST / HTTP/1.1\r\nHost: x\r\nExpect: something\r\n\r\n";
+        assert_eq!(parse(expect).unwrap_err().status(), 417);
+        assert_eq!(parse("GET / HTTP/2.0\r\n\r\n").unwrap_err().status(), 505);
+        let big = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n";
+        assert_eq!(parse(big).unwrap_err().status(), 413);
+    }
+
+    #[test]
+    fn size_limits() {
+        let long_target = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(300));
+        assert_eq!(parse(&long_target).unwrap_err().status(), 414);
+        let partial_long = format!("GET /{}", "a".repeat(400));
+        assert_eq!(parse(&partial_long).unwrap_err().status(), 414);
+        let big_head = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n\r\n",
+            "v".repeat(5000)
+        );
+        assert_eq!(parse(&big_head).unwrap_err().status(), 431);
+        let partial_big = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}", "v".repeat(5000));
+        assert_eq!(parse(&partial_big).unwrap_err().status(), 431);
+        let many: String = (0..20).map(|i| format!("X{i}: v\r\n")).collect();
+        let many = format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n");
+        assert_eq!(parse(&many).unwrap_err().status(), 431);
+    }
+
+    #[test]
+    fn absolute_form_overrides_host() {
+        let s = "GET http://example.com:8080/p?q HTTP/1.1\r\nHost: other\r\n\r\n";
+        let h = ok(s);
+        assert_eq!(&s[h.target.clone()], "/p?q");
+        assert_eq!(&s[h.authority.clone().unwrap()], "example.com:8080");
+        let s = "GET http://example.com HTTP/1.1\r\n\r\n";
+        let h = ok(s);
+        assert_eq!(&s[h.target.clone()], "/");
+        assert_eq!(&s[h.authority.unwrap()], "example.com");
+    }
+
+    #[test]
+    fn asterisk_form_only_for_options() {
+        assert!(parse("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n").is_ok());
+        assert_eq!(
+            parse("GET * HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap_err()
+                .status(),
+            400
+        );
+    }
+
+    #[test]
+    fn expect_continue() {
+        let h =
+            ok("POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n");
+        assert!(h.expect_continue);
+    }
+}

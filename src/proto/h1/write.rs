@@ -1,0 +1,168 @@
+//! Response serialization: status line, header fields, and chunk framing.
+
+use crate::http::date;
+use crate::http::response::reason;
+use bytes::Bytes;
+
+/// What the codec needs to frame a response head.
+pub struct ResponseHead<'a> {
+    pub status: u16,
+    pub headers: &'a [(Bytes, Bytes)],
+    /// The body length, or `None` for a chunked body.
+    pub content_length: Option<u64>,
+    pub keep_alive: bool,
+    /// A preformatted `Server: name\r\n` line, or empty.
+    pub server_line: &'a [u8],
+}
+
+/// Appends the response head to `out`; returns the number of bytes written.
+/// Content-Length is omitted for statuses that have no body (1xx, 204, 304).
+pub fn write_head(out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
+    let start = out.len();
+    write_status_line(out, head.status);
+    out.extend_from_slice(head.server_line);
+    out.extend_from_slice(b"Date: ");
+    date::with_now(|d| out.extend_from_slice(d));
+    out.extend_from_slice(if head.keep_alive {
+        b"\r\nConnection: keep-alive\r\n"
+    } else {
+        b"\r\nConnection: close\r\n"
+    });
+    for (name, value) in head.headers {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    let bodiless = head.status < 200 || head.status == 204 || head.status == 304;
+    if !bodiless {
+        match head.content_length {
+            Some(n) => {
+                out.extend_from_slice(b"Content-Length: ");
+                out.extend_from_slice(itoa(n, &mut [0; 20]));
+                out.extend_from_slice(b"\r\n");
+            }
+            None => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    out.len() - start
+}
+
+/// The interim response sent before reading a body the client is waiting to send.
+pub fn write_continue(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+}
+
+/// Frames one chunk of a chunked body; an empty `data` writes the last chunk.
+pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        out.extend_from_slice(b"0\r\n\r\n");
+        return;
+    }
+    let mut hex = [0u8; 16];
+    let mut n = data.len();
+    let mut i = hex.len();
+    loop {
+        i -= 1;
+        hex[i] = b"0123456789abcdef"[n & 15];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&hex[i..]);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn write_status_line(out: &mut Vec<u8>, status: u16) {
+    match status {
+        200 => out.extend_from_slice(b"HTTP/1.1 200 OK\r\n"),
+        304 => out.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\n"),
+        404 => out.extend_from_slice(b"HTTP/1.1 404 Not Found\r\n"),
+        _ => {
+            out.extend_from_slice(b"HTTP/1.1 ");
+            out.extend_from_slice(itoa(u64::from(status), &mut [0; 20]));
+            out.push(b' ');
+            out.extend_from_slice(reason(status).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head_text(status: u16, len: Option<u64>, keep_alive: bool) -> String {
+        let headers = [(
+            Bytes::from_static(b"Content-Type"),
+            Bytes::from_static(b"text/plain"),
+        )];
+        let mut out = Vec::new();
+        let n = write_head(
+            &mut out,
+            &ResponseHead {
+                status,
+                headers: &headers,
+                content_length: len,
+                keep_alive,
+                server_line: b"Server: bench\r\n",
+            },
+        );
+        assert_eq!(n, out.len());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn writes_a_keep_alive_head() {
+        let t = head_text(200, Some(2), true);
+        assert!(
+            t.starts_with("HTTP/1.1 200 OK\r\nServer: bench\r\nDate: "),
+            "{t}"
+        );
+        assert!(t.ends_with(
+            " GMT\r\nConnection: keep-alive\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n"
+        ), "{t}");
+    }
+
+    #[test]
+    fn framing_depends_on_status_and_length() {
+        assert!(head_text(304, Some(10), true)
+            .find("Content-Length")
+            .is_none());
+        assert!(head_text(204, Some(0), true)
+            .find("Content-Length")
+            .is_none());
+        assert!(head_text(200, None, false).contains("Transfer-Encoding: chunked\r\n"));
+        assert!(head_text(200, None, false).contains("Connection: close\r\n"));
+        assert!(head_text(416, Some(0), true).starts_with("HTTP/1.1 416 Range Not Satisfiable\r\n"));
+        assert!(head_text(200, Some(1234567), true).contains("Content-Length: 1234567\r\n"));
+    }
+
+    #[test]
+    fn frames_chunks() {
+        let mut out = Vec::new();
+        write_chunk(&mut out, &[b'x'; 26]);
+        write_chunk(&mut out, b"");
+        assert_eq!(
+            out,
+            [&b"1a\r\n"[..], &[b'x'; 26], b"\r\n0\r\n\r\n"].concat()
+        );
+    }
+}
