@@ -1,1 +1,129 @@
-fn main() {}
+//! The `spate` command line.
+
+use clap::{Parser, Subcommand};
+use spate::config::{self, Config};
+use spate::server::Server;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// spate: a web server and reverse proxy configured in h2o's YAML dialect.
+#[derive(Parser)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    /// The configuration file (h2o-style YAML).
+    #[arg(short = 'c', long = "conf", value_name = "FILE")]
+    conf: Option<PathBuf>,
+    /// Check the configuration and exit: 0 when valid, else every problem as FILE:LINE.
+    #[arg(short = 't', long = "test", requires = "conf")]
+    test: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a directory with no configuration file (index files, directory listings).
+    Serve {
+        /// The directory to serve.
+        dir: PathBuf,
+        /// Where to listen.
+        #[arg(short, long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Worker threads (default: one per CPU).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match (&cli.command, &cli.conf) {
+        (
+            Some(Command::Serve {
+                dir,
+                listen,
+                threads,
+            }),
+            _,
+        ) => {
+            if !dir.is_dir() {
+                eprintln!("spate: {} is not a directory", dir.display());
+                return ExitCode::from(2);
+            }
+            let mut c = Config::serve_dir(dir, *listen);
+            if let Some(n) = threads {
+                c.num_threads = (*n).max(1);
+            }
+            c
+        }
+        (None, Some(path)) => match config::load_file(path) {
+            Ok(c) => {
+                if cli.test {
+                    println!("{}: configuration is OK", path.display());
+                    return ExitCode::SUCCESS;
+                }
+                c
+            }
+            Err(errors) => {
+                for e in &errors {
+                    eprintln!("{e}");
+                }
+                eprintln!("spate: {} error(s) in {}", errors.len(), path.display());
+                return ExitCode::from(1);
+            }
+        },
+        (None, None) => {
+            eprintln!("spate: give a configuration with -c FILE, or `spate serve DIR`; see --help");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = init_logging(&config) {
+        eprintln!("spate: {e}");
+        return ExitCode::from(1);
+    }
+    let server = match Server::bind(config) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("spate: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    {
+        let mut out = std::io::stdout().lock();
+        for a in server.local_addrs() {
+            let _ = writeln!(out, "spate listening on http://{a}/");
+        }
+        let _ = out.flush();
+    }
+    match server.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("spate: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Diagnostics go to `error-log` when configured, else to standard error; `RUST_LOG` filters.
+fn init_logging(config: &Config) -> Result<(), String> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match &config.error_log {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("cannot open error-log {}: {e}", path.display()))?;
+            builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .init();
+        }
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+    Ok(())
+}

@@ -187,6 +187,9 @@ pub struct Http1 {
     pub keepalive_timeout: Duration,
     /// `http1-upgrade-to-http2` (default ON once HTTP/2 lands).
     pub upgrade_to_http2: bool,
+    /// `send-timeout` (spate, seconds): longest wait for a peer to accept more response
+    /// bytes (default 60 s, as nginx's send_timeout).
+    pub send_timeout: Duration,
 }
 
 /// Limits a peer can push on.
@@ -212,6 +215,7 @@ impl Default for Http1 {
             request_io_timeout: Duration::from_secs(5),
             keepalive_timeout: Duration::from_secs(10),
             upgrade_to_http2: true,
+            send_timeout: Duration::from_secs(60),
         }
     }
 }

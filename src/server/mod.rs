@@ -1,1 +1,167 @@
 //! Listeners, worker threads, accept, connection limits, timeouts and graceful shutdown.
+//!
+//! One worker thread per `num-threads`, each a tokio `current_thread` runtime with its own
+//! SO_REUSEPORT socket for every listen address, its own router (handlers, open-file cache)
+//! and access-log buffers. The only state shared between workers is the connection count
+//! (for `max-connections`) and the shutdown signal.
+
+mod h1;
+mod io;
+mod listen;
+mod worker;
+
+use crate::config::{Config, ListenKind};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::{watch, Notify};
+
+/// A server whose sockets are bound, ready to [`Server::run`].
+pub struct Server {
+    config: Arc<Config>,
+    /// Per worker, one socket for each listen address.
+    sockets: Vec<Vec<std::net::TcpListener>>,
+    addrs: Vec<SocketAddr>,
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl Server {
+    /// Binds every listener for every worker. A port of 0 is resolved once and shared.
+    pub fn bind(config: Config) -> Result<Server, StartError> {
+        let workers = config.num_threads.max(1);
+        let mut sockets: Vec<Vec<std::net::TcpListener>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        let mut addrs = Vec::new();
+        for l in &config.listeners {
+            if l.kind == ListenKind::Quic {
+                return Err(StartError(format!(
+                    "{}: listen type quic (HTTP/3) is not supported yet",
+                    l.at
+                )));
+            }
+            if l.has_ssl {
+                return Err(StartError(format!(
+                    "{}: listen with ssl (TLS) is not supported yet",
+                    l.at
+                )));
+            }
+            let mut addr = l.addr;
+            for per_worker in sockets.iter_mut() {
+                let sock = listen::bind(addr)
+                    .map_err(|e| StartError(format!("{}: cannot listen on {addr}: {e}", l.at)))?;
+                // The first bind of port 0 picks the port the other workers then share.
+                addr = sock
+                    .local_addr()
+                    .map_err(|e| StartError(format!("{}: {e}", l.at)))?;
+                per_worker.push(sock);
+            }
+            addrs.push(addr);
+        }
+        if addrs.is_empty() {
+            return Err(StartError("no listen address configured".into()));
+        }
+        Ok(Server {
+            config: Arc::new(config),
+            sockets,
+            addrs,
+        })
+    }
+
+    /// The addresses actually bound, in configuration order.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Serves until SIGTERM or SIGINT, then stops accepting, lets in-flight requests finish
+    /// (bounded by `shutdown-timeout`) and returns.
+    pub fn run(self) -> std::io::Result<()> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            connections: AtomicUsize::new(0),
+            max_connections: self.config.max_connections.max(1),
+            connection_closed: Notify::new(),
+            stop: stop_rx,
+        });
+        let mut threads = Vec::new();
+        for (i, sockets) in self.sockets.into_iter().enumerate() {
+            let config = self.config.clone();
+            let shared = shared.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("spate-worker-{i}"))
+                .spawn(move || worker::run(config, sockets, shared))?;
+            threads.push(t);
+        }
+        let signals = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        signals.block_on(wait_for_stop_signal())?;
+        tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        let _ = stop_tx.send(true);
+        for t in threads {
+            if t.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// State every worker sees.
+pub(crate) struct Shared {
+    /// Open connections across all workers.
+    connections: AtomicUsize,
+    max_connections: usize,
+    /// Signalled when a connection closes while the limit was reached.
+    connection_closed: Notify,
+    /// Becomes `true` when the server is asked to stop.
+    stop: watch::Receiver<bool>,
+}
+
+impl Shared {
+    /// Waits until another connection may be accepted (`max-connections` pauses accept).
+    async fn connection_slot(&self) {
+        loop {
+            let freed = self.connection_closed.notified();
+            tokio::pin!(freed);
+            // Register interest before checking, so a close in between is not missed.
+            freed.as_mut().enable();
+            if self.connections.load(Ordering::Relaxed) < self.max_connections {
+                return;
+            }
+            freed.await;
+        }
+    }
+
+    fn opened(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn closed(&self) {
+        let before = self.connections.fetch_sub(1, Ordering::Relaxed);
+        if before >= self.max_connections {
+            self.connection_closed.notify_waiters();
+        }
+    }
+}
+
+async fn wait_for_stop_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

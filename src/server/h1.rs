@@ -1,0 +1,369 @@
+//! The HTTP/1.x connection driver: reads bytes, feeds the sans-IO codec, routes each request,
+//! and writes responses. Pipelined requests are answered in order, their responses gathered
+//! in one buffer and written with one syscall per read. See `src/proto/h1/LIFECYCLE.md`.
+
+use super::io;
+use super::worker::WorkerCtx;
+use crate::http::request::RequestBuilder;
+use crate::http::response::BodyPart;
+use crate::http::{Body, FileRange, Request, Response};
+use crate::log::LogRecord;
+use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
+use bytes::{Bytes, BytesMut};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+/// Initial read buffer; it grows up to the head size limit for large heads.
+const READ_BUFFER: usize = 16 * 1024;
+/// Bodies up to this size are copied into the write buffer; larger ones are written directly.
+const COPY_BODY_MAX: usize = 16 * 1024;
+/// How long to keep reading (and discarding) after an error response before closing, so the
+/// client sees the response rather than a reset.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Serves one connection until it closes.
+pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, local: SocketAddr, ctx: &WorkerCtx) {
+    let mut conn = Conn {
+        stream,
+        peer,
+        local,
+        ctx,
+        rbuf: BytesMut::with_capacity(READ_BUFFER),
+        wbuf: Vec::with_capacity(READ_BUFFER),
+        queued: 0,
+    };
+    match conn.run().await {
+        Ok(()) => {}
+        Err(Close::Quietly) => {}
+        Err(Close::Io(e)) => tracing::debug!(peer = %peer, "connection closed: {e}"),
+        Err(Close::Linger) => conn.linger_close().await,
+    }
+}
+
+struct Conn<'a> {
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    ctx: &'a WorkerCtx,
+    rbuf: BytesMut,
+    /// Responses not yet written.
+    wbuf: Vec<u8>,
+    /// Number of responses in `wbuf`.
+    queued: usize,
+}
+
+/// How a connection ends abnormally.
+enum Close {
+    /// Peer went away or a timeout passed while idle: nothing to say.
+    Quietly,
+    Io(std::io::Error),
+    /// An error response was written: stop reading requests, drain a little, close.
+    Linger,
+}
+
+impl From<std::io::Error> for Close {
+    fn from(e: std::io::Error) -> Close {
+        Close::Io(e)
+    }
+}
+
+/// What a read while waiting for a request produced.
+enum Wait {
+    Data,
+    Eof,
+    TimedOut,
+    Stopping,
+}
+
+impl Conn<'_> {
+    async fn run(&mut self) -> Result<(), Close> {
+        let mut request_started: Option<Instant> = None;
+        loop {
+            match h1::parse_head(&self.rbuf, &self.ctx.head_limits) {
+                Ok(Some(head)) => {
+                    request_started = None;
+                    if !self.respond(head).await? {
+                        self.flush(false).await?;
+                        return Err(Close::Linger);
+                    }
+                    if self.queued >= self.ctx.config.limits.pipelined_requests {
+                        self.flush(false).await?;
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.reject(e).await?;
+                    return Err(Close::Linger);
+                }
+            }
+            // Need more bytes: whatever is answered goes out first.
+            self.flush(false).await?;
+            if self.rbuf.is_empty() && self.ctx.stopping.get() {
+                return Ok(());
+            }
+            let http1 = &self.ctx.config.http1;
+            let now = Instant::now();
+            let idle = self.rbuf.is_empty();
+            let deadline = if idle {
+                now + http1.keepalive_timeout
+            } else {
+                let started = *request_started.get_or_insert(now);
+                (started + http1.request_timeout).min(now + http1.request_io_timeout)
+            };
+            match self.read_until(deadline, idle).await? {
+                Wait::Data => {}
+                Wait::Eof | Wait::Stopping => return Ok(()),
+                Wait::TimedOut if self.rbuf.is_empty() => return Ok(()),
+                Wait::TimedOut => {
+                    self.log_request_error(408, "request head not received in time");
+                    self.write_error(408);
+                    self.flush(false).await?;
+                    return Err(Close::Linger);
+                }
+            }
+        }
+    }
+
+    /// Answers one request whose head is at the start of `rbuf`; returns whether the
+    /// connection stays open.
+    async fn respond(&mut self, head: h1::Head) -> Result<bool, Close> {
+        let head_bytes = self.rbuf.split_to(head.len).freeze();
+        let keep_alive = head.keep_alive && !self.ctx.stopping.get();
+        let framing = head.body;
+        let expect_continue = head.expect_continue && framing != BodyFraming::None;
+        let req = RequestBuilder {
+            method: head.method,
+            version: head.version,
+            secure: false,
+            peer: self.peer,
+            local: self.local,
+            target: head.target,
+            authority: head.authority,
+            fields: head.fields,
+        }
+        .build(head_bytes, Bytes::new());
+
+        let (resp, route) = self.ctx.router.handle(&req);
+        let log = route.and_then(|r| r.access_log.as_ref());
+        let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
+        if expect_continue {
+            h1::write_continue(&mut self.wbuf);
+        }
+        let status = resp.status;
+        let body_len = if req.is_head() { 0 } else { resp.body.len() };
+        let total = self.send(&req, resp, keep_alive).await?;
+        if let (Some(log), Some((at, started))) = (log, received_at) {
+            log.borrow_mut().log(&LogRecord {
+                req: &req,
+                status,
+                body_bytes: body_len,
+                total_bytes: total,
+                received_at: at,
+                duration: started.elapsed(),
+                resp_headers: &[],
+            });
+        }
+        self.queued += 1;
+        // The handler did not need the body; read past it to reach the next request.
+        match framing {
+            BodyFraming::None => {}
+            BodyFraming::Length(n) => self.discard_body(n).await?,
+            BodyFraming::Chunked => self.discard_chunked().await?,
+        }
+        Ok(keep_alive)
+    }
+
+    /// Writes the head and body of `resp` into the write buffer, or straight to the socket
+    /// for large and file bodies. Returns the bytes of the response.
+    async fn send(
+        &mut self,
+        req: &Request,
+        resp: Response,
+        keep_alive: bool,
+    ) -> Result<u64, Close> {
+        let head_len = h1::write_head(
+            &mut self.wbuf,
+            &ResponseHead {
+                status: resp.status,
+                headers: &resp.headers,
+                content_length: Some(resp.body.len()),
+                keep_alive,
+                server_line: &self.ctx.server_line,
+            },
+        ) as u64;
+        if req.is_head() || resp.status == 304 || resp.status == 204 {
+            return Ok(head_len);
+        }
+        let body_len = resp.body.len();
+        match resp.body {
+            Body::Empty => {}
+            Body::Bytes(b) => self.send_bytes(&b).await?,
+            Body::File(f) => self.send_file(&f).await?,
+            Body::Parts(parts) => {
+                for p in parts {
+                    match p {
+                        BodyPart::Bytes(b) => self.send_bytes(&b).await?,
+                        BodyPart::File(f) => self.send_file(&f).await?,
+                    }
+                }
+            }
+        }
+        Ok(head_len + body_len)
+    }
+
+    async fn send_bytes(&mut self, b: &Bytes) -> Result<(), Close> {
+        if b.len() <= COPY_BODY_MAX {
+            self.wbuf.extend_from_slice(b);
+        } else {
+            self.flush(true).await?;
+            io::write_all(&self.stream, b, false, self.send_timeout()).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_file(&mut self, f: &FileRange) -> Result<(), Close> {
+        if let Some(bytes) = f.cached_bytes() {
+            return self.send_bytes(&bytes).await;
+        }
+        self.flush(true).await?;
+        let t = self.send_timeout();
+        io::sendfile(&self.stream, &f.file.file, f.offset, f.len, t).await?;
+        Ok(())
+    }
+
+    /// Writes out the buffered responses. `more` tells the kernel a body follows.
+    async fn flush(&mut self, more: bool) -> Result<(), Close> {
+        if !self.wbuf.is_empty() {
+            io::write_all(&self.stream, &self.wbuf, more, self.send_timeout()).await?;
+            self.wbuf.clear();
+        }
+        self.queued = 0;
+        Ok(())
+    }
+
+    fn send_timeout(&self) -> Duration {
+        self.ctx.config.http1.send_timeout
+    }
+
+    /// Reads into `rbuf` until data arrives or the deadline passes. When `idle` (between
+    /// requests), a server stop also ends the wait.
+    async fn read_until(&mut self, deadline: Instant, idle: bool) -> Result<Wait, Close> {
+        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+            self.rbuf.reserve(READ_BUFFER);
+        }
+        let stop = self.ctx.stop.notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
+        if idle && self.ctx.stopping.get() {
+            return Ok(Wait::Stopping);
+        }
+        tokio::select! {
+            r = self.stream.read_buf(&mut self.rbuf) => match r? {
+                0 => Ok(Wait::Eof),
+                _ => Ok(Wait::Data),
+            },
+            _ = tokio::time::sleep_until(deadline.into()) => Ok(Wait::TimedOut),
+            _ = &mut stop, if idle => Ok(Wait::Stopping),
+        }
+    }
+
+    /// Reads and drops `n` bytes of request body.
+    async fn discard_body(&mut self, mut n: u64) -> Result<(), Close> {
+        loop {
+            let have = (self.rbuf.len() as u64).min(n);
+            let _ = self.rbuf.split_to(have as usize);
+            n -= have;
+            if n == 0 {
+                return Ok(());
+            }
+            self.read_body_bytes().await?;
+        }
+    }
+
+    async fn discard_chunked(&mut self) -> Result<(), Close> {
+        let mut dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
+        let mut received: u64 = 0;
+        loop {
+            let r = match dec.decode(&self.rbuf) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.log_request_error(e.status(), e.reason());
+                    return Err(Close::Quietly);
+                }
+            };
+            received += r.data.len() as u64;
+            if received > self.ctx.config.limits.request_body {
+                self.log_request_error(413, "chunked request body too large");
+                return Err(Close::Quietly);
+            }
+            let _ = self.rbuf.split_to(r.consumed);
+            if r.done {
+                return Ok(());
+            }
+            if r.consumed == 0 || self.rbuf.is_empty() {
+                self.read_body_bytes().await?;
+            }
+        }
+    }
+
+    /// Reads more of a body; a silence longer than `http1-request-io-timeout` ends the
+    /// connection. Responses are flushed first: the client may wait for them (or for 100).
+    async fn read_body_bytes(&mut self) -> Result<(), Close> {
+        self.flush(false).await?;
+        let deadline = Instant::now() + self.ctx.config.http1.request_io_timeout;
+        match self.read_until(deadline, false).await? {
+            Wait::Data => Ok(()),
+            Wait::Eof | Wait::TimedOut | Wait::Stopping => Err(Close::Quietly),
+        }
+    }
+
+    /// Answers a request the codec rejected, with `Connection: close`.
+    async fn reject(&mut self, e: h1::Error) -> Result<(), Close> {
+        self.log_request_error(e.status(), e.reason());
+        self.write_error(e.status());
+        self.flush(false).await
+    }
+
+    fn write_error(&mut self, status: u16) {
+        let resp = Response::error(status);
+        let body = match &resp.body {
+            Body::Bytes(b) => b.clone(),
+            _ => Bytes::new(),
+        };
+        h1::write_head(
+            &mut self.wbuf,
+            &ResponseHead {
+                status,
+                headers: &resp.headers,
+                content_length: Some(body.len() as u64),
+                keep_alive: false,
+                server_line: &self.ctx.server_line,
+            },
+        );
+        self.wbuf.extend_from_slice(&body);
+    }
+
+    fn log_request_error(&self, status: u16, reason: &str) {
+        if self.ctx.config.emit_request_errors {
+            tracing::info!(peer = %self.peer, "rejected request with {status}: {reason}");
+        }
+    }
+
+    /// Half-closes, then reads and drops input for a short while so the error response is
+    /// not destroyed by a reset caused by unread data.
+    async fn linger_close(&mut self) {
+        let _ = io::shutdown_write(&self.stream);
+        let deadline = Instant::now() + LINGER;
+        let mut buf = [0u8; 4096];
+        let mut drained = 0usize;
+        while drained < 256 * 1024 {
+            match tokio::time::timeout_at(deadline.into(), self.stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => drained += n,
+                _ => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Socket writes that the HTTP/1 driver needs beyond tokio's: a write that hints more data
+//! follows (so a head and a sendfile body share packets), sendfile, and a per-progress timeout.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+/// Writes all of `buf`. `more` sets MSG_MORE: the kernel holds the tail back for the data
+/// that follows (a sendfile body). Each wait for the socket is bounded by `timeout`.
+pub async fn write_all(
+    stream: &TcpStream,
+    mut buf: &[u8],
+    more: bool,
+    timeout: Duration,
+) -> io::Result<()> {
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    while !buf.is_empty() {
+        let r = stream.try_io(Interest::WRITABLE, || {
+            // SAFETY: `buf` is a valid slice for its length; the fd is the stream's own.
+            let n =
+                unsafe { libc::send(stream.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match r {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(stream, timeout).await?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Sends `len` bytes of `file` from `offset` with sendfile(2).
+pub async fn sendfile(
+    stream: &TcpStream,
+    file: &std::fs::File,
+    offset: u64,
+    len: u64,
+    timeout: Duration,
+) -> io::Result<()> {
+    let mut off = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    let mut left = len;
+    while left > 0 {
+        // Bounded chunks keep one connection from monopolising the worker.
+        let chunk = left.min(1 << 20) as usize;
+        let r = stream.try_io(Interest::WRITABLE, || {
+            // SAFETY: both fds are open for the duration of the call; `off` is a valid pointer.
+            let n =
+                unsafe { libc::sendfile(stream.as_raw_fd(), file.as_raw_fd(), &mut off, chunk) };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as u64)
+            }
+        });
+        match r {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ))
+            }
+            Ok(n) => {
+                left -= n.min(left);
+                if left > 0 {
+                    // Let other connections of this worker run between chunks.
+                    tokio::task::yield_now().await;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(stream, timeout).await?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+async fn writable(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
+    match tokio::time::timeout(timeout, stream.writable()).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "peer did not read within send-timeout",
+        )),
+    }
+}
+
+/// Shuts down the sending side: the peer reads the rest, then sees end of stream.
+pub fn shutdown_write(stream: &TcpStream) -> io::Result<()> {
+    // SAFETY: the fd is the stream's own and stays open during the call.
+    let r = unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_WR) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
