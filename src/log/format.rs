@@ -1,6 +1,8 @@
 //! Compiles an Apache/h2o access-log format string into a list of [`Piece`]s once, so that
 //! writing a line only walks the list.
 
+use super::time::{self, TimeFormat};
+
 /// One part of a compiled format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Piece {
@@ -40,6 +42,8 @@ pub(crate) enum Piece {
     Time(TimeFormat),
     /// `%D`, `%{us}T`: duration in microseconds.
     DurationMicros,
+    /// `%{duration}x`: duration in seconds with six decimals, as h2o prints it.
+    DurationFrac,
     /// `%{ms}T`: duration in milliseconds.
     DurationMillis,
     /// `%T`, `%{s}T`: duration in whole seconds.
@@ -48,23 +52,6 @@ pub(crate) enum Piece {
     RequestHeader(Box<[u8]>),
     /// `%{NAME}o`, the name stored lowercased.
     ResponseHeader(Box<[u8]>),
-}
-
-/// How `%t` prints the time the request was received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TimeFormat {
-    /// `[10/Oct/2000:13:55:36 +0000]`
-    Clf,
-    /// Seconds since the epoch.
-    Sec,
-    /// Milliseconds since the epoch.
-    Msec,
-    /// Microseconds since the epoch.
-    Usec,
-    /// The millisecond part, three digits.
-    MsecFrac,
-    /// The microsecond part, six digits.
-    UsecFrac,
 }
 
 /// Parses `format`; the error names the offending escape.
@@ -122,11 +109,12 @@ pub(crate) fn compile(format: &str) -> Result<Vec<Piece>, String> {
             (b'r', None) => Piece::RequestLine,
             (b's', None) => Piece::Status,
             (b't', None) => Piece::Time(TimeFormat::Clf),
-            (b't', Some(f)) => Piece::Time(time_format(f)?),
+            (b't', Some(f)) => Piece::Time(time::parse(f)?),
             (b'T', None | Some("s")) => Piece::DurationSecs,
             (b'T', Some("ms")) => Piece::DurationMillis,
             (b'T', Some("us")) => Piece::DurationMicros,
             (b'U', None) => Piece::Path,
+            (b'x', Some("duration")) => Piece::DurationFrac,
             (b'V' | b'v', None) => Piece::Authority,
             (b'i', Some(name)) if !name.is_empty() => Piece::RequestHeader(lower(name)),
             (b'o', Some(name)) if !name.is_empty() => Piece::ResponseHeader(lower(name)),
@@ -142,22 +130,6 @@ pub(crate) fn compile(format: &str) -> Result<Vec<Piece>, String> {
         pieces.push(Piece::Literal(literal.into()));
     }
     Ok(pieces)
-}
-
-fn time_format(f: &str) -> Result<TimeFormat, String> {
-    Ok(match f {
-        "sec" => TimeFormat::Sec,
-        "msec" => TimeFormat::Msec,
-        "usec" => TimeFormat::Usec,
-        "msec_frac" => TimeFormat::MsecFrac,
-        "usec_frac" => TimeFormat::UsecFrac,
-        _ => {
-            return Err(format!(
-                "`%{{{f}}}t`: strftime formats are not supported; \
-                 use sec, msec, usec, msec_frac or usec_frac"
-            ))
-        }
-    })
 }
 
 fn lower(name: &str) -> Box<[u8]> {
@@ -215,7 +187,8 @@ mod tests {
     #[test]
     fn compiles_arguments() {
         assert_eq!(
-            compile("%{User-Agent}i%{X-Y}o%{remote}p%{local}p%{usec_frac}t%{ms}T").unwrap(),
+            compile("%{User-Agent}i%{X-Y}o%{remote}p%{local}p%{usec_frac}t%{ms}T%{duration}x")
+                .unwrap(),
             vec![
                 Piece::RequestHeader((*b"user-agent").into()),
                 Piece::ResponseHeader((*b"x-y").into()),
@@ -223,6 +196,7 @@ mod tests {
                 Piece::LocalPort,
                 Piece::Time(TimeFormat::UsecFrac),
                 Piece::DurationMillis,
+                Piece::DurationFrac,
             ]
         );
     }
@@ -234,18 +208,18 @@ mod tests {
             "%",
             "abc %",
             "%{foo",
-            "%{%Y-%m-%d}t",
+            "%{%c}t",
             "%{}i",
             "%{x}s",
             "%{foo}p",
-            "%{duration}x",
+            "%{connect-time}x",
             "%é",
         ] {
             assert!(compile(bad).is_err(), "{bad:?} should be rejected");
         }
         let e = compile("ok %Z").unwrap_err();
         assert!(e.contains("`%Z`") && e.contains("offset 3"), "{e}");
-        let e = compile("%{%H}t").unwrap_err();
+        let e = compile("%{%x}t").unwrap_err();
         assert!(e.contains("strftime"), "{e}");
     }
 }

@@ -7,20 +7,23 @@
 //!
 //! Supported escapes: `%%`, `%A`, `%a`/`%h`, `%b`, `%B`, `%D`, `%H`, `%l`, `%m`, `%O`, `%p`,
 //! `%{local}p`, `%{remote}p`, `%q`, `%r`, `%s` (also `%>s`), `%t`, `%{sec|msec|usec|msec_frac|
-//! usec_frac}t`, `%T`, `%{s|ms|us}T`, `%U`, `%u`, `%V`, `%v`, `%{NAME}i`, `%{NAME}o`.
-//! Anything else, including strftime forms of `%{...}t`, is rejected by [`validate_format`].
+//! usec_frac}t`, `%{STRFTIME}t` (UTC; locale and week-number conversions excluded), `%T`,
+//! `%{s|ms|us}T`, `%U`, `%u`, `%V`, `%v`, `%{NAME}i`, `%{NAME}o`, `%{duration}x`.
+//! Anything else is rejected by [`validate_format`].
 
 mod format;
+mod num;
 mod render;
+mod time;
 
 use crate::config::AccessLogConf;
 use crate::http::Request;
 use format::Piece;
-use render::ClfClock;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, SystemTime};
+use time::Clock;
 
 /// Apache's (and h2o's) common log format.
 pub const COMMON_FORMAT: &str = "%h %l %u %t \"%r\" %s %b";
@@ -59,7 +62,7 @@ pub struct AccessLog {
     /// `None` when the file could not be opened or the format is invalid: lines are dropped.
     file: Option<File>,
     buf: Vec<u8>,
-    clock: ClfClock,
+    clock: Clock,
     /// A failing write is reported once, not once per flush.
     write_error_reported: bool,
 }
@@ -84,7 +87,7 @@ impl AccessLog {
                 0
             }),
             file,
-            clock: ClfClock::default(),
+            clock: Clock::default(),
             write_error_reported: false,
         }
     }

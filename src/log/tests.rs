@@ -64,7 +64,7 @@ fn record<'a>(req: &'a Request, resp_headers: &'a [(Bytes, Bytes)]) -> LogRecord
 fn line(format: &str, rec: &LogRecord<'_>) -> String {
     let pieces = format::compile(format).unwrap();
     let mut out = Vec::new();
-    render::render(&pieces, rec, &mut ClfClock::default(), &mut out);
+    render::render(&pieces, rec, &mut time::Clock::default(), &mut out);
     assert_eq!(out.pop(), Some(b'\n'));
     String::from_utf8(out).unwrap()
 }
@@ -115,6 +115,11 @@ fn each_escape() {
         ("%{us}T", "2500123"),
         ("%{ms}T", "2500"),
         ("%T", "2"),
+        ("%{duration}x", "2.500123"),
+        (
+            "%{%d/%b/%Y:%H:%M:%S}t.%{msec_frac}t",
+            "10/Oct/2000:13:45:36.012",
+        ),
         ("[%m %U%q]", "[GET /dir/a.html?x=1&y=2]"),
     ];
     for (format, want) in cases {
@@ -160,7 +165,8 @@ fn escapes_quotes_and_control_bytes_in_values() {
 fn validate_format_reports_errors() {
     assert!(validate_format(COMMON_FORMAT).is_ok());
     assert!(validate_format(COMBINED_FORMAT).is_ok());
-    assert!(validate_format("%{%Y}t").unwrap_err().contains("strftime"));
+    assert!(validate_format("%{%Y-%m-%d}t").is_ok());
+    assert!(validate_format("%{%c}t").unwrap_err().contains("strftime"));
     assert!(validate_format("%Q").unwrap_err().contains("%Q"));
 }
 
