@@ -1,9 +1,43 @@
 //! Access logs: Apache-style formats with h2o's `%` escapes, buffered per worker.
-//! (Stub: filled in by the access log work.)
+//!
+//! Each worker owns its [`AccessLog`]s (no locks on a request's path). Lines collect in a
+//! buffer that is written with one `write` when it passes [`BUFFER_LIMIT`], on [`AccessLog::flush`]
+//! and on drop. Every worker opens the file with `O_APPEND`, and a write only ever carries whole
+//! lines, so workers sharing a file do not interleave inside a line.
+//!
+//! Supported escapes: `%%`, `%A`, `%a`/`%h`, `%b`, `%B`, `%D`, `%H`, `%l`, `%m`, `%O`, `%p`,
+//! `%{local}p`, `%{remote}p`, `%q`, `%r`, `%s` (also `%>s`), `%t`, `%{sec|msec|usec|msec_frac|
+//! usec_frac}t`, `%{STRFTIME}t` (UTC; locale and week-number conversions excluded), `%T`,
+//! `%{s|ms|us}T`, `%U`, `%u`, `%V`, `%v`, `%{NAME}i`, `%{NAME}o`, `%{duration}x`.
+//! Anything else is rejected by [`validate_format`].
+
+mod format;
+mod num;
+mod render;
+mod time;
 
 use crate::config::AccessLogConf;
 use crate::http::Request;
+use format::Piece;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, SystemTime};
+use time::Clock;
+
+/// Apache's (and h2o's) common log format.
+pub const COMMON_FORMAT: &str = "%h %l %u %t \"%r\" %s %b";
+
+/// Apache's combined log format, h2o's default.
+pub const COMBINED_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";
+
+/// Buffered bytes that trigger a write to the file.
+pub const BUFFER_LIMIT: usize = 64 * 1024;
+
+/// Checks an access-log format; the error says which escape is wrong (for config errors).
+pub fn validate_format(format: &str) -> Result<(), String> {
+    format::compile(format).map(|_| ())
+}
 
 /// What the server knows about a finished request.
 pub struct LogRecord<'a> {
@@ -24,11 +58,38 @@ pub struct LogRecord<'a> {
 /// One access log file's writer on one worker thread.
 pub struct AccessLog {
     conf: AccessLogConf,
+    pieces: Vec<Piece>,
+    /// `None` when the file could not be opened or the format is invalid: lines are dropped.
+    file: Option<File>,
+    buf: Vec<u8>,
+    clock: Clock,
+    /// A failing write is reported once, not once per flush.
+    write_error_reported: bool,
 }
 
 impl AccessLog {
+    /// Compiles the format and opens the file for appending. Failures are logged with
+    /// `tracing::error!` and leave a log that drops its lines, so a bad log never stops serving.
     pub fn new(conf: &AccessLogConf) -> AccessLog {
-        AccessLog { conf: conf.clone() }
+        let (pieces, file) = match format::compile(&conf.format) {
+            Ok(pieces) => (pieces, open(conf)),
+            Err(e) => {
+                tracing::error!(path = %conf.path.display(), "access log format: {e}");
+                (Vec::new(), None)
+            }
+        };
+        AccessLog {
+            conf: conf.clone(),
+            pieces,
+            buf: Vec::with_capacity(if file.is_some() {
+                BUFFER_LIMIT + 1024
+            } else {
+                0
+            }),
+            file,
+            clock: Clock::default(),
+            write_error_reported: false,
+        }
     }
 
     pub fn conf(&self) -> &AccessLogConf {
@@ -36,8 +97,56 @@ impl AccessLog {
     }
 
     /// Formats one line into the buffer; writes the buffer out when it is full.
-    pub fn log(&mut self, _rec: &LogRecord<'_>) {}
+    pub fn log(&mut self, rec: &LogRecord<'_>) {
+        if self.file.is_none() {
+            return;
+        }
+        render::render(&self.pieces, rec, &mut self.clock, &mut self.buf);
+        if self.buf.len() >= BUFFER_LIMIT {
+            self.flush();
+        }
+    }
 
     /// Writes out whatever is buffered (called periodically and at shutdown).
-    pub fn flush(&mut self) {}
+    pub fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        if let Some(file) = &mut self.file {
+            // Regular files take the whole buffer in one write; write_all only loops if the
+            // kernel returns short (disk full, signal), where nothing better can be done.
+            if let Err(e) = file.write_all(&self.buf) {
+                if !self.write_error_reported {
+                    tracing::error!(path = %self.conf.path.display(), "access log write: {e}");
+                    self.write_error_reported = true;
+                }
+            }
+        }
+        // Lines that could not be written are dropped so the buffer stays bounded.
+        self.buf.clear();
+    }
 }
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+fn open(conf: &AccessLogConf) -> Option<File> {
+    let opened = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(&conf.path);
+    match opened {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::error!(path = %conf.path.display(), "cannot open access log: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

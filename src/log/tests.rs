@@ -1,0 +1,290 @@
+//! End-to-end tests of the access log: escapes against built requests, files, buffering.
+
+use super::*;
+use crate::http::request::RequestBuilder;
+use crate::http::{Method, Version};
+use bytes::Bytes;
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+/// A request whose head buffer holds the target, then each header name and value.
+fn request(method: Method, target: &[u8], headers: &[(&[u8], &[u8])]) -> Request {
+    let mut head = target.to_vec();
+    let mut fields = Vec::new();
+    for (n, v) in headers {
+        let ns = head.len();
+        head.extend_from_slice(n);
+        let vs = head.len();
+        head.extend_from_slice(v);
+        fields.push((ns..vs, vs..head.len()));
+    }
+    RequestBuilder {
+        method,
+        version: Version::Http11,
+        secure: false,
+        peer: "192.0.2.7:51234".parse().unwrap(),
+        local: "[::1]:8080".parse().unwrap(),
+        target: 0..target.len(),
+        authority: None,
+        fields,
+    }
+    .build(Bytes::from(head), Bytes::new())
+}
+
+fn sample() -> Request {
+    request(
+        Method::Get,
+        b"/dir/a.html?x=1&y=2",
+        &[
+            (b"Host", b"example.com:8080"),
+            (b"User-Agent", b"curl/8.0"),
+            (b"Referer", b""),
+        ],
+    )
+}
+
+/// 2000-10-10 13:45:36.012345 UTC
+fn received_at() -> SystemTime {
+    UNIX_EPOCH + Duration::new(971_185_536, 12_345_000)
+}
+
+fn record<'a>(req: &'a Request, resp_headers: &'a [(Bytes, Bytes)]) -> LogRecord<'a> {
+    LogRecord {
+        req,
+        status: 200,
+        body_bytes: 1234,
+        total_bytes: 1400,
+        received_at: received_at(),
+        duration: Duration::from_micros(2_500_123),
+        resp_headers,
+    }
+}
+
+/// Renders one line of `format` for `rec`, without the trailing newline.
+fn line(format: &str, rec: &LogRecord<'_>) -> String {
+    let pieces = format::compile(format).unwrap();
+    let mut out = Vec::new();
+    render::render(&pieces, rec, &mut time::Clock::default(), &mut out);
+    assert_eq!(out.pop(), Some(b'\n'));
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn each_escape() {
+    let req = sample();
+    let resp = [(
+        Bytes::from_static(b"Content-Type"),
+        Bytes::from_static(b"text/html"),
+    )];
+    let rec = record(&req, &resp);
+    let cases: &[(&str, &str)] = &[
+        ("%%", "%"),
+        ("%A", "::1"),
+        ("%h", "192.0.2.7"),
+        ("%a", "192.0.2.7"),
+        ("%b", "1234"),
+        ("%B", "1234"),
+        ("%O", "1400"),
+        ("%H", "HTTP/1.1"),
+        ("%l", "-"),
+        ("%u", "-"),
+        ("%m", "GET"),
+        ("%p", "8080"),
+        ("%{local}p", "8080"),
+        ("%{remote}p", "51234"),
+        ("%q", "?x=1&y=2"),
+        ("%r", "GET /dir/a.html?x=1&y=2 HTTP/1.1"),
+        ("%s", "200"),
+        ("%>s", "200"),
+        ("%t", "[10/Oct/2000:13:45:36 +0000]"),
+        ("%{sec}t", "971185536"),
+        ("%{msec}t", "971185536012"),
+        ("%{usec}t", "971185536012345"),
+        ("%{msec_frac}t", "012"),
+        ("%{usec_frac}t", "012345"),
+        ("%U", "/dir/a.html"),
+        ("%V", "example.com:8080"),
+        ("%v", "example.com:8080"),
+        ("%{user-agent}i", "curl/8.0"),
+        ("%{USER-AGENT}i", "curl/8.0"),
+        ("%{Referer}i", "-"),
+        ("%{Cookie}i", "-"),
+        ("%{content-type}o", "text/html"),
+        ("%{Location}o", "-"),
+        ("%D", "2500123"),
+        ("%{us}T", "2500123"),
+        ("%{ms}T", "2500"),
+        ("%T", "2"),
+        ("%{duration}x", "2.500123"),
+        (
+            "%{%d/%b/%Y:%H:%M:%S}t.%{msec_frac}t",
+            "10/Oct/2000:13:45:36.012",
+        ),
+        ("[%m %U%q]", "[GET /dir/a.html?x=1&y=2]"),
+    ];
+    for (format, want) in cases {
+        assert_eq!(line(format, &rec), *want, "format {format:?}");
+    }
+}
+
+#[test]
+fn absent_and_zero_values() {
+    let req = request(Method::Head, b"/", &[]);
+    let mut rec = record(&req, &[]);
+    rec.body_bytes = 0;
+    rec.total_bytes = 0;
+    assert_eq!(line("%b|%B|%O", &rec), "-|0|0");
+    assert_eq!(line("[%q]", &rec), "[]");
+    assert_eq!(line("%V %v", &rec), "- -");
+    assert_eq!(line("%r", &rec), "HEAD / HTTP/1.1");
+}
+
+#[test]
+fn ipv4_mapped_peers_are_logged_as_ipv4() {
+    let mut req = sample();
+    req.peer = "[::ffff:10.1.2.3]:9".parse().unwrap();
+    assert_eq!(line("%h", &record(&req, &[])), "10.1.2.3");
+}
+
+#[test]
+fn escapes_quotes_and_control_bytes_in_values() {
+    let req = request(
+        Method::Other(Bytes::from_static(b"WEIRD")),
+        b"/a\"b\\c?q=\x01",
+        &[(b"User-Agent", b"evil\"\r\nagent\x7f\xc3\xa9")],
+    );
+    let rec = record(&req, &[]);
+    assert_eq!(
+        line("\"%r\" \"%{User-Agent}i\"", &rec),
+        "\"WEIRD /a\\x22b\\x5cc?q=\\x01 HTTP/1.1\" \"evil\\x22\\x0d\\x0aagent\\x7f\\xc3\\xa9\""
+    );
+    assert_eq!(line("%U %q", &rec), "/a\\x22b\\x5cc ?q=\\x01");
+}
+
+#[test]
+fn validate_format_reports_errors() {
+    assert!(validate_format(COMMON_FORMAT).is_ok());
+    assert!(validate_format(COMBINED_FORMAT).is_ok());
+    assert!(validate_format("%{%Y-%m-%d}t").is_ok());
+    assert!(validate_format("%{%c}t").unwrap_err().contains("strftime"));
+    assert!(validate_format("%Q").unwrap_err().contains("%Q"));
+}
+
+fn conf(path: &Path, format: &str) -> AccessLogConf {
+    AccessLogConf {
+        path: path.to_path_buf(),
+        format: format.to_string(),
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[test]
+fn common_and_combined_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let req = sample();
+    {
+        let mut common = AccessLog::new(&conf(&path, COMMON_FORMAT));
+        let mut combined = AccessLog::new(&conf(&path, COMBINED_FORMAT));
+        common.log(&record(&req, &[]));
+        common.flush();
+        combined.log(&record(&req, &[]));
+        combined.flush();
+    }
+    assert_eq!(
+        read(&path),
+        "192.0.2.7 - - [10/Oct/2000:13:45:36 +0000] \"GET /dir/a.html?x=1&y=2 HTTP/1.1\" 200 1234\n\
+         192.0.2.7 - - [10/Oct/2000:13:45:36 +0000] \"GET /dir/a.html?x=1&y=2 HTTP/1.1\" 200 1234 \
+         \"-\" \"curl/8.0\"\n"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        // The umask may remove bits, never add them.
+        assert_eq!(mode & 0o133, 0, "mode {mode:o}");
+    }
+}
+
+#[test]
+fn appends_to_an_existing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    std::fs::write(&path, "old line\n").unwrap();
+    let req = sample();
+    let mut log = AccessLog::new(&conf(&path, "%m %U"));
+    log.log(&record(&req, &[]));
+    log.flush();
+    assert_eq!(read(&path), "old line\nGET /dir/a.html\n");
+}
+
+#[test]
+fn buffers_until_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let req = sample();
+    let mut log = AccessLog::new(&conf(&path, "%s %U"));
+    log.log(&record(&req, &[]));
+    log.log(&record(&req, &[]));
+    assert_eq!(read(&path), "", "nothing is written before a flush");
+    log.flush();
+    assert_eq!(read(&path), "200 /dir/a.html\n200 /dir/a.html\n");
+    log.flush();
+    assert_eq!(
+        read(&path),
+        "200 /dir/a.html\n200 /dir/a.html\n",
+        "flush is idempotent"
+    );
+}
+
+#[test]
+fn writes_whole_lines_when_the_buffer_fills() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let req = sample();
+    let mut log = AccessLog::new(&conf(&path, "%s %U %{User-Agent}i"));
+    let one = "200 /dir/a.html curl/8.0\n";
+    let mut logged = 0;
+    // Just below the limit: still nothing on disk.
+    while (logged + 1) * one.len() < BUFFER_LIMIT {
+        log.log(&record(&req, &[]));
+        logged += 1;
+    }
+    assert_eq!(read(&path), "");
+    // The line that reaches the limit triggers exactly one write of every buffered line.
+    log.log(&record(&req, &[]));
+    logged += 1;
+    let on_disk = read(&path);
+    assert_eq!(on_disk, one.repeat(logged));
+    // Later lines wait for the next flush; dropping the log flushes them.
+    log.log(&record(&req, &[]));
+    assert_eq!(read(&path).len(), on_disk.len());
+    drop(log);
+    assert_eq!(read(&path), one.repeat(logged + 1));
+}
+
+#[test]
+fn unopenable_file_drops_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing-dir").join("access.log");
+    let req = sample();
+    let mut log = AccessLog::new(&conf(&path, COMMON_FORMAT));
+    log.log(&record(&req, &[]));
+    log.flush();
+    assert!(!path.exists());
+    assert_eq!(log.conf().path, path);
+}
+
+#[test]
+fn invalid_format_logs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let req = sample();
+    let mut log = AccessLog::new(&conf(&path, "%Z"));
+    log.log(&record(&req, &[]));
+    log.flush();
+    assert_eq!(read(&path), "");
+}
