@@ -152,9 +152,13 @@ impl Conn<'_> {
         if expect_continue {
             h1::write_continue(&mut self.wbuf);
         }
-        let status = resp.status;
-        let body_len = if req.is_head() { 0 } else { resp.body.len() };
-        let total = self.send(&req, resp, keep_alive).await?;
+        let Response {
+            status,
+            headers,
+            body,
+        } = resp;
+        let body_len = if req.is_head() { 0 } else { body.len() };
+        let total = self.send(&req, status, &headers, body, keep_alive).await?;
         if let (Some(log), Some((at, started))) = (log, received_at) {
             log.borrow_mut().log(&LogRecord {
                 req: &req,
@@ -163,7 +167,7 @@ impl Conn<'_> {
                 total_bytes: total,
                 received_at: at,
                 duration: started.elapsed(),
-                resp_headers: &[],
+                resp_headers: &headers,
             });
         }
         self.queued += 1;
@@ -181,24 +185,26 @@ impl Conn<'_> {
     async fn send(
         &mut self,
         req: &Request,
-        resp: Response,
+        status: u16,
+        headers: &[(Bytes, Bytes)],
+        body: Body,
         keep_alive: bool,
     ) -> Result<u64, Close> {
         let head_len = h1::write_head(
             &mut self.wbuf,
             &ResponseHead {
-                status: resp.status,
-                headers: &resp.headers,
-                content_length: Some(resp.body.len()),
+                status,
+                headers,
+                content_length: Some(body.len()),
                 keep_alive,
                 server_line: &self.ctx.server_line,
             },
         ) as u64;
-        if req.is_head() || resp.status == 304 || resp.status == 204 {
+        if req.is_head() || status == 304 || status == 204 {
             return Ok(head_len);
         }
-        let body_len = resp.body.len();
-        match resp.body {
+        let body_len = body.len();
+        match body {
             Body::Empty => {}
             Body::Bytes(b) => self.send_bytes(&b).await?,
             Body::File(f) => self.send_file(&f).await?,
