@@ -1,0 +1,1 @@
+document.getElementById("status").textContent = "Scripts ran: the page and its assets arrived.";
