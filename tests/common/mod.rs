@@ -1,0 +1,301 @@
+//! Test harness: starts the real `spate` binary from inline YAML on an ephemeral port and
+//! talks to it over real sockets.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_spate");
+
+/// A running spate; stopped with SIGTERM (then SIGKILL) when dropped.
+pub struct Spate {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Spate {
+    /// Starts spate with `yaml`, after replacing `$DIR` with a fresh temporary directory
+    /// (which is also the config file's directory). Use `listen: 0` (or `127.0.0.1:0`).
+    pub fn start(yaml: &str) -> Spate {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Spate::start_in(yaml, dir)
+    }
+
+    /// As `start`, with a directory prepared by the caller.
+    pub fn start_in(yaml: &str, dir: tempfile::TempDir) -> Spate {
+        let yaml = yaml.replace("$DIR", &dir.path().display().to_string());
+        let conf = dir.path().join("spate.yaml");
+        std::fs::write(&conf, yaml).expect("write config");
+        let child = Command::new(BIN)
+            .arg("-c")
+            .arg(&conf)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn spate");
+        Spate::wait_ready(child, dir)
+    }
+
+    /// Starts `spate serve DIR` on an ephemeral port.
+    pub fn serve(dir: tempfile::TempDir) -> Spate {
+        let child = Command::new(BIN)
+            .arg("serve")
+            .arg(dir.path())
+            .args(["--listen", "127.0.0.1:0", "--threads", "1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn spate");
+        Spate::wait_ready(child, dir)
+    }
+
+    fn wait_ready(mut child: Child, dir: tempfile::TempDir) -> Spate {
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let (err_tx, err_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if err_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("spate listening on http://") {
+                    let _ = tx.send(rest.trim_end_matches('/').to_string());
+                }
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(a) => a.parse().expect("address"),
+            Err(_) => {
+                let _ = child.kill();
+                let errs: Vec<String> = err_rx.try_iter().collect();
+                panic!("spate did not start:\n{}", errs.join("\n"));
+            }
+        };
+        Spate {
+            child,
+            addr,
+            dir,
+            stderr: err_rx,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Opens a raw connection.
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        s
+    }
+
+    /// Sends `raw` on a new connection and reads until the server closes it.
+    pub fn raw(&self, raw: &[u8]) -> String {
+        let mut s = self.connect();
+        s.write_all(raw).expect("write");
+        read_to_close(&mut s)
+    }
+
+    /// Lines spate wrote to standard error so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        signal(&self.child, libc::SIGTERM);
+        wait_timeout(&mut self.child, Duration::from_secs(20)).expect("spate did not exit")
+    }
+}
+
+impl Drop for Spate {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            signal(&self.child, libc::SIGTERM);
+            if wait_timeout(&mut self.child, Duration::from_secs(5)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}
+
+pub fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+pub fn wait_timeout(child: &mut Child, t: Duration) -> Option<std::process::ExitStatus> {
+    let end = std::time::Instant::now() + t;
+    while std::time::Instant::now() < end {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Reads until EOF (or the read timeout), lossily as text.
+pub fn read_to_close(s: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A parsed HTTP/1.1 response read from a raw stream.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Reads one response (Content-Length framed, or none for HEAD/304) from a keep-alive stream.
+/// `head_request` says the request was HEAD, so no body follows.
+pub fn read_response(s: &mut TcpStream, pending: &mut Vec<u8>, head_request: bool) -> RawResponse {
+    let mut buf = [0u8; 65536];
+    let head_end = loop {
+        if let Some(i) = find(pending, b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut buf).expect("read response head");
+        assert!(n > 0, "connection closed before a response: {:?}", String::from_utf8_lossy(pending));
+        pending.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    pending.drain(..head_end);
+    let len = if head_request || status == 304 || status == 204 || status < 200 {
+        0
+    } else {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .map(|(_, v)| v.parse::<usize>().expect("content-length"))
+            .unwrap_or(0)
+    };
+    while pending.len() < len {
+        let n = s.read(&mut buf).expect("read body");
+        assert!(n > 0, "connection closed inside a body");
+        pending.extend_from_slice(&buf[..n]);
+    }
+    let body = pending.drain(..len).collect();
+    RawResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Sends one request on a new connection and reads one response.
+pub fn request(spate: &Spate, raw: &str) -> RawResponse {
+    let mut s = spate.connect();
+    s.write_all(raw.as_bytes()).expect("write");
+    let mut pending = Vec::new();
+    read_response(&mut s, &mut pending, raw.starts_with("HEAD "))
+}
+
+/// `GET path` with Host `localhost`, as a raw request.
+pub fn get(spate: &Spate, path: &str) -> RawResponse {
+    request(spate, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+}
+
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A ureq agent that reports 4xx/5xx as responses, not errors.
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+/// Writes `contents` at `rel` under `root`, creating directories.
+pub fn write_file(root: &Path, rel: &str, contents: &[u8]) -> PathBuf {
+    let p = root.join(rel);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(&p, contents).expect("write file");
+    p
+}
+
+/// Is this command on PATH?
+pub fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {cmd}"))
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Pieces of a URL for curl.
+pub fn curl(args: &[&str]) -> std::process::Output {
+    Command::new("curl")
+        .args(["-s", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("run curl")
+}
+
+#[allow(unused)]
+pub fn write_all(s: &mut TcpStream, b: &[u8]) {
+    s.write_all(b).expect("write");
+}

@@ -1,0 +1,373 @@
+//! HTTP/1.1 behaviour against a real spate: keep-alive, pipelining, bodies, errors, timeouts,
+//! connection limits and graceful shutdown.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+/// A server with the S6 "server core" answer on /answer and a fixed text on /.
+fn answer_server(extra: &str) -> Spate {
+    Spate::start(&format!(
+        r#"
+listen:
+  host: 127.0.0.1
+  port: 0
+server-name: bench
+{extra}
+hosts:
+  default:
+    paths:
+      /answer:
+        respond:
+          body: "42"
+          content-type: text/plain
+          methods: [GET]
+      /:
+        respond:
+          body: "root"
+"#
+    ))
+}
+
+#[test]
+fn answers_the_server_core_request_exactly() {
+    let s = answer_server("");
+    let r = get(&s, "/answer");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "42");
+    assert_eq!(r.header("server"), Some("bench"));
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    assert_eq!(r.header("content-type"), Some("text/plain"));
+    assert_eq!(r.header("content-length"), Some("2"));
+    let date = r.header("date").expect("a Date header");
+    assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
+    // Any other method or path: 404.
+    assert_eq!(request(&s, "POST /answer HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").status, 404);
+    assert_eq!(get(&s, "/answer/more").status, 404);
+}
+
+#[test]
+fn a_rust_client_gets_the_answer() {
+    let s = answer_server("");
+    let mut resp = agent().get(&s.url("/answer")).call().expect("request");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.body_mut().read_to_string().unwrap(), "42");
+}
+
+#[test]
+fn send_server_name_off_omits_the_header() {
+    let s = answer_server("send-server-name: OFF");
+    let r = get(&s, "/answer");
+    assert_eq!(r.status, 200);
+    assert!(r.header("server").is_none(), "{:?}", r.headers);
+}
+
+#[test]
+fn keeps_the_connection_alive_across_requests() {
+    let s = answer_server("");
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    for _ in 0..5 {
+        c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        let r = read_response(&mut c, &mut pending, false);
+        assert_eq!(r.text(), "42");
+    }
+}
+
+#[test]
+fn http10_closes_unless_keep_alive_is_asked() {
+    let s = answer_server("");
+    let out = s.raw(b"GET /answer HTTP/1.0\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(out.contains("Connection: close\r\n"), "{out}");
+    assert!(out.ends_with("42"), "{out}");
+
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    for _ in 0..2 {
+        c.write_all(b"GET /answer HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+        let r = read_response(&mut c, &mut pending, false);
+        assert_eq!(r.header("connection"), Some("keep-alive"));
+    }
+}
+
+#[test]
+fn connection_close_is_honoured() {
+    let s = answer_server("");
+    let out = s.raw(b"GET /answer HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(out.matches("HTTP/1.1 200").count(), 1, "{out}");
+    assert!(out.contains("Connection: close\r\n"));
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_in_one_write() {
+    let s = answer_server("");
+    let mut c = s.connect();
+    let mut batch = Vec::new();
+    for i in 0..10 {
+        let path = if i % 2 == 0 { "/answer" } else { "/" };
+        batch.extend_from_slice(format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+    }
+    c.write_all(&batch).unwrap();
+    let mut pending = Vec::new();
+    for i in 0..10 {
+        let r = read_response(&mut c, &mut pending, false);
+        assert_eq!(r.text(), if i % 2 == 0 { "42" } else { "root" }, "response {i}");
+    }
+}
+
+#[test]
+fn head_has_length_but_no_body() {
+    let s = answer_server("");
+    let mut c = s.connect();
+    c.write_all(b"HEAD /answer HTTP/1.1\r\nHost: a\r\n\r\nGET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let mut pending = Vec::new();
+    let head = read_response(&mut c, &mut pending, true);
+    assert_eq!(head.header("content-length"), Some("2"));
+    assert!(head.body.is_empty());
+    // The next response starts right after the head: no stray body bytes.
+    let get = read_response(&mut c, &mut pending, false);
+    assert_eq!(get.text(), "42");
+}
+
+#[test]
+fn request_bodies_are_framed_correctly() {
+    let s = answer_server("");
+    let mut c = s.connect();
+    c.write_all(
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello worldGET /answer HTTP/1.1\r\nHost: a\r\n\r\n\
+          POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n\
+          GET /answer HTTP/1.1\r\nHost: a\r\n\r\n",
+    )
+    .unwrap();
+    let mut pending = Vec::new();
+    let texts: Vec<String> = (0..4)
+        .map(|_| read_response(&mut c, &mut pending, false).text())
+        .collect();
+    assert_eq!(texts, ["root", "42", "root", "42"]);
+}
+
+#[test]
+fn a_body_sent_in_pieces_is_waited_for() {
+    let s = answer_server("");
+    let mut c = s.connect();
+    c.write_all(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc")
+        .unwrap();
+    let mut pending = Vec::new();
+    assert_eq!(read_response(&mut c, &mut pending, false).text(), "root");
+    std::thread::sleep(Duration::from_millis(100));
+    c.write_all(b"\r\n0\r\n\r\nGET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+}
+
+#[test]
+fn expect_continue_gets_100_first() {
+    let s = answer_server("");
+    let mut c = s.connect();
+    c.write_all(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+        .unwrap();
+    let mut pending = Vec::new();
+    let interim = read_response(&mut c, &mut pending, false);
+    assert_eq!(interim.status, 100);
+    let fin = read_response(&mut c, &mut pending, false);
+    assert_eq!(fin.status, 200);
+    c.write_all(b"bodyGET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+}
+
+#[test]
+fn curl_posts_with_expect_continue() {
+    if !have("curl") {
+        eprintln!("curl not installed; skipping");
+        return;
+    }
+    let s = answer_server("");
+    let big = "x".repeat(2 * 1024 * 1024);
+    let out = curl(&["-H", "Expect: 100-continue", "--data-binary", &big, &s.url("/")]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "root");
+}
+
+#[test]
+fn absolute_form_targets_route_by_their_authority() {
+    let s = Spate::start(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  "a.example":
+    paths:
+      /: {respond: {body: "a"}}
+  "b.example":
+    paths:
+      /: {respond: {body: "b"}}
+"#,
+    );
+    let r = request(&s, "GET http://b.example/x HTTP/1.1\r\nHost: a.example\r\n\r\n");
+    assert_eq!(r.text(), "b");
+    let r = request(&s, "GET /x HTTP/1.1\r\nHost: b.example\r\n\r\n");
+    assert_eq!(r.text(), "b");
+    // Unknown host: the first host answers.
+    let r = request(&s, "GET /x HTTP/1.1\r\nHost: c.example\r\n\r\n");
+    assert_eq!(r.text(), "a");
+}
+
+/// Sends `raw` and asserts the status and that the server closed the connection.
+fn assert_rejected(s: &Spate, raw: &[u8], status: u16) {
+    let out = s.raw(raw);
+    let expected = format!("HTTP/1.1 {status} ");
+    assert!(out.starts_with(&expected), "{:?} -> {out:?}", String::from_utf8_lossy(raw));
+    assert!(out.contains("Connection: close\r\n"), "{out}");
+    assert_eq!(out.matches("HTTP/1.1 ").count(), 1, "nothing after an error: {out}");
+}
+
+#[test]
+fn malformed_requests_get_400_and_close() {
+    let s = answer_server("");
+    for raw in [
+        &b"GET / HTTP/1.1\r\n\r\nGET /answer HTTP/1.1\r\nHost: a\r\n\r\n"[..],
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-Folded: a\r\n b\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-Bad: a\x01b\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHo st: a\r\n\r\n",
+        b"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ] {
+        assert_rejected(&s, raw, 400);
+    }
+    // The server is still fine.
+    assert_eq!(get(&s, "/answer").text(), "42");
+}
+
+#[test]
+fn rejected_requests_are_logged_once() {
+    let s = answer_server("");
+    assert_rejected(&s, b"GET / HTTP/1.1\r\n\r\n", 400);
+    std::thread::sleep(Duration::from_millis(200));
+    let lines = s.stderr_lines();
+    let hits: Vec<_> = lines.iter().filter(|l| l.contains("missing Host")).collect();
+    assert_eq!(hits.len(), 1, "{lines:?}");
+}
+
+#[test]
+fn size_limits_have_their_own_statuses() {
+    let s = answer_server("max-request-target-size: 1024\nmax-request-head-size: 8192");
+    let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(2000));
+    assert_rejected(&s, long.as_bytes(), 414);
+    let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "v".repeat(10000));
+    assert_rejected(&s, big.as_bytes(), 431);
+    assert_rejected(&s, b"GET / HTTP/3.0\r\nHost: a\r\n\r\n", 505);
+    assert_rejected(&s, b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
+    assert_rejected(&s, b"POST / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", 417);
+}
+
+#[test]
+fn a_body_over_the_limit_gets_413() {
+    let s = answer_server("limit-request-body: 100");
+    assert_rejected(
+        &s,
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n",
+        413,
+    );
+    let r = request(&s, &format!("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n{}", "x".repeat(100)));
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn a_slow_request_head_gets_408() {
+    let s = answer_server("http1-request-timeout: 1");
+    let mut c = s.connect();
+    c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n").unwrap();
+    let start = Instant::now();
+    let out = read_to_close(&mut c);
+    assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn idle_keep_alive_connections_are_closed() {
+    let s = answer_server("http1-keepalive-timeout: 1");
+    let mut c = s.connect();
+    c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    let mut pending = Vec::new();
+    assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    let start = Instant::now();
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(&mut buf).unwrap_or(0), 0, "closed with nothing more sent");
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(800) && waited < Duration::from_secs(5), "{waited:?}");
+}
+
+#[test]
+fn max_connections_pauses_accept_instead_of_failing() {
+    let s = answer_server("max-connections: 2");
+    let mut a = s.connect();
+    let mut b = s.connect();
+    let mut pending = Vec::new();
+    a.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut a, &mut pending, false).text(), "42");
+    b.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut b, &mut pending, false).text(), "42");
+    // A third connection is queued by the kernel, not refused: it is answered once one closes.
+    let mut third = s.connect();
+    third.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    third.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let mut buf = [0u8; 64];
+    assert!(third.read(&mut buf).is_err(), "answered while two connections were open");
+    drop(a);
+    third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut pending = Vec::new();
+    assert_eq!(read_response(&mut third, &mut pending, false).text(), "42");
+}
+
+#[test]
+fn sigterm_lets_in_flight_requests_finish_then_exits_zero() {
+    let mut s = answer_server("");
+    let mut c = s.connect();
+    // Half a request is in flight when the signal arrives.
+    c.write_all(b"GET /answer HTTP/1.1\r\nHo").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    signal(&s.child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    c.write_all(b"st: a\r\n\r\n").unwrap();
+    let mut pending = Vec::new();
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!(r.text(), "42");
+    assert_eq!(r.header("connection"), Some("close"));
+    let status = wait_timeout(&mut s.child, Duration::from_secs(10)).expect("exited");
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn sigterm_closes_idle_connections_promptly() {
+    let mut s = answer_server("");
+    let _idle = s.connect();
+    let start = Instant::now();
+    let status = s.stop();
+    assert!(status.success());
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn many_concurrent_connections_are_all_answered() {
+    let s = answer_server("num-threads: 2");
+    let threads: Vec<_> = (0..20)
+        .map(|_| {
+            let addr = s.addr;
+            std::thread::spawn(move || {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut pending = Vec::new();
+                for _ in 0..50 {
+                    c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+                    assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
