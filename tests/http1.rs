@@ -44,7 +44,14 @@ fn answers_the_server_core_request_exactly() {
     let date = r.header("date").expect("a Date header");
     assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
     // Any other method or path: 404.
-    assert_eq!(request(&s, "POST /answer HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").status, 404);
+    assert_eq!(
+        request(
+            &s,
+            "POST /answer HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"
+        )
+        .status,
+        404
+    );
     assert_eq!(get(&s, "/answer/more").status, 404);
 }
 
@@ -70,7 +77,8 @@ fn keeps_the_connection_alive_across_requests() {
     let mut c = s.connect();
     let mut pending = Vec::new();
     for _ in 0..5 {
-        c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
         let r = read_response(&mut c, &mut pending, false);
         assert_eq!(r.text(), "42");
     }
@@ -87,7 +95,8 @@ fn http10_closes_unless_keep_alive_is_asked() {
     let mut c = s.connect();
     let mut pending = Vec::new();
     for _ in 0..2 {
-        c.write_all(b"GET /answer HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+        c.write_all(b"GET /answer HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .unwrap();
         let r = read_response(&mut c, &mut pending, false);
         assert_eq!(r.header("connection"), Some("keep-alive"));
     }
@@ -114,7 +123,11 @@ fn pipelined_requests_are_answered_in_order_in_one_write() {
     let mut pending = Vec::new();
     for i in 0..10 {
         let r = read_response(&mut c, &mut pending, false);
-        assert_eq!(r.text(), if i % 2 == 0 { "42" } else { "root" }, "response {i}");
+        assert_eq!(
+            r.text(),
+            if i % 2 == 0 { "42" } else { "root" },
+            "response {i}"
+        );
     }
 }
 
@@ -159,7 +172,8 @@ fn a_body_sent_in_pieces_is_waited_for() {
     let mut pending = Vec::new();
     assert_eq!(read_response(&mut c, &mut pending, false).text(), "root");
     std::thread::sleep(Duration::from_millis(100));
-    c.write_all(b"\r\n0\r\n\r\nGET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    c.write_all(b"\r\n0\r\n\r\nGET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
     assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
 }
 
@@ -174,7 +188,8 @@ fn expect_continue_gets_100_first() {
     assert_eq!(interim.status, 100);
     let fin = read_response(&mut c, &mut pending, false);
     assert_eq!(fin.status, 200);
-    c.write_all(b"bodyGET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    c.write_all(b"bodyGET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
     assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
 }
 
@@ -186,7 +201,13 @@ fn curl_posts_with_expect_continue() {
     }
     let s = answer_server("");
     let big = "x".repeat(2 * 1024 * 1024);
-    let out = curl(&["-H", "Expect: 100-continue", "--data-binary", &big, &s.url("/")]);
+    let out = curl(&[
+        "-H",
+        "Expect: 100-continue",
+        "--data-binary",
+        &big,
+        &s.url("/"),
+    ]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "root");
 }
 
@@ -204,7 +225,10 @@ hosts:
       /: {respond: {body: "b"}}
 "#,
     );
-    let r = request(&s, "GET http://b.example/x HTTP/1.1\r\nHost: a.example\r\n\r\n");
+    let r = request(
+        &s,
+        "GET http://b.example/x HTTP/1.1\r\nHost: a.example\r\n\r\n",
+    );
     assert_eq!(r.text(), "b");
     let r = request(&s, "GET /x HTTP/1.1\r\nHost: b.example\r\n\r\n");
     assert_eq!(r.text(), "b");
@@ -217,9 +241,17 @@ hosts:
 fn assert_rejected(s: &Spate, raw: &[u8], status: u16) {
     let out = s.raw(raw);
     let expected = format!("HTTP/1.1 {status} ");
-    assert!(out.starts_with(&expected), "{:?} -> {out:?}", String::from_utf8_lossy(raw));
+    assert!(
+        out.starts_with(&expected),
+        "{:?} -> {out:?}",
+        String::from_utf8_lossy(raw)
+    );
     assert!(out.contains("Connection: close\r\n"), "{out}");
-    assert_eq!(out.matches("HTTP/1.1 ").count(), 1, "nothing after an error: {out}");
+    assert_eq!(
+        out.matches("HTTP/1.1 ").count(),
+        1,
+        "nothing after an error: {out}"
+    );
 }
 
 #[test]
@@ -247,7 +279,10 @@ fn rejected_requests_are_logged_once() {
     assert_rejected(&s, b"GET / HTTP/1.1\r\n\r\n", 400);
     std::thread::sleep(Duration::from_millis(200));
     let lines = s.stderr_lines();
-    let hits: Vec<_> = lines.iter().filter(|l| l.contains("missing Host")).collect();
+    let hits: Vec<_> = lines
+        .iter()
+        .filter(|l| l.contains("missing Host"))
+        .collect();
     assert_eq!(hits.len(), 1, "{lines:?}");
 }
 
@@ -256,11 +291,22 @@ fn size_limits_have_their_own_statuses() {
     let s = answer_server("max-request-target-size: 1024\nmax-request-head-size: 8192");
     let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(2000));
     assert_rejected(&s, long.as_bytes(), 414);
-    let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "v".repeat(10000));
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+        "v".repeat(10000)
+    );
     assert_rejected(&s, big.as_bytes(), 431);
     assert_rejected(&s, b"GET / HTTP/3.0\r\nHost: a\r\n\r\n", 505);
-    assert_rejected(&s, b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
-    assert_rejected(&s, b"POST / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", 417);
+    assert_rejected(
+        &s,
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
+        501,
+    );
+    assert_rejected(
+        &s,
+        b"POST / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n",
+        417,
+    );
 }
 
 #[test]
@@ -271,7 +317,13 @@ fn a_body_over_the_limit_gets_413() {
         b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n",
         413,
     );
-    let r = request(&s, &format!("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n{}", "x".repeat(100)));
+    let r = request(
+        &s,
+        &format!(
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n{}",
+            "x".repeat(100)
+        ),
+    );
     assert_eq!(r.status, 200);
 }
 
@@ -290,14 +342,22 @@ fn a_slow_request_head_gets_408() {
 fn idle_keep_alive_connections_are_closed() {
     let s = answer_server("http1-keepalive-timeout: 1");
     let mut c = s.connect();
-    c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
     let mut pending = Vec::new();
     assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
     let start = Instant::now();
     let mut buf = [0u8; 16];
-    assert_eq!(c.read(&mut buf).unwrap_or(0), 0, "closed with nothing more sent");
+    assert_eq!(
+        c.read(&mut buf).unwrap_or(0),
+        0,
+        "closed with nothing more sent"
+    );
     let waited = start.elapsed();
-    assert!(waited >= Duration::from_millis(800) && waited < Duration::from_secs(5), "{waited:?}");
+    assert!(
+        waited >= Duration::from_millis(800) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
 }
 
 #[test]
@@ -306,18 +366,29 @@ fn max_connections_pauses_accept_instead_of_failing() {
     let mut a = s.connect();
     let mut b = s.connect();
     let mut pending = Vec::new();
-    a.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    a.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
     assert_eq!(read_response(&mut a, &mut pending, false).text(), "42");
-    b.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+    b.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
     assert_eq!(read_response(&mut b, &mut pending, false).text(), "42");
     // A third connection is queued by the kernel, not refused: it is answered once one closes.
     let mut third = s.connect();
-    third.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
-    third.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    third
+        .write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
     let mut buf = [0u8; 64];
-    assert!(third.read(&mut buf).is_err(), "answered while two connections were open");
+    assert!(
+        third.read(&mut buf).is_err(),
+        "answered while two connections were open"
+    );
     drop(a);
-    third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut pending = Vec::new();
     assert_eq!(read_response(&mut third, &mut pending, false).text(), "42");
 }
@@ -361,7 +432,8 @@ fn many_concurrent_connections_are_all_answered() {
                 c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                 let mut pending = Vec::new();
                 for _ in 0..50 {
-                    c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+                    c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+                        .unwrap();
                     assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
                 }
             })

@@ -58,6 +58,11 @@ impl Spate {
         Spate::wait_ready(child, dir)
     }
 
+    /// Wraps a spate started by the caller (with piped stdout and stderr).
+    pub fn from_child(child: Child) -> Spate {
+        Spate::wait_ready(child, tempfile::tempdir().expect("tempdir"))
+    }
+
     fn wait_ready(mut child: Child, dir: tempfile::TempDir) -> Spate {
         let stdout = child.stdout.take().expect("stdout");
         let stderr = child.stderr.take().expect("stderr");
@@ -200,7 +205,11 @@ pub fn read_response(s: &mut TcpStream, pending: &mut Vec<u8>, head_request: boo
             break i + 4;
         }
         let n = s.read(&mut buf).expect("read response head");
-        assert!(n > 0, "connection closed before a response: {:?}", String::from_utf8_lossy(pending));
+        assert!(
+            n > 0,
+            "connection closed before a response: {:?}",
+            String::from_utf8_lossy(pending)
+        );
         pending.extend_from_slice(&buf[..n]);
     };
     let head = String::from_utf8_lossy(&pending[..head_end]).into_owned();
@@ -249,7 +258,10 @@ pub fn request(spate: &Spate, raw: &str) -> RawResponse {
 
 /// `GET path` with Host `localhost`, as a raw request.
 pub fn get(spate: &Spate, path: &str) -> RawResponse {
-    request(spate, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+    request(
+        spate,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+    )
 }
 
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

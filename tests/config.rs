@@ -1,0 +1,276 @@
+//! The command line and configuration: `-t`, errors with file:line, the seed configurations
+//! running as they are, header commands, redirects and the access log.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+fn check(yaml: &str) -> (bool, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conf.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = Command::new(BIN)
+        .arg("-t")
+        .arg("-c")
+        .arg(&path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn help_and_version() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("-c") && help.contains("serve"), "{help}");
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn dash_t_accepts_a_valid_file() {
+    let (ok, out, err) =
+        check("listen: 8080\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: /tmp\n");
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("OK"), "{out}");
+}
+
+#[test]
+fn dash_t_reports_every_problem_with_file_and_line() {
+    let yaml = "listen: 8080\nnum-threads: many\nhosts:\n  default:\n    paths:\n      /:\n        file.dirr: /tmp\n";
+    let (ok, _, err) = check(yaml);
+    assert!(!ok);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("conf.yaml:2:") && l.contains("num-threads")),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("conf.yaml:7:") && l.contains("file.dirr")),
+        "{err}"
+    );
+    assert!(err.contains("file.dir"), "a hint at the right name: {err}");
+}
+
+#[test]
+fn yaml_syntax_errors_have_a_line() {
+    let (ok, _, err) = check("listen: 8080\nhosts:\n  default:\n    paths: [unclosed\n");
+    assert!(!ok);
+    assert!(err.contains("conf.yaml:"), "{err}");
+}
+
+#[test]
+fn a_bad_config_stops_the_server_from_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, "listen: 8080\nbogus-directive: 1\nhosts: {}\n").unwrap();
+    let out = Command::new(BIN).arg("-c").arg(&path).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.yaml:2:"));
+}
+
+/// Copies a seed configuration with its placeholders replaced by a test root and a port.
+fn seed(rel: &str, root: &Path, port: u16) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/configs")
+        .join(rel);
+    let text = std::fs::read_to_string(&src).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the seed configs live in ../shared)",
+            src.display()
+        )
+    });
+    let root = root.display().to_string();
+    text.replace("/path/to/htdocs", &root)
+        .replace("/usr/local/nginx/html", &root)
+        .replace("listen: 80\n", &format!("listen: {port}\n"))
+        .replace("listen: 3000\n", &format!("listen: {port}\n"))
+        .replace("127.0.0.1:80", &format!("127.0.0.1:{port}"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs a seed config as it is (placeholders substituted) and fetches the index through it.
+fn run_seed(rel: &str, host: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "htdocs/index.html", b"<p>seed</p>\n");
+    let port = free_port();
+    let yaml = seed(rel, &dir.path().join("htdocs"), port);
+    let s = Spate::start_in(&yaml, dir);
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    use std::io::Write;
+    let host = host.replace("PORT", &port.to_string());
+    c.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut pending = Vec::new();
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!(r.status, 200, "{rel}");
+    assert_eq!(r.text(), "<p>seed</p>\n");
+    drop(s);
+}
+
+#[test]
+fn seed_h2o_vs_nginx_initial_runs() {
+    run_seed("seed-001-h2o-vs-nginx/h2o-initial.yaml", "127.0.0.1:PORT");
+}
+
+#[test]
+fn seed_h2o_vs_nginx_final_runs() {
+    run_seed("seed-001-h2o-vs-nginx/h2o-final.yaml", "127.0.0.1:PORT");
+}
+
+#[test]
+fn seed_h2_benchmark_web_runs() {
+    run_seed("seed-000-h2-benchmark-2015/web.yaml", "localhost");
+}
+
+#[test]
+fn seed_backend_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let yaml = seed(
+        "seed-000-h2-benchmark-2015/backend-http1.yaml",
+        dir.path(),
+        port,
+    )
+    .replace("listen: 3001\n", &format!("listen: {port}\n"));
+    write_file(dir.path(), "index.html", b"<p>seed</p>\n");
+    let _s = Spate::start_in(&yaml, dir);
+}
+
+#[test]
+fn later_features_are_reported_not_ignored() {
+    for (rel, word) in [
+        ("seed-000-h2-benchmark-2015/proxy.yaml", "proxy.reverse.url"),
+        ("seed-004-proxy-h2-h3/h2o.yaml", "not supported yet"),
+    ] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/configs")
+                .join(rel),
+        )
+        .unwrap();
+        let (ok, _, err) = check(&text);
+        assert!(!ok, "{rel}");
+        assert!(err.contains(word), "{rel}: {err}");
+        assert!(err.contains("conf.yaml:"), "{rel}: {err}");
+    }
+}
+
+#[test]
+fn header_commands_and_redirects() {
+    let s = Spate::start(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+header.add: "X-Global: 1"
+hosts:
+  default:
+    header.set: "X-Host: h"
+    paths:
+      /old:
+        redirect: https://example.com/new
+      /moved:
+        redirect:
+          url: /elsewhere/
+          status: 301
+      /:
+        header.unset: X-Host
+        respond: {body: "ok"}
+"#,
+    );
+    let r = get(&s, "/");
+    assert_eq!(r.header("x-global"), Some("1"));
+    assert!(r.header("x-host").is_none());
+    let r = get(&s, "/old/page?x");
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("https://example.com/new/page?x"));
+    assert_eq!(r.header("x-host"), Some("h"));
+    let r = get(&s, "/moved/a");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("/elsewhere/a"));
+}
+
+#[test]
+fn access_log_records_requests_and_survives_shutdown() {
+    let mut s = Spate::start(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+access-log: $DIR/access.log
+hosts:
+  default:
+    paths:
+      /:
+        respond: {body: "ok"}
+      /custom:
+        access-log:
+          path: $DIR/custom.log
+          format: "%m %U %s %b %{X-Test}i"
+        respond: {body: "custom"}
+"#,
+    );
+    for _ in 0..3 {
+        assert_eq!(get(&s, "/hello?q=1").status, 200);
+    }
+    request(
+        &s,
+        "GET /custom/x HTTP/1.1\r\nHost: a\r\nX-Test: yes\r\n\r\n",
+    );
+    let dir = s.path().to_path_buf();
+    assert!(s.stop().success());
+    let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 3, "{log}");
+    assert!(lines[0].starts_with("127.0.0.1 - - ["), "{log}");
+    assert!(
+        lines[0].contains("\"GET /hello?q=1 HTTP/1.1\" 200 2"),
+        "{log}"
+    );
+    let custom = std::fs::read_to_string(dir.join("custom.log")).unwrap();
+    assert_eq!(custom, "GET /custom/x 200 6 yes\n");
+}
+
+#[test]
+fn path_prefixes_pick_the_longest_match_and_hosts_match_with_port() {
+    let port = free_port();
+    let s = Spate::start(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: {port}}}
+hosts:
+  "127.0.0.1:{port}":
+    paths:
+      /: {{respond: {{body: "root"}}}}
+      /a: {{respond: {{body: "a"}}}}
+      /a/b: {{respond: {{body: "ab"}}}}
+  "*.example.com":
+    paths:
+      /: {{respond: {{body: "wild"}}}}
+"#
+    ));
+    let req = |path: &str, host: &str| {
+        request(&s, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n")).text()
+    };
+    let h = format!("127.0.0.1:{port}");
+    assert_eq!(req("/", &h), "root");
+    assert_eq!(req("/a", &h), "a");
+    assert_eq!(req("/a/x", &h), "a");
+    assert_eq!(req("/a/b/c", &h), "ab");
+    assert_eq!(req("/ab", &h), "root");
+    assert_eq!(req("/", "www.example.com"), "wild");
+}
