@@ -55,3 +55,53 @@ impl Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cheap stand-in for the fuzz target that runs in every `cargo test`: random and
+    /// mutated requests must parse or fail, never panic, and ranges must stay in bounds.
+    #[test]
+    fn random_input_never_panics() {
+        let limits = HeadLimits {
+            head_size: 512,
+            target_size: 128,
+            fields: 8,
+            body_size: 1 << 20,
+        };
+        let seed = b"POST /a?b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let mut input = seed.to_vec();
+            for _ in 0..(next() % 6) {
+                let pos = (next() as usize) % input.len();
+                match next() % 3 {
+                    0 => input[pos] = next() as u8,
+                    1 => input.insert(pos, next() as u8),
+                    _ => {
+                        input.remove(pos);
+                    }
+                }
+            }
+            if let Ok(Some(head)) = parse_head(&input, &limits) {
+                assert!(head.len <= input.len() && head.target.end <= head.len);
+                let mut dec = ChunkedDecoder::new(64);
+                let mut rest = &input[head.len..];
+                while let Ok(d) = dec.decode(rest) {
+                    assert!(d.consumed <= rest.len() && d.data.end <= rest.len());
+                    if d.done || d.consumed == 0 {
+                        break;
+                    }
+                    rest = &rest[d.consumed..];
+                }
+            }
+        }
+    }
+}
