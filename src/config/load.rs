@@ -1,10 +1,17 @@
-//! Directive parsing: YAML tree -> [`Config`]. (Stub: filled in by the config work.)
+//! Entry points: configuration text -> YAML tree -> [`Config`], with every problem collected.
 
-use super::{Config, ConfigError, Location};
+use super::directives::{self, Level};
+use super::hosts::{self, Scoped};
+use super::listen::Listeners;
+use super::value::{show, Ctx};
+use super::yaml::{self, Node};
+use super::{http, Config, ConfigError, Location};
 use std::path::Path;
 use std::sync::Arc;
 
 /// Reads and validates a configuration file. Every problem found is returned, not just the first.
+/// Relative paths in the file (`file.dir`, `access-log`, ...) are resolved against the file's
+/// directory.
 pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
     let name = path.display().to_string();
     match std::fs::read_to_string(path) {
@@ -19,13 +26,102 @@ pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
     }
 }
 
-/// Parses configuration text; `file` names it in errors.
-pub fn load_str(_text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
-    Err(vec![ConfigError {
-        at: Location {
-            file: Arc::from(file),
-            line: 1,
-        },
-        message: "configuration loading is not implemented yet".into(),
-    }])
+/// Parses configuration text; `file` names it in errors, and its directory is the base for
+/// relative paths.
+pub fn load_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
+    let mut ctx = Ctx::new(file);
+    let root = match yaml::parse(text) {
+        Ok(Some(root)) => root,
+        Ok(None) => {
+            ctx.error(1, "the configuration is empty");
+            return Err(ctx.errors);
+        }
+        Err(e) => {
+            ctx.error(e.line, e.message);
+            return Err(ctx.errors);
+        }
+    };
+    let config = global(&mut ctx, &root);
+    if ctx.errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(ctx.errors)
+    }
+}
+
+/// Reads the top-level mapping.
+fn global(ctx: &mut Ctx, root: &Node) -> Config {
+    let mut c = Config::empty();
+    let Some(entries) = root.as_map() else {
+        ctx.error(
+            root.line,
+            format!(
+                "the configuration must be a mapping of directives, got {}",
+                show(root)
+            ),
+        );
+        return c;
+    };
+    let mut scoped = Scoped::default();
+    let mut listeners = Listeners::default();
+    let mut host_maps = Vec::new();
+    for (k, v) in entries {
+        let Some(name) = directives::check(ctx, k, Level::Global) else {
+            continue;
+        };
+        match name {
+            "hosts" => host_maps.push(v),
+            "listen" => listeners.add(ctx, v),
+            _ if scoped.apply(ctx, name, v) => {}
+            _ if http::apply(ctx, name, v, &mut c) => {}
+            _ => server(ctx, name, v, &mut c),
+        }
+    }
+    for v in host_maps {
+        hosts::hosts(ctx, v, &scoped, &mut listeners, &mut c.hosts);
+    }
+    if c.hosts.is_empty() && host_maps_missing(entries) {
+        ctx.error(root.line, "mandatory directive hosts is missing");
+    }
+    c.listeners = listeners.list;
+    if c.listeners.is_empty() {
+        ctx.error(
+            root.line,
+            "no listen directive: at least one listener is required",
+        );
+    }
+    c
+}
+
+fn host_maps_missing(entries: &[(Node, Node)]) -> bool {
+    !entries.iter().any(|(k, _)| k.as_str() == Some("hosts"))
+}
+
+/// Server-wide directives that are not protocol settings.
+fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
+    match name {
+        "num-threads" => set(&mut c.num_threads, ctx.int(name, v, 1)),
+        "max-connections" => set(&mut c.max_connections, ctx.int(name, v, 1)),
+        "server-name" => set(&mut c.server_name, ctx.string(name, v)),
+        "send-server-name" => set(&mut c.send_server_name, ctx.bool(name, v)),
+        "error-log" => {
+            if let Some(p) = ctx.path(name, v) {
+                c.error_log = Some(p);
+            }
+        }
+        "error-log.emit-request-errors" => set(&mut c.emit_request_errors, ctx.bool(name, v)),
+        // Accepted for compatibility: spate resolves no names in a thread pool.
+        "num-name-resolution-threads" => {
+            ctx.uint(name, v, 1);
+        }
+        "shutdown-timeout" => set(&mut c.shutdown_timeout, ctx.seconds(name, v)),
+        // Every global directive in the table is handled above or here.
+        _ => ctx.error(v.line, format!("directive {name} is not handled")),
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
 }
