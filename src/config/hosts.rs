@@ -92,16 +92,12 @@ fn host(
         match directives::check(ctx, k, Level::Host) {
             Some("paths") => path_maps.push(val),
             Some("listen") => listeners.add(ctx, val),
-            Some(name) => {
-                // The table allows only inherited options at this level besides the two above.
-                if !scoped.apply(ctx, name, val) {
-                    ctx.error(
-                        k.line,
-                        format!("directive {name} cannot be used at the host level"),
-                    );
-                }
-            }
-            None => {}
+            // The table allows only inherited options at this level besides the two above.
+            Some(name) if !scoped.apply(ctx, name, val) => ctx.error(
+                k.line,
+                format!("directive {name} cannot be used at the host level"),
+            ),
+            Some(_) | None => {}
         }
     }
     if path_maps.is_empty() {

@@ -13,11 +13,14 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 #[derive(Debug, Default)]
 pub(super) struct Listeners {
     pub list: Vec<Listen>,
+    /// Whether any `listen` was written (even a bad one).
+    pub seen: bool,
 }
 
 impl Listeners {
     /// Reads one `listen` value (any form) and adds its listeners.
     pub fn add(&mut self, ctx: &mut Ctx, v: &Node) {
+        self.seen = true;
         match v.as_seq() {
             Some(items) => {
                 for item in items {
