@@ -172,13 +172,15 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "proxy.reverse.url",
 ];
 
-/// Any `proxy.*` (but `proxy.keepalive`, which is in [`DIRECTIVES`]), `fastcgi.*` and
-/// `mruby.*` directive is h2o's and not supported yet.
+/// Any `proxy.*` (but `proxy.keepalive`, which is in [`DIRECTIVES`]), `fastcgi.*`, `mruby.*`,
+/// `http3-*` and `http2-latency-optimization-*` directive is h2o's and not supported yet.
 fn is_not_supported_yet(name: &str) -> bool {
     NOT_SUPPORTED_YET.contains(&name)
         || name.starts_with("proxy.")
         || name.starts_with("fastcgi.")
         || name.starts_with("mruby.")
+        || name.starts_with("http3-")
+        || name.starts_with("http2-latency-optimization-")
 }
 
 #[cfg(test)]

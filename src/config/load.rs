@@ -103,7 +103,13 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
     match name {
         "num-threads" => set(&mut c.num_threads, ctx.int(name, v, 1)),
         "max-connections" => set(&mut c.max_connections, ctx.int(name, v, 1)),
-        "server-name" => set(&mut c.server_name, ctx.string(name, v)),
+        "server-name" => match ctx.string(name, v) {
+            // It goes into a header field as is.
+            Some(s) if s.bytes().any(|b| b.is_ascii_control()) => {
+                ctx.error(v.line, "server-name contains a control character")
+            }
+            value => set(&mut c.server_name, value),
+        },
         "send-server-name" => set(&mut c.send_server_name, ctx.bool(name, v)),
         "error-log" => {
             if let Some(p) = ctx.path(name, v) {
