@@ -210,6 +210,9 @@ fn host_key(ctx: &mut Ctx, k: &Node) -> Option<(String, Option<u16>)> {
         let Some((v6, after)) = rest.split_once(']') else {
             return bad(ctx);
         };
+        if v6.parse::<std::net::Ipv6Addr>().is_err() {
+            return bad(ctx);
+        }
         match after {
             "" => (format!("[{v6}]"), None),
             _ => match after.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()) {
@@ -227,12 +230,46 @@ fn host_key(ctx: &mut Ctx, k: &Node) -> Option<(String, Option<u16>)> {
         }
     };
     let body = name.strip_prefix("*.").unwrap_or(&name);
-    let valid = !body.is_empty()
-        && body
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._[]:".contains(&b));
+    let valid = name.starts_with('[')
+        || (!body.is_empty()
+            && body
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
     if !valid {
         return bad(ctx);
     }
     Some((name.to_ascii_lowercase(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::yaml::{NodeKind, Scalar};
+
+    fn key(text: &str) -> (Option<(String, Option<u16>)>, usize) {
+        let mut ctx = Ctx::new("t.yaml");
+        let node = Node {
+            line: 1,
+            kind: NodeKind::Scalar(Scalar {
+                value: text.into(),
+                quoted: true,
+            }),
+        };
+        let r = host_key(&mut ctx, &node);
+        (r, ctx.errors.len())
+    }
+
+    #[test]
+    fn host_keys() {
+        let some = |n: &str, p: Option<u16>| (Some((n.to_string(), p)), 0);
+        assert_eq!(key("Example.COM"), some("example.com", None));
+        assert_eq!(key("example.com:8443"), some("example.com", Some(8443)));
+        assert_eq!(key("*.Example.com"), some("*.example.com", None));
+        assert_eq!(key("127.0.0.1:80"), some("127.0.0.1", Some(80)));
+        assert_eq!(key("[::1]:80"), some("[::1]", Some(80)));
+        assert_eq!(key("[::1]"), some("[::1]", None));
+        for bad in ["", "::1", "a:b:c", "a b", "[nope]:80", "x:99999", "[::1]80"] {
+            assert_eq!(key(bad), (None, 1), "{bad}");
+        }
+    }
 }

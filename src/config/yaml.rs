@@ -171,6 +171,10 @@ impl Builder {
                             message: "alias to an unknown anchor".into(),
                         });
                     };
+                    // The copy must respect the depth bound like any other node.
+                    if self.stack.len() + depth(target) > MAX_DEPTH {
+                        return Err(too_deep(line));
+                    }
                     // Counted before copying so a "billion laughs" file is refused cheaply.
                     self.nodes += count(target);
                     if self.nodes > MAX_NODES {
@@ -205,10 +209,7 @@ impl Builder {
 
     fn open(&mut self, line: u32, kind: NodeKind, anchor: usize) -> Result<(), YamlError> {
         if self.stack.len() >= MAX_DEPTH {
-            return Err(YamlError {
-                line,
-                message: format!("nesting deeper than {MAX_DEPTH} levels"),
-            });
+            return Err(too_deep(line));
         }
         self.stack.push((Node { line, kind }, anchor));
         self.pending_keys.push(None);
@@ -318,6 +319,28 @@ fn count(node: &Node) -> usize {
                 .map(|(k, v)| count(k) + count(v))
                 .sum::<usize>()
         }
+    }
+}
+
+/// Nesting levels of a node (a scalar is 1). Bounded by [`MAX_DEPTH`] for every node built.
+fn depth(node: &Node) -> usize {
+    match &node.kind {
+        NodeKind::Scalar(_) => 1,
+        NodeKind::Seq(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        NodeKind::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(k, v)| depth(k).max(depth(v)))
+                .max()
+                .unwrap_or(0)
+        }
+    }
+}
+
+fn too_deep(line: u32) -> YamlError {
+    YamlError {
+        line,
+        message: format!("nesting deeper than {MAX_DEPTH} levels"),
     }
 }
 
@@ -479,6 +502,17 @@ mod tests {
             ));
         }
         assert!(parse(&text).is_err());
+    }
+
+    #[test]
+    fn deep_nesting_through_aliases_is_refused() {
+        let mut text = String::from("a0: &a0 [[[[[[[[[[x]]]]]]]]]]\n");
+        for i in 1..20 {
+            let p = i - 1;
+            text.push_str(&format!("a{i}: &a{i} [[[[[[[[[[*a{p}]]]]]]]]]]\n"));
+        }
+        let e = parse(&text).err();
+        assert!(e.is_some_and(|e| e.message.contains("nesting")));
     }
 
     #[test]
