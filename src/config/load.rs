@@ -816,6 +816,31 @@ hosts:
     }
 
     #[test]
+    fn load_file_resolves_relative_to_the_file() {
+        let dir = match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => panic!("{e}"),
+        };
+        let conf = dir.path().join("spate.yaml");
+        if let Err(e) = std::fs::write(&conf, MINIMAL.replace("/srv", "www")) {
+            panic!("{e}");
+        }
+        let c = match load_file(&conf) {
+            Ok(c) => c,
+            Err(e) => panic!("{e:?}"),
+        };
+        assert_eq!(file(path(&c, 0, "/")).dir, dir.path().join("www"));
+
+        let missing = dir.path().join("missing.yaml");
+        let e = load_file(&missing).err().unwrap_or_default();
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].to_string().contains("missing.yaml:0: cannot read"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn anchors_share_settings_between_hosts() {
         let c = ok("\
 listen: 8080
