@@ -1,10 +1,17 @@
-//! Directive parsing: YAML tree -> [`Config`]. (Stub: filled in by the config work.)
+//! Entry points: configuration text -> YAML tree -> [`Config`], with every problem collected.
 
-use super::{Config, ConfigError, Location};
+use super::directives::{self, Level};
+use super::hosts::{self, Scoped};
+use super::listen::Listeners;
+use super::value::{show, Ctx};
+use super::yaml::{self, Node};
+use super::{http, Config, ConfigError, Location};
 use std::path::Path;
 use std::sync::Arc;
 
 /// Reads and validates a configuration file. Every problem found is returned, not just the first.
+/// Relative paths in the file (`file.dir`, `access-log`, ...) are resolved against the file's
+/// directory.
 pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
     let name = path.display().to_string();
     match std::fs::read_to_string(path) {
@@ -19,13 +26,838 @@ pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
     }
 }
 
-/// Parses configuration text; `file` names it in errors.
-pub fn load_str(_text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
-    Err(vec![ConfigError {
-        at: Location {
-            file: Arc::from(file),
-            line: 1,
+/// Parses configuration text; `file` names it in errors, and its directory is the base for
+/// relative paths.
+pub fn load_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
+    let mut ctx = Ctx::new(file);
+    let root = match yaml::parse(text) {
+        Ok(Some(root)) => root,
+        Ok(None) => {
+            ctx.error(1, "the configuration is empty");
+            return Err(ctx.errors);
+        }
+        Err(e) => {
+            ctx.error(e.line, e.message);
+            return Err(ctx.errors);
+        }
+    };
+    let config = global(&mut ctx, &root);
+    if ctx.errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(ctx.errors)
+    }
+}
+
+/// Reads the top-level mapping.
+fn global(ctx: &mut Ctx, root: &Node) -> Config {
+    let mut c = Config::empty();
+    let Some(entries) = root.as_map() else {
+        ctx.error(
+            root.line,
+            format!(
+                "the configuration must be a mapping of directives, got {}",
+                show(root)
+            ),
+        );
+        return c;
+    };
+    let mut scoped = Scoped::default();
+    let mut listeners = Listeners::default();
+    let mut host_maps = Vec::new();
+    for (k, v) in entries {
+        let Some(name) = directives::check(ctx, k, Level::Global) else {
+            continue;
+        };
+        match name {
+            "hosts" => host_maps.push(v),
+            "listen" => listeners.add(ctx, v),
+            _ if scoped.apply(ctx, name, v) => {}
+            _ if http::apply(ctx, name, v, &mut c) => {}
+            _ => server(ctx, name, v, &mut c),
+        }
+    }
+    for v in host_maps {
+        hosts::hosts(ctx, v, &scoped, &mut listeners, &mut c.hosts);
+    }
+    if c.hosts.is_empty() && host_maps_missing(entries) {
+        ctx.error(root.line, "mandatory directive hosts is missing");
+    }
+    let seen = listeners.seen;
+    c.listeners = listeners.list;
+    if !seen {
+        ctx.error(
+            root.line,
+            "no listen directive: at least one listener is required",
+        );
+    }
+    c
+}
+
+fn host_maps_missing(entries: &[(Node, Node)]) -> bool {
+    !entries.iter().any(|(k, _)| k.as_str() == Some("hosts"))
+}
+
+/// Server-wide directives that are not protocol settings.
+fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
+    match name {
+        "num-threads" => set(&mut c.num_threads, ctx.int(name, v, 1)),
+        "max-connections" => set(&mut c.max_connections, ctx.int(name, v, 1)),
+        "server-name" => match ctx.string(name, v) {
+            // It goes into a header field as is.
+            Some(s) if s.bytes().any(|b| b.is_ascii_control()) => {
+                ctx.error(v.line, "server-name contains a control character")
+            }
+            value => set(&mut c.server_name, value),
         },
-        message: "configuration loading is not implemented yet".into(),
-    }])
+        "send-server-name" => set(&mut c.send_server_name, ctx.bool(name, v)),
+        "error-log" => {
+            if let Some(p) = ctx.path(name, v) {
+                c.error_log = Some(p);
+            }
+        }
+        "error-log.emit-request-errors" => set(&mut c.emit_request_errors, ctx.bool(name, v)),
+        // Accepted for compatibility: spate resolves no names in a thread pool.
+        "num-name-resolution-threads" => {
+            ctx.uint(name, v, 1);
+        }
+        "shutdown-timeout" => set(&mut c.shutdown_timeout, ctx.seconds(name, v)),
+        // Every global directive in the table is handled above or here.
+        _ => ctx.error(v.line, format!("directive {name} is not handled")),
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::yaml::NodeKind;
+    use crate::config::{
+        log, AccessLogConf, FileConf, HandlerConf, HeaderOp, Http2, ListenKind, PathConf,
+        RedirectConf, RespondConf,
+    };
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    fn ok(text: &str) -> Config {
+        match load_str(text, "/etc/spate/t.yaml") {
+            Ok(c) => c,
+            Err(e) => panic!("unexpected errors: {e:?}"),
+        }
+    }
+
+    /// Every error as `file:line: message`.
+    fn errors(text: &str) -> Vec<String> {
+        match load_str(text, "t.yaml") {
+            Ok(_) => panic!("expected errors"),
+            Err(e) => e.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    fn path<'a>(c: &'a Config, host: usize, prefix: &str) -> &'a PathConf {
+        match c.hosts[host].paths.iter().find(|p| p.prefix == prefix) {
+            Some(p) => p,
+            None => panic!("no path {prefix}"),
+        }
+    }
+
+    fn file(p: &PathConf) -> &FileConf {
+        match &p.handler {
+            HandlerConf::File(f) => f,
+            other => panic!("not a file handler: {other:?}"),
+        }
+    }
+
+    fn headers(p: &PathConf) -> Vec<(HeaderOp, &str, &str)> {
+        p.headers
+            .iter()
+            .map(|h| (h.op, h.name.as_str(), h.value.as_str()))
+            .collect()
+    }
+
+    /// A seed configuration with its placeholders replaced as the seeds' README says.
+    fn seed(text: &str) -> String {
+        text.replace("/path/to/htdocs", "/srv/docroot")
+            .replace("/usr/local/nginx/html", "/srv/docroot")
+            .replace("/path/to/server.crt", "/srv/cert.pem")
+            .replace("/path/to/server.key", "/srv/key.pem")
+            .replace("/certs/localhost.pem", "/srv/cert.pem")
+            .replace("/certs/localhost.key", "/srv/key.pem")
+            .replace("/app/log/", "/srv/log/")
+            // Through markers, so a new port is not matched by a later replacement.
+            .replace("3000", "<A>")
+            .replace("3001", "<B>")
+            .replace("443", "<C>")
+            .replace("80", "<D>")
+            .replace("<A>", "18000")
+            .replace("<B>", "18001")
+            .replace("<C>", "18443")
+            .replace("<D>", "18080")
+    }
+
+    const SEED_WEB: &str = include_str!("testdata/seed-000-h2-benchmark-2015--web.yaml");
+    const SEED_BACKEND: &str =
+        include_str!("testdata/seed-000-h2-benchmark-2015--backend-http1.yaml");
+    const SEED_TLS_WEB: &str = include_str!("testdata/seed-000-h2-benchmark-2015--tls-web.yaml");
+    const SEED_PROXY: &str = include_str!("testdata/seed-000-h2-benchmark-2015--proxy.yaml");
+    const SEED_TLS_PROXY: &str =
+        include_str!("testdata/seed-000-h2-benchmark-2015--tls-proxy.yaml");
+    const SEED_NGINX_FINAL: &str = include_str!("testdata/seed-001-h2o-vs-nginx--h2o-final.yaml");
+    const SEED_NGINX_INITIAL: &str =
+        include_str!("testdata/seed-001-h2o-vs-nginx--h2o-initial.yaml");
+    const SEED_H2_H3: &str = include_str!("testdata/seed-004-proxy-h2-h3--h2o.yaml");
+
+    #[test]
+    fn seed_web() {
+        let c = ok(&seed(SEED_WEB));
+        assert_eq!(c.listeners.len(), 1);
+        assert_eq!(c.listeners[0].addr, "0.0.0.0:18000".parse().unwrap());
+        assert_eq!(c.listeners[0].kind, ListenKind::Tcp);
+        assert!(!c.listeners[0].has_ssl);
+        assert_eq!(c.listeners[0].at.line, 2);
+        assert_eq!(c.http2.max_concurrent_requests_per_connection, 1024);
+        assert_eq!(c.num_threads, 1);
+        assert_eq!(c.max_connections, 1024);
+        assert_eq!(c.hosts.len(), 1);
+        assert_eq!(
+            (c.hosts[0].name.as_str(), c.hosts[0].port),
+            ("localhost", None)
+        );
+        let p = path(&c, 0, "/");
+        let f = file(p);
+        assert_eq!(f.dir, PathBuf::from("/srv/docroot"));
+        assert_eq!(f.index, FileConf::default().index);
+        assert!(f.etag && !f.dirlisting && !f.send_compressed);
+        assert!(p.headers.is_empty());
+        assert_eq!(p.access_log, None);
+        assert_eq!(p.at.line, 8);
+    }
+
+    #[test]
+    fn seed_backend() {
+        let c = ok(&seed(SEED_BACKEND));
+        assert_eq!(c.listeners[0].addr, "0.0.0.0:18001".parse().unwrap());
+        assert_eq!(c.max_connections, 15000);
+        assert_eq!(c.num_threads, 1);
+        assert_eq!(c.http2.max_concurrent_requests_per_connection, 1024);
+        assert_eq!(file(path(&c, 0, "/")).dir, PathBuf::from("/srv/docroot"));
+    }
+
+    #[test]
+    fn seed_tls_web() {
+        let c = ok(&seed(SEED_TLS_WEB));
+        assert_eq!(c.listeners.len(), 1);
+        assert_eq!(c.listeners[0].addr, "0.0.0.0:18000".parse().unwrap());
+        assert!(c.listeners[0].has_ssl);
+        assert_eq!(c.listeners[0].kind, ListenKind::Tcp);
+        assert_eq!(file(path(&c, 0, "/")).dir, PathBuf::from("/srv/docroot"));
+    }
+
+    #[test]
+    fn seed_h2o_vs_nginx() {
+        let c = ok(&seed(SEED_NGINX_FINAL));
+        assert_eq!(c.num_threads, 16);
+        assert_eq!(c.max_connections, 10240);
+        assert_eq!(c.listeners[0].addr, "0.0.0.0:18080".parse().unwrap());
+        assert_eq!(
+            (c.hosts[0].name.as_str(), c.hosts[0].port),
+            ("127.0.0.1", Some(18080))
+        );
+        assert_eq!(file(path(&c, 0, "/")).dir, PathBuf::from("/srv/docroot"));
+
+        let c = ok(&seed(SEED_NGINX_INITIAL));
+        assert_eq!(c.hosts[0].port, Some(18080));
+        assert_eq!(c.max_connections, 1024);
+    }
+
+    #[test]
+    fn seed_proxies_need_the_proxy_work() {
+        // proxy.keepalive (line 10) is accepted; only proxy.reverse.url is reported.
+        assert_eq!(
+            errors(&seed(SEED_PROXY)),
+            vec!["t.yaml:9: proxy.reverse.url is not supported yet"]
+        );
+        assert_eq!(
+            errors(&seed(SEED_TLS_PROXY)),
+            vec!["t.yaml:13: proxy.reverse.url is not supported yet"]
+        );
+    }
+
+    #[test]
+    fn seed_h2_h3_reports_what_is_missing() {
+        assert_eq!(
+            errors(&seed(SEED_H2_H3)),
+            vec![
+                "t.yaml:20: compress is not supported yet",
+                "t.yaml:25: proxy.reverse.url is not supported yet",
+                "t.yaml:26: proxy.timeout.first_byte is not supported yet",
+            ]
+        );
+    }
+
+    #[test]
+    fn seed_h2_h3_tree_and_listeners() {
+        let root = match yaml::parse(&seed(SEED_H2_H3)) {
+            Ok(Some(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        let find = |n: &'static Node, key: &str| -> Vec<&'static Node> {
+            n.as_map()
+                .unwrap_or_default()
+                .iter()
+                .filter(|(k, _)| k.as_str() == Some(key))
+                .map(|(_, v)| v)
+                .collect()
+        };
+        let root: &'static Node = Box::leak(Box::new(root));
+        let host = find(find(root, "hosts")[0], "localhost")[0];
+        let listens = find(host, "listen");
+        assert_eq!(listens.len(), 2);
+        // The second listen: its own `type` first, then the merged anchor's keys.
+        let keys: Vec<_> = listens[1]
+            .as_map()
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, _)| k.as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(keys, vec!["type", "port", "ssl"]);
+        assert_eq!(find(listens[1], "type")[0].as_str(), Some("quic"));
+        assert_eq!(find(listens[1], "port")[0].as_u64(), Some(18443));
+        let ssl = find(listens[1], "ssl")[0];
+        assert_eq!(find(ssl, "key-file")[0].as_str(), Some("/srv/key.pem"));
+        assert!(matches!(
+            &find(ssl, "cipher-suite-tls1.3")[0].kind,
+            NodeKind::Seq(s) if s.len() == 3
+        ));
+        assert_eq!(listens[0], &ssl_listen_anchor(listens[0]));
+
+        let mut ctx = Ctx::new("t.yaml");
+        let mut l = Listeners::default();
+        for v in listens {
+            l.add(&mut ctx, v);
+        }
+        assert!(ctx.errors.is_empty(), "{:?}", ctx.errors);
+        let got: Vec<_> = l
+            .list
+            .iter()
+            .map(|l| (l.addr.port(), l.kind.clone(), l.has_ssl))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (18443, ListenKind::Tcp, true),
+                (18443, ListenKind::Quic, true)
+            ]
+        );
+    }
+
+    /// The anchored mapping is the first listen itself (identity helper for readability).
+    fn ssl_listen_anchor(n: &Node) -> Node {
+        n.clone()
+    }
+
+    const MINIMAL: &str =
+        "listen: 8080\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: /srv\n";
+
+    #[test]
+    fn header_commands_accumulate_global_host_path() {
+        let c = ok("\
+listen: 8080
+header.add: \"X-Global: 1\"
+hosts:
+  a.example:
+    header.set: [\"X-Host: h\", \"Cache-Control: no-store\"]
+    paths:
+      /:
+        header.unset: Server
+        file.dir: /srv
+      /plain:
+        respond: {body: hi}
+  b.example:
+    paths:
+      /:
+        header.append: \"Vary: Accept\"
+        header.merge: \"Vary: Origin\"
+        header.setifempty: \"X-E: e\"
+        respond: {}
+");
+        assert_eq!(
+            headers(path(&c, 0, "/")),
+            vec![
+                (HeaderOp::Add, "X-Global", "1"),
+                (HeaderOp::Set, "X-Host", "h"),
+                (HeaderOp::Set, "Cache-Control", "no-store"),
+                (HeaderOp::Unset, "Server", ""),
+            ]
+        );
+        assert_eq!(
+            headers(path(&c, 0, "/plain")),
+            vec![
+                (HeaderOp::Add, "X-Global", "1"),
+                (HeaderOp::Set, "X-Host", "h"),
+                (HeaderOp::Set, "Cache-Control", "no-store"),
+            ]
+        );
+        assert_eq!(
+            headers(path(&c, 1, "/")),
+            vec![
+                (HeaderOp::Add, "X-Global", "1"),
+                (HeaderOp::Append, "Vary", "Accept"),
+                (HeaderOp::Merge, "Vary", "Origin"),
+                (HeaderOp::SetIfEmpty, "X-E", "e"),
+            ]
+        );
+    }
+
+    #[test]
+    fn file_options_and_access_log_inherit_and_override() {
+        // `hosts` comes before the global options: they still apply (h2o defers `hosts`).
+        let c = ok("\
+listen: 8080
+hosts:
+  example.com:
+    file.dirlisting: ON
+    file.mime.addtypes:
+      text/x-host: .HST
+    access-log:
+      path: logs/host.log
+      format: \"%h %s\"
+    paths:
+      /:
+        file.dir: htdocs
+      /other:
+        file.etag: ON
+        file.index: [default.htm]
+        file.send-compressed: ON
+        file.mime.addtypes:
+          application/javascript: [.js, .mjs]
+          text/x-path: .hst
+        access-log: /var/log/other.log
+        file.dir: /srv/other
+file.etag: OFF
+file.index: [index.html]
+access-log: /var/log/global.log
+file.mime.addtypes:
+  application/wasm: .wasm
+");
+        let root = file(path(&c, 0, "/"));
+        assert_eq!(root.dir, PathBuf::from("/etc/spate/htdocs"));
+        assert!(!root.etag && root.dirlisting && !root.send_compressed);
+        assert_eq!(root.index, vec!["index.html"]);
+        assert_eq!(
+            root.mime_types,
+            vec![
+                ("wasm".to_string(), "application/wasm".to_string()),
+                ("hst".to_string(), "text/x-host".to_string()),
+            ]
+        );
+        assert_eq!(
+            path(&c, 0, "/").access_log,
+            Some(AccessLogConf {
+                path: PathBuf::from("/etc/spate/logs/host.log"),
+                format: "%h %s".into(),
+            })
+        );
+        let other = file(path(&c, 0, "/other"));
+        assert!(other.etag && other.dirlisting && other.send_compressed);
+        assert_eq!(other.index, vec!["default.htm"]);
+        assert_eq!(
+            other.mime_types,
+            vec![
+                ("wasm".to_string(), "application/wasm".to_string()),
+                ("js".to_string(), "application/javascript".to_string()),
+                ("mjs".to_string(), "application/javascript".to_string()),
+                ("hst".to_string(), "text/x-path".to_string()),
+            ]
+        );
+        assert_eq!(
+            path(&c, 0, "/other").access_log,
+            Some(AccessLogConf {
+                path: PathBuf::from("/var/log/other.log"),
+                format: log::COMBINED.into(),
+            })
+        );
+    }
+
+    #[test]
+    fn global_settings_and_units() {
+        let c = ok("\
+listen: 8080
+num-threads: 3
+max-connections: 50
+server-name: test/1
+send-server-name: OFF
+error-log: err.log
+error-log.emit-request-errors: off
+num-name-resolution-threads: 1
+limit-request-body: 1024
+http1-request-timeout: 20
+http1-request-io-timeout: 250
+http1-keepalive-timeout: 3
+http1-upgrade-to-http2: OFF
+http2-max-concurrent-requests-per-connection: 7
+http2-max-streams: 8
+http2-input-window-size: 65535
+http2-idle-timeout: 30
+http2-graceful-shutdown-timeout: 2
+max-request-head-size: 4096
+max-request-target-size: 2048
+max-request-headers: 20
+max-pipelined-requests: 4
+shutdown-timeout: 5
+proxy.keepalive: ON
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: /srv
+");
+        assert_eq!((c.num_threads, c.max_connections), (3, 50));
+        assert_eq!(c.server_name, "test/1");
+        assert!(!c.send_server_name && !c.emit_request_errors);
+        assert_eq!(c.error_log, Some(PathBuf::from("/etc/spate/err.log")));
+        assert_eq!(c.limits.request_body, 1024);
+        assert_eq!(c.http1.request_timeout, Duration::from_secs(20));
+        assert_eq!(c.http1.request_io_timeout, Duration::from_millis(250));
+        assert_eq!(c.http1.keepalive_timeout, Duration::from_secs(3));
+        assert!(!c.http1.upgrade_to_http2);
+        assert_eq!(
+            c.http2,
+            Http2 {
+                max_concurrent_requests_per_connection: 7,
+                max_streams: 8,
+                input_window_size: 65535,
+                idle_timeout: Duration::from_secs(30),
+                graceful_shutdown_timeout: Duration::from_secs(2),
+            }
+        );
+        assert_eq!(
+            (
+                c.limits.request_head,
+                c.limits.request_target,
+                c.limits.request_headers,
+                c.limits.pipelined_requests
+            ),
+            (4096, 2048, 20, 4)
+        );
+        assert_eq!(c.shutdown_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn defaults() {
+        let c = ok(MINIMAL);
+        let d = Config::empty();
+        assert_eq!(c.num_threads, d.num_threads);
+        assert_eq!(c.http2, Http2::default());
+        assert_eq!(c.http1.request_io_timeout, Duration::from_millis(5000));
+        assert!(c.send_server_name && c.emit_request_errors);
+        assert_eq!(c.error_log, None);
+    }
+
+    #[test]
+    fn listen_forms_repeats_and_dedup() {
+        let c = ok("\
+listen: 8080
+listen: \"127.0.0.1:8081\"
+listen:
+  - \"[::1]:8082\"
+  - port: 8083
+    host: 127.0.0.2
+hosts:
+  \"Example.COM:8080\":
+    listen: 8080
+    listen:
+      port: 8084
+      ssl:
+        certificate-file: c.pem
+        key-file: k.pem
+    paths:
+      /:
+        respond: {status: 204}
+  \"*.example.org\":
+    listen:
+      port: 8084
+      ssl: {certificate-file: c2.pem, key-file: k2.pem}
+    paths:
+      /:
+        respond: {}
+");
+        let got: Vec<_> = c
+            .listeners
+            .iter()
+            .map(|l| (l.addr.to_string(), l.has_ssl, l.at.line))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("0.0.0.0:8080".to_string(), false, 1),
+                ("127.0.0.1:8081".to_string(), false, 2),
+                ("[::1]:8082".to_string(), false, 4),
+                ("127.0.0.2:8083".to_string(), false, 5),
+                ("0.0.0.0:8084".to_string(), true, 11),
+            ]
+        );
+        assert_eq!(
+            (c.hosts[0].name.as_str(), c.hosts[0].port),
+            ("example.com", Some(8080))
+        );
+        assert_eq!(
+            (c.hosts[1].name.as_str(), c.hosts[1].port),
+            ("*.example.org", None)
+        );
+        assert_eq!(c.hosts[0].at.line, 8);
+    }
+
+    #[test]
+    fn listen_errors() {
+        let e = errors(
+            "\
+listen: 8080
+listen:
+  port: 8080
+  ssl: {certificate-file: c, key-file: k, ciphers: x}
+listen: {host: 1.2.3.4}
+listen: {port: 99999}
+listen: {port: 1, type: quic}
+listen: {port: 2, ssl: {certificate-file: c}}
+listen: example.com:80
+hosts:
+  default:
+    paths:
+      /:
+        respond: {}
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:4: unknown key ciphers in listen.ssl",
+                "t.yaml:5: listen: port is required",
+                "t.yaml:6: listen.port: 99999 is too large",
+                "t.yaml:7: listen: type quic requires ssl",
+                "t.yaml:8: listen.ssl: key-file is required",
+                "t.yaml:9: listen expects a port, \"address:port\" or a mapping with port, got \"example.com:80\"",
+            ]
+        );
+        let e = errors(
+            "\
+listen: 8080
+listen:
+  port: 8080
+  ssl: {certificate-file: c, key-file: k}
+hosts: {default: {paths: {/: {respond: {}}}}}
+",
+        );
+        assert_eq!(
+            e,
+            vec!["t.yaml:3: listen 0.0.0.0:8080: cannot accept TLS; it already accepts cleartext (line 1)"]
+        );
+    }
+
+    #[test]
+    fn handlers() {
+        let c = ok("\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /r1:
+        redirect: https://example.com/
+      /r2:
+        redirect:
+          url: /new
+          status: 301
+          internal: OFF
+      /ok:
+        respond:
+          status: 503
+          body: down
+          content-type: application/json
+          methods: [GET, HEAD]
+      /empty:
+        header.add: \"X: y\"
+");
+        let r = |p: &str| match &path(&c, 0, p).handler {
+            HandlerConf::Redirect(r) => r.clone(),
+            other => panic!("{other:?}"),
+        };
+        let RedirectConf {
+            url,
+            status,
+            internal,
+        } = r("/r1");
+        assert_eq!(
+            (url.as_str(), status, internal),
+            ("https://example.com/", 302, false)
+        );
+        let RedirectConf { url, status, .. } = r("/r2");
+        assert_eq!((url.as_str(), status), ("/new", 301));
+        match &path(&c, 0, "/ok").handler {
+            HandlerConf::Respond(RespondConf {
+                status,
+                body,
+                content_type,
+                methods,
+            }) => {
+                assert_eq!((*status, body.as_str()), (503, "down"));
+                assert_eq!(content_type, "application/json");
+                assert_eq!(methods, &vec!["GET".to_string(), "HEAD".to_string()]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(path(&c, 0, "/empty").handler, HandlerConf::None));
+        // Paths stay in file order.
+        let order: Vec<_> = c.hosts[0].paths.iter().map(|p| p.prefix.as_str()).collect();
+        assert_eq!(order, vec!["/r1", "/r2", "/ok", "/empty"]);
+    }
+
+    #[test]
+    fn respond_defaults() {
+        let c = ok("listen: 1\nhosts:\n  h:\n    paths:\n      /:\n        respond: {}\n");
+        match &path(&c, 0, "/").handler {
+            HandlerConf::Respond(r) => {
+                assert_eq!(
+                    (r.status, r.body.as_str(), r.content_type.as_str()),
+                    (200, "", "text/plain")
+                );
+                assert!(r.methods.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_line() {
+        let e = errors(
+            "\
+listen: 8080
+num-threads: 0
+file.dir: /srv
+lisen: 80
+send-server-name: maybe
+hosts:
+  default:
+    num-threads: 2
+    file.etag: perhaps
+    paths:
+      /:
+        file.dir: /srv
+        respond: {}
+      nope:
+        respond: {}
+      /r:
+        redirect: {url: /x, internal: ON}
+      /s:
+        respond: {status: 99, bdy: x}
+      /h:
+        header.add: NoColon
+        header.set: \"Bad Name: x\"
+        file.index: index.html
+      /x:
+        proxy.reverse.url: http://127.0.0.1/
+        compress: ON
+  nopaths:
+    file.etag: ON
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:2: num-threads expects an integer >= 1, got \"0\"",
+                "t.yaml:3: directive file.dir cannot be used at the global level",
+                "t.yaml:4: unknown directive lisen (did you mean listen?)",
+                "t.yaml:5: send-server-name expects ON or OFF, got \"maybe\"",
+                "t.yaml:8: directive num-threads cannot be used at the host level",
+                "t.yaml:9: file.etag expects ON or OFF, got \"perhaps\"",
+                "t.yaml:13: path / already has a handler (file.dir at line 12); respond cannot be added",
+                "t.yaml:14: a path must start with /, got \"nope\"",
+                "t.yaml:17: redirect.internal ON is not supported yet",
+                "t.yaml:19: unknown key bdy in respond (did you mean body?)",
+                "t.yaml:19: respond.status expects an integer >= 100, got \"99\"",
+                "t.yaml:21: header.add expects \"Name: value\", got \"NoColon\"",
+                "t.yaml:22: header.set: \"Bad Name\" is not a valid header name",
+                "t.yaml:23: file.index expects a sequence of file names, got \"index.html\"",
+                "t.yaml:25: proxy.reverse.url is not supported yet",
+                "t.yaml:26: compress is not supported yet",
+                "t.yaml:27: host \"nopaths\" has no paths",
+            ]
+        );
+    }
+
+    #[test]
+    fn structural_errors() {
+        assert_eq!(errors(""), vec!["t.yaml:1: the configuration is empty"]);
+        assert_eq!(
+            errors("- a\n- b\n"),
+            vec!["t.yaml:1: the configuration must be a mapping of directives, got a sequence"]
+        );
+        assert_eq!(
+            errors("hosts:\n  h:\n    paths:\n      /:\n        respond: {}\n"),
+            vec!["t.yaml:1: no listen directive: at least one listener is required"]
+        );
+        assert_eq!(
+            errors("listen: 80\n"),
+            vec!["t.yaml:1: mandatory directive hosts is missing"]
+        );
+        let e = errors("listen: 80\nhosts:\n  a:\n    paths: {/: {}}\n  A:\n    paths: {/: {}}\n");
+        assert_eq!(
+            e,
+            vec!["t.yaml:5: host \"A\" is defined twice (first at line 3)"]
+        );
+        let e = errors("listen: 80\nfoo: [1,\n");
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with("t.yaml:"), "{e:?}");
+        assert!(e[0].contains("YAML syntax error"), "{e:?}");
+    }
+
+    #[test]
+    fn load_file_resolves_relative_to_the_file() {
+        let dir = match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => panic!("{e}"),
+        };
+        let conf = dir.path().join("spate.yaml");
+        if let Err(e) = std::fs::write(&conf, MINIMAL.replace("/srv", "www")) {
+            panic!("{e}");
+        }
+        let c = match load_file(&conf) {
+            Ok(c) => c,
+            Err(e) => panic!("{e:?}"),
+        };
+        assert_eq!(file(path(&c, 0, "/")).dir, dir.path().join("www"));
+
+        let missing = dir.path().join("missing.yaml");
+        let e = load_file(&missing).err().unwrap_or_default();
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].to_string().contains("missing.yaml:0: cannot read"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn anchors_share_settings_between_hosts() {
+        let c = ok("\
+listen: 8080
+hosts:
+  a.example:
+    paths: &paths
+      /:
+        file.dir: /srv/a
+        file.etag: OFF
+  b.example:
+    paths:
+      <<: *paths
+      /api:
+        respond: {body: b}
+");
+        assert_eq!(c.hosts[1].paths.len(), 2);
+        assert!(!file(path(&c, 1, "/")).etag);
+        assert_eq!(path(&c, 1, "/").at.line, 5);
+    }
 }

@@ -55,6 +55,7 @@ pub struct Config {
     /// `error-log.emit-request-errors` (default ON): log one line per rejected request.
     pub emit_request_errors: bool,
     pub http1: Http1,
+    pub http2: Http2,
     pub limits: Limits,
     /// `shutdown-timeout`: how long in-flight requests may run after SIGTERM (default 10 s).
     pub shutdown_timeout: Duration,
@@ -84,7 +85,7 @@ pub struct Host {
     pub name: String,
     /// The port from a `name:port` key, if any.
     pub port: Option<u16>,
-    /// Paths sorted longest prefix first.
+    /// Paths in configuration order (the router sorts them longest prefix first).
     pub paths: Vec<PathConf>,
     pub at: Location,
 }
@@ -143,7 +144,7 @@ pub struct RespondConf {
 #[derive(Debug, Clone)]
 pub struct RedirectConf {
     pub url: String,
-    /// 301 unless `status` is given.
+    /// 302 (as h2o) unless `status` is given.
     pub status: u16,
     /// `internal: ON` is not supported yet and is rejected.
     pub internal: bool,
@@ -190,6 +191,34 @@ pub struct Http1 {
     /// `send-timeout` (spate, seconds): longest wait for a peer to accept more response
     /// bytes (default 60 s, as nginx's send_timeout).
     pub send_timeout: Duration,
+}
+
+/// HTTP/2 directives (accepted and stored; used once HTTP/2 lands).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http2 {
+    /// `http2-max-concurrent-requests-per-connection` (default 100, as h2o): requests of one
+    /// connection processed at once.
+    pub max_concurrent_requests_per_connection: u32,
+    /// `http2-max-streams` (spate): SETTINGS_MAX_CONCURRENT_STREAMS advertised (default 100).
+    pub max_streams: u32,
+    /// `http2-input-window-size` (default 16777216 bytes, as h2o): per-stream receive window.
+    pub input_window_size: u32,
+    /// `http2-idle-timeout` (seconds in the file; default 10 s).
+    pub idle_timeout: Duration,
+    /// `http2-graceful-shutdown-timeout` (seconds in the file; default 0 = wait indefinitely).
+    pub graceful_shutdown_timeout: Duration,
+}
+
+impl Default for Http2 {
+    fn default() -> Self {
+        Http2 {
+            max_concurrent_requests_per_connection: 100,
+            max_streams: 100,
+            input_window_size: 16_777_216,
+            idle_timeout: Duration::from_secs(10),
+            graceful_shutdown_timeout: Duration::ZERO,
+        }
+    }
 }
 
 /// Limits a peer can push on.
@@ -265,6 +294,7 @@ impl Config {
             error_log: None,
             emit_request_errors: true,
             http1: Http1::default(),
+            http2: Http2::default(),
             limits: Limits::default(),
             shutdown_timeout: Duration::from_secs(10),
         }
@@ -304,7 +334,17 @@ impl Config {
     }
 }
 
+mod directives;
+mod file;
+mod headers;
+mod hosts;
+mod http;
+mod listen;
 mod load;
+mod log;
+mod redirect;
+mod respond;
+mod value;
 mod yaml;
 
 pub use load::{load_file, load_str};

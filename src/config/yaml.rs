@@ -1,1 +1,523 @@
-//! A YAML tree that keeps line numbers, anchors, merge keys and repeated keys. (Stub.)
+//! A YAML tree that keeps line numbers, anchors, merge keys and repeated keys.
+//!
+//! Built from `saphyr-parser`'s event stream rather than a generic YAML value type because h2o's
+//! dialect needs what those drop: the line of every node (for `file:line` errors) and repeated
+//! keys in one mapping (two `listen:` keys are two listeners).
+//!
+//! Aliases are expanded into copies of the anchored node; the copy keeps the line numbers of the
+//! anchored text, so an error inside it points at the text that is wrong. Merge keys
+//! (`<<: *a`, `<<: [*a, *b]`) are expanded in place; keys written in the mapping itself win over
+//! merged ones, and among several merged mappings the earlier one wins (as YAML 1.1 specifies).
+
+use saphyr_parser::{Event, Parser, ScalarStyle};
+
+/// One node of the tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// 1-based line where the node starts.
+    pub line: u32,
+    pub kind: NodeKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    Scalar(Scalar),
+    Seq(Vec<Node>),
+    /// Entries in file order; repeated keys are kept.
+    Map(Vec<(Node, Node)>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scalar {
+    pub value: String,
+    /// Written in quotes (or as a block scalar), so never null, a number or a boolean.
+    pub quoted: bool,
+}
+
+/// A YAML syntax or structure problem.
+#[derive(Debug, Clone, PartialEq)]
+pub struct YamlError {
+    pub line: u32,
+    pub message: String,
+}
+
+/// Parses one YAML document. An empty input yields `Ok(None)`.
+pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    Builder::default().run(text)
+}
+
+impl Node {
+    /// The scalar's text, if this is a scalar that is not null.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.kind {
+            NodeKind::Scalar(s) if !self.is_null() => Some(&s.value),
+            _ => None,
+        }
+    }
+
+    /// `~`, `null` or an empty plain scalar.
+    pub fn is_null(&self) -> bool {
+        match &self.kind {
+            NodeKind::Scalar(s) => {
+                !s.quoted && matches!(s.value.as_str(), "" | "~" | "null" | "Null" | "NULL")
+            }
+            _ => false,
+        }
+    }
+
+    /// h2o's `ON`/`OFF`, also `on/off/true/false/yes/no` in any case. Quoted text counts too,
+    /// as in h2o, which reads every scalar as a string.
+    pub fn as_bool(&self) -> Option<bool> {
+        let s = self.as_str()?;
+        const YES: [&str; 3] = ["on", "true", "yes"];
+        const NO: [&str; 3] = ["off", "false", "no"];
+        if YES.iter().any(|y| s.eq_ignore_ascii_case(y)) {
+            Some(true)
+        } else if NO.iter().any(|n| s.eq_ignore_ascii_case(n)) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// A non-negative decimal integer (`_` separators are not accepted).
+    pub fn as_u64(&self) -> Option<u64> {
+        let s = self.as_str()?.trim();
+        let digits = s.strip_prefix('+').unwrap_or(s);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+
+    pub fn as_map(&self) -> Option<&[(Node, Node)]> {
+        match &self.kind {
+            NodeKind::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn as_seq(&self) -> Option<&[Node]> {
+        match &self.kind {
+            NodeKind::Seq(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A short name of the node's type for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match &self.kind {
+            NodeKind::Scalar(_) if self.is_null() => "null",
+            NodeKind::Scalar(_) => "scalar",
+            NodeKind::Seq(_) => "sequence",
+            NodeKind::Map(_) => "mapping",
+        }
+    }
+}
+
+/// Deeper nesting than this is refused: it is never needed in a server configuration, and
+/// cloning or dropping a very deep tree would recurse deeply.
+const MAX_DEPTH: usize = 64;
+/// Upper bound on nodes after alias expansion ("billion laughs").
+const MAX_NODES: usize = 1_000_000;
+
+#[derive(Default)]
+struct Builder {
+    /// Containers being built, innermost last, with their anchor id.
+    stack: Vec<(Node, usize)>,
+    /// A mapping key waiting for its value, per open mapping (parallel to `stack`).
+    pending_keys: Vec<Option<Node>>,
+    anchors: Vec<(usize, Node)>,
+    nodes: usize,
+    root: Option<Node>,
+    documents: usize,
+}
+
+impl Builder {
+    fn run(mut self, text: &str) -> Result<Option<Node>, YamlError> {
+        let mut parser = Parser::new_from_str(text);
+        while let Some(ev) = parser.next_event() {
+            let (ev, span) = ev.map_err(|e| YamlError {
+                line: line_of(e.marker().line()),
+                message: format!("YAML syntax error: {}", e.info()),
+            })?;
+            let line = line_of(span.start.line());
+            match ev {
+                Event::DocumentStart(_) => {
+                    self.documents += 1;
+                    if self.documents > 1 {
+                        return Err(YamlError {
+                            line,
+                            message: "only one YAML document is allowed".into(),
+                        });
+                    }
+                }
+                Event::Scalar(value, style, anchor, _tag) => {
+                    let quoted = !matches!(style, ScalarStyle::Plain);
+                    let node = Node {
+                        line,
+                        kind: NodeKind::Scalar(Scalar {
+                            value: value.into_owned(),
+                            quoted,
+                        }),
+                    };
+                    self.finish(node, anchor)?;
+                }
+                Event::Alias(id) => {
+                    let Some((_, target)) = self.anchors.iter().rev().find(|(a, _)| *a == id)
+                    else {
+                        return Err(YamlError {
+                            line,
+                            message: "alias to an unknown anchor".into(),
+                        });
+                    };
+                    // The copy must respect the depth bound like any other node.
+                    if self.stack.len() + depth(target) > MAX_DEPTH {
+                        return Err(too_deep(line));
+                    }
+                    // Counted before copying so a "billion laughs" file is refused cheaply.
+                    self.nodes += count(target);
+                    if self.nodes > MAX_NODES {
+                        return Err(too_large(line));
+                    }
+                    let copy = target.clone();
+                    self.finish(copy, 0)?;
+                }
+                Event::SequenceStart(anchor, _) => {
+                    self.open(line, NodeKind::Seq(Vec::new()), anchor)?
+                }
+                Event::MappingStart(anchor, _) => {
+                    self.open(line, NodeKind::Map(Vec::new()), anchor)?
+                }
+                Event::SequenceEnd | Event::MappingEnd => {
+                    // The parser balances start and end events, so the stack is not empty here.
+                    if let (Some((mut node, anchor)), Some(_)) =
+                        (self.stack.pop(), self.pending_keys.pop())
+                    {
+                        if let NodeKind::Map(entries) = &mut node.kind {
+                            let merged = expand_merge_keys(std::mem::take(entries))?;
+                            *entries = merged;
+                        }
+                        self.finish(node, anchor)?;
+                    }
+                }
+                Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
+            }
+        }
+        Ok(self.root)
+    }
+
+    fn open(&mut self, line: u32, kind: NodeKind, anchor: usize) -> Result<(), YamlError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(too_deep(line));
+        }
+        self.stack.push((Node { line, kind }, anchor));
+        self.pending_keys.push(None);
+        Ok(())
+    }
+
+    /// Places a completed node into its parent (or makes it the root).
+    fn finish(&mut self, node: Node, anchor: usize) -> Result<(), YamlError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(too_large(node.line));
+        }
+        if anchor != 0 {
+            self.anchors.push((anchor, node.clone()));
+        }
+        let Some((parent, _)) = self.stack.last_mut() else {
+            self.root = Some(node);
+            return Ok(());
+        };
+        match &mut parent.kind {
+            NodeKind::Seq(items) => items.push(node),
+            NodeKind::Map(entries) => {
+                if let Some(pending) = self.pending_keys.last_mut() {
+                    match pending.take() {
+                        Some(key) => entries.push((key, node)),
+                        None => *pending = Some(node),
+                    }
+                }
+            }
+            NodeKind::Scalar(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// Replaces `<<` entries with the entries of the mapping(s) they name. Keys already written in
+/// the mapping win; among merged mappings, the first one that has a key wins.
+fn expand_merge_keys(entries: Vec<(Node, Node)>) -> Result<Vec<(Node, Node)>, YamlError> {
+    if !entries.iter().any(|(k, _)| is_merge_key(k)) {
+        return Ok(entries);
+    }
+    let own: Vec<String> = entries
+        .iter()
+        .filter(|(k, _)| !is_merge_key(k))
+        .filter_map(|(k, _)| scalar_text(k).map(str::to_owned))
+        .collect();
+    let mut taken_from_merge: Vec<String> = Vec::new();
+    let mut out = Vec::with_capacity(entries.len());
+    for (key, value) in entries {
+        if !is_merge_key(&key) {
+            out.push((key, value));
+            continue;
+        }
+        let sources: Vec<Node> = match value.kind {
+            NodeKind::Map(_) => vec![value],
+            NodeKind::Seq(items) => items,
+            NodeKind::Scalar(_) => {
+                return Err(YamlError {
+                    line: key.line,
+                    message: "merge key `<<` expects a mapping or a sequence of mappings".into(),
+                })
+            }
+        };
+        // Keys merged from an earlier source block the same keys from a later one, but repeated
+        // keys within one source are all kept (they are repeated directives).
+        for source in sources {
+            let NodeKind::Map(merged) = source.kind else {
+                return Err(YamlError {
+                    line: source.line,
+                    message: "merge key `<<` expects a mapping or a sequence of mappings".into(),
+                });
+            };
+            let mut from_this: Vec<String> = Vec::new();
+            for (k, v) in merged {
+                if let Some(text) = scalar_text(&k) {
+                    if own.iter().any(|o| o == text) || taken_from_merge.iter().any(|t| t == text) {
+                        continue;
+                    }
+                    from_this.push(text.to_owned());
+                }
+                out.push((k, v));
+            }
+            taken_from_merge.extend(from_this);
+        }
+    }
+    Ok(out)
+}
+
+fn is_merge_key(node: &Node) -> bool {
+    matches!(&node.kind, NodeKind::Scalar(s) if !s.quoted && s.value == "<<")
+}
+
+fn scalar_text(node: &Node) -> Option<&str> {
+    match &node.kind {
+        NodeKind::Scalar(s) => Some(&s.value),
+        _ => None,
+    }
+}
+
+fn count(node: &Node) -> usize {
+    match &node.kind {
+        NodeKind::Scalar(_) => 1,
+        NodeKind::Seq(items) => 1 + items.iter().map(count).sum::<usize>(),
+        NodeKind::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(k, v)| count(k) + count(v))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// Nesting levels of a node (a scalar is 1). Bounded by [`MAX_DEPTH`] for every node built.
+fn depth(node: &Node) -> usize {
+    match &node.kind {
+        NodeKind::Scalar(_) => 1,
+        NodeKind::Seq(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        NodeKind::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(k, v)| depth(k).max(depth(v)))
+                .max()
+                .unwrap_or(0)
+        }
+    }
+}
+
+fn too_deep(line: u32) -> YamlError {
+    YamlError {
+        line,
+        message: format!("nesting deeper than {MAX_DEPTH} levels"),
+    }
+}
+
+fn too_large(line: u32) -> YamlError {
+    YamlError {
+        line,
+        message: "document too large after alias expansion".into(),
+    }
+}
+
+fn line_of(line: usize) -> u32 {
+    u32::try_from(line).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(text: &str) -> Node {
+        match parse(text) {
+            Ok(Some(n)) => n,
+            other => panic!("unexpected parse result {other:?}"),
+        }
+    }
+
+    fn keys(node: &Node) -> Vec<(&str, u32)> {
+        node.as_map()
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, _)| (k.as_str().unwrap_or("?"), k.line))
+            .collect()
+    }
+
+    fn get<'a>(node: &'a Node, key: &str) -> &'a Node {
+        match node
+            .as_map()
+            .and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some(key)))
+        {
+            Some((_, v)) => v,
+            None => panic!("no key {key} in {node:?}"),
+        }
+    }
+
+    #[test]
+    fn keeps_repeated_keys_in_order_with_lines() {
+        let n = root("a: 1\nlisten: 80\nb: x\nlisten: 81\n");
+        assert_eq!(
+            keys(&n),
+            vec![("a", 1), ("listen", 2), ("b", 3), ("listen", 4)]
+        );
+        let values: Vec<_> = n
+            .as_map()
+            .unwrap_or_default()
+            .iter()
+            .filter(|(k, _)| k.as_str() == Some("listen"))
+            .map(|(_, v)| v.as_u64())
+            .collect();
+        assert_eq!(values, vec![Some(80), Some(81)]);
+    }
+
+    #[test]
+    fn nested_line_numbers() {
+        let n = root(
+            "# comment\n\nhosts:\n  example.com:\n    paths:\n      /:\n        file.dir: /x\n",
+        );
+        let hosts = get(&n, "hosts");
+        assert_eq!(hosts.line, 4);
+        let host = get(hosts, "example.com");
+        let paths = get(host, "paths");
+        let p = get(paths, "/");
+        let (k, v) = &p.as_map().unwrap_or_default()[0];
+        assert_eq!((k.line, v.line), (7, 7));
+        assert_eq!(v.as_str(), Some("/x"));
+    }
+
+    #[test]
+    fn anchors_and_aliases_copy_the_node() {
+        let n = root("a: &x\n  port: 1\n  host: h\nb: *x\nc: &s scalar\nd: *s\n");
+        assert_eq!(get(&n, "a"), get(&n, "b"));
+        assert_eq!(get(&n, "d").as_str(), Some("scalar"));
+        // The copy keeps the anchored text's lines.
+        assert_eq!(get(get(&n, "b"), "port").line, 2);
+    }
+
+    #[test]
+    fn merge_key_expands_and_own_keys_win() {
+        let n = root("base: &b\n  port: 443\n  type: tcp\nl:\n  type: quic\n  <<: *b\n");
+        let l = get(&n, "l");
+        assert_eq!(keys(l), vec![("type", 5), ("port", 2)]);
+        assert_eq!(get(l, "type").as_str(), Some("quic"));
+        assert_eq!(get(l, "port").as_u64(), Some(443));
+    }
+
+    #[test]
+    fn merge_key_sequence_first_wins() {
+        let n = root("a: &a {x: 1, y: 1}\nb: &b {y: 2, z: 2}\nc:\n  <<: [*a, *b]\n  z: 3\n");
+        let c = get(&n, "c");
+        assert_eq!(get(c, "x").as_u64(), Some(1));
+        assert_eq!(get(c, "y").as_u64(), Some(1));
+        assert_eq!(get(c, "z").as_u64(), Some(3));
+        assert_eq!(c.as_map().map(|m| m.len()), Some(3));
+    }
+
+    #[test]
+    fn quoted_merge_key_is_a_plain_key() {
+        let n = root("a: &a {x: 1}\nb:\n  '<<': *a\n");
+        assert_eq!(keys(get(&n, "b")), vec![("<<", 3)]);
+    }
+
+    #[test]
+    fn merge_of_scalar_is_an_error() {
+        let e = parse("a: &a 1\nb:\n  <<: *a\n").err();
+        assert_eq!(e.map(|e| e.line), Some(3));
+    }
+
+    #[test]
+    fn scalar_types() {
+        let n = root("a: ON\nb: off\nc: \"80\"\nd: 80\ne: ~\nf:\ng: 'yes'\nh: maybe\n");
+        assert_eq!(get(&n, "a").as_bool(), Some(true));
+        assert_eq!(get(&n, "b").as_bool(), Some(false));
+        assert_eq!(get(&n, "g").as_bool(), Some(true));
+        assert_eq!(get(&n, "h").as_bool(), None);
+        let quoted = |n: &Node| matches!(&n.kind, NodeKind::Scalar(s) if s.quoted);
+        assert!(quoted(get(&n, "c")));
+        assert!(!quoted(get(&n, "d")));
+        assert_eq!(get(&n, "c").as_u64(), Some(80));
+        assert!(get(&n, "e").is_null());
+        assert!(get(&n, "f").is_null());
+        assert!(!get(&n, "c").is_null());
+    }
+
+    #[test]
+    fn syntax_error_has_line() {
+        let e = parse("a: 1\nb: [1, 2\nc: 3\n").err();
+        assert!(e.as_ref().is_some_and(|e| e.message.contains("syntax")));
+        let e = parse("a: 1\nb: 2\n  c: 3\n").err();
+        assert_eq!(e.map(|e| e.line), Some(3));
+    }
+
+    #[test]
+    fn unknown_alias_and_multiple_documents_are_errors() {
+        assert!(parse("a: *nope\n").is_err());
+        assert_eq!(parse("a: 1\n---\nb: 2\n").err().map(|e| e.line), Some(2));
+    }
+
+    #[test]
+    fn empty_document_is_none() {
+        assert_eq!(parse(""), Ok(None));
+        assert_eq!(parse("# only a comment\n"), Ok(None));
+    }
+
+    #[test]
+    fn billion_laughs_is_refused() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..8 {
+            let p = i - 1;
+            text.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        assert!(parse(&text).is_err());
+    }
+
+    #[test]
+    fn deep_nesting_through_aliases_is_refused() {
+        let mut text = String::from("a0: &a0 [[[[[[[[[[x]]]]]]]]]]\n");
+        for i in 1..20 {
+            let p = i - 1;
+            text.push_str(&format!("a{i}: &a{i} [[[[[[[[[[*a{p}]]]]]]]]]]\n"));
+        }
+        let e = parse(&text).err();
+        assert!(e.is_some_and(|e| e.message.contains("nesting")));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let text = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(parse(&text).is_err());
+    }
+}

@@ -1,0 +1,248 @@
+//! The directive table: every name spate knows, the levels where it may be written, and the
+//! h2o directives that are recognised but not supported yet.
+
+use super::value::{suggest, Ctx};
+use super::yaml::Node;
+
+/// The scope a mapping's directives are read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Level {
+    Global,
+    Host,
+    Path,
+}
+
+impl Level {
+    fn bit(self) -> u8 {
+        match self {
+            Level::Global => G,
+            Level::Host => H,
+            Level::Path => P,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::Global => "global",
+            Level::Host => "host",
+            Level::Path => "path",
+        }
+    }
+}
+
+/// Reads the key of one directive entry. Returns its name when the directive exists and may be
+/// used at `level`; otherwise records the error (unknown with a hint, misplaced, or not
+/// supported yet) and returns `None`.
+pub(super) fn check<'a>(ctx: &mut Ctx, key: &'a Node, level: Level) -> Option<&'a str> {
+    let Some(name) = key.as_str() else {
+        ctx.error(key.line, "a directive name must be a string");
+        return None;
+    };
+    if let Some((_, levels)) = DIRECTIVES.iter().find(|(n, _)| *n == name) {
+        if levels & level.bit() == 0 {
+            ctx.error(
+                key.line,
+                format!(
+                    "directive {name} cannot be used at the {} level",
+                    level.name()
+                ),
+            );
+            return None;
+        }
+        return Some(name);
+    }
+    if is_not_supported_yet(name) {
+        ctx.error(key.line, format!("{name} is not supported yet"));
+        return None;
+    }
+    let known = DIRECTIVES
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(NOT_SUPPORTED_YET.iter().copied());
+    let hint = suggest(name, known)
+        .map(|s| format!(" (did you mean {s}?)"))
+        .unwrap_or_default();
+    ctx.error(key.line, format!("unknown directive {name}{hint}"));
+    None
+}
+
+const G: u8 = 1;
+const H: u8 = 2;
+const P: u8 = 4;
+const ALL: u8 = G | H | P;
+
+/// Supported directives and where they may appear.
+const DIRECTIVES: &[(&str, u8)] = &[
+    // Structure.
+    ("hosts", G),
+    ("paths", H),
+    ("listen", G | H),
+    // Server-wide settings.
+    ("num-threads", G),
+    ("max-connections", G),
+    ("server-name", G),
+    ("send-server-name", G),
+    ("error-log", G),
+    ("error-log.emit-request-errors", G),
+    ("num-name-resolution-threads", G),
+    ("limit-request-body", G),
+    ("shutdown-timeout", G),
+    // HTTP/1.
+    ("http1-request-timeout", G),
+    ("http1-request-io-timeout", G),
+    ("http1-keepalive-timeout", G),
+    ("http1-upgrade-to-http2", G),
+    ("max-request-head-size", G),
+    ("max-request-target-size", G),
+    ("max-request-headers", G),
+    ("max-pipelined-requests", G),
+    // HTTP/2.
+    ("http2-max-concurrent-requests-per-connection", G),
+    ("http2-max-streams", G),
+    ("http2-input-window-size", G),
+    ("http2-idle-timeout", G),
+    ("http2-graceful-shutdown-timeout", G),
+    // Proxy: accepted for compatibility, a no-op.
+    ("proxy.keepalive", ALL),
+    // Handlers.
+    ("file.dir", P),
+    ("respond", P),
+    ("redirect", P),
+    // Inherited options.
+    ("file.index", ALL),
+    ("file.mime.addtypes", ALL),
+    ("file.etag", ALL),
+    ("file.dirlisting", ALL),
+    ("file.send-compressed", ALL),
+    ("header.add", ALL),
+    ("header.append", ALL),
+    ("header.merge", ALL),
+    ("header.set", ALL),
+    ("header.setifempty", ALL),
+    ("header.unset", ALL),
+    ("access-log", ALL),
+];
+
+/// h2o directives that later work will implement; today they are an error naming them.
+const NOT_SUPPORTED_YET: &[&str] = &[
+    "compress",
+    "compress-minimum-size",
+    "gzip",
+    "file.send-gzip",
+    "file.mime.settypes",
+    "file.mime.removetypes",
+    "file.mime.setdefaulttype",
+    "file.custom-handler",
+    "error-doc",
+    "expires",
+    "handshake-timeout",
+    "max-delegations",
+    "reproxy",
+    "setenv",
+    "unsetenv",
+    "send-informational",
+    "stash",
+    "user",
+    "pid-file",
+    "tcp-fastopen",
+    "ssl-session-resumption",
+    "ssl-offload",
+    "temp-buffer-path",
+    "crash-handler",
+    "status",
+    "throttle-response",
+    "http2-reprioritize-blocking-assets",
+    "http2-push-preload",
+    "http2-allow-cross-origin-push",
+    "http2-casper",
+    "http2-latency-optimization-min-rtt",
+    "http2-latency-optimization-max-additional-delay",
+    "http2-latency-optimization-max-cwnd",
+    "http3-idle-timeout",
+    "http3-graceful-shutdown-timeout",
+    "http3-input-window-size",
+    "mruby.handler",
+    "mruby.handler-file",
+    "fastcgi.connect",
+    "fastcgi.spawn",
+    "fastcgi.timeout.io",
+    "fastcgi.timeout.keepalive",
+    "fastcgi.document_root",
+    "fastcgi.send-delegated-uri",
+    "proxy.reverse.url",
+];
+
+/// Any `proxy.*` (but `proxy.keepalive`, which is in [`DIRECTIVES`]), `fastcgi.*`, `mruby.*`,
+/// `http3-*` and `http2-latency-optimization-*` directive is h2o's and not supported yet.
+fn is_not_supported_yet(name: &str) -> bool {
+    NOT_SUPPORTED_YET.contains(&name)
+        || name.starts_with("proxy.")
+        || name.starts_with("fastcgi.")
+        || name.starts_with("mruby.")
+        || name.starts_with("http3-")
+        || name.starts_with("http2-latency-optimization-")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::yaml::{NodeKind, Scalar};
+
+    fn key(name: &str) -> Node {
+        Node {
+            line: 7,
+            kind: NodeKind::Scalar(Scalar {
+                value: name.into(),
+                quoted: false,
+            }),
+        }
+    }
+
+    fn run(name: &str, level: Level) -> (Option<String>, Vec<String>) {
+        let mut ctx = Ctx::new("t.yaml");
+        let k = key(name);
+        let r = check(&mut ctx, &k, level).map(str::to_owned);
+        (r, ctx.errors.iter().map(|e| e.to_string()).collect())
+    }
+
+    #[test]
+    fn known_directive_at_its_level() {
+        assert_eq!(run("file.dir", Level::Path).0.as_deref(), Some("file.dir"));
+        assert_eq!(run("listen", Level::Host).0.as_deref(), Some("listen"));
+    }
+
+    #[test]
+    fn misplaced_directive() {
+        let (r, e) = run("num-threads", Level::Host);
+        assert_eq!(r, None);
+        assert_eq!(
+            e,
+            vec!["t.yaml:7: directive num-threads cannot be used at the host level"]
+        );
+        let (_, e) = run("file.dir", Level::Global);
+        assert!(e[0].contains("cannot be used at the global level"));
+    }
+
+    #[test]
+    fn unknown_directive_with_hint() {
+        let (_, e) = run("file.dri", Level::Path);
+        assert_eq!(
+            e,
+            vec!["t.yaml:7: unknown directive file.dri (did you mean file.dir?)"]
+        );
+        let (_, e) = run("frobnicate", Level::Path);
+        assert_eq!(e, vec!["t.yaml:7: unknown directive frobnicate"]);
+    }
+
+    #[test]
+    fn not_supported_yet() {
+        let (_, e) = run("proxy.reverse.url", Level::Path);
+        assert_eq!(e, vec!["t.yaml:7: proxy.reverse.url is not supported yet"]);
+        let (_, e) = run("proxy.timeout.io", Level::Path);
+        assert!(e[0].ends_with("proxy.timeout.io is not supported yet"));
+        assert_eq!(
+            run("proxy.keepalive", Level::Path).0.as_deref(),
+            Some("proxy.keepalive")
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! `file.*` directives: the document root (path level) and the options every level may set.
+
+use super::value::{show, Ctx};
+use super::yaml::Node;
+use super::FileConf;
+use std::path::PathBuf;
+
+/// `file.*` options as set so far at some level; `None` means "not set here or above".
+#[derive(Debug, Clone, Default)]
+pub(super) struct FileOpts {
+    index: Option<Vec<String>>,
+    /// Added types, outer levels first; a later entry for the same extension wins.
+    mime_types: Vec<(String, String)>,
+    etag: Option<bool>,
+    dirlisting: Option<bool>,
+    send_compressed: Option<bool>,
+}
+
+impl FileOpts {
+    /// Applies one `file.*` option. Returns false when `name` is not one of them.
+    pub fn apply(&mut self, ctx: &mut Ctx, name: &str, v: &Node) -> bool {
+        match name {
+            "file.index" => {
+                if let Some(list) = index(ctx, v) {
+                    self.index = Some(list);
+                }
+            }
+            "file.mime.addtypes" => add_types(ctx, v, &mut self.mime_types),
+            "file.etag" => set(&mut self.etag, ctx.bool(name, v)),
+            "file.dirlisting" => set(&mut self.dirlisting, ctx.bool(name, v)),
+            "file.send-compressed" => set(&mut self.send_compressed, ctx.bool(name, v)),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The file handler of a path serving `dir`, with h2o's defaults for what is unset.
+    pub fn build(&self, dir: PathBuf) -> FileConf {
+        let d = FileConf::default();
+        FileConf {
+            dir,
+            index: self.index.clone().unwrap_or(d.index),
+            mime_types: self.mime_types.clone(),
+            etag: self.etag.unwrap_or(d.etag),
+            dirlisting: self.dirlisting.unwrap_or(d.dirlisting),
+            send_compressed: self.send_compressed.unwrap_or(d.send_compressed),
+        }
+    }
+}
+
+fn set(slot: &mut Option<bool>, value: Option<bool>) {
+    if value.is_some() {
+        *slot = value;
+    }
+}
+
+/// `file.index: [index.html, ...]`; an empty sequence turns index files off, as in h2o.
+fn index(ctx: &mut Ctx, v: &Node) -> Option<Vec<String>> {
+    let Some(items) = v.as_seq() else {
+        ctx.error(
+            v.line,
+            format!(
+                "file.index expects a sequence of file names, got {}",
+                show(v)
+            ),
+        );
+        return None;
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let name = ctx.string("file.index", item)?;
+        if name.contains('/') {
+            ctx.error(item.line, "file.index entries are file names, not paths");
+            return None;
+        }
+        out.push(name);
+    }
+    Some(out)
+}
+
+/// `file.mime.addtypes: {media/type: .ext}` or `{media/type: [.a, .b]}`; also h2o's
+/// `{media/type: {extensions: [.a], is_compressible: YES, priority: normal}}`.
+fn add_types(ctx: &mut Ctx, v: &Node, out: &mut Vec<(String, String)>) {
+    let Some(entries) = ctx.map("file.mime.addtypes", v) else {
+        return;
+    };
+    for (k, val) in entries {
+        let Some(media) = k.as_str().filter(|m| valid_media_type(m)) else {
+            ctx.error(
+                k.line,
+                format!(
+                    "file.mime.addtypes: {} is not a media type (type/subtype)",
+                    show(k)
+                ),
+            );
+            continue;
+        };
+        let exts_node = match val.as_map() {
+            Some(attrs) => {
+                let known = ctx.known_keys(
+                    "file.mime.addtypes",
+                    attrs,
+                    &["extensions", "is_compressible", "priority"],
+                );
+                match known.iter().find(|(key, _)| *key == "extensions") {
+                    Some((_, n)) => *n,
+                    None => {
+                        ctx.error(val.line, "file.mime.addtypes: extensions is required");
+                        continue;
+                    }
+                }
+            }
+            None => val,
+        };
+        let Some(exts) = ctx.strings("file.mime.addtypes", exts_node) else {
+            continue;
+        };
+        for ext in exts {
+            let Some(bare) = ext.strip_prefix('.').filter(|e| !e.is_empty()) else {
+                ctx.error(
+                    exts_node.line,
+                    format!("file.mime.addtypes: extension \"{ext}\" must start with a dot"),
+                );
+                continue;
+            };
+            let bare = bare.to_ascii_lowercase();
+            out.retain(|(e, _)| *e != bare);
+            out.push((bare, media.to_owned()));
+        }
+    }
+}
+
+fn valid_media_type(m: &str) -> bool {
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    match m.split_once('/') {
+        Some((t, rest)) => {
+            // Parameters (`; charset=utf-8`) are allowed after the subtype.
+            let sub = rest.split(';').next().unwrap_or("").trim();
+            token(t) && token(sub)
+        }
+        None => false,
+    }
+}

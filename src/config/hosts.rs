@@ -1,0 +1,275 @@
+//! `hosts` and `paths`: the scope tree, and the options inherited down it.
+//!
+//! At each level the plain directives are read first and `hosts` / `paths` after them (h2o's
+//! "deferred" directives), so an inherited option applies to the hosts and paths below it
+//! wherever it is written in the mapping.
+
+use super::directives::{self, Level};
+use super::file::FileOpts;
+use super::listen::Listeners;
+use super::value::{show, Ctx};
+use super::yaml::Node;
+use super::{headers, log, redirect, respond};
+use super::{AccessLogConf, HandlerConf, HeaderCommand, Host, PathConf};
+
+/// Options that a level passes on to the levels inside it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Scoped {
+    file: FileOpts,
+    /// Outer commands first; each level appends its own.
+    headers: Vec<HeaderCommand>,
+    access_log: Option<AccessLogConf>,
+}
+
+impl Scoped {
+    /// Applies a directive that every level may set. Returns false when `name` is not one.
+    pub fn apply(&mut self, ctx: &mut Ctx, name: &str, v: &Node) -> bool {
+        if self.file.apply(ctx, name, v) || headers::apply(ctx, name, v, &mut self.headers) {
+            return true;
+        }
+        match name {
+            "access-log" => {
+                if let Some(l) = log::access_log(ctx, v) {
+                    self.access_log = Some(l);
+                }
+            }
+            // Keep-alive to upstreams is always on; the value is checked and otherwise ignored.
+            "proxy.keepalive" => {
+                ctx.bool(name, v);
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// Reads a `hosts` mapping into `out`, in file order.
+pub(super) fn hosts(
+    ctx: &mut Ctx,
+    v: &Node,
+    outer: &Scoped,
+    listeners: &mut Listeners,
+    out: &mut Vec<Host>,
+) {
+    let Some(entries) = ctx.map("hosts", v) else {
+        return;
+    };
+    for (k, body) in entries {
+        let Some((name, port)) = host_key(ctx, k) else {
+            continue;
+        };
+        if let Some(dup) = out.iter().find(|h| h.name == name && h.port == port) {
+            let line = dup.at.line;
+            ctx.error(
+                k.line,
+                format!("host {} is defined twice (first at line {line})", show(k)),
+            );
+            continue;
+        }
+        let paths = host(ctx, k, body, outer, listeners);
+        out.push(Host {
+            name,
+            port,
+            paths,
+            at: ctx.at(k.line),
+        });
+    }
+}
+
+fn host(
+    ctx: &mut Ctx,
+    key: &Node,
+    v: &Node,
+    outer: &Scoped,
+    listeners: &mut Listeners,
+) -> Vec<PathConf> {
+    let Some(entries) = ctx.map("a host", v) else {
+        return Vec::new();
+    };
+    let mut scoped = outer.clone();
+    let mut path_maps = Vec::new();
+    for (k, val) in entries {
+        match directives::check(ctx, k, Level::Host) {
+            Some("paths") => path_maps.push(val),
+            Some("listen") => listeners.add(ctx, val),
+            // The table allows only inherited options at this level besides the two above.
+            Some(name) if !scoped.apply(ctx, name, val) => ctx.error(
+                k.line,
+                format!("directive {name} cannot be used at the host level"),
+            ),
+            Some(_) | None => {}
+        }
+    }
+    if path_maps.is_empty() {
+        ctx.error(key.line, format!("host {} has no paths", show(key)));
+    }
+    let mut out: Vec<PathConf> = Vec::new();
+    for paths in path_maps {
+        let Some(entries) = ctx.map("paths", paths) else {
+            continue;
+        };
+        for (pk, pv) in entries {
+            let Some(prefix) = pk.as_str().filter(|p| p.starts_with('/')) else {
+                ctx.error(
+                    pk.line,
+                    format!("a path must start with /, got {}", show(pk)),
+                );
+                continue;
+            };
+            if let Some(dup) = out.iter().find(|p| p.prefix == prefix) {
+                let line = dup.at.line;
+                ctx.error(
+                    pk.line,
+                    format!("path {prefix} is defined twice (first at line {line})"),
+                );
+                continue;
+            }
+            if let Some(p) = path(ctx, pk, prefix, pv, &scoped) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Option<PathConf> {
+    let entries = ctx.map(&format!("path {prefix}"), v)?;
+    let mut scoped = outer.clone();
+    // The handler directive, its name and line, and for `file.dir` the directory.
+    let mut handler: Option<(Handler, &str, u32)> = None;
+    for (k, val) in entries {
+        let Some(name) = directives::check(ctx, k, Level::Path) else {
+            continue;
+        };
+        let h = match name {
+            "file.dir" => ctx.path(name, val).map(Handler::File),
+            "respond" => respond::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Respond(r))),
+            "redirect" => {
+                redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
+            }
+            _ => {
+                if !scoped.apply(ctx, name, val) {
+                    ctx.error(
+                        k.line,
+                        format!("directive {name} cannot be used at the path level"),
+                    );
+                }
+                continue;
+            }
+        };
+        if let Some((_, first, line)) = &handler {
+            ctx.error(
+                k.line,
+                format!("path {prefix} already has a handler ({first} at line {line}); {name} cannot be added"),
+            );
+            continue;
+        }
+        // A bad value was reported already; remembering the directive avoids a second,
+        // misleading "two handlers" error only when it parsed.
+        if let Some(h) = h {
+            handler = Some((h, name, k.line));
+        }
+    }
+    let handler = match handler {
+        Some((Handler::File(dir), _, _)) => HandlerConf::File(scoped.file.build(dir)),
+        Some((Handler::Done(h), _, _)) => h,
+        None => HandlerConf::None,
+    };
+    Some(PathConf {
+        prefix: prefix.to_owned(),
+        handler,
+        headers: scoped.headers,
+        access_log: scoped.access_log,
+        at: ctx.at(key.line),
+    })
+}
+
+enum Handler {
+    /// `file.dir`: built once the path's `file.*` options are all read.
+    File(std::path::PathBuf),
+    Done(HandlerConf),
+}
+
+/// `name`, `name:port`, `*.name`, `[v6]:port`; the name is lowercased.
+fn host_key(ctx: &mut Ctx, k: &Node) -> Option<(String, Option<u16>)> {
+    let Some(text) = k.as_str() else {
+        ctx.error(
+            k.line,
+            format!("a host name must be a string, got {}", show(k)),
+        );
+        return None;
+    };
+    let bad = |ctx: &mut Ctx| {
+        ctx.error(
+            k.line,
+            format!("\"{text}\" is not a host name or host:port"),
+        );
+        None
+    };
+    let (name, port) = if let Some(rest) = text.strip_prefix('[') {
+        let Some((v6, after)) = rest.split_once(']') else {
+            return bad(ctx);
+        };
+        if v6.parse::<std::net::Ipv6Addr>().is_err() {
+            return bad(ctx);
+        }
+        match after {
+            "" => (format!("[{v6}]"), None),
+            _ => match after.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()) {
+                Some(port) => (format!("[{v6}]"), Some(port)),
+                None => return bad(ctx),
+            },
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((n, p)) => match p.parse::<u16>() {
+                Ok(port) => (n.to_owned(), Some(port)),
+                Err(_) => return bad(ctx),
+            },
+            None => (text.to_owned(), None),
+        }
+    };
+    let body = name.strip_prefix("*.").unwrap_or(&name);
+    let valid = name.starts_with('[')
+        || (!body.is_empty()
+            && body
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
+    if !valid {
+        return bad(ctx);
+    }
+    Some((name.to_ascii_lowercase(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::yaml::{NodeKind, Scalar};
+
+    fn key(text: &str) -> (Option<(String, Option<u16>)>, usize) {
+        let mut ctx = Ctx::new("t.yaml");
+        let node = Node {
+            line: 1,
+            kind: NodeKind::Scalar(Scalar {
+                value: text.into(),
+                quoted: true,
+            }),
+        };
+        let r = host_key(&mut ctx, &node);
+        (r, ctx.errors.len())
+    }
+
+    #[test]
+    fn host_keys() {
+        let some = |n: &str, p: Option<u16>| (Some((n.to_string(), p)), 0);
+        assert_eq!(key("Example.COM"), some("example.com", None));
+        assert_eq!(key("example.com:8443"), some("example.com", Some(8443)));
+        assert_eq!(key("*.Example.com"), some("*.example.com", None));
+        assert_eq!(key("127.0.0.1:80"), some("127.0.0.1", Some(80)));
+        assert_eq!(key("[::1]:80"), some("[::1]", Some(80)));
+        assert_eq!(key("[::1]"), some("[::1]", None));
+        for bad in ["", "::1", "a:b:c", "a b", "[nope]:80", "x:99999", "[::1]80"] {
+            assert_eq!(key(bad), (None, 1), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! `access-log` and `error-log`.
+
+use super::value::{show, Ctx};
+use super::yaml::Node;
+use super::AccessLogConf;
+
+/// h2o's default access log format (Apache "combined").
+pub(super) const COMBINED: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";
+
+/// `access-log: PATH` or `access-log: {path: PATH, format: FORMAT}`.
+pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
+    let Some(entries) = v.as_map() else {
+        if v.as_str().is_none() {
+            ctx.error(
+                v.line,
+                format!(
+                    "access-log expects a path or a mapping with path and format, got {}",
+                    show(v)
+                ),
+            );
+            return None;
+        }
+        let path = ctx.path("access-log", v)?;
+        return Some(AccessLogConf {
+            path,
+            format: COMBINED.into(),
+        });
+    };
+    let mut path = None;
+    let mut path_given = false;
+    let mut format = COMBINED.to_owned();
+    for (key, val) in ctx.known_keys("access-log", entries, &["path", "format", "escape"]) {
+        match key {
+            "path" => {
+                path_given = true;
+                path = ctx.path("access-log.path", val);
+            }
+            "format" => {
+                if let Some(f) = ctx.string("access-log.format", val) {
+                    format = f;
+                }
+            }
+            // h2o's `escape: apache|json`; only the default is implemented.
+            _ => {
+                if val.as_str() != Some("apache") {
+                    ctx.error(
+                        val.line,
+                        "access-log: escape other than apache is not supported yet",
+                    );
+                }
+            }
+        }
+    }
+    match path {
+        Some(path) => Some(AccessLogConf { path, format }),
+        None => {
+            if !path_given {
+                ctx.error(v.line, "access-log: path is required");
+            }
+            None
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The loading context (file name, collected errors) and typed readers for directive values.
+//! Every reader records an error saying what was expected and returns `None` on a bad value,
+//! so loading goes on and reports every problem.
+
+use super::yaml::Node;
+use super::{ConfigError, Location};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(super) struct Ctx {
+    pub file: Arc<str>,
+    /// Relative paths in the file are resolved against this (the config file's directory).
+    pub base_dir: PathBuf,
+    pub errors: Vec<ConfigError>,
+}
+
+impl Ctx {
+    pub fn new(file: &str) -> Ctx {
+        let base_dir = Path::new(file)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Ctx {
+            file: Arc::from(file),
+            base_dir,
+            errors: Vec::new(),
+        }
+    }
+
+    pub fn at(&self, line: u32) -> Location {
+        Location {
+            file: self.file.clone(),
+            line,
+        }
+    }
+
+    pub fn error(&mut self, line: u32, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            at: self.at(line),
+            message: message.into(),
+        });
+    }
+
+    /// `ON` / `OFF`.
+    pub fn bool(&mut self, name: &str, v: &Node) -> Option<bool> {
+        let b = v.as_bool();
+        if b.is_none() {
+            self.error(v.line, format!("{name} expects ON or OFF, got {}", show(v)));
+        }
+        b
+    }
+
+    /// A non-negative integer no smaller than `min`.
+    pub fn uint(&mut self, name: &str, v: &Node, min: u64) -> Option<u64> {
+        match v.as_u64() {
+            Some(n) if n >= min => Some(n),
+            _ => {
+                self.error(
+                    v.line,
+                    format!("{name} expects an integer >= {min}, got {}", show(v)),
+                );
+                None
+            }
+        }
+    }
+
+    /// An integer that fits `T` (usize, u32, u16), at least `min`.
+    pub fn int<T: TryFrom<u64>>(&mut self, name: &str, v: &Node, min: u64) -> Option<T> {
+        let n = self.uint(name, v, min)?;
+        let r = T::try_from(n).ok();
+        if r.is_none() {
+            self.error(v.line, format!("{name}: {n} is too large"));
+        }
+        r
+    }
+
+    pub fn seconds(&mut self, name: &str, v: &Node) -> Option<Duration> {
+        self.uint(name, v, 0).map(Duration::from_secs)
+    }
+
+    pub fn millis(&mut self, name: &str, v: &Node) -> Option<Duration> {
+        self.uint(name, v, 0).map(Duration::from_millis)
+    }
+
+    /// A non-empty scalar.
+    pub fn string(&mut self, name: &str, v: &Node) -> Option<String> {
+        match v.as_str() {
+            Some(s) if !s.is_empty() => Some(s.to_owned()),
+            _ => {
+                self.error(v.line, format!("{name} expects a string, got {}", show(v)));
+                None
+            }
+        }
+    }
+
+    /// A scalar or a sequence of scalars.
+    pub fn strings(&mut self, name: &str, v: &Node) -> Option<Vec<String>> {
+        if let Some(items) = v.as_seq() {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(self.string(name, item)?);
+            }
+            Some(out)
+        } else if v.as_map().is_some() {
+            self.error(
+                v.line,
+                format!("{name} expects a string or a sequence of strings, got a mapping"),
+            );
+            None
+        } else {
+            self.string(name, v).map(|s| vec![s])
+        }
+    }
+
+    /// A file system path; a relative one is taken relative to the configuration file.
+    pub fn path(&mut self, name: &str, v: &Node) -> Option<PathBuf> {
+        let s = self.string(name, v)?;
+        let p = PathBuf::from(s);
+        Some(if p.is_relative() {
+            self.base_dir.join(p)
+        } else {
+            p
+        })
+    }
+
+    /// The entries of a mapping value.
+    pub fn map<'a>(&mut self, name: &str, v: &'a Node) -> Option<&'a [(Node, Node)]> {
+        let m = v.as_map();
+        if m.is_none() {
+            self.error(v.line, format!("{name} expects a mapping, got {}", show(v)));
+        }
+        m
+    }
+
+    /// Checks the keys of a sub-mapping (`respond`, `listen`, ...) against the allowed ones,
+    /// reporting unknown keys with a suggestion. Returns the entries whose keys are allowed.
+    pub fn known_keys<'a>(
+        &mut self,
+        what: &str,
+        entries: &'a [(Node, Node)],
+        allowed: &[&str],
+    ) -> Vec<(&'a str, &'a Node)> {
+        let mut out = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            match k.as_str() {
+                Some(key) if allowed.contains(&key) => out.push((key, v)),
+                Some(key) => {
+                    let hint = suggest(key, allowed.iter().copied())
+                        .map(|s| format!(" (did you mean {s}?)"))
+                        .unwrap_or_default();
+                    self.error(k.line, format!("unknown key {key} in {what}{hint}"));
+                }
+                None => self.error(k.line, format!("{what} expects string keys")),
+            }
+        }
+        out
+    }
+}
+
+/// How a bad value is shown in an error.
+pub(super) fn show(v: &Node) -> String {
+    match v.as_str() {
+        Some(s) => format!("\"{s}\""),
+        None => format!("a {}", v.type_name()),
+    }
+}
+
+/// The candidate closest to `word` within an edit distance of 2, if any.
+pub(super) fn suggest<'a>(
+    word: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    candidates
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over bytes (directive names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, &ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let replace = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = replace.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_and_suggestion() {
+        assert_eq!(edit_distance("listen", "listen"), 0);
+        assert_eq!(edit_distance("lisen", "listen"), 1);
+        assert_eq!(edit_distance("file.dri", "file.dir"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        let names = ["listen", "hosts", "file.dir"];
+        assert_eq!(suggest("lsiten", names.iter().copied()), Some("listen"));
+        assert_eq!(suggest("host", names.iter().copied()), Some("hosts"));
+        assert_eq!(suggest("completely", names.iter().copied()), None);
+    }
+
+    #[test]
+    fn relative_paths_use_the_config_directory() {
+        let mut ctx = Ctx::new("/etc/spate/spate.yaml");
+        let node = Node {
+            line: 1,
+            kind: super::super::yaml::NodeKind::Scalar(super::super::yaml::Scalar {
+                value: "htdocs".into(),
+                quoted: false,
+            }),
+        };
+        assert_eq!(
+            ctx.path("file.dir", &node),
+            Some(PathBuf::from("/etc/spate/htdocs"))
+        );
+    }
+}
