@@ -87,6 +87,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("num-name-resolution-threads", G),
     ("limit-request-body", G),
     ("shutdown-timeout", G),
+    ("send-timeout", G),
     // HTTP/1.
     ("http1-request-timeout", G),
     ("http1-request-io-timeout", G),

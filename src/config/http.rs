@@ -2,7 +2,8 @@
 //!
 //! Units follow h2o: `http1-request-timeout`, `http2-idle-timeout` and
 //! `http2-graceful-shutdown-timeout` are seconds; `http1-request-io-timeout` is milliseconds.
-//! spate's own timeouts (`http1-keepalive-timeout`, `shutdown-timeout`) are seconds.
+//! spate's own timeouts (`http1-keepalive-timeout`, `send-timeout`, `shutdown-timeout`) are
+//! seconds.
 
 use super::value::Ctx;
 use super::yaml::Node;
@@ -14,6 +15,7 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool
         "http1-request-timeout" => set(&mut c.http1.request_timeout, ctx.seconds(name, v)),
         "http1-request-io-timeout" => set(&mut c.http1.request_io_timeout, ctx.millis(name, v)),
         "http1-keepalive-timeout" => set(&mut c.http1.keepalive_timeout, ctx.seconds(name, v)),
+        "send-timeout" => set(&mut c.http1.send_timeout, ctx.seconds(name, v)),
         "http1-upgrade-to-http2" => set(&mut c.http1.upgrade_to_http2, ctx.bool(name, v)),
         "http2-max-concurrent-requests-per-connection" => set(
             &mut c.http2.max_concurrent_requests_per_connection,
