@@ -183,7 +183,15 @@ impl FileHandler {
         loc.push(b'/');
         if let Some(q) = query {
             loc.push(b'?');
-            loc.extend_from_slice(q);
+            // Codecs reject control bytes already; escaping them again keeps a header value
+            // from ever carrying CR or LF whatever the codec.
+            for &b in q {
+                if b <= b' ' || b == 0x7f {
+                    loc.extend_from_slice(format!("%{b:02X}").as_bytes());
+                } else {
+                    loc.push(b);
+                }
+            }
         }
         Response::text(301, "Moved Permanently\n").with_header("Location", loc)
     }

@@ -24,7 +24,10 @@ pub const SMALL_FILE: u64 = 16 * 1024;
 
 /// Per-worker cache of open files, shared by every file handler of the worker.
 pub struct OpenFileCache {
-    map: HashMap<Box<[u8]>, Entry>,
+    /// Key -> index into `entries`. The indirection lets a hit be one lookup that can still
+    /// evict a stale entry without a second one.
+    map: HashMap<Box<[u8]>, usize>,
+    entries: Vec<Slot>,
     capacity: usize,
     revalidate_after: Duration,
     /// Distinct (mime map, index list) settings of the handlers using this cache; an entry
@@ -35,6 +38,11 @@ pub struct OpenFileCache {
 /// The handler settings a cache entry depends on: `file.mime.addtypes` and `file.index`.
 type Profile = (Vec<(String, String)>, Vec<String>);
 
+struct Slot {
+    key: Box<[u8]>,
+    entry: Entry,
+}
+
 impl OpenFileCache {
     pub fn new() -> OpenFileCache {
         OpenFileCache::with_capacity(DEFAULT_CAPACITY)
@@ -43,6 +51,7 @@ impl OpenFileCache {
     pub fn with_capacity(capacity: usize) -> OpenFileCache {
         OpenFileCache {
             map: HashMap::new(),
+            entries: Vec::new(),
             capacity: capacity.max(1),
             revalidate_after: DEFAULT_REVALIDATE_AFTER,
             profiles: Vec::new(),
@@ -56,16 +65,17 @@ impl OpenFileCache {
 
     /// Number of cached entries.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
     }
 
     /// Closes every cached file (used when the process runs out of descriptors).
     pub fn clear(&mut self) {
         self.map.clear();
+        self.entries.clear();
     }
 
     /// The id handlers with these settings share; entries resolved under another id have a
@@ -84,45 +94,57 @@ impl OpenFileCache {
 
     /// The entry for `key` if it is still valid: fresh, or stale but unchanged on disk.
     pub(super) fn lookup(&mut self, key: &[u8], now: Instant) -> Option<&mut Entry> {
-        let after = self.revalidate_after;
-        let entry = self.map.get_mut(key)?;
-        if now.saturating_duration_since(entry.checked) >= after {
+        let i = *self.map.get(key)?;
+        let stale =
+            now.saturating_duration_since(self.entries[i].entry.checked) >= self.revalidate_after;
+        if stale {
+            let entry = &mut self.entries[i].entry;
             let same = match std::fs::metadata(OsStr::from_bytes(&entry.path)) {
                 Ok(meta) => entry.main.id == FileId::of(&meta),
                 Err(_) => false,
             };
             if !same {
-                self.map.remove(key);
+                self.remove_at(i);
                 return None;
             }
             // The siblings may have changed on their own: probe them again when asked.
             entry.variants = None;
             entry.checked = now;
         }
-        // Reborrow through the map so the borrow checker sees one mutable path.
-        let entry = self.map.get_mut(key)?;
+        let entry = &mut self.entries[i].entry;
         entry.used = now;
         Some(entry)
     }
 
     /// Stores `entry` under `key`, dropping the least recently used entry when full.
     pub(super) fn insert(&mut self, key: &[u8], entry: Entry) -> &mut Entry {
-        if self.map.len() >= self.capacity && !self.map.contains_key(key) {
-            let oldest = self
-                .map
-                .iter()
-                .min_by_key(|(_, e)| e.used)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                self.map.remove(&k);
+        if let Some(&i) = self.map.get(key) {
+            self.entries[i].entry = entry;
+            return &mut self.entries[i].entry;
+        }
+        if self.entries.len() >= self.capacity {
+            let oldest = (0..self.entries.len()).min_by_key(|&i| self.entries[i].entry.used);
+            if let Some(i) = oldest {
+                self.remove_at(i);
             }
         }
-        match self.map.entry(key.into()) {
-            std::collections::hash_map::Entry::Occupied(mut o) => {
-                o.insert(entry);
-                o.into_mut()
+        let i = self.entries.len();
+        self.map.insert(key.into(), i);
+        self.entries.push(Slot {
+            key: key.into(),
+            entry,
+        });
+        &mut self.entries[i].entry
+    }
+
+    /// Drops entry `i`, moving the last entry into its place.
+    fn remove_at(&mut self, i: usize) {
+        let slot = self.entries.swap_remove(i);
+        self.map.remove(&slot.key);
+        if let Some(moved) = self.entries.get(i) {
+            if let Some(index) = self.map.get_mut(&moved.key) {
+                *index = i;
             }
-            std::collections::hash_map::Entry::Vacant(v) => v.insert(entry),
         }
     }
 }
@@ -357,6 +379,28 @@ mod tests {
         assert!(c.lookup(b"b", Instant::now()).is_none());
         assert!(c.lookup(b"a", Instant::now()).is_some());
         assert!(c.lookup(b"c", Instant::now()).is_some());
+    }
+
+    #[test]
+    fn removal_keeps_other_keys_pointing_at_their_entries() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = OpenFileCache::new();
+        for k in ["a", "b", "c"] {
+            let r = rep(d.path(), k, k.as_bytes());
+            let p = d.path().join(k);
+            c.insert(
+                k.as_bytes(),
+                Entry::new(p.as_os_str().as_bytes(), r, Bytes::new(), 0),
+            );
+        }
+        std::fs::remove_file(d.path().join("a")).unwrap();
+        c.set_revalidate_after(Duration::ZERO);
+        assert!(c.lookup(b"a", Instant::now()).is_none());
+        assert_eq!(c.len(), 2);
+        for k in ["b", "c"] {
+            let e = c.lookup(k.as_bytes(), Instant::now()).unwrap();
+            assert_eq!(e.main.file.contents.as_deref(), Some(k.as_bytes()));
+        }
     }
 
     #[test]

@@ -230,6 +230,8 @@ fn directory_index_and_redirect() {
     let r = get(&h, "/sub?x=1&y=%20");
     assert_eq!(r.status, 301);
     assert_eq!(header(&r, "Location"), Some("/sub/?x=1&y=%20"));
+    let r = get(&h, "/sub?a\r\nSet-Cookie: x");
+    assert_eq!(header(&r, "Location"), Some("/sub/?a%0D%0ASet-Cookie:%20x"));
     let r = get(&h, "/sub/.");
     assert_eq!(body(&r), b"sub index");
     // The Location is rebuilt from the normalised path, so it cannot go off-site.
