@@ -1,6 +1,17 @@
 //! The file handler: maps a request path under `file.dir` to a file and answers it with
 //! conditional requests, ranges, index files, directory listings and precompressed siblings.
 //!
+//! Choices where h2o and nginx differ or the RFCs leave room:
+//! - Path errors: see `path` (escaping the root or a bad escape -> 400, `%2F` -> 404).
+//! - Range policy: see `range` (over 16 ranges, or ranges adding up to more than the file
+//!   as overlaps do -> the whole file with 200).
+//! - `file.send-compressed`: br is preferred over gzip; a compressed answer ignores Range and
+//!   sends the whole compressed file; its ETag is the sibling's own, tagged `-br`/`-gzip`.
+//! - Non-regular files (FIFOs, sockets, devices) -> 403; they are opened with O_NONBLOCK so a
+//!   FIFO cannot stall the worker. Symlinks are followed, as in h2o and nginx by default.
+//! - A directory's index choice is cached with the index file; a newly created index file
+//!   of higher priority is noticed only when the cached one changes or goes away.
+//!
 //! The hot path (a cached file) is: decode the path into a reused buffer, one hash lookup in the
 //! per-worker [`OpenFileCache`], clone a few `Bytes` into the response. No syscall while the
 //! entry is fresh.
@@ -373,7 +384,8 @@ fn name(n: &'static [u8]) -> Bytes {
 }
 
 fn content_range(offset: u64, len: u64, size: u64) -> Bytes {
-    format!("bytes {}-{}/{}", offset, offset + len - 1, size).into()
+    let last = (offset + len).saturating_sub(1);
+    format!("bytes {offset}-{last}/{size}").into()
 }
 
 /// Opens `path`; when the process is out of descriptors, closes the cached files and retries.
