@@ -245,6 +245,17 @@ impl FileHandler {
             headers: Vec::with_capacity(7),
             body: Body::Empty,
         };
+        // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since, may fail with 412.
+        let mut im = req.header_all(b"if-match").peekable();
+        let precondition_ok = if im.peek().is_some() {
+            conditional::match_allows(im, etag.map(|e| &e[..]))
+        } else {
+            req.header(b"if-unmodified-since")
+                .is_none_or(|v| !conditional::modified_after(v, modified))
+        };
+        if !precondition_ok {
+            return Response::error(412);
+        }
         let h = &mut resp.headers;
         let mut inm = req.header_all(b"if-none-match").peekable();
         let not_modified = if inm.peek().is_some() {

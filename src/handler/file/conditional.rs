@@ -15,6 +15,15 @@ pub fn none_match<'a>(values: impl Iterator<Item = &'a [u8]>, etag: &[u8]) -> bo
     })
 }
 
+/// Whether `If-Match` values allow the request: `*`, or a strong match with `etag` (`None` when
+/// ETags are off, so only `*` passes). Failing means 412.
+pub fn match_allows<'a>(values: impl Iterator<Item = &'a [u8]>, etag: Option<&[u8]>) -> bool {
+    values.into_iter().any(|v| {
+        v.trim_ascii() == b"*"
+            || etag.is_some_and(|e| EntityTags(v).any(|t| !t.starts_with(b"W/") && t == e))
+    })
+}
+
 /// Whether the file was not modified after the `If-Modified-Since` date. An unparsable date is
 /// ignored (false). Compared at one-second precision, as Last-Modified carries.
 pub fn not_modified_since(value: &[u8], modified: SystemTime) -> bool {
@@ -22,6 +31,12 @@ pub fn not_modified_since(value: &[u8], modified: SystemTime) -> bool {
         Some(since) => unix_secs(modified) <= since,
         None => false,
     }
+}
+
+/// Whether the file was modified after the `If-Unmodified-Since` date (then 412). An
+/// unparsable date is ignored (false), as RFC 9110 section 13.1.4 requires.
+pub fn modified_after(value: &[u8], modified: SystemTime) -> bool {
+    parse_date(value).is_some_and(|since| unix_secs(modified) > since)
 }
 
 /// Whether an `If-Range` value still describes the file, so the Range header applies: an
@@ -108,12 +123,27 @@ mod tests {
     }
 
     #[test]
+    fn if_match_is_strong() {
+        let m = |v: &str, e: Option<&[u8]>| match_allows(std::iter::once(v.as_bytes()), e);
+        assert!(m("\"5f-10\"", Some(TAG)));
+        assert!(m("\"a\", \"5f-10\"", Some(TAG)));
+        assert!(m("*", Some(TAG)));
+        assert!(m("*", None));
+        assert!(!m("W/\"5f-10\"", Some(TAG)));
+        assert!(!m("\"5f-10\"", None));
+        assert!(!m("\"x\"", Some(TAG)));
+    }
+
+    #[test]
     fn if_modified_since() {
         let t = UNIX_EPOCH + Duration::new(784_111_777, 500);
         assert!(not_modified_since(b"Sun, 06 Nov 1994 08:49:37 GMT", t));
         assert!(not_modified_since(b"Sun, 06 Nov 1994 08:49:38 GMT", t));
         assert!(!not_modified_since(b"Sun, 06 Nov 1994 08:49:36 GMT", t));
         assert!(!not_modified_since(b"yesterday", t));
+        assert!(modified_after(b"Sun, 06 Nov 1994 08:49:36 GMT", t));
+        assert!(!modified_after(b"Sun, 06 Nov 1994 08:49:37 GMT", t));
+        assert!(!modified_after(b"yesterday", t));
     }
 
     #[test]

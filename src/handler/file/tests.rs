@@ -368,6 +368,45 @@ fn etag_and_last_modified_give_304() {
 }
 
 #[test]
+fn if_match_and_if_unmodified_since_give_412() {
+    let s = Site::new();
+    let h = s.handler();
+    let r = get(&h, "/hello.txt");
+    let etag = header(&r, "ETag").unwrap().to_string();
+    let lm = header(&r, "Last-Modified").unwrap().to_string();
+    assert_eq!(
+        get_with(&h, "/hello.txt", &[("If-Match", &etag)]).status,
+        200
+    );
+    assert_eq!(get_with(&h, "/hello.txt", &[("If-Match", "*")]).status, 200);
+    assert_eq!(
+        get_with(&h, "/hello.txt", &[("If-Match", "\"x\"")]).status,
+        412
+    );
+    let weak = format!("W/{etag}");
+    assert_eq!(
+        get_with(&h, "/hello.txt", &[("If-Match", &weak)]).status,
+        412
+    );
+    assert_eq!(
+        get_with(&h, "/hello.txt", &[("If-Unmodified-Since", &lm)]).status,
+        200
+    );
+    let old = "Sun, 06 Nov 1994 08:49:37 GMT";
+    assert_eq!(
+        get_with(&h, "/hello.txt", &[("If-Unmodified-Since", old)]).status,
+        412
+    );
+    // If-Match wins over If-Unmodified-Since; an unparsable date is ignored.
+    let both = [("If-Match", etag.as_str()), ("If-Unmodified-Since", old)];
+    assert_eq!(get_with(&h, "/hello.txt", &both).status, 200);
+    assert_eq!(
+        get_with(&h, "/hello.txt", &[("If-Unmodified-Since", "soon")]).status,
+        200
+    );
+}
+
+#[test]
 fn etag_off() {
     let s = Site::new();
     let h = s.handler_with(FileConf {
