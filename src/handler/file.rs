@@ -1,40 +1,435 @@
 //! The file handler: maps a request path under `file.dir` to a file and answers it with
-//! conditional requests, ranges and index files. (Stub: filled in by the file handler work.)
+//! conditional requests, ranges, index files, directory listings and precompressed siblings.
+//!
+//! Choices where h2o and nginx differ or the RFCs leave room:
+//! - Path errors: see `path` (escaping the root or a bad escape -> 400, `%2F` -> 404).
+//! - Range policy: see `range` (over 16 ranges, or ranges adding up to more than the file
+//!   as overlaps do -> the whole file with 200).
+//! - `file.send-compressed`: br is preferred over gzip; a compressed answer ignores Range and
+//!   sends the whole compressed file; its ETag is the sibling's own, tagged `-br`/`-gzip`.
+//! - Non-regular files (FIFOs, sockets, devices) -> 403; they are opened with O_NONBLOCK so a
+//!   FIFO cannot stall the worker. Symlinks are followed, as in h2o and nginx by default.
+//! - A directory's index choice is cached with the index file; a newly created index file
+//!   of higher priority is noticed only when the cached one changes or goes away.
+//!
+//! The hot path (a cached file) is: decode the path into a reused buffer, one hash lookup in the
+//! per-worker [`OpenFileCache`], clone a few `Bytes` into the response. No syscall while the
+//! entry is fresh.
+
+mod cache;
+mod conditional;
+mod encoding;
+mod listing;
+mod path;
+mod range;
+
+pub use cache::{OpenFileCache, DEFAULT_CAPACITY, DEFAULT_REVALIDATE_AFTER, SMALL_FILE};
+pub use range::MAX_RANGES;
 
 use crate::config::FileConf;
-use crate::http::{Handler, Request, Response};
+use crate::http::response::BodyPart;
+use crate::http::{Body, FileRange, Handler, Method, Request, Response};
+use bytes::Bytes;
+use cache::{Entry, Opened, Representation};
+use encoding::Coding;
+use path::PathError;
+use range::Ranges;
 use std::cell::RefCell;
+use std::hash::{BuildHasher, RandomState};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
+use std::time::Instant;
 
-/// Per-worker cache of open files, shared by every file handler of the worker.
-pub struct OpenFileCache {}
-
-impl OpenFileCache {
-    pub fn new() -> OpenFileCache {
-        OpenFileCache {}
-    }
-}
-
-impl Default for OpenFileCache {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
+/// Serves one `file.dir`.
 pub struct FileHandler {
     conf: FileConf,
     cache: Rc<RefCell<OpenFileCache>>,
+    /// The path prefix this handler is mounted on, without a trailing slash.
+    prefix: Vec<u8>,
+    /// `file.dir` as bytes without trailing slashes (empty for `/`).
+    base: Vec<u8>,
+    /// This handler's settings id in the cache (see `OpenFileCache::profile`).
+    profile: usize,
+    /// multipart/byteranges boundary, random per handler.
+    boundary: String,
+    /// Reused buffer for the filesystem path, so a request allocates no path.
+    scratch: RefCell<Vec<u8>>,
 }
 
 impl FileHandler {
+    /// A handler for `conf` mounted at `/`. Call [`FileHandler::with_prefix`] for other paths.
     pub fn new(conf: FileConf, cache: Rc<RefCell<OpenFileCache>>) -> FileHandler {
-        FileHandler { conf, cache }
+        let dir = conf.dir.as_os_str().as_bytes();
+        let base = if dir.is_empty() {
+            // An unset directory must not turn into the filesystem root.
+            b".".to_vec()
+        } else {
+            let trimmed = dir.len() - dir.iter().rev().take_while(|&&b| b == b'/').count();
+            dir[..trimmed].to_vec()
+        };
+        let profile = cache.borrow_mut().profile(&conf.mime_types, &conf.index);
+        let boundary = format!("{:016x}", RandomState::new().hash_one(Instant::now()));
+        FileHandler {
+            conf,
+            cache,
+            prefix: Vec::new(),
+            base,
+            profile,
+            boundary,
+            scratch: RefCell::new(Vec::with_capacity(256)),
+        }
+    }
+
+    /// Mounts the handler on `prefix` (as in `paths:`): `/images/a.png` under prefix `/images`
+    /// is looked up as `a.png` in `file.dir`, as h2o does.
+    pub fn with_prefix(mut self, prefix: &str) -> FileHandler {
+        self.prefix = prefix.trim_end_matches('/').as_bytes().to_vec();
+        self
     }
 }
 
 impl Handler for FileHandler {
-    fn handle(&self, _req: &Request) -> Response {
-        let _ = (&self.conf, &self.cache);
-        Response::error(404)
+    fn handle(&self, req: &Request) -> Response {
+        if !matches!(req.method, Method::Get | Method::Head) {
+            return Response::error(405).with_header("Allow", Bytes::from_static(b"GET, HEAD"));
+        }
+        let Some(rest) = req.path().strip_prefix(self.prefix.as_slice()) else {
+            return Response::error(404);
+        };
+        if rest.is_empty() {
+            // The mount point itself (`/images`): it is a directory.
+            return self.redirect_to_dir(req, b"");
+        }
+        let mut key = self.scratch.borrow_mut();
+        key.clear();
+        key.extend_from_slice(&self.base);
+        let dir_like = match path::append_normalized(rest, &mut key) {
+            Ok(d) => d,
+            Err(PathError::BadRequest) => return Response::error(400),
+            Err(PathError::NotFound) => return Response::error(404),
+        };
+        if dir_like {
+            key.push(b'/');
+        }
+        let mut cache = self.cache.borrow_mut();
+        if let Some(entry) = cache.lookup(&key, Instant::now()) {
+            // A directory's index choice depends on the handler's `file.index`.
+            if !dir_like || entry.profile == self.profile {
+                return self.serve(req, entry);
+            }
+        }
+        self.resolve(req, &key, dir_like, &mut cache)
     }
 }
+
+impl FileHandler {
+    /// Cache miss: open what `key` names and answer it.
+    fn resolve(
+        &self,
+        req: &Request,
+        key: &[u8],
+        dir_like: bool,
+        cache: &mut OpenFileCache,
+    ) -> Response {
+        match open_file(key, cache) {
+            Ok(Opened::File(rep)) => {
+                let entry = Entry::new(key, rep, self.content_type(key), self.profile);
+                let entry = cache.insert(key, entry);
+                self.serve(req, entry)
+            }
+            Ok(Opened::Dir) if !dir_like => {
+                self.redirect_to_dir(req, &key[self.base.len().min(key.len())..])
+            }
+            Ok(Opened::Dir) => self.index(req, key, cache),
+            Ok(Opened::Special) => Response::error(403),
+            Err(e) => io_error(e, key),
+        }
+    }
+
+    /// A directory request (`key` ends in `/`): the first index file, else a listing or 403.
+    fn index(&self, req: &Request, key: &[u8], cache: &mut OpenFileCache) -> Response {
+        let mut path = Vec::with_capacity(key.len() + 16);
+        for name in &self.conf.index {
+            path.clear();
+            path.extend_from_slice(key);
+            path.extend_from_slice(name.as_bytes());
+            match open_file(&path, cache) {
+                Ok(Opened::File(rep)) => {
+                    let entry = Entry::new(&path, rep, self.content_type(&path), self.profile);
+                    let entry = cache.insert(key, entry);
+                    return self.serve(req, entry);
+                }
+                Ok(Opened::Dir | Opened::Special) => continue,
+                Err(e) if is_not_found(&e) => continue,
+                Err(e) => return io_error(e, &path),
+            }
+        }
+        if !self.conf.dirlisting {
+            return Response::error(403);
+        }
+        let mut shown = self.prefix.clone();
+        shown.extend_from_slice(&key[self.base.len().min(key.len())..]);
+        match listing::render(key, &shown) {
+            Ok(html) => {
+                let mut resp = Response::new(200);
+                resp.headers.push((
+                    Bytes::from_static(b"Content-Type"),
+                    Bytes::from_static(b"text/html; charset=utf-8"),
+                ));
+                resp.body = Body::Bytes(html);
+                resp
+            }
+            Err(e) => io_error(e, key),
+        }
+    }
+
+    /// 301 to the directory with a slash: `Location: <prefix><rel>/[?query]`, rebuilt from the
+    /// normalised path so that it cannot point off-site (`//evil.example`).
+    fn redirect_to_dir(&self, req: &Request, rel: &[u8]) -> Response {
+        let query = req.query();
+        let mut loc = Vec::with_capacity(self.prefix.len() + rel.len() + 2);
+        loc.extend_from_slice(&self.prefix);
+        path::encode_path(rel, &mut loc);
+        loc.push(b'/');
+        if let Some(q) = query {
+            loc.push(b'?');
+            // Codecs reject control bytes already; escaping them again keeps a header value
+            // from ever carrying CR or LF whatever the codec.
+            for &b in q {
+                if b <= b' ' || b == 0x7f {
+                    loc.extend_from_slice(format!("%{b:02X}").as_bytes());
+                } else {
+                    loc.push(b);
+                }
+            }
+        }
+        Response::text(301, "Moved Permanently\n").with_header("Location", loc)
+    }
+
+    /// Answers from a cache entry: picks the representation, then validators, then ranges.
+    fn serve(&self, req: &Request, entry: &mut Entry) -> Response {
+        if entry.profile != self.profile {
+            entry.content_type = self.content_type(&entry.path);
+            entry.profile = self.profile;
+        }
+        let mut coding = None;
+        let mut vary = false;
+        if self.conf.send_compressed {
+            let variants = entry.variants();
+            vary = variants.iter().any(Option::is_some);
+            coding = Coding::ALL.into_iter().find(|&c| {
+                variants[c.index()].is_some()
+                    && encoding::accepts(req.header_all(b"accept-encoding"), c)
+            });
+        }
+        let rep = match coding.and_then(|c| entry.variants.as_ref()?[c.index()].as_ref()) {
+            Some(r) => r,
+            None => &entry.main,
+        };
+        self.respond(req, rep, &entry.content_type, coding, vary)
+    }
+
+    fn respond(
+        &self,
+        req: &Request,
+        rep: &Representation,
+        content_type: &Bytes,
+        coding: Option<Coding>,
+        vary: bool,
+    ) -> Response {
+        let etag = self.conf.etag.then_some(&rep.etag);
+        let modified = rep.file.modified;
+        let mut resp = Response {
+            status: 200,
+            headers: Vec::with_capacity(7),
+            body: Body::Empty,
+        };
+        // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since, may fail with 412.
+        let mut im = req.header_all(b"if-match").peekable();
+        let precondition_ok = if im.peek().is_some() {
+            conditional::match_allows(im, etag.map(|e| &e[..]))
+        } else {
+            req.header(b"if-unmodified-since")
+                .is_none_or(|v| !conditional::modified_after(v, modified))
+        };
+        if !precondition_ok {
+            return Response::error(412);
+        }
+        let h = &mut resp.headers;
+        let mut inm = req.header_all(b"if-none-match").peekable();
+        let not_modified = if inm.peek().is_some() {
+            // An empty tag matches nothing but `*`.
+            conditional::none_match(inm, etag.map_or(&b""[..], |e| e))
+        } else {
+            req.header(b"if-modified-since")
+                .is_some_and(|v| conditional::not_modified_since(v, modified))
+        };
+        if not_modified {
+            resp.status = 304;
+            push_validators(h, rep, etag, vary);
+            return resp;
+        }
+
+        let size = rep.file.size;
+        let ranges = match req.header(b"range") {
+            Some(r)
+                if coding.is_none()
+                    && req.header(b"if-range").is_none_or(|v| {
+                        conditional::if_range_matches(v, etag.map(|e| &e[..]), modified)
+                    }) =>
+            {
+                range::parse(r, size)
+            }
+            _ => Ranges::Whole,
+        };
+        let file_range = |offset, len| FileRange {
+            file: rep.file.clone(),
+            offset,
+            len,
+        };
+        match ranges {
+            Ranges::Whole => {
+                h.push((name(b"Content-Type"), content_type.clone()));
+                push_validators(h, rep, etag, vary);
+                if let Some(c) = coding {
+                    h.push((
+                        name(b"Content-Encoding"),
+                        Bytes::from_static(c.name().as_bytes()),
+                    ));
+                } else {
+                    h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
+                }
+                resp.body = Body::File(file_range(0, size));
+            }
+            Ranges::Single(offset, len) => {
+                resp.status = 206;
+                h.push((name(b"Content-Type"), content_type.clone()));
+                push_validators(h, rep, etag, vary);
+                h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
+                h.push((name(b"Content-Range"), content_range(offset, len, size)));
+                resp.body = Body::File(file_range(offset, len));
+            }
+            Ranges::Multi(list) => {
+                resp.status = 206;
+                let ct = format!("multipart/byteranges; boundary={}", self.boundary);
+                h.push((name(b"Content-Type"), ct.into()));
+                push_validators(h, rep, etag, vary);
+                h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
+                let mut parts = Vec::with_capacity(list.len() * 2 + 1);
+                for (offset, len) in list {
+                    let mut head = Vec::with_capacity(128);
+                    head.extend_from_slice(b"\r\n--");
+                    head.extend_from_slice(self.boundary.as_bytes());
+                    head.extend_from_slice(b"\r\nContent-Type: ");
+                    head.extend_from_slice(content_type);
+                    head.extend_from_slice(b"\r\nContent-Range: ");
+                    head.extend_from_slice(&content_range(offset, len, size));
+                    head.extend_from_slice(b"\r\n\r\n");
+                    parts.push(BodyPart::Bytes(head.into()));
+                    parts.push(BodyPart::File(file_range(offset, len)));
+                }
+                let end = format!("\r\n--{}--\r\n", self.boundary);
+                parts.push(BodyPart::Bytes(end.into()));
+                resp.body = Body::Parts(parts);
+            }
+            Ranges::Unsatisfiable => {
+                return Response::error(416)
+                    .with_header("Content-Range", format!("bytes */{size}"));
+            }
+        }
+        resp
+    }
+
+    /// The Content-Type for a file path: `file.mime.addtypes`, then the built-in table, then
+    /// `application/octet-stream`; textual types get `; charset=utf-8`.
+    fn content_type(&self, path: &[u8]) -> Bytes {
+        let name = match memchr::memrchr(b'/', path) {
+            Some(i) => &path[i + 1..],
+            None => path,
+        };
+        let Some(dot) = memchr::memrchr(b'.', name) else {
+            return Bytes::from_static(b"application/octet-stream");
+        };
+        let ext = String::from_utf8_lossy(&name[dot + 1..]).to_ascii_lowercase();
+        if let Some((_, ty)) = self.conf.mime_types.iter().find(|(e, _)| *e == ext) {
+            return with_charset(ty)
+                .map_or_else(|| Bytes::copy_from_slice(ty.as_bytes()), Bytes::from);
+        }
+        match mime_guess::from_ext(&ext).first_raw() {
+            Some(ty) => with_charset(ty).map_or(Bytes::from_static(ty.as_bytes()), Bytes::from),
+            None => Bytes::from_static(b"application/octet-stream"),
+        }
+    }
+}
+
+/// `ty; charset=utf-8` when `ty` is text without parameters, else `None`.
+fn with_charset(ty: &str) -> Option<String> {
+    let textual = ty.starts_with("text/")
+        || ty.ends_with("+xml")
+        || ty.ends_with("+json")
+        || matches!(
+            ty,
+            "application/javascript" | "application/json" | "application/xml"
+        );
+    (textual && !ty.contains(';')).then(|| format!("{ty}; charset=utf-8"))
+}
+
+fn push_validators(
+    h: &mut Vec<(Bytes, Bytes)>,
+    rep: &Representation,
+    etag: Option<&Bytes>,
+    vary: bool,
+) {
+    h.push((name(b"Last-Modified"), rep.last_modified.clone()));
+    if let Some(e) = etag {
+        h.push((name(b"ETag"), e.clone()));
+    }
+    if vary {
+        h.push((name(b"Vary"), Bytes::from_static(b"Accept-Encoding")));
+    }
+}
+
+fn name(n: &'static [u8]) -> Bytes {
+    Bytes::from_static(n)
+}
+
+fn content_range(offset: u64, len: u64, size: u64) -> Bytes {
+    let last = (offset + len).saturating_sub(1);
+    format!("bytes {offset}-{last}/{size}").into()
+}
+
+/// Opens `path`; when the process is out of descriptors, closes the cached files and retries.
+fn open_file(path: &[u8], cache: &mut OpenFileCache) -> io::Result<Opened> {
+    match cache::open(path) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+            tracing::warn!("out of file descriptors; emptying the open-file cache");
+            cache.clear();
+            cache::open(path)
+        }
+        other => other,
+    }
+}
+
+fn is_not_found(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG)
+        )
+}
+
+/// Missing -> 404, permission denied -> 403, anything else -> 500 with one log line.
+fn io_error(e: io::Error, path: &[u8]) -> Response {
+    if is_not_found(&e) {
+        return Response::error(404);
+    }
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        return Response::error(403);
+    }
+    tracing::warn!(path = %String::from_utf8_lossy(path), error = %e, "file handler I/O error");
+    Response::error(500)
+}
+
+#[cfg(test)]
+mod tests;

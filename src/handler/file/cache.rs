@@ -1,0 +1,426 @@
+//! The per-worker open-file cache: request key -> open file with its validators preformatted,
+//! so a hit costs one hash lookup and no syscall. Entries are checked against the filesystem
+//! with `stat` once they are older than the revalidation interval; a changed file is reopened,
+//! a vanished one evicted.
+
+use super::encoding::Coding;
+use crate::http::OpenFile;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Entries kept per worker before the least recently used one is dropped.
+pub const DEFAULT_CAPACITY: usize = 1024;
+/// How old an entry may get before it is checked with `stat`.
+pub const DEFAULT_REVALIDATE_AFTER: Duration = Duration::from_secs(1);
+/// Files up to this size are read into memory when opened and answered with one write.
+pub const SMALL_FILE: u64 = 16 * 1024;
+
+/// Per-worker cache of open files, shared by every file handler of the worker.
+pub struct OpenFileCache {
+    /// Key -> index into `entries`. The indirection lets a hit be one lookup that can still
+    /// evict a stale entry without a second one.
+    map: HashMap<Box<[u8]>, usize>,
+    entries: Vec<Slot>,
+    capacity: usize,
+    revalidate_after: Duration,
+    /// Distinct (mime map, index list) settings of the handlers using this cache; an entry
+    /// remembers which one resolved it.
+    profiles: Vec<Profile>,
+}
+
+/// The handler settings a cache entry depends on: `file.mime.addtypes` and `file.index`.
+type Profile = (Vec<(String, String)>, Vec<String>);
+
+struct Slot {
+    key: Box<[u8]>,
+    entry: Entry,
+}
+
+impl OpenFileCache {
+    pub fn new() -> OpenFileCache {
+        OpenFileCache::with_capacity(DEFAULT_CAPACITY)
+    }
+
+    pub fn with_capacity(capacity: usize) -> OpenFileCache {
+        OpenFileCache {
+            map: HashMap::new(),
+            entries: Vec::new(),
+            capacity: capacity.max(1),
+            revalidate_after: DEFAULT_REVALIDATE_AFTER,
+            profiles: Vec::new(),
+        }
+    }
+
+    /// How long an entry is trusted without a `stat`; zero checks on every request.
+    pub fn set_revalidate_after(&mut self, after: Duration) {
+        self.revalidate_after = after;
+    }
+
+    /// Number of cached entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Closes every cached file (used when the process runs out of descriptors).
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.entries.clear();
+    }
+
+    /// The id handlers with these settings share; entries resolved under another id have a
+    /// content type or index file that may not apply.
+    pub(super) fn profile(&mut self, mime_types: &[(String, String)], index: &[String]) -> usize {
+        if let Some(i) = self
+            .profiles
+            .iter()
+            .position(|(m, x)| m.as_slice() == mime_types && x.as_slice() == index)
+        {
+            return i;
+        }
+        self.profiles.push((mime_types.to_vec(), index.to_vec()));
+        self.profiles.len() - 1
+    }
+
+    /// The entry for `key` if it is still valid: fresh, or stale but unchanged on disk.
+    pub(super) fn lookup(&mut self, key: &[u8], now: Instant) -> Option<&mut Entry> {
+        let i = *self.map.get(key)?;
+        let stale =
+            now.saturating_duration_since(self.entries[i].entry.checked) >= self.revalidate_after;
+        if stale {
+            let entry = &mut self.entries[i].entry;
+            let same = match std::fs::metadata(OsStr::from_bytes(&entry.path)) {
+                Ok(meta) => entry.main.id == FileId::of(&meta),
+                Err(_) => false,
+            };
+            if !same {
+                self.remove_at(i);
+                return None;
+            }
+            // The siblings may have changed on their own: probe them again when asked.
+            entry.variants = None;
+            entry.checked = now;
+        }
+        let entry = &mut self.entries[i].entry;
+        entry.used = now;
+        Some(entry)
+    }
+
+    /// Stores `entry` under `key`, dropping the least recently used entry when full.
+    pub(super) fn insert(&mut self, key: &[u8], entry: Entry) -> &mut Entry {
+        if let Some(&i) = self.map.get(key) {
+            self.entries[i].entry = entry;
+            return &mut self.entries[i].entry;
+        }
+        if self.entries.len() >= self.capacity {
+            let oldest = (0..self.entries.len()).min_by_key(|&i| self.entries[i].entry.used);
+            if let Some(i) = oldest {
+                self.remove_at(i);
+            }
+        }
+        let i = self.entries.len();
+        self.map.insert(key.into(), i);
+        self.entries.push(Slot {
+            key: key.into(),
+            entry,
+        });
+        &mut self.entries[i].entry
+    }
+
+    /// Drops entry `i`, moving the last entry into its place.
+    fn remove_at(&mut self, i: usize) {
+        let slot = self.entries.swap_remove(i);
+        self.map.remove(&slot.key);
+        if let Some(moved) = self.entries.get(i) {
+            if let Some(index) = self.map.get_mut(&moved.key) {
+                *index = i;
+            }
+        }
+    }
+}
+
+impl Default for OpenFileCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One cached answer: the file a request key resolves to.
+pub(super) struct Entry {
+    /// The file's path (for a directory key, the index file's).
+    pub path: Box<[u8]>,
+    pub main: Representation,
+    pub content_type: Bytes,
+    /// The handler profile that resolved this entry (see [`OpenFileCache::profile`]).
+    pub profile: usize,
+    /// Precompressed siblings by [`Coding::index`]; `None` until probed.
+    pub variants: Option<[Option<Representation>; 2]>,
+    checked: Instant,
+    used: Instant,
+}
+
+impl Entry {
+    pub fn new(path: &[u8], main: Representation, content_type: Bytes, profile: usize) -> Entry {
+        let now = Instant::now();
+        Entry {
+            path: path.into(),
+            main,
+            content_type,
+            profile,
+            variants: None,
+            checked: now,
+            used: now,
+        }
+    }
+
+    /// The `.br` / `.gz` siblings, opening them on first use.
+    pub fn variants(&mut self) -> &[Option<Representation>; 2] {
+        let path = &self.path;
+        self.variants.get_or_insert_with(|| {
+            Coding::ALL.map(|c| {
+                let mut p = Vec::with_capacity(path.len() + 3);
+                p.extend_from_slice(path);
+                p.extend_from_slice(c.suffix());
+                match open(&p) {
+                    Ok(Opened::File(mut r)) => {
+                        r.mark_coding(c);
+                        Some(r)
+                    }
+                    _ => None,
+                }
+            })
+        })
+    }
+}
+
+/// An open file with its validators formatted once.
+#[derive(Debug, Clone)]
+pub(super) struct Representation {
+    pub file: Rc<OpenFile>,
+    pub etag: Bytes,
+    pub last_modified: Bytes,
+    id: FileId,
+}
+
+/// What a path turned out to be.
+#[derive(Debug)]
+pub(super) enum Opened {
+    File(Representation),
+    Dir,
+    /// A FIFO, socket or device: never served.
+    Special,
+}
+
+/// Opens `path` without blocking (a FIFO must not stall the worker), and reads it into memory
+/// when it is small.
+pub(super) fn open(path: &[u8]) -> io::Result<Opened> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(OsStr::from_bytes(path))?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Ok(Opened::Dir);
+    }
+    if !meta.is_file() {
+        return Ok(Opened::Special);
+    }
+    Ok(Opened::File(Representation::new(file, &meta)?))
+}
+
+impl Representation {
+    /// Tags a precompressed sibling's ETag with its coding: two siblings written in the same
+    /// clock tick with the same size must still differ (`"...-2-br"`).
+    fn mark_coding(&mut self, c: Coding) {
+        let tag = &self.etag[..self.etag.len().saturating_sub(1)];
+        let mut marked = Vec::with_capacity(tag.len() + 6);
+        marked.extend_from_slice(tag);
+        marked.push(b'-');
+        marked.extend_from_slice(c.name().as_bytes());
+        marked.push(b'"');
+        self.etag = marked.into();
+    }
+
+    fn new(mut file: File, meta: &Metadata) -> io::Result<Representation> {
+        let modified = meta.modified()?;
+        let mut size = meta.size();
+        let contents = if size <= SMALL_FILE {
+            let mut buf = Vec::with_capacity(size as usize);
+            (&mut file).take(size).read_to_end(&mut buf)?;
+            // A file truncated since fstat: serve what is there, with a matching length.
+            size = buf.len() as u64;
+            Some(Bytes::from(buf))
+        } else {
+            None
+        };
+        let id = FileId::of(meta);
+        Ok(Representation {
+            etag: format_etag(meta).into(),
+            last_modified: httpdate::fmt_http_date(modified).into(),
+            file: Rc::new(OpenFile {
+                file,
+                size,
+                modified,
+                contents,
+            }),
+            id,
+        })
+    }
+}
+
+/// What revalidation compares: a different value means a different file or new contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl FileId {
+    fn of(meta: &Metadata) -> FileId {
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec(),
+        }
+    }
+}
+
+/// A strong ETag from the modification time (with nanoseconds, so a same-size rewrite within
+/// one second still changes it) and the size: `"<secs>.<nsecs>-<size>"` in hex. The inode is
+/// left out so servers sharing a copied tree agree, as nginx does.
+fn format_etag(meta: &Metadata) -> String {
+    format!(
+        "\"{:x}.{:x}-{:x}\"",
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.size()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rep(dir: &std::path::Path, name: &str, body: &[u8]) -> Representation {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        match open(p.as_os_str().as_bytes()).unwrap() {
+            Opened::File(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn small_files_are_read_large_are_not() {
+        let d = tempfile::tempdir().unwrap();
+        let small = rep(d.path(), "s", b"hello");
+        assert_eq!(small.file.contents.as_deref(), Some(&b"hello"[..]));
+        assert_eq!(small.file.size, 5);
+        assert!(small.etag.starts_with(b"\"") && small.etag.ends_with(b"-5\""));
+        let big = rep(d.path(), "b", &vec![7u8; SMALL_FILE as usize + 1]);
+        assert!(big.file.contents.is_none());
+        assert_eq!(big.file.size, SMALL_FILE + 1);
+    }
+
+    #[test]
+    fn directories_and_missing_files() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            open(d.path().as_os_str().as_bytes()),
+            Ok(Opened::Dir)
+        ));
+        let missing = d.path().join("nope");
+        let err = open(missing.as_os_str().as_bytes()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn fifo_does_not_block_and_is_special() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("fifo");
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        assert!(matches!(
+            open(p.as_os_str().as_bytes()),
+            Ok(Opened::Special)
+        ));
+    }
+
+    #[test]
+    fn evicts_least_recently_used_when_full() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = OpenFileCache::with_capacity(2);
+        c.set_revalidate_after(Duration::from_secs(3600));
+        for k in ["a", "b"] {
+            let r = rep(d.path(), k, k.as_bytes());
+            c.insert(k.as_bytes(), Entry::new(k.as_bytes(), r, Bytes::new(), 0));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(c.lookup(b"a", Instant::now()).is_some());
+        let r = rep(d.path(), "c", b"c");
+        c.insert(b"c", Entry::new(b"c", r, Bytes::new(), 0));
+        assert_eq!(c.len(), 2);
+        assert!(c.lookup(b"b", Instant::now()).is_none());
+        assert!(c.lookup(b"a", Instant::now()).is_some());
+        assert!(c.lookup(b"c", Instant::now()).is_some());
+    }
+
+    #[test]
+    fn removal_keeps_other_keys_pointing_at_their_entries() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = OpenFileCache::new();
+        for k in ["a", "b", "c"] {
+            let r = rep(d.path(), k, k.as_bytes());
+            let p = d.path().join(k);
+            c.insert(
+                k.as_bytes(),
+                Entry::new(p.as_os_str().as_bytes(), r, Bytes::new(), 0),
+            );
+        }
+        std::fs::remove_file(d.path().join("a")).unwrap();
+        c.set_revalidate_after(Duration::ZERO);
+        assert!(c.lookup(b"a", Instant::now()).is_none());
+        assert_eq!(c.len(), 2);
+        for k in ["b", "c"] {
+            let e = c.lookup(k.as_bytes(), Instant::now()).unwrap();
+            assert_eq!(e.main.file.contents.as_deref(), Some(k.as_bytes()));
+        }
+    }
+
+    #[test]
+    fn revalidation_notices_change_and_removal() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let key = p.as_os_str().as_bytes();
+        let mut c = OpenFileCache::new();
+        let r = rep(d.path(), "f", b"one");
+        c.insert(key, Entry::new(key, r, Bytes::new(), 0));
+        // Within the interval nothing is checked, even though the file changes.
+        std::fs::write(&p, b"three").unwrap();
+        assert!(c.lookup(key, Instant::now()).is_some());
+        c.set_revalidate_after(Duration::ZERO);
+        assert!(c.lookup(key, Instant::now()).is_none());
+        assert!(c.is_empty());
+        let r = rep(d.path(), "f", b"three");
+        c.insert(key, Entry::new(key, r, Bytes::new(), 0));
+        assert!(c.lookup(key, Instant::now()).is_some());
+        std::fs::remove_file(&p).unwrap();
+        assert!(c.lookup(key, Instant::now()).is_none());
+    }
+}
