@@ -208,12 +208,14 @@ fn curl_posts_with_expect_continue() {
         return;
     }
     let s = answer_server("");
-    let big = "x".repeat(2 * 1024 * 1024);
+    let body = s.path().join("body.bin");
+    std::fs::write(&body, vec![b'x'; 2 * 1024 * 1024]).unwrap();
+    let data = format!("@{}", body.display());
     let out = curl(&[
         "-H",
         "Expect: 100-continue",
         "--data-binary",
-        &big,
+        &data,
         &s.url("/"),
     ]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "root");

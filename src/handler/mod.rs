@@ -107,7 +107,9 @@ fn build_handler(
     cache: &Rc<RefCell<file::OpenFileCache>>,
 ) -> Box<dyn Handler> {
     match &path.handler {
-        HandlerConf::File(f) => Box::new(file::FileHandler::new(f.clone(), cache.clone())),
+        HandlerConf::File(f) => {
+            Box::new(file::FileHandler::new(f.clone(), cache.clone()).with_prefix(&path.prefix))
+        }
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
         HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
         HandlerConf::None => Box::new(NotFound),

@@ -296,14 +296,17 @@ impl Conn<'_> {
             let r = match dec.decode(&self.rbuf) {
                 Ok(r) => r,
                 Err(e) => {
+                    // The response already went into the buffer; deliver it, then close.
                     self.log_request_error(e.status(), e.reason());
-                    return Err(Close::Quietly);
+                    self.flush(false).await?;
+                    return Err(Close::Linger);
                 }
             };
             received += r.data.len() as u64;
             if received > self.ctx.config.limits.request_body {
                 self.log_request_error(413, "chunked request body too large");
-                return Err(Close::Quietly);
+                self.flush(false).await?;
+                return Err(Close::Linger);
             }
             let _ = self.rbuf.split_to(r.consumed);
             if r.done {

@@ -19,6 +19,8 @@ use tokio::sync::{watch, Notify};
 /// A server whose sockets are bound, ready to [`Server::run`].
 pub struct Server {
     config: Arc<Config>,
+    /// Registered at bind time, so a signal that arrives once we print our address is ours.
+    signals: StopSignals,
     /// Per worker, one socket for each listen address.
     sockets: Vec<Vec<std::net::TcpListener>>,
     addrs: Vec<SocketAddr>,
@@ -71,8 +73,12 @@ impl Server {
         if addrs.is_empty() {
             return Err(StartError("no listen address configured".into()));
         }
+        raise_open_file_limit();
+        let signals = StopSignals::register()
+            .map_err(|e| StartError(format!("cannot handle signals: {e}")))?;
         Ok(Server {
             config: Arc::new(config),
+            signals,
             sockets,
             addrs,
         })
@@ -102,10 +108,7 @@ impl Server {
                 .spawn(move || worker::run(config, sockets, shared))?;
             threads.push(t);
         }
-        let signals = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        signals.block_on(wait_for_stop_signal())?;
+        self.signals.wait();
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         let _ = stop_tx.send(true);
         for t in threads {
@@ -129,22 +132,41 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Waits until another connection may be accepted (`max-connections` pauses accept).
-    async fn connection_slot(&self) {
+    /// Waits while the server is at `max-connections`: accepting pauses instead of failing.
+    async fn below_limit(&self) {
+        self.wait_until(|n| n < self.max_connections).await;
+    }
+
+    /// Takes a connection slot, waiting for one to free up. A worker may have accepted a
+    /// connection just as another reached the limit; that connection waits here, unserved.
+    async fn open_connection(&self) {
+        loop {
+            let n = self.connections.load(Ordering::Relaxed);
+            if n < self.max_connections {
+                if self
+                    .connections
+                    .compare_exchange(n, n + 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            self.wait_until(|n| n < self.max_connections).await;
+        }
+    }
+
+    async fn wait_until(&self, ready: impl Fn(usize) -> bool) {
         loop {
             let freed = self.connection_closed.notified();
             tokio::pin!(freed);
             // Register interest before checking, so a close in between is not missed.
             freed.as_mut().enable();
-            if self.connections.load(Ordering::Relaxed) < self.max_connections {
+            if ready(self.connections.load(Ordering::Relaxed)) {
                 return;
             }
             freed.await;
         }
-    }
-
-    fn opened(&self) {
-        self.connections.fetch_add(1, Ordering::Relaxed);
     }
 
     fn closed(&self) {
@@ -155,13 +177,50 @@ impl Shared {
     }
 }
 
-async fn wait_for_stop_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT handlers on a small runtime of the main thread.
+struct StopSignals {
+    rt: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn register() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let _guard = rt.enter();
+        let term = signal(SignalKind::terminate())?;
+        let int = signal(SignalKind::interrupt())?;
+        drop(_guard);
+        Ok(StopSignals { rt, term, int })
     }
-    Ok(())
+
+    fn wait(mut self) {
+        self.rt.block_on(async {
+            tokio::select! {
+                _ = self.term.recv() => {}
+                _ = self.int.recv() => {}
+            }
+        });
+    }
+}
+
+/// Each worker's open-file cache and connections need descriptors: lift the soft limit to
+/// the hard one, as nginx's worker_rlimit_nofile would.
+fn raise_open_file_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::debug!("could not raise RLIMIT_NOFILE");
+            }
+        }
+    }
 }

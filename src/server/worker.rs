@@ -119,7 +119,7 @@ pub(crate) fn run(config: Arc<Config>, sockets: Vec<std::net::TcpListener>, shar
 
 async fn accept_loop(listener: TcpListener, ctx: Rc<WorkerCtx>) {
     loop {
-        ctx.shared.connection_slot().await;
+        ctx.shared.below_limit().await;
         let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
@@ -134,6 +134,8 @@ async fn accept_loop(listener: TcpListener, ctx: Rc<WorkerCtx>) {
             Err(_) => continue,
         };
         let _ = stream.set_nodelay(true);
+        // Accepted while another worker reached the limit: wait here, unserved, for a slot.
+        ctx.shared.open_connection().await;
         let guard = ConnectionGuard::new(ctx.clone());
         tokio::task::spawn_local(async move {
             h1::serve(stream, peer, local, &guard.ctx).await;
@@ -142,14 +144,14 @@ async fn accept_loop(listener: TcpListener, ctx: Rc<WorkerCtx>) {
     }
 }
 
-/// Counts a connection as open for its lifetime, also if its task is dropped at shutdown.
+/// Holds a connection's slot for its lifetime, also if its task is dropped at shutdown.
 struct ConnectionGuard {
     ctx: Rc<WorkerCtx>,
 }
 
 impl ConnectionGuard {
+    /// Call after `Shared::open_connection` took the slot.
     fn new(ctx: Rc<WorkerCtx>) -> ConnectionGuard {
-        ctx.shared.opened();
         ctx.active.set(ctx.active.get() + 1);
         ConnectionGuard { ctx }
     }
