@@ -1,5 +1,4 @@
-//! A request as the codecs hand it to the router: method, target, authority, header fields and
-//! a (for now fully buffered) body. Field names and values are slices of one shared buffer, so
+//! A request as the codecs hand it to the router: method, target, authority and header fields. Field names and values are slices of one shared buffer, so
 //! building a request costs one reference count, not an allocation per header.
 
 use bytes::Bytes;
@@ -79,7 +78,7 @@ impl Version {
     }
 }
 
-type Span = Range<u32>;
+type Span = Range<usize>;
 
 /// A parsed request. Built by a codec through [`RequestBuilder`].
 #[derive(Debug, Clone)]
@@ -92,7 +91,9 @@ pub struct Request {
     pub peer: SocketAddr,
     /// The local address the connection was accepted on.
     pub local: SocketAddr,
-    /// The request body, fully read before the handler runs.
+    /// The request body. Always empty today: no handler consumes bodies yet, so the HTTP/1
+    /// driver reads past them (within `limit-request-body`) after answering. The proxy will
+    /// replace this with a streamed body.
     pub body: Bytes,
     head: Bytes,
     target: Span,
@@ -156,7 +157,7 @@ impl Request {
     }
 
     fn slice(&self, span: &Span) -> &[u8] {
-        &self.head[span.start as usize..span.end as usize]
+        &self.head[span.clone()]
     }
 }
 
@@ -175,9 +176,8 @@ pub struct RequestBuilder {
 }
 
 impl RequestBuilder {
-    /// `head` must contain every range recorded; it is limited to 4 GiB by the codecs' limits.
+    /// `head` must contain every range recorded.
     pub fn build(self, head: Bytes, body: Bytes) -> Request {
-        let span = |r: Range<usize>| r.start as u32..r.end as u32;
         Request {
             method: self.method,
             version: self.version,
@@ -185,13 +185,9 @@ impl RequestBuilder {
             peer: self.peer,
             local: self.local,
             body,
-            target: span(self.target),
-            authority: self.authority.map(span),
-            fields: self
-                .fields
-                .into_iter()
-                .map(|(n, v)| (span(n), span(v)))
-                .collect(),
+            target: self.target,
+            authority: self.authority,
+            fields: self.fields,
             head,
         }
     }
