@@ -275,3 +275,229 @@ fn put_string(
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes with a fresh 4096-byte decoder and a generous list limit.
+    fn decode(block: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>, bool)>, DecodeError> {
+        decode_with(&mut Decoder::new(4096, 1 << 20), block)
+    }
+
+    fn decode_with(
+        dec: &mut Decoder,
+        block: &[u8],
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>, bool)>, DecodeError> {
+        let mut buf = BytesMut::from(&b"prefix"[..]);
+        let mut fields = Vec::new();
+        let result = dec.decode(block, &mut buf, |f| fields.push(f));
+        if result.is_err() {
+            assert_eq!(&buf[..], b"prefix", "buf restored on error");
+        }
+        result?;
+        Ok(fields
+            .into_iter()
+            .map(|f| (buf[f.name].to_vec(), buf[f.value].to_vec(), f.never_indexed))
+            .collect())
+    }
+
+    #[test]
+    fn truncated() {
+        for block in [
+            &[0xff][..],                // indexed, integer continuation missing
+            &[0xff, 0x80],              // ... still missing
+            &[0x40],                    // literal, name length missing
+            &[0x40, 0x05, b'a'],        // name shorter than its length
+            &[0x41],                    // indexed name, value missing
+            &[0x41, 0x03, b'a', b'b'],  // value shorter than its length
+            &[0x41, 0x7f],              // value length continuation missing
+            &[0x3f],                    // table size update, continuation missing
+        ] {
+            assert_eq!(decode(block), Err(DecodeError::Truncated), "{block:02x?}");
+        }
+    }
+
+    #[test]
+    fn integer_overflow() {
+        let mut block = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert_eq!(decode(&block), Err(DecodeError::IntegerOverflow));
+        // A string length of 2^32 + something.
+        block = vec![0x41, 0x7f, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert_eq!(decode(&block), Err(DecodeError::IntegerOverflow));
+    }
+
+    #[test]
+    fn bad_index() {
+        assert_eq!(decode(&[0x80]), Err(DecodeError::BadIndex));
+        assert_eq!(decode(&[0xbe]), Err(DecodeError::BadIndex)); // 62, table empty
+        assert_eq!(decode(&[0x7e, 0x00]), Err(DecodeError::BadIndex)); // name index 62
+        assert_eq!(decode(&[0x1f, 0x2f, 0x00]), Err(DecodeError::BadIndex)); // never, 62
+        // One past the newest entry.
+        let block = [0x40, 0x01, b'a', 0x01, b'b', 0xbe, 0xbf];
+        assert_eq!(decode(&block), Err(DecodeError::BadIndex));
+        assert_eq!(
+            decode(&block[..6]).unwrap()[1],
+            (b"a".to_vec(), b"b".to_vec(), false)
+        );
+    }
+
+    #[test]
+    fn bad_huffman() {
+        // Name "0" (00000) padded with zeros.
+        assert_eq!(
+            decode(&[0x00, 0x81, 0x00, 0x00]),
+            Err(DecodeError::BadHuffman)
+        );
+        // Value: 'a' then a whole byte of ones.
+        assert_eq!(
+            decode(&[0x41, 0x82, 0x1f, 0xff]),
+            Err(DecodeError::BadHuffman)
+        );
+        // EOS in a value.
+        assert_eq!(
+            decode(&[0x41, 0x84, 0xff, 0xff, 0xff, 0xff]),
+            Err(DecodeError::HuffmanEos)
+        );
+    }
+
+    #[test]
+    fn table_size_updates() {
+        // 4097 > 4096.
+        assert_eq!(
+            decode(&[0x3f, 0xe2, 0x1f]),
+            Err(DecodeError::TableSizeUpdateTooLarge)
+        );
+        assert_eq!(
+            decode(&[0x82, 0x20]),
+            Err(DecodeError::TableSizeUpdateNotAtStart)
+        );
+        // Two updates at the start are fine (RFC 7541 4.2); an update to 4096 too.
+        assert!(decode(&[0x20, 0x3f, 0xe1, 0x1f, 0x82]).is_ok());
+
+        // Shrinking evicts.
+        let mut dec = Decoder::new(4096, 1 << 20);
+        decode_with(&mut dec, &[0x40, 0x01, b'a', 0x01, b'b']).unwrap();
+        assert_eq!(dec.table_size(), 34);
+        decode_with(&mut dec, &[0x20]).unwrap();
+        assert_eq!(dec.table_size(), 0);
+        assert_eq!(decode_with(&mut dec, &[0xbe]), Err(DecodeError::BadIndex));
+    }
+
+    #[test]
+    fn lowered_setting_requires_update() {
+        let mut dec = Decoder::new(4096, 1 << 20);
+        dec.set_max_table_size(100);
+        assert_eq!(
+            decode_with(&mut dec, &[0x82]),
+            Err(DecodeError::TableSizeUpdateMissing)
+        );
+        // 101 is above the new limit.
+        assert_eq!(
+            decode_with(&mut dec, &[0x3f, 0x46, 0x82]),
+            Err(DecodeError::TableSizeUpdateTooLarge)
+        );
+        // An update to 100 satisfies it; later blocks need none.
+        assert_eq!(decode_with(&mut dec, &[0x3f, 0x45, 0x82]).unwrap().len(), 1);
+        assert_eq!(decode_with(&mut dec, &[0x82]).unwrap().len(), 1);
+        // Raising the limit requires nothing.
+        dec.set_max_table_size(8192);
+        assert_eq!(decode_with(&mut dec, &[0x82]).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn never_indexed_flag() {
+        let fields = decode(&[0x10, 0x01, b'k', 0x01, b'v', 0x04, 0x01, b'/']).unwrap();
+        assert_eq!(fields[0], (b"k".to_vec(), b"v".to_vec(), true));
+        assert_eq!(fields[1], (b":path".to_vec(), b"/".to_vec(), false));
+    }
+
+    #[test]
+    fn hpack_bomb_is_cut_off_and_table_stays_in_sync() {
+        // One 3000-byte entry, then 10,000 one-byte references to it: 30 MB if expanded.
+        let mut block = vec![0x40, 0x01, b'x', 0x7f, 0xb9, 0x16];
+        block.extend(std::iter::repeat_n(b'a', 3000));
+        block.extend(std::iter::repeat_n(0xbe, 10_000));
+        let mut dec = Decoder::new(4096, 16 * 1024);
+        let mut buf = BytesMut::new();
+        let mut emitted = 0;
+        let result = dec.decode(&block, &mut buf, |_| emitted += 1);
+        assert_eq!(result, Err(DecodeError::HeaderListTooLarge));
+        // 3033 per field: five fit in 16 KiB, the sixth stops all copying.
+        assert_eq!(emitted, 5);
+        assert!(buf.is_empty());
+        assert!(buf.capacity() < 32 * 1024, "{}", buf.capacity());
+        // The entry is still there: the next block can use it.
+        assert_eq!(dec.table_size(), 3033);
+        let fields = decode_with(&mut dec, &[0xbe]).unwrap();
+        assert_eq!(fields[0].1.len(), 3000);
+    }
+
+    #[test]
+    fn list_limit_counts_literals_and_keeps_indexing_them() {
+        // Limit 40: "a: b" costs 34, a second one does not fit.
+        let mut dec = Decoder::new(4096, 40);
+        let block = [0x40, 0x01, b'a', 0x01, b'b', 0x40, 0x01, b'c', 0x01, b'd'];
+        assert_eq!(
+            decode_with(&mut dec, &block),
+            Err(DecodeError::HeaderListTooLarge)
+        );
+        // Both literals were still inserted: c:d is index 62, a:b 63.
+        assert_eq!(dec.table_size(), 68);
+        assert_eq!(
+            decode_with(&mut dec, &[0xbe]).unwrap()[0],
+            (b"c".to_vec(), b"d".to_vec(), false)
+        );
+        // A Huffman value over the limit is cut off too.
+        let mut dec = Decoder::new(4096, 40);
+        let block = [0x04, 0x86, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3f]; // :path www.ex...
+        assert_eq!(
+            decode_with(&mut dec, &block),
+            Err(DecodeError::HeaderListTooLarge)
+        );
+        // Exactly at the limit is fine: 32 + 5 (":path") + 3.
+        let mut dec = Decoder::new(4096, 40);
+        assert!(decode_with(&mut dec, &[0x04, 0x03, b'a', b'b', b'c']).is_ok());
+        let mut dec = Decoder::new(4096, 39);
+        assert_eq!(
+            decode_with(&mut dec, &[0x04, 0x03, b'a', b'b', b'c']),
+            Err(DecodeError::HeaderListTooLarge)
+        );
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        // A deterministic xorshift stream: random blocks, and valid blocks with bytes flipped.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let valid: &[u8] = &[
+            0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab,
+            0x90, 0xf4, 0xff, 0x58, 0x86, 0xa8, 0xeb, 0x10, 0x64, 0x9c, 0xbf, 0xbe, 0xbf,
+        ];
+        let mut dec = Decoder::new(4096, 8192);
+        let mut buf = BytesMut::new();
+        for i in 0..20_000 {
+            let mut block: Vec<u8> = if i % 2 == 0 {
+                (0..next() % 64).map(|_| next() as u8).collect()
+            } else {
+                valid.to_vec()
+            };
+            if !block.is_empty() {
+                let at = next() as usize % block.len();
+                block[at] ^= next() as u8;
+            }
+            buf.clear();
+            let _ = dec.decode(&block, &mut buf, |f| {
+                assert!(f.name.end <= f.value.start);
+            });
+            if i % 100 == 0 {
+                dec = Decoder::new(4096, 8192);
+            }
+        }
+    }
+}
