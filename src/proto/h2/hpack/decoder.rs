@@ -280,15 +280,15 @@ fn put_string(
 mod tests {
     use super::*;
 
+    /// (name, value, never indexed)
+    type Field = (Vec<u8>, Vec<u8>, bool);
+
     /// Decodes with a fresh 4096-byte decoder and a generous list limit.
-    fn decode(block: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>, bool)>, DecodeError> {
+    fn decode(block: &[u8]) -> Result<Vec<Field>, DecodeError> {
         decode_with(&mut Decoder::new(4096, 1 << 20), block)
     }
 
-    fn decode_with(
-        dec: &mut Decoder,
-        block: &[u8],
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>, bool)>, DecodeError> {
+    fn decode_with(dec: &mut Decoder, block: &[u8]) -> Result<Vec<Field>, DecodeError> {
         let mut buf = BytesMut::from(&b"prefix"[..]);
         let mut fields = Vec::new();
         let result = dec.decode(block, &mut buf, |f| fields.push(f));
@@ -305,14 +305,14 @@ mod tests {
     #[test]
     fn truncated() {
         for block in [
-            &[0xff][..],                // indexed, integer continuation missing
-            &[0xff, 0x80],              // ... still missing
-            &[0x40],                    // literal, name length missing
-            &[0x40, 0x05, b'a'],        // name shorter than its length
-            &[0x41],                    // indexed name, value missing
-            &[0x41, 0x03, b'a', b'b'],  // value shorter than its length
-            &[0x41, 0x7f],              // value length continuation missing
-            &[0x3f],                    // table size update, continuation missing
+            &[0xff][..],               // indexed, integer continuation missing
+            &[0xff, 0x80],             // ... still missing
+            &[0x40],                   // literal, name length missing
+            &[0x40, 0x05, b'a'],       // name shorter than its length
+            &[0x41],                   // indexed name, value missing
+            &[0x41, 0x03, b'a', b'b'], // value shorter than its length
+            &[0x41, 0x7f],             // value length continuation missing
+            &[0x3f],                   // table size update, continuation missing
         ] {
             assert_eq!(decode(block), Err(DecodeError::Truncated), "{block:02x?}");
         }
@@ -333,7 +333,7 @@ mod tests {
         assert_eq!(decode(&[0xbe]), Err(DecodeError::BadIndex)); // 62, table empty
         assert_eq!(decode(&[0x7e, 0x00]), Err(DecodeError::BadIndex)); // name index 62
         assert_eq!(decode(&[0x1f, 0x2f, 0x00]), Err(DecodeError::BadIndex)); // never, 62
-        // One past the newest entry.
+                                                                             // One past the newest entry.
         let block = [0x40, 0x01, b'a', 0x01, b'b', 0xbe, 0xbf];
         assert_eq!(decode(&block), Err(DecodeError::BadIndex));
         assert_eq!(

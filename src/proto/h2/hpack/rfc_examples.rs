@@ -47,7 +47,11 @@ fn encode_sequence(
         for (n, v) in fields.iter() {
             block.field_with(n.as_bytes(), v.as_bytes(), indexing);
         }
-        let mut want = if i == 0 { unhex(first_prefix) } else { Vec::new() };
+        let mut want = if i == 0 {
+            unhex(first_prefix)
+        } else {
+            Vec::new()
+        };
         want.extend(unhex(hex));
         assert_eq!(out, want, "block {i}");
     }
@@ -104,7 +108,11 @@ const C5_FIELDS: [Fields<'static>; 3] = [
 
 fn c3() -> [(&'static str, Fields<'static>, usize); 3] {
     [
-        ("8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d", C3_FIELDS[0], 57),
+        (
+            "8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d",
+            C3_FIELDS[0],
+            57,
+        ),
         ("8286 84be 5808 6e6f 2d63 6163 6865", C3_FIELDS[1], 110),
         (
             "8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65",
@@ -116,7 +124,11 @@ fn c3() -> [(&'static str, Fields<'static>, usize); 3] {
 
 fn c4() -> [(&'static str, Fields<'static>, usize); 3] {
     [
-        ("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff", C3_FIELDS[0], 57),
+        (
+            "8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff",
+            C3_FIELDS[0],
+            57,
+        ),
         ("8286 84be 5886 a8eb 1064 9cbf", C3_FIELDS[1], 110),
         (
             "8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf",
