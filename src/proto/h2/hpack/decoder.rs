@@ -120,7 +120,7 @@ impl Decoder {
             }
             fields_started = true;
             // Even an empty field costs 32; once that does not fit, nothing will.
-            over |= list_size + ENTRY_OVERHEAD > self.max_header_list_size;
+            over |= list_size.saturating_add(ENTRY_OVERHEAD) > self.max_header_list_size;
             let budget = if over {
                 0
             } else {

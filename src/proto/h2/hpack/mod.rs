@@ -10,6 +10,25 @@
 //!
 //! Both sides keep their dynamic table in a ring of entries over one byte arena: no allocation
 //! per header once warmed up.
+//!
+//! ```
+//! use bytes::BytesMut;
+//! use spate::proto::h2::hpack::{Decoder, Encoder, DEFAULT_TABLE_SIZE};
+//!
+//! let mut enc = Encoder::default();
+//! let mut block = Vec::new();
+//! let fields = [(&b":status"[..], &b"200"[..]), (&b"server"[..], &b"spate"[..])];
+//! enc.encode(fields, &mut block);
+//! assert_eq!(block[0], 0x88); // static table entry 8
+//!
+//! let mut dec = Decoder::new(DEFAULT_TABLE_SIZE, 16 * 1024);
+//! let mut buf = BytesMut::new();
+//! let mut decoded = Vec::new();
+//! dec.decode(&block, &mut buf, |f| decoded.push(f))?;
+//! assert_eq!(&buf[decoded[1].name.clone()], b"server");
+//! assert_eq!(&buf[decoded[1].value.clone()], b"spate");
+//! # Ok::<(), spate::proto::h2::hpack::DecodeError>(())
+//! ```
 
 mod decoder;
 mod encoder;
