@@ -1,0 +1,459 @@
+//! Header block encoding (RFC 7541 sections 4.2, 6) with a response-oriented indexing policy.
+
+use bytes::BufMut;
+
+use super::table::{self, DynamicTable, ENTRY_OVERHEAD, STATIC_LEN};
+use super::{huffman, integer, DEFAULT_TABLE_SIZE};
+
+/// How to represent a field that is not already in a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Indexing {
+    /// Decide by name (see [`Encoder`]).
+    Auto,
+    /// Literal with incremental indexing: later blocks can refer to it by index.
+    Incremental,
+    /// Literal without indexing: for values that change every time.
+    Without,
+    /// Literal never indexed: sensitive values; intermediaries must not index them either.
+    Never,
+}
+
+/// The encoding half of one HTTP/2 connection's HPACK context.
+///
+/// [`Indexing::Auto`] picks, by name:
+/// - never indexed: `authorization`, `proxy-authorization`, `set-cookie`, and `cookie`
+///   values under 20 bytes (guessable by a compression oracle, RFC 7541 section 7.1.3);
+/// - without indexing: values that change per message (`content-length`, `etag`,
+///   `last-modified`, `content-range`, `age`, `expires`, `location`, `:path`, conditional
+///   request headers) and any field taking more than half the table;
+/// - incremental indexing: everything else (`server`, `content-type`, `cache-control`, `vary`,
+///   ...), including `date`, which changes only once a second.
+///
+/// Exact matches in the static or dynamic table are always sent as one index.
+#[derive(Debug)]
+pub struct Encoder {
+    table: DynamicTable,
+    /// Our own cap on the table size, whatever the peer allows.
+    max_table_size: usize,
+    /// Smallest table size since the last block, when it changed (section 4.2).
+    pending_min: Option<usize>,
+    huffman: bool,
+    /// Reused for lowercasing names, so mixed-case input costs no allocation per header.
+    lower: Vec<u8>,
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Encoder::new(DEFAULT_TABLE_SIZE)
+    }
+}
+
+impl Encoder {
+    /// An encoder that never uses more than `max_table_size` bytes of dynamic table. The
+    /// peer's decoder starts at [`DEFAULT_TABLE_SIZE`]; a smaller cap is signalled in the first
+    /// block.
+    pub fn new(max_table_size: usize) -> Encoder {
+        let size = max_table_size.min(DEFAULT_TABLE_SIZE);
+        Encoder {
+            table: DynamicTable::new(size),
+            max_table_size,
+            pending_min: (size != DEFAULT_TABLE_SIZE).then_some(size),
+            huffman: true,
+            lower: Vec::new(),
+        }
+    }
+
+    /// Applies the peer's SETTINGS_HEADER_TABLE_SIZE. A resulting change of our table size is
+    /// signalled at the start of the next block (the smallest size reached first, if it went
+    /// down and up again).
+    pub fn set_peer_max_table_size(&mut self, size: usize) {
+        let size = size.min(self.max_table_size);
+        if size == self.table.max_size() && self.pending_min.is_none() {
+            return;
+        }
+        self.pending_min = Some(self.pending_min.map_or(size, |m| m.min(size)));
+        self.table.set_max_size(size);
+    }
+
+    /// Turns Huffman coding on (the default: used only when it is shorter) or off.
+    pub fn set_huffman(&mut self, on: bool) {
+        self.huffman = on;
+    }
+
+    /// Starts a header block written to `dst`: emits any pending table size update, then
+    /// takes fields through the returned [`BlockEncoder`].
+    pub fn block<'a, B: BufMut>(&'a mut self, dst: &'a mut B) -> BlockEncoder<'a, B> {
+        if let Some(min) = self.pending_min.take() {
+            let size = self.table.max_size();
+            if min < size {
+                integer::encode(min, 5, 0x20, dst);
+            }
+            integer::encode(size, 5, 0x20, dst);
+        }
+        BlockEncoder { enc: self, dst }
+    }
+
+    /// Encodes a whole block of `(name, value)` pairs with [`Indexing::Auto`].
+    pub fn encode<'h, I, B>(&mut self, headers: I, dst: &mut B)
+    where
+        I: IntoIterator<Item = (&'h [u8], &'h [u8])>,
+        B: BufMut,
+    {
+        let mut block = self.block(dst);
+        for (name, value) in headers {
+            block.field(name, value);
+        }
+    }
+
+    fn encode_field(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        indexing: Indexing,
+        dst: &mut impl BufMut,
+    ) {
+        if name.iter().any(u8::is_ascii_uppercase) {
+            let mut lower = std::mem::take(&mut self.lower);
+            lower.clear();
+            lower.extend(name.iter().map(u8::to_ascii_lowercase));
+            self.encode_lowercase(&lower, value, indexing, dst);
+            self.lower = lower;
+        } else {
+            self.encode_lowercase(name, value, indexing, dst);
+        }
+    }
+
+    fn encode_lowercase(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        indexing: Indexing,
+        dst: &mut impl BufMut,
+    ) {
+        let repr = match indexing {
+            Indexing::Auto => auto_repr(name, value, self.table.max_size()),
+            Indexing::Incremental => Repr::Incremental,
+            Indexing::Without => Repr::Without,
+            Indexing::Never => Repr::Never,
+        };
+        let in_static = table::static_find(name, value);
+        if let Some((index, true)) = in_static {
+            integer::encode(index, 7, 0x80, dst);
+            return;
+        }
+        let in_dynamic = self
+            .table
+            .find(name, value)
+            .map(|(i, exact)| (STATIC_LEN + 1 + i, exact));
+        match in_dynamic {
+            // A sensitive value is not sent as a reference even if some earlier block
+            // indexed it: the representation itself carries the "never indexed" marker.
+            Some((index, true)) if repr != Repr::Never => {
+                integer::encode(index, 7, 0x80, dst);
+                return;
+            }
+            _ => {}
+        }
+        // Static name indexes are stable, so prefer them over dynamic ones.
+        let name_index = in_static.or(in_dynamic).map_or(0, |(i, _)| i);
+        match repr {
+            Repr::Incremental => integer::encode(name_index, 6, 0x40, dst),
+            Repr::Without => integer::encode(name_index, 4, 0x00, dst),
+            Repr::Never => integer::encode(name_index, 4, 0x10, dst),
+        }
+        if name_index == 0 {
+            self.put_string(name, dst);
+        }
+        self.put_string(value, dst);
+        if repr == Repr::Incremental {
+            self.table.insert(name, value);
+        }
+    }
+
+    fn put_string(&self, s: &[u8], dst: &mut impl BufMut) {
+        if self.huffman {
+            let len = huffman::encoded_len(s);
+            if len < s.len() {
+                integer::encode(len, 7, 0x80, dst);
+                huffman::encode(s, dst);
+                return;
+            }
+        }
+        integer::encode(s.len(), 7, 0x00, dst);
+        dst.put_slice(s);
+    }
+}
+
+/// Writes the fields of one header block; see [`Encoder::block`].
+pub struct BlockEncoder<'a, B> {
+    enc: &'a mut Encoder,
+    dst: &'a mut B,
+}
+
+impl<B: BufMut> BlockEncoder<'_, B> {
+    /// Adds a field with [`Indexing::Auto`]. Names are lowercased if needed.
+    pub fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.enc.encode_field(name, value, Indexing::Auto, self.dst);
+    }
+
+    /// Adds a field with an explicit representation.
+    pub fn field_with(&mut self, name: &[u8], value: &[u8], indexing: Indexing) {
+        self.enc.encode_field(name, value, indexing, self.dst);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repr {
+    Incremental,
+    Without,
+    Never,
+}
+
+fn auto_repr(name: &[u8], value: &[u8], table_size: usize) -> Repr {
+    match name {
+        b"authorization" | b"proxy-authorization" | b"set-cookie" => Repr::Never,
+        b"cookie" if value.len() < 20 => Repr::Never,
+        b"content-length"
+        | b"etag"
+        | b"last-modified"
+        | b"content-range"
+        | b"age"
+        | b"expires"
+        | b"location"
+        | b":path"
+        | b"if-none-match"
+        | b"if-modified-since"
+        | b"if-match"
+        | b"if-unmodified-since"
+        | b"if-range"
+        | b"range" => Repr::Without,
+        // Indexing a field that big would flush most of the table for one entry.
+        _ if name.len() + value.len() + ENTRY_OVERHEAD > table_size / 2 => Repr::Without,
+        _ => Repr::Incremental,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{DecodeError, Decoder};
+    use super::*;
+    use bytes::BytesMut;
+
+    type Field = (Vec<u8>, Vec<u8>, bool);
+
+    fn decode(dec: &mut Decoder, block: &[u8]) -> Result<Vec<Field>, DecodeError> {
+        let mut buf = BytesMut::new();
+        let mut fields = Vec::new();
+        dec.decode(block, &mut buf, |f| fields.push(f))?;
+        Ok(fields
+            .into_iter()
+            .map(|f| (buf[f.name].to_vec(), buf[f.value].to_vec(), f.never_indexed))
+            .collect())
+    }
+
+    fn encode(enc: &mut Encoder, fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut out = Vec::new();
+        enc.encode(fields.iter().copied(), &mut out);
+        out
+    }
+
+    #[test]
+    fn static_status_codes_are_one_byte() {
+        let mut enc = Encoder::default();
+        for (status, byte) in [
+            (&b"200"[..], 0x88),
+            (b"204", 0x89),
+            (b"206", 0x8a),
+            (b"304", 0x8b),
+            (b"400", 0x8c),
+            (b"404", 0x8d),
+            (b"500", 0x8e),
+        ] {
+            assert_eq!(encode(&mut enc, &[(b":status", status)]), [byte]);
+        }
+        // Other codes use the static name and get indexed for next time.
+        let first = encode(&mut enc, &[(b":status", b"302")]);
+        assert_eq!(first[0], 0x48);
+        assert_eq!(encode(&mut enc, &[(b":status", b"302")]), [0xbe]);
+    }
+
+    #[test]
+    fn names_are_lowercased() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096, 1 << 16);
+        let block = encode(
+            &mut enc,
+            &[(b"Content-Type", b"Text/HTML"), (b"X-Foo", b"1")],
+        );
+        let fields = decode(&mut dec, &block).unwrap();
+        assert_eq!(fields[0].0, b"content-type");
+        assert_eq!(fields[0].1, b"Text/HTML");
+        assert_eq!(fields[1].0, b"x-foo");
+        // The lowercase form is what got indexed.
+        assert_eq!(encode(&mut enc, &[(b"content-type", b"Text/HTML")]), [0xbf]);
+    }
+
+    #[test]
+    fn repeated_response_headers_shrink_to_indexes() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096, 1 << 16);
+        let response =
+            |len: &'static [u8], etag: &'static [u8]| -> Vec<(&'static [u8], &'static [u8])> {
+                vec![
+                    (b":status", b"200"),
+                    (b"server", b"spate"),
+                    (b"date", b"Mon, 21 Oct 2013 20:13:21 GMT"),
+                    (b"content-type", b"text/html; charset=utf-8"),
+                    (b"cache-control", b"max-age=3600"),
+                    (b"content-length", len),
+                    (b"etag", etag),
+                    (b"last-modified", b"Sun, 20 Oct 2013 10:00:00 GMT"),
+                ]
+            };
+        let first = encode(&mut enc, &response(b"1234", b"\"abc\""));
+        decode(&mut dec, &first).unwrap();
+        // server, date, content-type and cache-control are indexed; the rest is not.
+        let indexed = [
+            (b"server".len(), b"spate".len()),
+            (4, 29),
+            (12, 24),
+            (13, 12),
+        ];
+        let want: usize = indexed.iter().map(|(n, v)| n + v + 32).sum();
+        assert_eq!(dec.table_size(), want);
+
+        let second = encode(&mut enc, &response(b"99", b"\"def\""));
+        assert!(
+            second.len() < first.len() / 2,
+            "{} vs {}",
+            second.len(),
+            first.len()
+        );
+        // :status, server, date, content-type, cache-control: one byte each.
+        assert_eq!(&second[..5], [0x88, 0xc1, 0xc0, 0xbf, 0xbe]);
+        let fields = decode(&mut dec, &second).unwrap();
+        assert_eq!(
+            fields[5],
+            (b"content-length".to_vec(), b"99".to_vec(), false)
+        );
+        assert_eq!(dec.table_size(), want);
+    }
+
+    #[test]
+    fn sensitive_fields_are_never_indexed() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096, 1 << 16);
+        let block = encode(
+            &mut enc,
+            &[
+                (b"authorization", b"Basic dXNlcjpwYXNz"),
+                (b"set-cookie", b"id=42"),
+                (b"cookie", b"a=1"),
+                (b"cookie", b"session=a-long-cookie-value-1234"),
+            ],
+        );
+        let fields = decode(&mut dec, &block).unwrap();
+        let flags: Vec<bool> = fields.iter().map(|f| f.2).collect();
+        assert_eq!(flags, [true, true, true, false]);
+        // Only the long cookie entered the table.
+        assert_eq!(dec.table_size(), 6 + 32 + 32);
+        // An explicit request wins over the policy.
+        let mut out = Vec::new();
+        enc.block(&mut out)
+            .field_with(b"x-secret", b"v", Indexing::Never);
+        assert_eq!(out[0], 0x10);
+        assert!(decode(&mut dec, &out).unwrap()[0].2);
+    }
+
+    #[test]
+    fn large_values_are_not_indexed() {
+        let mut enc = Encoder::default();
+        let csp = vec![b'x'; 3000];
+        let block = encode(&mut enc, &[(b"content-security-policy", &csp)]);
+        assert_eq!(block[0], 0x00);
+        assert_eq!(enc.table.size(), 0);
+    }
+
+    #[test]
+    fn huffman_only_when_shorter() {
+        let mut enc = Encoder::default();
+        let mut out = Vec::new();
+        enc.block(&mut out)
+            .field_with(b"x", b"www.example.com", Indexing::Without);
+        // Name "x" is 7 bits Huffman-coded, still one byte: sent raw. The value shrinks.
+        assert_eq!(&out[..3], [0x00, 0x01, b'x']);
+        assert_eq!(out[3], 0x80 | 12);
+        let mut out = Vec::new();
+        enc.block(&mut out)
+            .field_with(b"x", b"\x00\x01", Indexing::Without);
+        assert_eq!(&out[3..], [0x02, 0x00, 0x01]);
+    }
+
+    #[test]
+    fn table_size_updates_follow_peer_settings() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096, 1 << 16);
+        let fields: &[(&[u8], &[u8])] = &[(b"server", b"spate")];
+        decode(&mut dec, &encode(&mut enc, fields)).unwrap();
+        // Same value again: nothing to signal.
+        enc.set_peer_max_table_size(4096);
+        assert_eq!(encode(&mut enc, fields), [0xbe]);
+
+        // Peer lowers to 0: the next block starts with an update to 0, and the entry is gone.
+        enc.set_peer_max_table_size(0);
+        dec.set_max_table_size(0);
+        let block = encode(&mut enc, fields);
+        assert_eq!(block[0], 0x20);
+        assert_eq!(decode(&mut dec, &block).unwrap()[0].1, b"spate");
+        assert_eq!(dec.table_size(), 0);
+
+        // Down to 100 then up to 8192 between blocks: signal 100, then our own cap (4096).
+        enc.set_peer_max_table_size(100);
+        enc.set_peer_max_table_size(8192);
+        dec.set_max_table_size(8192);
+        let block = encode(&mut enc, fields);
+        assert_eq!(&block[..4], [0x3f, 0x45, 0x3f, 0xe1]);
+        decode(&mut dec, &block).unwrap();
+        assert_eq!(
+            decode(&mut dec, &encode(&mut enc, fields)).unwrap()[0].1,
+            b"spate"
+        );
+    }
+
+    #[test]
+    fn small_cap_is_announced_in_first_block() {
+        let mut enc = Encoder::new(0);
+        let block = encode(&mut enc, &[(b"server", b"spate")]);
+        assert_eq!(block[0], 0x20);
+        let mut dec = Decoder::new(4096, 1 << 16);
+        decode(&mut dec, &block).unwrap();
+        assert_eq!(dec.table_size(), 0);
+        // No further updates.
+        assert_ne!(encode(&mut enc, &[(b"server", b"spate")])[0], 0x20);
+    }
+
+    #[test]
+    fn long_round_trip_keeps_tables_in_sync() {
+        let mut enc = Encoder::new(512);
+        let mut dec = Decoder::new(4096, 1 << 20);
+        for i in 0..2000usize {
+            let value = format!("value-{}", i % 37);
+            let name = format!("x-header-{}", i % 11);
+            let date = format!("Mon, 21 Oct 2013 20:{:02}:{:02} GMT", i / 60 % 60, i % 60);
+            let fields: Vec<(&[u8], &[u8])> = vec![
+                (b":status", b"200"),
+                (name.as_bytes(), value.as_bytes()),
+                (b"date", date.as_bytes()),
+                (b"content-length", value.as_bytes()),
+            ];
+            if i % 500 == 499 {
+                enc.set_peer_max_table_size(64 * (i % 7));
+                dec.set_max_table_size(64 * (i % 7));
+            }
+            let got = decode(&mut dec, &encode(&mut enc, &fields)).unwrap();
+            let got: Vec<(&[u8], &[u8])> = got.iter().map(|(n, v, _)| (&n[..], &v[..])).collect();
+            assert_eq!(got, fields, "block {i}");
+            assert_eq!(dec.table_size(), enc.table.size());
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! The static table (RFC 7541 Appendix A) and the dynamic table (section 2.3.2).
+//!
+//! HPACK index space: 1..=61 is the static table, 62.. the dynamic table, newest first.
+
+use std::collections::VecDeque;
+
+/// Number of entries in the static table.
+pub const STATIC_LEN: usize = 61;
+
+/// Size overhead RFC 7541 section 4.1 charges per entry (and RFC 9113 per header field).
+pub const ENTRY_OVERHEAD: usize = 32;
+
+/// Entry `index` (1-based) of the static table.
+pub fn static_entry(index: usize) -> Option<(&'static [u8], &'static [u8])> {
+    STATIC.get(index.checked_sub(1)?).copied()
+}
+
+/// Looks `name`/`value` up in the static table: `(index, true)` for an exact match,
+/// `(index, false)` for a name-only match.
+pub fn static_find(name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
+    let first = static_name_index(name)?;
+    // Entries sharing a name are adjacent; only those with values can match exactly.
+    for (i, &(n, v)) in STATIC.iter().enumerate().skip(first - 1) {
+        if n != name {
+            break;
+        }
+        if v == value {
+            return Some((i + 1, true));
+        }
+    }
+    Some((first, false))
+}
+
+/// The dynamic table: a ring of entries whose bytes live in one arena.
+///
+/// Entries are appended to the arena in insertion order, so the live bytes are always
+/// `arena[base..]` with the oldest entry first; eviction just moves `base`. The arena is
+/// compacted when the dead prefix is at least as big as the live part, which keeps the copying
+/// amortised O(1) per inserted byte and the arena under about twice the table size.
+#[derive(Debug)]
+pub struct DynamicTable {
+    /// Newest entry at the front (HPACK index 62).
+    entries: VecDeque<Entry>,
+    arena: Vec<u8>,
+    base: usize,
+    size: usize,
+    max_size: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    start: usize,
+    name_len: usize,
+    value_len: usize,
+}
+
+impl DynamicTable {
+    pub fn new(max_size: usize) -> DynamicTable {
+        DynamicTable {
+            entries: VecDeque::new(),
+            arena: Vec::new(),
+            base: 0,
+            size: 0,
+            max_size,
+        }
+    }
+
+    /// Current size in RFC 7541 terms (bytes plus 32 per entry).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn max_size(&self) -> usize {
+        self.max_size
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Changes the maximum size, evicting the oldest entries until the table fits.
+    pub fn set_max_size(&mut self, max_size: usize) {
+        self.max_size = max_size;
+        while self.size > max_size {
+            self.evict();
+        }
+    }
+
+    /// Entry `index` (0 = newest).
+    pub fn get(&self, index: usize) -> Option<(&[u8], &[u8])> {
+        let e = self.entries.get(index)?;
+        let name_end = e.start + e.name_len;
+        Some((
+            &self.arena[e.start..name_end],
+            &self.arena[name_end..name_end + e.value_len],
+        ))
+    }
+
+    /// Adds an entry, evicting as RFC 7541 section 4.4 says: an entry bigger than the whole
+    /// table empties it and is not added.
+    pub fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let bytes = name.len() + value.len();
+        let cost = bytes + ENTRY_OVERHEAD;
+        if cost > self.max_size {
+            self.clear();
+            return;
+        }
+        while self.size + cost > self.max_size {
+            self.evict();
+        }
+        if self.base > 0
+            && self.arena.len() + bytes > self.arena.capacity()
+            && self.base * 2 >= self.arena.len()
+        {
+            self.compact();
+        }
+        let start = self.arena.len();
+        self.arena.extend_from_slice(name);
+        self.arena.extend_from_slice(value);
+        self.entries.push_front(Entry {
+            start,
+            name_len: name.len(),
+            value_len: value.len(),
+        });
+        self.size += cost;
+    }
+
+    /// Finds `name`/`value`: `(index, true)` for an exact match, else `(index, false)` for the
+    /// newest entry with that name. Indexes are 0-based from the newest.
+    pub fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
+        let mut name_match = None;
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.name_len != name.len() {
+                continue;
+            }
+            let name_end = e.start + e.name_len;
+            if &self.arena[e.start..name_end] != name {
+                continue;
+            }
+            if &self.arena[name_end..name_end + e.value_len] == value {
+                return Some((i, true));
+            }
+            name_match.get_or_insert(i);
+        }
+        name_match.map(|i| (i, false))
+    }
+
+    fn evict(&mut self) {
+        let Some(old) = self.entries.pop_back() else {
+            return;
+        };
+        self.size -= old.name_len + old.value_len + ENTRY_OVERHEAD;
+        match self.entries.back() {
+            Some(next) => self.base = next.start,
+            None => {
+                self.arena.clear();
+                self.base = 0;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.arena.clear();
+        self.base = 0;
+        self.size = 0;
+    }
+
+    fn compact(&mut self) {
+        let base = self.base;
+        self.arena.copy_within(base.., 0);
+        self.arena.truncate(self.arena.len() - base);
+        for e in &mut self.entries {
+            e.start -= base;
+        }
+        self.base = 0;
+    }
+}
+
+/// First static index carrying `name`.
+fn static_name_index(name: &[u8]) -> Option<usize> {
+    Some(match name {
+        b":authority" => 1,
+        b":method" => 2,
+        b":path" => 4,
+        b":scheme" => 6,
+        b":status" => 8,
+        b"accept-charset" => 15,
+        b"accept-encoding" => 16,
+        b"accept-language" => 17,
+        b"accept-ranges" => 18,
+        b"accept" => 19,
+        b"access-control-allow-origin" => 20,
+        b"age" => 21,
+        b"allow" => 22,
+        b"authorization" => 23,
+        b"cache-control" => 24,
+        b"content-disposition" => 25,
+        b"content-encoding" => 26,
+        b"content-language" => 27,
+        b"content-length" => 28,
+        b"content-location" => 29,
+        b"content-range" => 30,
+        b"content-type" => 31,
+        b"cookie" => 32,
+        b"date" => 33,
+        b"etag" => 34,
+        b"expect" => 35,
+        b"expires" => 36,
+        b"from" => 37,
+        b"host" => 38,
+        b"if-match" => 39,
+        b"if-modified-since" => 40,
+        b"if-none-match" => 41,
+        b"if-range" => 42,
+        b"if-unmodified-since" => 43,
+        b"last-modified" => 44,
+        b"link" => 45,
+        b"location" => 46,
+        b"max-forwards" => 47,
+        b"proxy-authenticate" => 48,
+        b"proxy-authorization" => 49,
+        b"range" => 50,
+        b"referer" => 51,
+        b"refresh" => 52,
+        b"retry-after" => 53,
+        b"server" => 54,
+        b"set-cookie" => 55,
+        b"strict-transport-security" => 56,
+        b"transfer-encoding" => 57,
+        b"user-agent" => 58,
+        b"vary" => 59,
+        b"via" => 60,
+        b"www-authenticate" => 61,
+        _ => return None,
+    })
+}
+
+/// RFC 7541 Appendix A.
+static STATIC: [(&[u8], &[u8]); STATIC_LEN] = [
+    (b":authority", b""),
+    (b":method", b"GET"),
+    (b":method", b"POST"),
+    (b":path", b"/"),
+    (b":path", b"/index.html"),
+    (b":scheme", b"http"),
+    (b":scheme", b"https"),
+    (b":status", b"200"),
+    (b":status", b"204"),
+    (b":status", b"206"),
+    (b":status", b"304"),
+    (b":status", b"400"),
+    (b":status", b"404"),
+    (b":status", b"500"),
+    (b"accept-charset", b""),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"accept-language", b""),
+    (b"accept-ranges", b""),
+    (b"accept", b""),
+    (b"access-control-allow-origin", b""),
+    (b"age", b""),
+    (b"allow", b""),
+    (b"authorization", b""),
+    (b"cache-control", b""),
+    (b"content-disposition", b""),
+    (b"content-encoding", b""),
+    (b"content-language", b""),
+    (b"content-length", b""),
+    (b"content-location", b""),
+    (b"content-range", b""),
+    (b"content-type", b""),
+    (b"cookie", b""),
+    (b"date", b""),
+    (b"etag", b""),
+    (b"expect", b""),
+    (b"expires", b""),
+    (b"from", b""),
+    (b"host", b""),
+    (b"if-match", b""),
+    (b"if-modified-since", b""),
+    (b"if-none-match", b""),
+    (b"if-range", b""),
+    (b"if-unmodified-since", b""),
+    (b"last-modified", b""),
+    (b"link", b""),
+    (b"location", b""),
+    (b"max-forwards", b""),
+    (b"proxy-authenticate", b""),
+    (b"proxy-authorization", b""),
+    (b"range", b""),
+    (b"referer", b""),
+    (b"refresh", b""),
+    (b"retry-after", b""),
+    (b"server", b""),
+    (b"set-cookie", b""),
+    (b"strict-transport-security", b""),
+    (b"transfer-encoding", b""),
+    (b"user-agent", b""),
+    (b"vary", b""),
+    (b"via", b""),
+    (b"www-authenticate", b""),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_name_index_agrees_with_table() {
+        for (i, &(name, _)) in STATIC.iter().enumerate() {
+            let first = static_name_index(name).unwrap();
+            assert_eq!(STATIC[first - 1].0, name);
+            assert!(first <= i + 1);
+            assert!(
+                first == 1 || STATIC[first - 2].0 != name,
+                "{first} is not the first"
+            );
+        }
+        assert_eq!(static_name_index(b"x-unknown"), None);
+    }
+
+    #[test]
+    fn static_lookup() {
+        assert_eq!(static_find(b":status", b"200"), Some((8, true)));
+        assert_eq!(static_find(b":status", b"500"), Some((14, true)));
+        assert_eq!(static_find(b":status", b"302"), Some((8, false)));
+        assert_eq!(static_find(b":method", b"POST"), Some((3, true)));
+        assert_eq!(
+            static_find(b"accept-encoding", b"gzip, deflate"),
+            Some((16, true))
+        );
+        assert_eq!(
+            static_find(b"content-type", b"text/html"),
+            Some((31, false))
+        );
+        assert_eq!(static_find(b"x-foo", b""), None);
+        assert_eq!(static_entry(0), None);
+        assert_eq!(static_entry(61), Some((&b"www-authenticate"[..], &b""[..])));
+        assert_eq!(static_entry(62), None);
+    }
+
+    #[test]
+    fn insert_get_evict() {
+        let mut t = DynamicTable::new(100);
+        t.insert(b"a", b"1"); // 34
+        t.insert(b"b", b"22"); // 35
+        assert_eq!(t.size(), 69);
+        assert_eq!(t.get(0), Some((&b"b"[..], &b"22"[..])));
+        assert_eq!(t.get(1), Some((&b"a"[..], &b"1"[..])));
+        assert_eq!(t.get(2), None);
+        t.insert(b"c", b"333"); // 36: evicts "a"
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.size(), 71);
+        assert_eq!(t.get(1), Some((&b"b"[..], &b"22"[..])));
+        assert_eq!(t.find(b"c", b"333"), Some((0, true)));
+        assert_eq!(t.find(b"b", b"x"), Some((1, false)));
+        assert_eq!(t.find(b"a", b"1"), None);
+        t.set_max_size(40);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.get(0), Some((&b"c"[..], &b"333"[..])));
+        // Too big for the table: empties it.
+        t.insert(b"big", &[b'x'; 10]);
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.size(), 0);
+        t.set_max_size(0);
+        t.insert(b"", b"");
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn arena_stays_bounded_and_consistent() {
+        let mut t = DynamicTable::new(4096);
+        for i in 0..20_000usize {
+            let name = format!("name-{}", i % 7);
+            let value = "v".repeat(i % 300);
+            t.insert(name.as_bytes(), value.as_bytes());
+            assert_eq!(t.get(0), Some((name.as_bytes(), value.as_bytes())));
+            assert!(t.size() <= 4096);
+        }
+        assert!(t.arena.capacity() <= 4 * 4096, "{}", t.arena.capacity());
+        // Sizes add up from what is stored.
+        let sum: usize = (0..t.len())
+            .map(|i| t.get(i).map_or(0, |(n, v)| n.len() + v.len() + 32))
+            .sum();
+        assert_eq!(sum, t.size());
+    }
+}
