@@ -2,7 +2,7 @@
 //! and writes responses. Pipelined requests are answered in order, their responses gathered
 //! in one buffer and written with one syscall per read. See `src/proto/h1/LIFECYCLE.md`.
 
-use super::io;
+use super::transport::Transport;
 use super::worker::WorkerCtx;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
@@ -13,7 +13,6 @@ use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 /// Initial read buffer; it grows up to the head size limit for large heads.
 const READ_BUFFER: usize = 16 * 1024;
@@ -24,7 +23,12 @@ const COPY_BODY_MAX: usize = 16 * 1024;
 const LINGER: Duration = Duration::from_secs(2);
 
 /// Serves one connection until it closes.
-pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, local: SocketAddr, ctx: &WorkerCtx) {
+pub(crate) async fn serve<T: Transport>(
+    stream: T,
+    peer: SocketAddr,
+    local: SocketAddr,
+    ctx: &WorkerCtx,
+) {
     let mut conn = Conn {
         stream,
         peer,
@@ -42,8 +46,8 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, local: SocketAddr
     }
 }
 
-struct Conn<'a> {
-    stream: TcpStream,
+struct Conn<'a, T> {
+    stream: T,
     peer: SocketAddr,
     local: SocketAddr,
     ctx: &'a WorkerCtx,
@@ -77,7 +81,7 @@ enum Wait {
     Stopping,
 }
 
-impl Conn<'_> {
+impl<T: Transport> Conn<'_, T> {
     async fn run(&mut self) -> Result<(), Close> {
         let mut request_started: Option<Instant> = None;
         loop {
@@ -225,7 +229,8 @@ impl Conn<'_> {
             self.wbuf.extend_from_slice(b);
         } else {
             self.flush(true).await?;
-            io::write_all(&self.stream, b, false, self.send_timeout()).await?;
+            let t = self.send_timeout();
+            self.stream.write_all(b, false, t).await?;
         }
         Ok(())
     }
@@ -236,14 +241,17 @@ impl Conn<'_> {
         }
         self.flush(true).await?;
         let t = self.send_timeout();
-        io::sendfile(&self.stream, &f.file.file, f.offset, f.len, t).await?;
+        self.stream
+            .send_file(&f.file.file, f.offset, f.len, t)
+            .await?;
         Ok(())
     }
 
     /// Writes out the buffered responses. `more` tells the kernel a body follows.
     async fn flush(&mut self, more: bool) -> Result<(), Close> {
         if !self.wbuf.is_empty() {
-            io::write_all(&self.stream, &self.wbuf, more, self.send_timeout()).await?;
+            let t = self.send_timeout();
+            self.stream.write_all(&self.wbuf, more, t).await?;
             self.wbuf.clear();
         }
         self.queued = 0;
@@ -364,7 +372,7 @@ impl Conn<'_> {
     /// Half-closes, then reads and drops input for a short while so the error response is
     /// not destroyed by a reset caused by unread data.
     async fn linger_close(&mut self) {
-        let _ = io::shutdown_write(&self.stream);
+        let _ = self.stream.shutdown_write();
         let deadline = Instant::now() + LINGER;
         let mut buf = [0u8; 4096];
         let mut drained = 0usize;

@@ -6,8 +6,8 @@
 //! (for `max-connections`) and the shutdown signal.
 
 mod h1;
-mod io;
 mod listen;
+mod transport;
 mod worker;
 
 use crate::config::{Config, ListenKind};

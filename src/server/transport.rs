@@ -1,15 +1,52 @@
-//! Socket writes that the HTTP/1 driver needs beyond tokio's: a write that hints more data
-//! follows (so a head and a sendfile body share packets), sendfile, and a per-progress timeout.
+//! What a protocol driver needs from a connection beyond reading: writes with a per-progress
+//! timeout, a hint that more data follows, file bodies, and a half-close. Plain TCP does these
+//! with MSG_MORE and sendfile; a TLS stream (later) will read the file into records.
 
 use std::io;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
-use tokio::io::Interest;
+use tokio::io::{AsyncRead, Interest};
 use tokio::net::TcpStream;
+
+/// A connection a protocol driver reads from (through `AsyncRead`) and writes to.
+pub(crate) trait Transport: AsyncRead + Unpin {
+    /// Writes all of `buf`; `more` says a body follows at once, so the kernel may hold the tail.
+    async fn write_all(&mut self, buf: &[u8], more: bool, timeout: Duration) -> io::Result<()>;
+    /// Sends `len` bytes of `file` from `offset`.
+    async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+        timeout: Duration,
+    ) -> io::Result<()>;
+    /// Ends the sending side; the peer reads what was sent, then end of stream.
+    fn shutdown_write(&mut self) -> io::Result<()>;
+}
+
+impl Transport for TcpStream {
+    async fn write_all(&mut self, buf: &[u8], more: bool, timeout: Duration) -> io::Result<()> {
+        write_all(self, buf, more, timeout).await
+    }
+
+    async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        sendfile(self, file, offset, len, timeout).await
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        shutdown_write(self)
+    }
+}
 
 /// Writes all of `buf`. `more` sets MSG_MORE: the kernel holds the tail back for the data
 /// that follows (a sendfile body). Each wait for the socket is bounded by `timeout`.
-pub async fn write_all(
+async fn write_all(
     stream: &TcpStream,
     mut buf: &[u8],
     more: bool,
@@ -38,7 +75,7 @@ pub async fn write_all(
 }
 
 /// Sends `len` bytes of `file` from `offset` with sendfile(2).
-pub async fn sendfile(
+async fn sendfile(
     stream: &TcpStream,
     file: &std::fs::File,
     offset: u64,
@@ -94,7 +131,7 @@ async fn writable(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
 }
 
 /// Shuts down the sending side: the peer reads the rest, then sees end of stream.
-pub fn shutdown_write(stream: &TcpStream) -> io::Result<()> {
+fn shutdown_write(stream: &TcpStream) -> io::Result<()> {
     // SAFETY: the fd is the stream's own and stays open during the call.
     let r = unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_WR) };
     if r < 0 {
