@@ -16,3 +16,13 @@ pub trait Handler {
     /// and read small files, nothing slower.
     fn handle(&self, req: &Request) -> Response;
 }
+
+/// The value of one hexadecimal digit (percent-encoding, chunk sizes).
+pub fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}

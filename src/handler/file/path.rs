@@ -10,6 +10,8 @@
 //! - Empty segments (`//`) are merged, as nginx does.
 //! - A backslash is an ordinary byte; only `/` separates segments.
 
+use crate::http::hex_value;
+
 /// Why a request path cannot name a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathError {
@@ -103,15 +105,6 @@ fn decode_segment(seg: &[u8], out: &mut Vec<u8>) -> Result<SegmentKind, PathErro
         i += 1;
     }
     Ok(kind)
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 fn is_path_char(b: u8) -> bool {

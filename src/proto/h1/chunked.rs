@@ -1,6 +1,7 @@
 //! Decoder for the chunked transfer coding of request bodies (RFC 9112 7.1).
 
 use super::Error;
+use crate::http::hex_value;
 use std::ops::Range;
 
 /// The longest chunk-size line (size plus extensions) accepted.
@@ -192,15 +193,6 @@ impl ChunkedDecoder {
             return Err(Error::HeadTooLarge);
         }
         Ok(())
-    }
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
     }
 }
 
