@@ -25,12 +25,15 @@ class Launcher:
 
     def __init__(self):
         self._procs = []  # ManagedProcess, in start order
+        self._started = []
 
     def start(self, name, argv, run_dir, cpu=None, env=None):
         """Start `argv` (pinned to `cpu` with taskset) with stdout/stderr in run_dir/name.log."""
         if cpu is not None:
             argv = ["taskset", "-c", str(cpu)] + list(argv)
-        log_path = os.path.join(run_dir, name + ".log")
+        # One log per start, so a failure's reason is that start's own last lines.
+        log_path = os.path.join(run_dir, "%s-%d.log" % (name, len(self._started) + 1))
+        self._started.append(name)
         log = open(log_path, "ab")
         try:
             # A new session keeps the terminal's Ctrl-C away from servers: we stop them ourselves.

@@ -89,11 +89,7 @@ class Runner:
         if reason:
             self.skip(server, case, self.failure_status(server), "probe: %s" % reason)
             return
-        argv = self.load_argv(case, url, warm=True)
-        _, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
-        requests = None
-        if case.tool == "h2load":
-            requests = self.size_h2load(case, out)
+        requests = self.warm_up(case, url)
         for rep in range(1, self.settings.reps + 1):
             self.rows.append(self.measure(server, inst, case, url, rep, requests))
             self.progress.step(self.rows[-1])
@@ -141,8 +137,6 @@ class Runner:
         if case.tool == "wrk":
             duration = 1 if warm else secs
             return ["wrk", "-t1", "-c%d" % case.conns, "-d%ds" % duration, "--timeout", "5s", url]
-        if warm:
-            requests = max(case.conns * 20, 10000)
         argv = ["h2load", "-t1", "-c%d" % case.conns, "-m%d" % case.streams,
                 "-n%d" % requests, "-T%d" % (3 * secs + 5), "-N10"]
         if case.big_windows:
@@ -151,13 +145,31 @@ class Runner:
             argv += ["--npn-list", "h3"]
         return argv + [url]
 
-    def size_h2load(self, case, warm_output):
-        """Requests for ~`seconds` at the rate the warm-up showed, at least 10 per connection."""
-        try:
-            rate = parsers.parse_h2load(warm_output).rps
-        except parsers.ParseError:
-            rate = 0.0
-        requests = int(rate * self.settings.seconds) or case.conns * 100
+    def warm_up(self, case, url):
+        """Warm the server up; for h2load, return the request count for a run of ~`seconds`.
+
+        A short first round is dominated by connection (and TLS) setup, so a second round sized
+        to a quarter of a run gives the rate the real run is sized from.
+        """
+        if case.tool == "wrk":
+            run_bounded(self.load_argv(case, url, warm=True), self.timeout(), self.settings.load_cpu)
+            return None
+        requests = max(case.conns * 20, 10000)
+        for share in (None, 0.25):
+            if share is not None:
+                requests = self.requests_for(case, rate, self.settings.seconds * share)
+            argv = self.load_argv(case, url, requests=requests)
+            _, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
+            try:
+                rate = parsers.parse_h2load(out).rps
+            except parsers.ParseError:
+                rate = 0.0
+        return self.requests_for(case, rate, self.settings.seconds)
+
+    @staticmethod
+    def requests_for(case, rate, seconds):
+        """Requests for `seconds` at `rate`, at least 10 per connection, at most 50 M."""
+        requests = int(rate * seconds) or case.conns * 100
         return max(case.conns * 10, min(requests, 50_000_000))
 
     def timeout(self):

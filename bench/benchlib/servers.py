@@ -6,12 +6,15 @@ serving (see bench/README.md, "Peer configurations"); the templates are in bench
 """
 
 import os
+import resource
 import string
 
 from .procs import StartError, free_port
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates")
 APACHE_MODULES = "/usr/lib/apache2/modules"
+# Open files a server may have: the hard limit it inherits (it cannot raise it further).
+NOFILE = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 
 # Why a server is absent from a scenario altogether (not a gap: it is not that kind of server).
 NOT_A_PROXY = "not a reverse proxy"
@@ -113,7 +116,8 @@ class H2oDialect(Server):
         if case.mode == "proxy":
             lines += ["      /:", "        proxy.reverse.url: http://127.0.0.1:%d/" % backend_port]
             if case.scenario == "S8":
-                lines += ["        proxy.timeout.first_byte: 600000"]
+                # As the seed's config: brotli configured (h2load asks for no encoding).
+                lines += self.s8_proxy_extras()
                 lines[lines.index("hosts:"):lines.index("hosts:")] = ["compress:", "  br: 6"]
         elif case.mode == "answer":
             lines += self.answer_paths()
@@ -122,6 +126,9 @@ class H2oDialect(Server):
         return "\n".join(lines) + "\n"
 
     def extra_globals(self, case):
+        return []
+
+    def s8_proxy_extras(self):
         return []
 
     def answer_paths(self):
@@ -144,6 +151,9 @@ class Spate(H2oDialect):
 
     def extra_globals(self, case):
         return ["server-name: bench"] if case.mode == "answer" else []
+
+    def s8_proxy_extras(self):
+        return ["        proxy.timeout.first_byte: 600000"]  # from the seed (h2o 2.2.5 lacks it)
 
     def answer_paths(self):
         return ["      /answer:",
@@ -171,10 +181,6 @@ class H2o(H2oDialect):
             # h2o drops to "nobody" when started as root; the run dir is world-readable anyway.
             config = "user: root\n" + config
         return config
-
-    def extra_globals(self, case):
-        # h2o 2.2 has no server-name directive: hide its own and set the header instead.
-        return ["send-server-name: OFF", 'header.set: "server: bench"'] if case.mode == "answer" else []
 
     def answer_paths(self):
         # h2o 2.2.5 has no direct-response handler; mruby is its way to answer in-process.
@@ -214,14 +220,20 @@ class Nginx(Server):
         if case.mode == "proxy":
             body = ("location / { proxy_pass http://backend; proxy_http_version 1.1; "
                     'proxy_set_header Connection ""; }')
-            upstream = "upstream backend { server 127.0.0.1:%d; keepalive 128; }" % backend.port
+            # Keep every upstream connection the load can use: the others keep theirs too.
+            upstream = "upstream backend { server 127.0.0.1:%d; keepalive %d; }" % (
+                backend.port, max(c.conns * c.streams for c in cases))
         elif case.mode == "answer":
             body = 'location = /answer { return 200 "42"; }\n        location / { return 404; }'
             upstream = ""
         else:
             body = "location / { }"
             upstream = ""
-        proc = start_nginx(env, self.name, case.scenario, listen, body, upstream, max(c.conns for c in cases))
+        # A proxied request holds a client stream and an upstream connection.
+        # Upstream connections linger after use, so leave twice that (nginx warns and starts
+        # reusing connections, failing streams, when the limit is reached).
+        conns = max(c.conns * (2 * c.streams + 1 if case.mode == "proxy" else 1) for c in cases)
+        proc = start_nginx(env, self.name, case.scenario, listen, body, upstream, conns)
         inst = Instance(port, proc, backend.proc if backend else None)
         wait_or_stop(inst, port)
         return inst
@@ -351,8 +363,9 @@ def start_backend(env, front):
     """The HTTP/1.1 backend of a proxy case: nginx serving the document root, on the server CPU
     too (its CPU is reported apart from the proxy's)."""
     port = free_port()
+    # The seeds' proxies open a backend connection per in-flight request (c100 x m100).
     proc = start_nginx(env, "backend-" + front, "backend", "listen 127.0.0.1:%d;" % port,
-                       "location / { }", "", 1100)
+                       "location / { }", "", 15000)
     try:
         proc.wait_listening(port)
     except StartError:
@@ -371,7 +384,8 @@ def start_nginx(env, name, tag, listen, body, upstream, conns):
     values = {
         "tmp": tmp,
         "user": "user root;" if env.is_root else "",
-        "connections": max(1024, 2 * conns + 256),
+        "connections": min(max(1024, conns + 256), NOFILE - 1000),
+        "nofile": NOFILE,
         "listen": listen,
         "ssl": ssl,
         "root": env.docroot,
