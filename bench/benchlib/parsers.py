@@ -36,6 +36,7 @@ class LoadResult:
             "timeout": self.timeout,
             "non-2xx": self.non2xx,
             "socket errors": self.socket_errors,
+            "no responses": 0 if self.completed else 1,
         }
         return {k: v for k, v in counts.items() if v}
 
@@ -51,7 +52,9 @@ def parse_h2load(text):
     )
     if not finished or not reqs:
         raise ParseError(_first_error_line(text) or "h2load printed no summary")
-    total, _started, done, succeeded, failed, errored, timeout = (int(x) for x in reqs.groups())
+    # "failed" includes requests never started (refused connections, GOAWAY), so it is the
+    # count that tells a short run from a clean one.
+    _total, _started, done, _succeeded, failed, errored, timeout = (int(x) for x in reqs.groups())
     result = LoadResult(
         tool="h2load",
         rps=float(finished.group(3)),
@@ -64,13 +67,13 @@ def parse_h2load(text):
     codes = re.search(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text, re.M)
     if codes:
         result.non2xx = sum(int(x) for x in codes.groups()[1:])
-    # Requests h2load never got to send (e.g. connections refused) are not "failed" in its
-    # summary when it gives up early; count them so a short run is never mistaken for clean.
-    if done + failed < total and not result.failed:
-        result.failed = total - done
     proto = re.search(r"^Application protocol: (\S+)", text, re.M)
     if proto:
         result.protocol = proto.group(1)
+    tls = re.search(r"^TLS Protocol: (\S+)\s*\nCipher: (\S+)", text, re.M)
+    if tls:
+        # Which TLS a server negotiated is part of a fair comparison: keep it in the results.
+        result.protocol += " %s %s" % tls.groups()
     result.notes = _notable_lines(text)
     return result
 

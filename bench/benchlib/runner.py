@@ -18,7 +18,7 @@ from .scenarios import FILES
 COLUMNS = [
     "scenario", "case", "label", "load", "server", "rep", "status", "reason", "rps", "requests",
     "duration_s", "failed", "errored", "timeout", "non2xx", "socket_errors", "cpu_s",
-    "cpu_us_per_req", "backend_cpu_us_per_req", "peak_rss_kb", "command",
+    "cpu_us_per_req", "backend_cpu_us_per_req", "peak_rss_kb", "protocol", "command",
 ]
 
 
@@ -116,15 +116,16 @@ class Runner:
             rps=round(res.rps, 2), requests=res.completed, duration_s=round(res.duration_s, 3),
             failed=res.failed, errored=res.errored, timeout=res.timeout, non2xx=res.non2xx,
             socket_errors=res.socket_errors, cpu_s=round(cpu, 4), peak_rss_kb=rss.peak_kb,
+            protocol=res.protocol.strip(),
         )
         if res.completed:
             row["cpu_us_per_req"] = round(cpu / res.completed * 1e6, 3)
             if bcpu is not None:
                 row["backend_cpu_us_per_req"] = round(bcpu / res.completed * 1e6, 3)
         problems = res.problems
-        if problems or not res.completed:
+        if problems:
             row["status"] = "flagged"
-            row["reason"] = ", ".join("%d %s" % (v, k) for k, v in problems.items()) or "0 requests"
+            row["reason"] = ", ".join("%d %s" % (v, k) for k, v in problems.items())
             if res.notes:
                 row["reason"] += "; " + res.notes[0]
         if not inst.proc.alive():
@@ -232,7 +233,7 @@ def probe(case, url, check_body=True):
         if res.completed != 1 or res.problems:
             detail = "; ".join(res.notes) or ", ".join(res.problems)
             return "h2load -n1: %s" % (detail or "no response")
-        if case.listener == "clear" and res.protocol not in ("h2c", ""):
+        if case.listener == "clear" and res.protocol != "h2c":
             return "h2load -n1 negotiated %s" % res.protocol
         return None
     return http_get(url, case, check_body)
