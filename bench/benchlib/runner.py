@@ -182,6 +182,7 @@ class Runner:
         return "n/a" if server.name == "spate" else "error"
 
     def skip(self, server, case, status, reason):
+        reason = reason.replace(self.env.run_dir + os.sep, "")  # temp paths say nothing
         for rep in range(1, self.settings.reps + 1):
             row = self.base_row(server, case, rep)
             row.update(status=status, reason=reason)
@@ -231,8 +232,9 @@ def probe(case, url, check_body=True):
         except parsers.ParseError as e:
             return str(e)
         if res.completed != 1 or res.problems:
-            detail = "; ".join(res.notes) or ", ".join(res.problems)
-            return "h2load -n1: %s" % (detail or "no response")
+            counts = ", ".join("%d %s" % (v, k) for k, v in res.problems.items())
+            notes = "; ".join(res.notes)
+            return "h2load -n1: %s" % (notes + " (%s)" % counts if notes else counts)
         if case.listener == "clear" and res.protocol != "h2c":
             return "h2load -n1 negotiated %s" % res.protocol
         return None
