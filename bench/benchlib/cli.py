@@ -35,8 +35,9 @@ def main(argv=None):
     run_dir = tempfile.mkdtemp(prefix="spate-bench-")
     os.chmod(run_dir, 0o755)  # workers that drop root privileges must read the docroot
     launcher = Launcher()
-    # SIGTERM and SIGHUP take the same way out as Ctrl-C: through the finally below.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # SIGTERM and SIGHUP take the same way out as Ctrl-C: through the finally below. SIGINT is
+    # set too, because a shell starting us in the background leaves it ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_interrupt)
     rows = []
     interrupted = False
@@ -130,6 +131,7 @@ def machine_info(args, reps):
         "reps": str(reps),
         "pinning": "servers on CPU %d, load generator on CPU %d" % (args.server_cpu, args.load_cpu),
         "versions": "; ".join(v for v in (_version(c) for c in VERSION_COMMANDS) if v),
+        "spate": args.spate or "target/release/spate (commit %s)" % _git_commit(),
     }
 
 
@@ -146,8 +148,17 @@ def _version(argv):
         return ""
     for line in p.stdout.decode("utf-8", "replace").splitlines():
         if "version" in line.lower() or line.startswith(("wrk", "h2load", "nghttp")):
-            return line.strip()
+            return line.split(" Copyright")[0].strip()
     return ""
+
+
+def _git_commit():
+    try:
+        p = subprocess.run(["git", "-C", REPO_DIR, "rev-parse", "--short", "HEAD"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return p.stdout.decode().strip() or "unknown"
 
 
 def _spate_path(given):
@@ -159,13 +170,17 @@ def _floor_path():
 
 
 def _h2load_has_h3():
-    """Debian's h2load 1.52 is built without ngtcp2; a build with it lists QUIC options."""
+    """Whether h2load can speak HTTP/3: it needs ngtcp2, which Debian's 1.52 build lacks (its
+    --help lists the QUIC options either way, so ask the dynamic linker)."""
+    path = shutil.which("h2load")
+    if not path:
+        return False
     try:
-        p = subprocess.run(["h2load", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        p = subprocess.run(["ldd", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return b"--qlog-file-base" in p.stdout
+    return b"ngtcp2" in p.stdout
 
 
 def _pin_self(cpu):

@@ -73,7 +73,8 @@ def ratios(cells):
 def markdown(rows, cases, meta):
     summary = summarize(rows)
     out = ["# spate benchmark report", ""]
-    for key in ("date", "cpu", "cores", "kernel", "mode", "reps", "pinning", "versions", "note"):
+    for key in ("date", "cpu", "cores", "kernel", "mode", "reps", "pinning", "versions", "spate",
+                "note"):
         if meta.get(key):
             out.append("- %s: %s" % (key, meta[key]))
     out += [

@@ -89,7 +89,6 @@ def by_name(names):
 class H2oDialect(Server):
     """h2o and spate: one YAML dialect, one generator."""
 
-    binary = ""
     scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8")
 
     def start(self, env, cases):
@@ -104,26 +103,33 @@ class H2oDialect(Server):
         return inst
 
     def render(self, env, case, port, backend_port):
-        lines = ["num-threads: 1", "max-connections: 15000",
-                 "http2-max-concurrent-requests-per-connection: 1024", "listen:",
-                 "  host: 127.0.0.1", "  port: %d" % port]
+        listen_extra, globals_, paths = [], self.extra_globals(case), []
         if case.listener == "quic":
-            lines += ["  type: quic"]
+            listen_extra += ["  type: quic"]
         if case.listener in ("tls", "quic"):
-            lines += ["  ssl:", "    certificate-file: %s" % env.cert, "    key-file: %s" % env.key]
-        lines += self.extra_globals(case)
-        lines += ["hosts:", "  default:", "    paths:"]
+            listen_extra += ["  ssl:", "    certificate-file: %s" % env.cert,
+                             "    key-file: %s" % env.key]
         if case.mode == "proxy":
-            lines += ["      /:", "        proxy.reverse.url: http://127.0.0.1:%d/" % backend_port]
+            paths += ["      /:", "        proxy.reverse.url: http://127.0.0.1:%d/" % backend_port]
             if case.scenario == "S8":
                 # As the seed's config: brotli configured (h2load asks for no encoding).
-                lines += self.s8_proxy_extras()
-                lines[lines.index("hosts:"):lines.index("hosts:")] = ["compress:", "  br: 6"]
+                paths += self.s8_proxy_extras()
+                globals_ += ["compress:", "  br: 6"]
         elif case.mode == "answer":
-            lines += self.answer_paths()
+            paths += self.answer_paths()
         else:
-            lines += ["      /:", "        file.dir: %s" % env.docroot]
-        return "\n".join(lines) + "\n"
+            paths += ["      /:", "        file.dir: %s" % env.docroot]
+        values = {
+            "user": self.user_line(env),
+            "port": port,
+            "listen_extra": "\n".join(listen_extra),
+            "globals": "\n".join(globals_),
+            "paths": "\n".join(paths),
+        }
+        return template("h2o.yaml", values)
+
+    def user_line(self, env):
+        return ""
 
     def extra_globals(self, case):
         return []
@@ -175,12 +181,9 @@ class H2o(H2oDialect):
             return "h2o 2.2.5 has no HTTP/3"
         return super().unsupported(case, env)
 
-    def render(self, env, case, port, backend_port):
-        config = super().render(env, case, port, backend_port)
-        if env.is_root:
-            # h2o drops to "nobody" when started as root; the run dir is world-readable anyway.
-            config = "user: root\n" + config
-        return config
+    def user_line(self, env):
+        # h2o switches to "nobody" when started as root; keep it as it was started.
+        return "user: root" if env.is_root else ""
 
     def answer_paths(self):
         # h2o 2.2.5 has no direct-response handler; mruby is its way to answer in-process.
