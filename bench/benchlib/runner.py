@@ -233,8 +233,12 @@ def probe(case, url, check_body=True):
             return str(e)
         if res.completed != 1 or res.problems:
             counts = ", ".join("%d %s" % (v, k) for k, v in res.problems.items())
+            if not res.completed:
+                what = {"clear": "HTTP/2 (h2c prior knowledge)", "tls": "HTTP/2 over TLS",
+                        "quic": "HTTP/3"}[case.listener]
+                counts = "no %s answer: %s" % (what, counts)
             notes = "; ".join(res.notes)
-            return "h2load -n1: %s" % (notes + " (%s)" % counts if notes else counts)
+            return "h2load -n1: %s" % (counts + "; " + notes if notes else counts)
         if case.listener == "clear" and res.protocol != "h2c":
             return "h2load -n1 negotiated %s" % res.protocol
         return None
