@@ -3,6 +3,7 @@
 import argparse
 import csv
 import datetime
+import json
 import os
 import platform
 import shutil
@@ -21,8 +22,10 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.report_only:
+        return rewrite_report(args.report_only, args.update_docs)
     try:
-        cases = scenarios.select(args.scenarios, args.quick)
+        cases = scenarios.select([s.upper() for s in args.scenarios or []] or None, args.quick)
         chosen = servers.by_name(args.servers)
     except ValueError as e:
         print("bench/run: %s" % e, file=sys.stderr)
@@ -67,20 +70,42 @@ def main(argv=None):
     if interrupted:
         meta["note"] = "interrupted: partial results"
     write_csv(os.path.join(out_dir, "results.csv"), rows)
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    write_report(out_dir, rows, cases, meta, args.update_docs)
+    if interrupted:
+        return 130
+    if args.check and any(r["status"] in ("error", "flagged") for r in rows):
+        return 1
+    return 0
+
+
+def write_report(out_dir, rows, cases, meta, update_docs):
     text = report.markdown(rows, cases, meta)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(text)
     charts = report.charts(rows, cases, out_dir)
-    if args.update_docs:
+    if update_docs:
         with open(os.path.join(REPO_DIR, "docs", "benchmarks.md"), "w") as f:
             f.write(report.docs_page(text))
     print("bench: wrote %s (results.csv, report.md%s)" % (
         out_dir, ", %d charts" % charts if charts else ", no charts: matplotlib missing"),
         file=sys.stderr)
-    if interrupted:
-        return 130
-    if args.check and any(r["status"] in ("error", "flagged") for r in rows):
-        return 1
+
+
+def rewrite_report(out_dir, update_docs):
+    """Report, charts (and docs) again from a finished run's results.csv and meta.json."""
+    try:
+        with open(os.path.join(out_dir, "results.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        with open(os.path.join(out_dir, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        print("bench/run: cannot read %s: %s" % (out_dir, e), file=sys.stderr)
+        return 2
+    keys = {r["case"] for r in rows}
+    cases = [c for c in scenarios.select() if c.key in keys]
+    write_report(out_dir, rows, cases, meta, update_docs)
     return 0
 
 
@@ -99,6 +124,8 @@ def parse_args(argv):
     p.add_argument("--load-cpu", type=int, default=1)
     p.add_argument("--keep-run-dir", action="store_true", help="keep configs and server logs")
     p.add_argument("--update-docs", action="store_true", help="also write docs/benchmarks.md")
+    p.add_argument("--report-only", metavar="DIR", default=None,
+                   help="only rewrite DIR's report.md (and charts, docs) from its results.csv")
     p.add_argument("--check", action="store_true",
                    help="exit 1 if any run errored or was flagged (for CI)")
     return p.parse_args(argv)

@@ -10,6 +10,7 @@ import os
 import statistics
 
 from .scenarios import SCENARIOS
+from .servers import all_servers
 
 SUBJECT = "spate"
 ANCHORS = ("floor",)  # shown for reference, never "the best peer"
@@ -88,16 +89,19 @@ def markdown(rows, cases, meta):
         "",
     ]
     scenario_ids = _unique(c.scenario for c in cases)
+    # Columns: spate first, then peers in a fixed order, the floor last.
+    order = _unique([s.name for s in all_servers()] + [r["server"] for r in rows])
     for sid in scenario_ids:
         mine = [c for c in cases if c.scenario == sid and c.key in summary]
         if not mine:
             continue
-        out += scenario_table(sid, mine, summary)
+        out += scenario_table(sid, mine, summary, order)
     return "\n".join(out) + "\n"
 
 
-def scenario_table(sid, cases, summary):
-    servers = _unique(s for c in cases for s in summary[c.key])
+def scenario_table(sid, cases, summary, order):
+    present = {s for c in cases for s in summary[c.key]}
+    servers = [s for s in order if s in present]
     out = ["## %s: %s" % (sid, SCENARIOS[sid]), ""]
     header = ["case", "load"] + servers + ["spate ÷ best peer"]
     out.append("| " + " | ".join(header) + " |")
@@ -108,7 +112,7 @@ def scenario_table(sid, cases, summary):
         line = [case.label, "`%s`" % case.load_flags()]
         for srv in servers:
             cell = cells.get(srv)
-            line.append(format_cell(cell, notes, "%s %s" % (srv, case.label)) if cell else "")
+            line.append(format_cell(cell, notes, srv, case.label) if cell else "")
         cpu_r, rps_r, best_cpu, best_rps = ratios(cells)
         if cpu_r is None:
             line.append("n/a")
@@ -118,33 +122,44 @@ def scenario_table(sid, cases, summary):
     backend = _backend_notes(cases, summary)
     out.append("")
     if backend:
-        out += ["Backend (nginx, HTTP/1.1, same CPU) per proxied request, excluded above: "
-                + "; ".join(backend) + ".", ""]
+        out += ["Backend CPU µs per request (nginx, HTTP/1.1, on the server CPU; not in the "
+                "figures above): " + "; ".join(backend) + ".", ""]
     if notes:
         out += ["%d. %s" % (i + 1, n) for i, n in enumerate(notes)] + [""]
     return out
 
 
-def format_cell(cell, notes, where):
+def format_cell(cell, notes, server, label):
+    """A table cell; reasons go to `notes` (shared by cells with the same text)."""
     if cell.measured:
         text = "**%s µs** · %s/s" % (_range(cell.cpu, 2), _range(cell.rps, 0))
         if cell.status == "flagged":
-            notes.append("%s: every run flagged: %s" % (where, "; ".join(cell.reasons)))
-            return "⚠ " + text + " [%d]" % len(notes)
+            ref = _note(notes, "%s %s: every run flagged: %s" % (server, label,
+                                                                 "; ".join(cell.reasons)))
+            return "⚠ %s [%d]" % (text, ref)
         if cell.flagged:
-            notes.append("%s: %d run(s) flagged and left out: %s" % (
-                where, len(cell.flagged), "; ".join(_unique(r["reason"] for r in cell.flagged))))
-            text += " ⚠[%d]" % len(notes)
+            ref = _note(notes, "%s %s: %d run(s) flagged and left out: %s" % (
+                server, label, len(cell.flagged),
+                "; ".join(_unique(r["reason"] for r in cell.flagged))))
+            text += " ⚠[%d]" % ref
         return text
-    notes.append("%s: %s" % (where, "; ".join(cell.reasons) or cell.status))
-    return "%s [%d]" % (cell.status, len(notes))
+    ref = _note(notes, "%s: %s" % (server, "; ".join(cell.reasons) or cell.status))
+    return "%s [%d]" % (cell.status, ref)
+
+
+def _note(notes, text):
+    """The 1-based number of `text` in notes, added if new."""
+    if text not in notes:
+        notes.append(text)
+    return notes.index(text) + 1
 
 
 def docs_page(report_text):
     return report_text.replace(
         "# spate benchmark report",
-        "# Benchmarks\n\nThe latest full run of `bench/run` (see bench/README.md for the method)."
-        "\n\n## Latest results", 1)
+        "# Benchmarks\n\nThe latest run of `bench/run --update-docs` (mode, machine and date "
+        "below; bench/README.md has the method and how to read the tables). Publish full-mode "
+        "runs only: `bench/run --update-docs`.\n\n## Latest results", 1)
 
 
 def charts(rows, cases, out_dir):
@@ -174,6 +189,10 @@ def charts(rows, cases, out_dir):
             ax.bar([x + i * width for x in range(len(mine))], values, width, label=srv)
         ax.set_xticks([x + width * (len(servers) - 1) / 2 for x in range(len(mine))])
         ax.set_xticklabels([c.label for c in mine], fontsize=8)
+        measured = [v for v in (summary[c.key][s].cpu[0] for c in mine for s in servers
+                                if s in summary[c.key] and summary[c.key][s].measured) if v > 0]
+        if measured and max(measured) > 20 * min(measured):
+            ax.set_yscale("log")  # Apache's figures would flatten everyone else's
         ax.set_ylabel("server CPU µs per request (lower is better)")
         ax.set_title("%s: %s" % (sid, SCENARIOS[sid]), fontsize=9)
         ax.legend(fontsize=8)
@@ -187,9 +206,10 @@ def charts(rows, cases, out_dir):
 def _backend_notes(cases, summary):
     notes = []
     for case in cases:
-        for srv, cell in summary[case.key].items():
-            if cell.measured and cell.backend_cpu:
-                notes.append("%s %s %.2f µs" % (srv, case.label, cell.backend_cpu[0]))
+        figures = ["%s %.2f" % (srv, cell.backend_cpu[0])
+                   for srv, cell in summary[case.key].items() if cell.measured and cell.backend_cpu]
+        if figures:
+            notes.append("%s: %s" % (case.label, ", ".join(figures)))
     return notes
 
 

@@ -83,6 +83,10 @@ class Runner:
             inst.stop()
 
     def run_case(self, server, inst, case):
+        if not inst.proc.alive():
+            # A crash in an earlier case is the server's fault, never a feature gap.
+            self.skip(server, case, "error", "server exited: %s" % inst.proc.log_tail())
+            return
         url = "%s://127.0.0.1:%d%s" % (
             "https" if case.listener in ("tls", "quic") else "http", inst.port, case.path)
         reason = probe(case, url, check_body=not server.canned)

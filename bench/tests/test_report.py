@@ -89,3 +89,33 @@ def test_scenario_selection_and_quick_subset():
     keys = [c.key for c in select()]
     assert len(keys) == len(set(keys))
     assert [c.scenario for c in select(["S3", "S1"])][0] == "S1"
+
+
+def test_same_reason_is_one_note_and_columns_follow_the_fixed_server_order():
+    cases = select(["S3"], quick=True)
+    reason = "start: spate-S3.yaml:9: listen with ssl (TLS) is not supported yet"
+    rows = []
+    for c in cases:
+        rows.append(row("nginx", case=c.key, scenario="S3", rps=10.0, cpu=3.0))
+        rows.append(row("spate", case=c.key, scenario="S3", status="n/a", reason=reason))
+    text = report.markdown(rows, cases, {})
+    assert text.count("listen with ssl (TLS) is not supported yet") == 1
+    assert text.count("n/a [1]") == len(cases)
+    assert "| case | load | spate | nginx | spate ÷ best peer |" in text
+
+
+def test_charts_are_skipped_without_matplotlib(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    cases = select(["S5"])
+    rows = [row("spate", case="S5", scenario="S5", rps=1.0, cpu=1.0)]
+    assert report.charts(rows, cases, str(tmp_path)) == 0
+    assert list(tmp_path.iterdir()) == []
