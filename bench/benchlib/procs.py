@@ -124,9 +124,13 @@ class ManagedProcess:
                     self.popen.wait(timeout=grace)
                 except subprocess.TimeoutExpired:
                     pass
-        for pid, started in sorted(self._seen.items()):
-            if pid != self.pid and _exists(pid) and _start_time(pid) == started:
-                _signal(pid, signal.SIGKILL)
+        left = [pid for pid, started in sorted(self._seen.items())
+                if pid != self.pid and _exists(pid) and _start_time(pid) == started]
+        for pid in left:
+            _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + grace
+        while any(_exists(pid) for pid in left) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 class RssSampler:
@@ -163,18 +167,21 @@ def run_bounded(argv, timeout, cpu=None):
     """
     if cpu is not None:
         argv = ["taskset", "-c", str(cpu)] + list(argv)
+    # Its own process group, so that killing it also kills anything it started (which would
+    # otherwise hold the output pipe open).
     popen = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         out, _ = popen.communicate(timeout=timeout)
         return popen.returncode, out.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
-        _signal(popen.pid, signal.SIGKILL)
+        _kill_group(popen.pid)
         out, _ = popen.communicate()
         return None, out.decode("utf-8", "replace") + "\n(killed after %.0fs)" % timeout
     except BaseException:
-        _signal(popen.pid, signal.SIGKILL)
+        _kill_group(popen.pid)
         popen.wait()
         raise
 
@@ -240,6 +247,14 @@ def _start_time(pid):
     stat = _read_stat(pid)
     # Field 22 (starttime) is at 19 after the name.
     return stat[19] if stat and len(stat) > 19 else None
+
+
+def _kill_group(pgid):
+    """SIGKILL the process group led by `pgid` (a child started with start_new_session)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _signal(pid, sig):
