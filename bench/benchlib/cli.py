@@ -32,7 +32,8 @@ def main(argv=None):
         return 2
     reps = args.reps or (1 if args.quick else 3)
     out_dir = args.out or os.path.join(
-        BENCH_DIR, "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+        BENCH_DIR, "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    )
     os.makedirs(out_dir, exist_ok=True)
 
     run_dir = tempfile.mkdtemp(prefix="spate-bench-")
@@ -48,12 +49,25 @@ def main(argv=None):
         _pin_self(args.load_cpu)
         docroot, answer_root = make_docroot(run_dir)
         cert, key = make_certificate(run_dir)
-        env = servers.Env(run_dir, docroot, answer_root, cert, key, launcher, args.server_cpu,
-                          _spate_path(args.spate), args.floor or _floor_path(), _h2load_has_h3())
+        env = servers.Env(
+            run_dir,
+            docroot,
+            answer_root,
+            cert,
+            key,
+            launcher,
+            args.server_cpu,
+            _spate_path(args.spate),
+            args.floor or _floor_path(),
+            _h2load_has_h3(),
+        )
         settings = Settings(args.quick, reps, args.load_cpu, args.seconds)
         runner = Runner(env, settings, chosen, cases)
-        print("bench: %d runs, %s mode, out %s" % (runner.planned_runs(),
-              "quick" if args.quick else "full", out_dir), file=sys.stderr)
+        print(
+            "bench: %d runs, %s mode, out %s"
+            % (runner.planned_runs(), "quick" if args.quick else "full", out_dir),
+            file=sys.stderr,
+        )
         rows = runner.rows
         runner.run()
     except KeyboardInterrupt:
@@ -88,9 +102,11 @@ def write_report(out_dir, rows, cases, meta, update_docs):
     if update_docs:
         with open(os.path.join(REPO_DIR, "docs", "benchmarks.md"), "w") as f:
             f.write(report.docs_page(text))
-    print("bench: wrote %s (results.csv, report.md%s)" % (
-        out_dir, ", %d charts" % charts if charts else ", no charts: matplotlib missing"),
-        file=sys.stderr)
+    print(
+        "bench: wrote %s (results.csv, report.md%s)"
+        % (out_dir, ", %d charts" % charts if charts else ", no charts: matplotlib missing"),
+        file=sys.stderr,
+    )
 
 
 def rewrite_report(out_dir, update_docs):
@@ -113,10 +129,15 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="bench/run", description=__doc__)
     p.add_argument("--quick", action="store_true", help="~2 s per run, 1 repetition, fewer shapes")
     p.add_argument("--scenarios", type=_csv_list, default=None, help="e.g. S1,S5 (default: all)")
-    p.add_argument("--servers", type=_csv_list,
-                   default=["spate", "h2o", "nginx", "nghttpd", "nghttpx", "apache", "floor"])
+    p.add_argument(
+        "--servers",
+        type=_csv_list,
+        default=["spate", "h2o", "nginx", "nghttpd", "nghttpx", "apache", "floor"],
+    )
     p.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
-    p.add_argument("--seconds", type=int, default=None, help="length of a run (default 10, quick 2)")
+    p.add_argument(
+        "--seconds", type=int, default=None, help="length of a run (default 10, quick 2)"
+    )
     p.add_argument("--out", default=None, help="output dir (default bench/results/DATE-TIME)")
     p.add_argument("--spate", default=None, help="spate binary (default target/release/spate)")
     p.add_argument("--floor", default=None, help="floor binary (default bench/build/floor)")
@@ -124,10 +145,15 @@ def parse_args(argv):
     p.add_argument("--load-cpu", type=int, default=1)
     p.add_argument("--keep-run-dir", action="store_true", help="keep configs and server logs")
     p.add_argument("--update-docs", action="store_true", help="also write docs/benchmarks.md")
-    p.add_argument("--report-only", metavar="DIR", default=None,
-                   help="only rewrite DIR's report.md (and charts, docs) from its results.csv")
-    p.add_argument("--check", action="store_true",
-                   help="exit 1 if any run errored or was flagged (for CI)")
+    p.add_argument(
+        "--report-only",
+        metavar="DIR",
+        default=None,
+        help="only rewrite DIR's report.md (and charts, docs) from its results.csv",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 if any run errored or was flagged (for CI)"
+    )
     return p.parse_args(argv)
 
 
@@ -163,8 +189,13 @@ def machine_info(args, reps):
 
 
 VERSION_COMMANDS = [
-    ["h2o", "--version"], ["nginx", "-v"], ["apache2", "-v"], ["nghttpd", "--version"],
-    ["nghttpx", "--version"], ["h2load", "--version"], ["wrk", "-v"],
+    ["h2o", "--version"],
+    ["nginx", "-v"],
+    ["apache2", "-v"],
+    ["nghttpd", "--version"],
+    ["nghttpx", "--version"],
+    ["h2load", "--version"],
+    ["wrk", "-v"],
 ]
 
 
@@ -181,8 +212,12 @@ def _version(argv):
 
 def _git_commit():
     try:
-        p = subprocess.run(["git", "-C", REPO_DIR, "rev-parse", "--short", "HEAD"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=5)
+        p = subprocess.run(
+            ["git", "-C", REPO_DIR, "rev-parse", "--short", "HEAD"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return p.stdout.decode().strip() or "unknown"
@@ -203,8 +238,9 @@ def _h2load_has_h3():
     if not path:
         return False
     try:
-        p = subprocess.run(["ldd", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=5)
+        p = subprocess.run(
+            ["ldd", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=5
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return b"ngtcp2" in p.stdout

@@ -90,9 +90,7 @@ def parse_wrk(text):
         completed=int(done.group(1)),
         duration_s=_seconds(done.group(2), done.group(3)),
     )
-    sock = re.search(
-        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text
-    )
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
     if sock:
         connect, read, write, timeout = (int(x) for x in sock.groups())
         result.socket_errors = connect + read + write

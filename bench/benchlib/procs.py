@@ -86,7 +86,9 @@ class ManagedProcess:
                     return
             except OSError:
                 time.sleep(0.05)
-        raise StartError("%s did not listen on %s:%d within %.0fs" % (self.name, host, port, timeout))
+        raise StartError(
+            "%s did not listen on %s:%d within %.0fs" % (self.name, host, port, timeout)
+        )
 
     def log_tail(self, lines=3):
         try:
@@ -124,8 +126,11 @@ class ManagedProcess:
                     self.popen.wait(timeout=grace)
                 except subprocess.TimeoutExpired:
                     pass
-        left = [pid for pid, started in sorted(self._seen.items())
-                if pid != self.pid and _exists(pid) and _start_time(pid) == started]
+        left = [
+            pid
+            for pid, started in sorted(self._seen.items())
+            if pid != self.pid and _exists(pid) and _start_time(pid) == started
+        ]
         for pid in left:
             _signal(pid, signal.SIGKILL)
         deadline = time.monotonic() + grace
@@ -170,7 +175,10 @@ def run_bounded(argv, timeout, cpu=None):
     # Its own process group, so that killing it also kills anything it started (which would
     # otherwise hold the output pipe open).
     popen = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:

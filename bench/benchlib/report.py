@@ -49,7 +49,9 @@ def summarize(rows):
     grouped = {}
     for row in rows:
         grouped.setdefault(row["case"], {}).setdefault(row["server"], []).append(row)
-    return {case: {srv: Cell(rs) for srv, rs in servers.items()} for case, servers in grouped.items()}
+    return {
+        case: {srv: Cell(rs) for srv, rs in servers.items()} for case, servers in grouped.items()
+    }
 
 
 def ratios(cells):
@@ -60,8 +62,11 @@ def ratios(cells):
     win). None where spate or every peer has no clean figure.
     """
     mine = cells.get(SUBJECT)
-    peers = {s: c for s, c in cells.items()
-             if s != SUBJECT and s not in ANCHORS and c.status == "ok" and c.cpu}
+    peers = {
+        s: c
+        for s, c in cells.items()
+        if s != SUBJECT and s not in ANCHORS and c.status == "ok" and c.cpu
+    }
     if not mine or mine.status != "ok" or not mine.cpu or not peers:
         return None, None, None, None
     best_cpu = min(peers, key=lambda s: peers[s].cpu[0])
@@ -74,8 +79,18 @@ def ratios(cells):
 def markdown(rows, cases, meta):
     summary = summarize(rows)
     out = ["# spate benchmark report", ""]
-    for key in ("date", "cpu", "cores", "kernel", "mode", "reps", "pinning", "versions", "spate",
-                "note"):
+    for key in (
+        "date",
+        "cpu",
+        "cores",
+        "kernel",
+        "mode",
+        "reps",
+        "pinning",
+        "versions",
+        "spate",
+        "note",
+    ):
         if meta.get(key):
             out.append("- %s: %s" % (key, meta[key]))
     out += [
@@ -117,13 +132,18 @@ def scenario_table(sid, cases, summary, order):
         if cpu_r is None:
             line.append("n/a")
         else:
-            line.append("CPU %.2f× (vs %s), req/s %.2f× (vs %s)" % (cpu_r, best_cpu, rps_r, best_rps))
+            line.append(
+                "CPU %.2f× (vs %s), req/s %.2f× (vs %s)" % (cpu_r, best_cpu, rps_r, best_rps)
+            )
         out.append("| " + " | ".join(line) + " |")
     backend = _backend_notes(cases, summary)
     out.append("")
     if backend:
-        out += ["Backend CPU µs per request (nginx, HTTP/1.1, on the server CPU; not in the "
-                "figures above): " + "; ".join(backend) + ".", ""]
+        out += [
+            "Backend CPU µs per request (nginx, HTTP/1.1, on the server CPU; not in the "
+            "figures above): " + "; ".join(backend) + ".",
+            "",
+        ]
     if notes:
         out += ["%d. %s" % (i + 1, n) for i, n in enumerate(notes)] + [""]
     return out
@@ -134,13 +154,21 @@ def format_cell(cell, notes, server, label):
     if cell.measured:
         text = "**%s µs** · %s/s" % (_range(cell.cpu, 2), _range(cell.rps, 0))
         if cell.status == "flagged":
-            ref = _note(notes, "%s %s: every run flagged: %s" % (server, label,
-                                                                 "; ".join(cell.reasons)))
+            ref = _note(
+                notes, "%s %s: every run flagged: %s" % (server, label, "; ".join(cell.reasons))
+            )
             return "⚠ %s [%d]" % (text, ref)
         if cell.flagged:
-            ref = _note(notes, "%s %s: %d run(s) flagged and left out: %s" % (
-                server, label, len(cell.flagged),
-                "; ".join(_unique(r["reason"] for r in cell.flagged))))
+            ref = _note(
+                notes,
+                "%s %s: %d run(s) flagged and left out: %s"
+                % (
+                    server,
+                    label,
+                    len(cell.flagged),
+                    "; ".join(_unique(r["reason"] for r in cell.flagged)),
+                ),
+            )
             text += " ⚠[%d]" % ref
         return text
     ref = _note(notes, "%s: %s" % (server, "; ".join(cell.reasons) or cell.status))
@@ -159,7 +187,9 @@ def docs_page(report_text):
         "# spate benchmark report",
         "# Benchmarks\n\nThe latest run of `bench/run --update-docs` (mode, machine and date "
         "below; bench/README.md has the method and how to read the tables). Publish full-mode "
-        "runs only: `bench/run --update-docs`.\n\n## Latest results", 1)
+        "runs only: `bench/run --update-docs`.\n\n## Latest results",
+        1,
+    )
 
 
 def charts(rows, cases, out_dir):
@@ -175,8 +205,7 @@ def charts(rows, cases, out_dir):
     written = 0
     for sid in _unique(c.scenario for c in cases):
         mine = [c for c in cases if c.scenario == sid and c.key in summary]
-        servers = _unique(s for c in mine for s in summary[c.key]
-                          if summary[c.key][s].measured)
+        servers = _unique(s for c in mine for s in summary[c.key] if summary[c.key][s].measured)
         if not mine or not servers:
             continue
         fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(mine)), 4))
@@ -189,8 +218,16 @@ def charts(rows, cases, out_dir):
             ax.bar([x + i * width for x in range(len(mine))], values, width, label=srv)
         ax.set_xticks([x + width * (len(servers) - 1) / 2 for x in range(len(mine))])
         ax.set_xticklabels([c.label for c in mine], fontsize=8)
-        measured = [v for v in (summary[c.key][s].cpu[0] for c in mine for s in servers
-                                if s in summary[c.key] and summary[c.key][s].measured) if v > 0]
+        measured = [
+            v
+            for v in (
+                summary[c.key][s].cpu[0]
+                for c in mine
+                for s in servers
+                if s in summary[c.key] and summary[c.key][s].measured
+            )
+            if v > 0
+        ]
         if measured and max(measured) > 20 * min(measured):
             ax.set_yscale("log")  # Apache's figures would flatten everyone else's
         ax.set_ylabel("server CPU µs per request (lower is better)")
@@ -206,8 +243,11 @@ def charts(rows, cases, out_dir):
 def _backend_notes(cases, summary):
     notes = []
     for case in cases:
-        figures = ["%s %.2f" % (srv, cell.backend_cpu[0])
-                   for srv, cell in summary[case.key].items() if cell.measured and cell.backend_cpu]
+        figures = [
+            "%s %.2f" % (srv, cell.backend_cpu[0])
+            for srv, cell in summary[case.key].items()
+            if cell.measured and cell.backend_cpu
+        ]
         if figures:
             notes.append("%s: %s" % (case.label, ", ".join(figures)))
     return notes

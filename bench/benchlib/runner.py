@@ -16,9 +16,28 @@ from .procs import RssSampler, StartError, run_bounded
 from .scenarios import FILES
 
 COLUMNS = [
-    "scenario", "case", "label", "load", "server", "rep", "status", "reason", "rps", "requests",
-    "duration_s", "failed", "errored", "timeout", "non2xx", "socket_errors", "cpu_s",
-    "cpu_us_per_req", "backend_cpu_us_per_req", "peak_rss_kb", "protocol", "command",
+    "scenario",
+    "case",
+    "label",
+    "load",
+    "server",
+    "rep",
+    "status",
+    "reason",
+    "rps",
+    "requests",
+    "duration_s",
+    "failed",
+    "errored",
+    "timeout",
+    "non2xx",
+    "socket_errors",
+    "cpu_s",
+    "cpu_us_per_req",
+    "backend_cpu_us_per_req",
+    "peak_rss_kb",
+    "protocol",
+    "command",
 ]
 
 
@@ -88,7 +107,10 @@ class Runner:
             self.skip(server, case, "error", "server exited: %s" % inst.proc.log_tail())
             return
         url = "%s://127.0.0.1:%d%s" % (
-            "https" if case.listener in ("tls", "quic") else "http", inst.port, case.path)
+            "https" if case.listener in ("tls", "quic") else "http",
+            inst.port,
+            case.path,
+        )
         reason = probe(case, url, check_body=not server.canned)
         if reason:
             self.skip(server, case, self.failure_status(server), "probe: %s" % reason)
@@ -117,9 +139,16 @@ class Runner:
             row.update(status="error", reason="%s (exit %s)" % (e, rc), cpu_s=round(cpu, 4))
             return row
         row.update(
-            rps=round(res.rps, 2), requests=res.completed, duration_s=round(res.duration_s, 3),
-            failed=res.failed, errored=res.errored, timeout=res.timeout, non2xx=res.non2xx,
-            socket_errors=res.socket_errors, cpu_s=round(cpu, 4), peak_rss_kb=rss.peak_kb,
+            rps=round(res.rps, 2),
+            requests=res.completed,
+            duration_s=round(res.duration_s, 3),
+            failed=res.failed,
+            errored=res.errored,
+            timeout=res.timeout,
+            non2xx=res.non2xx,
+            socket_errors=res.socket_errors,
+            cpu_s=round(cpu, 4),
+            peak_rss_kb=rss.peak_kb,
             protocol=res.protocol.strip(),
         )
         if res.completed:
@@ -142,8 +171,15 @@ class Runner:
         if case.tool == "wrk":
             duration = 1 if warm else secs
             return ["wrk", "-t1", "-c%d" % case.conns, "-d%ds" % duration, "--timeout", "5s", url]
-        argv = ["h2load", "-t1", "-c%d" % case.conns, "-m%d" % case.streams,
-                "-n%d" % requests, "-T%d" % (3 * secs + 5), "-N10"]
+        argv = [
+            "h2load",
+            "-t1",
+            "-c%d" % case.conns,
+            "-m%d" % case.streams,
+            "-n%d" % requests,
+            "-T%d" % (3 * secs + 5),
+            "-N10",
+        ]
         if case.big_windows:
             argv += ["-w30", "-W30"]
         if case.listener == "quic":
@@ -157,19 +193,23 @@ class Runner:
         to a quarter of a run gives the rate the real run is sized from.
         """
         if case.tool == "wrk":
-            run_bounded(self.load_argv(case, url, warm=True), self.timeout(), self.settings.load_cpu)
+            run_bounded(
+                self.load_argv(case, url, warm=True), self.timeout(), self.settings.load_cpu
+            )
             return None
-        requests = max(case.conns * 20, 10000)
-        for share in (None, 0.25):
-            if share is not None:
-                requests = self.requests_for(case, rate, self.settings.seconds * share)
-            argv = self.load_argv(case, url, requests=requests)
-            _, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
-            try:
-                rate = parsers.parse_h2load(out).rps
-            except parsers.ParseError:
-                rate = 0.0
+        rate = self.h2load_rate(case, url, max(case.conns * 20, 10000))
+        quarter = self.requests_for(case, rate, self.settings.seconds * 0.25)
+        rate = self.h2load_rate(case, url, quarter)
         return self.requests_for(case, rate, self.settings.seconds)
+
+    def h2load_rate(self, case, url, requests):
+        """req/s of one h2load round of `requests`; 0 if it printed no summary."""
+        argv = self.load_argv(case, url, requests=requests)
+        _, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
+        try:
+            return parsers.parse_h2load(out).rps
+        except parsers.ParseError:
+            return 0.0
 
     @staticmethod
     def requests_for(case, rate, seconds):
@@ -195,8 +235,14 @@ class Runner:
 
     def base_row(self, server, case, rep):
         row = {c: "" for c in COLUMNS}
-        row.update(scenario=case.scenario, case=case.key, label=case.label,
-                   load=case.load_flags(), server=server.name, rep=rep)
+        row.update(
+            scenario=case.scenario,
+            case=case.key,
+            label=case.label,
+            load=case.load_flags(),
+            server=server.name,
+            rep=rep,
+        )
         row["status"] = "ok"
         return row
 
@@ -219,9 +265,21 @@ class Progress:
         else:
             figure = "%s: %s" % (row["status"], row["reason"])
         elapsed = time.monotonic() - self.started
-        print("[%d/%d %4.0fs] %s %-22s | %-7s | rep %s | %s" % (
-            self.done, self.total, elapsed, row["scenario"], row["label"][:22], row["server"],
-            row["rep"], figure), file=self.stream, flush=True)
+        print(
+            "[%d/%d %4.0fs] %s %-22s | %-7s | rep %s | %s"
+            % (
+                self.done,
+                self.total,
+                elapsed,
+                row["scenario"],
+                row["label"][:22],
+                row["server"],
+                row["rep"],
+                figure,
+            ),
+            file=self.stream,
+            flush=True,
+        )
 
 
 def probe(case, url, check_body=True):
@@ -238,8 +296,11 @@ def probe(case, url, check_body=True):
         if res.completed != 1 or res.problems:
             counts = ", ".join("%d %s" % (v, k) for k, v in res.problems.items())
             if not res.completed:
-                what = {"clear": "HTTP/2 (h2c prior knowledge)", "tls": "HTTP/2 over TLS",
-                        "quic": "HTTP/3"}[case.listener]
+                what = {
+                    "clear": "HTTP/2 (h2c prior knowledge)",
+                    "tls": "HTTP/2 over TLS",
+                    "quic": "HTTP/3",
+                }[case.listener]
                 counts = "no %s answer: %s" % (what, counts)
             notes = "; ".join(res.notes)
             return "h2load -n1: %s" % (counts + "; " + notes if notes else counts)
@@ -303,10 +364,29 @@ def make_certificate(run_dir):
     cert = os.path.join(run_dir, "cert.pem")
     key = os.path.join(run_dir, "key.pem")
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-keyout", key, "-out", cert, "-days", "30", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "30",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     os.chmod(key, 0o644)  # servers that drop privileges read it after the switch
     return cert, key

@@ -64,7 +64,7 @@ SCENARIOS = {
     "S3": "HTTP/2 over TLS static file (h2load -c500 -m100, with and without -w30 -W30)",
     "S4": "HTTP/2 reverse proxy to an HTTP/1.1 backend (h2load -c100 -m100)",
     "S5": "HTTP/1.1 keep-alive, 612-byte index.html (wrk -c100)",
-    "S6": "server core: GET /answer -> 200 \"42\" (wrk -c10..800)",
+    "S6": 'server core: GET /answer -> 200 "42" (wrk -c10..800)',
     "S7": "TLS, 653-byte index.html and 90 KB JPEG, HTTP/1.1 (wrk) and HTTP/2 (h2load -c100)",
     "S8": "TLS reverse proxy to an HTTP/1.1 app answering 1000 B (h2load -m10 -c100/-c1000)",
 }
@@ -74,43 +74,105 @@ def all_cases():
     cases = []
     for name, label in (("6b.txt", "6 B"), ("4k.txt", "4 KiB")):
         short = name.split(".")[0]
-        cases.append(Case("S1", "S1-" + short, label, "h2load", "/" + name, "clear", "static", 500, 100))
         cases.append(
-            Case("S2", "S2-" + short, label, "h2load", "/" + name, "clear", "static", 500, 100, True)
+            Case("S1", "S1-" + short, label, "h2load", "/" + name, "clear", "static", 500, 100)
         )
-        cases.append(Case("S3", "S3-" + short, label, "h2load", "/" + name, "tls", "static", 500, 100))
         cases.append(
-            Case("S3", "S3-%s-w30" % short, label + " -w30 -W30", "h2load", "/" + name, "tls",
-                 "static", 500, 100, True)
+            Case(
+                "S2", "S2-" + short, label, "h2load", "/" + name, "clear", "static", 500, 100, True
+            )
+        )
+        cases.append(
+            Case("S3", "S3-" + short, label, "h2load", "/" + name, "tls", "static", 500, 100)
+        )
+        cases.append(
+            Case(
+                "S3",
+                "S3-%s-w30" % short,
+                label + " -w30 -W30",
+                "h2load",
+                "/" + name,
+                "tls",
+                "static",
+                500,
+                100,
+                True,
+            )
         )
     for listener, front in (("clear", "h2c"), ("tls", "TLS")):
         for name, label in (("6b.txt", "6 B"), ("4k.txt", "4 KiB")):
             short = name.split(".")[0]
             cases.append(
-                Case("S4", "S4-%s-%s" % (listener, short), "%s %s" % (front, label), "h2load",
-                     "/" + name, listener, "proxy", 100, 100)
+                Case(
+                    "S4",
+                    "S4-%s-%s" % (listener, short),
+                    "%s %s" % (front, label),
+                    "h2load",
+                    "/" + name,
+                    listener,
+                    "proxy",
+                    100,
+                    100,
+                )
             )
             cases.append(
-                Case("S4", "S4-%s-%s-w30" % (listener, short), "%s %s -w30 -W30" % (front, label),
-                     "h2load", "/" + name, listener, "proxy", 100, 100, True, quick=False)
+                Case(
+                    "S4",
+                    "S4-%s-%s-w30" % (listener, short),
+                    "%s %s -w30 -W30" % (front, label),
+                    "h2load",
+                    "/" + name,
+                    listener,
+                    "proxy",
+                    100,
+                    100,
+                    True,
+                    quick=False,
+                )
             )
     cases.append(Case("S5", "S5", "612 B", "wrk", "/index.html", "clear", "static", 100))
     for conns in (10, 100, 200, 400, 800):
         cases.append(
-            Case("S6", "S6-c%d" % conns, "c%d" % conns, "wrk", "/answer", "clear", "answer", conns,
-                 quick=conns in (100, 800))
+            Case(
+                "S6",
+                "S6-c%d" % conns,
+                "c%d" % conns,
+                "wrk",
+                "/answer",
+                "clear",
+                "answer",
+                conns,
+                quick=conns in (100, 800),
+            )
         )
     for tool, proto in (("wrk", "HTTP/1.1"), ("h2load", "HTTP/2")):
         for name, label in (("index653.html", "653 B"), ("002.jpg", "90 KB")):
             cases.append(
-                Case("S7", "S7-%s-%s" % (proto[-1], name.split(".")[0]), "%s %s" % (proto, label),
-                     tool, "/" + name, "tls", "static", 100)
+                Case(
+                    "S7",
+                    "S7-%s-%s" % (proto[-1], name.split(".")[0]),
+                    "%s %s" % (proto, label),
+                    tool,
+                    "/" + name,
+                    "tls",
+                    "static",
+                    100,
+                )
             )
     for listener, proto in (("tls", "HTTP/2"), ("quic", "HTTP/3")):
         for conns in (100, 1000):
             cases.append(
-                Case("S8", "S8-%s-c%d" % (proto[-1], conns), "%s c%d" % (proto, conns), "h2load",
-                     "/test", listener, "proxy", conns, 10)
+                Case(
+                    "S8",
+                    "S8-%s-c%d" % (proto[-1], conns),
+                    "%s c%d" % (proto, conns),
+                    "h2load",
+                    "/test",
+                    listener,
+                    "proxy",
+                    conns,
+                    10,
+                )
             )
     return cases
 

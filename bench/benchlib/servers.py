@@ -24,8 +24,19 @@ PROXY_ONLY = "a proxy only"
 class Env:
     """What every server start needs: paths, CPUs, the launcher, the binaries."""
 
-    def __init__(self, run_dir, docroot, answer_root, cert, key, launcher, server_cpu, spate, floor,
-                 h3_client):
+    def __init__(
+        self,
+        run_dir,
+        docroot,
+        answer_root,
+        cert,
+        key,
+        launcher,
+        server_cpu,
+        spate,
+        floor,
+        h3_client,
+    ):
         self.run_dir = run_dir
         self.docroot = docroot
         self.answer_root = answer_root
@@ -82,7 +93,9 @@ def by_name(names):
     known = {s.name: s for s in all_servers()}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError("unknown server(s): %s (known: %s)" % (", ".join(unknown), ", ".join(known)))
+        raise ValueError(
+            "unknown server(s): %s (known: %s)" % (", ".join(unknown), ", ".join(known))
+        )
     return [known[n] for n in names]
 
 
@@ -107,8 +120,11 @@ class H2oDialect(Server):
         if case.listener == "quic":
             listen_extra += ["  type: quic"]
         if case.listener in ("tls", "quic"):
-            listen_extra += ["  ssl:", "    certificate-file: %s" % env.cert,
-                             "    key-file: %s" % env.key]
+            listen_extra += [
+                "  ssl:",
+                "    certificate-file: %s" % env.cert,
+                "    key-file: %s" % env.key,
+            ]
         if case.mode == "proxy":
             paths += ["      /:", "        proxy.reverse.url: http://127.0.0.1:%d/" % backend_port]
             if case.scenario == "S8":
@@ -162,12 +178,14 @@ class Spate(H2oDialect):
         return ["        proxy.timeout.first_byte: 600000"]  # from the seed (h2o 2.2.5 lacks it)
 
     def answer_paths(self):
-        return ["      /answer:",
-                "        respond:",
-                "          status: 200",
-                '          body: "42"',
-                "          content-type: text/plain",
-                "          methods: [GET]"]
+        return [
+            "      /answer:",
+            "        respond:",
+            "          status: 200",
+            '          body: "42"',
+            "          content-type: text/plain",
+            "          methods: [GET]",
+        ]
 
     def argv(self, env, config_path):
         return [env.spate, "-c", config_path]
@@ -187,15 +205,17 @@ class H2o(H2oDialect):
 
     def answer_paths(self):
         # h2o 2.2.5 has no direct-response handler; mruby is its way to answer in-process.
-        return ["      /answer:",
-                "        mruby.handler: |",
-                "          Proc.new do |env|",
-                "            if env[\"REQUEST_METHOD\"] == \"GET\" && env[\"PATH_INFO\"] == \"\"",
-                "              [200, {\"content-type\" => \"text/plain\"}, [\"42\"]]",
-                "            else",
-                "              [404, {\"content-type\" => \"text/plain\"}, [\"not found\"]]",
-                "            end",
-                "          end"]
+        return [
+            "      /answer:",
+            "        mruby.handler: |",
+            "          Proc.new do |env|",
+            '            if env["REQUEST_METHOD"] == "GET" && env["PATH_INFO"] == ""',
+            '              [200, {"content-type" => "text/plain"}, ["42"]]',
+            "            else",
+            '              [404, {"content-type" => "text/plain"}, ["not found"]]',
+            "            end",
+            "          end",
+        ]
 
     def argv(self, env, config_path):
         return ["h2o", "-c", config_path]
@@ -221,11 +241,15 @@ class Nginx(Server):
         else:
             listen = "listen 127.0.0.1:%d;" % port
         if case.mode == "proxy":
-            body = ("location / { proxy_pass http://backend; proxy_http_version 1.1; "
-                    'proxy_set_header Connection ""; }')
+            body = (
+                "location / { proxy_pass http://backend; proxy_http_version 1.1; "
+                'proxy_set_header Connection ""; }'
+            )
             # Keep every upstream connection the load can use: the others keep theirs too.
             upstream = "upstream backend { server 127.0.0.1:%d; keepalive %d; }" % (
-                backend.port, max(c.conns * c.streams for c in cases))
+                backend.port,
+                max(c.conns * c.streams for c in cases),
+            )
         elif case.mode == "answer":
             body = 'location = /answer { return 200 "42"; }\n        location / { return 404; }'
             upstream = ""
@@ -277,10 +301,18 @@ class Nghttpx(Server):
         backend = start_backend(env, self.name)
         conf = write(env, "nghttpx.conf", "")  # keeps /etc/nghttpx/nghttpx.conf out of the run
         frontend = "127.0.0.1,%d" % port + ("" if case.listener == "tls" else ";no-tls")
-        argv = ["nghttpx", "--conf=" + conf, "-n1", "-f", frontend,
-                "-b", "127.0.0.1,%d" % backend.port,
-                "--errorlog-file=" + os.path.join(env.run_dir, "nghttpx-error.log"),
-                "--pid-file=" + os.path.join(env.run_dir, "nghttpx.pid"), "--no-ocsp"]
+        argv = [
+            "nghttpx",
+            "--conf=" + conf,
+            "-n1",
+            "-f",
+            frontend,
+            "-b",
+            "127.0.0.1,%d" % backend.port,
+            "--errorlog-file=" + os.path.join(env.run_dir, "nghttpx-error.log"),
+            "--pid-file=" + os.path.join(env.run_dir, "nghttpx.pid"),
+            "--no-ocsp",
+        ]
         if case.listener == "tls":
             argv += [env.key, env.cert]
         proc = env.launcher.start(self.name, argv, env.run_dir, env.server_cpu)
@@ -308,9 +340,12 @@ class Apache(Server):
         extra = []
         if case.listener == "tls":
             modules += ["ssl", "socache_shmcb"]
-            extra += ["SSLEngine on", "SSLCertificateFile %s" % env.cert,
-                      "SSLCertificateKeyFile %s" % env.key,
-                      "SSLSessionCache shmcb:%s/ssl_scache(512000)" % rt]
+            extra += [
+                "SSLEngine on",
+                "SSLCertificateFile %s" % env.cert,
+                "SSLCertificateKeyFile %s" % env.key,
+                "SSLSessionCache shmcb:%s/ssl_scache(512000)" % rt,
+            ]
         if case.mode == "proxy":
             modules += ["proxy", "proxy_http"]
             extra += ["ProxyPass / http://127.0.0.1:%d/" % backend.port]
@@ -323,16 +358,18 @@ class Apache(Server):
             "run": rt,
             "port": port,
             "listen_proto": " https" if case.listener == "tls" else "",
-            "modules": "\n".join("LoadModule %s_module %s/mod_%s.so" % (m, APACHE_MODULES, m)
-                                 for m in modules),
+            "modules": "\n".join(
+                "LoadModule %s_module %s/mod_%s.so" % (m, APACHE_MODULES, m) for m in modules
+            ),
             "user": "User www-data\nGroup www-data" if env.is_root else "",
             "threads": threads,
             "docroot": docroot,
             "extra": "\n".join(extra),
         }
         path = write(env, "apache-%s.conf" % case.scenario, template("apache.conf", values))
-        proc = env.launcher.start(self.name, ["apache2", "-f", path, "-DFOREGROUND"], env.run_dir,
-                                  env.server_cpu)
+        proc = env.launcher.start(
+            self.name, ["apache2", "-f", path, "-DFOREGROUND"], env.run_dir, env.server_cpu
+        )
         inst = Instance(port, proc, backend.proc if backend else None)
         wait_or_stop(inst, port)
         return inst
@@ -350,8 +387,9 @@ class Floor(Server):
 
     def start(self, env, cases):
         port = free_port()
-        inst = Instance(port, env.launcher.start(self.name, [env.floor, str(port)], env.run_dir,
-                                                 env.server_cpu))
+        inst = Instance(
+            port, env.launcher.start(self.name, [env.floor, str(port)], env.run_dir, env.server_cpu)
+        )
         wait_or_stop(inst, port)
         return inst
 
@@ -367,8 +405,15 @@ def start_backend(env, front):
     too (its CPU is reported apart from the proxy's)."""
     port = free_port()
     # The seeds' proxies open a backend connection per in-flight request (c100 x m100).
-    proc = start_nginx(env, "backend-" + front, "backend", "listen 127.0.0.1:%d;" % port,
-                       "location / { }", "", 15000)
+    proc = start_nginx(
+        env,
+        "backend-" + front,
+        "backend",
+        "listen 127.0.0.1:%d;" % port,
+        "location / { }",
+        "",
+        15000,
+    )
     try:
         proc.wait_listening(port)
     except StartError:
@@ -382,8 +427,10 @@ def start_nginx(env, name, tag, listen, body, upstream, conns):
     os.makedirs(tmp, exist_ok=True)
     ssl = ""
     if "ssl" in listen:
-        ssl = ("ssl_certificate %s; ssl_certificate_key %s; ssl_protocols TLSv1.2 TLSv1.3; "
-               "ssl_session_cache shared:SSL:10m;" % (env.cert, env.key))
+        ssl = (
+            "ssl_certificate %s; ssl_certificate_key %s; ssl_protocols TLSv1.2 TLSv1.3; "
+            "ssl_session_cache shared:SSL:10m;" % (env.cert, env.key)
+        )
     values = {
         "tmp": tmp,
         "user": "user root;" if env.is_root else "",
@@ -396,8 +443,9 @@ def start_nginx(env, name, tag, listen, body, upstream, conns):
         "upstream": upstream,
     }
     path = write(env, "%s-%s.conf" % (name, tag), template("nginx.conf", values))
-    return env.launcher.start(name, ["nginx", "-c", path, "-p", tmp, "-g", "daemon off;"],
-                              env.run_dir, env.server_cpu)
+    return env.launcher.start(
+        name, ["nginx", "-c", path, "-p", tmp, "-g", "daemon off;"], env.run_dir, env.server_cpu
+    )
 
 
 def wait_or_stop(inst, port):

@@ -60,8 +60,26 @@ def test_who_takes_part_and_why_not():
 
 def test_peer_templates_have_every_placeholder_filled():
     for name in ("nginx.conf", "apache.conf", "h2o.yaml"):
-        keys = {"tmp", "user", "connections", "nofile", "listen", "ssl", "root", "body",
-                "upstream", "run", "port", "listen_proto", "modules", "threads", "docroot",
-                "extra", "listen_extra", "globals", "paths"}
+        keys = {
+            "tmp",
+            "user",
+            "connections",
+            "nofile",
+            "listen",
+            "ssl",
+            "root",
+            "body",
+            "upstream",
+            "run",
+            "port",
+            "listen_proto",
+            "modules",
+            "threads",
+            "docroot",
+            "extra",
+            "listen_extra",
+            "globals",
+            "paths",
+        }
         text = servers.template(name, {k: "X" for k in keys})
         assert "$" not in text.replace("$-placeholders", "")

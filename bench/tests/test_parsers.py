@@ -101,7 +101,8 @@ def test_wrk_socket_errors():
 
 def test_wrk_socket_timeouts_are_counted_apart():
     text = fixture("wrk_clean.txt").replace(
-        "Requests/sec:", "  Socket errors: connect 1, read 2, write 3, timeout 4\nRequests/sec:")
+        "Requests/sec:", "  Socket errors: connect 1, read 2, write 3, timeout 4\nRequests/sec:"
+    )
     r = parse_wrk(text)
     assert (r.socket_errors, r.timeout) == (6, 4)
 

@@ -33,8 +33,10 @@ def test_stop_all_stops_the_whole_tree(tmp_path):
 
 def test_cpu_and_rss_are_read_from_proc(tmp_path):
     launcher = Launcher()
-    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n" \
-           "time.sleep(30)\n"
+    busy = (
+        "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+        "time.sleep(30)\n"
+    )
     try:
         proc = launcher.start("busy", [sys.executable, "-c", busy], str(tmp_path))
         time.sleep(0.8)
@@ -46,8 +48,9 @@ def test_cpu_and_rss_are_read_from_proc(tmp_path):
 
 def test_wait_listening_reports_an_early_exit_with_the_log(tmp_path):
     launcher = Launcher()
-    proc = launcher.start("fails", ["sh", "-c", "echo 'x.yaml:3: ssl is not supported yet'; exit 1"],
-                          str(tmp_path))
+    proc = launcher.start(
+        "fails", ["sh", "-c", "echo 'x.yaml:3: ssl is not supported yet'; exit 1"], str(tmp_path)
+    )
     with pytest.raises(StartError, match="not supported yet"):
         proc.wait_listening(free_port(), timeout=5)
     launcher.stop_all()

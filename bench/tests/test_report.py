@@ -9,20 +9,30 @@ from benchlib.scenarios import select
 
 def row(server, case="S1-6b", rep=1, status="ok", rps=None, cpu=None, reason="", scenario="S1"):
     r = {c: "" for c in COLUMNS}
-    r.update(scenario=scenario, case=case, label="6 B", load="h2load -c500 -m100", server=server,
-             rep=rep, status=status, reason=reason)
+    r.update(
+        scenario=scenario,
+        case=case,
+        label="6 B",
+        load="h2load -c500 -m100",
+        server=server,
+        rep=rep,
+        status=status,
+        reason=reason,
+    )
     if rps is not None:
         r.update(rps=rps, cpu_us_per_req=cpu, requests=1000, peak_rss_kb=5000)
     return r
 
 
 def test_cell_takes_median_min_max_of_clean_runs_only():
-    cell = report.Cell([
-        row("h2o", rep=1, rps=100.0, cpu=3.0),
-        row("h2o", rep=2, rps=300.0, cpu=1.0),
-        row("h2o", rep=3, rps=200.0, cpu=2.0),
-        row("h2o", rep=4, status="flagged", rps=900.0, cpu=0.1, reason="5 failed"),
-    ])
+    cell = report.Cell(
+        [
+            row("h2o", rep=1, rps=100.0, cpu=3.0),
+            row("h2o", rep=2, rps=300.0, cpu=1.0),
+            row("h2o", rep=3, rps=200.0, cpu=2.0),
+            row("h2o", rep=4, status="flagged", rps=900.0, cpu=0.1, reason="5 failed"),
+        ]
+    )
     assert cell.status == "ok"
     assert cell.rps == (200.0, 100.0, 300.0)
     assert cell.cpu == (2.0, 1.0, 3.0)
@@ -37,13 +47,15 @@ def test_cell_with_only_flagged_runs_is_flagged():
 
 
 def test_ratio_against_best_clean_peer_ignores_floor_and_flagged():
-    cells = report.summarize([
-        row("spate", rps=400.0, cpu=1.0),
-        row("h2o", rps=300.0, cpu=2.0),
-        row("nginx", rps=500.0, cpu=4.0),
-        row("nghttpd", status="flagged", rps=900.0, cpu=0.5, reason="1 failed"),
-        row("floor", rps=1000.0, cpu=0.2),
-    ])["S1-6b"]
+    cells = report.summarize(
+        [
+            row("spate", rps=400.0, cpu=1.0),
+            row("h2o", rps=300.0, cpu=2.0),
+            row("nginx", rps=500.0, cpu=4.0),
+            row("nghttpd", status="flagged", rps=900.0, cpu=0.5, reason="1 failed"),
+            row("floor", rps=1000.0, cpu=0.2),
+        ]
+    )["S1-6b"]
     cpu_ratio, rps_ratio, best_cpu, best_rps = report.ratios(cells)
     assert best_cpu == "h2o"
     assert cpu_ratio == pytest.approx(0.5)
@@ -52,10 +64,12 @@ def test_ratio_against_best_clean_peer_ignores_floor_and_flagged():
 
 
 def test_no_ratio_when_spate_is_na():
-    cells = report.summarize([
-        row("spate", status="n/a", reason="no HTTP/2 yet"),
-        row("h2o", rps=300.0, cpu=2.0),
-    ])["S1-6b"]
+    cells = report.summarize(
+        [
+            row("spate", status="n/a", reason="no HTTP/2 yet"),
+            row("h2o", rps=300.0, cpu=2.0),
+        ]
+    )["S1-6b"]
     assert report.ratios(cells) == (None, None, None, None)
 
 
