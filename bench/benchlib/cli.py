@@ -1,0 +1,262 @@
+"""`bench/run`: parse the command line, run the matrix, write results.csv, report.md, charts."""
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+from . import report, scenarios, servers
+from .procs import Launcher
+from .runner import COLUMNS, Runner, Settings, make_certificate, make_docroot
+
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.report_only:
+        return rewrite_report(args.report_only, args.update_docs)
+    try:
+        cases = scenarios.select([s.upper() for s in args.scenarios or []] or None, args.quick)
+        chosen = servers.by_name(args.servers)
+    except ValueError as e:
+        print("bench/run: %s" % e, file=sys.stderr)
+        return 2
+    reps = args.reps or (1 if args.quick else 3)
+    out_dir = args.out or os.path.join(
+        BENCH_DIR, "results", datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    )
+    os.makedirs(out_dir, exist_ok=True)
+
+    run_dir = tempfile.mkdtemp(prefix="spate-bench-")
+    os.chmod(run_dir, 0o755)  # workers that drop root privileges must read the docroot
+    launcher = Launcher()
+    # SIGTERM and SIGHUP take the same way out as Ctrl-C: through the finally below. SIGINT is
+    # set too, because a shell starting us in the background leaves it ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+    rows = []
+    interrupted = False
+    try:
+        _pin_self(args.load_cpu)
+        docroot, answer_root = make_docroot(run_dir)
+        cert, key = make_certificate(run_dir)
+        env = servers.Env(
+            run_dir,
+            docroot,
+            answer_root,
+            cert,
+            key,
+            launcher,
+            args.server_cpu,
+            _spate_path(args.spate),
+            args.floor or _floor_path(),
+            _h2load_has_h3(),
+        )
+        settings = Settings(args.quick, reps, args.load_cpu, args.seconds)
+        runner = Runner(env, settings, chosen, cases)
+        print(
+            "bench: %d runs, %s mode, out %s"
+            % (runner.planned_runs(), "quick" if args.quick else "full", out_dir),
+            file=sys.stderr,
+        )
+        rows = runner.rows
+        runner.run()
+    except KeyboardInterrupt:
+        interrupted = True
+        print("bench: interrupted, stopping servers", file=sys.stderr)
+    finally:
+        launcher.stop_all()
+        if args.keep_run_dir:
+            print("bench: run dir kept at %s" % run_dir, file=sys.stderr)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+    meta = machine_info(args, reps)
+    if interrupted:
+        meta["note"] = "interrupted: partial results"
+    write_csv(os.path.join(out_dir, "results.csv"), rows)
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    write_report(out_dir, rows, cases, meta, args.update_docs)
+    if interrupted:
+        return 130
+    if args.check and any(r["status"] in ("error", "flagged") for r in rows):
+        return 1
+    return 0
+
+
+def write_report(out_dir, rows, cases, meta, update_docs):
+    text = report.markdown(rows, cases, meta)
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write(text)
+    charts = report.charts(rows, cases, out_dir)
+    if update_docs:
+        with open(os.path.join(REPO_DIR, "docs", "benchmarks.md"), "w") as f:
+            f.write(report.docs_page(text))
+    print(
+        "bench: wrote %s (results.csv, report.md%s)"
+        % (out_dir, ", %d charts" % charts if charts else ", no charts: matplotlib missing"),
+        file=sys.stderr,
+    )
+
+
+def rewrite_report(out_dir, update_docs):
+    """Report, charts (and docs) again from a finished run's results.csv and meta.json."""
+    try:
+        with open(os.path.join(out_dir, "results.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        with open(os.path.join(out_dir, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        print("bench/run: cannot read %s: %s" % (out_dir, e), file=sys.stderr)
+        return 2
+    keys = {r["case"] for r in rows}
+    cases = [c for c in scenarios.select() if c.key in keys]
+    write_report(out_dir, rows, cases, meta, update_docs)
+    return 0
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="bench/run", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="~2 s per run, 1 repetition, fewer shapes")
+    p.add_argument("--scenarios", type=_csv_list, default=None, help="e.g. S1,S5 (default: all)")
+    p.add_argument(
+        "--servers",
+        type=_csv_list,
+        default=["spate", "h2o", "nginx", "nghttpd", "nghttpx", "apache", "floor"],
+    )
+    p.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
+    p.add_argument(
+        "--seconds", type=int, default=None, help="length of a run (default 10, quick 2)"
+    )
+    p.add_argument("--out", default=None, help="output dir (default bench/results/DATE-TIME)")
+    p.add_argument("--spate", default=None, help="spate binary (default target/release/spate)")
+    p.add_argument("--floor", default=None, help="floor binary (default bench/build/floor)")
+    p.add_argument("--server-cpu", type=int, default=0)
+    p.add_argument("--load-cpu", type=int, default=1)
+    p.add_argument("--keep-run-dir", action="store_true", help="keep configs and server logs")
+    p.add_argument("--update-docs", action="store_true", help="also write docs/benchmarks.md")
+    p.add_argument(
+        "--report-only",
+        metavar="DIR",
+        default=None,
+        help="only rewrite DIR's report.md (and charts, docs) from its results.csv",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 if any run errored or was flagged (for CI)"
+    )
+    return p.parse_args(argv)
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def machine_info(args, reps):
+    """What the report says about where and how it ran."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "cpu": model,
+        "cores": str(os.cpu_count()),
+        "kernel": platform.release(),
+        "mode": "quick" if args.quick else "full",
+        "reps": str(reps),
+        "pinning": "servers on CPU %d, load generator on CPU %d" % (args.server_cpu, args.load_cpu),
+        "versions": "; ".join(v for v in (_version(c) for c in VERSION_COMMANDS) if v),
+        "spate": args.spate or "target/release/spate (commit %s)" % _git_commit(),
+    }
+
+
+VERSION_COMMANDS = [
+    ["h2o", "--version"],
+    ["nginx", "-v"],
+    ["apache2", "-v"],
+    ["nghttpd", "--version"],
+    ["nghttpx", "--version"],
+    ["h2load", "--version"],
+    ["wrk", "-v"],
+]
+
+
+def _version(argv):
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    for line in p.stdout.decode("utf-8", "replace").splitlines():
+        if "version" in line.lower() or line.startswith(("wrk", "h2load", "nghttp")):
+            return line.split(" Copyright")[0].strip()
+    return ""
+
+
+def _git_commit():
+    try:
+        p = subprocess.run(
+            ["git", "-C", REPO_DIR, "rev-parse", "--short", "HEAD"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return p.stdout.decode().strip() or "unknown"
+
+
+def _spate_path(given):
+    return os.path.abspath(given) if given else os.path.join(REPO_DIR, "target", "release", "spate")
+
+
+def _floor_path():
+    return os.path.join(BENCH_DIR, "build", "floor")
+
+
+def _h2load_has_h3():
+    """Whether h2load can speak HTTP/3: it needs ngtcp2, which Debian's 1.52 build lacks (its
+    --help lists the QUIC options either way, so ask the dynamic linker)."""
+    path = shutil.which("h2load")
+    if not path:
+        return False
+    try:
+        p = subprocess.run(
+            ["ldd", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"ngtcp2" in p.stdout
+
+
+def _pin_self(cpu):
+    # The harness's own sampling thread stays off the servers' CPU.
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError:
+        pass
+
+
+def _csv_list(text):
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

@@ -1,0 +1,416 @@
+"""Runs the matrix: for each scenario and server, start the server, probe, warm up, measure.
+
+Produces one row (a dict, the CSV's columns) per measured repetition and one per case a server
+cannot run ("n/a" with the reason), so the report and results.csv say why a cell is empty.
+"""
+
+import http.client
+import os
+import ssl
+import subprocess
+import sys
+import time
+
+from . import parsers
+from .procs import RssSampler, StartError, run_bounded
+from .scenarios import FILES
+
+COLUMNS = [
+    "scenario",
+    "case",
+    "label",
+    "load",
+    "server",
+    "rep",
+    "status",
+    "reason",
+    "rps",
+    "requests",
+    "duration_s",
+    "failed",
+    "errored",
+    "timeout",
+    "non2xx",
+    "socket_errors",
+    "cpu_s",
+    "cpu_us_per_req",
+    "backend_cpu_us_per_req",
+    "peak_rss_kb",
+    "protocol",
+    "command",
+]
+
+
+class Settings:
+    """How long and how often: quick mode keeps a run to ~2 s, full mode to ~10 s."""
+
+    def __init__(self, quick, reps, load_cpu, seconds=None):
+        self.quick = quick
+        self.reps = reps
+        self.load_cpu = load_cpu
+        self.seconds = seconds or (2 if quick else 10)
+
+
+class Runner:
+    def __init__(self, env, settings, servers, cases, progress=None):
+        self.env = env
+        self.settings = settings
+        self.servers = servers
+        self.cases = cases
+        self.rows = []
+        self.progress = progress or Progress(self.planned_runs())
+
+    def planned_runs(self):
+        return sum(
+            self.settings.reps for case in self.cases for s in self.servers if s.applies(case)
+        )
+
+    def run(self):
+        """Run everything; rows accumulate in self.rows even if interrupted."""
+        groups = []
+        for case in self.cases:
+            if case.group not in groups:
+                groups.append(case.group)
+        for group in groups:
+            cases = [c for c in self.cases if c.group == group]
+            for server in self.servers:
+                mine = [c for c in cases if server.applies(c)]
+                if mine:
+                    self.run_group(server, mine)
+        return self.rows
+
+    def run_group(self, server, cases):
+        runnable = []
+        for case in cases:
+            reason = server.unsupported(case, self.env)
+            if reason:
+                self.skip(server, case, "n/a", reason)
+            else:
+                runnable.append(case)
+        if not runnable:
+            return
+        try:
+            inst = server.start(self.env, runnable)
+        except StartError as e:
+            for case in runnable:
+                self.skip(server, case, self.failure_status(server), "start: %s" % e)
+            return
+        try:
+            for case in runnable:
+                self.run_case(server, inst, case)
+        finally:
+            inst.stop()
+
+    def run_case(self, server, inst, case):
+        if not inst.proc.alive():
+            # A crash in an earlier case is the server's fault, never a feature gap.
+            self.skip(server, case, "error", "server exited: %s" % inst.proc.log_tail())
+            return
+        url = "%s://127.0.0.1:%d%s" % (
+            "https" if case.listener in ("tls", "quic") else "http",
+            inst.port,
+            case.path,
+        )
+        reason = probe(case, url, check_body=not server.canned)
+        if reason:
+            self.skip(server, case, self.failure_status(server), "probe: %s" % reason)
+            return
+        requests = self.warm_up(case, url)
+        for rep in range(1, self.settings.reps + 1):
+            self.rows.append(self.measure(server, inst, case, url, rep, requests))
+            self.progress.step(self.rows[-1])
+
+    def measure(self, server, inst, case, url, rep, requests):
+        argv = self.load_argv(case, url, requests=requests)
+        row = self.base_row(server, case, rep)
+        row["command"] = " ".join(argv)
+        if not inst.proc.alive():
+            row.update(status="error", reason="server exited: %s" % inst.proc.log_tail())
+            return row
+        cpu0 = inst.proc.cpu_seconds()
+        bcpu0 = inst.backend.cpu_seconds() if inst.backend else 0.0
+        with RssSampler(inst.proc) as rss:
+            rc, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
+        cpu = inst.proc.cpu_seconds() - cpu0
+        bcpu = (inst.backend.cpu_seconds() - bcpu0) if inst.backend else None
+        try:
+            res = parsers.parse_h2load(out) if case.tool == "h2load" else parsers.parse_wrk(out)
+        except parsers.ParseError as e:
+            row.update(status="error", reason="%s (exit %s)" % (e, rc), cpu_s=round(cpu, 4))
+            return row
+        row.update(
+            rps=round(res.rps, 2),
+            requests=res.completed,
+            duration_s=round(res.duration_s, 3),
+            failed=res.failed,
+            errored=res.errored,
+            timeout=res.timeout,
+            non2xx=res.non2xx,
+            socket_errors=res.socket_errors,
+            cpu_s=round(cpu, 4),
+            peak_rss_kb=rss.peak_kb,
+            protocol=res.protocol.strip(),
+        )
+        if res.completed:
+            row["cpu_us_per_req"] = round(cpu / res.completed * 1e6, 3)
+            if bcpu is not None:
+                row["backend_cpu_us_per_req"] = round(bcpu / res.completed * 1e6, 3)
+        problems = res.problems
+        if problems:
+            row["status"] = "flagged"
+            row["reason"] = ", ".join("%d %s" % (v, k) for k, v in problems.items())
+            if res.notes:
+                row["reason"] += "; " + res.notes[0]
+        if not inst.proc.alive():
+            row["status"] = "error"
+            row["reason"] = "server exited during the run: %s" % inst.proc.log_tail()
+        return row
+
+    def load_argv(self, case, url, warm=False, requests=None):
+        secs = self.settings.seconds
+        if case.tool == "wrk":
+            duration = 1 if warm else secs
+            return ["wrk", "-t1", "-c%d" % case.conns, "-d%ds" % duration, "--timeout", "5s", url]
+        argv = [
+            "h2load",
+            "-t1",
+            "-c%d" % case.conns,
+            "-m%d" % case.streams,
+            "-n%d" % requests,
+            "-T%d" % (3 * secs + 5),
+            "-N10",
+        ]
+        if case.big_windows:
+            argv += ["-w30", "-W30"]
+        if case.listener == "quic":
+            argv += ["--npn-list", "h3"]
+        return argv + [url]
+
+    def warm_up(self, case, url):
+        """Warm the server up; for h2load, return the request count for a run of ~`seconds`.
+
+        A short first round is dominated by connection (and TLS) setup, so a second round sized
+        to a quarter of a run gives the rate the real run is sized from.
+        """
+        if case.tool == "wrk":
+            run_bounded(
+                self.load_argv(case, url, warm=True), self.timeout(), self.settings.load_cpu
+            )
+            return None
+        rate = self.h2load_rate(case, url, max(case.conns * 20, 10000))
+        quarter = self.requests_for(case, rate, self.settings.seconds * 0.25)
+        rate = self.h2load_rate(case, url, quarter)
+        return self.requests_for(case, rate, self.settings.seconds)
+
+    def h2load_rate(self, case, url, requests):
+        """req/s of one h2load round of `requests`; 0 if it printed no summary."""
+        argv = self.load_argv(case, url, requests=requests)
+        _, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
+        try:
+            return parsers.parse_h2load(out).rps
+        except parsers.ParseError:
+            return 0.0
+
+    @staticmethod
+    def requests_for(case, rate, seconds):
+        """Requests for `seconds` at `rate`, at least 10 per connection, at most 50 M."""
+        requests = int(rate * seconds) or case.conns * 100
+        return max(case.conns * 10, min(requests, 50_000_000))
+
+    def timeout(self):
+        return 4 * self.settings.seconds + 20
+
+    def failure_status(self, server):
+        # spate's rows fill in as features land: until then a failed start is a gap, not a bug
+        # in the suite. A peer that fails is an error to look at.
+        return "n/a" if server.name == "spate" else "error"
+
+    def skip(self, server, case, status, reason):
+        reason = reason.replace(self.env.run_dir + os.sep, "")  # temp paths say nothing
+        for rep in range(1, self.settings.reps + 1):
+            row = self.base_row(server, case, rep)
+            row.update(status=status, reason=reason)
+            self.rows.append(row)
+            self.progress.step(row)
+
+    def base_row(self, server, case, rep):
+        row = {c: "" for c in COLUMNS}
+        row.update(
+            scenario=case.scenario,
+            case=case.key,
+            label=case.label,
+            load=case.load_flags(),
+            server=server.name,
+            rep=rep,
+        )
+        row["status"] = "ok"
+        return row
+
+
+class Progress:
+    """One line per run on stderr: position, scenario, server, repetition, the figure."""
+
+    def __init__(self, total, stream=None):
+        self.total = total
+        self.done = 0
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+
+    def step(self, row):
+        self.done += 1
+        if row["status"] in ("ok", "flagged"):
+            figure = "%s req/s, %s us/req" % (_fmt(row["rps"], 0), _fmt(row["cpu_us_per_req"], 2))
+            if row["status"] == "flagged":
+                figure += "  FLAGGED: " + row["reason"]
+        else:
+            figure = "%s: %s" % (row["status"], row["reason"])
+        elapsed = time.monotonic() - self.started
+        print(
+            "[%d/%d %4.0fs] %s %-22s | %-7s | rep %s | %s"
+            % (
+                self.done,
+                self.total,
+                elapsed,
+                row["scenario"],
+                row["label"][:22],
+                row["server"],
+                row["rep"],
+                figure,
+            ),
+            file=self.stream,
+            flush=True,
+        )
+
+
+def probe(case, url, check_body=True):
+    """One request the way the load will make it; None if it succeeded, else why not."""
+    if case.tool == "h2load":
+        argv = ["h2load", "-n1", "-c1", "-m1", "-T5"]
+        if case.listener == "quic":
+            argv += ["--npn-list", "h3"]
+        _, out = run_bounded(argv + [url], 15)
+        try:
+            res = parsers.parse_h2load(out)
+        except parsers.ParseError as e:
+            return str(e)
+        if res.completed != 1 or res.problems:
+            counts = ", ".join("%d %s" % (v, k) for k, v in res.problems.items())
+            if not res.completed:
+                what = {
+                    "clear": "HTTP/2 (h2c prior knowledge)",
+                    "tls": "HTTP/2 over TLS",
+                    "quic": "HTTP/3",
+                }[case.listener]
+                counts = "no %s answer: %s" % (what, counts)
+            notes = "; ".join(res.notes)
+            return "h2load -n1: %s" % (counts + "; " + notes if notes else counts)
+        if case.listener == "clear" and res.protocol != "h2c":
+            return "h2load -n1 negotiated %s" % res.protocol
+        return None
+    return http_get(url, case, check_body)
+
+
+def http_get(url, case, check_body=True):
+    """An HTTP/1.1 GET with the stdlib client; checks the status and, for S6, the body."""
+    host_port, path = url.split("://", 1)[1].split("/", 1)
+    port = int(host_port.rsplit(":", 1)[1])
+    try:
+        if url.startswith("https"):
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=ctx)
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/" + path)
+        resp = conn.getresponse()
+        body = resp.read()
+        conn.close()
+    except (OSError, http.client.HTTPException) as e:
+        return "GET /%s: %s" % (path, e)
+    if resp.status != 200:
+        return "GET /%s: status %d" % (path, resp.status)
+    if not check_body:
+        return None
+    expected = b"42" if case.mode == "answer" else None
+    name = path.rsplit("/", 1)[-1]
+    if expected is None and name in FILES:
+        if len(body) != FILES[name]:
+            return "GET /%s: %d bytes, expected %d" % (path, len(body), FILES[name])
+    elif expected is not None and body != expected:
+        return "GET /%s: body %r, expected %r" % (path, body[:20], expected)
+    return None
+
+
+def make_docroot(run_dir):
+    """The document root (FILES) and S6's answer root, world-readable for dropped workers."""
+    docroot = os.path.join(run_dir, "htdocs")
+    answer_root = os.path.join(run_dir, "answer")
+    for d in (docroot, answer_root):
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o755)
+    for name, size in FILES.items():
+        with open(os.path.join(docroot, name), "wb") as f:
+            f.write(_content(name, size))
+        os.chmod(os.path.join(docroot, name), 0o644)
+    with open(os.path.join(answer_root, "answer"), "wb") as f:
+        f.write(b"42")
+    os.chmod(os.path.join(answer_root, "answer"), 0o644)
+    return docroot, answer_root
+
+
+def make_certificate(run_dir):
+    """A self-signed P-256 certificate for localhost, made with openssl."""
+    cert = os.path.join(run_dir, "cert.pem")
+    key = os.path.join(run_dir, "key.pem")
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "30",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.chmod(key, 0o644)  # servers that drop privileges read it after the switch
+    return cert, key
+
+
+def _content(name, size):
+    if name.endswith(".html"):
+        head = b"<!DOCTYPE html>\n<html><head><title>bench</title></head><body>\n"
+        tail = b"\n</body></html>\n"
+        return head + b"x" * (size - len(head) - len(tail)) + tail
+    if name == "6b.txt":
+        return b"hello\n"
+    # Incompressible-looking but deterministic bytes for the rest.
+    out = bytearray()
+    x = 2463534242
+    while len(out) < size:
+        x ^= (x << 13) & 0xFFFFFFFF
+        x ^= x >> 17
+        x ^= (x << 5) & 0xFFFFFFFF
+        out += x.to_bytes(4, "little")
+    return bytes(out[:size])
+
+
+def _fmt(value, digits):
+    if value in ("", None):
+        return "-"
+    return "{:,.{d}f}".format(float(value), d=digits)

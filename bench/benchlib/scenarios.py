@@ -1,0 +1,187 @@
+"""The scenarios S1-S8 of shared/scenarios.md as a list of concrete cases.
+
+A case is one load shape against one URL: the report has one table per scenario and one line
+per case. Servers are started once per (scenario, server, listener) and serve every case of
+that group, so a scenario's cases share a warm server.
+"""
+
+from dataclasses import dataclass
+
+# Files the document root holds, by name: size in bytes (see runner.make_docroot).
+FILES = {
+    "6b.txt": 6,
+    "4k.txt": 4096,
+    "index.html": 612,  # nginx's default index page size (S5)
+    "index653.html": 653,  # S7's index.html
+    "002.jpg": 90364,  # S7's JPEG
+    "test": 1000,  # S8's application answer, served by the backend
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    scenario: str  # "S1"
+    key: str  # unique, e.g. "S1-6b"
+    label: str  # column/line label in the report, e.g. "6 B"
+    tool: str  # "h2load" or "wrk"
+    path: str  # request path
+    listener: str  # "clear", "tls" or "quic"
+    mode: str  # "static", "answer" (S6) or "proxy"
+    conns: int
+    streams: int = 1  # h2load -m
+    big_windows: bool = False  # h2load -w30 -W30
+    quick: bool = True  # part of --quick
+
+    @property
+    def protocol(self):
+        """What the server must speak: "h1", "h2" or "h3" (with self.listener for TLS)."""
+        if self.listener == "quic":
+            return "h3"
+        return "h1" if self.tool == "wrk" else "h2"
+
+    @property
+    def group(self):
+        """Cases with the same group are served by one server instance."""
+        return (self.scenario, self.listener, self.mode)
+
+    def load_flags(self):
+        """The shape of the load as the seeds wrote it (for the report)."""
+        if self.tool == "wrk":
+            return "wrk -c%d" % self.conns
+        flags = "h2load -c%d" % self.conns
+        if self.streams > 1:
+            flags += " -m%d" % self.streams
+        if self.big_windows:
+            flags += " -w30 -W30"
+        if self.listener == "quic":
+            flags += " --npn-list h3"
+        return flags
+
+
+SCENARIOS = {
+    "S1": "HTTP/2 cleartext static file (h2load -c500 -m100)",
+    "S2": "HTTP/2 cleartext static file without flow control (h2load -c500 -m100 -w30 -W30)",
+    "S3": "HTTP/2 over TLS static file (h2load -c500 -m100, with and without -w30 -W30)",
+    "S4": "HTTP/2 reverse proxy to an HTTP/1.1 backend (h2load -c100 -m100)",
+    "S5": "HTTP/1.1 keep-alive, 612-byte index.html (wrk -c100)",
+    "S6": 'server core: GET /answer -> 200 "42" (wrk -c10..800)',
+    "S7": "TLS, 653-byte index.html and 90 KB JPEG, HTTP/1.1 (wrk) and HTTP/2 (h2load -c100)",
+    "S8": "TLS reverse proxy to an HTTP/1.1 app answering 1000 B (h2load -m10 -c100/-c1000)",
+}
+
+
+def all_cases():
+    cases = []
+    for name, label in (("6b.txt", "6 B"), ("4k.txt", "4 KiB")):
+        short = name.split(".")[0]
+        cases.append(
+            Case("S1", "S1-" + short, label, "h2load", "/" + name, "clear", "static", 500, 100)
+        )
+        cases.append(
+            Case(
+                "S2", "S2-" + short, label, "h2load", "/" + name, "clear", "static", 500, 100, True
+            )
+        )
+        cases.append(
+            Case("S3", "S3-" + short, label, "h2load", "/" + name, "tls", "static", 500, 100)
+        )
+        cases.append(
+            Case(
+                "S3",
+                "S3-%s-w30" % short,
+                label + " -w30 -W30",
+                "h2load",
+                "/" + name,
+                "tls",
+                "static",
+                500,
+                100,
+                True,
+            )
+        )
+    for listener, front in (("clear", "h2c"), ("tls", "TLS")):
+        for name, label in (("6b.txt", "6 B"), ("4k.txt", "4 KiB")):
+            short = name.split(".")[0]
+            cases.append(
+                Case(
+                    "S4",
+                    "S4-%s-%s" % (listener, short),
+                    "%s %s" % (front, label),
+                    "h2load",
+                    "/" + name,
+                    listener,
+                    "proxy",
+                    100,
+                    100,
+                )
+            )
+            cases.append(
+                Case(
+                    "S4",
+                    "S4-%s-%s-w30" % (listener, short),
+                    "%s %s -w30 -W30" % (front, label),
+                    "h2load",
+                    "/" + name,
+                    listener,
+                    "proxy",
+                    100,
+                    100,
+                    True,
+                    quick=False,
+                )
+            )
+    cases.append(Case("S5", "S5", "612 B", "wrk", "/index.html", "clear", "static", 100))
+    for conns in (10, 100, 200, 400, 800):
+        cases.append(
+            Case(
+                "S6",
+                "S6-c%d" % conns,
+                "c%d" % conns,
+                "wrk",
+                "/answer",
+                "clear",
+                "answer",
+                conns,
+                quick=conns in (100, 800),
+            )
+        )
+    for tool, proto in (("wrk", "HTTP/1.1"), ("h2load", "HTTP/2")):
+        for name, label in (("index653.html", "653 B"), ("002.jpg", "90 KB")):
+            cases.append(
+                Case(
+                    "S7",
+                    "S7-%s-%s" % (proto[-1], name.split(".")[0]),
+                    "%s %s" % (proto, label),
+                    tool,
+                    "/" + name,
+                    "tls",
+                    "static",
+                    100,
+                )
+            )
+    for listener, proto in (("tls", "HTTP/2"), ("quic", "HTTP/3")):
+        for conns in (100, 1000):
+            cases.append(
+                Case(
+                    "S8",
+                    "S8-%s-c%d" % (proto[-1], conns),
+                    "%s c%d" % (proto, conns),
+                    "h2load",
+                    "/test",
+                    listener,
+                    "proxy",
+                    conns,
+                    10,
+                )
+            )
+    return cases
+
+
+def select(scenarios=None, quick=False):
+    """Cases of the chosen scenario ids (all when None), in S1..S8 order."""
+    wanted = set(scenarios) if scenarios else set(SCENARIOS)
+    unknown = wanted - set(SCENARIOS)
+    if unknown:
+        raise ValueError("unknown scenario(s): %s" % ", ".join(sorted(unknown)))
+    cases = [c for c in all_cases() if c.scenario in wanted and (c.quick or not quick)]
+    return sorted(cases, key=lambda c: c.scenario)  # stable: keeps the order within a scenario

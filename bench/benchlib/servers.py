@@ -1,0 +1,468 @@
+"""The servers under test: which cases each can run, its configuration, how it starts.
+
+Each server gets one worker, no access log, its own config file and ports in the run dir, and
+runs pinned to the server CPU. Configurations follow each server's own advice for static
+serving (see bench/README.md, "Peer configurations"); the templates are in bench/templates/.
+"""
+
+import os
+import resource
+import string
+
+from .procs import StartError, free_port
+
+TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates")
+APACHE_MODULES = "/usr/lib/apache2/modules"
+# Open files a server may have: the hard limit it inherits (it cannot raise it further).
+NOFILE = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+
+# Why a server is absent from a scenario altogether (not a gap: it is not that kind of server).
+NOT_A_PROXY = "not a reverse proxy"
+PROXY_ONLY = "a proxy only"
+
+
+class Env:
+    """What every server start needs: paths, CPUs, the launcher, the binaries."""
+
+    def __init__(
+        self,
+        run_dir,
+        docroot,
+        answer_root,
+        cert,
+        key,
+        launcher,
+        server_cpu,
+        spate,
+        floor,
+        h3_client,
+    ):
+        self.run_dir = run_dir
+        self.docroot = docroot
+        self.answer_root = answer_root
+        self.cert = cert
+        self.key = key
+        self.launcher = launcher
+        self.server_cpu = server_cpu
+        self.spate = spate
+        self.floor = floor
+        self.h3_client = h3_client  # does the load generator speak HTTP/3?
+        self.is_root = os.geteuid() == 0
+
+
+class Instance:
+    """A running server for one group of cases (and its backend, for proxies)."""
+
+    def __init__(self, port, proc, backend=None):
+        self.port = port
+        self.proc = proc
+        self.backend = backend
+
+    def stop(self):
+        self.proc.stop()
+        if self.backend:
+            self.backend.stop()
+
+
+class Server:
+    name = ""
+    canned = False  # answers every request with the same bytes (the floor)
+    # Scenario ids this server takes part in; the others are left out of its tables.
+    scenarios = ()
+
+    def applies(self, case):
+        """Whether this server has a line in `case`'s table at all."""
+        return case.scenario in self.scenarios
+
+    def unsupported(self, case, env):
+        """A reason this server cannot run `case` (shown as "n/a: reason"), or None."""
+        if case.protocol == "h3" and not env.h3_client:
+            return "h2load here has no HTTP/3 support"
+        return None
+
+    def start(self, env, cases):
+        """Start for `cases` (one group: same scenario, listener and mode)."""
+        raise NotImplementedError
+
+
+def all_servers():
+    return [Spate(), H2o(), Nginx(), Nghttpd(), Nghttpx(), Apache(), Floor()]
+
+
+def by_name(names):
+    known = {s.name: s for s in all_servers()}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(
+            "unknown server(s): %s (known: %s)" % (", ".join(unknown), ", ".join(known))
+        )
+    return [known[n] for n in names]
+
+
+class H2oDialect(Server):
+    """h2o and spate: one YAML dialect, one generator."""
+
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8")
+
+    def start(self, env, cases):
+        case = cases[0]
+        port = free_port()
+        backend = start_backend(env, self.name) if case.mode == "proxy" else None
+        config = self.render(env, case, port, backend.port if backend else None)
+        path = write(env, "%s-%s.yaml" % (self.name, case.scenario), config)
+        proc = env.launcher.start(self.name, self.argv(env, path), env.run_dir, env.server_cpu)
+        inst = Instance(port, proc, backend.proc if backend else None)
+        wait_or_stop(inst, port)
+        return inst
+
+    def render(self, env, case, port, backend_port):
+        listen_extra, globals_, paths = [], self.extra_globals(case), []
+        if case.listener == "quic":
+            listen_extra += ["  type: quic"]
+        if case.listener in ("tls", "quic"):
+            listen_extra += [
+                "  ssl:",
+                "    certificate-file: %s" % env.cert,
+                "    key-file: %s" % env.key,
+            ]
+        if case.mode == "proxy":
+            paths += ["      /:", "        proxy.reverse.url: http://127.0.0.1:%d/" % backend_port]
+            if case.scenario == "S8":
+                # As the seed's config: brotli configured (h2load asks for no encoding).
+                paths += self.s8_proxy_extras()
+                globals_ += ["compress:", "  br: 6"]
+        elif case.mode == "answer":
+            paths += self.answer_paths()
+        else:
+            paths += ["      /:", "        file.dir: %s" % env.docroot]
+        values = {
+            "user": self.user_line(env),
+            "port": port,
+            "listen_extra": "\n".join(listen_extra),
+            "globals": "\n".join(globals_),
+            "paths": "\n".join(paths),
+        }
+        return template("h2o.yaml", values)
+
+    def user_line(self, env):
+        return ""
+
+    def extra_globals(self, case):
+        return []
+
+    def s8_proxy_extras(self):
+        return []
+
+    def answer_paths(self):
+        raise NotImplementedError
+
+    def argv(self, env, config_path):
+        raise NotImplementedError
+
+
+class Spate(H2oDialect):
+    name = "spate"
+
+    def unsupported(self, case, env):
+        reason = super().unsupported(case, env)
+        if reason:
+            return reason
+        if not env.spate or not os.access(env.spate, os.X_OK):
+            return "no spate binary at %s (run bench/setup)" % env.spate
+        return None
+
+    def extra_globals(self, case):
+        return ["server-name: bench"] if case.mode == "answer" else []
+
+    def s8_proxy_extras(self):
+        return ["        proxy.timeout.first_byte: 600000"]  # from the seed (h2o 2.2.5 lacks it)
+
+    def answer_paths(self):
+        return [
+            "      /answer:",
+            "        respond:",
+            "          status: 200",
+            '          body: "42"',
+            "          content-type: text/plain",
+            "          methods: [GET]",
+        ]
+
+    def argv(self, env, config_path):
+        return [env.spate, "-c", config_path]
+
+
+class H2o(H2oDialect):
+    name = "h2o"
+
+    def unsupported(self, case, env):
+        if case.protocol == "h3":
+            return "h2o 2.2.5 has no HTTP/3"
+        return super().unsupported(case, env)
+
+    def user_line(self, env):
+        # h2o switches to "nobody" when started as root; keep it as it was started.
+        return "user: root" if env.is_root else ""
+
+    def answer_paths(self):
+        # h2o 2.2.5 has no direct-response handler; mruby is its way to answer in-process.
+        return [
+            "      /answer:",
+            "        mruby.handler: |",
+            "          Proc.new do |env|",
+            '            if env["REQUEST_METHOD"] == "GET" && env["PATH_INFO"] == ""',
+            '              [200, {"content-type" => "text/plain"}, ["42"]]',
+            "            else",
+            '              [404, {"content-type" => "text/plain"}, ["not found"]]',
+            "            end",
+            "          end",
+        ]
+
+    def argv(self, env, config_path):
+        return ["h2o", "-c", config_path]
+
+
+class Nginx(Server):
+    name = "nginx"
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8")
+
+    def unsupported(self, case, env):
+        if case.protocol == "h3":
+            return "nginx 1.22 has no HTTP/3"
+        return super().unsupported(case, env)
+
+    def start(self, env, cases):
+        case = cases[0]
+        port = free_port()
+        backend = start_backend(env, self.name) if case.mode == "proxy" else None
+        if case.listener == "tls":
+            listen = "listen 127.0.0.1:%d ssl http2;" % port
+        elif case.protocol == "h2":
+            listen = "listen 127.0.0.1:%d http2;" % port  # HTTP/2 with prior knowledge only
+        else:
+            listen = "listen 127.0.0.1:%d;" % port
+        if case.mode == "proxy":
+            body = (
+                "location / { proxy_pass http://backend; proxy_http_version 1.1; "
+                'proxy_set_header Connection ""; }'
+            )
+            # Keep every upstream connection the load can use: the others keep theirs too.
+            upstream = "upstream backend { server 127.0.0.1:%d; keepalive %d; }" % (
+                backend.port,
+                max(c.conns * c.streams for c in cases),
+            )
+        elif case.mode == "answer":
+            body = 'location = /answer { return 200 "42"; }\n        location / { return 404; }'
+            upstream = ""
+        else:
+            body = "location / { }"
+            upstream = ""
+        # A proxied request holds a client stream and an upstream connection.
+        # Upstream connections linger after use, so leave twice that (nginx warns and starts
+        # reusing connections, failing streams, when the limit is reached).
+        conns = max(c.conns * (2 * c.streams + 1 if case.mode == "proxy" else 1) for c in cases)
+        proc = start_nginx(env, self.name, case.scenario, listen, body, upstream, conns)
+        inst = Instance(port, proc, backend.proc if backend else None)
+        wait_or_stop(inst, port)
+        return inst
+
+
+class Nghttpd(Server):
+    name = "nghttpd"
+    scenarios = ("S1", "S2", "S3", "S7")
+
+    def applies(self, case):
+        return super().applies(case) and case.protocol == "h2"
+
+    def start(self, env, cases):
+        case = cases[0]
+        port = free_port()
+        argv = ["nghttpd", "-n1", "-a", "127.0.0.1", "-d", env.docroot]
+        if case.listener == "tls":
+            argv += [str(port), env.key, env.cert]
+        else:
+            argv += ["--no-tls", str(port)]
+        inst = Instance(port, env.launcher.start(self.name, argv, env.run_dir, env.server_cpu))
+        wait_or_stop(inst, port)
+        return inst
+
+
+class Nghttpx(Server):
+    name = "nghttpx"
+    scenarios = ("S4", "S8")
+
+    def unsupported(self, case, env):
+        if case.protocol == "h3":
+            return "Debian's nghttpx is built without HTTP/3"
+        return super().unsupported(case, env)
+
+    def start(self, env, cases):
+        case = cases[0]
+        port = free_port()
+        backend = start_backend(env, self.name)
+        conf = write(env, "nghttpx.conf", "")  # keeps /etc/nghttpx/nghttpx.conf out of the run
+        frontend = "127.0.0.1,%d" % port + ("" if case.listener == "tls" else ";no-tls")
+        argv = [
+            "nghttpx",
+            "--conf=" + conf,
+            "-n1",
+            "-f",
+            frontend,
+            "-b",
+            "127.0.0.1,%d" % backend.port,
+            "--errorlog-file=" + os.path.join(env.run_dir, "nghttpx-error.log"),
+            "--pid-file=" + os.path.join(env.run_dir, "nghttpx.pid"),
+            "--no-ocsp",
+        ]
+        if case.listener == "tls":
+            argv += [env.key, env.cert]
+        proc = env.launcher.start(self.name, argv, env.run_dir, env.server_cpu)
+        inst = Instance(port, proc, backend.proc)
+        wait_or_stop(inst, port)
+        return inst
+
+
+class Apache(Server):
+    name = "apache"
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8")
+
+    def unsupported(self, case, env):
+        if case.protocol == "h3":
+            return "Apache has no HTTP/3"
+        return super().unsupported(case, env)
+
+    def start(self, env, cases):
+        case = cases[0]
+        port = free_port()
+        backend = start_backend(env, self.name) if case.mode == "proxy" else None
+        rt = os.path.join(env.run_dir, "apache-%s" % case.scenario)
+        os.makedirs(rt, exist_ok=True)
+        modules = ["mpm_event", "authz_core", "mime", "http2"]
+        extra = []
+        if case.listener == "tls":
+            modules += ["ssl", "socache_shmcb"]
+            extra += [
+                "SSLEngine on",
+                "SSLCertificateFile %s" % env.cert,
+                "SSLCertificateKeyFile %s" % env.key,
+                "SSLSessionCache shmcb:%s/ssl_scache(512000)" % rt,
+            ]
+        if case.mode == "proxy":
+            modules += ["proxy", "proxy_http"]
+            extra += ["ProxyPass / http://127.0.0.1:%d/" % backend.port]
+        docroot = env.answer_root if case.mode == "answer" else env.docroot
+        if case.mode == "answer":
+            # No direct-response handler in Apache: a 2-byte file served as text/plain.
+            extra += ['<Files "answer">', "ForceType text/plain", "</Files>"]
+        threads = max(64, max(c.conns for c in cases) + 16)
+        values = {
+            "run": rt,
+            "port": port,
+            "listen_proto": " https" if case.listener == "tls" else "",
+            "modules": "\n".join(
+                "LoadModule %s_module %s/mod_%s.so" % (m, APACHE_MODULES, m) for m in modules
+            ),
+            "user": "User www-data\nGroup www-data" if env.is_root else "",
+            "threads": threads,
+            "docroot": docroot,
+            "extra": "\n".join(extra),
+        }
+        path = write(env, "apache-%s.conf" % case.scenario, template("apache.conf", values))
+        proc = env.launcher.start(
+            self.name, ["apache2", "-f", path, "-DFOREGROUND"], env.run_dir, env.server_cpu
+        )
+        inst = Instance(port, proc, backend.proc if backend else None)
+        wait_or_stop(inst, port)
+        return inst
+
+
+class Floor(Server):
+    name = "floor"
+    canned = True
+    scenarios = ("S5", "S6")
+
+    def unsupported(self, case, env):
+        if not env.floor or not os.access(env.floor, os.X_OK):
+            return "no floor binary at %s (run bench/setup)" % env.floor
+        return None
+
+    def start(self, env, cases):
+        port = free_port()
+        inst = Instance(
+            port, env.launcher.start(self.name, [env.floor, str(port)], env.run_dir, env.server_cpu)
+        )
+        wait_or_stop(inst, port)
+        return inst
+
+
+class Backend:
+    def __init__(self, port, proc):
+        self.port = port
+        self.proc = proc
+
+
+def start_backend(env, front):
+    """The HTTP/1.1 backend of a proxy case: nginx serving the document root, on the server CPU
+    too (its CPU is reported apart from the proxy's)."""
+    port = free_port()
+    # The seeds' proxies open a backend connection per in-flight request (c100 x m100).
+    proc = start_nginx(
+        env,
+        "backend-" + front,
+        "backend",
+        "listen 127.0.0.1:%d;" % port,
+        "location / { }",
+        "",
+        15000,
+    )
+    try:
+        proc.wait_listening(port)
+    except StartError:
+        proc.stop()
+        raise
+    return Backend(port, proc)
+
+
+def start_nginx(env, name, tag, listen, body, upstream, conns):
+    tmp = os.path.join(env.run_dir, "%s-%s-tmp" % (name, tag))
+    os.makedirs(tmp, exist_ok=True)
+    ssl = ""
+    if "ssl" in listen:
+        ssl = (
+            "ssl_certificate %s; ssl_certificate_key %s; ssl_protocols TLSv1.2 TLSv1.3; "
+            "ssl_session_cache shared:SSL:10m;" % (env.cert, env.key)
+        )
+    values = {
+        "tmp": tmp,
+        "user": "user root;" if env.is_root else "",
+        "connections": min(max(1024, conns + 256), NOFILE - 1000),
+        "nofile": NOFILE,
+        "listen": listen,
+        "ssl": ssl,
+        "root": env.docroot,
+        "body": body,
+        "upstream": upstream,
+    }
+    path = write(env, "%s-%s.conf" % (name, tag), template("nginx.conf", values))
+    return env.launcher.start(
+        name, ["nginx", "-c", path, "-p", tmp, "-g", "daemon off;"], env.run_dir, env.server_cpu
+    )
+
+
+def wait_or_stop(inst, port):
+    try:
+        inst.proc.wait_listening(port)
+    except StartError:
+        inst.stop()
+        raise
+
+
+def template(name, values):
+    with open(os.path.join(TEMPLATES, name)) as f:
+        return string.Template(f.read()).substitute(values)
+
+
+def write(env, name, text):
+    path = os.path.join(env.run_dir, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path

@@ -1,0 +1,85 @@
+"""The generated h2o/spate YAML: the shapes the lead's spate and h2o 2.2.5 expect."""
+
+from benchlib import servers
+from benchlib.scenarios import select
+
+
+class FakeEnv:
+    docroot = "/run/htdocs"
+    cert = "/run/cert.pem"
+    key = "/run/key.pem"
+    is_root = False
+    h3_client = False
+    spate = "/nonexistent/spate"
+    floor = "/nonexistent/floor"
+
+
+def case(key):
+    return next(c for c in select() if c.key == key)
+
+
+def test_spate_s6_uses_respond_and_server_name():
+    text = servers.Spate().render(FakeEnv(), case("S6-c100"), 8080, None)
+    assert "num-threads: 1" in text
+    assert "  host: 127.0.0.1\n  port: 8080\n" in text
+    assert "server-name: bench" in text
+    assert "      /answer:\n        respond:\n          status: 200\n" in text
+    assert '          body: "42"' in text
+    assert "access-log" not in text
+    assert "$" not in text.replace("$-placeholders", "")
+
+
+def test_h2o_s6_uses_mruby_and_no_spate_only_directives():
+    text = servers.H2o().render(FakeEnv(), case("S6-c100"), 8080, None)
+    assert "mruby.handler" in text
+    assert "respond" not in text and "server-name" not in text
+
+
+def test_tls_static_and_proxy_configs():
+    tls = servers.Spate().render(FakeEnv(), case("S3-6b"), 8443, None)
+    assert "  ssl:\n    certificate-file: /run/cert.pem\n    key-file: /run/key.pem" in tls
+    assert "file.dir: /run/htdocs" in tls
+    s8 = servers.H2o().render(FakeEnv(), case("S8-2-c100"), 8443, 9000)
+    assert "proxy.reverse.url: http://127.0.0.1:9000/" in s8
+    assert "compress:\n  br: 6" in s8
+    assert "proxy.timeout.first_byte" not in s8  # h2o 2.2.5 refuses it
+    assert "proxy.timeout.first_byte" in servers.Spate().render(FakeEnv(), case("S8-2-c100"), 1, 2)
+    assert "type: quic" in servers.Spate().render(FakeEnv(), case("S8-3-c100"), 1, 2)
+
+
+def test_who_takes_part_and_why_not():
+    env = FakeEnv()
+    assert not servers.Nghttpd().applies(case("S5"))
+    assert servers.Nghttpd().applies(case("S7-2-002"))
+    assert not servers.Nghttpd().applies(case("S7-1-002"))
+    assert servers.Floor().applies(case("S6-c10")) and not servers.Floor().applies(case("S1-6b"))
+    assert "no spate binary" in servers.Spate().unsupported(case("S5"), env)
+    assert "HTTP/3" in servers.Nginx().unsupported(case("S8-3-c100"), env)
+    assert servers.Nginx().unsupported(case("S8-2-c100"), env) is None
+
+
+def test_peer_templates_have_every_placeholder_filled():
+    for name in ("nginx.conf", "apache.conf", "h2o.yaml"):
+        keys = {
+            "tmp",
+            "user",
+            "connections",
+            "nofile",
+            "listen",
+            "ssl",
+            "root",
+            "body",
+            "upstream",
+            "run",
+            "port",
+            "listen_proto",
+            "modules",
+            "threads",
+            "docroot",
+            "extra",
+            "listen_extra",
+            "globals",
+            "paths",
+        }
+        text = servers.template(name, {k: "X" for k in keys})
+        assert "$" not in text.replace("$-placeholders", "")

@@ -1,0 +1,135 @@
+"""Report logic: medians over clean runs, flagged runs kept out, ratios to the best peer."""
+
+import pytest
+
+from benchlib import report
+from benchlib.runner import COLUMNS
+from benchlib.scenarios import select
+
+
+def row(server, case="S1-6b", rep=1, status="ok", rps=None, cpu=None, reason="", scenario="S1"):
+    r = {c: "" for c in COLUMNS}
+    r.update(
+        scenario=scenario,
+        case=case,
+        label="6 B",
+        load="h2load -c500 -m100",
+        server=server,
+        rep=rep,
+        status=status,
+        reason=reason,
+    )
+    if rps is not None:
+        r.update(rps=rps, cpu_us_per_req=cpu, requests=1000, peak_rss_kb=5000)
+    return r
+
+
+def test_cell_takes_median_min_max_of_clean_runs_only():
+    cell = report.Cell(
+        [
+            row("h2o", rep=1, rps=100.0, cpu=3.0),
+            row("h2o", rep=2, rps=300.0, cpu=1.0),
+            row("h2o", rep=3, rps=200.0, cpu=2.0),
+            row("h2o", rep=4, status="flagged", rps=900.0, cpu=0.1, reason="5 failed"),
+        ]
+    )
+    assert cell.status == "ok"
+    assert cell.rps == (200.0, 100.0, 300.0)
+    assert cell.cpu == (2.0, 1.0, 3.0)
+    assert len(cell.flagged) == 1
+
+
+def test_cell_with_only_flagged_runs_is_flagged():
+    cell = report.Cell([row("h2o", status="flagged", rps=10.0, cpu=5.0, reason="3 errored")])
+    assert cell.status == "flagged"
+    assert cell.measured
+    assert cell.reasons == ["3 errored"]
+
+
+def test_ratio_against_best_clean_peer_ignores_floor_and_flagged():
+    cells = report.summarize(
+        [
+            row("spate", rps=400.0, cpu=1.0),
+            row("h2o", rps=300.0, cpu=2.0),
+            row("nginx", rps=500.0, cpu=4.0),
+            row("nghttpd", status="flagged", rps=900.0, cpu=0.5, reason="1 failed"),
+            row("floor", rps=1000.0, cpu=0.2),
+        ]
+    )["S1-6b"]
+    cpu_ratio, rps_ratio, best_cpu, best_rps = report.ratios(cells)
+    assert best_cpu == "h2o"
+    assert cpu_ratio == pytest.approx(0.5)
+    assert best_rps == "nginx"
+    assert rps_ratio == pytest.approx(0.8)
+
+
+def test_no_ratio_when_spate_is_na():
+    cells = report.summarize(
+        [
+            row("spate", status="n/a", reason="no HTTP/2 yet"),
+            row("h2o", rps=300.0, cpu=2.0),
+        ]
+    )["S1-6b"]
+    assert report.ratios(cells) == (None, None, None, None)
+
+
+def test_markdown_has_one_table_per_scenario_with_na_reasons_and_flags():
+    cases = select(["S1", "S5"], quick=True)
+    rows = [
+        row("spate", status="n/a", reason="start: x.yaml:3: http2 not supported yet"),
+        row("h2o", rps=300.0, cpu=2.0),
+        row("h2o", rep=2, status="flagged", rps=30.0, cpu=9.0, reason="7 failed"),
+        row("spate", case="S5", scenario="S5", rps=100.0, cpu=4.0),
+        row("nginx", case="S5", scenario="S5", rps=50.0, cpu=8.0),
+    ]
+    text = report.markdown(rows, cases, {"date": "2026-11-21", "cpu": "Test CPU"})
+    assert "- cpu: Test CPU" in text
+    assert text.count("## S1:") == 1 and text.count("## S5:") == 1
+    assert "n/a [1]" in text
+    assert "http2 not supported yet" in text
+    assert "1 run(s) flagged and left out: 7 failed" in text
+    assert "**2.00 µs** · 300/s" in text
+    # S5: spate at 4 µs against nginx's 8 µs is half the CPU and twice the rate.
+    assert "CPU 0.50× (vs nginx), req/s 2.00× (vs nginx)" in text
+
+
+def test_scenario_selection_and_quick_subset():
+    full = select(["S6"])
+    quick = select(["S6"], quick=True)
+    assert [c.conns for c in full] == [10, 100, 200, 400, 800]
+    assert [c.conns for c in quick] == [100, 800]
+    with pytest.raises(ValueError):
+        select(["S9"])
+    keys = [c.key for c in select()]
+    assert len(keys) == len(set(keys))
+    assert [c.scenario for c in select(["S3", "S1"])][0] == "S1"
+
+
+def test_same_reason_is_one_note_and_columns_follow_the_fixed_server_order():
+    cases = select(["S3"], quick=True)
+    reason = "start: spate-S3.yaml:9: listen with ssl (TLS) is not supported yet"
+    rows = []
+    for c in cases:
+        rows.append(row("nginx", case=c.key, scenario="S3", rps=10.0, cpu=3.0))
+        rows.append(row("spate", case=c.key, scenario="S3", status="n/a", reason=reason))
+    text = report.markdown(rows, cases, {})
+    assert text.count("listen with ssl (TLS) is not supported yet") == 1
+    assert text.count("n/a [1]") == len(cases)
+    assert "| case | load | spate | nginx | spate ÷ best peer |" in text
+
+
+def test_charts_are_skipped_without_matplotlib(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    cases = select(["S5"])
+    rows = [row("spate", case="S5", scenario="S5", rps=1.0, cpu=1.0)]
+    assert report.charts(rows, cases, str(tmp_path)) == 0
+    assert list(tmp_path.iterdir()) == []
