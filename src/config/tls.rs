@@ -612,3 +612,310 @@ fn list(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Vec<String>> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load_str, Config};
+    use crate::tls::testcert;
+    use std::path::Path;
+
+    struct Certs {
+        dir: tempfile::TempDir,
+    }
+
+    impl Certs {
+        fn new() -> Certs {
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            testcert::write(dir.path(), "a", &["a.example"], false);
+            testcert::write(dir.path(), "b", &["b.example"], false);
+            testcert::write(dir.path(), "old", &["old.example"], true);
+            Certs { dir }
+        }
+
+        fn path(&self) -> &Path {
+            self.dir.path()
+        }
+
+        /// `$D` in `text` becomes the certificate directory; the file lives there too.
+        fn load(&self, text: &str) -> Result<Config, Vec<String>> {
+            let file = self.path().join("t.yaml");
+            let text = text.replace("$D", &self.path().display().to_string());
+            load_str(&text, &file.display().to_string())
+                .map_err(|e| e.iter().map(|e| e.to_string()).collect())
+        }
+
+        fn ok(&self, text: &str) -> Config {
+            self.load(text).unwrap_or_else(|e| panic!("{e:?}"))
+        }
+
+        /// Errors with the directory shown as `$D`.
+        fn errors(&self, text: &str) -> Vec<String> {
+            let dir = self.path().display().to_string();
+            match self.load(text) {
+                Ok(_) => panic!("expected errors"),
+                Err(e) => e.iter().map(|e| e.replace(&dir, "$D")).collect(),
+            }
+        }
+    }
+
+    fn one_listener(text_ssl: &str) -> String {
+        format!(
+            "listen:\n  port: 0\n  ssl:\n{text_ssl}\nhosts: {{default: {{paths: {{/: {{respond: {{}}}}}}}}}}\n"
+        )
+    }
+
+    const A: &str = "    certificate-file: $D/a.crt\n    key-file: $D/a.key";
+
+    #[test]
+    fn defaults() {
+        let c = Certs::new();
+        let conf = c.ok(&one_listener(A));
+        let t = conf.listeners[0].tls.as_ref().expect("tls");
+        assert_eq!(
+            (t.min_version, t.max_version),
+            (TlsVersion::Tls12, TlsVersion::Tls13)
+        );
+        assert!(t.http2 && !t.server_cipher_preference);
+        assert!(t.cipher_suites.is_none() && t.kx_groups.is_none());
+        assert_eq!(t.identities[0].keys.len(), 1);
+        assert_eq!(conf.handshake_timeout, Duration::from_secs(10));
+        assert_eq!(conf.session_resumption, SessionResumption::default());
+    }
+
+    #[test]
+    fn h2o_ssl_keys_of_seed_004() {
+        let c = Certs::new();
+        let conf = c.ok(&one_listener(&format!(
+            "{A}
+    min-version: TLSv1.2
+    ecdh-curves: X25519:P-521:P-384
+    cipher-suite: ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256
+    cipher-suite-tls1.3: [TLS_AES_256_GCM_SHA384, TLS_AES_128_GCM_SHA256, TLS_CHACHA20_POLY1305_SHA256]
+    cipher-preference: server
+    neverbleed: ON
+    ocsp-update-interval: 0
+    ocsp-max-failures: 1"
+        )));
+        let t = conf.listeners[0].tls.as_ref().expect("tls");
+        assert_eq!(
+            t.cipher_suites,
+            Some(vec![
+                CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+                CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+                CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            ])
+        );
+        assert_eq!(
+            t.cipher_suites_tls13,
+            Some(vec![
+                CipherSuite::TLS13_AES_256_GCM_SHA384,
+                CipherSuite::TLS13_AES_128_GCM_SHA256,
+                CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+            ])
+        );
+        // P-521 is skipped with a warning, the rest kept in order.
+        assert_eq!(
+            t.kx_groups,
+            Some(vec![NamedGroup::X25519, NamedGroup::secp384r1])
+        );
+        assert_eq!(t.warnings.len(), 1);
+        assert!(
+            t.warnings[0].contains("P-521 is not supported"),
+            "{:?}",
+            t.warnings
+        );
+        assert!(t.server_cipher_preference);
+        assert_eq!(t.ocsp_update_interval, Duration::ZERO);
+    }
+
+    #[test]
+    fn unsupported_suites_and_groups_are_errors_listing_what_is_supported() {
+        let c = Certs::new();
+        let e = c.errors(&one_listener(&format!(
+            "{A}\n    cipher-suite: ECDHE-RSA-AES128-GCM-SHA256:DES-CBC3-SHA\n    ecdh-curves: P-521\n    key-exchange-tls1.3: [X9]"
+        )));
+        // P-521 alone would be skipped; the unknown X9 is the error.
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].starts_with("$D/t.yaml:6: listen.ssl.cipher-suite: unsupported OpenSSL TLS 1.2 cipher suite(s) DES-CBC3-SHA; supported: ECDHE-ECDSA-AES128-GCM-SHA256:"), "{}", e[0]);
+        assert!(e[1].starts_with("$D/t.yaml:8: listen.ssl.key-exchange-tls1.3: unknown group X9; supported: X25519, P-256"), "{}", e[1]);
+        // Only unsupported curves: nothing would be left.
+        let e = c.errors(&one_listener(&format!("{A}\n    ecdh-curves: P-521")));
+        assert_eq!(
+            e,
+            vec!["$D/t.yaml:6: listen.ssl: no supported key exchange group left; supported: X25519, P-256, prime256v1, secp256r1, P-384, secp384r1, X25519MLKEM768"]
+        );
+    }
+
+    #[test]
+    fn versions() {
+        let c = Certs::new();
+        let conf = c.ok(&one_listener(&format!(
+            "{A}\n    min-version: TLSv1\n    max-version: TLSv1.2"
+        )));
+        let t = conf.listeners[0].tls.as_ref().expect("tls");
+        assert_eq!(
+            (t.min_version, t.max_version),
+            (TlsVersion::Tls12, TlsVersion::Tls12)
+        );
+        assert!(t.warnings[0].contains("raised to TLSv1.2"));
+        let e = c.errors(&one_listener(&format!("{A}\n    max-version: TLSv1.1")));
+        assert_eq!(
+            e,
+            vec!["$D/t.yaml:6: listen.ssl.max-version expects TLSv1.2 or TLSv1.3, got \"TLSv1.1\""]
+        );
+        let e = c.errors(&one_listener(&format!(
+            "{A}\n    minimum-version: TLSv1.3\n    maximum-version: TLSv1.2"
+        )));
+        assert_eq!(
+            e,
+            vec!["$D/t.yaml:4: listen.ssl: min-version is above max-version"]
+        );
+        // TLS 1.3 only with TLS 1.2 suites only: rustls has nothing to offer.
+        let e = c.errors(&one_listener(&format!(
+            "{A}\n    min-version: TLSv1.3\n    cipher-suite-tls1.3: []"
+        )));
+        assert_eq!(e.len(), 1, "{e:?}");
+    }
+
+    #[test]
+    fn certificate_problems_name_the_file_and_line() {
+        let c = Certs::new();
+        let e = c.errors(&one_listener(
+            "    certificate-file: $D/missing.crt\n    key-file: $D/a.key",
+        ));
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].starts_with("$D/t.yaml:4: $D/missing.crt: cannot read:"),
+            "{}",
+            e[0]
+        );
+
+        let e = c.errors(&one_listener(
+            "    certificate-file: $D/a.crt\n    key-file: $D/b.key",
+        ));
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].starts_with("$D/t.yaml:5: $D/b.key does not match the certificate in $D/a.crt"),
+            "{}",
+            e[0]
+        );
+
+        let e = c.errors(&one_listener(
+            "    certificate-file: $D/old.crt\n    key-file: $D/old.key",
+        ));
+        assert_eq!(
+            e,
+            vec![
+                "$D/t.yaml:4: $D/old.crt: the certificate expired on Mon, 01 Jan 2001 00:00:00 GMT"
+            ]
+        );
+
+        // A key where the certificate should be, and no key at all.
+        let e = c.errors(&one_listener(
+            "    certificate-file: $D/a.key\n    key-file: $D/a.crt",
+        ));
+        assert_eq!(e, vec!["$D/t.yaml:4: $D/a.key: no certificate (PEM) found"]);
+        let e = c.errors(&one_listener("    certificate-file: $D/a.crt"));
+        assert_eq!(e, vec!["$D/t.yaml:4: listen.ssl: key-file is required"]);
+    }
+
+    #[test]
+    fn hosts_with_their_own_ssl_listen_share_the_port_by_sni() {
+        let c = Certs::new();
+        let conf = c.ok("
+hosts:
+  a.example:
+    listen: {port: 8443, ssl: {certificate-file: a.crt, key-file: a.key}}
+    paths: {/: {respond: {}}}
+  \"*.b.example:8443\":
+    listen: {port: 8443, ssl: {certificate-file: b.crt, key-file: b.key}}
+    paths: {/: {respond: {}}}
+");
+        assert_eq!(conf.listeners.len(), 1);
+        let t = conf.listeners[0].tls.as_ref().expect("tls");
+        let names: Vec<_> = t.identities.iter().map(|i| i.names.clone()).collect();
+        assert_eq!(names, vec![vec!["a.example"], vec!["*.b.example"]]);
+
+        let e = c.errors(
+            "
+hosts:
+  a.example:
+    listen: {port: 8443, ssl: {certificate-file: a.crt, key-file: a.key}}
+    paths: {/: {respond: {}}}
+  b.example:
+    listen: {port: 8443, ssl: {certificate-file: b.crt, key-file: b.key, min-version: TLSv1.3}}
+    paths: {/: {respond: {}}}
+",
+        );
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].starts_with(
+                "$D/t.yaml:7: listen 0.0.0.0:8443: ssl settings differ from those at line 4"
+            ),
+            "{}",
+            e[0]
+        );
+    }
+
+    #[test]
+    fn identity_list_and_ocsp_response() {
+        let c = Certs::new();
+        std::fs::write(c.path().join("ocsp.der"), [0x30, 0x03, 0x0a, 0x01, 0x00])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let conf = c.ok(&one_listener(
+            "    identity:\n      - {certificate-file: a.crt, key-file: a.key}\n      - {certificate-file: b.crt, key-file: b.key}\n    ocsp-response-file: ocsp.der",
+        ));
+        let t = conf.listeners[0].tls.as_ref().expect("tls");
+        assert_eq!(t.identities[0].keys.len(), 2);
+        assert!(t.identities[0]
+            .keys
+            .iter()
+            .all(|k| k.ocsp.as_deref() == Some(&[0x30, 0x03, 0x0a, 0x01, 0x00][..])));
+        let e = c.errors(&one_listener(&format!(
+            "{A}\n    ocsp-response-file: nope.der"
+        )));
+        assert!(
+            e[0].starts_with("$D/t.yaml:6: $D/nope.der: cannot read"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn unsupported_ssl_keys_and_http2_switch() {
+        let c = Certs::new();
+        let e = c.errors(&one_listener(&format!(
+            "{A}\n    client-ca-file: ca.crt\n    ciphers: x"
+        )));
+        assert_eq!(
+            e,
+            vec![
+                "$D/t.yaml:7: unknown key ciphers in listen.ssl",
+                "$D/t.yaml:6: listen.ssl.client-ca-file is not supported yet",
+            ]
+        );
+        let conf = c.ok(&one_listener(&format!("{A}\n    http2: OFF")));
+        assert!(!conf.listeners[0].tls.as_ref().expect("tls").http2);
+    }
+
+    #[test]
+    fn global_tls_directives() {
+        let c = Certs::new();
+        let conf = c.ok(&format!(
+            "handshake-timeout: 3\nneverbleed: OFF\nssl-session-resumption:\n  mode: ticket\n  lifetime: 600\n  ticket-store: internal\n{}",
+            one_listener(A)
+        ));
+        assert_eq!(conf.handshake_timeout, Duration::from_secs(3));
+        let r = &conf.session_resumption;
+        assert!(r.tickets && !r.cache);
+        assert_eq!(r.lifetime, Duration::from_secs(600));
+        let e = c.errors(&format!(
+            "ssl-session-resumption: {{mode: sometimes, cache-store: memcached, ticket-file: x}}\n{}",
+            one_listener(A)
+        ));
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(e[0].contains("ssl-session-resumption.mode expects all, ticket, cache or off"));
+        assert!(e[1].contains("only internal is supported"));
+        assert!(e[2].contains("ssl-session-resumption.ticket-file is not supported yet"));
+    }
+}

@@ -81,3 +81,55 @@ impl ResolvesServerCert for SniResolver {
             .cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Location;
+
+    fn identity(names: &[&str], n: u8) -> Identity {
+        // A distinguishable key: the certificate bytes carry the index.
+        let key = aws_key();
+        Identity {
+            names: names.iter().map(|s| s.to_string()).collect(),
+            keys: vec![Arc::new(CertifiedKey::new(
+                vec![rustls_pki_types::CertificateDer::from(vec![n])],
+                key,
+            ))],
+            at: Location {
+                file: Arc::from("t"),
+                line: 1,
+            },
+        }
+    }
+
+    fn aws_key() -> Arc<dyn rustls::sign::SigningKey> {
+        let pair = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let der = rustls_pki_types::PrivateKeyDer::Pkcs8(pair.serialize_der().into());
+        rustls::crypto::aws_lc_rs::default_provider()
+            .key_provider
+            .load_private_key(der)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn exact_wildcard_and_default() {
+        let r = SniResolver::new(&[
+            identity(&[], 0),
+            identity(&["a.example"], 1),
+            identity(&["*.b.example"], 2),
+            identity(&["a.example", "x.b.example"], 3),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.index(Some("a.example")), 1);
+        assert_eq!(r.index(Some("A.Example.")), 1);
+        assert_eq!(r.index(Some("w.b.example")), 2);
+        // An exact name beats a wildcard; a wildcard covers one label only.
+        assert_eq!(r.index(Some("x.b.example")), 3);
+        assert_eq!(r.index(Some("b.example")), 0);
+        assert_eq!(r.index(Some("v.w.b.example")), 0);
+        assert_eq!(r.index(Some("other.example")), 0);
+        assert_eq!(r.index(None), 0);
+        assert!(SniResolver::new(&[]).is_err());
+    }
+}
