@@ -11,7 +11,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tls_support::*;
 
-const SEED_TLS_WEB: &str = include_str!("../src/config/testdata/seed-000-h2-benchmark-2015--tls-web.yaml");
+const SEED_TLS_WEB: &str =
+    include_str!("../src/config/testdata/seed-000-h2-benchmark-2015--tls-web.yaml");
 
 /// A directory with `a.crt`/`a.key` (for a.example) and `b.crt`/`b.key` (for b.example),
 /// and a document root `htdocs/`.
@@ -19,7 +20,11 @@ fn prepared() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     cert(dir.path(), "a", "a.example", false);
     cert(dir.path(), "b", "b.example", false);
-    write_file(dir.path(), "htdocs/index.html", b"<h1>hello over tls</h1>\n");
+    write_file(
+        dir.path(),
+        "htdocs/index.html",
+        b"<h1>hello over tls</h1>\n",
+    );
     dir
 }
 
@@ -76,7 +81,9 @@ fn seed_tls_web_runs_unchanged() {
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.ends_with("<h1>hello over tls</h1>\n"), "{text}");
     // No HSTS unless configured.
-    assert!(!text.to_ascii_lowercase().contains("strict-transport-security"));
+    assert!(!text
+        .to_ascii_lowercase()
+        .contains("strict-transport-security"));
 
     // A large file (read into TLS records, no sendfile) arrives byte for byte, twice on one
     // connection.
@@ -272,7 +279,10 @@ fn stalled_and_garbage_handshakes_are_dropped_and_the_server_keeps_serving() {
     let n = silent.read(&mut buf).unwrap_or(0);
     assert_eq!(n, 0, "expected the server to close");
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(5), "{waited:?}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
 
     // Cleartext HTTP on the TLS port, and a truncated ClientHello.
     for junk in [
@@ -331,14 +341,24 @@ fn certificate_problems_fail_the_configuration_check() {
     assert!(ok, "{err}");
     let (ok, err) = check("    certificate-file: old.crt\n    key-file: old.key");
     assert!(!ok);
-    assert!(err.contains("$D/spate.yaml:4: $D/old.crt: the certificate expired"), "{err}");
+    assert!(
+        err.contains("$D/spate.yaml:4: $D/old.crt: the certificate expired"),
+        "{err}"
+    );
     let (ok, err) = check("    certificate-file: a.crt\n    key-file: b.key");
     assert!(!ok);
-    assert!(err.contains("$D/spate.yaml:5: $D/b.key does not match the certificate"), "{err}");
+    assert!(
+        err.contains("$D/spate.yaml:5: $D/b.key does not match the certificate"),
+        "{err}"
+    );
     let (ok, err) = check("    certificate-file: nope.crt\n    key-file: a.key");
     assert!(!ok);
-    assert!(err.contains("$D/spate.yaml:4: $D/nope.crt: cannot read"), "{err}");
-    let (ok, err) = check("    certificate-file: a.crt\n    key-file: a.key\n    cipher-suite: RC4-MD5");
+    assert!(
+        err.contains("$D/spate.yaml:4: $D/nope.crt: cannot read"),
+        "{err}"
+    );
+    let (ok, err) =
+        check("    certificate-file: a.crt\n    key-file: a.key\n    cipher-suite: RC4-MD5");
     assert!(!ok);
     assert!(err.contains("$D/spate.yaml:6: listen.ssl.cipher-suite: unsupported OpenSSL TLS 1.2 cipher suite(s) RC4-MD5; supported: "), "{err}");
 }

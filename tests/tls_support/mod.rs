@@ -19,7 +19,10 @@ pub fn cert(dir: &Path, stem: &str, name: &str, expired: bool) -> (PathBuf, Path
         params.not_after = rcgen::date_time_ymd(2001, 1, 1);
     }
     let c = params.self_signed(&key).expect("sign");
-    let (cp, kp) = (dir.join(format!("{stem}.crt")), dir.join(format!("{stem}.key")));
+    let (cp, kp) = (
+        dir.join(format!("{stem}.crt")),
+        dir.join(format!("{stem}.key")),
+    );
     std::fs::write(&cp, c.pem()).expect("write cert");
     std::fs::write(&kp, key.serialize_pem()).expect("write key");
     (cp, kp)
