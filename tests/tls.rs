@@ -362,3 +362,18 @@ fn certificate_problems_fail_the_configuration_check() {
     assert!(!ok);
     assert!(err.contains("$D/spate.yaml:6: listen.ssl.cipher-suite: unsupported OpenSSL TLS 1.2 cipher suite(s) RC4-MD5; supported: "), "{err}");
 }
+
+#[test]
+fn a_stalled_handshake_does_not_delay_shutdown() {
+    let mut s = tls_server("handshake-timeout: 30\nshutdown-timeout: 30", "");
+    let _silent = s.connect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let status = s.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -34,18 +34,29 @@ pub(crate) async fn serve(
     ctx: &WorkerCtx,
 ) {
     let timeout = ctx.config.handshake_timeout;
-    let tls = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => {
-            crate::tls::record_handshake_failure();
-            tracing::debug!(peer = %peer, "TLS handshake failed: {e}");
-            return;
-        }
-        Err(_) => {
-            crate::tls::record_handshake_failure();
-            tracing::debug!(peer = %peer, "TLS handshake not done within handshake-timeout");
-            return;
-        }
+    let stop = ctx.stop.notified();
+    tokio::pin!(stop);
+    stop.as_mut().enable();
+    if ctx.stopping.get() {
+        return;
+    }
+    let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
+    let tls = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                crate::tls::record_handshake_failure();
+                tracing::debug!(peer = %peer, "TLS handshake failed: {e}");
+                return;
+            }
+            Err(_) => {
+                crate::tls::record_handshake_failure();
+                tracing::debug!(peer = %peer, "TLS handshake not done within handshake-timeout");
+                return;
+            }
+        },
+        // A server stopping does not wait for handshakes: no request has started yet.
+        _ = &mut stop => return,
     };
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     let conn = TlsTransport::new(tls);
