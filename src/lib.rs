@@ -10,3 +10,4 @@ pub mod http;
 pub mod log;
 pub mod proto;
 pub mod server;
+pub mod tls;

@@ -88,6 +88,10 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("limit-request-body", G),
     ("shutdown-timeout", G),
     ("send-timeout", G),
+    // TLS.
+    ("handshake-timeout", G),
+    ("ssl-session-resumption", G),
+    ("neverbleed", G),
     // HTTP/1.
     ("http1-request-timeout", G),
     ("http1-request-io-timeout", G),
@@ -136,7 +140,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "file.custom-handler",
     "error-doc",
     "expires",
-    "handshake-timeout",
     "max-delegations",
     "reproxy",
     "setenv",
@@ -146,7 +149,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "user",
     "pid-file",
     "tcp-fastopen",
-    "ssl-session-resumption",
     "ssl-offload",
     "temp-buffer-path",
     "crash-handler",

@@ -66,7 +66,7 @@ pub(super) fn hosts(
             );
             continue;
         }
-        let paths = host(ctx, k, body, outer, listeners);
+        let paths = host(ctx, k, &name, body, outer, listeners);
         out.push(Host {
             name,
             port,
@@ -79,6 +79,7 @@ pub(super) fn hosts(
 fn host(
     ctx: &mut Ctx,
     key: &Node,
+    name: &str,
     v: &Node,
     outer: &Scoped,
     listeners: &mut Listeners,
@@ -91,7 +92,7 @@ fn host(
     for (k, val) in entries {
         match directives::check(ctx, k, Level::Host) {
             Some("paths") => path_maps.push(val),
-            Some("listen") => listeners.add(ctx, val),
+            Some("listen") => listeners.add(ctx, val, Some(name)),
             // The table allows only inherited options at this level besides the two above.
             Some(name) if !scoped.apply(ctx, name, val) => ctx.error(
                 k.line,

@@ -1,7 +1,7 @@
 //! `listen`: where the server accepts connections.
 //!
 //! Forms: `80`, `"127.0.0.1:80"`, `"[::1]:80"`, a mapping with `port` (required), `host`,
-//! `type` (`tcp` or `quic`) and `ssl`, or a sequence of those. Without `host` the listener
+//! `type` (`tcp` or `quic`) and `ssl` (see `tls.rs`), or a sequence of those. Without `host` the listener
 //! binds every IPv4 address (`0.0.0.0`).
 
 use super::value::{show, Ctx};
@@ -18,8 +18,9 @@ pub(super) struct Listeners {
 }
 
 impl Listeners {
-    /// Reads one `listen` value (any form) and adds its listeners.
-    pub fn add(&mut self, ctx: &mut Ctx, v: &Node) {
+    /// Reads one `listen` value (any form) and adds its listeners. `host` names the host
+    /// whose `listen` this is, for choosing its certificate by SNI.
+    pub fn add(&mut self, ctx: &mut Ctx, v: &Node, host: Option<&str>) {
         self.seen = true;
         match v.as_seq() {
             Some(items) => {
@@ -27,17 +28,17 @@ impl Listeners {
                     if item.as_seq().is_some() {
                         ctx.error(item.line, "listen: a sequence inside a sequence");
                     } else {
-                        self.add_one(ctx, item);
+                        self.add_one(ctx, item, host);
                     }
                 }
             }
-            None => self.add_one(ctx, v),
+            None => self.add_one(ctx, v, host),
         }
     }
 
-    fn add_one(&mut self, ctx: &mut Ctx, v: &Node) {
+    fn add_one(&mut self, ctx: &mut Ctx, v: &Node, host: Option<&str>) {
         let parsed = match v.as_map() {
-            Some(entries) => mapping(ctx, v, entries),
+            Some(entries) => mapping(ctx, v, entries, host),
             None => scalar(ctx, v),
         };
         if let Some(l) = parsed {
@@ -46,15 +47,22 @@ impl Listeners {
     }
 
     /// The same address and kind given twice (say, globally and in a host) is one listener;
-    /// it cannot be both cleartext and TLS.
+    /// it cannot be both cleartext and TLS. Two `ssl` mappings on one address add their
+    /// certificates to the listener (chosen by SNI) and must agree on the handshake settings.
     fn insert(&mut self, ctx: &mut Ctx, l: Listen) {
-        match self
+        let Some(existing) = self
             .list
-            .iter()
+            .iter_mut()
             .find(|o| o.addr == l.addr && o.kind == l.kind)
-        {
-            Some(existing) if existing.has_ssl != l.has_ssl => {
-                let (tls, plain) = if l.has_ssl {
+        else {
+            self.list.push(l);
+            return;
+        };
+        let line = existing.at.line;
+        match (&mut existing.tls, l.tls) {
+            (None, None) => {}
+            (Some(_), None) | (None, Some(_)) => {
+                let (tls, plain) = if existing.tls.is_none() {
                     ("TLS", "cleartext")
                 } else {
                     ("cleartext", "TLS")
@@ -62,13 +70,26 @@ impl Listeners {
                 ctx.error(
                     l.at.line,
                     format!(
-                        "listen {}: cannot accept {tls}; it already accepts {plain} (line {})",
-                        l.addr, existing.at.line
+                        "listen {}: cannot accept {tls}; it already accepts {plain} (line {line})",
+                        l.addr
                     ),
                 );
             }
-            Some(_) => {}
-            None => self.list.push(l),
+            (Some(mine), Some(theirs)) => {
+                if !mine.same_handshake(&theirs) {
+                    ctx.error(
+                        l.at.line,
+                        format!(
+                            "listen {}: ssl settings differ from those at line {line}; hosts \
+                             sharing an address may differ only in certificate-file, key-file \
+                             and ocsp-response-file",
+                            l.addr
+                        ),
+                    );
+                }
+                mine.identities.extend(theirs.identities);
+                mine.warnings.extend(theirs.warnings);
+            }
         }
     }
 }
@@ -85,31 +106,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "cc",
     "initcwnd",
     "reuseport",
-];
-
-/// Keys h2o allows in a listener's `ssl` mapping.
-const SSL_KEYS: &[&str] = &[
-    "certificate-file",
-    "key-file",
-    "identity",
-    "min-version",
-    "minimum-version",
-    "max-version",
-    "maximum-version",
-    "cipher-suite",
-    "cipher-suite-tls1.3",
-    "cipher-preference",
-    "ecdh-curves",
-    "key-exchange-tls1.3",
-    "dh-file",
-    "client-ca-file",
-    "ocsp-update-interval",
-    "ocsp-update-cmd",
-    "ocsp-max-failures",
-    "neverbleed",
-    "session-ticket",
-    "http2-origin-frame",
-    "ech",
 ];
 
 fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
@@ -130,16 +126,22 @@ fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
     Some(Listen {
         addr,
         kind: ListenKind::Tcp,
-        has_ssl: false,
+        tls: None,
         at: ctx.at(v.line),
     })
 }
 
-fn mapping(ctx: &mut Ctx, v: &Node, entries: &[(Node, Node)]) -> Option<Listen> {
+fn mapping(
+    ctx: &mut Ctx,
+    v: &Node,
+    entries: &[(Node, Node)],
+    host_name: Option<&str>,
+) -> Option<Listen> {
     let mut port = None;
     let mut host = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
     let mut kind = ListenKind::Tcp;
     let mut has_ssl = false;
+    let mut tls = None;
     let mut ok = true;
     for (k, _) in entries {
         if let Some(key) = k.as_str().filter(|key| NOT_SUPPORTED_YET.contains(key)) {
@@ -189,7 +191,8 @@ fn mapping(ctx: &mut Ctx, v: &Node, entries: &[(Node, Node)]) -> Option<Listen> 
             },
             _ => {
                 has_ssl = true;
-                ok &= ssl(ctx, val);
+                tls = super::tls::parse(ctx, val, host_name);
+                ok &= tls.is_some();
             }
         }
     }
@@ -205,27 +208,9 @@ fn mapping(ctx: &mut Ctx, v: &Node, entries: &[(Node, Node)]) -> Option<Listen> 
     ok.then(|| Listen {
         addr: SocketAddr::new(host, port),
         kind,
-        has_ssl,
+        tls,
         at: ctx.at(v.line),
     })
-}
-
-/// Checks an `ssl` mapping's keys; what they mean is for the TLS work.
-fn ssl(ctx: &mut Ctx, v: &Node) -> bool {
-    let Some(entries) = ctx.map("listen.ssl", v) else {
-        return false;
-    };
-    let before = ctx.errors.len();
-    let known = ctx.known_keys("listen.ssl", entries, SSL_KEYS);
-    let has = |k: &str| known.iter().any(|(key, _)| *key == k);
-    if !has("identity") {
-        for required in ["certificate-file", "key-file"] {
-            if !has(required) {
-                ctx.error(v.line, format!("listen.ssl: {required} is required"));
-            }
-        }
-    }
-    ctx.errors.len() == before
 }
 
 /// `80`, `127.0.0.1:80`, `[::1]:80`.

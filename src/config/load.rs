@@ -5,7 +5,7 @@ use super::hosts::{self, Scoped};
 use super::listen::Listeners;
 use super::value::{show, Ctx};
 use super::yaml::{self, Node};
-use super::{http, Config, ConfigError, Location};
+use super::{http, tls, Config, ConfigError, Location};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -71,7 +71,7 @@ fn global(ctx: &mut Ctx, root: &Node) -> Config {
         };
         match name {
             "hosts" => host_maps.push(v),
-            "listen" => listeners.add(ctx, v),
+            "listen" => listeners.add(ctx, v, None),
             _ if scoped.apply(ctx, name, v) => {}
             _ if http::apply(ctx, name, v, &mut c) => {}
             _ => server(ctx, name, v, &mut c),
@@ -85,6 +85,15 @@ fn global(ctx: &mut Ctx, root: &Node) -> Config {
     }
     let seen = listeners.seen;
     c.listeners = listeners.list;
+    // Build each TLS configuration once now, so an unusable combination (say, TLS 1.2
+    // suites only with max-version TLSv1.3 and min-version TLSv1.3) fails at -t too.
+    for l in &c.listeners {
+        if let Some(t) = &l.tls {
+            if let Err(e) = crate::tls::server_config(t, &c.session_resumption) {
+                ctx.error(t.at.line, format!("listen.ssl: {e}"));
+            }
+        }
+    }
     if !seen {
         ctx.error(
             root.line,
@@ -122,6 +131,12 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
             ctx.uint(name, v, 1);
         }
         "shutdown-timeout" => set(&mut c.shutdown_timeout, ctx.seconds(name, v)),
+        "handshake-timeout" => set(&mut c.handshake_timeout, ctx.seconds(name, v)),
+        "ssl-session-resumption" => set(&mut c.session_resumption, tls::session_resumption(ctx, v)),
+        // Accepted for compatibility: rustls needs no separate key process (docs explain).
+        "neverbleed" => {
+            ctx.bool(name, v);
+        }
         // Every global directive in the table is handled above or here.
         _ => ctx.error(v.line, format!("directive {name} is not handled")),
     }
@@ -180,14 +195,34 @@ mod tests {
             .collect()
     }
 
+    /// A certificate for `localhost` and its key, made once per test run: (cert, key).
+    fn cert() -> &'static (String, String) {
+        static PAIR: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+        PAIR.get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("spate-config-{}", std::process::id()));
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                panic!("{e}");
+            }
+            let (c, k) = crate::tls::testcert::write(&dir, "localhost", &["localhost"], false);
+            (c.display().to_string(), k.display().to_string())
+        })
+    }
+
+    /// `text` with `$CRT` and `$KEY` replaced by a real certificate and key.
+    fn with_cert(text: &str) -> String {
+        let (c, k) = cert();
+        text.replace("$CRT", c).replace("$KEY", k)
+    }
+
     /// A seed configuration with its placeholders replaced as the seeds' README says.
     fn seed(text: &str) -> String {
+        let (crt, key) = cert();
         text.replace("/path/to/htdocs", "/srv/docroot")
             .replace("/usr/local/nginx/html", "/srv/docroot")
-            .replace("/path/to/server.crt", "/srv/cert.pem")
-            .replace("/path/to/server.key", "/srv/key.pem")
-            .replace("/certs/localhost.pem", "/srv/cert.pem")
-            .replace("/certs/localhost.key", "/srv/key.pem")
+            .replace("/path/to/server.crt", crt)
+            .replace("/path/to/server.key", key)
+            .replace("/certs/localhost.pem", crt)
+            .replace("/certs/localhost.key", key)
             .replace("/app/log/", "/srv/log/")
             // Through markers, so a new port is not matched by a later replacement.
             .replace("3000", "<A>")
@@ -218,7 +253,7 @@ mod tests {
         assert_eq!(c.listeners.len(), 1);
         assert_eq!(c.listeners[0].addr, "0.0.0.0:18000".parse().unwrap());
         assert_eq!(c.listeners[0].kind, ListenKind::Tcp);
-        assert!(!c.listeners[0].has_ssl);
+        assert!(c.listeners[0].tls.is_none());
         assert_eq!(c.listeners[0].at.line, 2);
         assert_eq!(c.http2.max_concurrent_requests_per_connection, 1024);
         assert_eq!(c.num_threads, 1);
@@ -253,7 +288,11 @@ mod tests {
         let c = ok(&seed(SEED_TLS_WEB));
         assert_eq!(c.listeners.len(), 1);
         assert_eq!(c.listeners[0].addr, "0.0.0.0:18000".parse().unwrap());
-        assert!(c.listeners[0].has_ssl);
+        let tls = c.listeners[0].tls.as_ref().expect("ssl");
+        assert_eq!(tls.identities.len(), 1);
+        assert!(tls.identities[0].names.is_empty());
+        assert_eq!(tls.min_version, crate::config::TlsVersion::Tls12);
+        assert!(tls.cipher_suites.is_none() && tls.kx_groups.is_none());
         assert_eq!(c.listeners[0].kind, ListenKind::Tcp);
         assert_eq!(file(path(&c, 0, "/")).dir, PathBuf::from("/srv/docroot"));
     }
@@ -329,7 +368,7 @@ mod tests {
         assert_eq!(find(listens[1], "type")[0].as_str(), Some("quic"));
         assert_eq!(find(listens[1], "port")[0].as_u64(), Some(18443));
         let ssl = find(listens[1], "ssl")[0];
-        assert_eq!(find(ssl, "key-file")[0].as_str(), Some("/srv/key.pem"));
+        assert_eq!(find(ssl, "key-file")[0].as_str(), Some(cert().1.as_str()));
         assert!(matches!(
             &find(ssl, "cipher-suite-tls1.3")[0].kind,
             NodeKind::Seq(s) if s.len() == 3
@@ -339,13 +378,13 @@ mod tests {
         let mut ctx = Ctx::new("t.yaml");
         let mut l = Listeners::default();
         for v in listens {
-            l.add(&mut ctx, v);
+            l.add(&mut ctx, v, Some("localhost"));
         }
         assert!(ctx.errors.is_empty(), "{:?}", ctx.errors);
         let got: Vec<_> = l
             .list
             .iter()
-            .map(|l| (l.addr.port(), l.kind.clone(), l.has_ssl))
+            .map(|l| (l.addr.port(), l.kind.clone(), l.tls.is_some()))
             .collect();
         assert_eq!(
             got,
@@ -561,7 +600,8 @@ hosts:
 
     #[test]
     fn listen_forms_repeats_and_dedup() {
-        let c = ok("\
+        let c = ok(&with_cert(
+            "\
 listen: 8080
 listen: \"127.0.0.1:8081\"
 listen:
@@ -574,23 +614,24 @@ hosts:
     listen:
       port: 8084
       ssl:
-        certificate-file: c.pem
-        key-file: k.pem
+        certificate-file: $CRT
+        key-file: $KEY
     paths:
       /:
         respond: {status: 204}
   \"*.example.org\":
     listen:
       port: 8084
-      ssl: {certificate-file: c2.pem, key-file: k2.pem}
+      ssl: {certificate-file: $CRT, key-file: $KEY}
     paths:
       /:
         respond: {}
-");
+",
+        ));
         let got: Vec<_> = c
             .listeners
             .iter()
-            .map(|l| (l.addr.to_string(), l.has_ssl, l.at.line))
+            .map(|l| (l.addr.to_string(), l.tls.is_some(), l.at.line))
             .collect();
         assert_eq!(
             got,
@@ -615,16 +656,16 @@ hosts:
 
     #[test]
     fn listen_errors() {
-        let e = errors(
+        let e = errors(&with_cert(
             "\
 listen: 8080
 listen:
   port: 8080
-  ssl: {certificate-file: c, key-file: k, ciphers: x}
+  ssl: {certificate-file: $CRT, key-file: $KEY, ciphers: x}
 listen: {host: 1.2.3.4}
 listen: {port: 99999}
 listen: {port: 1, type: quic}
-listen: {port: 2, ssl: {certificate-file: c}}
+listen: {port: 2, ssl: {certificate-file: $CRT}}
 listen: example.com:80
 hosts:
   default:
@@ -632,7 +673,7 @@ hosts:
       /:
         respond: {}
 ",
-        );
+        ));
         assert_eq!(
             e,
             vec![
@@ -644,15 +685,15 @@ hosts:
                 "t.yaml:9: listen expects a port, \"address:port\" or a mapping with port, got \"example.com:80\"",
             ]
         );
-        let e = errors(
+        let e = errors(&with_cert(
             "\
 listen: 8080
 listen:
   port: 8080
-  ssl: {certificate-file: c, key-file: k}
+  ssl: {certificate-file: $CRT, key-file: $KEY}
 hosts: {default: {paths: {/: {respond: {}}}}}
 ",
-        );
+        ));
         assert_eq!(
             e,
             vec!["t.yaml:3: listen 0.0.0.0:8080: cannot accept TLS; it already accepts cleartext (line 1)"]

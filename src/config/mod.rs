@@ -59,6 +59,10 @@ pub struct Config {
     pub limits: Limits,
     /// `shutdown-timeout`: how long in-flight requests may run after SIGTERM (default 10 s).
     pub shutdown_timeout: Duration,
+    /// `handshake-timeout` (seconds, default 10): a TLS handshake must finish within this.
+    pub handshake_timeout: Duration,
+    /// `ssl-session-resumption`: session tickets and the session cache (both on by default).
+    pub session_resumption: SessionResumption,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,8 +77,8 @@ pub enum ListenKind {
 pub struct Listen {
     pub addr: SocketAddr,
     pub kind: ListenKind,
-    /// The `ssl` mapping, kept raw until TLS support lands.
-    pub has_ssl: bool,
+    /// The `ssl` mapping: certificates (per host, for SNI) and handshake settings.
+    pub tls: Option<TlsConf>,
     pub at: Location,
 }
 
@@ -297,6 +301,8 @@ impl Config {
             http2: Http2::default(),
             limits: Limits::default(),
             shutdown_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            session_resumption: SessionResumption::default(),
         }
     }
 
@@ -311,7 +317,7 @@ impl Config {
         c.listeners.push(Listen {
             addr,
             kind: ListenKind::Tcp,
-            has_ssl: false,
+            tls: None,
             at: at.clone(),
         });
         c.hosts.push(Host {
@@ -344,7 +350,11 @@ mod load;
 mod log;
 mod redirect;
 mod respond;
+mod tls;
 mod value;
 mod yaml;
 
 pub use load::{load_file, load_str};
+pub use tls::{
+    Identity, SessionResumption, TlsConf, TlsVersion, KX_GROUPS, TLS12_SUITES, TLS13_SUITES,
+};

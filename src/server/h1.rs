@@ -141,7 +141,7 @@ impl<T: Transport> Conn<'_, T> {
         let req = RequestBuilder {
             method: head.method,
             version: head.version,
-            secure: false,
+            secure: self.stream.is_secure(),
             peer: self.peer,
             local: self.local,
             target: head.target,

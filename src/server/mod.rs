@@ -7,6 +7,7 @@
 
 mod h1;
 mod listen;
+mod tls_transport;
 mod transport;
 mod worker;
 
@@ -15,14 +16,15 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
+use tokio_rustls::TlsAcceptor;
 
 /// A server whose sockets are bound, ready to [`Server::run`].
 pub struct Server {
     config: Arc<Config>,
     /// Registered at bind time, so a signal that arrives once we print our address is ours.
     signals: StopSignals,
-    /// Per worker, one socket for each listen address.
-    sockets: Vec<Vec<std::net::TcpListener>>,
+    /// Per worker, one socket for each listen address, with its TLS acceptor if any.
+    sockets: Vec<Vec<(std::net::TcpListener, Option<TlsAcceptor>)>>,
     addrs: Vec<SocketAddr>,
 }
 
@@ -42,7 +44,7 @@ impl Server {
     /// Binds every listener for every worker. A port of 0 is resolved once and shared.
     pub fn bind(config: Config) -> Result<Server, StartError> {
         let workers = config.num_threads.max(1);
-        let mut sockets: Vec<Vec<std::net::TcpListener>> =
+        let mut sockets: Vec<Vec<(std::net::TcpListener, Option<TlsAcceptor>)>> =
             (0..workers).map(|_| Vec::new()).collect();
         let mut addrs = Vec::new();
         for l in &config.listeners {
@@ -52,12 +54,19 @@ impl Server {
                     l.at
                 )));
             }
-            if l.has_ssl {
-                return Err(StartError(format!(
-                    "{}: listen with ssl (TLS) is not supported yet",
-                    l.at
-                )));
-            }
+            // One rustls configuration per listener, shared by the workers so that
+            // sessions resume whichever worker accepts the next connection.
+            let acceptor = match &l.tls {
+                Some(tls) => {
+                    for w in &tls.warnings {
+                        tracing::warn!("{w}");
+                    }
+                    let c = crate::tls::server_config(tls, &config.session_resumption)
+                        .map_err(|e| StartError(format!("{}: {e}", tls.at)))?;
+                    Some(TlsAcceptor::from(c))
+                }
+                None => None,
+            };
             let mut addr = l.addr;
             for per_worker in sockets.iter_mut() {
                 let sock = listen::bind(addr)
@@ -66,7 +75,7 @@ impl Server {
                 addr = sock
                     .local_addr()
                     .map_err(|e| StartError(format!("{}: {e}", l.at)))?;
-                per_worker.push(sock);
+                per_worker.push((sock, acceptor.clone()));
             }
             addrs.push(addr);
         }
@@ -110,6 +119,10 @@ impl Server {
         }
         self.signals.wait();
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        let failed = crate::tls::handshake_failures();
+        if failed > 0 {
+            tracing::info!("{failed} TLS handshake(s) failed or timed out since start");
+        }
         let _ = stop_tx.send(true);
         for t in threads {
             if t.join().is_err() {

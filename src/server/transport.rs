@@ -1,6 +1,6 @@
 //! What a protocol driver needs from a connection beyond reading: writes with a per-progress
 //! timeout, a hint that more data follows, file bodies, and a half-close. Plain TCP does these
-//! with MSG_MORE and sendfile; a TLS stream (later) will read the file into records.
+//! with MSG_MORE and sendfile; a TLS stream (`tls_transport.rs`) reads the file into records.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -22,6 +22,10 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     ) -> io::Result<()>;
     /// Ends the sending side; the peer reads what was sent, then end of stream.
     fn shutdown_write(&mut self) -> io::Result<()>;
+    /// Whether the connection is TLS (the request's scheme is https).
+    fn is_secure(&self) -> bool {
+        false
+    }
 }
 
 impl Transport for TcpStream {
@@ -131,7 +135,7 @@ async fn writable(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
 }
 
 /// Shuts down the sending side: the peer reads the rest, then sees end of stream.
-fn shutdown_write(stream: &TcpStream) -> io::Result<()> {
+pub(crate) fn shutdown_write(stream: &TcpStream) -> io::Result<()> {
     // SAFETY: the fd is the stream's own and stays open during the call.
     let r = unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_WR) };
     if r < 0 {

@@ -1,7 +1,7 @@
 //! One worker thread: a current-thread runtime that accepts on its own sockets and runs one
 //! task per connection. Everything here is thread-local; nothing is locked per request.
 
-use super::{h1, Shared};
+use super::{h1, tls_transport, Shared};
 use crate::config::Config;
 use crate::handler::Router;
 use crate::log::AccessLog;
@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
+use tokio_rustls::TlsAcceptor;
 
 /// How often buffered access-log lines are written out even when the buffer is not full.
 const LOG_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
@@ -34,7 +35,11 @@ pub(crate) struct WorkerCtx {
 }
 
 /// Runs the worker until the server stops. Called on the worker's own thread.
-pub(crate) fn run(config: Arc<Config>, sockets: Vec<std::net::TcpListener>, shared: Arc<Shared>) {
+pub(crate) fn run(
+    config: Arc<Config>,
+    sockets: Vec<(std::net::TcpListener, Option<TlsAcceptor>)>,
+    shared: Arc<Shared>,
+) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -73,11 +78,13 @@ pub(crate) fn run(config: Arc<Config>, sockets: Vec<std::net::TcpListener>, shar
         });
 
         let mut accept_tasks = Vec::new();
-        for sock in sockets {
+        for (sock, tls) in sockets {
             match TcpListener::from_std(sock) {
-                Ok(listener) => {
-                    accept_tasks.push(tokio::task::spawn_local(accept_loop(listener, ctx.clone())))
-                }
+                Ok(listener) => accept_tasks.push(tokio::task::spawn_local(accept_loop(
+                    listener,
+                    tls,
+                    ctx.clone(),
+                ))),
                 Err(e) => tracing::error!("cannot register a listener: {e}"),
             }
         }
@@ -117,7 +124,7 @@ pub(crate) fn run(config: Arc<Config>, sockets: Vec<std::net::TcpListener>, shar
     });
 }
 
-async fn accept_loop(listener: TcpListener, ctx: Rc<WorkerCtx>) {
+async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<WorkerCtx>) {
     loop {
         ctx.shared.below_limit().await;
         let (stream, peer) = match listener.accept().await {
@@ -137,8 +144,14 @@ async fn accept_loop(listener: TcpListener, ctx: Rc<WorkerCtx>) {
         // Accepted while another worker reached the limit: wait here, unserved, for a slot.
         ctx.shared.open_connection().await;
         let guard = ConnectionGuard::new(ctx.clone());
+        let tls = tls.clone();
         tokio::task::spawn_local(async move {
-            h1::serve(stream, peer, local, &guard.ctx).await;
+            match tls {
+                Some(acceptor) => {
+                    tls_transport::serve(stream, acceptor, peer, local, &guard.ctx).await
+                }
+                None => h1::serve(stream, peer, local, &guard.ctx).await,
+            }
             drop(guard);
         });
     }

@@ -1,0 +1,234 @@
+//! TLS connections: the handshake (bounded by `handshake-timeout`), dispatch on the ALPN
+//! protocol, and the [`Transport`] a protocol driver writes through.
+//!
+//! sendfile cannot encrypt, so file bodies are read into a buffer and written as records.
+//! A response head written with `more` is held back and sent with the start of the body,
+//! so small responses go out in one record.
+
+use super::transport::Transport;
+use super::worker::WorkerCtx;
+use super::{h1, transport};
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+
+/// The maximum TLS record payload: the unit worth filling before writing.
+const RECORD: usize = 16 * 1024;
+/// File bodies are read in chunks of this size.
+const FILE_CHUNK: usize = 64 * 1024;
+
+/// Runs the handshake on an accepted connection, then serves it with the protocol the client
+/// chose in ALPN. A failed or slow handshake is counted and logged at debug level.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    acceptor: TlsAcceptor,
+    peer: SocketAddr,
+    local: SocketAddr,
+    ctx: &WorkerCtx,
+) {
+    let timeout = ctx.config.handshake_timeout;
+    let stop = ctx.stop.notified();
+    tokio::pin!(stop);
+    stop.as_mut().enable();
+    if ctx.stopping.get() {
+        return;
+    }
+    let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
+    let tls = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                crate::tls::record_handshake_failure();
+                tracing::debug!(peer = %peer, "TLS handshake failed: {e}");
+                return;
+            }
+            Err(_) => {
+                crate::tls::record_handshake_failure();
+                tracing::debug!(peer = %peer, "TLS handshake not done within handshake-timeout");
+                return;
+            }
+        },
+        // A server stopping does not wait for handshakes: no request has started yet.
+        _ = &mut stop => return,
+    };
+    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let conn = TlsTransport::new(tls);
+    match alpn.as_deref() {
+        // HTTP/2 merge: Some(b"h2") => super::h2::serve(conn, peer, local, ctx).await,
+        Some(b"http/1.1") | None => h1::serve(conn, peer, local, ctx).await,
+        // rustls only selects a protocol from `tls::alpn_protocols`.
+        Some(other) => tracing::debug!(
+            peer = %peer,
+            "no driver for ALPN protocol {:?}",
+            String::from_utf8_lossy(other)
+        ),
+    }
+}
+
+/// A server-side TLS stream as a [`Transport`].
+pub(crate) struct TlsTransport {
+    inner: TlsStream<TcpStream>,
+    /// Plaintext held back because a body follows (`more`), sent with the body's start.
+    held: Vec<u8>,
+    /// Reused for file bodies.
+    file_buf: Vec<u8>,
+}
+
+impl TlsTransport {
+    pub(crate) fn new(inner: TlsStream<TcpStream>) -> TlsTransport {
+        TlsTransport {
+            inner,
+            held: Vec::new(),
+            file_buf: Vec::new(),
+        }
+    }
+
+    /// Hands `buf` to rustls, waiting (bounded by `timeout` each time) while the socket is full.
+    async fn write_plain(&mut self, mut buf: &[u8], timeout: Duration) -> io::Result<()> {
+        while !buf.is_empty() {
+            match tokio::time::timeout(timeout, self.inner.write(buf)).await {
+                Ok(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(Ok(n)) => buf = &buf[n..],
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(send_timed_out()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes out every record rustls still buffers.
+    async fn flush(&mut self, timeout: Duration) -> io::Result<()> {
+        match tokio::time::timeout(timeout, self.inner.flush()).await {
+            Ok(r) => r,
+            Err(_) => Err(send_timed_out()),
+        }
+    }
+}
+
+impl AsyncRead for TlsTransport {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl Transport for TlsTransport {
+    async fn write_all(&mut self, mut buf: &[u8], more: bool, timeout: Duration) -> io::Result<()> {
+        if !self.held.is_empty() || (more && buf.len() < RECORD) {
+            // Fill the held record from the front of `buf`.
+            let take = RECORD.saturating_sub(self.held.len()).min(buf.len());
+            self.held.extend_from_slice(&buf[..take]);
+            buf = &buf[take..];
+            if more && buf.is_empty() && self.held.len() < RECORD {
+                return Ok(());
+            }
+            let held = std::mem::take(&mut self.held);
+            let r = self.write_plain(&held, timeout).await;
+            self.held = held;
+            self.held.clear();
+            r?;
+        }
+        self.write_plain(buf, timeout).await?;
+        if more {
+            Ok(())
+        } else {
+            self.flush(timeout).await
+        }
+    }
+
+    async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        let mut buf = std::mem::take(&mut self.file_buf);
+        let r = self.copy_file(&mut buf, file, offset, len, timeout).await;
+        self.file_buf = buf;
+        r
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        let (tcp, conn) = self.inner.get_mut();
+        conn.send_close_notify();
+        // Best effort without waiting: the alert is small and the socket usually has room.
+        while conn.wants_write() {
+            match conn.write_tls(&mut NonBlocking(tcp)) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        transport::shutdown_write(tcp)
+    }
+
+    fn is_secure(&self) -> bool {
+        true
+    }
+}
+
+impl TlsTransport {
+    async fn copy_file(
+        &mut self,
+        buf: &mut Vec<u8>,
+        file: &std::fs::File,
+        mut offset: u64,
+        len: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        let mut left = len;
+        buf.resize(
+            FILE_CHUNK.min(usize::try_from(len).unwrap_or(FILE_CHUNK)),
+            0,
+        );
+        while left > 0 {
+            let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            // A page-cache read; the file handler's own reads block the same way.
+            let n = file.read_at(&mut buf[..want], offset)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ));
+            }
+            offset += n as u64;
+            left -= n as u64;
+            self.write_all(&buf[..n], left > 0, timeout).await?;
+            if left > 0 {
+                // Let other connections of this worker run between chunks.
+                tokio::task::yield_now().await;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `std::io::Write` over a non-blocking tokio socket, for the close_notify alert.
+struct NonBlocking<'a>(&'a TcpStream);
+
+impl io::Write for NonBlocking<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn send_timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "peer did not read within send-timeout",
+    )
+}

@@ -1,0 +1,132 @@
+//! TLS: a rustls `ServerConfig` (aws-lc-rs provider) built from a listener's [`TlsConf`]:
+//! certificates chosen by SNI, ALPN, cipher suites, key exchange groups, session tickets with
+//! key rotation and a session cache. The TLS stream itself is in `server::tls_transport`.
+//!
+//! One `ServerConfig` per listener is shared by every worker: a session resumed on another
+//! worker's socket must find its ticket key and cache entry. Both are touched only during a
+//! handshake, never per request.
+
+pub mod cert;
+mod resolver;
+#[cfg(test)]
+pub(crate) mod testcert;
+mod tickets;
+
+pub use resolver::SniResolver;
+
+use crate::config::{SessionResumption, TlsConf, TlsVersion};
+use rustls::crypto::{aws_lc_rs, CryptoProvider};
+use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache};
+use rustls::ServerConfig;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Whether `h2` is offered in ALPN. The HTTP/2 merge sets this to `true` together with the
+/// `h2` arm of the dispatch `match` in `server::tls_transport::serve`; the browser test
+/// (`tests/tls_browser.rs`) then expects the page to arrive over HTTP/2.
+pub const HTTP2_OVER_TLS: bool = false;
+
+/// The ALPN protocols offered on a listener, most preferred first.
+pub fn alpn_protocols(tls: &TlsConf) -> Vec<Vec<u8>> {
+    let mut protocols = Vec::with_capacity(2);
+    if HTTP2_OVER_TLS && tls.http2 {
+        protocols.push(b"h2".to_vec()); // HTTP/2 merge: offered once HTTP2_OVER_TLS is true.
+    }
+    protocols.push(b"http/1.1".to_vec());
+    protocols
+}
+
+/// Builds the rustls server configuration of one TLS listener.
+pub fn server_config(
+    tls: &TlsConf,
+    resumption: &SessionResumption,
+) -> Result<Arc<ServerConfig>, String> {
+    let provider = provider(tls)?;
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
+        (TlsVersion::Tls13, &rustls::version::TLS13),
+        (TlsVersion::Tls12, &rustls::version::TLS12),
+    ]
+    .into_iter()
+    .filter(|(v, _)| (tls.min_version..=tls.max_version).contains(v))
+    .map(|(_, v)| v)
+    .collect();
+    let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("no usable TLS configuration: {e}"))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(SniResolver::new(&tls.identities)?));
+    config.alpn_protocols = alpn_protocols(tls);
+    config.ignore_client_order = tls.server_cipher_preference;
+    // Large records (rustls' default, the 16 KiB maximum) suit bulk transfers.
+    config.max_fragment_size = None;
+    if resumption.cache {
+        config.session_storage = ServerSessionMemoryCache::new(resumption.cache_size);
+    } else {
+        config.session_storage = Arc::new(NoServerSessionStorage {});
+    }
+    if resumption.tickets {
+        config.ticketer = tickets::Rotating::new(resumption.lifetime)?;
+    }
+    // TLS 1.3 resumes only through tickets (stateless, or a cache key in stateful mode).
+    if !resumption.tickets && !resumption.cache {
+        config.send_tls13_tickets = 0;
+    }
+    Ok(Arc::new(config))
+}
+
+/// Counts a failed or timed-out handshake (logged at debug level by the caller).
+pub fn record_handshake_failure() {
+    HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Handshakes that failed or timed out since the process started.
+pub fn handshake_failures() -> u64 {
+    HANDSHAKE_FAILURES.load(Ordering::Relaxed)
+}
+
+static HANDSHAKE_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+/// aws-lc-rs with the configured suites and groups, in the configured order.
+fn provider(tls: &TlsConf) -> Result<CryptoProvider, String> {
+    let base = aws_lc_rs::default_provider();
+    let pick = |wanted: &Option<Vec<rustls::CipherSuite>>, tls13: bool| {
+        let of_version = base
+            .cipher_suites
+            .iter()
+            .filter(move |s| matches!(s, rustls::SupportedCipherSuite::Tls13(_)) == tls13);
+        match wanted {
+            None => of_version.copied().collect::<Vec<_>>(),
+            Some(names) => names
+                .iter()
+                .filter_map(|n| {
+                    aws_lc_rs::ALL_CIPHER_SUITES
+                        .iter()
+                        .find(|s| s.suite() == *n)
+                        .copied()
+                })
+                .collect(),
+        }
+    };
+    let mut cipher_suites = pick(&tls.cipher_suites_tls13, true);
+    cipher_suites.extend(pick(&tls.cipher_suites, false));
+    let kx_groups = match &tls.kx_groups {
+        None => base.kx_groups.clone(),
+        Some(names) => names
+            .iter()
+            .filter_map(|n| {
+                aws_lc_rs::ALL_KX_GROUPS
+                    .iter()
+                    .find(|g| g.name() == *n)
+                    .copied()
+            })
+            .collect(),
+    };
+    if kx_groups.is_empty() {
+        return Err("no supported key exchange group".into());
+    }
+    Ok(CryptoProvider {
+        cipher_suites,
+        kx_groups,
+        ..base
+    })
+}

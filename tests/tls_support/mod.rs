@@ -1,0 +1,93 @@
+//! Helpers for the TLS tests: certificates made with rcgen, and openssl s_client.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Writes a self-signed certificate whose CN and only SAN is `name` as `{stem}.crt` and its
+/// key as `{stem}.key` in `dir`. `days_left` below zero makes it expired.
+pub fn cert(dir: &Path, stem: &str, name: &str, expired: bool) -> (PathBuf, PathBuf) {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    if expired {
+        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+    }
+    let c = params.self_signed(&key).expect("sign");
+    let (cp, kp) = (
+        dir.join(format!("{stem}.crt")),
+        dir.join(format!("{stem}.key")),
+    );
+    std::fs::write(&cp, c.pem()).expect("write cert");
+    std::fs::write(&kp, key.serialize_pem()).expect("write key");
+    (cp, kp)
+}
+
+/// Whether a tool is installed; prints a skip notice when not.
+pub fn need(cmd: &str) -> bool {
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {cmd}"))
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("SKIP: {cmd} is not installed (scripts/test installs it)");
+    }
+    ok
+}
+
+/// Runs `openssl s_client` against `port` with `args`, writing `input` and then waiting for
+/// the server to close (`-ign_eof`). Returns stdout and stderr together.
+pub fn s_client(port: u16, args: &[&str], input: &str) -> String {
+    let mut child = Command::new("openssl")
+        .arg("s_client")
+        .arg("-connect")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-ign_eof")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run openssl");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.as_bytes());
+    }
+    let out = wait_output(child, Duration::from_secs(15));
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `wait_with_output` with a deadline, so a hung client fails the test instead of hanging it.
+pub fn wait_output(child: std::process::Child, t: Duration) -> std::process::Output {
+    let id = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(t) {
+        Ok(r) => r.expect("wait"),
+        Err(_) => {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe {
+                libc::kill(id as i32, libc::SIGKILL);
+            }
+            panic!("child process {id} did not finish in {t:?}");
+        }
+    }
+}
+
+/// A GET that closes the connection after the response.
+pub fn get_close(path: &str, host: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+}
