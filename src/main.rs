@@ -92,8 +92,8 @@ fn main() -> ExitCode {
     };
     {
         let mut out = std::io::stdout().lock();
-        for a in server.local_addrs() {
-            let _ = writeln!(out, "spate listening on http://{a}/");
+        for url in server.urls() {
+            let _ = writeln!(out, "spate listening on {url}");
         }
         let _ = out.flush();
     }

@@ -25,7 +25,8 @@ pub struct Server {
     signals: StopSignals,
     /// Per worker, one socket for each listen address, with its TLS acceptor if any.
     sockets: Vec<Vec<(std::net::TcpListener, Option<TlsAcceptor>)>>,
-    addrs: Vec<SocketAddr>,
+    /// Bound addresses, and whether each is TLS.
+    addrs: Vec<(SocketAddr, bool)>,
 }
 
 /// Why the server could not start.
@@ -77,7 +78,7 @@ impl Server {
                     .map_err(|e| StartError(format!("{}: {e}", l.at)))?;
                 per_worker.push((sock, acceptor.clone()));
             }
-            addrs.push(addr);
+            addrs.push((addr, l.tls.is_some()));
         }
         if addrs.is_empty() {
             return Err(StartError("no listen address configured".into()));
@@ -94,8 +95,16 @@ impl Server {
     }
 
     /// The addresses actually bound, in configuration order.
-    pub fn local_addrs(&self) -> &[SocketAddr] {
-        &self.addrs
+    pub fn local_addrs(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.addrs.iter().map(|(a, _)| *a)
+    }
+
+    /// Where the server can be reached: `http://ADDR/` or `https://ADDR/` per listener.
+    pub fn urls(&self) -> impl Iterator<Item = String> + '_ {
+        self.addrs.iter().map(|(a, tls)| {
+            let scheme = if *tls { "https" } else { "http" };
+            format!("{scheme}://{a}/")
+        })
     }
 
     /// Serves until SIGTERM or SIGINT, then stops accepting, lets in-flight requests finish

@@ -77,8 +77,10 @@ impl Spate {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("spate listening on http://") {
-                    let _ = tx.send(rest.trim_end_matches('/').to_string());
+                // `spate listening on http://ADDR/` or `https://ADDR/`.
+                let rest = line.strip_prefix("spate listening on ");
+                if let Some((_, addr)) = rest.and_then(|r| r.split_once("://")) {
+                    let _ = tx.send(addr.trim_end_matches('/').to_string());
                 }
             }
         });
