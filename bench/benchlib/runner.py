@@ -66,20 +66,47 @@ class Runner:
         )
 
     def run(self):
-        """Run everything; rows accumulate in self.rows even if interrupted."""
+        """Run everything; rows accumulate in self.rows even if interrupted.
+
+        Within a group of cases every server is started at once (each on its own port, idle
+        while the others are measured), and repetitions go round the servers: rep 1 of each,
+        then rep 2 of each. Noise from the rest of the machine then falls on every server
+        alike instead of on whichever happened to run during it."""
         groups = []
         for case in self.cases:
             if case.group not in groups:
                 groups.append(case.group)
         for group in groups:
             cases = [c for c in self.cases if c.group == group]
-            for server in self.servers:
-                mine = [c for c in cases if server.applies(c)]
-                if mine:
-                    self.run_group(server, mine)
+            started = []
+            try:
+                for server in self.servers:
+                    runnable = self.runnable(server, [c for c in cases if server.applies(c)])
+                    if not runnable:
+                        continue
+                    try:
+                        started.append((server, server.start(self.env, runnable), runnable))
+                    except StartError as e:
+                        for case in runnable:
+                            self.skip(server, case, self.failure_status(server), "start: %s" % e)
+                for case in cases:
+                    ready = []
+                    for server, inst, runnable in started:
+                        if case in runnable:
+                            prepared = self.prepare_case(server, inst, case)
+                            if prepared:
+                                ready.append((server, inst, prepared))
+                    for rep in range(1, self.settings.reps + 1):
+                        for server, inst, (url, requests) in ready:
+                            self.rows.append(self.measure(server, inst, case, url, rep, requests))
+                            self.progress.step(self.rows[-1])
+            finally:
+                for _, inst, _ in started:
+                    inst.stop()
         return self.rows
 
-    def run_group(self, server, cases):
+    def runnable(self, server, cases):
+        """The cases this server can run; the others are reported n/a with the reason."""
         runnable = []
         for case in cases:
             reason = server.unsupported(case, self.env)
@@ -87,25 +114,14 @@ class Runner:
                 self.skip(server, case, "n/a", reason)
             else:
                 runnable.append(case)
-        if not runnable:
-            return
-        try:
-            inst = server.start(self.env, runnable)
-        except StartError as e:
-            for case in runnable:
-                self.skip(server, case, self.failure_status(server), "start: %s" % e)
-            return
-        try:
-            for case in runnable:
-                self.run_case(server, inst, case)
-        finally:
-            inst.stop()
+        return runnable
 
-    def run_case(self, server, inst, case):
+    def prepare_case(self, server, inst, case):
+        """Checks the server answers the case; returns (url, requests per run) or None."""
         if not inst.proc.alive():
             # A crash in an earlier case is the server's fault, never a feature gap.
             self.skip(server, case, "error", "server exited: %s" % inst.proc.log_tail())
-            return
+            return None
         url = "%s://127.0.0.1:%d%s" % (
             "https" if case.listener in ("tls", "quic") else "http",
             inst.port,
@@ -114,11 +130,8 @@ class Runner:
         reason = probe(case, url, check_body=not server.canned)
         if reason:
             self.skip(server, case, self.failure_status(server), "probe: %s" % reason)
-            return
-        requests = self.warm_up(case, url)
-        for rep in range(1, self.settings.reps + 1):
-            self.rows.append(self.measure(server, inst, case, url, rep, requests))
-            self.progress.step(self.rows[-1])
+            return None
+        return url, self.warm_up(case, url)
 
     def measure(self, server, inst, case, url, rep, requests):
         argv = self.load_argv(case, url, requests=requests)
