@@ -1,0 +1,1 @@
+//! Deterministic tests of the connection state machine.
