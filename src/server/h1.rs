@@ -127,6 +127,12 @@ impl<T: Transport> Conn<'_, T> {
                     continue;
                 }
                 Ok(None) => {}
+                Err(_) if self.fresh && not_http(&self.rbuf) => {
+                    // Neither HTTP/1 nor the HTTP/2 preface: no HTTP/1 answer (which an
+                    // HTTP/2 client would misread as a frame), just close.
+                    self.log_request_error(400, "not an HTTP request");
+                    return Err(Close::Quietly);
+                }
                 Err(e) => {
                     self.reject(e).await?;
                     return Err(Close::Linger);
@@ -433,6 +439,14 @@ fn is_preface_prefix(buf: &[u8]) -> bool {
     n > 0 && buf[..n] == PREFACE[..n]
 }
 
+/// Whether the first line of `buf` is complete and names no HTTP version.
+fn not_http(buf: &[u8]) -> bool {
+    match memchr::memchr(b'\n', buf) {
+        Some(end) => !buf[..end].windows(6).any(|w| w == b" HTTP/"),
+        None => false,
+    }
+}
+
 /// The decoded HTTP2-Settings of an HTTP/1.1 request asking `Upgrade: h2c` (RFC 7540
 /// section 3.2), or `None` when this is not such a request.
 fn h2c_upgrade(req: &Request) -> Option<Vec<u8>> {
@@ -497,5 +511,8 @@ mod tests {
         assert!(is_preface_prefix(PREFACE));
         assert!(!is_preface_prefix(b""));
         assert!(!is_preface_prefix(b"GET / HTTP/1.1"));
+        assert!(not_http(b"INVALID CONNECTION PREFACE\r\n\r\n"));
+        assert!(!not_http(b"GET / HTTP/1.1\r\n"));
+        assert!(!not_http(b"GET /very-long-target"));
     }
 }

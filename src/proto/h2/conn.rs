@@ -693,7 +693,10 @@ impl Connection {
                     BlockUse::Discard => Ok(()),
                 };
             }
-            Err(_) => return Err(Fail::Conn(Reason::COMPRESSION_ERROR, "HPACK decoding failed")),
+            Err(e) => {
+                tracing::debug!("HPACK decoding failed: {e}");
+                return Err(Fail::Conn(Reason::COMPRESSION_ERROR, "HPACK decoding failed"));
+            }
         }
         match usage {
             BlockUse::Discard => {
