@@ -46,7 +46,10 @@ pub(crate) async fn serve<T: Transport>(
     match conn.run().await {
         Ok(()) => {
             if let Some(upgrade) = conn.handoff.take() {
-                let Conn { stream, rbuf, .. } = conn;
+                let Conn {
+                    stream, rbuf, wbuf, ..
+                } = conn;
+                drop(wbuf);
                 super::h2::serve(stream, peer, local, ctx, rbuf, upgrade).await;
             }
         }

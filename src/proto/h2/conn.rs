@@ -5,7 +5,7 @@
 //! to call [`Connection::handle_timeout`]. See `LIFECYCLE.md` next to this file.
 
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
-use super::hpack::{self, DecodeError, HeaderField};
+use super::hpack::{self, DecodeError, HeaderField, Indexing};
 use super::stream::{BodySource, Priority, Recv, Send, Stream};
 use crate::http::request::RequestBuilder;
 use crate::http::{Method, Request, Response, Version};
@@ -171,6 +171,8 @@ type Res = Result<(), Fail>;
 const SHUTDOWN_PING: [u8; 8] = *b"spate-GA";
 /// WINDOW_UPDATEs with smaller increments count as control frames (data dribble).
 const TINY_WINDOW_UPDATE: u32 = 1024;
+/// Response values up to this long that repeat per resource are indexed.
+const INDEX_VALUE_MAX: usize = 64;
 /// How many of our own resets to remember.
 const RECENT_RESETS: usize = 16;
 
@@ -187,7 +189,7 @@ impl Connection {
             local,
             phase: Phase::Preface,
             closed: None,
-            out: Vec::with_capacity(16 * 1024),
+            out: Vec::with_capacity(4 * 1024),
             hbuf: BytesMut::new(),
             fields: Vec::new(),
             partial: None,
@@ -1010,11 +1012,17 @@ impl Connection {
                     {
                         continue;
                     }
-                    b.field(name, value);
+                    if value.len() <= INDEX_VALUE_MAX && repeats_per_resource(name) {
+                        // The same file answered again costs one byte, as in h2o.
+                        b.field_with(name, value, Indexing::Incremental);
+                    } else {
+                        b.field(name, value);
+                    }
                 }
                 if status != 204 && status != 304 {
                     let mut digits = [0u8; 20];
-                    b.field(b"content-length", format_u64(body_len, &mut digits));
+                    let len = format_u64(body_len, &mut digits);
+                    b.field_with(b"content-length", len, Indexing::Incremental);
                 }
             }
         }
@@ -1250,6 +1258,11 @@ fn valid_field(name: &[u8], value: &[u8]) -> bool {
 
 fn is_lower_tchar(b: u8) -> bool {
     matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+}
+
+/// Response fields whose value is the same each time one resource is served.
+fn repeats_per_resource(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"last-modified")
 }
 
 fn is_connection_specific(name: &[u8]) -> bool {
