@@ -106,6 +106,7 @@ pub struct Connection {
 
     // Peer settings and sending.
     encoder: hpack::Encoder,
+    headers_cache: HeadersCache,
     peer_max_frame: u32,
     peer_initial_window: u32,
     send_conn_window: i64,
@@ -171,6 +172,8 @@ type Res = Result<(), Fail>;
 const SHUTDOWN_PING: [u8; 8] = *b"spate-GA";
 /// WINDOW_UPDATEs with smaller increments count as control frames (data dribble).
 const TINY_WINDOW_UPDATE: u32 = 1024;
+/// Decoded header bytes are carved from allocations of about this size.
+const HBUF_CHUNK: usize = 8 * 1024;
 /// Response values up to this long that repeat per resource are indexed.
 const INDEX_VALUE_MAX: usize = 64;
 /// How many of our own resets to remember.
@@ -200,6 +203,7 @@ impl Connection {
             last_frame_at: now,
             peer_goaway: false,
             encoder: hpack::Encoder::default(),
+            headers_cache: HeadersCache::default(),
             peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
             peer_initial_window: frame::DEFAULT_WINDOW,
             send_conn_window: i64::from(frame::DEFAULT_WINDOW),
@@ -676,8 +680,13 @@ impl Connection {
     ) -> Res {
         self.fields.clear();
         let fields = &mut self.fields;
-        // Empty: the previous request took its bytes with `split`, leaving spare capacity.
+        // Empty: the previous request took its bytes with `split`, leaving spare capacity;
+        // once earlier requests are dropped, `reserve` reclaims the whole allocation.
         self.hbuf.clear();
+        let need = (block.len() * 2).max(256);
+        if self.hbuf.capacity() < need {
+            self.hbuf.reserve(HBUF_CHUNK.max(need));
+        }
         let decoded = self
             .decoder
             .decode(block, &mut self.hbuf, |f| fields.push(f));
@@ -964,6 +973,8 @@ impl Connection {
         match id {
             setting::HEADER_TABLE_SIZE => {
                 self.encoder.set_peer_max_table_size(value as usize);
+                // The encoder may owe a size update at the start of the next block.
+                self.headers_cache.valid = false;
             }
             setting::INITIAL_WINDOW_SIZE => {
                 let delta = i64::from(value) - i64::from(self.peer_initial_window);
@@ -999,31 +1010,57 @@ impl Connection {
         let at = self.out.len();
         frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
         let status_buf = itoa3(status);
-        {
-            let mut b = self.encoder.block(&mut self.out);
-            b.field(b":status", &status_buf);
-            if status >= 200 {
-                if let Some(server) = &self.cfg.server_name {
-                    b.field(b"server", server);
-                }
-                crate::http::date::with_now(|d| b.field(b"date", d));
-                for (name, value) in headers {
-                    if is_connection_specific(name) || name.eq_ignore_ascii_case(b"content-length")
-                    {
-                        continue;
+        let date = crate::http::date::with_now(|d| *d);
+        if status >= 200 && self.headers_cache.matches(status, &date, headers, body_len) {
+            self.out.extend_from_slice(&self.headers_cache.block);
+        } else {
+            let block_start = self.out.len();
+            let mut fields = 0;
+            {
+                let mut b = self.encoder.block(&mut self.out);
+                b.field(b":status", &status_buf);
+                fields += 1;
+                if status >= 200 {
+                    if let Some(server) = &self.cfg.server_name {
+                        b.field(b"server", server);
+                        fields += 1;
                     }
-                    if value.len() <= INDEX_VALUE_MAX && repeats_per_resource(name) {
-                        // The same file answered again costs one byte, as in h2o.
-                        b.field_with(name, value, Indexing::Incremental);
-                    } else {
-                        b.field(name, value);
+                    b.field(b"date", &date);
+                    fields += 1;
+                    for (name, value) in headers {
+                        if is_connection_specific(name)
+                            || name.eq_ignore_ascii_case(b"content-length")
+                        {
+                            continue;
+                        }
+                        if value.len() <= INDEX_VALUE_MAX && repeats_per_resource(name) {
+                            // The same file answered again costs one byte, as in h2o.
+                            b.field_with(name, value, Indexing::Incremental);
+                        } else {
+                            b.field(name, value);
+                        }
+                        fields += 1;
+                    }
+                    if status != 204 && status != 304 {
+                        let mut digits = [0u8; 20];
+                        let len = format_u64(body_len, &mut digits);
+                        b.field_with(b"content-length", len, Indexing::Incremental);
+                        fields += 1;
                     }
                 }
-                if status != 204 && status != 304 {
-                    let mut digits = [0u8; 20];
-                    let len = format_u64(body_len, &mut digits);
-                    b.field_with(b"content-length", len, Indexing::Incremental);
-                }
+            }
+            let block = &self.out[block_start..];
+            // One byte per field, each an index: encoding it did not touch the table, so the
+            // same bytes stay valid until something else is encoded.
+            let reusable = status >= 200
+                && block.len() == fields
+                && block.iter().all(|&b| b & 0x80 != 0 && b != 0xff);
+            if reusable {
+                let block = block.to_vec();
+                self.headers_cache
+                    .store(status, &date, headers, body_len, block);
+            } else {
+                self.headers_cache.valid = false;
             }
         }
         let block_len = self.out.len() - at - frame::HEADER_LEN;
@@ -1196,6 +1233,52 @@ impl Connection {
             self.sending -= 1;
         }
         self.check_done();
+    }
+}
+
+/// The last response header block, when it was made of index bytes only, with what it
+/// encoded: an identical response reuses the bytes without touching the encoder.
+#[derive(Default)]
+struct HeadersCache {
+    valid: bool,
+    status: u16,
+    date: [u8; crate::http::date::DATE_LEN],
+    headers: Vec<(Bytes, Bytes)>,
+    body_len: u64,
+    block: Vec<u8>,
+}
+
+impl HeadersCache {
+    fn matches(
+        &self,
+        status: u16,
+        date: &[u8; crate::http::date::DATE_LEN],
+        headers: &[(Bytes, Bytes)],
+        body_len: u64,
+    ) -> bool {
+        self.valid
+            && self.status == status
+            && self.body_len == body_len
+            && self.date == *date
+            && self.headers.len() == headers.len()
+            && self.headers.iter().zip(headers).all(|(a, b)| a == b)
+    }
+
+    fn store(
+        &mut self,
+        status: u16,
+        date: &[u8; crate::http::date::DATE_LEN],
+        headers: &[(Bytes, Bytes)],
+        body_len: u64,
+        block: Vec<u8>,
+    ) {
+        self.valid = true;
+        self.status = status;
+        self.date = *date;
+        self.headers.clear();
+        self.headers.extend_from_slice(headers);
+        self.body_len = body_len;
+        self.block = block;
     }
 }
 
