@@ -52,7 +52,14 @@ fn h2spec_passes_every_test() {
     };
     let s = start();
     let out = Command::new(bin)
-        .args(["-h", "127.0.0.1", "-p", &s.addr.port().to_string(), "-o", "5"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &s.addr.port().to_string(),
+            "-o",
+            "5",
+        ])
         .output()
         .expect("run h2spec");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -119,10 +126,24 @@ fn nghttp_fetches_files() {
 
     // -a-less, many concurrent streams with a small window: every byte must arrive.
     let out = Command::new("nghttp")
-        .args(["-n", "-w", "16", "-W", "16", "-m", "20", "--stat", &s.url("/10m.bin")])
+        .args([
+            "-n",
+            "-w",
+            "16",
+            "-W",
+            "16",
+            "-m",
+            "20",
+            "--stat",
+            &s.url("/10m.bin"),
+        ])
         .output()
         .expect("run nghttp");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn h2load(s: &Spate, args: &[&str], path: &str) -> String {
@@ -135,9 +156,14 @@ fn h2load(s: &Spate, args: &[&str], path: &str) -> String {
 }
 
 fn assert_all_succeeded(text: &str, n: u32) {
-    let want = format!("requests: {n} total, {n} started, {n} done, {n} succeeded, 0 failed, 0 errored, 0 timeout");
+    let want = format!(
+        "requests: {n} total, {n} started, {n} done, {n} succeeded, 0 failed, 0 errored, 0 timeout"
+    );
     assert!(text.contains(&want), "{text}");
-    assert!(text.contains("status codes: ") && text.contains(&format!("{n} 2xx")), "{text}");
+    assert!(
+        text.contains("status codes: ") && text.contains(&format!("{n} 2xx")),
+        "{text}"
+    );
 }
 
 #[test]

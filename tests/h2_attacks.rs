@@ -111,8 +111,8 @@ impl Raw {
 }
 
 fn rss_kib(spate: &Spate) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", spate.child.id()))
-        .expect("proc status");
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", spate.child.id())).expect("proc status");
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -235,8 +235,11 @@ fn unfinished_header_block_times_out() {
 #[test]
 fn control_frame_floods_are_stopped() {
     let s = start("http2-max-control-frames-per-second: 200");
-    let floods: [(&str, fn(&mut Vec<u8>)); 4] = [
-        ("SETTINGS", |o| frame::put_settings(o, &[(setting::ENABLE_PUSH, 0)])),
+    type Put = fn(&mut Vec<u8>);
+    let floods: [(&str, Put); 4] = [
+        ("SETTINGS", |o| {
+            frame::put_settings(o, &[(setting::ENABLE_PUSH, 0)])
+        }),
         ("PING", |o| frame::put_ping(o, false, b"12345678")),
         ("PRIORITY", |o| {
             frame::put_head(o, 5, kind::PRIORITY, 0, 3);
@@ -283,7 +286,13 @@ fn hpack_bomb_is_refused_per_stream() {
         }
         // Index 62: the newest dynamic entry, our 4000-byte field.
         block.extend(std::iter::repeat_n(0xbe, 100));
-        frame::put_head(&mut out, block.len(), kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, id);
+        frame::put_head(
+            &mut out,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            id,
+        );
         out.extend_from_slice(&block);
     }
     raw.send(&out);
@@ -327,7 +336,13 @@ fn zero_length_header_names_are_malformed() {
         for _ in 0..50 {
             block.extend_from_slice(&[0x00, 0x00, 0x00]);
         }
-        frame::put_head(&mut out, block.len(), kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 1 + 2 * i);
+        frame::put_head(
+            &mut out,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            1 + 2 * i,
+        );
         out.extend_from_slice(&block);
     }
     raw.send(&out);
@@ -352,24 +367,34 @@ fn data_dribble_window_updates_are_stopped() {
     // CVE-2019-9511: a window of 1 byte, then 1-byte WINDOW_UPDATEs, to make the server
     // produce a frame per byte.
     let s = start("http2-max-control-frames-per-second: 200");
-    run_attack(&s, &[(setting::INITIAL_WINDOW_SIZE, 1)], ENHANCE_YOUR_CALM, |raw| {
-        let mut out = Vec::new();
-        raw.get(1, "/big.bin", true, &mut out);
-        for _ in 0..5000 {
-            frame::put_window_update(&mut out, 1, 1);
-        }
-        raw.send(&out);
-    });
+    run_attack(
+        &s,
+        &[(setting::INITIAL_WINDOW_SIZE, 1)],
+        ENHANCE_YOUR_CALM,
+        |raw| {
+            let mut out = Vec::new();
+            raw.get(1, "/big.bin", true, &mut out);
+            for _ in 0..5000 {
+                frame::put_window_update(&mut out, 1, 1);
+            }
+            raw.send(&out);
+        },
+    );
 }
 
 #[test]
 fn slow_reader_with_zero_window_times_out() {
     let s = start("send-timeout: 1");
     let started = Instant::now();
-    run_attack(&s, &[(setting::INITIAL_WINDOW_SIZE, 0)], ENHANCE_YOUR_CALM, |raw| {
-        let mut out = Vec::new();
-        raw.get(1, "/big.bin", true, &mut out);
-        raw.send(&out);
-    });
+    run_attack(
+        &s,
+        &[(setting::INITIAL_WINDOW_SIZE, 0)],
+        ENHANCE_YOUR_CALM,
+        |raw| {
+            let mut out = Vec::new();
+            raw.get(1, "/big.bin", true, &mut out);
+            raw.send(&out);
+        },
+    );
     assert!(started.elapsed() >= Duration::from_millis(900));
 }

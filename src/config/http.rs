@@ -35,7 +35,9 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool
             set(&mut c.http2.graceful_shutdown_timeout, ctx.seconds(name, v))
         }
         "http2-header-timeout" => set(&mut c.http2.header_timeout, ctx.seconds(name, v)),
-        "http2-max-resets-per-second" => set(&mut c.http2.max_resets_per_second, ctx.int(name, v, 1)),
+        "http2-max-resets-per-second" => {
+            set(&mut c.http2.max_resets_per_second, ctx.int(name, v, 1))
+        }
         "http2-max-control-frames-per-second" => set(
             &mut c.http2.max_control_frames_per_second,
             ctx.int(name, v, 1),

@@ -473,7 +473,10 @@ fn h2c_upgrade(req: &Request) -> Option<Vec<u8>> {
 
 /// Decodes unpadded (or padded) base64url.
 fn base64url_decode(s: &[u8]) -> Option<Vec<u8>> {
-    let s = s.strip_suffix(b"==").or_else(|| s.strip_suffix(b"=")).unwrap_or(s);
+    let s = s
+        .strip_suffix(b"==")
+        .or_else(|| s.strip_suffix(b"="))
+        .unwrap_or(s);
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let mut acc = 0u32;
     let mut bits = 0;
@@ -502,7 +505,10 @@ mod tests {
 
     #[test]
     fn base64url() {
-        assert_eq!(base64url_decode(b"AAMAAABkAAQAoAAAAAIAAAAA").unwrap().len(), 18);
+        assert_eq!(
+            base64url_decode(b"AAMAAABkAAQAoAAAAAIAAAAA").unwrap().len(),
+            18
+        );
         assert_eq!(base64url_decode(b"aGk").unwrap(), b"hi");
         assert_eq!(base64url_decode(b"aGk=").unwrap(), b"hi");
         assert!(base64url_decode(b"a*").is_none());

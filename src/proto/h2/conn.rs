@@ -141,7 +141,9 @@ enum Phase {
     Draining,
     /// Final GOAWAY sent: streams above `last` are ignored; the connection ends when the
     /// table is empty.
-    Final { last: u32 },
+    Final {
+        last: u32,
+    },
 }
 
 /// What a header block in progress is for.
@@ -430,12 +432,18 @@ impl Connection {
             .as_ref()
             .is_some_and(|p| now >= p.started + self.cfg.header_timeout)
         {
-            self.fail(Reason::ENHANCE_YOUR_CALM, "header block not completed in time");
+            self.fail(
+                Reason::ENHANCE_YOUR_CALM,
+                "header block not completed in time",
+            );
         } else if self
             .stalled_since
             .is_some_and(|s| now >= s + self.cfg.stall_timeout)
         {
-            self.fail(Reason::ENHANCE_YOUR_CALM, "peer kept a zero window too long");
+            self.fail(
+                Reason::ENHANCE_YOUR_CALM,
+                "peer kept a zero window too long",
+            );
         } else if (self.ids.is_empty() || self.sending == 0)
             && now >= self.last_frame_at + self.cfg.idle_timeout
         {
@@ -488,7 +496,10 @@ impl Connection {
                 Err(FrameError::Connection(r)) => Err(Fail::Conn(r, "invalid frame")),
                 Err(FrameError::Stream(id, r)) => {
                     if self.partial.is_some() {
-                        Err(Fail::Conn(Reason::PROTOCOL_ERROR, "frame inside a header block"))
+                        Err(Fail::Conn(
+                            Reason::PROTOCOL_ERROR,
+                            "frame inside a header block",
+                        ))
                     } else {
                         self.stream_error(id, r, now)
                     }
@@ -512,18 +523,18 @@ impl Connection {
         if self.phase == Phase::FirstSettings {
             match f {
                 Frame::Settings { ack: false, .. } => self.phase = Phase::Open,
-                _ => return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "expected SETTINGS first")),
+                _ => {
+                    return Err(Fail::Conn(
+                        Reason::PROTOCOL_ERROR,
+                        "expected SETTINGS first",
+                    ))
+                }
             }
         }
         if let Some(p) = &self.partial {
             match f {
                 Frame::Continuation { stream, .. } if stream == p.stream => {}
-                _ => {
-                    return Err(Fail::Conn(
-                        Reason::PROTOCOL_ERROR,
-                        "expected CONTINUATION",
-                    ))
-                }
+                _ => return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "expected CONTINUATION")),
             }
         }
         match f {
@@ -615,7 +626,10 @@ impl Connection {
             },
             None if self.recently_reset.contains(&id) => BlockUse::Discard,
             None if id <= self.max_client_stream => {
-                return Err(Fail::Conn(Reason::STREAM_CLOSED, "HEADERS on a closed stream"));
+                return Err(Fail::Conn(
+                    Reason::STREAM_CLOSED,
+                    "HEADERS on a closed stream",
+                ));
             }
             None => {
                 if id % 2 == 0 {
@@ -648,7 +662,10 @@ impl Connection {
 
     fn on_continuation(&mut self, id: u32, end_headers: bool, block: &[u8], now: Instant) -> Res {
         let Some(p) = self.partial.take() else {
-            return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "CONTINUATION without HEADERS"));
+            return Err(Fail::Conn(
+                Reason::PROTOCOL_ERROR,
+                "CONTINUATION without HEADERS",
+            ));
         };
         debug_assert_eq!(p.stream, id);
         if block.is_empty() && !end_headers {
@@ -656,7 +673,10 @@ impl Connection {
         }
         // The compressed block may not be much larger than the decoded list we accept.
         if self.block.len() + block.len() > self.cfg.max_header_list.saturating_mul(2) + 1024 {
-            return Err(Fail::Conn(Reason::ENHANCE_YOUR_CALM, "header block too large"));
+            return Err(Fail::Conn(
+                Reason::ENHANCE_YOUR_CALM,
+                "header block too large",
+            ));
         }
         self.block.extend_from_slice(block);
         if !end_headers {
@@ -706,7 +726,10 @@ impl Connection {
             }
             Err(e) => {
                 tracing::debug!("HPACK decoding failed: {e}");
-                return Err(Fail::Conn(Reason::COMPRESSION_ERROR, "HPACK decoding failed"));
+                return Err(Fail::Conn(
+                    Reason::COMPRESSION_ERROR,
+                    "HPACK decoding failed",
+                ));
             }
         }
         match usage {
@@ -861,9 +884,19 @@ impl Connection {
         Ok(())
     }
 
-    fn on_data(&mut self, id: u32, end_stream: bool, len: usize, flow_len: u32, now: Instant) -> Res {
+    fn on_data(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        len: usize,
+        flow_len: u32,
+        now: Instant,
+    ) -> Res {
         if flow_len > self.recv_conn_window {
-            return Err(Fail::Conn(Reason::FLOW_CONTROL_ERROR, "connection window exceeded"));
+            return Err(Fail::Conn(
+                Reason::FLOW_CONTROL_ERROR,
+                "connection window exceeded",
+            ));
         }
         // Request bodies are not kept, so the connection window is returned for all DATA.
         self.recv_conn_window -= flow_len;
@@ -922,7 +955,9 @@ impl Connection {
 
     /// The client ended stream `id`: its request is complete.
     fn end_of_request(&mut self, id: u32, _now: Instant) -> Res {
-        let Some(i) = self.index(id) else { return Ok(()) };
+        let Some(i) = self.index(id) else {
+            return Ok(());
+        };
         self.streams[i].recv = Recv::Closed;
         if self.streams[i].request.is_some() {
             self.requests.push_back(id);
@@ -934,7 +969,10 @@ impl Connection {
 
     fn on_rst_stream(&mut self, id: u32, now: Instant) -> Res {
         if id > self.max_client_stream {
-            return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "RST_STREAM on an idle stream"));
+            return Err(Fail::Conn(
+                Reason::PROTOCOL_ERROR,
+                "RST_STREAM on an idle stream",
+            ));
         }
         if let Some(i) = self.index(id) {
             self.remove(i);
@@ -950,13 +988,19 @@ impl Connection {
         if id == 0 {
             self.send_conn_window += i64::from(increment);
             if self.send_conn_window > i64::from(MAX_WINDOW) {
-                return Err(Fail::Conn(Reason::FLOW_CONTROL_ERROR, "connection window overflow"));
+                return Err(Fail::Conn(
+                    Reason::FLOW_CONTROL_ERROR,
+                    "connection window overflow",
+                ));
             }
             return Ok(());
         }
         let Some(i) = self.index(id) else {
             if id > self.max_client_stream {
-                return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream"));
+                return Err(Fail::Conn(
+                    Reason::PROTOCOL_ERROR,
+                    "WINDOW_UPDATE on an idle stream",
+                ));
             }
             return Ok(());
         };
@@ -983,7 +1027,10 @@ impl Connection {
                     let s = &mut self.streams[i];
                     s.send_window += delta;
                     if s.send_window > i64::from(MAX_WINDOW) {
-                        return Err(Fail::Conn(Reason::FLOW_CONTROL_ERROR, "stream window overflow"));
+                        return Err(Fail::Conn(
+                            Reason::FLOW_CONTROL_ERROR,
+                            "stream window overflow",
+                        ));
                     }
                     self.schedule(i);
                 }
@@ -1006,7 +1053,14 @@ impl Connection {
 
     // ---- sending ----------------------------------------------------------------------------
 
-    fn write_headers(&mut self, id: u32, status: u16, headers: &[(Bytes, Bytes)], body_len: u64, end_stream: bool) {
+    fn write_headers(
+        &mut self,
+        id: u32,
+        status: u16,
+        headers: &[(Bytes, Bytes)],
+        body_len: u64,
+        end_stream: bool,
+    ) {
         let at = self.out.len();
         frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
         let status_buf = itoa3(status);
@@ -1096,19 +1150,26 @@ impl Connection {
     /// size and the body allow.
     fn send_data(&mut self, i: usize) {
         let id = self.streams[i].id;
-        let Send::Body(src) = &mut self.streams[i].send else { return };
+        let Send::Body(src) = &mut self.streams[i].send else {
+            return;
+        };
         let n = (self.peer_max_frame as u64)
             .min(src.remaining())
             .min(self.streams[i].send_window.max(0) as u64)
             .min(self.send_conn_window.max(0) as u64) as usize;
         let at = self.out.len();
         frame::put_head(&mut self.out, n, kind::DATA, 0, id);
-        let Send::Body(src) = &mut self.streams[i].send else { return };
+        let Send::Body(src) = &mut self.streams[i].send else {
+            return;
+        };
         match src.fill(&mut self.out, n) {
             Ok(got) if got == n => {}
             _ => {
                 self.out.truncate(at);
-                tracing::debug!(stream = id, "response body read failed; resetting the stream");
+                tracing::debug!(
+                    stream = id,
+                    "response body read failed; resetting the stream"
+                );
                 frame::put_rst_stream(&mut self.out, id, Reason::INTERNAL_ERROR);
                 self.remove(i);
                 return;
@@ -1194,7 +1255,10 @@ impl Connection {
         if self.resets.take(now) {
             Ok(())
         } else {
-            Err(Fail::Conn(Reason::ENHANCE_YOUR_CALM, "too many stream resets"))
+            Err(Fail::Conn(
+                Reason::ENHANCE_YOUR_CALM,
+                "too many stream resets",
+            ))
         }
     }
 
@@ -1202,7 +1266,10 @@ impl Connection {
         if self.control.take(now) {
             Ok(())
         } else {
-            Err(Fail::Conn(Reason::ENHANCE_YOUR_CALM, "too many control frames"))
+            Err(Fail::Conn(
+                Reason::ENHANCE_YOUR_CALM,
+                "too many control frames",
+            ))
         }
     }
 

@@ -189,7 +189,9 @@ pub enum Frame<'a> {
         field: &'a [u8],
     },
     /// A type we do not know, or PUSH_PROMISE's like that only matter to a client: ignored.
-    Unknown { kind: u8 },
+    Unknown {
+        kind: u8,
+    },
 }
 
 /// The settings of a SETTINGS frame, validated when decoded.
@@ -259,7 +261,8 @@ pub fn decode(head: Head, payload: &[u8], max_frame_size: u32) -> Result<Frame<'
             if payload.len() != 5 {
                 return Err(Stream(id, Reason::FRAME_SIZE_ERROR));
             }
-            let (dependency, _) = split_dependency(payload).ok_or(Conn(Reason::FRAME_SIZE_ERROR))?;
+            let (dependency, _) =
+                split_dependency(payload).ok_or(Conn(Reason::FRAME_SIZE_ERROR))?;
             if dependency.stream == id {
                 return Err(Stream(id, Reason::PROTOCOL_ERROR));
             }
@@ -502,23 +505,36 @@ mod tests {
 
     #[test]
     fn data_padding_is_stripped_and_counted() {
-        let f = frame(kind::DATA, flag::PADDED | flag::END_STREAM, 1, b"\x03abc\0\0\0");
+        let f = frame(
+            kind::DATA,
+            flag::PADDED | flag::END_STREAM,
+            1,
+            b"\x03abc\0\0\0",
+        );
         assert_eq!(
             dec(&f),
             Ok(Frame::Data {
                 stream: 1,
                 end_stream: true,
                 data: b"abc",
-                flow_len: 8
+                flow_len: 7
             })
         );
         let bad = frame(kind::DATA, flag::PADDED, 1, b"\x03ab");
-        assert_eq!(dec(&bad), Err(FrameError::Connection(Reason::PROTOCOL_ERROR)));
+        assert_eq!(
+            dec(&bad),
+            Err(FrameError::Connection(Reason::PROTOCOL_ERROR))
+        );
     }
 
     #[test]
     fn stream_zero_rules() {
-        for k in [kind::DATA, kind::HEADERS, kind::PRIORITY, kind::CONTINUATION] {
+        for k in [
+            kind::DATA,
+            kind::HEADERS,
+            kind::PRIORITY,
+            kind::CONTINUATION,
+        ] {
             let payload: &[u8] = if k == kind::PRIORITY { &[0; 5] } else { b"" };
             assert_eq!(
                 dec(&frame(k, 0, 0, payload)),
@@ -539,7 +555,10 @@ mod tests {
     #[test]
     fn length_rules() {
         use FrameError::*;
-        assert_eq!(dec(&frame(kind::PING, 0, 0, &[0; 7])), Err(Connection(Reason::FRAME_SIZE_ERROR)));
+        assert_eq!(
+            dec(&frame(kind::PING, 0, 0, &[0; 7])),
+            Err(Connection(Reason::FRAME_SIZE_ERROR))
+        );
         assert_eq!(
             dec(&frame(kind::PRIORITY, 0, 3, &[0; 4])),
             Err(Stream(3, Reason::FRAME_SIZE_ERROR))
@@ -561,7 +580,10 @@ mod tests {
             Err(Connection(Reason::FRAME_SIZE_ERROR))
         );
         let big = vec![0u8; DEFAULT_MAX_FRAME_SIZE as usize + 1];
-        assert_eq!(dec(&frame(kind::DATA, 0, 1, &big)), Err(Connection(Reason::FRAME_SIZE_ERROR)));
+        assert_eq!(
+            dec(&frame(kind::DATA, 0, 1, &big)),
+            Err(Connection(Reason::FRAME_SIZE_ERROR))
+        );
     }
 
     #[test]
@@ -572,16 +594,28 @@ mod tests {
             p.extend_from_slice(&v.to_be_bytes());
             frame(kind::SETTINGS, 0, 0, &p)
         };
-        assert_eq!(dec(&s(setting::ENABLE_PUSH, 2)), Err(Connection(Reason::PROTOCOL_ERROR)));
+        assert_eq!(
+            dec(&s(setting::ENABLE_PUSH, 2)),
+            Err(Connection(Reason::PROTOCOL_ERROR))
+        );
         assert_eq!(
             dec(&s(setting::INITIAL_WINDOW_SIZE, 1 << 31)),
             Err(Connection(Reason::FLOW_CONTROL_ERROR))
         );
-        assert_eq!(dec(&s(setting::MAX_FRAME_SIZE, 16_383)), Err(Connection(Reason::PROTOCOL_ERROR)));
-        assert_eq!(dec(&s(setting::MAX_FRAME_SIZE, 1 << 24)), Err(Connection(Reason::PROTOCOL_ERROR)));
+        assert_eq!(
+            dec(&s(setting::MAX_FRAME_SIZE, 16_383)),
+            Err(Connection(Reason::PROTOCOL_ERROR))
+        );
+        assert_eq!(
+            dec(&s(setting::MAX_FRAME_SIZE, 1 << 24)),
+            Err(Connection(Reason::PROTOCOL_ERROR))
+        );
         let f = s(0xff, 12);
         match dec(&f) {
-            Ok(Frame::Settings { ack: false, settings }) => {
+            Ok(Frame::Settings {
+                ack: false,
+                settings,
+            }) => {
                 assert_eq!(settings.iter().collect::<Vec<_>>(), vec![(0xff, 12)])
             }
             other => panic!("{other:?}"),
@@ -631,12 +665,18 @@ mod tests {
             })
         );
         let own = frame(kind::HEADERS, flag::PRIORITY, 3, &[0, 0, 0, 3, 15]);
-        assert_eq!(dec(&own), Err(FrameError::Stream(3, Reason::PROTOCOL_ERROR)));
+        assert_eq!(
+            dec(&own),
+            Err(FrameError::Stream(3, Reason::PROTOCOL_ERROR))
+        );
     }
 
     #[test]
     fn unknown_frames_pass_and_push_promise_is_refused() {
-        assert_eq!(dec(&frame(0xfe, 0xff, 0, b"xyz")), Ok(Frame::Unknown { kind: 0xfe }));
+        assert_eq!(
+            dec(&frame(0xfe, 0xff, 0, b"xyz")),
+            Ok(Frame::Unknown { kind: 0xfe })
+        );
         assert_eq!(
             dec(&frame(kind::PUSH_PROMISE, 0, 1, &[0; 4])),
             Err(FrameError::Connection(Reason::PROTOCOL_ERROR))

@@ -233,13 +233,9 @@ impl BodySource {
     }
 }
 
-/// A one-chunk body without allocating a vector, unless the chunk is empty.
+/// A one-chunk body, unless the chunk is empty.
 fn vec_or_one(c: Chunk) -> Option<Vec<Chunk>> {
-    (c.len() > 0).then(|| {
-        let mut v = Vec::new();
-        v.push(c);
-        v
-    })
+    (c.len() > 0).then(|| vec![c])
 }
 
 fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
