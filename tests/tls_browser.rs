@@ -1,8 +1,7 @@
 //! A real browser over TLS: headless Chromium opens the bundled example site from spate,
 //! takes a screenshot, and spate's access log shows the page and its assets were fetched.
 //!
-//! The protocol the browser used is asserted through `spate::tls::HTTP2_OVER_TLS`: HTTP/1.1
-//! today; once the HTTP/2 merge sets it, the same test expects every request over HTTP/2.
+//! Every request must have arrived over HTTP/2 (ALPN h2), as `%H` in the access log shows.
 
 mod common;
 mod tls_support;
@@ -98,11 +97,7 @@ hosts:
 
     // Access log lines are flushed at least every second.
     let log_path = s.path().join("access.log");
-    let expected_protocol = if spate::tls::HTTP2_OVER_TLS {
-        "HTTP/2"
-    } else {
-        "HTTP/1.1"
-    };
+    let expected_protocol = "HTTP/2";
     let deadline = Instant::now() + Duration::from_secs(5);
     let log = loop {
         let log = std::fs::read_to_string(&log_path).unwrap_or_default();

@@ -107,6 +107,9 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http2-input-window-size", G),
     ("http2-idle-timeout", G),
     ("http2-graceful-shutdown-timeout", G),
+    ("http2-header-timeout", G),
+    ("http2-max-resets-per-second", G),
+    ("http2-max-control-frames-per-second", G),
     // Proxy: accepted for compatibility, a no-op.
     ("proxy.keepalive", ALL),
     // Handlers.

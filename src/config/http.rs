@@ -34,6 +34,14 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool
         "http2-graceful-shutdown-timeout" => {
             set(&mut c.http2.graceful_shutdown_timeout, ctx.seconds(name, v))
         }
+        "http2-header-timeout" => set(&mut c.http2.header_timeout, ctx.seconds(name, v)),
+        "http2-max-resets-per-second" => {
+            set(&mut c.http2.max_resets_per_second, ctx.int(name, v, 1))
+        }
+        "http2-max-control-frames-per-second" => set(
+            &mut c.http2.max_control_frames_per_second,
+            ctx.int(name, v, 1),
+        ),
         "limit-request-body" => set(&mut c.limits.request_body, ctx.uint(name, v, 0)),
         "max-request-head-size" => set(&mut c.limits.request_head, ctx.int(name, v, 256)),
         "max-request-target-size" => set(&mut c.limits.request_target, ctx.int(name, v, 1)),

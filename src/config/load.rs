@@ -573,6 +573,7 @@ hosts:
                 input_window_size: 65535,
                 idle_timeout: Duration::from_secs(30),
                 graceful_shutdown_timeout: Duration::from_secs(2),
+                ..Http2::default()
             }
         );
         assert_eq!(

@@ -197,7 +197,7 @@ pub struct Http1 {
     pub send_timeout: Duration,
 }
 
-/// HTTP/2 directives (accepted and stored; used once HTTP/2 lands).
+/// HTTP/2 directives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Http2 {
     /// `http2-max-concurrent-requests-per-connection` (default 100, as h2o): requests of one
@@ -211,6 +211,15 @@ pub struct Http2 {
     pub idle_timeout: Duration,
     /// `http2-graceful-shutdown-timeout` (seconds in the file; default 0 = wait indefinitely).
     pub graceful_shutdown_timeout: Duration,
+    /// `http2-header-timeout` (spate, seconds; default 10 s): a header block (HEADERS and its
+    /// CONTINUATION frames) must be complete within this (CONTINUATION flood).
+    pub header_timeout: Duration,
+    /// `http2-max-resets-per-second` (spate; default 200): stream resets, sent by the client
+    /// or provoked by it, one connection may cause per second (Rapid Reset, MadeYouReset).
+    pub max_resets_per_second: u32,
+    /// `http2-max-control-frames-per-second` (spate; default 1000): SETTINGS, PING, PRIORITY,
+    /// empty DATA and CONTINUATION frames and tiny WINDOW_UPDATEs per second (floods).
+    pub max_control_frames_per_second: u32,
 }
 
 impl Default for Http2 {
@@ -221,6 +230,9 @@ impl Default for Http2 {
             input_window_size: 16_777_216,
             idle_timeout: Duration::from_secs(10),
             graceful_shutdown_timeout: Duration::ZERO,
+            header_timeout: Duration::from_secs(10),
+            max_resets_per_second: 200,
+            max_control_frames_per_second: 1000,
         }
     }
 }

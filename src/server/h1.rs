@@ -22,6 +22,9 @@ const COPY_BODY_MAX: usize = 16 * 1024;
 /// client sees the response rather than a reset.
 const LINGER: Duration = Duration::from_secs(2);
 
+/// The HTTP/2 client preface, which switches a new connection to HTTP/2 (prior knowledge).
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// Serves one connection until it closes.
 pub(crate) async fn serve<T: Transport>(
     stream: T,
@@ -37,9 +40,19 @@ pub(crate) async fn serve<T: Transport>(
         rbuf: BytesMut::with_capacity(READ_BUFFER),
         wbuf: Vec::with_capacity(READ_BUFFER),
         queued: 0,
+        fresh: true,
+        handoff: None,
     };
     match conn.run().await {
-        Ok(()) => {}
+        Ok(()) => {
+            if let Some(upgrade) = conn.handoff.take() {
+                let Conn {
+                    stream, rbuf, wbuf, ..
+                } = conn;
+                drop(wbuf);
+                super::h2::serve(stream, peer, local, ctx, rbuf, upgrade).await;
+            }
+        }
         Err(Close::Quietly) => {}
         Err(Close::Io(e)) => tracing::debug!(peer = %peer, "connection closed: {e}"),
         Err(Close::Linger) => conn.linger_close().await,
@@ -56,6 +69,10 @@ struct Conn<'a, T> {
     wbuf: Vec<u8>,
     /// Number of responses in `wbuf`.
     queued: usize,
+    /// No request answered yet: the HTTP/2 preface may still come.
+    fresh: bool,
+    /// Set when the connection switches to HTTP/2 (prior knowledge, or an upgrade).
+    handoff: Option<Option<super::h2::Upgrade>>,
 }
 
 /// How a connection ends abnormally.
@@ -85,10 +102,25 @@ impl<T: Transport> Conn<'_, T> {
     async fn run(&mut self) -> Result<(), Close> {
         let mut request_started: Option<Instant> = None;
         loop {
-            match h1::parse_head(&self.rbuf, &self.ctx.head_limits) {
+            let preface = self.fresh && is_preface_prefix(&self.rbuf);
+            if preface && self.rbuf.len() >= PREFACE.len() {
+                self.handoff = Some(None);
+                return Ok(());
+            }
+            let parsed = if preface {
+                Ok(None)
+            } else {
+                h1::parse_head(&self.rbuf, &self.ctx.head_limits)
+            };
+            match parsed {
                 Ok(Some(head)) => {
                     request_started = None;
-                    if !self.respond(head).await? {
+                    let keep_alive = self.respond(head).await?;
+                    if self.handoff.is_some() {
+                        self.flush(false).await?;
+                        return Ok(());
+                    }
+                    if !keep_alive {
                         self.flush(false).await?;
                         return Err(Close::Linger);
                     }
@@ -98,6 +130,12 @@ impl<T: Transport> Conn<'_, T> {
                     continue;
                 }
                 Ok(None) => {}
+                Err(_) if self.fresh && not_http(&self.rbuf) => {
+                    // Neither HTTP/1 nor the HTTP/2 preface: no HTTP/1 answer (which an
+                    // HTTP/2 client would misread as a frame), just close.
+                    self.log_request_error(400, "not an HTTP request");
+                    return Err(Close::Quietly);
+                }
                 Err(e) => {
                     self.reject(e).await?;
                     return Err(Close::Linger);
@@ -149,6 +187,19 @@ impl<T: Transport> Conn<'_, T> {
             fields: head.fields,
         }
         .build(head_bytes, Bytes::new());
+        self.fresh = false;
+        if framing == BodyFraming::None && self.ctx.config.http1.upgrade_to_http2 {
+            if let Some(settings) = h2c_upgrade(&req) {
+                self.wbuf.extend_from_slice(
+                    b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
+                );
+                self.handoff = Some(Some(super::h2::Upgrade {
+                    request: req,
+                    settings,
+                }));
+                return Ok(true);
+            }
+        }
 
         let (resp, route) = self.ctx.router.handle(&req);
         let log = route.and_then(|r| r.access_log.as_ref());
@@ -382,5 +433,95 @@ impl<T: Transport> Conn<'_, T> {
                 _ => return,
             }
         }
+    }
+}
+
+/// Whether `buf` is a (possibly partial) HTTP/2 preface; empty is not.
+fn is_preface_prefix(buf: &[u8]) -> bool {
+    let n = buf.len().min(PREFACE.len());
+    n > 0 && buf[..n] == PREFACE[..n]
+}
+
+/// Whether the first line of `buf` is complete and names no HTTP version.
+fn not_http(buf: &[u8]) -> bool {
+    match memchr::memchr(b'\n', buf) {
+        Some(end) => !buf[..end].windows(6).any(|w| w == b" HTTP/"),
+        None => false,
+    }
+}
+
+/// The decoded HTTP2-Settings of an HTTP/1.1 request asking `Upgrade: h2c` (RFC 7540
+/// section 3.2), or `None` when this is not such a request.
+fn h2c_upgrade(req: &Request) -> Option<Vec<u8>> {
+    if req.version != crate::http::Version::Http11 {
+        return None;
+    }
+    let upgrade = req.header(b"upgrade")?;
+    let wants_h2c = upgrade
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"h2c"));
+    if !wants_h2c {
+        return None;
+    }
+    let mut settings = req.header_all(b"http2-settings");
+    let value = settings.next()?;
+    if settings.next().is_some() {
+        return None;
+    }
+    base64url_decode(value.trim_ascii())
+}
+
+/// Decodes unpadded (or padded) base64url.
+fn base64url_decode(s: &[u8]) -> Option<Vec<u8>> {
+    let s = s
+        .strip_suffix(b"==")
+        .or_else(|| s.strip_suffix(b"="))
+        .unwrap_or(s);
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for &c in s {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url() {
+        assert_eq!(
+            base64url_decode(b"AAMAAABkAAQAoAAAAAIAAAAA").unwrap().len(),
+            18
+        );
+        assert_eq!(base64url_decode(b"aGk").unwrap(), b"hi");
+        assert_eq!(base64url_decode(b"aGk=").unwrap(), b"hi");
+        assert!(base64url_decode(b"a*").is_none());
+    }
+
+    #[test]
+    fn preface_prefixes() {
+        assert!(is_preface_prefix(b"PRI * HT"));
+        assert!(is_preface_prefix(PREFACE));
+        assert!(!is_preface_prefix(b""));
+        assert!(!is_preface_prefix(b"GET / HTTP/1.1"));
+        assert!(not_http(b"INVALID CONNECTION PREFACE\r\n\r\n"));
+        assert!(!not_http(b"GET / HTTP/1.1\r\n"));
+        assert!(!not_http(b"GET /very-long-target"));
     }
 }

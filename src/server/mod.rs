@@ -6,6 +6,7 @@
 //! (for `max-connections`) and the shutdown signal.
 
 mod h1;
+mod h2;
 mod listen;
 mod tls_transport;
 mod transport;

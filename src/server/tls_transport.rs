@@ -61,7 +61,7 @@ pub(crate) async fn serve(
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     let conn = TlsTransport::new(tls);
     match alpn.as_deref() {
-        // HTTP/2 merge: Some(b"h2") => super::h2::serve(conn, peer, local, ctx).await,
+        Some(b"h2") => super::h2::serve(conn, peer, local, ctx, bytes::BytesMut::new(), None).await,
         Some(b"http/1.1") | None => h1::serve(conn, peer, local, ctx).await,
         // rustls only selects a protocol from `tls::alpn_protocols`.
         Some(other) => tracing::debug!(

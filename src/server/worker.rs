@@ -24,6 +24,8 @@ pub(crate) struct WorkerCtx {
     /// `Server: NAME\r\n`, or empty when `send-server-name` is OFF.
     pub server_line: Vec<u8>,
     pub head_limits: HeadLimits,
+    /// HTTP/2 connection settings from the configuration.
+    pub h2: crate::proto::h2::Settings,
     /// Set once the server is stopping: connections close after their current response.
     pub stopping: Cell<bool>,
     /// Wakes idle connections when stopping begins.
@@ -70,6 +72,7 @@ pub(crate) fn run(
             router,
             server_line,
             head_limits,
+            h2: super::h2::settings(&config),
             stopping: Cell::new(false),
             stop: Notify::new(),
             active: Cell::new(0),

@@ -21,16 +21,11 @@ use rustls::ServerConfig;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Whether `h2` is offered in ALPN. The HTTP/2 merge sets this to `true` together with the
-/// `h2` arm of the dispatch `match` in `server::tls_transport::serve`; the browser test
-/// (`tests/tls_browser.rs`) then expects the page to arrive over HTTP/2.
-pub const HTTP2_OVER_TLS: bool = false;
-
 /// The ALPN protocols offered on a listener, most preferred first.
 pub fn alpn_protocols(tls: &TlsConf) -> Vec<Vec<u8>> {
     let mut protocols = Vec::with_capacity(2);
-    if HTTP2_OVER_TLS && tls.http2 {
-        protocols.push(b"h2".to_vec()); // HTTP/2 merge: offered once HTTP2_OVER_TLS is true.
+    if tls.http2 {
+        protocols.push(b"h2".to_vec());
     }
     protocols.push(b"http/1.1".to_vec());
     protocols

@@ -1,4 +1,10 @@
-//! HTTP/2 (RFC 9113). The framing engine comes later; for now this holds HPACK (RFC 7541),
-//! the header compression both directions of a connection use.
+//! HTTP/2 (RFC 9113), sans-IO: the frame codec ([`frame`]), HPACK ([`hpack`]), streams
+//! ([`stream`]) and the connection state machine ([`conn`]). The socket side is
+//! `server::h2`. See `LIFECYCLE.md` for the states and where each transition happens.
 
+pub mod conn;
+pub mod frame;
 pub mod hpack;
+pub mod stream;
+
+pub use conn::{Closed, Connection, Settings};

@@ -1,0 +1,1461 @@
+//! The server side of one HTTP/2 connection, sans-IO: bytes in ([`Connection::recv`]),
+//! complete requests out ([`Connection::next_request`]), responses in
+//! ([`Connection::respond`]), bytes out ([`Connection::fill`] / [`Connection::output`]).
+//! No socket and no clock: the driver passes `now` and asks [`Connection::poll_timeout`] when
+//! to call [`Connection::handle_timeout`]. See `LIFECYCLE.md` next to this file.
+
+use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
+use super::hpack::{self, DecodeError, HeaderField, Indexing};
+use super::stream::{BodySource, Priority, Recv, Send, Stream};
+use crate::http::request::RequestBuilder;
+use crate::http::{Method, Request, Response, Version};
+use bytes::{Buf, Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Stop pulling body bytes into the output once it holds this much: the driver writes it out
+/// first, so memory per connection stays bounded whatever the windows are.
+pub const OUTPUT_HIGH_WATER: usize = 128 * 1024;
+
+/// The connection's limits and settings, from the configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS we advertise and enforce (REFUSED_STREAM above it).
+    pub max_streams: u32,
+    /// Requests handed to handlers at once; the rest wait in order.
+    pub max_concurrent_requests: u32,
+    /// Per-stream receive window (SETTINGS_INITIAL_WINDOW_SIZE); the connection window is
+    /// raised to the same size.
+    pub input_window: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: decoded header bytes (+32 per field) per request.
+    pub max_header_list: usize,
+    /// Header fields per request.
+    pub max_header_fields: usize,
+    /// Request body bytes per stream (413 above it).
+    pub max_request_body: u64,
+    /// Close a connection with no stream and no frame received for this long.
+    pub idle_timeout: Duration,
+    /// A header block (HEADERS and its CONTINUATIONs) must be complete within this.
+    pub header_timeout: Duration,
+    /// Close when response data has been blocked by a zero window for this long.
+    pub stall_timeout: Duration,
+    /// Stream resets per second (either side's) before the connection is closed with
+    /// ENHANCE_YOUR_CALM: Rapid Reset and MadeYouReset.
+    pub max_resets_per_second: u32,
+    /// Frames per second that cost us work but carry no request (SETTINGS, PING, PRIORITY,
+    /// empty DATA or CONTINUATION, tiny WINDOW_UPDATEs) before ENHANCE_YOUR_CALM.
+    pub max_control_frames_per_second: u32,
+    /// The `server` response header, if sent.
+    pub server_name: Option<Bytes>,
+    pub secure: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_streams: 100,
+            max_concurrent_requests: 100,
+            input_window: 16 * 1024 * 1024,
+            max_header_list: 64 * 1024,
+            max_header_fields: 100,
+            max_request_body: 1 << 30,
+            idle_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(60),
+            max_resets_per_second: 200,
+            max_control_frames_per_second: 1000,
+            server_name: None,
+            secure: false,
+        }
+    }
+}
+
+/// Why a connection ended, for the driver's log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// We sent GOAWAY with this code (NO_ERROR for idle timeout and graceful shutdown).
+    GoAway(Reason, &'static str),
+    /// The client sent GOAWAY and every stream is finished.
+    PeerGoAway,
+}
+
+/// One HTTP/2 server connection.
+pub struct Connection {
+    cfg: Settings,
+    peer: SocketAddr,
+    local: SocketAddr,
+    phase: Phase,
+    closed: Option<Closed>,
+    out: Vec<u8>,
+
+    // Receiving.
+    decoder: hpack::Decoder,
+    /// Decoded header bytes; each request freezes its part and the rest is reused.
+    hbuf: BytesMut,
+    fields: Vec<HeaderField>,
+    /// A header block waiting for CONTINUATION frames.
+    partial: Option<Partial>,
+    block: Vec<u8>,
+    recv_conn_window: u32,
+    recv_conn_unacked: u32,
+    /// The highest stream id the client opened.
+    max_client_stream: u32,
+    last_frame_at: Instant,
+    peer_goaway: bool,
+
+    // Peer settings and sending.
+    encoder: hpack::Encoder,
+    headers_cache: HeadersCache,
+    peer_max_frame: u32,
+    peer_initial_window: u32,
+    send_conn_window: i64,
+    stalled_since: Option<Instant>,
+
+    // Streams.
+    ids: Vec<u32>,
+    streams: Vec<Stream>,
+    /// Streams with body bytes to send, by urgency.
+    ready: [VecDeque<u32>; 8],
+    /// Streams whose request is complete, in arrival order.
+    requests: VecDeque<u32>,
+    /// Requests handed out and not yet answered.
+    in_handler: u32,
+    /// Streams with response bytes left to send.
+    sending: u32,
+
+    /// Streams we reset lately: frames the client sent before it saw the reset are ignored.
+    recently_reset: VecDeque<u32>,
+    resets: Budget,
+    control: Budget,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the 24-byte client preface.
+    Preface,
+    /// Preface received; the first frame must be SETTINGS.
+    FirstSettings,
+    Open,
+    /// First GOAWAY (2^31-1) and a PING sent; the final GOAWAY follows the PING's ACK.
+    Draining,
+    /// Final GOAWAY sent: streams above `last` are ignored; the connection ends when the
+    /// table is empty.
+    Final {
+        last: u32,
+    },
+}
+
+/// What a header block in progress is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockUse {
+    Request,
+    Trailers,
+    /// Decoded only to keep the HPACK table in sync: refused, closed or ignored stream.
+    Discard,
+}
+
+#[derive(Debug)]
+struct Partial {
+    stream: u32,
+    end_stream: bool,
+    usage: BlockUse,
+    started: Instant,
+}
+
+/// An error ending processing of the current frame.
+enum Fail {
+    Conn(Reason, &'static str),
+}
+
+type Res = Result<(), Fail>;
+
+/// Opaque data of the PING that measures the round trip before the final GOAWAY.
+const SHUTDOWN_PING: [u8; 8] = *b"spate-GA";
+/// WINDOW_UPDATEs with smaller increments count as control frames (data dribble).
+const TINY_WINDOW_UPDATE: u32 = 1024;
+/// Decoded header bytes are carved from allocations of about this size.
+const HBUF_CHUNK: usize = 8 * 1024;
+/// Response values up to this long that repeat per resource are indexed.
+const INDEX_VALUE_MAX: usize = 64;
+/// How many of our own resets to remember.
+const RECENT_RESETS: usize = 16;
+
+impl Connection {
+    /// A connection whose client starts with the preface. Our SETTINGS and connection
+    /// WINDOW_UPDATE are already in the output.
+    pub fn new(cfg: Settings, peer: SocketAddr, local: SocketAddr, now: Instant) -> Connection {
+        let mut c = Connection {
+            decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE, cfg.max_header_list),
+            resets: Budget::new(cfg.max_resets_per_second, now),
+            control: Budget::new(cfg.max_control_frames_per_second, now),
+            cfg,
+            peer,
+            local,
+            phase: Phase::Preface,
+            closed: None,
+            out: Vec::with_capacity(4 * 1024),
+            hbuf: BytesMut::new(),
+            fields: Vec::new(),
+            partial: None,
+            block: Vec::new(),
+            recv_conn_window: frame::DEFAULT_WINDOW,
+            recv_conn_unacked: 0,
+            max_client_stream: 0,
+            last_frame_at: now,
+            peer_goaway: false,
+            encoder: hpack::Encoder::default(),
+            headers_cache: HeadersCache::default(),
+            peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
+            peer_initial_window: frame::DEFAULT_WINDOW,
+            send_conn_window: i64::from(frame::DEFAULT_WINDOW),
+            stalled_since: None,
+            ids: Vec::new(),
+            streams: Vec::new(),
+            ready: Default::default(),
+            requests: VecDeque::new(),
+            in_handler: 0,
+            sending: 0,
+            recently_reset: VecDeque::new(),
+        };
+        frame::put_settings(
+            &mut c.out,
+            &[
+                (setting::MAX_CONCURRENT_STREAMS, c.cfg.max_streams),
+                (setting::INITIAL_WINDOW_SIZE, c.cfg.input_window),
+                (
+                    setting::MAX_HEADER_LIST_SIZE,
+                    u32::try_from(c.cfg.max_header_list).unwrap_or(u32::MAX),
+                ),
+                (setting::NO_RFC7540_PRIORITIES, 1),
+            ],
+        );
+        if c.cfg.input_window > frame::DEFAULT_WINDOW {
+            frame::put_window_update(&mut c.out, 0, c.cfg.input_window - frame::DEFAULT_WINDOW);
+            c.recv_conn_window = c.cfg.input_window;
+        }
+        c
+    }
+
+    /// A connection upgraded from HTTP/1.1 (`Upgrade: h2c`): `settings` is the decoded
+    /// HTTP2-Settings payload, `request` becomes stream 1, half-closed (remote). The client
+    /// still sends the preface.
+    pub fn upgraded(
+        cfg: Settings,
+        peer: SocketAddr,
+        local: SocketAddr,
+        now: Instant,
+        settings: &[u8],
+        request: Request,
+    ) -> Result<Connection, Reason> {
+        let mut c = Connection::new(cfg, peer, local, now);
+        if settings.len() % 6 != 0 {
+            return Err(Reason::PROTOCOL_ERROR);
+        }
+        let head = Head {
+            len: settings.len() as u32,
+            kind: kind::SETTINGS,
+            flags: 0,
+            stream: 0,
+        };
+        match frame::decode(head, settings, frame::MAX_MAX_FRAME_SIZE) {
+            Ok(Frame::Settings { settings, .. }) => {
+                for (id, v) in settings.iter() {
+                    if c.apply_setting(id, v).is_err() {
+                        return Err(Reason::PROTOCOL_ERROR);
+                    }
+                }
+            }
+            Ok(_) => return Err(Reason::PROTOCOL_ERROR),
+            Err(FrameError::Connection(r) | FrameError::Stream(_, r)) => return Err(r),
+        }
+        let mut s = Stream::new(1, c.peer_initial_window, c.cfg.input_window);
+        s.head_request = request.is_head();
+        s.request = Some(request);
+        c.insert(s);
+        c.max_client_stream = 1;
+        c.requests.push_back(1);
+        Ok(c)
+    }
+
+    /// Consumes every complete frame at the start of `input`. Protocol errors are answered
+    /// in the output (RST_STREAM, or GOAWAY and [`Connection::closed`]).
+    pub fn recv(&mut self, input: &mut BytesMut, now: Instant) {
+        if self.closed.is_some() {
+            input.clear();
+            return;
+        }
+        if let Err(Fail::Conn(r, why)) = self.recv_frames(input, now) {
+            input.clear();
+            self.fail(r, why);
+        }
+    }
+
+    /// The next complete request to answer, with its stream id, while fewer than
+    /// `max_concurrent_requests` are with handlers.
+    pub fn next_request(&mut self) -> Option<(u32, Request)> {
+        while self.in_handler < self.cfg.max_concurrent_requests {
+            let id = self.requests.pop_front()?;
+            let Some(i) = self.index(id) else { continue };
+            if let Some(req) = self.streams[i].request.take() {
+                self.in_handler += 1;
+                return Some((id, req));
+            }
+        }
+        None
+    }
+
+    /// Gives the response for stream `id` (from [`Connection::next_request`]): its HEADERS
+    /// go into the output now, its body as windows allow. A stream reset meanwhile drops it.
+    pub fn respond(&mut self, id: u32, resp: Response) {
+        self.in_handler = self.in_handler.saturating_sub(1);
+        let Some(i) = self.index(id) else { return };
+        if !matches!(self.streams[i].send, Send::Waiting) {
+            return;
+        }
+        let no_body = self.streams[i].head_request
+            || resp.status == 204
+            || resp.status == 304
+            || resp.status < 200;
+        let body_len = resp.body.len();
+        let source = if no_body {
+            None
+        } else {
+            BodySource::new(resp.body)
+        };
+        let end_stream = source.is_none();
+        self.write_headers(id, resp.status, &resp.headers, body_len, end_stream);
+        match source {
+            Some(src) => {
+                self.sending += 1;
+                let s = &mut self.streams[i];
+                s.send = Send::Body(src);
+                self.schedule(i);
+            }
+            None => self.finish_send(i),
+        }
+    }
+
+    /// Pulls body bytes into the output, fairly among ready streams, until the windows, the
+    /// streams or the output's high-water mark stop it.
+    pub fn fill(&mut self, now: Instant) {
+        let mut urgency = 0;
+        while self.out.len() < OUTPUT_HIGH_WATER && self.send_conn_window > 0 && urgency < 8 {
+            let Some(id) = self.ready[urgency].pop_front() else {
+                urgency += 1;
+                continue;
+            };
+            let Some(i) = self.index(id) else { continue };
+            self.streams[i].queued = false;
+            if !self.streams[i].sendable() {
+                continue;
+            }
+            self.send_data(i);
+        }
+        let blocked = self.sending > 0 && self.closed.is_none() && !self.wants_fill();
+        if !blocked {
+            self.stalled_since = None;
+        } else if self.stalled_since.is_none() {
+            self.stalled_since = Some(now);
+        }
+    }
+
+    /// Whether [`Connection::fill`] would produce more bytes now.
+    pub fn wants_fill(&self) -> bool {
+        self.send_conn_window > 0 && self.ready.iter().any(|q| !q.is_empty())
+    }
+
+    /// Bytes to write to the socket.
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// Call once the output was written; the buffer is kept for reuse.
+    pub fn clear_output(&mut self) {
+        self.out.clear();
+    }
+
+    /// Set once the connection is over: write the output, then close.
+    pub fn closed(&self) -> Option<Closed> {
+        self.closed
+    }
+
+    /// Starts a graceful shutdown: GOAWAY with 2^31-1 and a PING; the final GOAWAY with the
+    /// last stream id follows its ACK (one round trip later), then open streams finish.
+    pub fn shutdown(&mut self) {
+        if self.closed.is_some() || matches!(self.phase, Phase::Draining | Phase::Final { .. }) {
+            return;
+        }
+        if matches!(self.phase, Phase::Preface | Phase::FirstSettings) {
+            frame::put_goaway(&mut self.out, 0, Reason::NO_ERROR);
+            self.closed = Some(Closed::GoAway(Reason::NO_ERROR, "server stopping"));
+            return;
+        }
+        frame::put_goaway(&mut self.out, MAX_WINDOW, Reason::NO_ERROR);
+        frame::put_ping(&mut self.out, false, &SHUTDOWN_PING);
+        self.phase = Phase::Draining;
+    }
+
+    /// Ends the connection now with GOAWAY(code), e.g. when the shutdown timeout passed.
+    pub fn abort(&mut self, reason: Reason, why: &'static str) {
+        if self.closed.is_none() {
+            self.fail(reason, why);
+        }
+    }
+
+    /// When the driver must call [`Connection::handle_timeout`] at the latest.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.closed.is_some() {
+            return None;
+        }
+        let mut t = None::<Instant>;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
+        if let Some(p) = &self.partial {
+            at(p.started + self.cfg.header_timeout);
+        }
+        if let Some(s) = self.stalled_since {
+            at(s + self.cfg.stall_timeout);
+        }
+        if self.ids.is_empty() || self.sending == 0 {
+            at(self.last_frame_at + self.cfg.idle_timeout);
+        }
+        t
+    }
+
+    /// Applies the timeouts that have passed by `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.closed.is_some() {
+            return;
+        }
+        if self
+            .partial
+            .as_ref()
+            .is_some_and(|p| now >= p.started + self.cfg.header_timeout)
+        {
+            self.fail(
+                Reason::ENHANCE_YOUR_CALM,
+                "header block not completed in time",
+            );
+        } else if self
+            .stalled_since
+            .is_some_and(|s| now >= s + self.cfg.stall_timeout)
+        {
+            self.fail(
+                Reason::ENHANCE_YOUR_CALM,
+                "peer kept a zero window too long",
+            );
+        } else if (self.ids.is_empty() || self.sending == 0)
+            && now >= self.last_frame_at + self.cfg.idle_timeout
+        {
+            if self.ids.is_empty() {
+                self.fail(Reason::NO_ERROR, "idle timeout");
+            } else {
+                self.fail(Reason::ENHANCE_YOUR_CALM, "request not completed in time");
+            }
+        }
+    }
+
+    /// Streams in the table (open or half-closed).
+    pub fn open_streams(&self) -> usize {
+        self.ids.len()
+    }
+
+    // ---- receiving ------------------------------------------------------------------------
+
+    fn recv_frames(&mut self, input: &mut BytesMut, now: Instant) -> Res {
+        if self.phase == Phase::Preface {
+            let n = input.len().min(frame::PREFACE.len());
+            if input[..n] != frame::PREFACE[..n] {
+                return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "bad connection preface"));
+            }
+            if n < frame::PREFACE.len() {
+                return Ok(());
+            }
+            input.advance(n);
+            self.phase = Phase::FirstSettings;
+        }
+        let mut got_frame = false;
+        while input.len() >= frame::HEADER_LEN {
+            let head_bytes: &[u8; frame::HEADER_LEN] = input[..frame::HEADER_LEN]
+                .try_into()
+                .map_err(|_| Fail::Conn(Reason::INTERNAL_ERROR, "frame header"))?;
+            let head = Head::parse(head_bytes);
+            // Refuse an oversized frame before buffering its payload.
+            if head.len > frame::DEFAULT_MAX_FRAME_SIZE {
+                return Err(Fail::Conn(Reason::FRAME_SIZE_ERROR, "frame too large"));
+            }
+            let total = frame::HEADER_LEN + head.len as usize;
+            if input.len() < total {
+                input.reserve(total - input.len());
+                break;
+            }
+            got_frame = true;
+            let payload = &input[frame::HEADER_LEN..total];
+            let r = match frame::decode(head, payload, frame::DEFAULT_MAX_FRAME_SIZE) {
+                Ok(f) => self.on_frame(f, now),
+                Err(FrameError::Connection(r)) => Err(Fail::Conn(r, "invalid frame")),
+                Err(FrameError::Stream(id, r)) => {
+                    if self.partial.is_some() {
+                        Err(Fail::Conn(
+                            Reason::PROTOCOL_ERROR,
+                            "frame inside a header block",
+                        ))
+                    } else {
+                        self.stream_error(id, r, now)
+                    }
+                }
+            };
+            input.advance(total);
+            r?;
+            if self.closed.is_some() {
+                input.clear();
+                break;
+            }
+        }
+        if got_frame {
+            self.last_frame_at = now;
+        }
+        self.replenish_connection_window();
+        Ok(())
+    }
+
+    fn on_frame(&mut self, f: Frame<'_>, now: Instant) -> Res {
+        if self.phase == Phase::FirstSettings {
+            match f {
+                Frame::Settings { ack: false, .. } => self.phase = Phase::Open,
+                _ => {
+                    return Err(Fail::Conn(
+                        Reason::PROTOCOL_ERROR,
+                        "expected SETTINGS first",
+                    ))
+                }
+            }
+        }
+        if let Some(p) = &self.partial {
+            match f {
+                Frame::Continuation { stream, .. } if stream == p.stream => {}
+                _ => return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "expected CONTINUATION")),
+            }
+        }
+        match f {
+            Frame::Data {
+                stream,
+                end_stream,
+                data,
+                flow_len,
+            } => self.on_data(stream, end_stream, data.len(), flow_len, now),
+            Frame::Headers {
+                stream,
+                end_stream,
+                end_headers,
+                block,
+                ..
+            } => self.on_headers(stream, end_stream, end_headers, block, now),
+            Frame::Continuation {
+                stream,
+                end_headers,
+                block,
+            } => self.on_continuation(stream, end_headers, block, now),
+            Frame::Priority { .. } => self.spend_control(now),
+            Frame::RstStream { stream, .. } => self.on_rst_stream(stream, now),
+            Frame::Settings { ack, settings } => {
+                if !ack {
+                    self.spend_control(now)?;
+                    for (id, v) in settings.iter() {
+                        self.apply_setting(id, v)?;
+                    }
+                    frame::put_settings_ack(&mut self.out);
+                }
+                Ok(())
+            }
+            Frame::Ping { ack, data } => {
+                if ack {
+                    if data == SHUTDOWN_PING && self.phase == Phase::Draining {
+                        frame::put_goaway(&mut self.out, self.max_client_stream, Reason::NO_ERROR);
+                        self.phase = Phase::Final {
+                            last: self.max_client_stream,
+                        };
+                        self.check_done();
+                    }
+                    Ok(())
+                } else {
+                    self.spend_control(now)?;
+                    frame::put_ping(&mut self.out, true, &data);
+                    Ok(())
+                }
+            }
+            Frame::GoAway { .. } => {
+                self.peer_goaway = true;
+                self.check_done();
+                Ok(())
+            }
+            Frame::WindowUpdate { stream, increment } => {
+                self.on_window_update(stream, increment, now)
+            }
+            Frame::PriorityUpdate { stream, field } => {
+                self.spend_control(now)?;
+                if let Some(i) = self.index(stream) {
+                    self.streams[i].priority = Priority::parse(field);
+                }
+                Ok(())
+            }
+            Frame::Unknown { .. } => Ok(()),
+        }
+    }
+
+    fn on_headers(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        end_headers: bool,
+        block: &[u8],
+        now: Instant,
+    ) -> Res {
+        let usage = match self.index(id) {
+            Some(i) => match self.streams[i].recv {
+                Recv::Body { .. } if end_stream => BlockUse::Trailers,
+                Recv::Body { .. } => {
+                    // Trailers must end the stream (RFC 9113 section 8.1).
+                    self.stream_error(id, Reason::PROTOCOL_ERROR, now)?;
+                    BlockUse::Discard
+                }
+                Recv::Closed => {
+                    self.stream_error(id, Reason::STREAM_CLOSED, now)?;
+                    BlockUse::Discard
+                }
+            },
+            None if self.recently_reset.contains(&id) => BlockUse::Discard,
+            None if id <= self.max_client_stream => {
+                return Err(Fail::Conn(
+                    Reason::STREAM_CLOSED,
+                    "HEADERS on a closed stream",
+                ));
+            }
+            None => {
+                if id % 2 == 0 {
+                    return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "even stream id"));
+                }
+                self.max_client_stream = id;
+                match self.phase {
+                    Phase::Final { last } if id > last => BlockUse::Discard,
+                    _ if self.ids.len() >= self.cfg.max_streams as usize => {
+                        self.stream_error(id, Reason::REFUSED_STREAM, now)?;
+                        BlockUse::Discard
+                    }
+                    _ => BlockUse::Request,
+                }
+            }
+        };
+        if end_headers {
+            return self.on_block(id, end_stream, usage, block, now);
+        }
+        self.block.clear();
+        self.block.extend_from_slice(block);
+        self.partial = Some(Partial {
+            stream: id,
+            end_stream,
+            usage,
+            started: now,
+        });
+        Ok(())
+    }
+
+    fn on_continuation(&mut self, id: u32, end_headers: bool, block: &[u8], now: Instant) -> Res {
+        let Some(p) = self.partial.take() else {
+            return Err(Fail::Conn(
+                Reason::PROTOCOL_ERROR,
+                "CONTINUATION without HEADERS",
+            ));
+        };
+        debug_assert_eq!(p.stream, id);
+        if block.is_empty() && !end_headers {
+            self.spend_control(now)?;
+        }
+        // The compressed block may not be much larger than the decoded list we accept.
+        if self.block.len() + block.len() > self.cfg.max_header_list.saturating_mul(2) + 1024 {
+            return Err(Fail::Conn(
+                Reason::ENHANCE_YOUR_CALM,
+                "header block too large",
+            ));
+        }
+        self.block.extend_from_slice(block);
+        if !end_headers {
+            self.partial = Some(p);
+            return Ok(());
+        }
+        let whole = std::mem::take(&mut self.block);
+        let r = self.on_block(id, p.end_stream, p.usage, &whole, now);
+        self.block = whole;
+        r
+    }
+
+    /// A complete header block for stream `id`.
+    fn on_block(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        usage: BlockUse,
+        block: &[u8],
+        now: Instant,
+    ) -> Res {
+        self.fields.clear();
+        let fields = &mut self.fields;
+        // Empty: the previous request took its bytes with `split`, leaving spare capacity;
+        // once earlier requests are dropped, `reserve` reclaims the whole allocation.
+        self.hbuf.clear();
+        let need = (block.len() * 2).max(256);
+        if self.hbuf.capacity() < need {
+            self.hbuf.reserve(HBUF_CHUNK.max(need));
+        }
+        let decoded = self
+            .decoder
+            .decode(block, &mut self.hbuf, |f| fields.push(f));
+        match decoded {
+            Ok(()) => {}
+            Err(DecodeError::HeaderListTooLarge) => {
+                self.hbuf.clear();
+                return match usage {
+                    BlockUse::Request => {
+                        self.open_stream(id, end_stream, None)?;
+                        self.respond_early(id, 431);
+                        Ok(())
+                    }
+                    BlockUse::Trailers => self.stream_error(id, Reason::PROTOCOL_ERROR, now),
+                    BlockUse::Discard => Ok(()),
+                };
+            }
+            Err(e) => {
+                tracing::debug!("HPACK decoding failed: {e}");
+                return Err(Fail::Conn(
+                    Reason::COMPRESSION_ERROR,
+                    "HPACK decoding failed",
+                ));
+            }
+        }
+        match usage {
+            BlockUse::Discard => {
+                self.hbuf.clear();
+                Ok(())
+            }
+            BlockUse::Trailers => {
+                let ok = self.fields.iter().all(|f| {
+                    let name = &self.hbuf[f.name.clone()];
+                    !name.starts_with(b":") && valid_field(name, &self.hbuf[f.value.clone()])
+                });
+                self.hbuf.clear();
+                if !ok {
+                    return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
+                }
+                self.end_of_request(id, now)
+            }
+            BlockUse::Request => {
+                if self.fields.len() > self.cfg.max_header_fields {
+                    self.hbuf.clear();
+                    self.open_stream(id, end_stream, None)?;
+                    self.respond_early(id, 431);
+                    return Ok(());
+                }
+                match self.build_request() {
+                    Ok(parsed) => self.open_stream(id, end_stream, Some(parsed)),
+                    Err(()) => {
+                        self.hbuf.clear();
+                        self.stream_error(id, Reason::PROTOCOL_ERROR, now)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Validates the decoded fields (RFC 9113 section 8.3) and builds the request.
+    fn build_request(&mut self) -> Result<Parsed, ()> {
+        let mut method = None;
+        let mut scheme = false;
+        let mut path = None;
+        let mut authority = None;
+        let mut regular = Vec::with_capacity(self.fields.len());
+        let mut content_length = None;
+        let mut priority = None;
+        let mut expect_continue = false;
+        for f in &self.fields {
+            let name = &self.hbuf[f.name.clone()];
+            let value = &self.hbuf[f.value.clone()];
+            let (n, v) = (f.name.clone(), f.value.clone());
+            if let Some(pseudo) = name.strip_prefix(b":") {
+                if !regular.is_empty() {
+                    return Err(());
+                }
+                let slot = match pseudo {
+                    b"method" => &mut method,
+                    b"path" => &mut path,
+                    b"authority" => &mut authority,
+                    b"scheme" => {
+                        if scheme || value.is_empty() {
+                            return Err(());
+                        }
+                        scheme = true;
+                        continue;
+                    }
+                    _ => return Err(()),
+                };
+                if slot.replace(v).is_some() {
+                    return Err(());
+                }
+                continue;
+            }
+            if !valid_field(name, value) {
+                return Err(());
+            }
+            match name {
+                b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
+                | b"upgrade" => return Err(()),
+                b"te" if value != b"trailers" => return Err(()),
+                b"content-length" => {
+                    let len = parse_u64(value).ok_or(())?;
+                    if content_length.is_some_and(|l| l != len) {
+                        return Err(());
+                    }
+                    content_length = Some(len);
+                }
+                b"priority" => priority = Some(Priority::parse(value)),
+                b"expect" => expect_continue = value.eq_ignore_ascii_case(b"100-continue"),
+                _ => {}
+            }
+            regular.push((n, v));
+        }
+        let method_range = method.ok_or(())?;
+        let head = self.hbuf.split().freeze();
+        let method = Method::from_bytes(&head[method_range]);
+        let is_connect = method == Method::Connect;
+        if is_connect {
+            if authority.is_none() || scheme || path.is_some() {
+                return Err(());
+            }
+        } else if !scheme || path.as_ref().is_none_or(|p| p.is_empty()) {
+            return Err(());
+        }
+        let target = path.unwrap_or(0..0);
+        let req = RequestBuilder {
+            method,
+            version: Version::Http2,
+            secure: self.cfg.secure,
+            peer: self.peer,
+            local: self.local,
+            target,
+            authority,
+            fields: regular,
+        }
+        .build(head, Bytes::new());
+        Ok(Parsed {
+            req,
+            content_length,
+            priority,
+            expect_continue,
+        })
+    }
+
+    fn open_stream(&mut self, id: u32, end_stream: bool, parsed: Option<Parsed>) -> Res {
+        let mut s = Stream::new(id, self.peer_initial_window, self.cfg.input_window);
+        if !end_stream {
+            s.recv = Recv::Body {
+                content_length: parsed.as_ref().and_then(|p| p.content_length),
+                received: 0,
+            };
+        }
+        let mut continue_100 = false;
+        if let Some(p) = parsed {
+            s.head_request = p.req.is_head();
+            if let Some(prio) = p.priority {
+                s.priority = prio;
+            }
+            continue_100 = p.expect_continue && !end_stream;
+            if end_stream && p.content_length.is_some_and(|l| l != 0) {
+                // Declared a body but sent none (section 8.1.1).
+                self.insert(s);
+                return self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at);
+            }
+            s.request = Some(p.req);
+        }
+        self.insert(s);
+        if end_stream {
+            self.requests.push_back(id);
+        } else if continue_100 {
+            self.write_headers(id, 100, &[], 0, false);
+        }
+        Ok(())
+    }
+
+    fn on_data(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        len: usize,
+        flow_len: u32,
+        now: Instant,
+    ) -> Res {
+        if flow_len > self.recv_conn_window {
+            return Err(Fail::Conn(
+                Reason::FLOW_CONTROL_ERROR,
+                "connection window exceeded",
+            ));
+        }
+        // Request bodies are not kept, so the connection window is returned for all DATA.
+        self.recv_conn_window -= flow_len;
+        self.recv_conn_unacked += flow_len;
+        if len == 0 && !end_stream {
+            self.spend_control(now)?;
+        }
+        let Some(i) = self.index(id) else {
+            if id > self.max_client_stream {
+                return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "DATA on an idle stream"));
+            }
+            if self.recently_reset.contains(&id) {
+                // We reset it; the client may have sent this before it knew.
+                return Ok(());
+            }
+            return self.stream_error(id, Reason::STREAM_CLOSED, now);
+        };
+        if matches!(self.streams[i].recv, Recv::Closed) {
+            return self.stream_error(id, Reason::STREAM_CLOSED, now);
+        }
+        if flow_len > self.streams[i].recv_window {
+            return self.stream_error(id, Reason::FLOW_CONTROL_ERROR, now);
+        }
+        let s = &mut self.streams[i];
+        s.recv_window -= flow_len;
+        let (received, content_length) = match &mut s.recv {
+            Recv::Body {
+                content_length,
+                received,
+            } => {
+                *received += len as u64;
+                (*received, *content_length)
+            }
+            Recv::Closed => (0, None),
+        };
+        if content_length.is_some_and(|cl| received > cl || (end_stream && received != cl)) {
+            return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
+        }
+        if received > self.cfg.max_request_body {
+            // Answered at once; the answer's end resets the stream (NO_ERROR) to stop the body.
+            self.respond_early(id, 413);
+            return Ok(());
+        }
+        if end_stream {
+            return self.end_of_request(id, now);
+        }
+        let s = &mut self.streams[i];
+        s.recv_unacked += flow_len;
+        if s.recv_unacked >= self.cfg.input_window / 2 {
+            frame::put_window_update(&mut self.out, id, s.recv_unacked);
+            s.recv_window += s.recv_unacked;
+            s.recv_unacked = 0;
+        }
+        Ok(())
+    }
+
+    /// The client ended stream `id`: its request is complete.
+    fn end_of_request(&mut self, id: u32, _now: Instant) -> Res {
+        let Some(i) = self.index(id) else {
+            return Ok(());
+        };
+        self.streams[i].recv = Recv::Closed;
+        if self.streams[i].request.is_some() {
+            self.requests.push_back(id);
+        } else if matches!(self.streams[i].send, Send::Done) {
+            self.remove(i);
+        }
+        Ok(())
+    }
+
+    fn on_rst_stream(&mut self, id: u32, now: Instant) -> Res {
+        if id > self.max_client_stream {
+            return Err(Fail::Conn(
+                Reason::PROTOCOL_ERROR,
+                "RST_STREAM on an idle stream",
+            ));
+        }
+        if let Some(i) = self.index(id) {
+            self.remove(i);
+            self.spend_reset(now)?;
+        }
+        Ok(())
+    }
+
+    fn on_window_update(&mut self, id: u32, increment: u32, now: Instant) -> Res {
+        if increment < TINY_WINDOW_UPDATE {
+            self.spend_control(now)?;
+        }
+        if id == 0 {
+            self.send_conn_window += i64::from(increment);
+            if self.send_conn_window > i64::from(MAX_WINDOW) {
+                return Err(Fail::Conn(
+                    Reason::FLOW_CONTROL_ERROR,
+                    "connection window overflow",
+                ));
+            }
+            return Ok(());
+        }
+        let Some(i) = self.index(id) else {
+            if id > self.max_client_stream {
+                return Err(Fail::Conn(
+                    Reason::PROTOCOL_ERROR,
+                    "WINDOW_UPDATE on an idle stream",
+                ));
+            }
+            return Ok(());
+        };
+        let s = &mut self.streams[i];
+        s.send_window += i64::from(increment);
+        if s.send_window > i64::from(MAX_WINDOW) {
+            return self.stream_error(id, Reason::FLOW_CONTROL_ERROR, now);
+        }
+        self.schedule(i);
+        Ok(())
+    }
+
+    fn apply_setting(&mut self, id: u16, value: u32) -> Res {
+        match id {
+            setting::HEADER_TABLE_SIZE => {
+                self.encoder.set_peer_max_table_size(value as usize);
+                // The encoder may owe a size update at the start of the next block.
+                self.headers_cache.valid = false;
+            }
+            setting::INITIAL_WINDOW_SIZE => {
+                let delta = i64::from(value) - i64::from(self.peer_initial_window);
+                self.peer_initial_window = value;
+                for i in 0..self.streams.len() {
+                    let s = &mut self.streams[i];
+                    s.send_window += delta;
+                    if s.send_window > i64::from(MAX_WINDOW) {
+                        return Err(Fail::Conn(
+                            Reason::FLOW_CONTROL_ERROR,
+                            "stream window overflow",
+                        ));
+                    }
+                    self.schedule(i);
+                }
+            }
+            setting::MAX_FRAME_SIZE => self.peer_max_frame = value,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn replenish_connection_window(&mut self) {
+        // Batched: one WINDOW_UPDATE per half window consumed, not one per DATA frame.
+        let target = self.cfg.input_window.max(frame::DEFAULT_WINDOW);
+        if self.recv_conn_unacked >= target / 2 {
+            frame::put_window_update(&mut self.out, 0, self.recv_conn_unacked);
+            self.recv_conn_window += self.recv_conn_unacked;
+            self.recv_conn_unacked = 0;
+        }
+    }
+
+    // ---- sending ----------------------------------------------------------------------------
+
+    fn write_headers(
+        &mut self,
+        id: u32,
+        status: u16,
+        headers: &[(Bytes, Bytes)],
+        body_len: u64,
+        end_stream: bool,
+    ) {
+        let at = self.out.len();
+        frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
+        let status_buf = itoa3(status);
+        let date = crate::http::date::with_now(|d| *d);
+        if status >= 200 && self.headers_cache.matches(status, &date, headers, body_len) {
+            self.out.extend_from_slice(&self.headers_cache.block);
+        } else {
+            let block_start = self.out.len();
+            let mut fields = 0;
+            {
+                let mut b = self.encoder.block(&mut self.out);
+                b.field(b":status", &status_buf);
+                fields += 1;
+                if status >= 200 {
+                    if let Some(server) = &self.cfg.server_name {
+                        b.field(b"server", server);
+                        fields += 1;
+                    }
+                    b.field(b"date", &date);
+                    fields += 1;
+                    for (name, value) in headers {
+                        if is_connection_specific(name)
+                            || name.eq_ignore_ascii_case(b"content-length")
+                        {
+                            continue;
+                        }
+                        if value.len() <= INDEX_VALUE_MAX && repeats_per_resource(name) {
+                            // The same file answered again costs one byte, as in h2o.
+                            b.field_with(name, value, Indexing::Incremental);
+                        } else {
+                            b.field(name, value);
+                        }
+                        fields += 1;
+                    }
+                    if status != 204 && status != 304 {
+                        let mut digits = [0u8; 20];
+                        let len = format_u64(body_len, &mut digits);
+                        b.field_with(b"content-length", len, Indexing::Incremental);
+                        fields += 1;
+                    }
+                }
+            }
+            let block = &self.out[block_start..];
+            // One byte per field, each an index: encoding it did not touch the table, so the
+            // same bytes stay valid until something else is encoded.
+            let reusable = status >= 200
+                && block.len() == fields
+                && block.iter().all(|&b| b & 0x80 != 0 && b != 0xff);
+            if reusable {
+                let block = block.to_vec();
+                self.headers_cache
+                    .store(status, &date, headers, body_len, block);
+            } else {
+                self.headers_cache.valid = false;
+            }
+        }
+        let block_len = self.out.len() - at - frame::HEADER_LEN;
+        let max = self.peer_max_frame as usize;
+        let end = if end_stream { flag::END_STREAM } else { 0 };
+        if block_len <= max {
+            frame::patch_len(&mut self.out, at, block_len);
+            self.out[at + 4] = flag::END_HEADERS | end;
+            return;
+        }
+        // Rare: a block larger than the peer's frame size goes out as HEADERS + CONTINUATION.
+        let block = self.out.split_off(at + frame::HEADER_LEN);
+        self.out.truncate(at);
+        let mut chunks = block.chunks(max).peekable();
+        let mut first = true;
+        while let Some(c) = chunks.next() {
+            let last = chunks.peek().is_none();
+            let (k, mut flags) = if first {
+                (kind::HEADERS, end)
+            } else {
+                (kind::CONTINUATION, 0)
+            };
+            if last {
+                flags |= flag::END_HEADERS;
+            }
+            frame::put_head(&mut self.out, c.len(), k, flags, id);
+            self.out.extend_from_slice(c);
+            first = false;
+        }
+    }
+
+    /// Writes one DATA frame for the stream at `i`, as large as the windows, the peer's frame
+    /// size and the body allow.
+    fn send_data(&mut self, i: usize) {
+        let id = self.streams[i].id;
+        let Send::Body(src) = &mut self.streams[i].send else {
+            return;
+        };
+        let n = (self.peer_max_frame as u64)
+            .min(src.remaining())
+            .min(self.streams[i].send_window.max(0) as u64)
+            .min(self.send_conn_window.max(0) as u64) as usize;
+        let at = self.out.len();
+        frame::put_head(&mut self.out, n, kind::DATA, 0, id);
+        let Send::Body(src) = &mut self.streams[i].send else {
+            return;
+        };
+        match src.fill(&mut self.out, n) {
+            Ok(got) if got == n => {}
+            _ => {
+                self.out.truncate(at);
+                tracing::debug!(
+                    stream = id,
+                    "response body read failed; resetting the stream"
+                );
+                frame::put_rst_stream(&mut self.out, id, Reason::INTERNAL_ERROR);
+                self.remove(i);
+                return;
+            }
+        }
+        let done = src.remaining() == 0;
+        let s = &mut self.streams[i];
+        s.send_window -= n as i64;
+        self.send_conn_window -= n as i64;
+        if done {
+            self.out[at + 4] = flag::END_STREAM;
+            self.sending -= 1;
+            self.finish_send(i);
+        } else if s.send_window > 0 {
+            let incremental = s.priority.incremental;
+            let u = s.priority.urgency as usize & 7;
+            s.queued = true;
+            // Round-robin among incremental streams; a non-incremental one keeps the lead.
+            if incremental {
+                self.ready[u].push_back(id);
+            } else {
+                self.ready[u].push_front(id);
+            }
+        }
+    }
+
+    /// END_STREAM was written for the stream at `i`.
+    fn finish_send(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        s.send = Send::Done;
+        if let Recv::Body { .. } = s.recv {
+            // Answered before the request ended (an early error): ask the client to stop.
+            let id = s.id;
+            frame::put_rst_stream(&mut self.out, id, Reason::NO_ERROR);
+            self.note_reset(id);
+        }
+        self.remove(i);
+    }
+
+    /// Answers a request the connection refused itself (431, 413) without a handler.
+    fn respond_early(&mut self, id: u32, status: u16) {
+        let Some(i) = self.index(id) else { return };
+        self.streams[i].request = None;
+        self.in_handler += 1;
+        self.respond(id, Response::error(status));
+    }
+
+    fn schedule(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        if !s.queued && s.sendable() {
+            s.queued = true;
+            self.ready[s.priority.urgency as usize & 7].push_back(s.id);
+        }
+    }
+
+    // ---- errors, budgets, table ---------------------------------------------------------
+
+    /// Resets stream `id` with `reason` (RST_STREAM) and forgets it.
+    fn stream_error(&mut self, id: u32, reason: Reason, now: Instant) -> Res {
+        frame::put_rst_stream(&mut self.out, id, reason);
+        self.note_reset(id);
+        if let Some(i) = self.index(id) {
+            self.remove(i);
+        }
+        // Resets we are made to send cost the same budget as the client's (MadeYouReset).
+        self.spend_reset(now)
+    }
+
+    fn note_reset(&mut self, id: u32) {
+        if self.recently_reset.len() >= RECENT_RESETS {
+            self.recently_reset.pop_front();
+        }
+        self.recently_reset.push_back(id);
+    }
+
+    fn fail(&mut self, reason: Reason, why: &'static str) {
+        frame::put_goaway(&mut self.out, self.max_client_stream, reason);
+        self.closed = Some(Closed::GoAway(reason, why));
+        self.partial = None;
+    }
+
+    fn spend_reset(&mut self, now: Instant) -> Res {
+        if self.resets.take(now) {
+            Ok(())
+        } else {
+            Err(Fail::Conn(
+                Reason::ENHANCE_YOUR_CALM,
+                "too many stream resets",
+            ))
+        }
+    }
+
+    fn spend_control(&mut self, now: Instant) -> Res {
+        if self.control.take(now) {
+            Ok(())
+        } else {
+            Err(Fail::Conn(
+                Reason::ENHANCE_YOUR_CALM,
+                "too many control frames",
+            ))
+        }
+    }
+
+    fn check_done(&mut self) {
+        if self.closed.is_some() || !self.ids.is_empty() {
+            return;
+        }
+        if let Phase::Final { .. } = self.phase {
+            self.closed = Some(Closed::GoAway(Reason::NO_ERROR, "server stopping"));
+        } else if self.peer_goaway {
+            self.closed = Some(Closed::PeerGoAway);
+        }
+    }
+
+    fn index(&self, id: u32) -> Option<usize> {
+        self.ids.iter().position(|&x| x == id)
+    }
+
+    fn insert(&mut self, s: Stream) {
+        self.ids.push(s.id);
+        self.streams.push(s);
+    }
+
+    fn remove(&mut self, i: usize) {
+        let s = self.streams.swap_remove(i);
+        self.ids.swap_remove(i);
+        if matches!(s.send, Send::Body(_)) {
+            self.sending -= 1;
+        }
+        self.check_done();
+    }
+}
+
+/// The last response header block, when it was made of index bytes only, with what it
+/// encoded: an identical response reuses the bytes without touching the encoder.
+#[derive(Default)]
+struct HeadersCache {
+    valid: bool,
+    status: u16,
+    date: [u8; crate::http::date::DATE_LEN],
+    headers: Vec<(Bytes, Bytes)>,
+    body_len: u64,
+    block: Vec<u8>,
+}
+
+impl HeadersCache {
+    fn matches(
+        &self,
+        status: u16,
+        date: &[u8; crate::http::date::DATE_LEN],
+        headers: &[(Bytes, Bytes)],
+        body_len: u64,
+    ) -> bool {
+        self.valid
+            && self.status == status
+            && self.body_len == body_len
+            && self.date == *date
+            && self.headers.len() == headers.len()
+            && self.headers.iter().zip(headers).all(|(a, b)| a == b)
+    }
+
+    fn store(
+        &mut self,
+        status: u16,
+        date: &[u8; crate::http::date::DATE_LEN],
+        headers: &[(Bytes, Bytes)],
+        body_len: u64,
+        block: Vec<u8>,
+    ) {
+        self.valid = true;
+        self.status = status;
+        self.date = *date;
+        self.headers.clear();
+        self.headers.extend_from_slice(headers);
+        self.body_len = body_len;
+        self.block = block;
+    }
+}
+
+/// A request that passed validation, with what the connection needs to know about it.
+struct Parsed {
+    req: Request,
+    content_length: Option<u64>,
+    priority: Option<Priority>,
+    expect_continue: bool,
+}
+
+/// A token bucket: `rate` tokens a second, holding at most `rate`. Counted in
+/// token-nanoseconds so frequent small refills are not lost to rounding.
+struct Budget {
+    tokens: u64,
+    cap: u64,
+    rate: u64,
+    last: Instant,
+}
+
+const TOKEN: u64 = 1_000_000_000;
+
+impl Budget {
+    fn new(rate: u32, now: Instant) -> Budget {
+        let rate = u64::from(rate.max(1));
+        Budget {
+            tokens: rate * TOKEN,
+            cap: rate * TOKEN,
+            rate,
+            last: now,
+        }
+    }
+
+    fn take(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_nanos();
+        let elapsed = u64::try_from(elapsed).unwrap_or(u64::MAX);
+        self.last = now;
+        self.tokens = self
+            .tokens
+            .saturating_add(elapsed.saturating_mul(self.rate))
+            .min(self.cap);
+        if self.tokens >= TOKEN {
+            self.tokens -= TOKEN;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Field names must be lowercase tokens; values must not contain NUL, CR, LF or start or end
+/// with whitespace (RFC 9113 section 8.2.1).
+fn valid_field(name: &[u8], value: &[u8]) -> bool {
+    !name.is_empty()
+        && name.iter().all(|&b| is_lower_tchar(b))
+        && !value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+        && !matches!(value.first(), Some(b' ' | b'\t'))
+        && !matches!(value.last(), Some(b' ' | b'\t'))
+}
+
+fn is_lower_tchar(b: u8) -> bool {
+    matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+}
+
+/// Response fields whose value is the same each time one resource is served.
+fn repeats_per_resource(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"last-modified")
+}
+
+fn is_connection_specific(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+fn parse_u64(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+    })
+}
+
+fn itoa3(status: u16) -> [u8; 3] {
+    let s = status.min(999);
+    [
+        b'0' + (s / 100) as u8,
+        b'0' + (s / 10 % 10) as u8,
+        b'0' + (s % 10) as u8,
+    ]
+}
+
+fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

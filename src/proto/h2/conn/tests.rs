@@ -1,0 +1,498 @@
+//! Deterministic tests of the connection state machine: bytes in, frames out, virtual time.
+
+use super::*;
+use crate::http::Body;
+use crate::proto::h2::hpack::{Decoder, Encoder};
+
+struct Peer {
+    conn: Connection,
+    enc: Encoder,
+    dec: Decoder,
+    now: Instant,
+}
+
+type Frames = Vec<(Head, Vec<u8>)>;
+
+impl Peer {
+    fn new(cfg: Settings, client_settings: &[(u16, u32)]) -> Peer {
+        let now = Instant::now();
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let mut p = Peer {
+            conn: Connection::new(cfg, addr, addr, now),
+            enc: Encoder::default(),
+            dec: Decoder::new(4096, 1 << 20),
+            now,
+        };
+        let mut b = frame::PREFACE.to_vec();
+        frame::put_settings(&mut b, client_settings);
+        p.feed(&b);
+        p
+    }
+
+    fn feed(&mut self, b: &[u8]) {
+        let mut input = BytesMut::from(b);
+        self.conn.recv(&mut input, self.now);
+        assert!(input.is_empty() || self.conn.closed().is_some());
+    }
+
+    /// Answers every request with `body`, pulls output, returns the frames.
+    fn turn(&mut self, body: &'static [u8]) -> Frames {
+        while let Some((id, _req)) = self.conn.next_request() {
+            let mut r = Response::new(200);
+            r.body = Body::Bytes(Bytes::from_static(body));
+            self.conn.respond(id, r);
+        }
+        self.conn.fill(self.now);
+        let out = self.conn.output().to_vec();
+        self.conn.clear_output();
+        parse(&out)
+    }
+
+    fn get(&mut self, id: u32, path: &str, end_stream: bool) -> Vec<u8> {
+        let mut block = Vec::new();
+        self.enc.encode(
+            [
+                (&b":method"[..], &b"GET"[..]),
+                (b":scheme", b"http"),
+                (b":authority", b"example.com"),
+                (b":path", path.as_bytes()),
+            ],
+            &mut block,
+        );
+        let mut out = Vec::new();
+        let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
+        frame::put_head(&mut out, block.len(), kind::HEADERS, flags, id);
+        out.extend_from_slice(&block);
+        out
+    }
+
+    fn status_of(&mut self, block: &[u8]) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        let mut fields = Vec::new();
+        self.dec
+            .decode(block, &mut buf, |f| fields.push(f))
+            .unwrap();
+        buf[fields[0].value.clone()].to_vec()
+    }
+}
+
+fn parse(mut b: &[u8]) -> Frames {
+    let mut v = Vec::new();
+    while b.len() >= 9 {
+        let h = Head::parse(b[..9].try_into().unwrap());
+        let end = 9 + h.len as usize;
+        v.push((h, b[9..end].to_vec()));
+        b = &b[end..];
+    }
+    v
+}
+
+fn goaway_code(frames: &Frames) -> Option<u32> {
+    frames
+        .iter()
+        .find(|(h, _)| h.kind == kind::GOAWAY)
+        .map(|(_, p)| u32::from_be_bytes([p[4], p[5], p[6], p[7]]))
+}
+
+fn kinds(frames: &Frames) -> Vec<(u8, u32)> {
+    frames.iter().map(|(h, _)| (h.kind, h.stream)).collect()
+}
+
+#[test]
+fn handshake_request_and_response() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    let f = p.turn(b"");
+    assert_eq!(
+        kinds(&f),
+        vec![
+            (kind::SETTINGS, 0),
+            (kind::WINDOW_UPDATE, 0),
+            (kind::SETTINGS, 0)
+        ]
+    );
+    assert_eq!(f[2].0.flags, flag::ACK);
+
+    let req = p.get(1, "/a?b", true);
+    p.feed(&req);
+    let (id, r) = p.conn.next_request().unwrap();
+    assert_eq!(id, 1);
+    assert_eq!(r.target(), b"/a?b");
+    assert_eq!(r.authority(), Some(&b"example.com"[..]));
+    assert_eq!(r.version, Version::Http2);
+    let mut resp = Response::new(200);
+    resp.body = Body::Bytes(Bytes::from_static(b"hello"));
+    p.conn.respond(id, resp);
+    let f = p.turn(b"");
+    assert_eq!(kinds(&f), vec![(kind::HEADERS, 1), (kind::DATA, 1)]);
+    assert_eq!(f[0].0.flags, flag::END_HEADERS);
+    assert_eq!(f[1].0.flags, flag::END_STREAM);
+    assert_eq!(f[1].1, b"hello");
+    assert_eq!(p.status_of(&f[0].1.clone()), b"200");
+    assert_eq!(p.conn.open_streams(), 0);
+}
+
+#[test]
+fn flow_control_limits_data_until_window_updates() {
+    let mut p = Peer::new(Settings::default(), &[(setting::INITIAL_WINDOW_SIZE, 3)]);
+    p.turn(b"");
+    let req = p.get(1, "/", true);
+    p.feed(&req);
+    let f = p.turn(b"0123456789");
+    assert_eq!(kinds(&f), vec![(kind::HEADERS, 1), (kind::DATA, 1)]);
+    assert_eq!(f[1].1, b"012");
+    assert_eq!(p.turn(b"").len(), 0, "blocked by the stream window");
+
+    let mut wu = Vec::new();
+    frame::put_window_update(&mut wu, 1, 100);
+    p.feed(&wu);
+    let f = p.turn(b"");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].1, b"3456789");
+    assert_eq!(f[0].0.flags, flag::END_STREAM);
+}
+
+#[test]
+fn streams_share_bandwidth_round_robin() {
+    let mut p = Peer::new(
+        Settings::default(),
+        &[(setting::INITIAL_WINDOW_SIZE, 1 << 20)],
+    );
+    p.turn(b"");
+    let mut wu = Vec::new();
+    frame::put_window_update(&mut wu, 0, 1 << 20);
+    p.feed(&wu);
+    let mut reqs = p.get(1, "/", true);
+    reqs.extend(p.get(3, "/", true));
+    p.feed(&reqs);
+    static BIG: [u8; 40_000] = [7; 40_000];
+    let f = p.turn(&BIG);
+    let data: Vec<u32> = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(h, _)| h.stream)
+        .collect();
+    assert_eq!(data, vec![1, 3, 1, 3, 1, 3]);
+}
+
+#[test]
+fn priority_urgency_goes_first() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let low = p.get(1, "/", true);
+    let mut block = Vec::new();
+    p.enc.encode(
+        [
+            (&b":method"[..], &b"GET"[..]),
+            (b":scheme", b"http"),
+            (b":path", b"/"),
+            (b"priority", b"u=0"),
+        ],
+        &mut block,
+    );
+    let mut high = Vec::new();
+    frame::put_head(
+        &mut high,
+        block.len(),
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        3,
+    );
+    high.extend_from_slice(&block);
+    p.feed(&[low, high].concat());
+    static BODY: [u8; 20_000] = [1; 20_000];
+    let f = p.turn(&BODY);
+    let data: Vec<u32> = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(h, _)| h.stream)
+        .collect();
+    assert_eq!(data, vec![3, 3, 1, 1]);
+}
+
+#[test]
+fn protocol_errors_close_with_the_right_code() {
+    let cases: Vec<(Vec<u8>, u32)> = vec![
+        // DATA on an idle stream.
+        (
+            {
+                let mut b = Vec::new();
+                frame::put_head(&mut b, 1, kind::DATA, 0, 5);
+                b.push(0);
+                b
+            },
+            Reason::PROTOCOL_ERROR.0,
+        ),
+        // HEADERS on an even stream id.
+        (
+            Peer::new(Settings::default(), &[]).get(2, "/", true),
+            Reason::PROTOCOL_ERROR.0,
+        ),
+        // CONTINUATION without HEADERS.
+        (
+            {
+                let mut b = Vec::new();
+                frame::put_head(&mut b, 0, kind::CONTINUATION, flag::END_HEADERS, 1);
+                b
+            },
+            Reason::PROTOCOL_ERROR.0,
+        ),
+        // A bad HPACK block.
+        (
+            {
+                let mut b = Vec::new();
+                frame::put_head(&mut b, 1, kind::HEADERS, flag::END_HEADERS, 1);
+                b.push(0xff);
+                b
+            },
+            Reason::COMPRESSION_ERROR.0,
+        ),
+        // Connection window overflow.
+        (
+            {
+                let mut b = Vec::new();
+                frame::put_window_update(&mut b, 0, MAX_WINDOW);
+                b
+            },
+            Reason::FLOW_CONTROL_ERROR.0,
+        ),
+    ];
+    for (i, (bytes, code)) in cases.into_iter().enumerate() {
+        let mut p = Peer::new(Settings::default(), &[]);
+        p.turn(b"");
+        p.feed(&bytes);
+        let f = p.turn(b"");
+        assert_eq!(goaway_code(&f), Some(code), "case {i}");
+        assert!(p.conn.closed().is_some());
+    }
+}
+
+#[test]
+fn malformed_requests_reset_the_stream_only() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let mut block = Vec::new();
+    p.enc.encode(
+        [
+            (&b":method"[..], &b"GET"[..]),
+            (b":scheme", b"http"),
+            (b":path", b"/"),
+            (b"connection", b"close"),
+        ],
+        &mut block,
+    );
+    let mut b = Vec::new();
+    frame::put_head(
+        &mut b,
+        block.len(),
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        1,
+    );
+    b.extend_from_slice(&block);
+    p.feed(&b);
+    let f = p.turn(b"");
+    assert_eq!(kinds(&f), vec![(kind::RST_STREAM, 1)]);
+    assert_eq!(f[0].1, Reason::PROTOCOL_ERROR.0.to_be_bytes());
+    assert!(p.conn.closed().is_none());
+    let ok = p.get(3, "/", true);
+    p.feed(&ok);
+    assert_eq!(
+        kinds(&p.turn(b"x")),
+        vec![(kind::HEADERS, 3), (kind::DATA, 3)]
+    );
+}
+
+#[test]
+fn request_body_windows_are_returned_in_batches() {
+    let cfg = Settings {
+        input_window: 65_535,
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg, &[]);
+    p.turn(b"");
+    let req = p.get(1, "/upload", false);
+    p.feed(&req);
+    let mut data = Vec::new();
+    for _ in 0..64 {
+        frame::put_head(&mut data, 1000, kind::DATA, 0, 1);
+        data.extend_from_slice(&[0; 1000]);
+    }
+    p.feed(&data);
+    let f = p.turn(b"");
+    let updates = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::WINDOW_UPDATE)
+        .count();
+    // 64 frames, one update per half window per flow (stream and connection).
+    assert_eq!(updates, 2, "{:?}", kinds(&f));
+    let mut end = Vec::new();
+    frame::put_head(&mut end, 0, kind::DATA, flag::END_STREAM, 1);
+    p.feed(&end);
+    assert!(p.conn.next_request().is_some());
+}
+
+#[test]
+fn graceful_shutdown_sends_two_goaways() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let req = p.get(1, "/", false);
+    p.feed(&req);
+    p.conn.shutdown();
+    let f = p.turn(b"");
+    assert_eq!(kinds(&f), vec![(kind::GOAWAY, 0), (kind::PING, 0)]);
+    assert_eq!(f[0].1[..4], MAX_WINDOW.to_be_bytes());
+    // A stream opened before the final GOAWAY is still served.
+    let req = p.get(3, "/", true);
+    let mut ack = Vec::new();
+    frame::put_ping(&mut ack, true, &f[1].1.clone().try_into().unwrap());
+    p.feed(&[req, ack].concat());
+    let f = p.turn(b"ok");
+    assert_eq!(
+        kinds(&f),
+        vec![(kind::GOAWAY, 0), (kind::HEADERS, 3), (kind::DATA, 3)]
+    );
+    assert_eq!(f[0].1[..4], 3u32.to_be_bytes());
+    // Above the last id: ignored.
+    let late = p.get(5, "/", true);
+    p.feed(&late);
+    assert!(p.conn.next_request().is_none());
+    // Stream 1 finishes: the connection is done.
+    let mut end = Vec::new();
+    frame::put_head(&mut end, 0, kind::DATA, flag::END_STREAM, 1);
+    p.feed(&end);
+    p.turn(b"");
+    assert_eq!(
+        p.conn.closed(),
+        Some(Closed::GoAway(Reason::NO_ERROR, "server stopping"))
+    );
+}
+
+#[test]
+fn reset_budget_closes_rapid_reset() {
+    let cfg = Settings {
+        max_resets_per_second: 10,
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg, &[]);
+    p.turn(b"");
+    let mut b = Vec::new();
+    for i in 0..11 {
+        b.extend(p.get(1 + 2 * i, "/", true));
+        frame::put_rst_stream(&mut b, 1 + 2 * i, Reason::CANCEL);
+    }
+    p.feed(&b);
+    assert!(
+        p.conn.next_request().is_none(),
+        "reset streams are not answered"
+    );
+    let f = p.turn(b"");
+    assert_eq!(goaway_code(&f), Some(Reason::ENHANCE_YOUR_CALM.0));
+}
+
+#[test]
+fn timeouts_idle_and_stalled() {
+    let cfg = Settings {
+        idle_timeout: Duration::from_secs(5),
+        stall_timeout: Duration::from_secs(2),
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg.clone(), &[]);
+    p.turn(b"");
+    let t = p.conn.poll_timeout().unwrap();
+    assert_eq!(t, p.now + Duration::from_secs(5));
+    p.conn.handle_timeout(t);
+    assert_eq!(goaway_code(&p.turn(b"")), Some(Reason::NO_ERROR.0));
+
+    let mut p = Peer::new(cfg, &[(setting::INITIAL_WINDOW_SIZE, 0)]);
+    p.turn(b"");
+    let req = p.get(1, "/", true);
+    p.feed(&req);
+    p.turn(b"blocked");
+    let t = p.conn.poll_timeout().unwrap();
+    assert_eq!(t, p.now + Duration::from_secs(2));
+    p.conn.handle_timeout(t);
+    assert_eq!(goaway_code(&p.turn(b"")), Some(Reason::ENHANCE_YOUR_CALM.0));
+}
+
+#[test]
+fn cached_header_blocks_stay_in_sync_with_the_decoder() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let mut id = 1;
+    for round in 0..6 {
+        if round == 3 {
+            // Shrinking the table forces a size update into the next block.
+            let mut s = Vec::new();
+            frame::put_settings(&mut s, &[(setting::HEADER_TABLE_SIZE, 0)]);
+            p.feed(&s);
+        }
+        let req = p.get(id, "/", true);
+        p.feed(&req);
+        let f = p.turn(b"same");
+        let (h, block) = f.iter().find(|(h, _)| h.kind == kind::HEADERS).unwrap();
+        assert_eq!(h.stream, id);
+        if round == 3 {
+            p.dec.set_max_table_size(0);
+        }
+        assert_eq!(p.status_of(block), b"200", "round {round}");
+        id += 2;
+    }
+}
+
+#[test]
+fn upgraded_request_is_stream_one() {
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let req = RequestBuilder {
+        method: Method::Get,
+        version: Version::Http11,
+        secure: false,
+        peer: addr,
+        local: addr,
+        target: 0..1,
+        authority: None,
+        fields: Vec::new(),
+    }
+    .build(Bytes::from_static(b"/"), Bytes::new());
+    let settings = [0, 4, 0, 0, 0, 5]; // INITIAL_WINDOW_SIZE 5
+    let mut c = Connection::upgraded(
+        Settings::default(),
+        addr,
+        addr,
+        Instant::now(),
+        &settings,
+        req,
+    )
+    .unwrap();
+    let (id, _) = c.next_request().unwrap();
+    assert_eq!(id, 1);
+    let mut r = Response::new(200);
+    r.body = Body::Bytes(Bytes::from_static(b"0123456789"));
+    c.respond(1, r);
+    c.fill(Instant::now());
+    let f = parse(c.output());
+    let data: Vec<usize> = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(_, p)| p.len())
+        .collect();
+    assert_eq!(data, vec![5], "the upgrade's settings apply");
+    assert!(Connection::upgraded(
+        Settings::default(),
+        addr,
+        addr,
+        Instant::now(),
+        &[0, 4],
+        RequestBuilder {
+            method: Method::Get,
+            version: Version::Http11,
+            secure: false,
+            peer: addr,
+            local: addr,
+            target: 0..1,
+            authority: None,
+            fields: Vec::new(),
+        }
+        .build(Bytes::from_static(b"/"), Bytes::new()),
+    )
+    .is_err());
+}

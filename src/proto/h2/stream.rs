@@ -1,0 +1,342 @@
+//! One HTTP/2 stream as the connection keeps it: the receiving and sending halves of the
+//! RFC 9113 section 5.1 state machine, flow-control windows, priority, and the response body
+//! being pulled.
+//!
+//! The state of section 5.1 is the pair of halves: `open` is (`Recv::Body`, not `Send::Done`),
+//! `half-closed (remote)` is (`Recv::Closed`, not `Send::Done`), `half-closed (local)` is
+//! (`Recv::Body`, `Send::Done`), and `closed` is the stream's removal from the table. `idle`
+//! streams are not stored: they are the ids above the highest one the client opened.
+
+use crate::http::response::BodyPart;
+use crate::http::{Body, OpenFile, Request};
+use bytes::Bytes;
+use std::os::unix::fs::FileExt;
+use std::rc::Rc;
+
+/// The receiving half.
+#[derive(Debug)]
+pub enum Recv {
+    /// Request body DATA (or trailers) may still arrive.
+    Body {
+        /// From the request's content-length, checked against the DATA received.
+        content_length: Option<u64>,
+        received: u64,
+    },
+    /// The client sent END_STREAM (or we stopped listening after an early response).
+    Closed,
+}
+
+/// The sending half.
+#[derive(Debug)]
+pub enum Send {
+    /// No response yet: the request is queued or with the handler.
+    Waiting,
+    /// HEADERS sent; body bytes left to send as windows allow.
+    Body(BodySource),
+    /// END_STREAM sent.
+    Done,
+}
+
+/// A stream in the connection's table.
+#[derive(Debug)]
+pub struct Stream {
+    pub id: u32,
+    pub recv: Recv,
+    pub send: Send,
+    /// The complete request, until the connection hands it out.
+    pub request: Option<Request>,
+    pub head_request: bool,
+    /// Our send window: may go negative when the peer lowers SETTINGS_INITIAL_WINDOW_SIZE.
+    pub send_window: i64,
+    /// How much more the client may send on this stream before our next WINDOW_UPDATE.
+    pub recv_window: u32,
+    /// Bytes received since our last WINDOW_UPDATE for this stream.
+    pub recv_unacked: u32,
+    pub priority: Priority,
+    /// In one of the connection's ready queues.
+    pub queued: bool,
+}
+
+impl Stream {
+    pub fn new(id: u32, send_window: u32, recv_window: u32) -> Stream {
+        Stream {
+            id,
+            recv: Recv::Closed,
+            send: Send::Waiting,
+            request: None,
+            head_request: false,
+            send_window: i64::from(send_window),
+            recv_window,
+            recv_unacked: 0,
+            priority: Priority::default(),
+            queued: false,
+        }
+    }
+
+    /// Has body bytes to send and window to send them in.
+    pub fn sendable(&self) -> bool {
+        matches!(self.send, Send::Body(_)) && self.send_window > 0
+    }
+}
+
+/// RFC 9218 priority. Without a `priority` field from the client, streams share the
+/// bandwidth round-robin (incremental at the default urgency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Priority {
+    /// 0 (most urgent) to 7.
+    pub urgency: u8,
+    pub incremental: bool,
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority {
+            urgency: 3,
+            incremental: true,
+        }
+    }
+}
+
+impl Priority {
+    /// Parses a `priority` field value (an RFC 8941 dictionary: `u=N` and `i`), as sent in the
+    /// request or a PRIORITY_UPDATE frame. Unknown members and bad values are ignored.
+    pub fn parse(field: &[u8]) -> Priority {
+        // An explicit field without `i` means non-incremental (RFC 9218 section 4.2).
+        let mut p = Priority {
+            urgency: 3,
+            incremental: false,
+        };
+        for member in field.split(|&b| b == b',') {
+            let member = member.trim_ascii();
+            let (key, value) = match memchr::memchr(b'=', member) {
+                Some(i) => (&member[..i], Some(&member[i + 1..])),
+                None => (member, None),
+            };
+            match (key, value) {
+                (b"u", Some([d])) if (b'0'..=b'7').contains(d) => p.urgency = d - b'0',
+                (b"i", None) | (b"i", Some(b"?1")) => p.incremental = true,
+                (b"i", Some(b"?0")) => p.incremental = false,
+                _ => {}
+            }
+        }
+        p
+    }
+}
+
+/// A response body pulled into DATA frames: bytes are copied from memory, file ranges are
+/// read with `pread` straight into the frame buffer, so a large file never sits in memory.
+#[derive(Debug)]
+pub struct BodySource {
+    current: Chunk,
+    /// Further pieces, last first.
+    rest: Vec<Chunk>,
+    remaining: u64,
+}
+
+#[derive(Debug)]
+enum Chunk {
+    Bytes(Bytes),
+    File {
+        file: Rc<OpenFile>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+impl Chunk {
+    fn len(&self) -> u64 {
+        match self {
+            Chunk::Bytes(b) => b.len() as u64,
+            Chunk::File { len, .. } => *len,
+        }
+    }
+
+    fn from_file(f: crate::http::FileRange) -> Chunk {
+        match f.cached_bytes() {
+            Some(b) => Chunk::Bytes(b),
+            None => Chunk::File {
+                file: f.file,
+                offset: f.offset,
+                len: f.len,
+            },
+        }
+    }
+}
+
+impl BodySource {
+    /// The body's source, or `None` for an empty body.
+    pub fn new(body: Body) -> Option<BodySource> {
+        let mut chunks: Vec<Chunk> = match body {
+            Body::Empty => return None,
+            Body::Bytes(b) => vec_or_one(Chunk::Bytes(b))?,
+            Body::File(f) => vec_or_one(Chunk::from_file(f))?,
+            Body::Parts(parts) => parts
+                .into_iter()
+                .map(|p| match p {
+                    BodyPart::Bytes(b) => Chunk::Bytes(b),
+                    BodyPart::File(f) => Chunk::from_file(f),
+                })
+                .filter(|c| c.len() > 0)
+                .rev()
+                .collect(),
+        };
+        let remaining = chunks.iter().map(Chunk::len).sum();
+        let current = chunks.pop()?;
+        Some(BodySource {
+            current,
+            rest: chunks,
+            remaining,
+        })
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Appends up to `max` body bytes to `out`; returns how many. A file that cannot be read
+    /// or has shrunk is an error: the stream must be reset.
+    pub fn fill(&mut self, out: &mut Vec<u8>, max: usize) -> std::io::Result<usize> {
+        let mut done = 0;
+        while done < max && self.remaining > 0 {
+            let want = max - done;
+            let n = match &mut self.current {
+                Chunk::Bytes(b) => {
+                    let n = want.min(b.len());
+                    out.extend_from_slice(&b[..n]);
+                    bytes::Buf::advance(b, n);
+                    n
+                }
+                Chunk::File { file, offset, len } => {
+                    let n = want.min(usize::try_from(*len).unwrap_or(usize::MAX));
+                    let start = out.len();
+                    out.resize(start + n, 0);
+                    let r = read_exact_at(&file.file, &mut out[start..], *offset);
+                    if let Err(e) = r {
+                        out.truncate(start);
+                        return Err(e);
+                    }
+                    *offset += n as u64;
+                    *len -= n as u64;
+                    n
+                }
+            };
+            done += n;
+            self.remaining -= n as u64;
+            if self.current.len() == 0 {
+                match self.rest.pop() {
+                    Some(next) => self.current = next,
+                    None => break,
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// A one-chunk body, unless the chunk is empty.
+fn vec_or_one(c: Chunk) -> Option<Vec<Chunk>> {
+    (c.len() > 0).then(|| vec![c])
+}
+
+fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match file.read_at(buf, offset) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ))
+            }
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::FileRange;
+    use std::io::Write;
+
+    #[test]
+    fn priority_fields() {
+        assert_eq!(
+            Priority::parse(b"u=1, i"),
+            Priority {
+                urgency: 1,
+                incremental: true
+            }
+        );
+        assert_eq!(
+            Priority::parse(b"u=5"),
+            Priority {
+                urgency: 5,
+                incremental: false
+            }
+        );
+        assert_eq!(
+            Priority::parse(b"u=9, i=?0, x=1"),
+            Priority {
+                urgency: 3,
+                incremental: false
+            }
+        );
+    }
+
+    #[test]
+    fn bytes_body_is_pulled_in_pieces() {
+        let mut s = BodySource::new(Body::Bytes(Bytes::from_static(b"hello world"))).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(s.fill(&mut out, 5).unwrap(), 5);
+        assert_eq!(s.remaining(), 6);
+        assert_eq!(s.fill(&mut out, 100).unwrap(), 6);
+        assert_eq!(out, b"hello world");
+        assert_eq!(s.remaining(), 0);
+        assert!(BodySource::new(Body::Empty).is_none());
+        assert!(BodySource::new(Body::Bytes(Bytes::new())).is_none());
+    }
+
+    #[test]
+    fn file_ranges_and_parts_are_read_in_order() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"0123456789").unwrap();
+        let open = Rc::new(OpenFile {
+            file: f,
+            size: 10,
+            modified: std::time::SystemTime::now(),
+            contents: None,
+        });
+        let body = Body::Parts(vec![
+            BodyPart::Bytes(Bytes::from_static(b"<")),
+            BodyPart::File(FileRange {
+                file: open.clone(),
+                offset: 2,
+                len: 5,
+            }),
+            BodyPart::Bytes(Bytes::from_static(b">")),
+        ]);
+        let mut s = BodySource::new(body).unwrap();
+        assert_eq!(s.remaining(), 7);
+        let mut out = Vec::new();
+        while s.remaining() > 0 {
+            s.fill(&mut out, 3).unwrap();
+        }
+        assert_eq!(out, b"<23456>");
+
+        let past_end = Body::File(FileRange {
+            file: open,
+            offset: 8,
+            len: 5,
+        });
+        let mut s = BodySource::new(past_end).unwrap();
+        let mut out = Vec::new();
+        assert!(s.fill(&mut out, 100).is_err());
+        assert!(out.is_empty());
+    }
+}

@@ -1,0 +1,207 @@
+//! The HTTP/2 connection driver: reads bytes into the sans-IO [`Connection`], answers each
+//! complete request inline through the router (no task per stream), and writes what the
+//! connection produced with one write per loop turn. See `src/proto/h2/LIFECYCLE.md`.
+
+use super::transport::Transport;
+use super::worker::WorkerCtx;
+use crate::config::Config;
+use crate::http::Request;
+use crate::log::LogRecord;
+use crate::proto::h2::frame::Reason;
+use crate::proto::h2::{Closed, Connection, Settings};
+use bytes::{Bytes, BytesMut};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::AsyncReadExt;
+
+const READ_BUFFER: usize = 16 * 1024;
+/// After a GOAWAY for an error, keep reading (and dropping) this long so the peer sees the
+/// GOAWAY rather than a reset caused by unread data.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// An HTTP/1.1 request upgraded with `Upgrade: h2c`: it becomes stream 1.
+pub(crate) struct Upgrade {
+    pub request: Request,
+    /// The decoded `HTTP2-Settings` payload.
+    pub settings: Vec<u8>,
+}
+
+/// The connection settings for this configuration; built once per worker.
+pub(crate) fn settings(config: &Config) -> Settings {
+    let h2 = &config.http2;
+    Settings {
+        max_streams: h2.max_streams,
+        max_concurrent_requests: h2.max_concurrent_requests_per_connection,
+        input_window: h2.input_window_size,
+        max_header_list: config.limits.request_head,
+        max_header_fields: config.limits.request_headers,
+        max_request_body: config.limits.request_body,
+        idle_timeout: h2.idle_timeout,
+        header_timeout: h2.header_timeout,
+        stall_timeout: config.http1.send_timeout,
+        max_resets_per_second: h2.max_resets_per_second,
+        max_control_frames_per_second: h2.max_control_frames_per_second,
+        server_name: config
+            .send_server_name
+            .then(|| Bytes::from(config.server_name.clone())),
+        secure: false,
+    }
+}
+
+/// Serves one HTTP/2 connection until it closes. `rbuf` holds bytes already read (the
+/// preface, when handed over by the HTTP/1 driver).
+pub(crate) async fn serve<T: Transport>(
+    mut stream: T,
+    peer: SocketAddr,
+    local: SocketAddr,
+    ctx: &WorkerCtx,
+    mut rbuf: BytesMut,
+    upgrade: Option<Upgrade>,
+) {
+    let now = Instant::now();
+    let mut cfg = ctx.h2.clone();
+    cfg.secure = stream.is_secure();
+    let conn = match upgrade {
+        None => Ok(Connection::new(cfg, peer, local, now)),
+        Some(u) => Connection::upgraded(cfg, peer, local, now, &u.settings, u.request),
+    };
+    let mut conn = match conn {
+        Ok(c) => c,
+        Err(r) => {
+            tracing::debug!(peer = %peer, "bad HTTP2-Settings in upgrade: {r:?}");
+            return;
+        }
+    };
+    match run(&mut stream, &mut conn, ctx, &mut rbuf).await {
+        Ok(()) => {}
+        Err(e) => {
+            tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
+            return;
+        }
+    }
+    match conn.closed() {
+        Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
+            if ctx.config.emit_request_errors {
+                tracing::info!(peer = %peer, "closed HTTP/2 connection with {r:?}: {why}");
+            }
+            linger_close(&mut stream).await;
+        }
+        _ => {
+            let _ = stream.shutdown_write();
+        }
+    }
+}
+
+async fn run<T: Transport>(
+    stream: &mut T,
+    conn: &mut Connection,
+    ctx: &WorkerCtx,
+    rbuf: &mut BytesMut,
+) -> std::io::Result<()> {
+    let send_timeout = ctx.config.http1.send_timeout;
+    let mut shutdown_deadline: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        if !rbuf.is_empty() {
+            conn.recv(rbuf, now);
+        }
+        while let Some((id, req)) = conn.next_request() {
+            answer(conn, ctx, id, req);
+        }
+        if ctx.stopping.get() && shutdown_deadline.is_none() {
+            conn.shutdown();
+            let grace = ctx.config.http2.graceful_shutdown_timeout;
+            // Zero means no limit of its own; `shutdown-timeout` still ends the worker.
+            let grace = if grace.is_zero() {
+                Duration::from_secs(365 * 24 * 3600)
+            } else {
+                grace
+            };
+            shutdown_deadline = Some(now + grace);
+        }
+        // One write per turn; large bodies take several, yielding between them.
+        loop {
+            conn.fill(Instant::now());
+            if conn.output().is_empty() {
+                break;
+            }
+            stream.write_all(conn.output(), false, send_timeout).await?;
+            conn.clear_output();
+            if !conn.wants_fill() || conn.closed().is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        if conn.closed().is_some() {
+            return Ok(());
+        }
+
+        if rbuf.capacity() - rbuf.len() < 1024 {
+            rbuf.reserve(READ_BUFFER);
+        }
+        let deadline = match (conn.poll_timeout(), shutdown_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let stop = ctx.stop.notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
+        let watch_stop = shutdown_deadline.is_none();
+        if watch_stop && ctx.stopping.get() {
+            continue;
+        }
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = stream.read_buf(rbuf) => {
+                if r? == 0 {
+                    return Ok(());
+                }
+            }
+            _ = sleep => {
+                let now = Instant::now();
+                if shutdown_deadline.is_some_and(|d| now >= d) {
+                    conn.abort(Reason::NO_ERROR, "graceful shutdown timeout");
+                } else {
+                    conn.handle_timeout(now);
+                }
+            }
+            _ = &mut stop, if watch_stop => {}
+        }
+    }
+}
+
+/// Routes one request and hands the response to the connection, logging it first.
+fn answer(conn: &mut Connection, ctx: &WorkerCtx, id: u32, req: Request) {
+    let (resp, route) = ctx.router.handle(&req);
+    if let Some(log) = route.and_then(|r| r.access_log.as_ref()) {
+        let body_bytes = if req.is_head() { 0 } else { resp.body.len() };
+        log.borrow_mut().log(&LogRecord {
+            req: &req,
+            status: resp.status,
+            body_bytes,
+            total_bytes: body_bytes,
+            received_at: SystemTime::now(),
+            duration: Duration::ZERO,
+            resp_headers: &resp.headers,
+        });
+    }
+    conn.respond(id, resp);
+}
+
+async fn linger_close<T: Transport>(stream: &mut T) {
+    let _ = stream.shutdown_write();
+    let deadline = Instant::now() + LINGER;
+    let mut buf = [0u8; 4096];
+    let mut drained = 0usize;
+    while drained < 256 * 1024 {
+        match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => drained += n,
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! HTTP/2 against a running spate with real clients: h2spec, curl (prior knowledge and
+//! Upgrade), nghttp, h2load and the `h2` crate.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+const CONF: &str = "
+listen:
+  host: 127.0.0.1
+  port: 0
+num-threads: 1
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/www
+";
+
+/// A 10 MB file whose bytes depend on their position, so misplaced frames are caught.
+fn big_file() -> Vec<u8> {
+    (0..10 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect()
+}
+
+fn start() -> Spate {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_file(dir.path(), "www/index.html", b"<html>index</html>\n");
+    write_file(dir.path(), "www/6b.txt", b"hello\n");
+    write_file(dir.path(), "www/4k.bin", &[b'x'; 4096]);
+    write_file(dir.path(), "www/10m.bin", &big_file());
+    Spate::start_in(CONF, dir)
+}
+
+/// h2spec on PATH or where `go install` puts it.
+fn h2spec() -> Option<String> {
+    if have("h2spec") {
+        return Some("h2spec".into());
+    }
+    let home = std::env::var("HOME").ok()?;
+    let p = format!("{home}/go/bin/h2spec");
+    std::path::Path::new(&p).exists().then_some(p)
+}
+
+#[test]
+fn h2spec_passes_every_test() {
+    let Some(bin) = h2spec() else {
+        eprintln!("h2spec not installed: skipping (scripts/test installs it)");
+        return;
+    };
+    let s = start();
+    let out = Command::new(bin)
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &s.addr.port().to_string(),
+            "-o",
+            "5",
+        ])
+        .output()
+        .expect("run h2spec");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary = text.lines().last().unwrap_or_default().to_string();
+    assert!(
+        summary.contains("0 failed") && summary.contains("145 passed"),
+        "{summary}\n{}",
+        text.lines()
+            .filter(|l| !l.contains('✔'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn curl_prior_knowledge_and_upgrade() {
+    if !have("curl") {
+        eprintln!("curl not installed: skipping");
+        return;
+    }
+    let s = start();
+    let out = curl(&["--http2-prior-knowledge", "-i", &s.url("/6b.txt")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/2 200"), "{text}");
+    assert!(text.contains("content-length: 6"), "{text}");
+    assert!(text.ends_with("\r\n\r\nhello\n"), "{text}");
+
+    let out = curl(&["--http2", "-i", &s.url("/6b.txt")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/1.1 101"), "{text}");
+    assert!(text.contains("HTTP/2 200"), "{text}");
+    assert!(text.ends_with("hello\n"), "{text}");
+
+    // HEAD: headers with the length, no body.
+    let out = curl(&["--http2-prior-knowledge", "-I", &s.url("/4k.bin")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("content-length: 4096"), "{text}");
+
+    let out = curl(&["--http2-prior-knowledge", "-o", "-", &s.url("/10m.bin")]);
+    assert!(out.stdout == big_file(), "10 MB body differs");
+
+    let out = curl(&["--http2-prior-knowledge", "-i", &s.url("/missing")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/2 404"), "{text}");
+}
+
+#[test]
+fn nghttp_fetches_files() {
+    if !have("nghttp") {
+        eprintln!("nghttp not installed: skipping");
+        return;
+    }
+    let s = start();
+    let out = Command::new("nghttp")
+        .args(["-nv", &s.url("/4k.bin")])
+        .output()
+        .expect("run nghttp");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(":status: 200"), "{text}");
+    assert!(text.contains("content-length: 4096"), "{text}");
+    assert!(text.contains("END_STREAM"), "{text}");
+    assert!(!text.contains("RST_STREAM"), "{text}");
+
+    // -a-less, many concurrent streams with a small window: every byte must arrive.
+    let out = Command::new("nghttp")
+        .args([
+            "-n",
+            "-w",
+            "16",
+            "-W",
+            "16",
+            "-m",
+            "20",
+            "--stat",
+            &s.url("/10m.bin"),
+        ])
+        .output()
+        .expect("run nghttp");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn h2load(s: &Spate, args: &[&str], path: &str) -> String {
+    let out = Command::new("h2load")
+        .args(args)
+        .arg(s.url(path))
+        .output()
+        .expect("run h2load");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_all_succeeded(text: &str, n: u32) {
+    let want = format!(
+        "requests: {n} total, {n} started, {n} done, {n} succeeded, 0 failed, 0 errored, 0 timeout"
+    );
+    assert!(text.contains(&want), "{text}");
+    assert!(
+        text.contains("status codes: ") && text.contains(&format!("{n} 2xx")),
+        "{text}"
+    );
+}
+
+#[test]
+fn h2load_small_files_with_and_without_flow_control() {
+    if !have("h2load") {
+        eprintln!("h2load not installed: skipping");
+        return;
+    }
+    let s = start();
+    let t = h2load(&s, &["-n2000", "-c10", "-m100"], "/6b.txt");
+    assert_all_succeeded(&t, 2000);
+    let t = h2load(&s, &["-n2000", "-c10", "-m100", "-w30", "-W30"], "/4k.bin");
+    assert_all_succeeded(&t, 2000);
+    let t = h2load(&s, &["-n2000", "-c4", "-m100", "-w30", "-W30"], "/6b.txt");
+    assert_all_succeeded(&t, 2000);
+}
+
+#[test]
+fn h2load_10mb_with_small_windows_and_100_streams() {
+    if !have("h2load") {
+        eprintln!("h2load not installed: skipping");
+        return;
+    }
+    let s = start();
+    let t = h2load(&s, &["-n100", "-c1", "-m100", "-w16", "-W16"], "/10m.bin");
+    assert_all_succeeded(&t, 100);
+    // 100 bodies of 10 MiB arrived (h2load counts data bytes).
+    assert!(t.contains("(1048576000) data"), "{t}");
+}
+
+#[test]
+fn rust_h2_client_fetches_concurrently_with_small_windows() {
+    let s = start();
+    let addr = s.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (client, conn) = h2::client::Builder::new()
+            .initial_window_size(16 * 1024)
+            .initial_connection_window_size(64 * 1024)
+            .handshake::<_, bytes::Bytes>(tcp)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut tasks = Vec::new();
+        for i in 0..100 {
+            let mut client = client.clone().ready().await.unwrap();
+            let path = if i % 10 == 0 { "/10m.bin" } else { "/4k.bin" };
+            let req = http::Request::get(format!("http://{addr}{path}"))
+                .body(())
+                .unwrap();
+            let (resp, _) = client.send_request(req, true).unwrap();
+            tasks.push(tokio::spawn(async move {
+                let resp = resp.await.unwrap();
+                assert_eq!(resp.status(), 200);
+                let mut body = resp.into_body();
+                let mut got = Vec::new();
+                while let Some(chunk) = body.data().await {
+                    let chunk = chunk.unwrap();
+                    body.flow_control().release_capacity(chunk.len()).unwrap();
+                    got.extend_from_slice(&chunk);
+                }
+                (path, got)
+            }));
+        }
+        let big = big_file();
+        for t in tasks {
+            let (path, got) = t.await.unwrap();
+            if path == "/10m.bin" {
+                assert!(got == big, "10 MB body differs ({} bytes)", got.len());
+            } else {
+                assert_eq!(got, vec![b'x'; 4096]);
+            }
+        }
+    });
+}

@@ -1,0 +1,400 @@
+//! HTTP/2 attacks performed against a running spate over raw sockets. Each asserts that the
+//! abusive connection is closed (or its streams refused) with the right code, that a
+//! legitimate client is answered meanwhile, and that the server's memory stays bounded.
+
+mod common;
+
+use bytes::BytesMut;
+use common::*;
+use spate::proto::h2::frame::{self, flag, kind, setting, Head};
+use spate::proto::h2::hpack::{Decoder, Encoder, Indexing};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const ENHANCE_YOUR_CALM: u32 = 0xb;
+const PROTOCOL_ERROR: u32 = 0x1;
+
+fn start(extra: &str) -> Spate {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_file(dir.path(), "www/6b.txt", b"hello\n");
+    write_file(dir.path(), "www/big.bin", &vec![b'z'; 4 * 1024 * 1024]);
+    let conf = format!(
+        "
+listen:
+  host: 127.0.0.1
+  port: 0
+num-threads: 1
+{extra}
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/www
+"
+    );
+    Spate::start_in(&conf, dir)
+}
+
+/// A raw HTTP/2 client: writes hand-made frames, reads frames back.
+struct Raw {
+    s: TcpStream,
+    enc: Encoder,
+    rbuf: Vec<u8>,
+}
+
+impl Raw {
+    fn connect(spate: &Spate, settings: &[(u16, u32)]) -> Raw {
+        let mut s = spate.connect();
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut out = frame::PREFACE.to_vec();
+        frame::put_settings(&mut out, settings);
+        s.write_all(&out).expect("preface");
+        Raw {
+            s,
+            enc: Encoder::default(),
+            rbuf: Vec::new(),
+        }
+    }
+
+    /// Sends; a server that already closed makes this fail, which floods ignore.
+    fn send(&mut self, b: &[u8]) -> bool {
+        self.s.write_all(b).is_ok()
+    }
+
+    /// A GET for `path` as a HEADERS frame.
+    fn get(&mut self, stream: u32, path: &str, end_stream: bool, out: &mut Vec<u8>) {
+        let mut block = Vec::new();
+        self.enc.encode(
+            [
+                (&b":method"[..], &b"GET"[..]),
+                (b":scheme", b"http"),
+                (b":authority", b"localhost"),
+                (b":path", path.as_bytes()),
+            ],
+            &mut block,
+        );
+        let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
+        frame::put_head(out, block.len(), kind::HEADERS, flags, stream);
+        out.extend_from_slice(&block);
+    }
+
+    /// The next frame, or `None` at end of stream or after the read timeout.
+    fn frame(&mut self) -> Option<(Head, Vec<u8>)> {
+        loop {
+            if self.rbuf.len() >= 9 {
+                let head = Head::parse(self.rbuf[..9].try_into().unwrap());
+                let total = 9 + head.len as usize;
+                if self.rbuf.len() >= total {
+                    let payload = self.rbuf[9..total].to_vec();
+                    self.rbuf.drain(..total);
+                    return Some((head, payload));
+                }
+            }
+            let mut buf = [0u8; 65536];
+            match self.s.read(&mut buf) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.rbuf.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    /// Reads until a GOAWAY and returns its error code.
+    fn goaway(&mut self) -> Option<u32> {
+        while let Some((h, p)) = self.frame() {
+            if h.kind == kind::GOAWAY {
+                return Some(u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
+            }
+        }
+        None
+    }
+}
+
+fn rss_kib(spate: &Spate) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", spate.child.id())).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// A legitimate HTTP/2 client gets its answer.
+fn assert_legit_client_served(spate: &Spate) {
+    let out = curl(&["--http2-prior-knowledge", &spate.url("/6b.txt")]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+}
+
+/// Runs `attack` on a raw connection, checks the GOAWAY code, the legit client and memory.
+fn run_attack(spate: &Spate, settings: &[(u16, u32)], want: u32, attack: impl FnOnce(&mut Raw)) {
+    let before = rss_kib(spate);
+    let mut raw = Raw::connect(spate, settings);
+    attack(&mut raw);
+    assert_legit_client_served(spate);
+    assert_eq!(raw.goaway(), Some(want), "expected GOAWAY {want:#x}");
+    assert_legit_client_served(spate);
+    let after = rss_kib(spate);
+    assert!(
+        after < before + 32 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+}
+
+#[test]
+fn rapid_reset_is_stopped() {
+    let s = start("http2-max-resets-per-second: 100");
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
+        let mut id = 1;
+        for _ in 0..50 {
+            let mut out = Vec::new();
+            for _ in 0..100 {
+                raw.get(id, "/big.bin", true, &mut out);
+                frame::put_rst_stream(&mut out, id, frame::Reason::CANCEL);
+                id += 2;
+            }
+            if !raw.send(&out) {
+                break;
+            }
+        }
+    });
+}
+
+#[test]
+fn made_you_reset_is_stopped() {
+    // Each stream is made invalid after opening (WINDOW_UPDATE of 0): the server must reset
+    // it, and those resets count against the same budget.
+    let s = start("http2-max-resets-per-second: 100");
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
+        let mut id = 1;
+        for _ in 0..50 {
+            let mut out = Vec::new();
+            for _ in 0..100 {
+                raw.get(id, "/big.bin", false, &mut out);
+                frame::put_head(&mut out, 4, kind::WINDOW_UPDATE, 0, id);
+                out.extend_from_slice(&[0, 0, 0, 0]);
+                id += 2;
+            }
+            if !raw.send(&out) {
+                break;
+            }
+        }
+    });
+}
+
+#[test]
+fn continuation_flood_is_stopped_by_size() {
+    let s = start("");
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
+        let mut out = Vec::new();
+        raw.get(1, "/6b.txt", true, &mut out);
+        out[4] &= !flag::END_HEADERS;
+        raw.send(&out);
+        // Literal headers without indexing, forever.
+        let mut piece = Vec::new();
+        frame::put_head(&mut piece, 16_000, kind::CONTINUATION, 0, 1);
+        for _ in 0..1000 {
+            piece.extend_from_slice(&[0x00, 0x01, b'a', 0x0c]);
+            piece.extend_from_slice(b"xxxxxxxxxxxx");
+        }
+        for _ in 0..100 {
+            if !raw.send(&piece) {
+                break;
+            }
+        }
+    });
+}
+
+#[test]
+fn empty_continuation_flood_is_stopped() {
+    let s = start("http2-max-control-frames-per-second: 100");
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
+        let mut out = Vec::new();
+        raw.get(1, "/6b.txt", true, &mut out);
+        out[4] &= !flag::END_HEADERS;
+        for _ in 0..10_000 {
+            frame::put_head(&mut out, 0, kind::CONTINUATION, 0, 1);
+        }
+        raw.send(&out);
+    });
+}
+
+#[test]
+fn unfinished_header_block_times_out() {
+    let s = start("http2-header-timeout: 1");
+    let started = Instant::now();
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
+        let mut out = Vec::new();
+        raw.get(1, "/6b.txt", true, &mut out);
+        out[4] &= !flag::END_HEADERS;
+        raw.send(&out);
+    });
+    assert!(started.elapsed() >= Duration::from_millis(900));
+}
+
+#[test]
+fn control_frame_floods_are_stopped() {
+    let s = start("http2-max-control-frames-per-second: 200");
+    type Put = fn(&mut Vec<u8>);
+    let floods: [(&str, Put); 4] = [
+        ("SETTINGS", |o| {
+            frame::put_settings(o, &[(setting::ENABLE_PUSH, 0)])
+        }),
+        ("PING", |o| frame::put_ping(o, false, b"12345678")),
+        ("PRIORITY", |o| {
+            frame::put_head(o, 5, kind::PRIORITY, 0, 3);
+            o.extend_from_slice(&[0, 0, 0, 0, 16]);
+        }),
+        ("empty DATA", |o| frame::put_head(o, 0, kind::DATA, 0, 1)),
+    ];
+    for (name, put) in floods {
+        eprintln!("flood: {name}");
+        run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
+            let mut out = Vec::new();
+            // An open stream for the empty DATA frames to land on.
+            raw.get(1, "/6b.txt", false, &mut out);
+            for _ in 0..5000 {
+                put(&mut out);
+            }
+            raw.send(&out);
+        });
+    }
+}
+
+#[test]
+fn hpack_bomb_is_refused_per_stream() {
+    // One 4000-byte entry in the dynamic table, then requests referring to it 100 times:
+    // 400 KB decoded from 100 bytes. The decoder's accounting refuses each with 431 and the
+    // connection stays usable.
+    let s = start("");
+    let before = rss_kib(&s);
+    let mut raw = Raw::connect(&s, &[]);
+    let big = vec![b'b'; 4000];
+    let mut out = Vec::new();
+    for i in 0..20u32 {
+        let id = 1 + 2 * i;
+        let mut block = Vec::new();
+        {
+            let mut b = raw.enc.block(&mut block);
+            b.field(b":method", b"GET");
+            b.field(b":scheme", b"http");
+            b.field(b":path", b"/6b.txt");
+            b.field(b":authority", b"localhost");
+            if i == 0 {
+                b.field_with(b"x-bomb", &big, Indexing::Incremental);
+            }
+        }
+        // Index 62: the newest dynamic entry, our 4000-byte field.
+        block.extend(std::iter::repeat_n(0xbe, 100));
+        frame::put_head(
+            &mut out,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            id,
+        );
+        out.extend_from_slice(&block);
+    }
+    raw.send(&out);
+    let mut dec = Decoder::new(4096, 1 << 20);
+    let mut statuses = Vec::new();
+    while statuses.len() < 20 {
+        let Some((h, p)) = raw.frame() else { break };
+        if h.kind == kind::HEADERS {
+            let mut buf = BytesMut::new();
+            let mut fields = Vec::new();
+            dec.decode(&p, &mut buf, |f| fields.push(f)).unwrap();
+            statuses.push(buf[fields[0].value.clone()].to_vec());
+        }
+        assert_ne!(h.kind, kind::GOAWAY, "connection closed");
+    }
+    assert_eq!(statuses.len(), 20);
+    assert!(statuses.iter().all(|s| s == b"431"), "{statuses:?}");
+    assert_legit_client_served(&s);
+    assert!(rss_kib(&s) < before + 32 * 1024);
+}
+
+#[test]
+fn zero_length_header_names_are_malformed() {
+    // CVE-2019-9516: empty header names, each costing the server an allocation. They are
+    // malformed: the stream is reset; doing it over and over spends the reset budget.
+    let s = start("http2-max-resets-per-second: 50");
+    let before = rss_kib(&s);
+    let mut raw = Raw::connect(&s, &[]);
+    let mut first_rst = None;
+    let mut out = Vec::new();
+    for i in 0..200u32 {
+        let mut block = Vec::new();
+        raw.enc.encode(
+            [
+                (&b":method"[..], &b"GET"[..]),
+                (b":scheme", b"http"),
+                (b":path", b"/6b.txt"),
+            ],
+            &mut block,
+        );
+        for _ in 0..50 {
+            block.extend_from_slice(&[0x00, 0x00, 0x00]);
+        }
+        frame::put_head(
+            &mut out,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            1 + 2 * i,
+        );
+        out.extend_from_slice(&block);
+    }
+    raw.send(&out);
+    let mut goaway = None;
+    while let Some((h, p)) = raw.frame() {
+        if h.kind == kind::RST_STREAM && first_rst.is_none() {
+            first_rst = Some(u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
+        }
+        if h.kind == kind::GOAWAY {
+            goaway = Some(u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
+            break;
+        }
+    }
+    assert_eq!(first_rst, Some(PROTOCOL_ERROR));
+    assert_eq!(goaway, Some(ENHANCE_YOUR_CALM));
+    assert_legit_client_served(&s);
+    assert!(rss_kib(&s) < before + 32 * 1024);
+}
+
+#[test]
+fn data_dribble_window_updates_are_stopped() {
+    // CVE-2019-9511: a window of 1 byte, then 1-byte WINDOW_UPDATEs, to make the server
+    // produce a frame per byte.
+    let s = start("http2-max-control-frames-per-second: 200");
+    run_attack(
+        &s,
+        &[(setting::INITIAL_WINDOW_SIZE, 1)],
+        ENHANCE_YOUR_CALM,
+        |raw| {
+            let mut out = Vec::new();
+            raw.get(1, "/big.bin", true, &mut out);
+            for _ in 0..5000 {
+                frame::put_window_update(&mut out, 1, 1);
+            }
+            raw.send(&out);
+        },
+    );
+}
+
+#[test]
+fn slow_reader_with_zero_window_times_out() {
+    let s = start("send-timeout: 1");
+    let started = Instant::now();
+    run_attack(
+        &s,
+        &[(setting::INITIAL_WINDOW_SIZE, 0)],
+        ENHANCE_YOUR_CALM,
+        |raw| {
+            let mut out = Vec::new();
+            raw.get(1, "/big.bin", true, &mut out);
+            raw.send(&out);
+        },
+    );
+    assert!(started.elapsed() >= Duration::from_millis(900));
+}
