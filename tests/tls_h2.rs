@@ -1,0 +1,97 @@
+//! HTTP/2 over TLS (ALPN h2): curl `--http2`, h2load on https and h2spec `-t -k`.
+
+mod common;
+mod tls_support;
+
+use common::*;
+use std::process::Command;
+use tls_support::*;
+
+fn server() -> Spate {
+    let dir = tempfile::tempdir().expect("tempdir");
+    cert(dir.path(), "a", "localhost", false);
+    write_file(dir.path(), "htdocs/index.html", b"<h1>h2 over tls</h1>\n");
+    write_file(dir.path(), "htdocs/4k.bin", &[b'y'; 4096]);
+    Spate::start_in(
+        "
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+num-threads: 1
+hosts:
+  localhost:
+    paths:
+      /:
+        file.dir: htdocs
+",
+        dir,
+    )
+}
+
+#[test]
+fn curl_negotiates_http2_and_http11() {
+    if !need("curl") {
+        return;
+    }
+    let s = server();
+    let url = format!("https://127.0.0.1:{}/", s.addr.port());
+    let out = curl(&["-k", "-i", "--http2", &url]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/2 200"), "{text}");
+    assert!(text.ends_with("<h1>h2 over tls</h1>\n"), "{text}");
+    let out = curl(&["-k", "-i", "--http1.1", &url]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+}
+
+#[test]
+fn h2load_over_tls_has_no_errors() {
+    if !need("h2load") {
+        return;
+    }
+    let s = server();
+    let url = format!("https://127.0.0.1:{}/4k.bin", s.addr.port());
+    let out = Command::new("h2load")
+        .args(["-n", "2000", "-c", "10", "-m", "10", &url])
+        .output()
+        .expect("run h2load");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("2000 succeeded, 0 failed, 0 errored, 0 timeout"),
+        "{text}"
+    );
+    assert!(text.contains("Application protocol: h2"), "{text}");
+}
+
+#[test]
+fn h2spec_over_tls_passes_every_test() {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let bin = if have("h2spec") {
+        "h2spec".to_string()
+    } else {
+        format!("{home}/go/bin/h2spec")
+    };
+    if !std::path::Path::new(&bin).exists() && !have("h2spec") {
+        eprintln!("h2spec not installed: skipping (scripts/test installs it)");
+        return;
+    }
+    let s = server();
+    let port = s.addr.port().to_string();
+    let out = Command::new(bin)
+        .args(["-t", "-k", "-h", "127.0.0.1", "-p", &port, "-o", "5"])
+        .output()
+        .expect("run h2spec");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary = text.lines().last().unwrap_or_default();
+    assert!(
+        summary.contains("145 passed") && summary.contains("0 failed"),
+        "{summary}\n{}",
+        text.lines()
+            .filter(|l| !l.contains('✔'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
