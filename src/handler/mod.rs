@@ -145,7 +145,13 @@ fn prefix_matches(prefix: &str, path: &[u8]) -> bool {
 
 /// Splits `host:port`, `[v6]:port`, `host` into a name and a port.
 fn split_authority(a: &[u8]) -> (&[u8], Option<u16>) {
-    let parse_port = |s: &[u8]| std::str::from_utf8(s).ok()?.parse().ok();
+    let parse_port = |s: &[u8]| -> Option<u16> {
+        if s.is_empty() || s.len() > 5 || !s.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let n = s.iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
+        u16::try_from(n).ok()
+    };
     if a.first() == Some(&b'[') {
         return match memchr::memchr(b']', a) {
             Some(end) => {

@@ -2,6 +2,7 @@
 //! and writes responses. Pipelined requests are answered in order, their responses gathered
 //! in one buffer and written with one syscall per read. See `src/proto/h1/LIFECYCLE.md`.
 
+use super::buffers::READ_BUFFER;
 use super::transport::Transport;
 use super::worker::WorkerCtx;
 use crate::http::request::RequestBuilder;
@@ -10,12 +11,13 @@ use crate::http::{Body, FileRange, Request, Response};
 use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
 use bytes::{Bytes, BytesMut};
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
 
-/// Initial read buffer; it grows up to the head size limit for large heads.
-const READ_BUFFER: usize = 16 * 1024;
 /// Bodies up to this size are copied into the write buffer; larger ones are written directly.
 const COPY_BODY_MAX: usize = 16 * 1024;
 /// How long to keep reading (and discarding) after an error response before closing, so the
@@ -37,26 +39,32 @@ pub(crate) async fn serve<T: Transport>(
         peer,
         local,
         ctx,
-        rbuf: BytesMut::with_capacity(READ_BUFFER),
-        wbuf: Vec::with_capacity(READ_BUFFER),
+        rbuf: ctx.buffers.read_buffer(),
+        wbuf: ctx.buffers.write_buffer(),
         queued: 0,
         fresh: true,
         handoff: None,
+        timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
+        stop: Box::pin(ctx.stop.notified()),
     };
+    conn.stop.as_mut().enable();
     match conn.run().await {
         Ok(()) => {
             if let Some(upgrade) = conn.handoff.take() {
                 let Conn {
                     stream, rbuf, wbuf, ..
                 } = conn;
-                drop(wbuf);
+                ctx.buffers.give_write(wbuf);
                 super::h2::serve(stream, peer, local, ctx, rbuf, upgrade).await;
+                return;
             }
         }
         Err(Close::Quietly) => {}
         Err(Close::Io(e)) => tracing::debug!(peer = %peer, "connection closed: {e}"),
         Err(Close::Linger) => conn.linger_close().await,
     }
+    ctx.buffers.give_read(std::mem::take(&mut conn.rbuf));
+    ctx.buffers.give_write(std::mem::take(&mut conn.wbuf));
 }
 
 struct Conn<'a, T> {
@@ -73,6 +81,10 @@ struct Conn<'a, T> {
     fresh: bool,
     /// Set when the connection switches to HTTP/2 (prior knowledge, or an upgrade).
     handoff: Option<Option<super::h2::Upgrade>>,
+    /// The read deadline, reset for each wait.
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// Completes when the server begins to stop; registered once per connection.
+    stop: Pin<Box<tokio::sync::futures::Notified<'a>>>,
 }
 
 /// How a connection ends abnormally.
@@ -314,24 +326,63 @@ impl<T: Transport> Conn<'_, T> {
     }
 
     /// Reads into `rbuf` until data arrives or the deadline passes. When `idle` (between
-    /// requests), a server stop also ends the wait.
+    /// requests), a server stop also ends the wait, and on plain TCP the connection waits
+    /// without buffers: they go back to the worker's pool meanwhile.
     async fn read_until(&mut self, deadline: Instant, idle: bool) -> Result<Wait, Close> {
+        // One timer per connection, moved rather than re-created: extending a registered
+        // timer is a store, not a timer-wheel operation.
+        self.timer.as_mut().reset(deadline.into());
+        if idle {
+            if self.ctx.stopping.get() {
+                return Ok(Wait::Stopping);
+            }
+            if T::WAITS_WITHOUT_BUFFER && self.wbuf.is_empty() {
+                return self.wait_bufferless().await;
+            }
+        }
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(READ_BUFFER);
         }
-        let stop = self.ctx.stop.notified();
-        tokio::pin!(stop);
-        stop.as_mut().enable();
-        if idle && self.ctx.stopping.get() {
-            return Ok(Wait::Stopping);
-        }
+        // Biased: when data is there, the timer and the stop signal are not even polled.
         tokio::select! {
+            biased;
             r = self.stream.read_buf(&mut self.rbuf) => match r? {
                 0 => Ok(Wait::Eof),
                 _ => Ok(Wait::Data),
             },
-            _ = tokio::time::sleep_until(deadline.into()) => Ok(Wait::TimedOut),
-            _ = &mut stop, if idle => Ok(Wait::Stopping),
+            _ = self.timer.as_mut() => Ok(Wait::TimedOut),
+            _ = self.stop.as_mut(), if idle => Ok(Wait::Stopping),
+        }
+    }
+
+    async fn wait_bufferless(&mut self) -> Result<Wait, Close> {
+        loop {
+            self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
+            self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+            let waited = tokio::select! {
+                r = self.stream.readable() => r.map(|()| Wait::Data),
+                _ = self.timer.as_mut() => Ok(Wait::TimedOut),
+                _ = self.stop.as_mut() => Ok(Wait::Stopping),
+            };
+            self.rbuf = self.ctx.buffers.read_buffer();
+            self.wbuf = self.ctx.buffers.write_buffer();
+            match waited? {
+                Wait::Data => {}
+                other => return Ok(other),
+            }
+            // Readiness can be stale (a fresh socket, an event already consumed): read once
+            // without waiting, and go back to waiting bufferless if nothing is there.
+            let read = {
+                let fut = self.stream.read_buf(&mut self.rbuf);
+                tokio::pin!(fut);
+                std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+            };
+            match read {
+                Poll::Ready(Ok(0)) => return Ok(Wait::Eof),
+                Poll::Ready(Ok(_)) => return Ok(Wait::Data),
+                Poll::Ready(Err(e)) => return Err(Close::Io(e)),
+                Poll::Pending => {}
+            }
         }
     }
 

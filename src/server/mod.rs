@@ -5,6 +5,7 @@
 //! and access-log buffers. The only state shared between workers is the connection count
 //! (for `max-connections`) and the shutdown signal.
 
+mod buffers;
 mod h1;
 mod h2;
 mod listen;

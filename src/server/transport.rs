@@ -26,6 +26,13 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     fn is_secure(&self) -> bool {
         false
     }
+    /// Whether `readable` tells when a read will find data, so an idle connection can wait
+    /// without holding a buffer. Not for TLS, which may hold decrypted bytes already.
+    const WAITS_WITHOUT_BUFFER: bool = false;
+    /// Waits until the connection has data (only used when `WAITS_WITHOUT_BUFFER`).
+    async fn readable(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Transport for TcpStream {
@@ -45,6 +52,12 @@ impl Transport for TcpStream {
 
     fn shutdown_write(&mut self) -> io::Result<()> {
         shutdown_write(self)
+    }
+
+    const WAITS_WITHOUT_BUFFER: bool = true;
+
+    async fn readable(&self) -> io::Result<()> {
+        TcpStream::readable(self).await
     }
 }
 

@@ -26,6 +26,8 @@ pub(crate) struct WorkerCtx {
     pub head_limits: HeadLimits,
     /// HTTP/2 connection settings from the configuration.
     pub h2: crate::proto::h2::Settings,
+    /// Buffers of idle HTTP/1 connections, for reuse.
+    pub buffers: super::buffers::BufferPool,
     /// Set once the server is stopping: connections close after their current response.
     pub stopping: Cell<bool>,
     /// Wakes idle connections when stopping begins.
@@ -73,6 +75,7 @@ pub(crate) fn run(
             server_line,
             head_limits,
             h2: super::h2::settings(&config),
+            buffers: Default::default(),
             stopping: Cell::new(false),
             stop: Notify::new(),
             active: Cell::new(0),
