@@ -16,6 +16,9 @@ use tokio::io::AsyncReadExt;
 
 /// Initial read buffer; it grows up to the head size limit for large heads.
 const READ_BUFFER: usize = 16 * 1024;
+/// A new connection's buffer is smaller: many connections wait for their first bytes at
+/// once, and an HTTP/2 one hands this buffer over after 24 bytes.
+const FIRST_READ: usize = 4 * 1024;
 /// Bodies up to this size are copied into the write buffer; larger ones are written directly.
 const COPY_BODY_MAX: usize = 16 * 1024;
 /// How long to keep reading (and discarding) after an error response before closing, so the
@@ -37,8 +40,9 @@ pub(crate) async fn serve<T: Transport>(
         peer,
         local,
         ctx,
-        rbuf: BytesMut::with_capacity(READ_BUFFER),
-        wbuf: Vec::with_capacity(READ_BUFFER),
+        rbuf: BytesMut::with_capacity(FIRST_READ),
+        // Allocated by the first response.
+        wbuf: Vec::new(),
         queued: 0,
         fresh: true,
         handoff: None,
@@ -50,7 +54,8 @@ pub(crate) async fn serve<T: Transport>(
                     stream, rbuf, wbuf, ..
                 } = conn;
                 drop(wbuf);
-                super::h2::serve(stream, peer, local, ctx, rbuf, upgrade).await;
+                // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
+                Box::pin(super::h2::serve(stream, peer, local, ctx, rbuf, upgrade)).await;
             }
         }
         Err(Close::Quietly) => {}

@@ -159,6 +159,7 @@ async fn run<T: Transport>(
             continue;
         }
 
+        conn.release_idle_buffers();
         sizer.prepare(rbuf);
         let deadline = match (conn.poll_timeout(), shutdown_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -260,7 +261,8 @@ fn answer(conn: &mut Connection, ctx: &WorkerCtx, id: u32, req: Request) {
 async fn linger_close<T: Transport>(stream: &mut T) {
     let _ = stream.shutdown_write();
     let deadline = Instant::now() + LINGER;
-    let mut buf = [0u8; 4096];
+    // On the heap: an array here would enlarge every connection's future.
+    let mut buf = vec![0u8; 4096];
     let mut drained = 0usize;
     while drained < 256 * 1024 {
         match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {

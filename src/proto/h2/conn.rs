@@ -130,6 +130,8 @@ pub struct Connection {
     closed_unwritten: u32,
     /// `recv` stopped after a batch of new requests and left frames in its input.
     recv_paused: bool,
+    /// New streams seen by the current `recv` call.
+    batch_opened: usize,
 
     /// Streams we reset lately: frames the client sent before it saw the reset are ignored.
     recently_reset: VecDeque<u32>,
@@ -191,6 +193,8 @@ const RECENT_RESETS: usize = 16;
 /// table, the decoded headers and the pending responses small (the memory a connection
 /// holds at its peak), and the working set in cache.
 const REQUEST_BATCH: usize = 16;
+/// The output buffer's first allocation, enough for a batch of small responses.
+const OUT_INITIAL: usize = 4 * 1024;
 
 impl Connection {
     /// A connection whose client starts with the preface. Our SETTINGS and connection
@@ -205,7 +209,7 @@ impl Connection {
             local,
             phase: Phase::Preface,
             closed: None,
-            out: Vec::with_capacity(4 * 1024),
+            out: Vec::with_capacity(OUT_INITIAL),
             hbuf: BytesMut::new(),
             fields: Vec::new(),
             partial: None,
@@ -230,6 +234,7 @@ impl Connection {
             sending: 0,
             closed_unwritten: 0,
             recv_paused: false,
+            batch_opened: 0,
             recently_reset: VecDeque::new(),
         };
         frame::put_settings(
@@ -299,6 +304,10 @@ impl Connection {
     pub fn recv(&mut self, input: &mut BytesMut, now: Instant) {
         self.date = None;
         self.recv_paused = false;
+        self.batch_opened = 0;
+        if self.out.capacity() == 0 {
+            self.out.reserve(OUT_INITIAL);
+        }
         if self.closed.is_some() {
             input.clear();
             return;
@@ -398,6 +407,23 @@ impl Connection {
         self.out.clear();
         self.date = None;
         self.closed_unwritten = 0;
+    }
+
+    /// Frees the buffers a busy turn grew (output, stream table, decoded headers) when the
+    /// connection has nothing in flight. Call before waiting for input: an idle connection
+    /// then holds little more than its HPACK tables, and the next turn allocates again.
+    pub fn release_idle_buffers(&mut self) {
+        if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
+            return;
+        }
+        self.out = Vec::new();
+        self.streams = Vec::new();
+        self.ids = Vec::new();
+        self.hbuf = BytesMut::new();
+        self.fields = Vec::new();
+        self.block = Vec::new();
+        self.requests = VecDeque::new();
+        self.ready = Default::default();
     }
 
     /// Set once the connection is over: write the output, then close.
@@ -500,12 +526,8 @@ impl Connection {
             self.phase = Phase::FirstSettings;
         }
         let mut got_frame = false;
-        let requests_before = self.max_client_stream;
         while input.len() >= frame::HEADER_LEN {
-            // Client stream ids grow by two per new stream.
-            if (self.max_client_stream - requests_before) as usize >= 2 * REQUEST_BATCH
-                && self.partial.is_none()
-            {
+            if self.batch_opened >= REQUEST_BATCH && self.partial.is_none() {
                 self.recv_paused = true;
                 break;
             }
@@ -669,6 +691,7 @@ impl Connection {
                     return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "even stream id"));
                 }
                 self.max_client_stream = id;
+                self.batch_opened += 1;
                 match self.phase {
                     Phase::Final { last } if id > last => BlockUse::Discard,
                     _ if self.ids.len() + self.closed_unwritten as usize
@@ -1329,6 +1352,10 @@ impl Connection {
     }
 
     fn insert(&mut self, s: Stream) {
+        if self.streams.capacity() == 0 {
+            self.streams.reserve_exact(REQUEST_BATCH);
+            self.ids.reserve_exact(REQUEST_BATCH);
+        }
         self.ids.push(s.id);
         self.streams.push(s);
     }
