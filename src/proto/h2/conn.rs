@@ -1479,15 +1479,36 @@ impl Budget {
 /// with whitespace (RFC 9113 section 8.2.1).
 fn valid_field(name: &[u8], value: &[u8]) -> bool {
     !name.is_empty()
-        && name.iter().all(|&b| is_lower_tchar(b))
-        && !value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+        && name
+            .iter()
+            .all(|&b| BYTE_CLASS[b as usize] & LOWER_TCHAR != 0)
+        && value
+            .iter()
+            .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0)
         && !matches!(value.first(), Some(b' ' | b'\t'))
         && !matches!(value.last(), Some(b' ' | b'\t'))
 }
 
-fn is_lower_tchar(b: u8) -> bool {
-    matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
-}
+/// `BYTE_CLASS` bits: one table lookup per header byte instead of a chain of comparisons.
+const LOWER_TCHAR: u8 = 1;
+const BAD_IN_VALUE: u8 = 2;
+
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+        {
+            t[b] |= LOWER_TCHAR;
+        }
+        if matches!(c, 0 | b'\r' | b'\n') {
+            t[b] |= BAD_IN_VALUE;
+        }
+        b += 1;
+    }
+    t
+};
 
 /// Response fields whose value is the same each time one resource is served.
 fn repeats_per_resource(name: &[u8]) -> bool {

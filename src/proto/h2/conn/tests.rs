@@ -618,3 +618,23 @@ fn idle_buffers_are_released_and_regrown() {
     assert_eq!(kinds(&f), vec![(kind::HEADERS, 3), (kind::DATA, 3)]);
     assert_eq!(f[1].1, b"after");
 }
+
+#[test]
+fn field_validation_follows_section_8_2_1() {
+    assert!(valid_field(b"x-a.b~c", b"any value: \x01 \x7f \xff ok"));
+    assert!(valid_field(b"accept", b""));
+    for name in [
+        &b""[..],
+        b"Accept",
+        b"a b",
+        b"a:b",
+        b"a\x00",
+        b"\xe9t\xe9",
+        b"a\"b",
+    ] {
+        assert!(!valid_field(name, b"v"), "{name:?}");
+    }
+    for value in [&b"a\rb"[..], b"a\nb", b"a\x00b", b" lead", b"trail\t"] {
+        assert!(!valid_field(b"x", value), "{value:?}");
+    }
+}
