@@ -94,7 +94,12 @@ impl Handler for FileHandler {
         if !matches!(req.method, Method::Get | Method::Head) {
             return Response::error(405).with_header("Allow", Bytes::from_static(b"GET, HEAD"));
         }
-        let Some(rest) = req.path().strip_prefix(self.prefix.as_slice()) else {
+        let rest = if self.prefix.is_empty() {
+            Some(req.path())
+        } else {
+            req.path().strip_prefix(self.prefix.as_slice())
+        };
+        let Some(rest) = rest else {
             return Response::error(404);
         };
         if rest.is_empty() {

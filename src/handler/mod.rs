@@ -140,7 +140,7 @@ impl Handler for NotFound {
 /// has no trailing slash, so `/` is stored as the empty string and matches everything.
 fn prefix_matches(prefix: &str, path: &[u8]) -> bool {
     let p = prefix.as_bytes();
-    path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/' || p.is_empty())
+    p.is_empty() || (path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/'))
 }
 
 /// Splits `host:port`, `[v6]:port`, `host` into a name and a port.

@@ -55,7 +55,8 @@ pub(crate) async fn serve<T: Transport>(
                     stream, rbuf, wbuf, ..
                 } = conn;
                 ctx.buffers.give_write(wbuf);
-                super::h2::serve(stream, peer, local, ctx, rbuf, upgrade).await;
+                // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
+                Box::pin(super::h2::serve(stream, peer, local, ctx, rbuf, upgrade)).await;
                 return;
             }
         }

@@ -8,13 +8,16 @@ use crate::config::Config;
 use crate::http::Request;
 use crate::log::LogRecord;
 use crate::proto::h2::frame::Reason;
-use crate::proto::h2::{Closed, Connection, Settings};
+use crate::proto::h2::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
 
-const READ_BUFFER: usize = 16 * 1024;
+/// The read buffer starts this small (most turns of a busy connection read a few hundred
+/// bytes of HEADERS) and grows while reads fill it, up to `READ_MAX`.
+const READ_MIN: usize = 4 * 1024;
+const READ_MAX: usize = 64 * 1024;
 /// After a GOAWAY for an error, keep reading (and dropping) this long so the peer sees the
 /// GOAWAY rather than a reset caused by unread data.
 const LINGER: Duration = Duration::from_secs(1);
@@ -55,9 +58,13 @@ pub(crate) async fn serve<T: Transport>(
     peer: SocketAddr,
     local: SocketAddr,
     ctx: &WorkerCtx,
-    mut rbuf: BytesMut,
+    handed: BytesMut,
     upgrade: Option<Upgrade>,
 ) {
+    // The HTTP/1 driver's buffer is large; keep only the bytes it read.
+    let mut rbuf = BytesMut::with_capacity(READ_MIN.max(handed.len()));
+    rbuf.extend_from_slice(&handed);
+    drop(handed);
     let now = Instant::now();
     let mut cfg = ctx.h2.clone();
     cfg.secure = stream.is_secure();
@@ -100,13 +107,25 @@ async fn run<T: Transport>(
 ) -> std::io::Result<()> {
     let send_timeout = ctx.config.http1.send_timeout;
     let mut shutdown_deadline: Option<Instant> = None;
+    let mut sizer = ReadSizer::new(rbuf.capacity());
     loop {
         let now = Instant::now();
-        if !rbuf.is_empty() {
-            conn.recv(rbuf, now);
-        }
-        while let Some((id, req)) = conn.next_request() {
-            answer(conn, ctx, id, req);
+        // Decode and answer a batch of requests at a time; their small responses finish (and
+        // free their streams) before the next batch is decoded, all in one write.
+        loop {
+            if !rbuf.is_empty() {
+                conn.recv(rbuf, now);
+            }
+            while let Some((id, req)) = conn.next_request() {
+                answer(conn, ctx, id, req);
+            }
+            if !conn.recv_paused() || conn.closed().is_some() {
+                break;
+            }
+            conn.fill(now);
+            if conn.output().len() >= OUTPUT_HIGH_WATER {
+                break;
+            }
         }
         if ctx.stopping.get() && shutdown_deadline.is_none() {
             conn.shutdown();
@@ -135,10 +154,13 @@ async fn run<T: Transport>(
         if conn.closed().is_some() {
             return Ok(());
         }
-
-        if rbuf.capacity() - rbuf.len() < 1024 {
-            rbuf.reserve(READ_BUFFER);
+        if conn.recv_paused() {
+            // Complete frames are still buffered: no need to wait for the socket.
+            continue;
         }
+
+        conn.release_idle_buffers();
+        sizer.prepare(rbuf);
         let deadline = match (conn.poll_timeout(), shutdown_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -156,11 +178,14 @@ async fn run<T: Transport>(
                 None => std::future::pending().await,
             }
         };
+        let spare = rbuf.capacity() - rbuf.len();
         tokio::select! {
             r = stream.read_buf(rbuf) => {
-                if r? == 0 {
+                let n = r?;
+                if n == 0 {
                     return Ok(());
                 }
+                sizer.record(n, spare);
             }
             _ = sleep => {
                 let now = Instant::now();
@@ -171,6 +196,46 @@ async fn run<T: Transport>(
                 }
             }
             _ = &mut stop, if watch_stop => {}
+        }
+    }
+}
+
+/// Sizes the read buffer to the traffic: it doubles while reads fill it, halves while they
+/// use a small part of it, and a grown buffer is given back once it is empty again, so an
+/// idle or lightly used connection holds `READ_MIN` bytes.
+struct ReadSizer {
+    /// The free space to offer the next read.
+    want: usize,
+    /// The buffer's allocation, as far as we know it.
+    alloc: usize,
+}
+
+impl ReadSizer {
+    fn new(alloc: usize) -> ReadSizer {
+        ReadSizer {
+            want: READ_MIN,
+            alloc,
+        }
+    }
+
+    /// Makes room for the next read.
+    fn prepare(&mut self, rbuf: &mut BytesMut) {
+        if rbuf.is_empty() && self.alloc > 2 * self.want {
+            *rbuf = BytesMut::with_capacity(self.want);
+            self.alloc = self.want;
+        } else if rbuf.capacity() - rbuf.len() < self.want / 2 {
+            // Reclaims consumed space at the front when it can, else reallocates.
+            rbuf.reserve(self.want);
+            self.alloc = self.alloc.max(rbuf.capacity());
+        }
+    }
+
+    /// A read returned `n` bytes into `spare` free bytes.
+    fn record(&mut self, n: usize, spare: usize) {
+        if n >= spare {
+            self.want = (self.want * 2).min(READ_MAX);
+        } else if n < self.want / 4 {
+            self.want = (self.want / 2).max(READ_MIN);
         }
     }
 }
@@ -196,7 +261,8 @@ fn answer(conn: &mut Connection, ctx: &WorkerCtx, id: u32, req: Request) {
 async fn linger_close<T: Transport>(stream: &mut T) {
     let _ = stream.shutdown_write();
     let deadline = Instant::now() + LINGER;
-    let mut buf = [0u8; 4096];
+    // On the heap: an array here would enlarge every connection's future.
+    let mut buf = vec![0u8; 4096];
     let mut drained = 0usize;
     while drained < 256 * 1024 {
         match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf)).await {

@@ -153,8 +153,12 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         let tls = tls.clone();
         tokio::task::spawn_local(async move {
             match tls {
+                // Boxed: the TLS state would otherwise enlarge every plain connection's task.
                 Some(acceptor) => {
-                    tls_transport::serve(stream, acceptor, peer, local, &guard.ctx).await
+                    Box::pin(tls_transport::serve(
+                        stream, acceptor, peer, local, &guard.ctx,
+                    ))
+                    .await
                 }
                 None => h1::serve(stream, peer, local, &guard.ctx).await,
             }

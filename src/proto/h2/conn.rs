@@ -111,6 +111,8 @@ pub struct Connection {
     peer_initial_window: u32,
     send_conn_window: i64,
     stalled_since: Option<Instant>,
+    /// The Date header of this turn: read once per turn, not once per response.
+    date: Option<[u8; crate::http::date::DATE_LEN]>,
 
     // Streams.
     ids: Vec<u32>,
@@ -123,6 +125,13 @@ pub struct Connection {
     in_handler: u32,
     /// Streams with response bytes left to send.
     sending: u32,
+    /// Streams we closed whose END_STREAM or RST_STREAM is still in the output: the client
+    /// counts them as open until it reads that, so they count against `max_streams`.
+    closed_unwritten: u32,
+    /// `recv` stopped after a batch of new requests and left frames in its input.
+    recv_paused: bool,
+    /// New streams seen by the current `recv` call.
+    batch_opened: usize,
 
     /// Streams we reset lately: frames the client sent before it saw the reset are ignored.
     recently_reset: VecDeque<u32>,
@@ -175,11 +184,17 @@ const SHUTDOWN_PING: [u8; 8] = *b"spate-GA";
 /// WINDOW_UPDATEs with smaller increments count as control frames (data dribble).
 const TINY_WINDOW_UPDATE: u32 = 1024;
 /// Decoded header bytes are carved from allocations of about this size.
-const HBUF_CHUNK: usize = 8 * 1024;
+const HBUF_CHUNK: usize = 4 * 1024;
 /// Response values up to this long that repeat per resource are indexed.
 const INDEX_VALUE_MAX: usize = 64;
 /// How many of our own resets to remember.
 const RECENT_RESETS: usize = 16;
+/// New requests decoded per `recv` call. Answering them before decoding more keeps the stream
+/// table, the decoded headers and the pending responses small (the memory a connection
+/// holds at its peak), and the working set in cache.
+const REQUEST_BATCH: usize = 16;
+/// The output buffer's first allocation, enough for a batch of small responses.
+const OUT_INITIAL: usize = 4 * 1024;
 
 impl Connection {
     /// A connection whose client starts with the preface. Our SETTINGS and connection
@@ -194,7 +209,7 @@ impl Connection {
             local,
             phase: Phase::Preface,
             closed: None,
-            out: Vec::with_capacity(4 * 1024),
+            out: Vec::with_capacity(OUT_INITIAL),
             hbuf: BytesMut::new(),
             fields: Vec::new(),
             partial: None,
@@ -210,12 +225,16 @@ impl Connection {
             peer_initial_window: frame::DEFAULT_WINDOW,
             send_conn_window: i64::from(frame::DEFAULT_WINDOW),
             stalled_since: None,
+            date: None,
             ids: Vec::new(),
             streams: Vec::new(),
             ready: Default::default(),
             requests: VecDeque::new(),
             in_handler: 0,
             sending: 0,
+            closed_unwritten: 0,
+            recv_paused: false,
+            batch_opened: 0,
             recently_reset: VecDeque::new(),
         };
         frame::put_settings(
@@ -278,9 +297,17 @@ impl Connection {
         Ok(c)
     }
 
-    /// Consumes every complete frame at the start of `input`. Protocol errors are answered
-    /// in the output (RST_STREAM, or GOAWAY and [`Connection::closed`]).
+    /// Consumes the complete frames at the start of `input`. Protocol errors are answered
+    /// in the output (RST_STREAM, or GOAWAY and [`Connection::closed`]). After a batch of
+    /// new requests it stops early, leaving frames in `input`, and [`Connection::recv_paused`]
+    /// is set: answer the requests, then call again (without reading) until it is clear.
     pub fn recv(&mut self, input: &mut BytesMut, now: Instant) {
+        self.date = None;
+        self.recv_paused = false;
+        self.batch_opened = 0;
+        if self.out.capacity() == 0 {
+            self.out.reserve(OUT_INITIAL);
+        }
         if self.closed.is_some() {
             input.clear();
             return;
@@ -360,6 +387,11 @@ impl Connection {
         }
     }
 
+    /// The last [`Connection::recv`] left complete frames in its input for the next call.
+    pub fn recv_paused(&self) -> bool {
+        self.recv_paused
+    }
+
     /// Whether [`Connection::fill`] would produce more bytes now.
     pub fn wants_fill(&self) -> bool {
         self.send_conn_window > 0 && self.ready.iter().any(|q| !q.is_empty())
@@ -373,6 +405,25 @@ impl Connection {
     /// Call once the output was written; the buffer is kept for reuse.
     pub fn clear_output(&mut self) {
         self.out.clear();
+        self.date = None;
+        self.closed_unwritten = 0;
+    }
+
+    /// Frees the buffers a busy turn grew (output, stream table, decoded headers) when the
+    /// connection has nothing in flight. Call before waiting for input: an idle connection
+    /// then holds little more than its HPACK tables, and the next turn allocates again.
+    pub fn release_idle_buffers(&mut self) {
+        if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
+            return;
+        }
+        self.out = Vec::new();
+        self.streams = Vec::new();
+        self.ids = Vec::new();
+        self.hbuf = BytesMut::new();
+        self.fields = Vec::new();
+        self.block = Vec::new();
+        self.requests = VecDeque::new();
+        self.ready = Default::default();
     }
 
     /// Set once the connection is over: write the output, then close.
@@ -476,6 +527,10 @@ impl Connection {
         }
         let mut got_frame = false;
         while input.len() >= frame::HEADER_LEN {
+            if self.batch_opened >= REQUEST_BATCH && self.partial.is_none() {
+                self.recv_paused = true;
+                break;
+            }
             let head_bytes: &[u8; frame::HEADER_LEN] = input[..frame::HEADER_LEN]
                 .try_into()
                 .map_err(|_| Fail::Conn(Reason::INTERNAL_ERROR, "frame header"))?;
@@ -636,9 +691,12 @@ impl Connection {
                     return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "even stream id"));
                 }
                 self.max_client_stream = id;
+                self.batch_opened += 1;
                 match self.phase {
                     Phase::Final { last } if id > last => BlockUse::Discard,
-                    _ if self.ids.len() >= self.cfg.max_streams as usize => {
+                    _ if self.ids.len() + self.closed_unwritten as usize
+                        >= self.cfg.max_streams as usize =>
+                    {
                         self.stream_error(id, Reason::REFUSED_STREAM, now)?;
                         BlockUse::Discard
                     }
@@ -1064,7 +1122,9 @@ impl Connection {
         let at = self.out.len();
         frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
         let status_buf = itoa3(status);
-        let date = crate::http::date::with_now(|d| *d);
+        let date = *self
+            .date
+            .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
         if status >= 200 && self.headers_cache.matches(status, &date, headers, body_len) {
             self.out.extend_from_slice(&self.headers_cache.block);
         } else {
@@ -1171,6 +1231,7 @@ impl Connection {
                     "response body read failed; resetting the stream"
                 );
                 frame::put_rst_stream(&mut self.out, id, Reason::INTERNAL_ERROR);
+                self.closed_unwritten += 1;
                 self.remove(i);
                 return;
             }
@@ -1206,6 +1267,7 @@ impl Connection {
             frame::put_rst_stream(&mut self.out, id, Reason::NO_ERROR);
             self.note_reset(id);
         }
+        self.closed_unwritten += 1;
         self.remove(i);
     }
 
@@ -1232,6 +1294,7 @@ impl Connection {
         frame::put_rst_stream(&mut self.out, id, reason);
         self.note_reset(id);
         if let Some(i) = self.index(id) {
+            self.closed_unwritten += 1;
             self.remove(i);
         }
         // Resets we are made to send cost the same budget as the client's (MadeYouReset).
@@ -1289,6 +1352,10 @@ impl Connection {
     }
 
     fn insert(&mut self, s: Stream) {
+        if self.streams.capacity() == 0 {
+            self.streams.reserve_exact(REQUEST_BATCH);
+            self.ids.reserve_exact(REQUEST_BATCH);
+        }
         self.ids.push(s.id);
         self.streams.push(s);
     }
@@ -1328,7 +1395,11 @@ impl HeadersCache {
             && self.body_len == body_len
             && self.date == *date
             && self.headers.len() == headers.len()
-            && self.headers.iter().zip(headers).all(|(a, b)| a == b)
+            && self
+                .headers
+                .iter()
+                .zip(headers)
+                .all(|(a, b)| same_bytes(&a.0, &b.0) && same_bytes(&a.1, &b.1))
     }
 
     fn store(
@@ -1347,6 +1418,14 @@ impl HeadersCache {
         self.body_len = body_len;
         self.block = block;
     }
+}
+
+/// Byte equality, answered without `memcmp` when both are views of the same bytes (a handler
+/// hands out clones of its cached header values) or empty: glibc's AVX-512 `memcmp` does a
+/// masked load even for length 0, which on an empty slice's dangling pointer takes a
+/// fault-suppression assist costing hundreds of cycles.
+fn same_bytes(a: &Bytes, b: &Bytes) -> bool {
+    a.len() == b.len() && (a.is_empty() || a.as_ptr() == b.as_ptr() || a[..] == b[..])
 }
 
 /// A request that passed validation, with what the connection needs to know about it.
@@ -1400,15 +1479,36 @@ impl Budget {
 /// with whitespace (RFC 9113 section 8.2.1).
 fn valid_field(name: &[u8], value: &[u8]) -> bool {
     !name.is_empty()
-        && name.iter().all(|&b| is_lower_tchar(b))
-        && !value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+        && name
+            .iter()
+            .all(|&b| BYTE_CLASS[b as usize] & LOWER_TCHAR != 0)
+        && value
+            .iter()
+            .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0)
         && !matches!(value.first(), Some(b' ' | b'\t'))
         && !matches!(value.last(), Some(b' ' | b'\t'))
 }
 
-fn is_lower_tchar(b: u8) -> bool {
-    matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
-}
+/// `BYTE_CLASS` bits: one table lookup per header byte instead of a chain of comparisons.
+const LOWER_TCHAR: u8 = 1;
+const BAD_IN_VALUE: u8 = 2;
+
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+        {
+            t[b] |= LOWER_TCHAR;
+        }
+        if matches!(c, 0 | b'\r' | b'\n') {
+            t[b] |= BAD_IN_VALUE;
+        }
+        b += 1;
+    }
+    t
+};
 
 /// Response fields whose value is the same each time one resource is served.
 fn repeats_per_resource(name: &[u8]) -> bool {

@@ -7,4 +7,4 @@ pub mod frame;
 pub mod hpack;
 pub mod stream;
 
-pub use conn::{Closed, Connection, Settings};
+pub use conn::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};

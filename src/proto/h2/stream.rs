@@ -168,8 +168,8 @@ impl BodySource {
     pub fn new(body: Body) -> Option<BodySource> {
         let mut chunks: Vec<Chunk> = match body {
             Body::Empty => return None,
-            Body::Bytes(b) => vec_or_one(Chunk::Bytes(b))?,
-            Body::File(f) => vec_or_one(Chunk::from_file(f))?,
+            Body::Bytes(b) => return BodySource::one(Chunk::Bytes(b)),
+            Body::File(f) => return BodySource::one(Chunk::from_file(f)),
             Body::Parts(parts) => parts
                 .into_iter()
                 .map(|p| match p {
@@ -186,6 +186,15 @@ impl BodySource {
             current,
             rest: chunks,
             remaining,
+        })
+    }
+
+    /// A one-chunk body (the common case) without allocating `rest`.
+    fn one(c: Chunk) -> Option<BodySource> {
+        (c.len() > 0).then(|| BodySource {
+            remaining: c.len(),
+            current: c,
+            rest: Vec::new(),
         })
     }
 
@@ -231,11 +240,6 @@ impl BodySource {
         }
         Ok(done)
     }
-}
-
-/// A one-chunk body, unless the chunk is empty.
-fn vec_or_one(c: Chunk) -> Option<Vec<Chunk>> {
-    (c.len() > 0).then(|| vec![c])
 }
 
 fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {

@@ -496,3 +496,145 @@ fn upgraded_request_is_stream_one() {
     )
     .is_err());
 }
+
+/// Answers every handed-out request with `body` and pulls its DATA into the output, without
+/// clearing it (as the driver does between batches of one turn).
+fn answer_all(conn: &mut Connection, body: &'static [u8], now: Instant) -> usize {
+    let mut n = 0;
+    while let Some((id, _req)) = conn.next_request() {
+        let mut r = Response::new(200);
+        r.body = Body::Bytes(Bytes::from_static(body));
+        conn.respond(id, r);
+        n += 1;
+    }
+    conn.fill(now);
+    n
+}
+
+#[test]
+fn requests_are_decoded_in_batches() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let mut reqs = Vec::new();
+    for i in 0..40 {
+        reqs.extend(p.get(1 + 2 * i, "/", true));
+    }
+    let mut input = BytesMut::from(&reqs[..]);
+    let mut batches = Vec::new();
+    loop {
+        p.conn.recv(&mut input, p.now);
+        assert!(p.conn.open_streams() <= REQUEST_BATCH);
+        batches.push(answer_all(&mut p.conn, b"ok", p.now));
+        assert_eq!(
+            p.conn.open_streams(),
+            0,
+            "small answers finish in the batch"
+        );
+        if !p.conn.recv_paused() {
+            break;
+        }
+        assert!(!input.is_empty());
+    }
+    assert!(input.is_empty());
+    assert_eq!(batches, vec![16, 16, 8]);
+    let out = p.conn.output().to_vec();
+    let ends = parse(&out)
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA && h.flags & flag::END_STREAM != 0)
+        .count();
+    assert_eq!(ends, 40);
+}
+
+#[test]
+fn streams_closed_but_unwritten_count_against_the_limit() {
+    let cfg = Settings {
+        max_streams: 20,
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg, &[]);
+    p.turn(b"");
+    let mut reqs = Vec::new();
+    for i in 0..21 {
+        reqs.extend(p.get(1 + 2 * i, "/", true));
+    }
+    let mut input = BytesMut::from(&reqs[..]);
+    let mut answered = 0;
+    loop {
+        p.conn.recv(&mut input, p.now);
+        answered += answer_all(&mut p.conn, b"", p.now);
+        if !p.conn.recv_paused() {
+            break;
+        }
+    }
+    // The client has not seen any stream end yet: the 21st exceeds its limit.
+    assert_eq!(answered, 20);
+    let out = p.conn.output().to_vec();
+    p.conn.clear_output();
+    let f = parse(&out);
+    let refused: Vec<(u32, Vec<u8>)> = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::RST_STREAM)
+        .map(|(h, b)| (h.stream, b.clone()))
+        .collect();
+    assert_eq!(
+        refused,
+        vec![(41, Reason::REFUSED_STREAM.0.to_be_bytes().to_vec())]
+    );
+    // Once the ends are written, new streams are accepted again.
+    let req = p.get(43, "/", true);
+    p.feed(&req);
+    assert_eq!(answer_all(&mut p.conn, b"", p.now), 1);
+}
+
+#[test]
+fn idle_buffers_are_released_and_regrown() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    static BODY: [u8; 30_000] = [5; 30_000];
+    let req = p.get(1, "/", true);
+    p.feed(&req);
+    let f = p.turn(&BODY);
+    let data: usize = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(_, b)| b.len())
+        .sum();
+    assert_eq!(data, 30_000);
+    assert!(p.conn.out.capacity() >= 30_000);
+    p.conn.release_idle_buffers();
+    assert_eq!(p.conn.out.capacity(), 0);
+    assert_eq!(p.conn.streams.capacity(), 0);
+
+    // A stream still open keeps everything.
+    let req = p.get(3, "/", false);
+    p.feed(&req);
+    p.conn.release_idle_buffers();
+    assert_eq!(p.conn.open_streams(), 1);
+    assert!(p.conn.streams.capacity() > 0);
+    let mut end = Vec::new();
+    frame::put_head(&mut end, 0, kind::DATA, flag::END_STREAM, 3);
+    p.feed(&end);
+    let f = p.turn(b"after");
+    assert_eq!(kinds(&f), vec![(kind::HEADERS, 3), (kind::DATA, 3)]);
+    assert_eq!(f[1].1, b"after");
+}
+
+#[test]
+fn field_validation_follows_section_8_2_1() {
+    assert!(valid_field(b"x-a.b~c", b"any value: \x01 \x7f \xff ok"));
+    assert!(valid_field(b"accept", b""));
+    for name in [
+        &b""[..],
+        b"Accept",
+        b"a b",
+        b"a:b",
+        b"a\x00",
+        b"\xe9t\xe9",
+        b"a\"b",
+    ] {
+        assert!(!valid_field(name, b"v"), "{name:?}");
+    }
+    for value in [&b"a\rb"[..], b"a\nb", b"a\x00b", b" lead", b"trail\t"] {
+        assert!(!valid_field(b"x", value), "{value:?}");
+    }
+}
