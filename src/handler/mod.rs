@@ -80,6 +80,10 @@ impl Router {
     }
 
     fn host_for(&self, req: &Request) -> Option<&HostRoute> {
+        // One host answers everything: no need to look at the authority.
+        if let [only] = self.hosts.as_slice() {
+            return Some(only);
+        }
         let (name, port) = match req.authority() {
             Some(a) => split_authority(a),
             None => (&b""[..], None),

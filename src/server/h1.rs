@@ -360,7 +360,9 @@ impl<T: Transport> Conn<'_, T> {
         loop {
             self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
             self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+            // Biased: after a wake-up, readiness is what to check first (and usually alone).
             let waited = tokio::select! {
+                biased;
                 r = self.stream.readable() => r.map(|()| Wait::Data),
                 _ = self.timer.as_mut() => Ok(Wait::TimedOut),
                 _ = self.stop.as_mut() => Ok(Wait::Stopping),
