@@ -28,7 +28,7 @@ pub use range::MAX_RANGES;
 
 use crate::config::FileConf;
 use crate::http::response::BodyPart;
-use crate::http::{Body, FileRange, Handler, Method, Request, Response};
+use crate::http::{Answer, Body, FileRange, Handler, Method, Request, Response};
 use bytes::Bytes;
 use cache::{Entry, Opened, Representation};
 use encoding::Coding;
@@ -90,7 +90,14 @@ impl FileHandler {
 }
 
 impl Handler for FileHandler {
-    fn handle(&self, req: &Request) -> Response {
+    fn handle(&self, req: &Request) -> Answer {
+        Answer::Now(self.respond_now(req))
+    }
+}
+
+impl FileHandler {
+    /// The answer, always ready now.
+    pub fn respond_now(&self, req: &Request) -> Response {
         if !matches!(req.method, Method::Get | Method::Head) {
             return Response::error(405).with_header("Allow", Bytes::from_static(b"GET, HEAD"));
         }

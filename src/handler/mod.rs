@@ -6,7 +6,7 @@ pub mod redirect;
 pub mod respond;
 
 use crate::config::{self, HandlerConf};
-use crate::http::{Handler, Request, Response};
+use crate::http::{Answer, Handler, Request, Response};
 use crate::log::AccessLog;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -30,6 +30,13 @@ pub struct PathRoute {
     headers: headers::HeaderRewriter,
     /// Shared with the other paths that log to the same file on this worker.
     pub access_log: Option<Rc<RefCell<AccessLog>>>,
+}
+
+impl PathRoute {
+    /// Applies the path's header commands to a response that came later.
+    pub fn finish(&self, resp: &mut Response) {
+        self.headers.apply(resp);
+    }
 }
 
 impl Router {
@@ -63,20 +70,30 @@ impl Router {
     }
 
     /// Answers `req`: picks the host by authority, the path by longest prefix, runs the handler
-    /// and applies the path's header commands. Returns the path route for logging.
-    pub fn handle(&self, req: &Request) -> (Response, Option<&PathRoute>) {
-        let Some(host) = self.host_for(req) else {
-            return (Response::error(404), None);
-        };
-        let path = req.path();
-        match host.paths.iter().find(|p| prefix_matches(&p.prefix, path)) {
+    /// and applies the path's header commands to an answer that is ready now (for one that
+    /// comes later, the driver calls [`PathRoute::finish`]). Returns the path route for logging.
+    pub fn handle(&self, req: &Request) -> (Answer, Option<&PathRoute>) {
+        match self.route(req) {
             Some(route) => {
-                let mut resp = route.handler.handle(req);
-                route.headers.apply(&mut resp);
-                (resp, Some(route))
+                let mut answer = route.handler.handle(req);
+                if let Answer::Now(resp) = &mut answer {
+                    route.headers.apply(resp);
+                }
+                (answer, Some(route))
             }
-            None => (Response::error(404), None),
+            None => (Answer::Now(Response::error(404)), None),
         }
+    }
+
+    /// Whether the handler that will answer `req` reads request bodies.
+    pub fn streams_body(&self, req: &Request) -> bool {
+        self.route(req).is_some_and(|r| r.handler.streams_body())
+    }
+
+    fn route(&self, req: &Request) -> Option<&PathRoute> {
+        let host = self.host_for(req)?;
+        let path = req.path();
+        host.paths.iter().find(|p| prefix_matches(&p.prefix, path))
     }
 
     fn host_for(&self, req: &Request) -> Option<&HostRoute> {
@@ -135,8 +152,8 @@ fn shared_log(
 struct NotFound;
 
 impl Handler for NotFound {
-    fn handle(&self, _req: &Request) -> Response {
-        Response::error(404)
+    fn handle(&self, _req: &Request) -> Answer {
+        Answer::Now(Response::error(404))
     }
 }
 

@@ -2,7 +2,7 @@
 //! request target below the matched path, as h2o does.
 
 use crate::config::RedirectConf;
-use crate::http::{Handler, Request, Response};
+use crate::http::{Answer, Handler, Request, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 
 pub struct RedirectHandler {
@@ -23,7 +23,14 @@ impl RedirectHandler {
 }
 
 impl Handler for RedirectHandler {
-    fn handle(&self, req: &Request) -> Response {
+    fn handle(&self, req: &Request) -> Answer {
+        Answer::Now(self.respond_now(req))
+    }
+}
+
+impl RedirectHandler {
+    /// The answer, always ready now.
+    pub fn respond_now(&self, req: &Request) -> Response {
         let target = req.target();
         let mut rest = target.get(self.prefix_len..).unwrap_or_default();
         if self.url.ends_with('/') {

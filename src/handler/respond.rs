@@ -1,7 +1,7 @@
 //! `respond`: a fixed answer configured in YAML (health checks, the "server core" benchmark).
 
 use crate::config::RespondConf;
-use crate::http::{Body, Handler, Request, Response};
+use crate::http::{Answer, Body, Handler, Request, Response};
 use bytes::Bytes;
 
 pub struct RespondHandler {
@@ -28,7 +28,14 @@ impl RespondHandler {
 }
 
 impl Handler for RespondHandler {
-    fn handle(&self, req: &Request) -> Response {
+    fn handle(&self, req: &Request) -> Answer {
+        Answer::Now(self.respond_now(req))
+    }
+}
+
+impl RespondHandler {
+    /// The answer, always ready now.
+    pub fn respond_now(&self, req: &Request) -> Response {
         let method = req.method.as_bytes();
         if !self.methods.is_empty() && !self.methods.iter().any(|m| m == method) {
             return Response::error(404);

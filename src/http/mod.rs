@@ -1,20 +1,51 @@
 //! Protocol-neutral request and response types, the Date cache and the Handler trait.
 
+pub mod body;
 pub mod date;
 pub mod request;
 pub mod response;
 
+pub use body::{BodyError, BodyStream, Frame, RequestBody, Side, StreamBody, Trailers};
 pub use request::{Method, Request, Version};
 pub use response::{Body, FileRange, OpenFile, Response};
+
+use std::future::Future;
+use std::pin::Pin;
 
 /// Something that answers requests: a file handler, a fixed response, a redirect, a proxy.
 ///
 /// Handlers are built per worker thread from the configuration, so they may keep per-worker
 /// state (an open-file cache) in `RefCell`s without locks; they are never shared across threads.
 pub trait Handler {
-    /// Produce the response for `req`. Must not block for long: file handlers do `open`/`fstat`
-    /// and read small files, nothing slower.
-    fn handle(&self, req: &Request) -> Response;
+    /// Answers `req`, at once or later. Must not block for long: file handlers do
+    /// `open`/`fstat` and read small files, nothing slower; anything that waits (a backend)
+    /// answers [`Answer::Later`].
+    fn handle(&self, req: &Request) -> Answer;
+
+    /// Whether this handler reads request bodies ([`Request::take_body`]). The codec then
+    /// hands the request over as soon as its head is in, with the body streaming behind it.
+    /// Otherwise the codec receives the body and drops it.
+    fn streams_body(&self) -> bool {
+        false
+    }
+}
+
+/// A handler's answer.
+pub enum Answer {
+    /// Ready now: the inline path (files, fixed responses, redirects).
+    Now(Response),
+    /// Still to come: polled by the connection's own task (no task per request) until it
+    /// yields the response. Dropping it cancels the work (the client went away).
+    Later(Pending),
+}
+
+/// A response that is still being produced.
+pub type Pending = Pin<Box<dyn Future<Output = Response>>>;
+
+impl From<Response> for Answer {
+    fn from(r: Response) -> Answer {
+        Answer::Now(r)
+    }
 }
 
 /// The value of one hexadecimal digit (percent-encoding, chunk sizes).

@@ -1,7 +1,9 @@
 //! A request as the codecs hand it to the router: method, target, authority and header fields. Field names and values are slices of one shared buffer, so
 //! building a request costs one reference count, not an allocation per header.
 
+use super::body::RequestBody;
 use bytes::Bytes;
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::ops::Range;
 
@@ -80,6 +82,22 @@ impl Version {
 
 type Span = Range<usize>;
 
+/// Where a request keeps its body until a handler takes it. A clone of a request has no body.
+#[derive(Default)]
+struct BodySlot(Cell<Option<RequestBody>>);
+
+impl Clone for BodySlot {
+    fn clone(&self) -> BodySlot {
+        BodySlot::default()
+    }
+}
+
+impl std::fmt::Debug for BodySlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BodySlot")
+    }
+}
+
 /// A parsed request. Built by a codec through [`RequestBuilder`].
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -91,10 +109,9 @@ pub struct Request {
     pub peer: SocketAddr,
     /// The local address the connection was accepted on.
     pub local: SocketAddr,
-    /// The request body. Always empty today: no handler consumes bodies yet, so the HTTP/1
-    /// driver reads past them (within `limit-request-body`) after answering. The proxy will
-    /// replace this with a streamed body.
-    pub body: Bytes,
+    /// The streamed body, for handlers that read bodies ([`crate::http::Handler::streams_body`]);
+    /// taken once with [`Request::take_body`].
+    body: BodySlot,
     head: Bytes,
     target: Span,
     authority: Option<Span>,
@@ -156,6 +173,17 @@ impl Request {
         self.method == Method::Head
     }
 
+    /// The request body, when the codec streams one to this handler; `None` for requests
+    /// without a body, or once taken.
+    pub fn take_body(&self) -> Option<RequestBody> {
+        self.body.0.take()
+    }
+
+    /// Attaches the streamed body (codecs only).
+    pub fn set_body(&mut self, body: RequestBody) {
+        self.body = BodySlot(Cell::new(Some(body)));
+    }
+
     fn slice(&self, span: &Span) -> &[u8] {
         &self.head[span.clone()]
     }
@@ -177,14 +205,14 @@ pub struct RequestBuilder {
 
 impl RequestBuilder {
     /// `head` must contain every range recorded.
-    pub fn build(self, head: Bytes, body: Bytes) -> Request {
+    pub fn build(self, head: Bytes) -> Request {
         Request {
             method: self.method,
             version: self.version,
             secure: self.secure,
             peer: self.peer,
             local: self.local,
-            body,
+            body: BodySlot::default(),
             target: self.target,
             authority: self.authority,
             fields: self.fields,
@@ -209,7 +237,7 @@ mod tests {
             authority: None,
             fields: vec![(8..12, 12..23), (23..29, 29..32)],
         }
-        .build(head, Bytes::new())
+        .build(head)
     }
 
     #[test]

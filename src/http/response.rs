@@ -1,6 +1,7 @@
 //! A response as a handler produces it. The codec adds the framing headers (Date, Server,
 //! Content-Length or chunking, Connection) and pulls the body.
 
+use super::body::StreamBody;
 use bytes::Bytes;
 use std::fs::File;
 use std::rc::Rc;
@@ -66,6 +67,8 @@ pub enum Body {
     File(FileRange),
     /// Pieces sent in order (multipart/byteranges).
     Parts(Vec<BodyPart>),
+    /// Produced over time (a proxied response): pulled by the codec as the client takes it.
+    Stream(StreamBody),
 }
 
 #[derive(Debug)]
@@ -75,9 +78,19 @@ pub enum BodyPart {
 }
 
 impl Body {
-    /// The body's length in bytes.
+    /// The body's length in bytes, when known before it is sent: always, except for a
+    /// stream without a declared length.
+    pub fn known_len(&self) -> Option<u64> {
+        match self {
+            Body::Stream(s) => s.len,
+            other => Some(other.len()),
+        }
+    }
+
+    /// The body's length in bytes; a stream counts its declared length, or 0.
     pub fn len(&self) -> u64 {
         match self {
+            Body::Stream(s) => s.len.unwrap_or(0),
             Body::Empty => 0,
             Body::Bytes(b) => b.len() as u64,
             Body::File(f) => f.len,
@@ -91,8 +104,9 @@ impl Body {
         }
     }
 
+    /// No bytes to send (a stream of unknown length is not empty).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.known_len() == Some(0)
     }
 }
 

@@ -28,7 +28,7 @@ fn request(method: Method, target: &[u8], headers: &[(&[u8], &[u8])]) -> Request
         authority: None,
         fields,
     }
-    .build(Bytes::from(head), Bytes::new())
+    .build(Bytes::from(head))
 }
 
 fn sample() -> Request {

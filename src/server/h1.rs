@@ -199,7 +199,7 @@ impl<T: Transport> Conn<'_, T> {
             authority: head.authority,
             fields: head.fields,
         }
-        .build(head_bytes, Bytes::new());
+        .build(head_bytes);
         self.fresh = false;
         if framing == BodyFraming::None && self.ctx.config.http1.upgrade_to_http2 {
             if let Some(settings) = h2c_upgrade(&req) {
@@ -214,7 +214,11 @@ impl<T: Transport> Conn<'_, T> {
             }
         }
 
-        let (resp, route) = self.ctx.router.handle(&req);
+        let (answer, route) = self.ctx.router.handle(&req);
+        let resp = match answer {
+            crate::http::Answer::Now(r) => r,
+            crate::http::Answer::Later(_) => Response::error(501), // TODO(streaming): poll
+        };
         let log = route.and_then(|r| r.access_log.as_ref());
         let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
         if expect_continue {
@@ -276,6 +280,7 @@ impl<T: Transport> Conn<'_, T> {
             Body::Empty => {}
             Body::Bytes(b) => self.send_bytes(&b).await?,
             Body::File(f) => self.send_file(&f).await?,
+            Body::Stream(_) => return Err(Close::Quietly), // TODO(streaming)
             Body::Parts(parts) => {
                 for p in parts {
                     match p {

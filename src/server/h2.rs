@@ -242,7 +242,11 @@ impl ReadSizer {
 
 /// Routes one request and hands the response to the connection, logging it first.
 fn answer(conn: &mut Connection, ctx: &WorkerCtx, id: u32, req: Request) {
-    let (resp, route) = ctx.router.handle(&req);
+    let (answer, route) = ctx.router.handle(&req);
+    let resp = match answer {
+        crate::http::Answer::Now(r) => r,
+        crate::http::Answer::Later(_) => crate::http::Response::error(501), // TODO(streaming)
+    };
     if let Some(log) = route.and_then(|r| r.access_log.as_ref()) {
         let body_bytes = if req.is_head() { 0 } else { resp.body.len() };
         log.borrow_mut().log(&LogRecord {

@@ -71,15 +71,15 @@ fn request(method: Method, target: &str, headers: &[(&str, &str)]) -> Request {
         authority: None,
         fields,
     }
-    .build(Bytes::from(head), Bytes::new())
+    .build(Bytes::from(head))
 }
 
 fn get(h: &FileHandler, target: &str) -> Response {
-    h.handle(&request(Method::Get, target, &[]))
+    h.respond_now(&request(Method::Get, target, &[]))
 }
 
 fn get_with(h: &FileHandler, target: &str, headers: &[(&str, &str)]) -> Response {
-    h.handle(&request(Method::Get, target, headers))
+    h.respond_now(&request(Method::Get, target, headers))
 }
 
 /// The body as bytes, reading file ranges from the open file.
@@ -139,7 +139,7 @@ fn serves_a_file_with_validators() {
 fn head_gets_the_same_headers() {
     let s = Site::new();
     let h = s.handler();
-    let r = h.handle(&request(Method::Head, "/data.bin", &[]));
+    let r = h.respond_now(&request(Method::Head, "/data.bin", &[]));
     assert_eq!(r.status, 200);
     assert_eq!(r.body.len(), 256);
     assert_eq!(header(&r, "Content-Type"), Some("application/octet-stream"));
@@ -160,7 +160,7 @@ fn other_methods_are_405() {
     let s = Site::new();
     let h = s.handler();
     for m in [Method::Post, Method::Put, Method::Delete, Method::Options] {
-        let r = h.handle(&request(m, "/hello.txt", &[]));
+        let r = h.respond_now(&request(m, "/hello.txt", &[]));
         assert_eq!(r.status, 405);
         assert_eq!(header(&r, "Allow"), Some("GET, HEAD"));
     }

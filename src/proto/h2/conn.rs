@@ -902,7 +902,7 @@ impl Connection {
             authority,
             fields: regular,
         }
-        .build(head, Bytes::new());
+        .build(head);
         Ok(Parsed {
             req,
             content_length,

@@ -167,7 +167,7 @@ impl BodySource {
     /// The body's source, or `None` for an empty body.
     pub fn new(body: Body) -> Option<BodySource> {
         let mut chunks: Vec<Chunk> = match body {
-            Body::Empty => return None,
+            Body::Empty | Body::Stream(_) => return None, // TODO(streaming)
             Body::Bytes(b) => return BodySource::one(Chunk::Bytes(b)),
             Body::File(f) => return BodySource::one(Chunk::from_file(f)),
             Body::Parts(parts) => parts

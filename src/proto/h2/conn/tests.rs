@@ -452,7 +452,7 @@ fn upgraded_request_is_stream_one() {
         authority: None,
         fields: Vec::new(),
     }
-    .build(Bytes::from_static(b"/"), Bytes::new());
+    .build(Bytes::from_static(b"/"));
     let settings = [0, 4, 0, 0, 0, 5]; // INITIAL_WINDOW_SIZE 5
     let mut c = Connection::upgraded(
         Settings::default(),
@@ -492,7 +492,7 @@ fn upgraded_request_is_stream_one() {
             authority: None,
             fields: Vec::new(),
         }
-        .build(Bytes::from_static(b"/"), Bytes::new()),
+        .build(Bytes::from_static(b"/")),
     )
     .is_err());
 }
