@@ -7,7 +7,7 @@ use super::transport::Transport;
 use super::worker::WorkerCtx;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
-use crate::http::{Body, FileRange, Request, Response};
+use crate::http::{body, Answer, Body, FileRange, Request, Response};
 use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
 use bytes::{Bytes, BytesMut};
@@ -17,6 +17,8 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
+
+mod streaming;
 
 /// Bodies up to this size are copied into the write buffer; larger ones are written directly.
 const COPY_BODY_MAX: usize = 16 * 1024;
@@ -189,7 +191,7 @@ impl<T: Transport> Conn<'_, T> {
         let keep_alive = head.keep_alive && !self.ctx.stopping.get();
         let framing = head.body;
         let expect_continue = head.expect_continue && framing != BodyFraming::None;
-        let req = RequestBuilder {
+        let mut req = RequestBuilder {
             method: head.method,
             version: head.version,
             secure: self.stream.is_secure(),
@@ -214,10 +216,34 @@ impl<T: Transport> Conn<'_, T> {
             }
         }
 
-        let (answer, route) = self.ctx.router.handle(&req);
+        // A body the handler reads streams to it as it arrives: the slow path.
+        let ctx = self.ctx;
+        let writer = if framing != BodyFraming::None && ctx.router.streams_body(&req) {
+            let length = match framing {
+                BodyFraming::Length(n) => Some(n),
+                _ => None,
+            };
+            let (writer, body) = body::pipe(length);
+            req.set_body(body);
+            Some(writer)
+        } else {
+            None
+        };
+        let (answer, route) = ctx.router.handle(&req);
         let resp = match answer {
-            crate::http::Answer::Now(r) => r,
-            crate::http::Answer::Later(_) => Response::error(501), // TODO(streaming): poll
+            Answer::Now(resp) if writer.is_none() && !matches!(resp.body, Body::Stream(_)) => resp,
+            answer => {
+                let exchange = streaming::Exchange {
+                    req,
+                    route,
+                    writer,
+                    framing,
+                    keep_alive,
+                    expect_continue,
+                };
+                // Boxed: the slow path's state would otherwise enlarge every connection.
+                return Box::pin(self.respond_streaming(exchange, answer)).await;
+            }
         };
         let log = route.and_then(|r| r.access_log.as_ref());
         let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
@@ -280,7 +306,8 @@ impl<T: Transport> Conn<'_, T> {
             Body::Empty => {}
             Body::Bytes(b) => self.send_bytes(&b).await?,
             Body::File(f) => self.send_file(&f).await?,
-            Body::Stream(_) => return Err(Close::Quietly), // TODO(streaming)
+            // Streams take the slow path (`streaming.rs`), never this one.
+            Body::Stream(_) => return Err(Close::Quietly),
             Body::Parts(parts) => {
                 for p in parts {
                     match p {
@@ -408,8 +435,16 @@ impl<T: Transport> Conn<'_, T> {
     }
 
     async fn discard_chunked(&mut self) -> Result<(), Close> {
-        let mut dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
-        let mut received: u64 = 0;
+        let dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
+        self.discard_chunked_rest(dec, 0).await
+    }
+
+    /// Reads and drops the rest of a chunked body, `received` data bytes of it already seen.
+    async fn discard_chunked_rest(
+        &mut self,
+        mut dec: ChunkedDecoder,
+        mut received: u64,
+    ) -> Result<(), Close> {
         loop {
             let r = match dec.decode(&self.rbuf) {
                 Ok(r) => r,

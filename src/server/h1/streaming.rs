@@ -1,0 +1,398 @@
+//! The HTTP/1.x slow path: a request whose body streams to its handler, whose answer comes
+//! later, or whose response body is a stream (a proxied exchange). One loop on the connection's
+//! own task moves three things at once: request body bytes from the socket into the handler's
+//! pipe (only while the handler keeps up: the pipe holds at most a read buffer), the pending
+//! answer, and the response body from its stream to the socket (pulled only once the previous
+//! piece is written, so a slow client slows the producer). See `src/proto/h1/LIFECYCLE.md`.
+
+use super::{Close, Conn};
+use crate::handler::PathRoute;
+use crate::http::body::BodyWriter;
+use crate::http::{
+    Answer, Body, BodyError, BodyStream, Frame, Pending, Request, Response, Side, Trailers,
+};
+use crate::log::LogRecord;
+use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
+use crate::server::buffers::READ_BUFFER;
+use crate::server::transport::Transport;
+use bytes::{Bytes, BytesMut};
+use std::future::poll_fn;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+use tokio::io::AsyncReadExt;
+
+/// Response bytes gathered from a stream before they are written.
+const GATHER_MAX: usize = 64 * 1024;
+
+/// A request on the slow path, with what the driver knows of it.
+pub(super) struct Exchange<'a> {
+    pub req: Request,
+    pub route: Option<&'a PathRoute>,
+    /// The handler's body pipe, when it reads the body.
+    pub writer: Option<BodyWriter>,
+    pub framing: BodyFraming,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+}
+
+/// What is left of the request body on the wire.
+enum BodyIn {
+    Done,
+    Length(u64),
+    Chunked(ChunkedDecoder),
+}
+
+/// Where the response stands.
+enum Out {
+    Waiting(Pending),
+    Streaming {
+        stream: Box<dyn BodyStream>,
+        /// Chunked framing (HTTP/1.1, length unknown); otherwise the bytes go as they are.
+        chunked: bool,
+    },
+    Done,
+}
+
+/// What moving the response forward produced.
+enum Step {
+    Head(Response),
+    /// This many body bytes were gathered into the write buffer.
+    Data(u64),
+    /// The body ended after this many more bytes (and trailers, when chunked).
+    End(u64),
+    Failed(BodyError),
+}
+
+/// For the access log, once the response is over.
+struct Sent {
+    status: u16,
+    headers: Vec<(Bytes, Bytes)>,
+    body: u64,
+    total: u64,
+}
+
+impl<'a, T: Transport> Conn<'a, T> {
+    /// Answers one request on the slow path; returns whether the connection stays open.
+    pub(super) async fn respond_streaming(
+        &mut self,
+        ex: Exchange<'a>,
+        answer: Answer,
+    ) -> Result<bool, Close> {
+        let started = (SystemTime::now(), Instant::now());
+        let Exchange {
+            req,
+            route,
+            writer,
+            framing,
+            mut keep_alive,
+            expect_continue,
+        } = ex;
+        let mut body_in = match framing {
+            BodyFraming::None => BodyIn::Done,
+            BodyFraming::Length(n) => BodyIn::Length(n),
+            BodyFraming::Chunked => {
+                BodyIn::Chunked(ChunkedDecoder::new(self.ctx.config.limits.request_head))
+            }
+        };
+        if let (Some(w), BodyIn::Done) = (&writer, &body_in) {
+            w.finish(None);
+        }
+        let mut received: u64 = 0;
+        let mut sent = Sent {
+            status: 0,
+            headers: Vec::new(),
+            body: 0,
+            total: 0,
+        };
+        let mut out = match answer {
+            Answer::Later(p) => Out::Waiting(p),
+            Answer::Now(resp) => {
+                self.start_response(&req, resp, &mut keep_alive, &mut sent)
+                    .await?
+            }
+        };
+        if expect_continue && matches!(out, Out::Waiting(_)) && writer.is_some() {
+            h1::write_continue(&mut self.wbuf);
+        }
+        let io_timeout = self.ctx.config.http1.request_io_timeout;
+        self.timer
+            .as_mut()
+            .reset((Instant::now() + io_timeout).into());
+        loop {
+            if let Some(w) = &writer {
+                if let Err(e) = self.feed_body(&mut body_in, w, &mut received) {
+                    w.abort(BodyError::new(Side::Downstream, e.reason()));
+                    self.log_request_error(e.status(), e.reason());
+                    if matches!(out, Out::Waiting(_)) {
+                        self.write_error(e.status());
+                    }
+                    self.flush(false).await?;
+                    return Err(Close::Linger);
+                }
+            }
+            if matches!(out, Out::Done) {
+                break;
+            }
+            if !self.wbuf.is_empty() {
+                self.flush(false).await?;
+            }
+            let body_wanted = !matches!(body_in, BodyIn::Done)
+                && writer
+                    .as_ref()
+                    .is_some_and(|w| !w.reader_gone() && w.buffered() < READ_BUFFER);
+            // With the body in, reading on only notices a client that leaves (bytes of a
+            // pipelined request stay in the buffer for later).
+            let watch_eof = matches!(body_in, BodyIn::Done) && self.rbuf.len() < READ_BUFFER;
+            let read = body_wanted || watch_eof;
+            if read && self.rbuf.capacity() - self.rbuf.len() < 1024 {
+                self.rbuf.reserve(READ_BUFFER);
+            }
+            let step = tokio::select! {
+                biased;
+                step = poll_fn(|cx| step(&mut out, cx, &mut self.wbuf)) => step,
+                r = self.stream.read_buf(&mut self.rbuf), if read => {
+                    match r {
+                        Ok(n) if n > 0 => {
+                            if body_wanted {
+                                self.timer.as_mut().reset((Instant::now() + io_timeout).into());
+                            }
+                            continue;
+                        }
+                        _ => {
+                            if let Some(w) = &writer {
+                                w.abort(BodyError::new(Side::Downstream, "client closed the connection"));
+                            }
+                            return Err(Close::Quietly);
+                        }
+                    }
+                }
+                _ = self.timer.as_mut(), if body_wanted => {
+                    if let Some(w) = &writer {
+                        w.abort(BodyError::new(Side::Downstream, "request body not received in time"));
+                    }
+                    self.log_request_error(408, "request body not received in time");
+                    if matches!(out, Out::Waiting(_)) {
+                        self.write_error(408);
+                        self.flush(false).await?;
+                        return Err(Close::Linger);
+                    }
+                    return Err(Close::Quietly);
+                }
+            };
+            match step {
+                Step::Head(mut resp) => {
+                    if let Some(r) = route {
+                        r.finish(&mut resp);
+                    }
+                    out = self
+                        .start_response(&req, resp, &mut keep_alive, &mut sent)
+                        .await?;
+                }
+                Step::Data(n) => sent.body += n,
+                Step::End(n) => {
+                    sent.body += n;
+                    out = Out::Done;
+                }
+                Step::Failed(e) => {
+                    // Never a complete-looking response: what was sent goes out, then the
+                    // connection closes short of its length or last chunk.
+                    tracing::debug!(peer = %self.peer, "response body failed: {e}");
+                    let _ = self.flush(false).await;
+                    return Err(Close::Quietly);
+                }
+            }
+        }
+        sent.total += sent.body;
+        if !self.wbuf.is_empty() {
+            self.flush(false).await?;
+        }
+        if let Some(log) = route.and_then(|r| r.access_log.as_ref()) {
+            log.borrow_mut().log(&LogRecord {
+                req: &req,
+                status: sent.status,
+                body_bytes: sent.body,
+                total_bytes: sent.total,
+                received_at: started.0,
+                duration: started.1.elapsed(),
+                resp_headers: &sent.headers,
+            });
+        }
+        self.queued += 1;
+        // Whatever the handler did not read is read past, to reach the next request.
+        drop(writer);
+        match body_in {
+            BodyIn::Done => {}
+            BodyIn::Length(n) => self.discard_body(n).await?,
+            BodyIn::Chunked(dec) => self.discard_chunked_rest(dec, received).await?,
+        }
+        Ok(keep_alive)
+    }
+
+    /// Writes the head of `resp` and, unless its body is a stream, the whole body.
+    async fn start_response(
+        &mut self,
+        req: &Request,
+        resp: Response,
+        keep_alive: &mut bool,
+        sent: &mut Sent,
+    ) -> Result<Out, Close> {
+        let Response {
+            status,
+            headers,
+            body,
+        } = resp;
+        sent.status = status;
+        let stream = match body {
+            Body::Stream(s) => s,
+            body => {
+                sent.body = if req.is_head() { 0 } else { body.len() };
+                sent.total = self.send(req, status, &headers, body, *keep_alive).await?;
+                sent.total -= sent.body;
+                sent.headers = headers;
+                return Ok(Out::Done);
+            }
+        };
+        let bodiless = req.is_head() || status == 204 || status == 304 || status < 200;
+        let chunked = stream.len.is_none() && req.version == crate::http::Version::Http11;
+        if stream.len.is_none() && !chunked {
+            // An HTTP/1.0 client: the body ends with the connection.
+            *keep_alive = false;
+        }
+        sent.total = h1::write_head(
+            &mut self.wbuf,
+            &ResponseHead {
+                status,
+                headers: &headers,
+                content_length: stream.len,
+                keep_alive: *keep_alive,
+                server_line: &self.ctx.server_line,
+            },
+        ) as u64;
+        sent.headers = headers;
+        if bodiless {
+            return Ok(Out::Done);
+        }
+        self.flush(false).await?;
+        Ok(Out::Streaming {
+            stream: stream.stream,
+            chunked,
+        })
+    }
+
+    /// Moves request body bytes from the read buffer into the handler's pipe.
+    fn feed_body(
+        &mut self,
+        body_in: &mut BodyIn,
+        w: &BodyWriter,
+        received: &mut u64,
+    ) -> Result<(), h1::Error> {
+        loop {
+            if self.rbuf.is_empty() && !matches!(body_in, BodyIn::Chunked(_)) {
+                return Ok(());
+            }
+            match body_in {
+                BodyIn::Done => return Ok(()),
+                BodyIn::Length(n) => {
+                    let take = (self.rbuf.len() as u64).min(*n) as usize;
+                    *n -= take as u64;
+                    *received += take as u64;
+                    w.push(split_frozen(&mut self.rbuf, take));
+                    if *n == 0 {
+                        w.finish(None);
+                        *body_in = BodyIn::Done;
+                    }
+                    return Ok(());
+                }
+                BodyIn::Chunked(dec) => {
+                    let r = dec.decode(&self.rbuf)?;
+                    if r.consumed == 0 && !r.done {
+                        return Ok(());
+                    }
+                    let mut piece = self.rbuf.split_to(r.consumed);
+                    if !r.data.is_empty() {
+                        *received += r.data.len() as u64;
+                        if *received > self.ctx.config.limits.request_body {
+                            return Err(h1::Error::BodyTooLarge);
+                        }
+                        let _ = piece.split_to(r.data.start);
+                        piece.truncate(r.data.len());
+                        w.push(piece.freeze());
+                    }
+                    if r.done {
+                        w.finish(trailers(dec));
+                        *body_in = BodyIn::Done;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The trailer fields of a finished chunked body.
+fn trailers(_dec: &ChunkedDecoder) -> Option<Trailers> {
+    None
+}
+
+/// The first `n` bytes of `buf` as `Bytes`, without copying.
+fn split_frozen(buf: &mut BytesMut, n: usize) -> Bytes {
+    buf.split_to(n).freeze()
+}
+
+/// Moves the response forward: polls the pending answer, or gathers ready body pieces into
+/// `wbuf` (chunk-framed when `chunked`) until the stream waits or `GATHER_MAX` is reached.
+fn step(out: &mut Out, cx: &mut Context<'_>, wbuf: &mut Vec<u8>) -> Poll<Step> {
+    match out {
+        Out::Done => Poll::Pending,
+        Out::Waiting(p) => p.as_mut().poll(cx).map(Step::Head),
+        Out::Streaming { stream, chunked } => {
+            let mut gathered = 0u64;
+            while wbuf.len() < GATHER_MAX {
+                match stream.poll_frame(cx) {
+                    Poll::Pending => break,
+                    Poll::Ready(Some(Ok(Frame::Data(b)))) => {
+                        if b.is_empty() {
+                            continue;
+                        }
+                        if *chunked {
+                            h1::write_chunk(wbuf, &b);
+                        } else {
+                            wbuf.extend_from_slice(&b);
+                        }
+                        gathered += b.len() as u64;
+                    }
+                    Poll::Ready(Some(Ok(Frame::Trailers(t)))) => {
+                        if *chunked {
+                            write_last_chunk(wbuf, &t);
+                        }
+                        return Poll::Ready(Step::End(gathered));
+                    }
+                    Poll::Ready(None) => {
+                        if *chunked {
+                            write_last_chunk(wbuf, &[]);
+                        }
+                        return Poll::Ready(Step::End(gathered));
+                    }
+                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Step::Failed(e)),
+                }
+            }
+            if gathered > 0 {
+                Poll::Ready(Step::Data(gathered))
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The last chunk, with trailer fields when there are any.
+fn write_last_chunk(wbuf: &mut Vec<u8>, trailers: &[(Bytes, Bytes)]) {
+    wbuf.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers {
+        wbuf.extend_from_slice(name);
+        wbuf.extend_from_slice(b": ");
+        wbuf.extend_from_slice(value);
+        wbuf.extend_from_slice(b"\r\n");
+    }
+    wbuf.extend_from_slice(b"\r\n");
+}
