@@ -1,4 +1,5 @@
-//! `header.add|append|merge|set|setifempty|unset`: response header commands.
+//! `header.add|append|merge|set|setifempty|unset|unsetunless`: response header commands, and
+//! the same forms under `proxy.header.*` for the request sent to a backend.
 
 use super::value::Ctx;
 use super::yaml::Node;
@@ -7,20 +8,35 @@ use super::{HeaderCommand, HeaderOp};
 /// Reads one `header.*` directive (a string or a sequence of them) into commands. Returns
 /// false when `name` is not a header directive.
 pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, out: &mut Vec<HeaderCommand>) -> bool {
-    let op = match name {
-        "header.add" => HeaderOp::Add,
-        "header.append" => HeaderOp::Append,
-        "header.merge" => HeaderOp::Merge,
-        "header.set" => HeaderOp::Set,
-        "header.setifempty" => HeaderOp::SetIfEmpty,
-        "header.unset" => HeaderOp::Unset,
+    commands(ctx, "header.", name, v, out)
+}
+
+/// Reads one `{prefix}add|append|...` directive into commands. Returns false when `name` is not
+/// `prefix` followed by a header command.
+pub(super) fn commands(
+    ctx: &mut Ctx,
+    prefix: &str,
+    name: &str,
+    v: &Node,
+    out: &mut Vec<HeaderCommand>,
+) -> bool {
+    let op = match name.strip_prefix(prefix) {
+        Some("add") => HeaderOp::Add,
+        Some("append") => HeaderOp::Append,
+        Some("merge") => HeaderOp::Merge,
+        Some("set") => HeaderOp::Set,
+        Some("setifempty") => HeaderOp::SetIfEmpty,
+        Some("unset") => HeaderOp::Unset,
+        Some("unsetunless") => HeaderOp::UnsetUnless,
         _ => return false,
     };
     let Some(items) = ctx.strings(name, v) else {
         return true;
     };
-    for item in items {
-        let (hname, value) = if op == HeaderOp::Unset {
+    // `unsetunless` is one command naming every field it keeps.
+    let mut kept: Vec<&str> = Vec::new();
+    for item in &items {
+        let (hname, value) = if matches!(op, HeaderOp::Unset | HeaderOp::UnsetUnless) {
             (item.trim(), "")
         } else {
             match item.split_once(':') {
@@ -48,10 +64,21 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, out: &mut Vec<HeaderCom
             );
             continue;
         }
+        if op == HeaderOp::UnsetUnless {
+            kept.push(hname);
+            continue;
+        }
         out.push(HeaderCommand {
             op,
             name: hname.to_owned(),
             value: value.to_owned(),
+        });
+    }
+    if op == HeaderOp::UnsetUnless && kept.len() == items.len() {
+        out.push(HeaderCommand {
+            op,
+            name: String::new(),
+            value: kept.join(", "),
         });
     }
     true

@@ -7,15 +7,17 @@
 use super::directives::{self, Level};
 use super::file::FileOpts;
 use super::listen::Listeners;
+use super::proxy::{self, ProxyOpts};
 use super::value::{show, Ctx};
 use super::yaml::Node;
 use super::{headers, log, redirect, respond};
-use super::{AccessLogConf, HandlerConf, HeaderCommand, Host, PathConf};
+use super::{AccessLogConf, HandlerConf, HeaderCommand, Host, PathConf, UpstreamUrl};
 
 /// Options that a level passes on to the levels inside it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Scoped {
     file: FileOpts,
+    proxy: ProxyOpts,
     /// Outer commands first; each level appends its own.
     headers: Vec<HeaderCommand>,
     access_log: Option<AccessLogConf>,
@@ -24,7 +26,10 @@ pub(super) struct Scoped {
 impl Scoped {
     /// Applies a directive that every level may set. Returns false when `name` is not one.
     pub fn apply(&mut self, ctx: &mut Ctx, name: &str, v: &Node) -> bool {
-        if self.file.apply(ctx, name, v) || headers::apply(ctx, name, v, &mut self.headers) {
+        if self.file.apply(ctx, name, v)
+            || self.proxy.apply(ctx, name, v)
+            || headers::apply(ctx, name, v, &mut self.headers)
+        {
             return true;
         }
         match name {
@@ -32,10 +37,6 @@ impl Scoped {
                 if let Some(l) = log::access_log(ctx, v) {
                     self.access_log = Some(l);
                 }
-            }
-            // Keep-alive to upstreams is always on; the value is checked and otherwise ignored.
-            "proxy.keepalive" => {
-                ctx.bool(name, v);
             }
             _ => return false,
         }
@@ -136,7 +137,8 @@ fn host(
 fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Option<PathConf> {
     let entries = ctx.map(&format!("path {prefix}"), v)?;
     let mut scoped = outer.clone();
-    // The handler directive, its name and line, and for `file.dir` the directory.
+    // The handler directive, its name and line, and for `file.dir` / `proxy.reverse.url` what
+    // it names (the handler is built once every option of the path is read, as h2o defers it).
     let mut handler: Option<(Handler, &str, u32)> = None;
     for (k, val) in entries {
         let Some(name) = directives::check(ctx, k, Level::Path) else {
@@ -148,6 +150,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
             "redirect" => {
                 redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
             }
+            "proxy.reverse.url" => proxy::reverse_url(ctx, val).map(Handler::Proxy),
             _ => {
                 if !scoped.apply(ctx, name, val) {
                     ctx.error(
@@ -173,6 +176,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
     }
     let handler = match handler {
         Some((Handler::File(dir), _, _)) => HandlerConf::File(scoped.file.build(dir)),
+        Some((Handler::Proxy(url), _, _)) => HandlerConf::Proxy(scoped.proxy.build(url)),
         Some((Handler::Done(h), _, _)) => h,
         None => HandlerConf::None,
     };
@@ -188,6 +192,8 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
 enum Handler {
     /// `file.dir`: built once the path's `file.*` options are all read.
     File(std::path::PathBuf),
+    /// `proxy.reverse.url`: built once the path's `proxy.*` options are all read.
+    Proxy(UpstreamUrl),
     Done(HandlerConf),
 }
 

@@ -154,7 +154,7 @@ mod tests {
     use crate::config::yaml::NodeKind;
     use crate::config::{
         log, AccessLogConf, FileConf, HandlerConf, HeaderOp, Http2, ListenKind, PathConf,
-        RedirectConf, RespondConf,
+        ProxyConf, RedirectConf, RespondConf, UpstreamAddr, UpstreamUrl,
     };
     use std::path::PathBuf;
     use std::time::Duration;
@@ -315,27 +315,36 @@ mod tests {
     }
 
     #[test]
-    fn seed_proxies_need_the_proxy_work() {
-        // proxy.keepalive (line 10) is accepted; only proxy.reverse.url is reported.
-        assert_eq!(
-            errors(&seed(SEED_PROXY)),
-            vec!["t.yaml:9: proxy.reverse.url is not supported yet"]
-        );
-        assert_eq!(
-            errors(&seed(SEED_TLS_PROXY)),
-            vec!["t.yaml:13: proxy.reverse.url is not supported yet"]
-        );
+    fn seed_proxies_load() {
+        for (text, tls) in [(SEED_PROXY, false), (SEED_TLS_PROXY, true)] {
+            let c = ok(&seed(text));
+            assert_eq!(c.listeners[0].addr, "0.0.0.0:18000".parse().unwrap());
+            assert_eq!(c.listeners[0].tls.is_some(), tls);
+            assert_eq!(c.http2.max_concurrent_requests_per_connection, 1024);
+            let p = path(&c, 0, "/");
+            match &p.handler {
+                // `proxy.keepalive: ON` keeps h2o's default keep-alive timeout.
+                HandlerConf::Proxy(conf) => assert_eq!(
+                    conf,
+                    &ProxyConf::new(UpstreamUrl {
+                        addr: UpstreamAddr::Tcp {
+                            host: "127.0.0.1".into(),
+                            port: 18001,
+                        },
+                        authority: "127.0.0.1:18001".into(),
+                        path: "/".into(),
+                    })
+                ),
+                other => panic!("not a proxy: {other:?}"),
+            }
+        }
     }
 
     #[test]
     fn seed_h2_h3_reports_what_is_missing() {
         assert_eq!(
             errors(&seed(SEED_H2_H3)),
-            vec![
-                "t.yaml:20: compress is not supported yet",
-                "t.yaml:25: proxy.reverse.url is not supported yet",
-                "t.yaml:26: proxy.timeout.first_byte is not supported yet",
-            ]
+            vec!["t.yaml:20: compress is not supported yet"]
         );
     }
 
@@ -423,6 +432,7 @@ hosts:
         header.append: \"Vary: Accept\"
         header.merge: \"Vary: Origin\"
         header.setifempty: \"X-E: e\"
+        header.unsetunless: [Content-Type, X-E]
         respond: {}
 ");
         assert_eq!(
@@ -449,6 +459,7 @@ hosts:
                 (HeaderOp::Append, "Vary", "Accept"),
                 (HeaderOp::Merge, "Vary", "Origin"),
                 (HeaderOp::SetIfEmpty, "X-E", "e"),
+                (HeaderOp::UnsetUnless, "", "Content-Type, X-E"),
             ]
         );
     }
@@ -801,7 +812,7 @@ hosts:
         header.set: \"Bad Name: x\"
         file.index: index.html
       /x:
-        proxy.reverse.url: http://127.0.0.1/
+        proxy.tunnel: ON
         compress: ON
   nopaths:
     file.etag: ON
@@ -824,7 +835,7 @@ hosts:
                 "t.yaml:21: header.add expects \"Name: value\", got \"NoColon\"",
                 "t.yaml:22: header.set: \"Bad Name\" is not a valid header name",
                 "t.yaml:23: file.index expects a sequence of file names, got \"index.html\"",
-                "t.yaml:25: proxy.reverse.url is not supported yet",
+                "t.yaml:25: proxy.tunnel is not supported yet",
                 "t.yaml:26: compress is not supported yet",
                 "t.yaml:27: host \"nopaths\" has no paths",
             ]

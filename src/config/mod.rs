@@ -113,6 +113,8 @@ pub enum HandlerConf {
     File(FileConf),
     Respond(RespondConf),
     Redirect(RedirectConf),
+    /// `proxy.reverse.url`: forwards requests to an HTTP/1.1 backend.
+    Proxy(ProxyConf),
     /// A path with no handler (only headers or logging): answers 404.
     None,
 }
@@ -154,6 +156,93 @@ pub struct RedirectConf {
     pub internal: bool,
 }
 
+/// `proxy.reverse.url` and the `proxy.*` options in effect for a path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxyConf {
+    pub upstream: UpstreamUrl,
+    /// `proxy.preserve-host` (OFF): send the client's Host instead of the URL's authority.
+    pub preserve_host: bool,
+    /// `proxy.emit-x-forwarded-headers` (ON)
+    pub emit_x_forwarded_headers: bool,
+    /// `proxy.emit-via-header` (ON)
+    pub emit_via_header: bool,
+    /// `proxy.emit-missing-date-header` (ON)
+    pub emit_missing_date_header: bool,
+    /// `proxy.preserve-x-forwarded-proto` (OFF)
+    pub preserve_x_forwarded_proto: bool,
+    /// proxy.header.add|append|merge|set|setifempty|unset|unsetunless: commands applied to the
+    /// request sent to the backend (same type as header.*), outer scope first.
+    pub headers: Vec<HeaderCommand>,
+    /// `proxy.timeout.connect` (ms; default: `proxy.timeout.io`, itself 30000 ms)
+    pub connect_timeout: Duration,
+    /// `proxy.timeout.first_byte` (ms; default: `proxy.timeout.io`, itself 30000 ms)
+    pub first_byte_timeout: Duration,
+    /// `proxy.timeout.io` (30000 ms)
+    pub io_timeout: Duration,
+    /// `proxy.timeout.keepalive` (2000 ms); 0 disables keep-alive to the backend.
+    pub keepalive_timeout: Duration,
+    /// `proxy.max-buffer-size` (spate default 65536; h2o's is unlimited): the most response
+    /// bytes read ahead from the backend per request.
+    pub max_buffer_size: usize,
+    /// `proxy.expect` (OFF): forward `Expect: 100-continue` to the backend.
+    pub expect: bool,
+    /// `proxy.forward.close-connection` (OFF): the backend closing its connection closes the
+    /// client's HTTP/1.1 connection too.
+    pub forward_close_connection: bool,
+    /// spate's own `proxy.max-idle-connections` (default 64): idle pooled connections kept per
+    /// backend per worker.
+    pub max_idle_connections: usize,
+}
+
+impl ProxyConf {
+    /// h2o's defaults (spate's for `max_buffer_size` and `max_idle_connections`) for `upstream`.
+    pub fn new(upstream: UpstreamUrl) -> ProxyConf {
+        ProxyConf {
+            upstream,
+            preserve_host: false,
+            emit_x_forwarded_headers: true,
+            emit_via_header: true,
+            emit_missing_date_header: true,
+            preserve_x_forwarded_proto: false,
+            headers: Vec::new(),
+            connect_timeout: ProxyConf::DEFAULT_IO_TIMEOUT,
+            first_byte_timeout: ProxyConf::DEFAULT_IO_TIMEOUT,
+            io_timeout: ProxyConf::DEFAULT_IO_TIMEOUT,
+            keepalive_timeout: ProxyConf::DEFAULT_KEEPALIVE_TIMEOUT,
+            max_buffer_size: ProxyConf::DEFAULT_MAX_BUFFER_SIZE,
+            expect: false,
+            forward_close_connection: false,
+            max_idle_connections: ProxyConf::DEFAULT_MAX_IDLE_CONNECTIONS,
+        }
+    }
+
+    pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_millis(30_000);
+    pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_millis(2_000);
+    pub const DEFAULT_MAX_BUFFER_SIZE: usize = 64 * 1024;
+    pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 64;
+}
+
+/// The backend of `proxy.reverse.url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUrl {
+    pub addr: UpstreamAddr,
+    /// The URL's authority as written (`127.0.0.1:3001`, `app.internal`, `[::1]:8080`): the Host
+    /// sent when preserve-host is OFF. For a unix socket URL it is `[unix:/path]`, as h2o sends.
+    pub authority: String,
+    /// The URL's path, `/` when empty (`http://x:1` -> `/`, `http://x/app/` -> `/app/`).
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum UpstreamAddr {
+    /// Host name or IP literal and port (default 80); names are resolved when connecting.
+    /// The host is lowercased; an IPv6 literal is given without its brackets (`::1`).
+    Tcp { host: String, port: u16 },
+    /// `http://[unix:/path/to/socket]/path`; a relative socket path is resolved against the
+    /// configuration file's directory.
+    Unix(PathBuf),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderOp {
     Add,
@@ -162,15 +251,28 @@ pub enum HeaderOp {
     Set,
     SetIfEmpty,
     Unset,
+    /// Removes every field but the named ones: see [`HeaderCommand::kept_names`].
+    UnsetUnless,
 }
 
-/// One `header.*` command.
-#[derive(Debug, Clone)]
+/// One `header.*` (or `proxy.header.*`) command.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderCommand {
     pub op: HeaderOp,
+    /// Empty for `UnsetUnless`.
     pub name: String,
-    /// Empty for `Unset`.
+    /// Empty for `Unset`; for `UnsetUnless`, the names to keep separated by `, `.
     pub value: String,
+}
+
+impl HeaderCommand {
+    /// The field names an `UnsetUnless` command keeps (header names hold no comma).
+    pub fn kept_names(&self) -> impl Iterator<Item = &str> {
+        self.value
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+    }
 }
 
 /// `access-log`
@@ -360,6 +462,7 @@ mod http;
 mod listen;
 mod load;
 mod log;
+mod proxy;
 mod redirect;
 mod respond;
 mod tls;

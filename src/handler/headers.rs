@@ -1,5 +1,6 @@
-//! `header.add`, `header.append`, `header.merge`, `header.set`, `header.setifempty` and
-//! `header.unset`: edits applied to every response of a path, in configuration order.
+//! `header.add`, `header.append`, `header.merge`, `header.set`, `header.setifempty`,
+//! `header.unset` and `header.unsetunless`: edits applied to every response of a path, in
+//! configuration order.
 
 use crate::config::{HeaderCommand, HeaderOp};
 use crate::http::Response;
@@ -41,6 +42,12 @@ impl HeaderRewriter {
                     }
                 }
                 HeaderOp::Unset => h.retain(|(n, _)| !n.eq_ignore_ascii_case(name)),
+                // The kept names are listed in the value (see `HeaderCommand::kept_names`).
+                HeaderOp::UnsetUnless => h.retain(|(n, _)| {
+                    value
+                        .split(|&b| b == b',')
+                        .any(|k| n.eq_ignore_ascii_case(k.trim_ascii()))
+                }),
                 HeaderOp::Append | HeaderOp::Merge => match pos {
                     Some(i) => {
                         let old = &h[i].1;
@@ -89,5 +96,32 @@ mod tests {
         assert_eq!(resp.header(b"x-a").unwrap().as_ref(), b"1, 2");
         assert_eq!(resp.header(b"cache-control").unwrap().as_ref(), b"no-store");
         assert!(resp.header(b"content-type").is_none());
+    }
+
+    #[test]
+    fn unsetunless_keeps_only_the_named_fields() {
+        let r = HeaderRewriter::new(&[HeaderCommand {
+            op: HeaderOp::UnsetUnless,
+            name: String::new(),
+            value: "x-keep, Content-Type".into(),
+        }]);
+        let mut resp = Response::text(200, "x")
+            .with_header("X-Keep", "1")
+            .with_header("X-Drop", "2")
+            .with_header("X-Keep", "3");
+        r.apply(&mut resp);
+        let names: Vec<_> = resp
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_ref(), v.as_ref()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (&b"Content-Type"[..], &b"text/plain; charset=utf-8"[..]),
+                (b"X-Keep", b"1"),
+                (b"X-Keep", b"3"),
+            ]
+        );
     }
 }

@@ -133,6 +133,8 @@ fn build_handler(
         }
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
         HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
+        // replaced by handler::proxy
+        HandlerConf::Proxy(_) => Box::new(NoProxyYet),
         HandlerConf::None => Box::new(NotFound),
     }
 }
@@ -154,6 +156,15 @@ struct NotFound;
 impl Handler for NotFound {
     fn handle(&self, _req: &Request) -> Answer {
         Answer::Now(Response::error(404))
+    }
+}
+
+/// Stands in for the reverse proxy until its handler is merged: every request gets 502.
+struct NoProxyYet;
+
+impl Handler for NoProxyYet {
+    fn handle(&self, _req: &Request) -> Answer {
+        Answer::Now(Response::error(502))
     }
 }
 

@@ -1,0 +1,787 @@
+//! `proxy.reverse.url` (a path's handler) and the `proxy.*` options every level may set.
+
+use super::headers;
+use super::value::{show, Ctx};
+use super::yaml::Node;
+use super::{HeaderCommand, ProxyConf, UpstreamAddr, UpstreamUrl};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::time::Duration;
+
+/// `proxy.*` options as set so far at some level; `None` means "not set here or above".
+#[derive(Debug, Clone, Default)]
+pub(super) struct ProxyOpts {
+    preserve_host: Option<bool>,
+    emit_x_forwarded_headers: Option<bool>,
+    emit_via_header: Option<bool>,
+    emit_missing_date_header: Option<bool>,
+    preserve_x_forwarded_proto: Option<bool>,
+    /// Outer commands first; each level appends its own.
+    headers: Vec<HeaderCommand>,
+    connect_timeout: Option<Duration>,
+    first_byte_timeout: Option<Duration>,
+    io_timeout: Option<Duration>,
+    keepalive_timeout: Option<Duration>,
+    max_buffer_size: Option<usize>,
+    expect: Option<bool>,
+    forward_close_connection: Option<bool>,
+    max_idle_connections: Option<usize>,
+}
+
+impl ProxyOpts {
+    /// Applies one `proxy.*` option. Returns false when `name` is not one of them.
+    pub fn apply(&mut self, ctx: &mut Ctx, name: &str, v: &Node) -> bool {
+        if headers::commands(ctx, "proxy.header.", name, v, &mut self.headers) {
+            return true;
+        }
+        match name {
+            "proxy.preserve-host" => set(&mut self.preserve_host, ctx.bool(name, v)),
+            "proxy.emit-x-forwarded-headers" => {
+                set(&mut self.emit_x_forwarded_headers, ctx.bool(name, v))
+            }
+            "proxy.emit-via-header" => set(&mut self.emit_via_header, ctx.bool(name, v)),
+            "proxy.emit-missing-date-header" => {
+                set(&mut self.emit_missing_date_header, ctx.bool(name, v))
+            }
+            "proxy.preserve-x-forwarded-proto" => {
+                set(&mut self.preserve_x_forwarded_proto, ctx.bool(name, v))
+            }
+            // A zero timeout would fail every request at once, so these start at 1 ms.
+            "proxy.timeout.connect" => set(&mut self.connect_timeout, millis(ctx, name, v, 1)),
+            "proxy.timeout.first_byte" => {
+                set(&mut self.first_byte_timeout, millis(ctx, name, v, 1))
+            }
+            "proxy.timeout.io" => set(&mut self.io_timeout, millis(ctx, name, v, 1)),
+            "proxy.timeout.keepalive" => set(&mut self.keepalive_timeout, millis(ctx, name, v, 0)),
+            // The old switch: OFF is a keep-alive timeout of 0; ON undoes an inherited OFF.
+            "proxy.keepalive" => match ctx.bool(name, v) {
+                Some(false) => self.keepalive_timeout = Some(Duration::ZERO),
+                Some(true) if self.keepalive_timeout == Some(Duration::ZERO) => {
+                    self.keepalive_timeout = None
+                }
+                Some(true) | None => {}
+            },
+            "proxy.max-buffer-size" => set(&mut self.max_buffer_size, ctx.int(name, v, 1)),
+            "proxy.expect" => set(&mut self.expect, ctx.bool(name, v)),
+            "proxy.forward.close-connection" => {
+                set(&mut self.forward_close_connection, ctx.bool(name, v))
+            }
+            "proxy.max-idle-connections" => {
+                set(&mut self.max_idle_connections, ctx.int(name, v, 0))
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The proxy handler of a path forwarding to `upstream`, with the defaults for what is unset.
+    pub fn build(&self, upstream: UpstreamUrl) -> ProxyConf {
+        let d = ProxyConf::new(upstream);
+        // As in h2o, `proxy.timeout.io` is also the connect and first-byte timeout unless
+        // those are set.
+        let io = self.io_timeout.unwrap_or(d.io_timeout);
+        ProxyConf {
+            preserve_host: self.preserve_host.unwrap_or(d.preserve_host),
+            emit_x_forwarded_headers: self
+                .emit_x_forwarded_headers
+                .unwrap_or(d.emit_x_forwarded_headers),
+            emit_via_header: self.emit_via_header.unwrap_or(d.emit_via_header),
+            emit_missing_date_header: self
+                .emit_missing_date_header
+                .unwrap_or(d.emit_missing_date_header),
+            preserve_x_forwarded_proto: self
+                .preserve_x_forwarded_proto
+                .unwrap_or(d.preserve_x_forwarded_proto),
+            headers: self.headers.clone(),
+            connect_timeout: self.connect_timeout.unwrap_or(io),
+            first_byte_timeout: self.first_byte_timeout.unwrap_or(io),
+            io_timeout: io,
+            keepalive_timeout: self.keepalive_timeout.unwrap_or(d.keepalive_timeout),
+            max_buffer_size: self.max_buffer_size.unwrap_or(d.max_buffer_size),
+            expect: self.expect.unwrap_or(d.expect),
+            forward_close_connection: self
+                .forward_close_connection
+                .unwrap_or(d.forward_close_connection),
+            max_idle_connections: self.max_idle_connections.unwrap_or(d.max_idle_connections),
+            upstream: d.upstream,
+        }
+    }
+}
+
+fn set<T>(slot: &mut Option<T>, value: Option<T>) {
+    if value.is_some() {
+        *slot = value;
+    }
+}
+
+fn millis(ctx: &mut Ctx, name: &str, v: &Node, min: u64) -> Option<Duration> {
+    ctx.uint(name, v, min).map(Duration::from_millis)
+}
+
+/// `proxy.reverse.url: http://HOST[:PORT][/PATH]` or `http://[unix:/path/to/socket][/PATH]`.
+/// h2o's forms with several backends (a sequence or a mapping) are refused, but a sequence of
+/// exactly one URL is that URL.
+pub(super) fn reverse_url(ctx: &mut Ctx, v: &Node) -> Option<UpstreamUrl> {
+    let node = match v.as_seq() {
+        Some([one]) if one.as_str().is_some() => one,
+        Some(_) => return several(ctx, v),
+        None if v.as_map().is_some() => return several(ctx, v),
+        None => v,
+    };
+    let Some(text) = node.as_str().filter(|s| !s.is_empty()) else {
+        ctx.error(
+            node.line,
+            format!(
+                "proxy.reverse.url expects a URL (http://HOST[:PORT][/PATH]), got {}",
+                show(node)
+            ),
+        );
+        return None;
+    };
+    match parse_url(text, &ctx.base_dir) {
+        Ok(u) => Some(u),
+        Err(message) => {
+            ctx.error(node.line, message);
+            None
+        }
+    }
+}
+
+fn several(ctx: &mut Ctx, v: &Node) -> Option<UpstreamUrl> {
+    ctx.error(
+        v.line,
+        "proxy.reverse.url: several backends are not supported yet; give one URL",
+    );
+    None
+}
+
+/// Room for the socket path in `sockaddr_un` on Linux, less the terminating NUL.
+const MAX_UNIX_PATH: usize = 107;
+
+/// Parses an upstream URL; the error is the whole message. A relative unix socket path is
+/// resolved against `base_dir`.
+fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
+    let bad = |what: String| Err(format!("proxy.reverse.url: {what}"));
+    // The URL ends up in a request line and a Host field.
+    if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return bad("the URL contains a space or a control character".into());
+    }
+    if !url.is_ascii() {
+        return bad(format!(
+            "\"{url}\": non-ASCII characters must be percent-encoded"
+        ));
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return bad(format!(
+            "\"{url}\" is not a URL (expected http://HOST[:PORT][/PATH])"
+        ));
+    };
+    if scheme.eq_ignore_ascii_case("https") {
+        return Err("proxy.reverse.url with https is not supported yet (issue 12)".into());
+    }
+    if !scheme.eq_ignore_ascii_case("http") {
+        return bad(format!(
+            "unknown scheme \"{scheme}\" in \"{url}\" (expected http)"
+        ));
+    }
+    if rest.contains(['?', '#']) {
+        return bad(format!(
+            "\"{url}\": a query or fragment is not supported (the request's own query is forwarded)"
+        ));
+    }
+    // The authority ends at the first `/`, except inside `[...]` (a unix socket path).
+    let authority_len = match rest.strip_prefix('[') {
+        Some(inner) => match inner.find(']') {
+            Some(close) => {
+                let after = close + 2;
+                after + rest[after..].find('/').unwrap_or(rest.len() - after)
+            }
+            None => return bad(format!("missing ] in \"{url}\"")),
+        },
+        None => rest.find('/').unwrap_or(rest.len()),
+    };
+    let (authority, path) = rest.split_at(authority_len);
+    if authority.contains('@') {
+        return bad(format!(
+            "\"{url}\": user information (user@host) is not supported"
+        ));
+    }
+    let (host, port) = split_host_port(authority, url)?;
+    let addr = match host.strip_prefix('[') {
+        Some(inner) => {
+            let inner = &inner[..inner.len() - 1];
+            if let Some(socket) = inner.strip_prefix("unix:") {
+                if port.is_some() {
+                    return bad(format!("\"{url}\": a unix socket URL takes no port"));
+                }
+                if socket.is_empty() {
+                    return bad(format!("\"{url}\": [unix:] needs a socket path"));
+                }
+                let path = base_dir.join(socket);
+                let len = path.as_os_str().len();
+                if len > MAX_UNIX_PATH {
+                    return bad(format!(
+                        "the unix socket path {} is too long ({len} bytes; at most {MAX_UNIX_PATH})",
+                        path.display()
+                    ));
+                }
+                UpstreamAddr::Unix(path)
+            } else if inner.parse::<Ipv6Addr>().is_ok() {
+                UpstreamAddr::Tcp {
+                    host: inner.to_ascii_lowercase(),
+                    port: port.unwrap_or(80),
+                }
+            } else {
+                return bad(format!(
+                    "\"{host}\" in \"{url}\" is neither an IPv6 address nor [unix:PATH]"
+                ));
+            }
+        }
+        None => {
+            if host.is_empty() {
+                return bad(format!("\"{url}\" has no host"));
+            }
+            let name_chars = host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+            let looks_v4 = host.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+            if !name_chars || (looks_v4 && host.parse::<Ipv4Addr>().is_err()) {
+                return bad(format!("\"{host}\" in \"{url}\" is not a valid host name"));
+            }
+            UpstreamAddr::Tcp {
+                host: host.to_ascii_lowercase(),
+                port: port.unwrap_or(80),
+            }
+        }
+    };
+    Ok(UpstreamUrl {
+        addr,
+        authority: authority.to_owned(),
+        path: if path.is_empty() { "/" } else { path }.to_owned(),
+    })
+}
+
+/// `host`, `host:port`, `[inner]`, `[inner]:port` -> the host (brackets kept) and the port.
+fn split_host_port<'a>(authority: &'a str, url: &str) -> Result<(&'a str, Option<u16>), String> {
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(inner) => {
+            // `parse_url` checked that the `]` is there.
+            let close = inner.find(']').map_or(authority.len(), |i| i + 2);
+            let (host, after) = authority.split_at(close);
+            match after {
+                "" => (host, None),
+                _ => match after.strip_prefix(':') {
+                    Some(p) => (host, Some(p)),
+                    None => {
+                        return Err(format!(
+                            "proxy.reverse.url: unexpected \"{after}\" after ] in \"{url}\""
+                        ))
+                    }
+                },
+            }
+        }
+        None => match authority.split_once(':') {
+            Some((_, p)) if p.contains(':') => {
+                return Err(format!(
+                    "proxy.reverse.url: \"{url}\": an IPv6 address must be written in brackets (http://[::1]:8080/)"
+                ));
+            }
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n != 0 && p.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+            _ => {
+                return Err(format!(
+                    "proxy.reverse.url: bad port \"{p}\" in \"{url}\" (expected 1 to 65535)"
+                ))
+            }
+        },
+    };
+    Ok((host, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load_str, Config, HandlerConf, HeaderOp};
+    use std::path::PathBuf;
+
+    fn url(text: &str) -> UpstreamUrl {
+        match parse_url(text, Path::new("/etc/spate")) {
+            Ok(u) => u,
+            Err(e) => panic!("{text}: {e}"),
+        }
+    }
+
+    fn tcp(host: &str, port: u16, authority: &str, path: &str) -> UpstreamUrl {
+        UpstreamUrl {
+            addr: UpstreamAddr::Tcp {
+                host: host.into(),
+                port,
+            },
+            authority: authority.into(),
+            path: path.into(),
+        }
+    }
+
+    fn unix(socket: &str, authority: &str, path: &str) -> UpstreamUrl {
+        UpstreamUrl {
+            addr: UpstreamAddr::Unix(PathBuf::from(socket)),
+            authority: authority.into(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn url_forms() {
+        assert_eq!(
+            url("http://127.0.0.1:3001"),
+            tcp("127.0.0.1", 3001, "127.0.0.1:3001", "/")
+        );
+        assert_eq!(
+            url("http://App.Internal/app/"),
+            tcp("app.internal", 80, "App.Internal", "/app/")
+        );
+        assert_eq!(
+            url("HTTP://backend_1.example:65535/a%20b/c"),
+            tcp(
+                "backend_1.example",
+                65535,
+                "backend_1.example:65535",
+                "/a%20b/c"
+            )
+        );
+        assert_eq!(
+            url("http://[::1]:8080/"),
+            tcp("::1", 8080, "[::1]:8080", "/")
+        );
+        assert_eq!(
+            url("http://[2001:DB8::1]/x"),
+            tcp("2001:db8::1", 80, "[2001:DB8::1]", "/x")
+        );
+        assert_eq!(
+            url("http://[unix:/tmp/s.sock]/app"),
+            unix("/tmp/s.sock", "[unix:/tmp/s.sock]", "/app")
+        );
+        assert_eq!(
+            url("http://[unix:/tmp/s.sock]"),
+            unix("/tmp/s.sock", "[unix:/tmp/s.sock]", "/")
+        );
+        // A relative socket path is taken relative to the configuration file, as other paths.
+        assert_eq!(
+            url("http://[unix:run/app.sock]/"),
+            unix("/etc/spate/run/app.sock", "[unix:run/app.sock]", "/")
+        );
+    }
+
+    #[test]
+    fn url_errors() {
+        let long = format!("http://[unix:/{}]/", "s".repeat(120));
+        let cases: &[(&str, &str)] = &[
+            (
+                "127.0.0.1:3001",
+                "\"127.0.0.1:3001\" is not a URL (expected http://HOST[:PORT][/PATH])",
+            ),
+            (
+                "https://127.0.0.1/",
+                "proxy.reverse.url with https is not supported yet (issue 12)",
+            ),
+            (
+                "ftp://x/",
+                "unknown scheme \"ftp\" in \"ftp://x/\" (expected http)",
+            ),
+            ("http://", "\"http://\" has no host"),
+            ("http:///app", "\"http:///app\" has no host"),
+            ("http://:80/", "\"http://:80/\" has no host"),
+            (
+                "http://x:0/",
+                "bad port \"0\" in \"http://x:0/\" (expected 1 to 65535)",
+            ),
+            (
+                "http://x:65536/",
+                "bad port \"65536\" in \"http://x:65536/\" (expected 1 to 65535)",
+            ),
+            (
+                "http://x:/",
+                "bad port \"\" in \"http://x:/\" (expected 1 to 65535)",
+            ),
+            (
+                "http://x:+80/",
+                "bad port \"+80\" in \"http://x:+80/\" (expected 1 to 65535)",
+            ),
+            (
+                "http://::1:80/",
+                "\"http://::1:80/\": an IPv6 address must be written in brackets (http://[::1]:8080/)",
+            ),
+            (
+                "http://[::1/",
+                "missing ] in \"http://[::1/\"",
+            ),
+            (
+                "http://[::1]x/",
+                "unexpected \"x\" after ] in \"http://[::1]x/\"",
+            ),
+            (
+                "http://[nope]/",
+                "\"[nope]\" in \"http://[nope]/\" is neither an IPv6 address nor [unix:PATH]",
+            ),
+            (
+                "http://[unix:/tmp/s]:80/",
+                "\"http://[unix:/tmp/s]:80/\": a unix socket URL takes no port",
+            ),
+            (
+                "http://[unix:]/",
+                "\"http://[unix:]/\": [unix:] needs a socket path",
+            ),
+            (
+                "http://user@x/",
+                "\"http://user@x/\": user information (user@host) is not supported",
+            ),
+            (
+                "http://x/a?b=1",
+                "\"http://x/a?b=1\": a query or fragment is not supported (the request's own query is forwarded)",
+            ),
+            (
+                "http://x y/",
+                "the URL contains a space or a control character",
+            ),
+            (
+                "http://x/\u{e9}",
+                "\"http://x/\u{e9}\": non-ASCII characters must be percent-encoded",
+            ),
+            (
+                "http://a,b/",
+                "\"a,b\" in \"http://a,b/\" is not a valid host name",
+            ),
+            (
+                "http://300.1.1.1/",
+                "\"300.1.1.1\" in \"http://300.1.1.1/\" is not a valid host name",
+            ),
+        ];
+        for (text, message) in cases {
+            let got = parse_url(text, Path::new("/etc/spate"));
+            let want = if message.starts_with("proxy.reverse.url") {
+                message.to_string()
+            } else {
+                format!("proxy.reverse.url: {message}")
+            };
+            assert_eq!(got, Err(want), "{text}");
+        }
+        let e = parse_url(&long, Path::new("/"));
+        assert!(
+            matches!(&e, Err(m) if m.contains("is too long (121 bytes; at most 107)")),
+            "{e:?}"
+        );
+    }
+
+    fn ok(text: &str) -> Config {
+        match load_str(text, "/etc/spate/t.yaml") {
+            Ok(c) => c,
+            Err(e) => panic!("unexpected errors: {e:?}"),
+        }
+    }
+
+    fn errors(text: &str) -> Vec<String> {
+        match load_str(text, "t.yaml") {
+            Ok(_) => panic!("expected errors"),
+            Err(e) => e.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    /// The proxy configuration of `prefix` on the first host.
+    fn proxy<'a>(c: &'a Config, prefix: &str) -> &'a ProxyConf {
+        let p = c.hosts[0].paths.iter().find(|p| p.prefix == prefix);
+        match p.map(|p| &p.handler) {
+            Some(HandlerConf::Proxy(conf)) => conf,
+            other => panic!("{prefix}: not a proxy: {other:?}"),
+        }
+    }
+
+    fn headers(conf: &ProxyConf) -> Vec<(HeaderOp, &str, &str)> {
+        conf.headers
+            .iter()
+            .map(|h| (h.op, h.name.as_str(), h.value.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = ok("\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://127.0.0.1:3001/
+");
+        let conf = proxy(&c, "/");
+        assert_eq!(
+            conf,
+            &ProxyConf::new(tcp("127.0.0.1", 3001, "127.0.0.1:3001", "/"))
+        );
+        // h2o's defaults, and spate's own for its two limits.
+        assert!(!conf.preserve_host && !conf.preserve_x_forwarded_proto);
+        assert!(conf.emit_x_forwarded_headers && conf.emit_via_header);
+        assert!(conf.emit_missing_date_header);
+        assert!(!conf.expect && !conf.forward_close_connection);
+        assert!(conf.headers.is_empty());
+        assert_eq!(conf.connect_timeout, Duration::from_millis(30000));
+        assert_eq!(conf.first_byte_timeout, Duration::from_millis(30000));
+        assert_eq!(conf.io_timeout, Duration::from_millis(30000));
+        assert_eq!(conf.keepalive_timeout, Duration::from_millis(2000));
+        assert_eq!(conf.max_buffer_size, 65536);
+        assert_eq!(conf.max_idle_connections, 64);
+    }
+
+    #[test]
+    fn every_directive_at_the_path_level() {
+        // The options may come before or after proxy.reverse.url (h2o defers the handler).
+        let c = ok("\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /app:
+        proxy.preserve-host: ON
+        proxy.reverse.url: \"http://[unix:/run/app.sock]/v1/\"
+        proxy.emit-x-forwarded-headers: OFF
+        proxy.emit-via-header: OFF
+        proxy.emit-missing-date-header: OFF
+        proxy.preserve-x-forwarded-proto: ON
+        proxy.header.add: \"X-A: 1\"
+        proxy.header.append: \"X-A: 2\"
+        proxy.header.merge: [\"Vary: a\", \"Vary: b\"]
+        proxy.header.set: \"X-S: s\"
+        proxy.header.setifempty: \"X-E: e\"
+        proxy.header.unset: [Cookie, X-Secret]
+        proxy.header.unsetunless: [Host, Accept, x-keep]
+        proxy.timeout.connect: 100
+        proxy.timeout.first_byte: 200
+        proxy.timeout.io: 300
+        proxy.timeout.keepalive: 400
+        proxy.max-buffer-size: 1000
+        proxy.expect: ON
+        proxy.forward.close-connection: ON
+        proxy.max-idle-connections: 0
+        header.set: \"X-Response: r\"
+");
+        let conf = proxy(&c, "/app");
+        assert_eq!(
+            conf.upstream,
+            unix("/run/app.sock", "[unix:/run/app.sock]", "/v1/")
+        );
+        assert!(conf.preserve_host && conf.preserve_x_forwarded_proto);
+        assert!(!conf.emit_x_forwarded_headers && !conf.emit_via_header);
+        assert!(!conf.emit_missing_date_header);
+        assert!(conf.expect && conf.forward_close_connection);
+        assert_eq!(
+            (
+                conf.connect_timeout,
+                conf.first_byte_timeout,
+                conf.io_timeout,
+                conf.keepalive_timeout
+            ),
+            (
+                Duration::from_millis(100),
+                Duration::from_millis(200),
+                Duration::from_millis(300),
+                Duration::from_millis(400)
+            )
+        );
+        assert_eq!((conf.max_buffer_size, conf.max_idle_connections), (1000, 0));
+        assert_eq!(
+            headers(conf),
+            vec![
+                (HeaderOp::Add, "X-A", "1"),
+                (HeaderOp::Append, "X-A", "2"),
+                (HeaderOp::Merge, "Vary", "a"),
+                (HeaderOp::Merge, "Vary", "b"),
+                (HeaderOp::Set, "X-S", "s"),
+                (HeaderOp::SetIfEmpty, "X-E", "e"),
+                (HeaderOp::Unset, "Cookie", ""),
+                (HeaderOp::Unset, "X-Secret", ""),
+                (HeaderOp::UnsetUnless, "", "Host, Accept, x-keep"),
+            ]
+        );
+        let kept: Vec<_> = conf.headers[8].kept_names().collect();
+        assert_eq!(kept, vec!["Host", "Accept", "x-keep"]);
+        // `header.*` stays on the response, apart from the request commands.
+        let p = &c.hosts[0].paths[0];
+        assert_eq!(p.headers.len(), 1);
+        assert_eq!(p.headers[0].name, "X-Response");
+    }
+
+    #[test]
+    fn options_inherit_global_host_path() {
+        let c = ok("\
+listen: 8080
+proxy.timeout.io: 5000
+proxy.preserve-host: ON
+proxy.header.set: \"X-Global: g\"
+proxy.emit-via-header: OFF
+hosts:
+  default:
+    proxy.timeout.first_byte: 7000
+    proxy.preserve-host: OFF
+    proxy.header.add: \"X-Host: h\"
+    proxy.max-idle-connections: 8
+    paths:
+      /a:
+        proxy.reverse.url: http://a.internal/
+        proxy.timeout.io: 1000
+        proxy.header.unset: X-Global
+        proxy.max-idle-connections: 2
+      /b:
+        proxy.reverse.url: http://b.internal:8081
+      /c:
+        proxy.keepalive: OFF
+        proxy.reverse.url: http://c.internal/
+      /d:
+        file.dir: /srv
+        proxy.timeout.io: 9
+");
+        let a = proxy(&c, "/a");
+        // io set at the path; connect follows it, first_byte was set at the host.
+        assert_eq!(a.io_timeout, Duration::from_millis(1000));
+        assert_eq!(a.connect_timeout, Duration::from_millis(1000));
+        assert_eq!(a.first_byte_timeout, Duration::from_millis(7000));
+        assert!(!a.preserve_host && !a.emit_via_header);
+        assert_eq!(a.max_idle_connections, 2);
+        assert_eq!(
+            headers(a),
+            vec![
+                (HeaderOp::Set, "X-Global", "g"),
+                (HeaderOp::Add, "X-Host", "h"),
+                (HeaderOp::Unset, "X-Global", ""),
+            ]
+        );
+        let b = proxy(&c, "/b");
+        assert_eq!(b.upstream, tcp("b.internal", 8081, "b.internal:8081", "/"));
+        assert_eq!(b.io_timeout, Duration::from_millis(5000));
+        assert_eq!(b.connect_timeout, Duration::from_millis(5000));
+        assert_eq!(b.first_byte_timeout, Duration::from_millis(7000));
+        assert_eq!(b.max_idle_connections, 8);
+        assert_eq!(b.keepalive_timeout, Duration::from_millis(2000));
+        assert_eq!(headers(b).len(), 2);
+        assert_eq!(proxy(&c, "/c").keepalive_timeout, Duration::ZERO);
+        // Options on a path without a proxy are accepted and have nothing to act on, as in h2o.
+        let d = &c.hosts[0].paths[3];
+        assert!(matches!(d.handler, HandlerConf::File(_)));
+    }
+
+    #[test]
+    fn keepalive_old_and_new_names() {
+        let c = ok("\
+listen: 8080
+proxy.keepalive: OFF
+hosts:
+  default:
+    paths:
+      /off:
+        proxy.reverse.url: http://x/
+      /on-again:
+        proxy.keepalive: ON
+        proxy.reverse.url: http://x/
+      /timeout-wins:
+        proxy.timeout.keepalive: 900
+        proxy.keepalive: ON
+        proxy.reverse.url: http://x/
+      /zero:
+        proxy.keepalive: ON
+        proxy.timeout.keepalive: 0
+        proxy.reverse.url: http://x/
+");
+        let ka = |p: &str| proxy(&c, p).keepalive_timeout;
+        assert_eq!(ka("/off"), Duration::ZERO);
+        assert_eq!(ka("/on-again"), Duration::from_millis(2000));
+        assert_eq!(ka("/timeout-wins"), Duration::from_millis(900));
+        assert_eq!(ka("/zero"), Duration::ZERO);
+    }
+
+    #[test]
+    fn one_url_in_a_sequence_is_that_url() {
+        let c = ok("\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: [\"http://127.0.0.1:3001/\"]
+");
+        assert_eq!(proxy(&c, "/").upstream.authority, "127.0.0.1:3001");
+    }
+
+    #[test]
+    fn errors_with_their_lines() {
+        let e = errors(
+            "\
+listen: 8080
+proxy.timeout.io: 0
+proxy.max-buffer-size: 0
+hosts:
+  default:
+    proxy.reverse.url: http://x/
+    proxy.preserve-host: maybe
+    paths:
+      /https:
+        proxy.reverse.url: https://127.0.0.1/
+      /scheme:
+        proxy.reverse.url: ws://127.0.0.1/
+      /nohost:
+        proxy.reverse.url: http:///x
+      /port:
+        proxy.reverse.url: http://x:99999/
+      /many:
+        proxy.reverse.url:
+          - http://10.0.0.1/
+          - http://10.0.0.2/
+      /balanced:
+        proxy.reverse.url:
+          backends: [http://10.0.0.1/]
+          balancer: least-conn
+      /two:
+        file.dir: /srv
+        proxy.reverse.url: http://x/
+      /not-yet:
+        proxy.ssl.verify-peer: OFF
+        proxy.http2.ratio: 50
+        proxy.tunnel: ON
+        proxy.proxy-protocol: ON
+        proxy.timout.io: 5
+        proxy.header.add: NoColon
+        proxy.header.unsetunless: \"Bad Name\"
+        proxy.timeout.keepalive: -1
+        proxy.reverse.url: 8080
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:2: proxy.timeout.io expects an integer >= 1, got \"0\"",
+                "t.yaml:3: proxy.max-buffer-size expects an integer >= 1, got \"0\"",
+                "t.yaml:6: directive proxy.reverse.url cannot be used at the host level",
+                "t.yaml:7: proxy.preserve-host expects ON or OFF, got \"maybe\"",
+                "t.yaml:10: proxy.reverse.url with https is not supported yet (issue 12)",
+                "t.yaml:12: proxy.reverse.url: unknown scheme \"ws\" in \"ws://127.0.0.1/\" (expected http)",
+                "t.yaml:14: proxy.reverse.url: \"http:///x\" has no host",
+                "t.yaml:16: proxy.reverse.url: bad port \"99999\" in \"http://x:99999/\" (expected 1 to 65535)",
+                "t.yaml:19: proxy.reverse.url: several backends are not supported yet; give one URL",
+                "t.yaml:23: proxy.reverse.url: several backends are not supported yet; give one URL",
+                "t.yaml:27: path /two already has a handler (file.dir at line 26); proxy.reverse.url cannot be added",
+                "t.yaml:29: proxy.ssl.verify-peer is not supported yet",
+                "t.yaml:30: proxy.http2.ratio is not supported yet",
+                "t.yaml:31: proxy.tunnel is not supported yet",
+                "t.yaml:32: proxy.proxy-protocol is not supported yet",
+                "t.yaml:33: unknown directive proxy.timout.io (did you mean proxy.timeout.io?)",
+                "t.yaml:34: proxy.header.add expects \"Name: value\", got \"NoColon\"",
+                "t.yaml:35: proxy.header.unsetunless: \"Bad Name\" is not a valid header name",
+                "t.yaml:36: proxy.timeout.keepalive expects an integer >= 0, got \"-1\"",
+                "t.yaml:37: proxy.reverse.url: \"8080\" is not a URL (expected http://HOST[:PORT][/PATH])",
+            ]
+        );
+    }
+}
