@@ -241,8 +241,7 @@ impl<T: Transport> Conn<'_, T> {
                     keep_alive,
                     expect_continue,
                 };
-                // Boxed: the slow path's state would otherwise enlarge every connection.
-                return Box::pin(self.respond_streaming(exchange, answer)).await;
+                return self.respond_streaming_boxed(exchange, answer).await;
             }
         };
         let log = route.and_then(|r| r.access_log.as_ref());

@@ -16,7 +16,8 @@ use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
 use crate::server::transport::Transport;
 use bytes::{Bytes, BytesMut};
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 use tokio::io::AsyncReadExt;
@@ -72,12 +73,19 @@ struct Sent {
 }
 
 impl<'a, T: Transport> Conn<'a, T> {
-    /// Answers one request on the slow path; returns whether the connection stays open.
-    pub(super) async fn respond_streaming(
-        &mut self,
+    /// The slow path, boxed (its state would otherwise enlarge every connection's task) and
+    /// kept out of line (so the fast path's code stays as it was).
+    #[inline(never)]
+    pub(super) fn respond_streaming_boxed<'s>(
+        &'s mut self,
         ex: Exchange<'a>,
         answer: Answer,
-    ) -> Result<bool, Close> {
+    ) -> Pin<Box<dyn Future<Output = Result<bool, Close>> + 's>> {
+        Box::pin(self.respond_streaming(ex, answer))
+    }
+
+    /// Answers one request on the slow path; returns whether the connection stays open.
+    async fn respond_streaming(&mut self, ex: Exchange<'a>, answer: Answer) -> Result<bool, Close> {
         let started = (SystemTime::now(), Instant::now());
         let Exchange {
             req,
