@@ -3,12 +3,19 @@
 //! Nothing here touches a socket or a clock. See `LIFECYCLE.md` for how a connection uses it.
 
 mod chunked;
+mod client;
 mod parse;
 mod write;
 
 pub use chunked::{ChunkedDecoder, Decoded};
-pub use parse::{parse_head, BodyFraming, Head, HeadLimits};
-pub use write::{write_chunk, write_continue, write_head, ResponseHead};
+pub use client::{
+    parse_response_head, write_request_head, MalformedResponse, ParsedResponseHead, RequestFraming,
+    RequestHead, ResponseFraming, MAX_RESPONSE_FIELDS,
+};
+pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
+pub use write::{
+    write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk, ResponseHead,
+};
 
 /// Why a request was rejected. Each maps to the status the client gets; after any of these the
 /// connection is closed, since the framing of what follows cannot be trusted.
