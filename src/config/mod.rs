@@ -113,6 +113,7 @@ pub enum HandlerConf {
     File(FileConf),
     Respond(RespondConf),
     Redirect(RedirectConf),
+    Proxy(ProxyConf),
     /// A path with no handler (only headers or logging): answers 404.
     None,
 }
@@ -154,6 +155,36 @@ pub struct RedirectConf {
     pub internal: bool,
 }
 
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxyConf {
+    pub upstream: UpstreamUrl,
+    pub preserve_host: bool,
+    pub emit_x_forwarded_headers: bool,
+    pub emit_via_header: bool,
+    pub emit_missing_date_header: bool,
+    pub preserve_x_forwarded_proto: bool,
+    pub headers: Vec<HeaderCommand>, // proxy.header.* applied to the request to the backend
+    pub connect_timeout: Duration,
+    pub first_byte_timeout: Duration,
+    pub io_timeout: Duration,
+    pub keepalive_timeout: Duration, // 0 = no keep-alive to the backend
+    pub max_buffer_size: usize,
+    pub expect: bool,
+    pub forward_close_connection: bool,
+    pub max_idle_connections: usize,
+}
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUrl {
+    pub addr: UpstreamAddr,
+    pub authority: String,
+    pub path: String,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum UpstreamAddr {
+    Tcp { host: String, port: u16 },
+    Unix(std::path::PathBuf),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderOp {
     Add,
@@ -165,7 +196,7 @@ pub enum HeaderOp {
 }
 
 /// One `header.*` command.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HeaderCommand {
     pub op: HeaderOp,
     pub name: String,

@@ -81,6 +81,9 @@ pub struct ParsedResponseHead {
     /// Length of the head including its final empty line.
     pub len: usize,
     pub body: ResponseFraming,
+    /// The Content-Length field, even when the response has no body (a HEAD response
+    /// declares the length of the GET one).
+    pub content_length: Option<u64>,
     /// Whether the backend allows another request on this connection.
     pub keep_alive: bool,
 }
@@ -146,6 +149,7 @@ pub fn parse_response_head(
         fields,
         len,
         body,
+        content_length: framing.content_length,
         keep_alive,
     }))
 }
