@@ -17,7 +17,7 @@ mod pool;
 mod request;
 mod response;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use exchange::send;
 pub use pool::Pool;

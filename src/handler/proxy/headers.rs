@@ -189,7 +189,7 @@ impl Conversion {
 
     /// `http://<backend authority><url path>rest` -> `<scheme>://<client authority><prefix>rest`;
     /// `None` for a location elsewhere.
-    fn rewrite_location(&self, loc: &[u8], client: &Client) -> Option<Bytes> {
+    pub(super) fn rewrite_location(&self, loc: &[u8], client: &Client) -> Option<Bytes> {
         let authority = client.authority.as_ref()?;
         let rest = strip_prefix_ignore_case(loc, b"http://")?;
         let rest = strip_prefix_ignore_case(rest, &self.upstream_authority)?;
