@@ -43,9 +43,15 @@ async fn exchange(
     backend: &Rc<Backend>,
     req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
-    let head_request = req.method == Method::Head;
-    let idempotent = is_idempotent(&req.method);
-    let framing = match &req.body {
+    let UpstreamRequest {
+        method,
+        target,
+        headers,
+        body,
+    } = req;
+    let head_request = method == Method::Head;
+    let idempotent = is_idempotent(&method);
+    let framing = match &body {
         None => RequestFraming::None,
         Some(b) => match b.content_length() {
             Some(n) => RequestFraming::Length(n),
@@ -54,14 +60,16 @@ async fn exchange(
     };
     let has_body = !matches!(framing, RequestFraming::None | RequestFraming::Length(0));
     let head = h1::RequestHead {
-        method: &req.method,
-        target: &req.target,
-        headers: &req.headers,
+        method: &method,
+        target: &target,
+        headers: &headers,
         framing,
         keep_alive: !backend.keepalive_timeout.is_zero(),
         expect_continue: backend.expect && has_body,
     };
-    let mut prepared = Prepared::new(&head, req.body);
+    let mut prepared = Prepared::new(&head, body);
+    // The fields are slices of the client's request buffer: let it go now.
+    drop((target, headers));
     let mut may_reuse = true;
     loop {
         let pooled = if may_reuse {

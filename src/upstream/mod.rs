@@ -69,7 +69,7 @@ impl Backend {
             keepalive_timeout: conf.keepalive_timeout,
             max_idle_connections: conf.max_idle_connections,
             // A bound on memory per exchange; reads beyond 64 KiB gain nothing.
-            io_size: conf.max_buffer_size.clamp(1024, 64 * 1024),
+            io_size: conf.max_buffer_size.clamp(1, 64 * 1024),
             expect: conf.expect,
         }
     }

@@ -755,3 +755,31 @@ fn dropping_the_body_closes_the_connection() {
     });
     assert_eq!(b.connections.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn unix_socket_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("backend.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut got = Vec::new();
+            let mut buf = [0; 4096];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nunix");
+        }
+    });
+    let mut c = conf(SocketAddr::from(([127, 0, 0, 1], 1)));
+    c.addr = UpstreamAddr::Unix(path);
+    let be = Rc::new(c);
+    run(async {
+        let resp = send_to(&Pool::new(), &be, get("/")).await.unwrap();
+        assert_eq!(collect(resp.body).await.unwrap().0, b"unix");
+    });
+}

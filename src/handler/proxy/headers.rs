@@ -48,17 +48,25 @@ fn has_token(value: &[u8], token: &[u8]) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
-/// `a` + `sep` + `b`, or whichever is present.
-fn merge(a: Option<Bytes>, sep: &[u8], b: &[u8]) -> Bytes {
+/// `a` + `sep` + `b`, or `b` alone.
+fn merge(a: Option<Bytes>, sep: &[u8], b: Vec<u8>) -> Bytes {
     match a {
-        None => Bytes::copy_from_slice(b),
+        None => Bytes::from(b),
         Some(a) => {
             let mut v = Vec::with_capacity(a.len() + sep.len() + b.len());
             v.extend_from_slice(&a);
             v.extend_from_slice(sep);
-            v.extend_from_slice(b);
+            v.extend_from_slice(&b);
             Bytes::from(v)
         }
+    }
+}
+
+/// Joins repeated fields (cookie crumbs, X-Forwarded-For, Via): the first is kept as is.
+fn join(a: Option<Bytes>, sep: &[u8], b: Bytes) -> Bytes {
+    match a {
+        None => b,
+        Some(a) => merge(Some(a), sep, b.to_vec()),
     }
 }
 
@@ -87,11 +95,11 @@ impl Conversion {
             }
             if is(b"cookie") {
                 // HTTP/2 splits cookies into crumbs; HTTP/1.1 wants one field (RFC 9113 8.2.3).
-                cookie = Some(merge(cookie, b"; ", &value));
+                cookie = Some(join(cookie, b"; ", value));
             } else if is(b"x-forwarded-for") && self.emit_x_forwarded_headers {
-                forwarded_for = Some(merge(forwarded_for, b", ", &value));
+                forwarded_for = Some(join(forwarded_for, b", ", value));
             } else if is(b"via") && self.emit_via_header {
-                via = Some(merge(via, b", ", &value));
+                via = Some(join(via, b", ", value));
             } else if is(b"x-forwarded-proto") && !self.preserve_x_forwarded_proto {
                 // Ours replaces it (below).
             } else {
@@ -115,7 +123,7 @@ impl Conversion {
             let ip = req.peer.ip().to_canonical().to_string();
             out.push((
                 Bytes::from_static(b"X-Forwarded-For"),
-                merge(forwarded_for, b", ", ip.as_bytes()),
+                merge(forwarded_for, b", ", ip.into_bytes()),
             ));
         }
         if self.emit_via_header {
@@ -131,7 +139,7 @@ impl Conversion {
                 Some(a) => ours.extend_from_slice(a),
                 None => ours.extend_from_slice(req.local.to_string().as_bytes()),
             }
-            out.push((Bytes::from_static(b"Via"), merge(via, b", ", &ours)));
+            out.push((Bytes::from_static(b"Via"), merge(via, b", ", ours)));
         }
         if !self.request_commands.is_empty() {
             self.request_commands.apply_to(&mut out);
