@@ -90,7 +90,11 @@ async fn exchange(
             Err(f) => {
                 if reused && f.retryable {
                     if let Some(p) = ex.writer.into_retry(idempotent) {
-                        tracing::debug!(backend = %backend.name, "proxy: pooled connection was dead ({}), retrying", f.error);
+                        tracing::debug!(
+                            backend = %backend.name,
+                            "proxy: pooled connection was dead ({}), retrying",
+                            f.error
+                        );
                         prepared = p;
                         may_reuse = false;
                         continue;
@@ -397,10 +401,11 @@ impl BodyStream for ProxyBody {
                 }
             }
             Some(Err(e)) => {
+                let name = &ex.backend.name;
                 if e.side == Side::Upstream {
-                    tracing::warn!(backend = %ex.backend.name, "proxy: response body: {}", e.reason);
+                    tracing::warn!(backend = %name, "proxy: response body: {}", e.reason);
                 } else {
-                    tracing::info!(backend = %ex.backend.name, "proxy: request body: {}", e.reason);
+                    tracing::info!(backend = %name, "proxy: request body: {}", e.reason);
                 }
                 self.ex = None;
             }
