@@ -219,11 +219,11 @@ impl RequestWriter {
         })
     }
 
+    /// Stops sending. The body stays: a retry continues from where it was.
     fn fail(&mut self) {
         self.state = State::Failed;
         self.out.clear();
         self.out_len = 0;
-        self.body = None;
     }
 
     fn push(&mut self, b: Bytes) {

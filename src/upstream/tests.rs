@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
@@ -781,5 +782,59 @@ fn unix_socket_backends() {
     run(async {
         let resp = send_to(&Pool::new(), &be, get("/")).await.unwrap();
         assert_eq!(collect(resp.body).await.unwrap().0, b"unix");
+    });
+}
+
+#[test]
+fn a_send_that_failed_is_resent_whole() {
+    use super::conn::Conn;
+    use super::request::{Prepared, RequestWriter};
+    use crate::proto::h1::{RequestFraming, RequestHead};
+    use tokio::io::AsyncReadExt;
+    use tokio::net::UnixStream;
+
+    run(async {
+        let (w, body) = pipe(Some(10));
+        w.push(Bytes::from_static(b"hello"));
+        let head = RequestHead {
+            method: &Method::Put,
+            target: b"/r",
+            headers: &[],
+            framing: RequestFraming::Length(10),
+            keep_alive: true,
+            expect_continue: false,
+        };
+        let mut writer = RequestWriter::new(Prepared::new(&head, Some(body)), true, 1024);
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut conn = Conn::Unix(a);
+        let first = poll_fn(|cx| Poll::Ready(writer.poll_send(&mut conn, cx))).await;
+        assert!(
+            first.is_pending(),
+            "head and the first piece sent, waiting for more"
+        );
+        drop(b);
+        w.push(Bytes::from_static(b"wor"));
+        let failed = poll_fn(|cx| writer.poll_send(&mut conn, cx)).await;
+        assert!(failed.is_err());
+
+        let again = writer
+            .into_retry(true)
+            .expect("idempotent, every piece kept");
+        // The rest of the body comes after the failure: the retry still reads it.
+        w.push(Bytes::from_static(b"ld"));
+        w.finish(None);
+        let mut writer = RequestWriter::new(again, false, 1024);
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut conn = Conn::Unix(a);
+        poll_fn(|cx| writer.poll_send(&mut conn, cx)).await.unwrap();
+        drop(conn);
+        let mut got = Vec::new();
+        b.read_to_end(&mut got).await.unwrap();
+        let got = String::from_utf8(got).unwrap();
+        assert!(
+            got.starts_with("PUT /r HTTP/1.1\r\nContent-Length: 10\r\n"),
+            "{got}"
+        );
+        assert!(got.ends_with("\r\n\r\nhelloworld"), "{got}");
     });
 }
