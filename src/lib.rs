@@ -11,3 +11,4 @@ pub mod log;
 pub mod proto;
 pub mod server;
 pub mod tls;
+pub mod upstream;

@@ -1,6 +1,7 @@
 //! `header.add`, `header.append`, `header.merge`, `header.set`, `header.setifempty`,
 //! `header.unset` and `header.unsetunless`: edits applied to every response of a path, in
-//! configuration order.
+//! configuration order. The proxy applies `proxy.header.*` the same way to the request it
+//! sends to the backend.
 
 use crate::config::{HeaderCommand, HeaderOp};
 use crate::http::Response;
@@ -11,6 +12,10 @@ pub struct HeaderRewriter {
 }
 
 impl HeaderRewriter {
+    pub fn is_empty(&self) -> bool {
+        self.commands.is_empty()
+    }
+
     pub fn new(commands: &[HeaderCommand]) -> HeaderRewriter {
         HeaderRewriter {
             commands: commands
@@ -27,8 +32,12 @@ impl HeaderRewriter {
     }
 
     pub fn apply(&self, resp: &mut Response) {
+        self.apply_to(&mut resp.headers);
+    }
+
+    /// Applies the commands to a list of header fields.
+    pub fn apply_to(&self, h: &mut Vec<(Bytes, Bytes)>) {
         for (op, name, value) in &self.commands {
-            let h = &mut resp.headers;
             let pos = h.iter().position(|(n, _)| n.eq_ignore_ascii_case(name));
             match op {
                 HeaderOp::Add => h.push((name.clone(), value.clone())),

@@ -2,12 +2,14 @@
 
 pub mod file;
 pub mod headers;
+pub mod proxy;
 pub mod redirect;
 pub mod respond;
 
 use crate::config::{self, HandlerConf};
 use crate::http::{Answer, Handler, Request, Response};
 use crate::log::AccessLog;
+use crate::upstream;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -44,6 +46,8 @@ impl Router {
     /// one writer on this worker; `logs` collects them so the worker can flush them.
     pub fn new(conf: &config::Config, logs: &mut Vec<Rc<RefCell<AccessLog>>>) -> Router {
         let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
+        // Idle backend connections of this worker, shared by every proxy path.
+        let pool = upstream::Pool::new();
         let hosts = conf
             .hosts
             .iter()
@@ -53,7 +57,7 @@ impl Router {
                     .iter()
                     .map(|p| PathRoute {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
-                        handler: build_handler(p, &cache),
+                        handler: build_handler(p, &cache, &pool),
                         headers: headers::HeaderRewriter::new(&p.headers),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, logs)),
                     })
@@ -126,6 +130,7 @@ impl Router {
 fn build_handler(
     path: &config::PathConf,
     cache: &Rc<RefCell<file::OpenFileCache>>,
+    pool: &Rc<upstream::Pool>,
 ) -> Box<dyn Handler> {
     match &path.handler {
         HandlerConf::File(f) => {
@@ -133,8 +138,7 @@ fn build_handler(
         }
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
         HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
-        // replaced by handler::proxy
-        HandlerConf::Proxy(_) => Box::new(NoProxyYet),
+        HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(p, &path.prefix, pool.clone())),
         HandlerConf::None => Box::new(NotFound),
     }
 }
@@ -159,14 +163,6 @@ impl Handler for NotFound {
     }
 }
 
-/// Stands in for the reverse proxy until its handler is merged: every request gets 502.
-struct NoProxyYet;
-
-impl Handler for NoProxyYet {
-    fn handle(&self, _req: &Request) -> Answer {
-        Answer::Now(Response::error(502))
-    }
-}
 
 /// h2o's rule: `/images` matches `/images`, `/images/...`, not `/imagesx`. The stored prefix
 /// has no trailing slash, so `/` is stored as the empty string and matches everything.

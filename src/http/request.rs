@@ -169,6 +169,31 @@ impl Request {
             .map(|(n, v)| (self.slice(n), self.slice(v)))
     }
 
+    /// Header fields as slices of the request's own buffer: a handler that keeps them past
+    /// the request (the proxy) gets them without a copy.
+    pub fn shared_headers(&self) -> impl Iterator<Item = (Bytes, Bytes)> + '_ {
+        self.fields
+            .iter()
+            .map(|(n, v)| (self.head.slice(n.clone()), self.head.slice(v.clone())))
+    }
+
+    /// The number of header fields.
+    pub fn header_count(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// [`Request::authority`] as a slice of the request's own buffer.
+    pub fn shared_authority(&self) -> Option<Bytes> {
+        match &self.authority {
+            Some(s) => Some(self.head.slice(s.clone())),
+            None => self
+                .fields
+                .iter()
+                .find(|(n, _)| self.slice(n).eq_ignore_ascii_case(b"host"))
+                .map(|(_, v)| self.head.slice(v.clone())),
+        }
+    }
+
     pub fn is_head(&self) -> bool {
         self.method == Method::Head
     }

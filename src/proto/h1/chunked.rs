@@ -1,14 +1,17 @@
-//! Decoder for the chunked transfer coding of request bodies (RFC 9112 7.1).
+//! Decoder for the chunked transfer coding (RFC 9112 7.1), of request bodies and of the
+//! responses the upstream client reads.
 
 use super::Error;
-use crate::http::hex_value;
+use crate::http::{hex_value, Trailers};
+use bytes::Bytes;
 use std::ops::Range;
 
 /// The longest chunk-size line (size plus extensions) accepted.
 const MAX_SIZE_LINE: usize = 1024;
 
 /// Incremental decoder: feed it what has arrived, it reports how much it consumed and where the
-/// data bytes are. It keeps no data itself.
+/// data bytes are. It keeps no data bytes; it keeps the trailer section (bounded by
+/// `max_trailers`) so that it can be forwarded ([`ChunkedDecoder::take_trailers`]).
 #[derive(Debug)]
 pub struct ChunkedDecoder {
     state: State,
@@ -17,6 +20,10 @@ pub struct ChunkedDecoder {
     /// Limit on the trailer section (the head size limit).
     max_trailers: usize,
     trailer_len: usize,
+    /// The trailer lines as received; empty (and unallocated) when there are none.
+    trailer_bytes: Vec<u8>,
+    /// The parsed trailer fields, once the body is done.
+    trailers: Option<Trailers>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,11 +65,19 @@ impl ChunkedDecoder {
             line_len: 0,
             max_trailers,
             trailer_len: 0,
+            trailer_bytes: Vec::new(),
+            trailers: None,
         }
     }
 
     pub fn is_done(&self) -> bool {
         self.state == State::Done
+    }
+
+    /// The trailer fields, once `done` was reported; `None` when there were none (or they
+    /// were taken already).
+    pub fn take_trailers(&mut self) -> Option<Trailers> {
+        self.trailers.take()
     }
 
     /// Consumes framing from `buf` up to and including at most one run of data bytes.
@@ -140,6 +155,7 @@ impl ChunkedDecoder {
                     self.state = if b == b'\r' {
                         State::EndLf
                     } else {
+                        self.trailer_bytes.push(b);
                         State::Trailer
                     };
                 }
@@ -150,17 +166,20 @@ impl ChunkedDecoder {
                     } else if b == b'\n' || b == 0 {
                         return Err(Error::BadRequest("invalid trailer field"));
                     }
+                    self.trailer_bytes.push(b);
                 }
                 State::TrailerLf => {
                     if b != b'\n' {
                         return Err(Error::BadRequest("bare CR in trailer field"));
                     }
+                    self.trailer_bytes.push(b);
                     self.state = State::TrailerStart;
                 }
                 State::EndLf => {
                     if b != b'\n' {
                         return Err(Error::BadRequest("bare CR at the end of a chunked body"));
                     }
+                    self.parse_trailers()?;
                     self.state = State::Done;
                     return Ok(Decoded {
                         consumed: i + 1,
@@ -179,6 +198,38 @@ impl ChunkedDecoder {
         })
     }
 
+    /// Parses the trailer lines collected (each ends in CR LF) into fields.
+    fn parse_trailers(&mut self) -> Result<(), Error> {
+        if self.trailer_bytes.is_empty() {
+            return Ok(());
+        }
+        let mut section = std::mem::take(&mut self.trailer_bytes);
+        section.extend_from_slice(b"\r\n");
+        let lines = memchr::memchr_iter(b'\n', &section).count();
+        let mut slots = vec![httparse::EMPTY_HEADER; lines];
+        let fields = match httparse::parse_headers(&section, &mut slots) {
+            Ok(httparse::Status::Complete((_, fields))) => fields,
+            _ => return Err(Error::BadRequest("invalid trailer field")),
+        };
+        let ranges: Vec<_> = fields
+            .iter()
+            .map(|h| {
+                (
+                    range_in(&section, h.name.as_bytes()),
+                    range_in(&section, h.value),
+                )
+            })
+            .collect();
+        let section = Bytes::from(section);
+        self.trailers = Some(
+            ranges
+                .into_iter()
+                .map(|(n, v)| (section.slice(n), section.slice(v)))
+                .collect(),
+        );
+        Ok(())
+    }
+
     fn count_line(&mut self) -> Result<(), Error> {
         self.line_len += 1;
         if self.line_len > MAX_SIZE_LINE {
@@ -194,6 +245,12 @@ impl ChunkedDecoder {
         }
         Ok(())
     }
+}
+
+/// Where `part` (a subslice of `whole`) lies in `whole`.
+fn range_in(whole: &[u8], part: &[u8]) -> Range<usize> {
+    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
+    start..start + part.len()
 }
 
 #[cfg(test)]
@@ -229,6 +286,51 @@ mod tests {
             let (data, left) = decode_all(body, step).unwrap();
             assert_eq!(data, b"hello world", "step {step}");
             assert_eq!(left, 3, "step {step}");
+        }
+    }
+
+    #[test]
+    fn keeps_the_trailers_in_any_split() {
+        let body = b"3\r\nabc\r\n0\r\nX-Checksum: 42\r\nX-B:  two words \r\n\r\n";
+        for step in 1..=body.len() {
+            let mut d = ChunkedDecoder::new(1024);
+            let mut pos = 0;
+            let mut avail = step;
+            loop {
+                let r = d.decode(&body[pos..avail]).unwrap();
+                pos += r.consumed;
+                if r.done {
+                    break;
+                }
+                if r.consumed == 0 {
+                    avail = (avail + step).min(body.len());
+                }
+            }
+            let t = d.take_trailers().expect("trailers");
+            assert_eq!(
+                t,
+                vec![
+                    (Bytes::from_static(b"X-Checksum"), Bytes::from_static(b"42")),
+                    (Bytes::from_static(b"X-B"), Bytes::from_static(b"two words")),
+                ],
+                "step {step}"
+            );
+            assert_eq!(d.take_trailers(), None);
+        }
+    }
+
+    #[test]
+    fn no_trailers_means_none() {
+        let mut d = ChunkedDecoder::new(1024);
+        assert!(d.decode(b"0\r\n\r\n").unwrap().done);
+        assert_eq!(d.take_trailers(), None);
+    }
+
+    #[test]
+    fn rejects_malformed_trailers() {
+        for bad in [&b"0\r\nNo colon\r\n\r\n"[..], b"0\r\n: empty name\r\n\r\n"] {
+            let mut d = ChunkedDecoder::new(1024);
+            assert!(d.decode(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
     }
 

@@ -3,12 +3,19 @@
 //! Nothing here touches a socket or a clock. See `LIFECYCLE.md` for how a connection uses it.
 
 mod chunked;
+mod client;
 mod parse;
 mod write;
 
 pub use chunked::{ChunkedDecoder, Decoded};
-pub use parse::{parse_head, BodyFraming, Head, HeadLimits};
-pub use write::{write_chunk, write_continue, write_head, ResponseHead};
+pub use client::{
+    parse_response_head, write_request_head, MalformedResponse, ParsedResponseHead, RequestFraming,
+    RequestHead, ResponseFraming, MAX_RESPONSE_FIELDS,
+};
+pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
+pub use write::{
+    write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk, ResponseHead,
+};
 
 /// Why a request was rejected. Each maps to the status the client gets; after any of these the
 /// connection is closed, since the framing of what follows cannot be trusted.
@@ -97,6 +104,49 @@ mod tests {
                 while let Ok(d) = dec.decode(rest) {
                     assert!(d.consumed <= rest.len() && d.data.end <= rest.len());
                     if d.done || d.consumed == 0 {
+                        break;
+                    }
+                    rest = &rest[d.consumed..];
+                }
+            }
+        }
+    }
+
+    /// The same for response heads and chunked bodies as the upstream client reads them.
+    #[test]
+    fn random_responses_never_panic() {
+        let seed = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX: y\r\n\r\n5\r\nhello\r\n0\r\nT: 1\r\n\r\n";
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let mut input = seed.to_vec();
+            for _ in 0..(next() % 6) {
+                let pos = (next() as usize) % input.len();
+                match next() % 3 {
+                    0 => input[pos] = next() as u8,
+                    1 => input.insert(pos, next() as u8),
+                    _ => {
+                        input.remove(pos);
+                    }
+                }
+            }
+            if let Ok(Some(head)) = parse_response_head(&input, false, 512) {
+                assert!(head.len <= input.len());
+                assert!(head
+                    .fields
+                    .iter()
+                    .all(|(n, v)| n.end <= head.len && v.end <= head.len));
+                let mut dec = ChunkedDecoder::new(64);
+                let mut rest = &input[head.len..];
+                while let Ok(d) = dec.decode(rest) {
+                    assert!(d.consumed <= rest.len() && d.data.end <= rest.len());
+                    if d.done || d.consumed == 0 {
+                        let _ = dec.take_trailers();
                         break;
                     }
                     rest = &rest[d.consumed..];

@@ -60,8 +60,16 @@ pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
         out.extend_from_slice(b"0\r\n\r\n");
         return;
     }
+    write_chunk_size(out, data.len());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The line before a chunk's data (`1f4\r\n`), for senders that write the data separately;
+/// the data must be followed by CR LF.
+pub fn write_chunk_size(out: &mut Vec<u8>, len: usize) {
     let mut hex = [0u8; 16];
-    let mut n = data.len();
+    let mut n = len;
     let mut i = hex.len();
     loop {
         i -= 1;
@@ -73,7 +81,17 @@ pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
     }
     out.extend_from_slice(&hex[i..]);
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(data);
+}
+
+/// The last chunk with a trailer section.
+pub fn write_last_chunk(out: &mut Vec<u8>, trailers: &[(Bytes, Bytes)]) {
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
     out.extend_from_slice(b"\r\n");
 }
 
@@ -92,7 +110,7 @@ fn write_status_line(out: &mut Vec<u8>, status: u16) {
     }
 }
 
-fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+pub(super) fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -164,5 +182,16 @@ mod tests {
             out,
             [&b"1a\r\n"[..], &[b'x'; 26], b"\r\n0\r\n\r\n"].concat()
         );
+    }
+
+    #[test]
+    fn frames_trailers() {
+        let mut out = Vec::new();
+        write_chunk_size(&mut out, 4096);
+        write_last_chunk(
+            &mut out,
+            &[(Bytes::from_static(b"X-Sum"), Bytes::from_static(b"7"))],
+        );
+        assert_eq!(out, b"1000\r\n0\r\nX-Sum: 7\r\n\r\n");
     }
 }

@@ -1,0 +1,230 @@
+//! Header conversion, as h2o does it. To the backend: Host (the backend's, or the client's
+//! with `proxy.preserve-host`), cookie crumbs joined, hop-by-hop fields dropped (`TE:
+//! trailers` only), X-Forwarded-For/-Proto and Via, then `proxy.header.*`. Back to the
+//! client: hop-by-hop fields and the backend's Server dropped, Date added when missing, a
+//! `Location` that points at the backend rewritten to the client's authority and prefix.
+
+use super::{Client, Conversion};
+use crate::http::{date, Request, Response, Version};
+use bytes::Bytes;
+
+/// Fields that concern one connection only (RFC 9110 7.6.1), plus HTTP/2's HTTP2-Settings.
+/// Content-Length and Transfer-Encoding are framing, which each side writes itself.
+fn is_hop_by_hop(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"transfer-encoding",
+        b"upgrade",
+        b"http2-settings",
+        b"content-length",
+    ]
+    .iter()
+    .any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// The field names a Connection header lists (but `close` and `keep-alive`, which name
+/// options, not fields that would otherwise pass). Allocates only when there are some.
+fn connection_options<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<&'a [u8]> {
+    let mut names = Vec::new();
+    for v in values {
+        for token in v.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            if !token.is_empty()
+                && !token.eq_ignore_ascii_case(b"close")
+                && !token.eq_ignore_ascii_case(b"keep-alive")
+            {
+                names.push(token);
+            }
+        }
+    }
+    names
+}
+
+fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+/// `a` + `sep` + `b`, or `b` alone.
+fn merge(a: Option<Bytes>, sep: &[u8], b: Vec<u8>) -> Bytes {
+    match a {
+        None => Bytes::from(b),
+        Some(a) => {
+            let mut v = Vec::with_capacity(a.len() + sep.len() + b.len());
+            v.extend_from_slice(&a);
+            v.extend_from_slice(sep);
+            v.extend_from_slice(&b);
+            Bytes::from(v)
+        }
+    }
+}
+
+/// Joins repeated fields (cookie crumbs, X-Forwarded-For, Via): the first is kept as is.
+fn join(a: Option<Bytes>, sep: &[u8], b: Bytes) -> Bytes {
+    match a {
+        None => b,
+        Some(a) => merge(Some(a), sep, b.to_vec()),
+    }
+}
+
+impl Conversion {
+    /// The header fields sent to the backend, Host first.
+    pub(super) fn request_headers(&self, req: &Request) -> Vec<(Bytes, Bytes)> {
+        let mut out = Vec::with_capacity(req.header_count() + 4);
+        let host = match (self.preserve_host, req.shared_authority()) {
+            (true, Some(a)) => a,
+            _ => self.upstream_authority.clone(),
+        };
+        out.push((Bytes::from_static(b"Host"), host));
+        let named = connection_options(req.header_all(b"connection"));
+        let mut cookie: Option<Bytes> = None;
+        let mut forwarded_for: Option<Bytes> = None;
+        let mut via: Option<Bytes> = None;
+        let mut te_trailers = false;
+        for (name, value) in req.shared_headers() {
+            let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+            if is(b"te") {
+                te_trailers |= has_token(&value, b"trailers");
+                continue;
+            }
+            if is_hop_by_hop(&name) || is(b"host") || is(b"expect") || named.iter().any(|n| is(n)) {
+                continue;
+            }
+            if is(b"cookie") {
+                // HTTP/2 splits cookies into crumbs; HTTP/1.1 wants one field (RFC 9113 8.2.3).
+                cookie = Some(join(cookie, b"; ", value));
+            } else if is(b"x-forwarded-for") && self.emit_x_forwarded_headers {
+                forwarded_for = Some(join(forwarded_for, b", ", value));
+            } else if is(b"via") && self.emit_via_header {
+                via = Some(join(via, b", ", value));
+            } else if is(b"x-forwarded-proto") && !self.preserve_x_forwarded_proto {
+                // Ours replaces it (below).
+            } else {
+                out.push((name, value));
+            }
+        }
+        if let Some(c) = cookie {
+            out.push((Bytes::from_static(b"Cookie"), c));
+        }
+        if te_trailers {
+            out.push((Bytes::from_static(b"TE"), Bytes::from_static(b"trailers")));
+        }
+        if self.emit_x_forwarded_headers {
+            if !self.preserve_x_forwarded_proto {
+                let proto = if req.secure { &b"https"[..] } else { b"http" };
+                out.push((
+                    Bytes::from_static(b"X-Forwarded-Proto"),
+                    Bytes::from_static(proto),
+                ));
+            }
+            let ip = req.peer.ip().to_canonical().to_string();
+            out.push((
+                Bytes::from_static(b"X-Forwarded-For"),
+                merge(forwarded_for, b", ", ip.into_bytes()),
+            ));
+        }
+        if self.emit_via_header {
+            // h2o's form: the client's protocol version and the authority it asked for.
+            let version: &[u8] = match req.version {
+                Version::Http10 => b"1.0 ",
+                Version::Http11 => b"1.1 ",
+                Version::Http2 => b"2 ",
+                Version::Http3 => b"3 ",
+            };
+            let mut ours = version.to_vec();
+            match req.authority() {
+                Some(a) => ours.extend_from_slice(a),
+                None => ours.extend_from_slice(req.local.to_string().as_bytes()),
+            }
+            out.push((Bytes::from_static(b"Via"), merge(via, b", ", ours)));
+        }
+        if !self.request_commands.is_empty() {
+            self.request_commands.apply_to(&mut out);
+        }
+        out
+    }
+
+    /// The backend's response as the client gets it.
+    pub(super) fn client_response(&self, mut resp: Response, client: &Client) -> Response {
+        let named: Vec<Bytes> = connection_options(
+            resp.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+                .map(|(_, v)| &v[..]),
+        )
+        .into_iter()
+        .map(Bytes::copy_from_slice)
+        .collect();
+        let mut close = false;
+        let mut has_date = false;
+        resp.headers.retain(|(name, value)| {
+            let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+            if is(b"connection") {
+                close |= has_token(value, b"close");
+                return false;
+            }
+            // The codec writes our own Server (h2o drops the backend's too).
+            if is_hop_by_hop(name) || is(b"server") || named.iter().any(|n| is(n)) {
+                return false;
+            }
+            has_date |= is(b"date");
+            true
+        });
+        for (name, value) in resp.headers.iter_mut() {
+            if name.eq_ignore_ascii_case(b"location") {
+                if let Some(v) = self.rewrite_location(value, client) {
+                    *value = v;
+                }
+            }
+        }
+        if !has_date && self.emit_missing_date_header {
+            let now = date::with_now(|d| Bytes::copy_from_slice(d));
+            resp.headers.push((Bytes::from_static(b"Date"), now));
+        }
+        let http1 = matches!(client.version, Version::Http10 | Version::Http11);
+        if close && self.forward_close_connection && http1 {
+            // Tells the HTTP/1.1 codec to close the client's connection after this response.
+            resp.headers.push((
+                Bytes::from_static(b"Connection"),
+                Bytes::from_static(b"close"),
+            ));
+        }
+        resp
+    }
+
+    /// `http://<backend authority><url path>rest` -> `<scheme>://<client authority><prefix>rest`;
+    /// `None` for a location elsewhere.
+    pub(super) fn rewrite_location(&self, loc: &[u8], client: &Client) -> Option<Bytes> {
+        let authority = client.authority.as_ref()?;
+        let rest = strip_prefix_ignore_case(loc, b"http://")?;
+        let rest = strip_prefix_ignore_case(rest, &self.upstream_authority)?;
+        let base = self.url_path.trim_end_matches('/').as_bytes();
+        let tail = rest.strip_prefix(base)?;
+        if !matches!(tail.first(), None | Some(b'/' | b'?' | b'#')) {
+            return None;
+        }
+        let scheme: &[u8] = if client.secure {
+            b"https://"
+        } else {
+            b"http://"
+        };
+        let mut out =
+            Vec::with_capacity(scheme.len() + authority.len() + self.prefix.len() + tail.len() + 1);
+        out.extend_from_slice(scheme);
+        out.extend_from_slice(authority);
+        out.extend_from_slice(self.prefix.as_bytes());
+        if self.prefix.is_empty() && tail.first() != Some(&b'/') {
+            out.push(b'/');
+        }
+        out.extend_from_slice(tail);
+        Some(Bytes::from(out))
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    (s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix))
+        .then(|| &s[prefix.len()..])
+}

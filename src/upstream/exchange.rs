@@ -1,0 +1,452 @@
+//! One exchange with a backend: the future that sends the request and waits for the response
+//! head (retrying once on a fresh connection when a pooled one turns out dead), and the body
+//! stream that reads the rest, still sending the request body if it has not all gone yet
+//! (a backend may answer before it has read everything).
+
+use super::conn::Conn;
+use super::pool::Pool;
+use super::request::{Prepared, RequestWriter, SendError};
+use super::response::{Head, ReadError, ResponseReader};
+use super::{
+    is_idempotent, Backend, UpstreamError, UpstreamRequest, EXPECT_WAIT, MAX_RESPONSE_HEAD,
+};
+use crate::http::body::Next;
+use crate::http::{Body, BodyError, BodyStream, Frame, Method, Response, Side, StreamBody};
+use crate::proto::h1::{self, RequestFraming, ResponseFraming};
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{ready, Context, Poll};
+use tokio::time::{Instant, Sleep};
+
+/// Sends `req` to `backend` and resolves to its response, or to the error the client gets
+/// (logged here, once, naming the backend and the cause).
+pub async fn send(
+    pool: Rc<Pool>,
+    backend: Rc<Backend>,
+    req: UpstreamRequest,
+) -> Result<Response, UpstreamError> {
+    let result = exchange(&pool, &backend, req).await;
+    if let Err(e) = &result {
+        if e.side == Side::Upstream {
+            tracing::warn!(backend = %backend.name, "proxy: {e}");
+        } else {
+            tracing::info!(backend = %backend.name, "proxy: {e}");
+        }
+    }
+    result
+}
+
+async fn exchange(
+    pool: &Rc<Pool>,
+    backend: &Rc<Backend>,
+    req: UpstreamRequest,
+) -> Result<Response, UpstreamError> {
+    let UpstreamRequest {
+        method,
+        target,
+        headers,
+        body,
+    } = req;
+    let head_request = method == Method::Head;
+    let idempotent = is_idempotent(&method);
+    let framing = match &body {
+        None => RequestFraming::None,
+        Some(b) => match b.content_length() {
+            Some(n) => RequestFraming::Length(n),
+            None => RequestFraming::Chunked,
+        },
+    };
+    let has_body = !matches!(framing, RequestFraming::None | RequestFraming::Length(0));
+    let head = h1::RequestHead {
+        method: &method,
+        target: &target,
+        headers: &headers,
+        framing,
+        keep_alive: !backend.keepalive_timeout.is_zero(),
+        expect_continue: backend.expect && has_body,
+    };
+    let mut prepared = Prepared::new(&head, body);
+    // The fields are slices of the client's request buffer: let it go now.
+    drop((target, headers));
+    let mut may_reuse = true;
+    loop {
+        let pooled = if may_reuse {
+            pool.take(&backend.addr)
+        } else {
+            None
+        };
+        let reused = pooled.is_some();
+        let conn = match pooled {
+            Some(c) => c,
+            None => Conn::connect(&backend.addr, backend.connect_timeout)
+                .await
+                .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?,
+        };
+        let mut ex = Exchange::new(conn, prepared, reused, head_request, pool, backend);
+        match poll_fn(|cx| ex.poll_head(cx)).await {
+            Ok(head) => return ex.respond(head, head_request),
+            Err(f) => {
+                if reused && f.retryable {
+                    if let Some(p) = ex.writer.into_retry(idempotent) {
+                        tracing::debug!(
+                            backend = %backend.name,
+                            "proxy: pooled connection was dead ({}), retrying",
+                            f.error
+                        );
+                        prepared = p;
+                        may_reuse = false;
+                        continue;
+                    }
+                }
+                return Err(f.error);
+            }
+        }
+    }
+}
+
+/// A failure before the response head, and whether sending again may help.
+struct Failure {
+    error: UpstreamError,
+    /// The connection broke before anything was received.
+    retryable: bool,
+}
+
+struct Exchange {
+    conn: Conn,
+    writer: RequestWriter,
+    reader: ResponseReader,
+    pool: Rc<Pool>,
+    backend: Rc<Backend>,
+    /// The backend allows another request on this connection (from the response head).
+    keep_alive: bool,
+    /// Writing failed: nothing more is sent, the response may still come.
+    send_error: Option<io::Error>,
+    started: Instant,
+    /// When the whole request had been sent (the first-byte timeout starts then).
+    sent_at: Option<Instant>,
+    /// Since when nothing has moved (the io timeout runs from then).
+    stalled_since: Option<Instant>,
+    timer: Timer,
+}
+
+impl Exchange {
+    fn new(
+        conn: Conn,
+        prepared: Prepared,
+        reused: bool,
+        head_request: bool,
+        pool: &Rc<Pool>,
+        backend: &Rc<Backend>,
+    ) -> Exchange {
+        Exchange {
+            conn,
+            writer: RequestWriter::new(prepared, reused, backend.io_size),
+            reader: ResponseReader::new(head_request, MAX_RESPONSE_HEAD, backend.io_size),
+            pool: pool.clone(),
+            backend: backend.clone(),
+            keep_alive: false,
+            send_error: None,
+            started: Instant::now(),
+            sent_at: None,
+            stalled_since: None,
+            timer: Timer::default(),
+        }
+    }
+
+    /// Sends the request and reads up to the final response head.
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Head, Failure>> {
+        loop {
+            if let Err(e) = self.pump(cx) {
+                return Poll::Ready(Err(Failure {
+                    error: UpstreamError::from_body(e),
+                    retryable: false,
+                }));
+            }
+            let read = self.reader.poll_head(&mut self.conn, cx);
+            self.note_progress();
+            match read {
+                Poll::Ready(Ok(head)) if head.status < 200 && head.status != 101 => {
+                    if head.status == 100 {
+                        self.writer.start_body();
+                    }
+                    continue;
+                }
+                Poll::Ready(Ok(head)) => return Poll::Ready(Ok(head)),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(self.read_failure(e))),
+                Poll::Pending => {}
+            }
+            let Some((at, expiry)) = self.head_deadline() else {
+                return Poll::Pending;
+            };
+            ready!(self.timer.poll_until(cx, at));
+            match expiry {
+                HeadExpiry::Continue => self.writer.start_body(),
+                HeadExpiry::FirstByte => {
+                    return Poll::Ready(Err(Failure {
+                        error: UpstreamError::timeout(format!(
+                            "no response within proxy.timeout.first_byte ({} ms)",
+                            self.backend.first_byte_timeout.as_millis()
+                        )),
+                        retryable: false,
+                    }))
+                }
+                HeadExpiry::Io => {
+                    return Poll::Ready(Err(Failure {
+                        error: UpstreamError::timeout(format!(
+                            "stalled for proxy.timeout.io ({} ms) before the response head",
+                            self.backend.io_timeout.as_millis()
+                        )),
+                        retryable: false,
+                    }))
+                }
+            }
+        }
+    }
+
+    /// The next piece of the response body, sending more of the request body on the way.
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
+        if let Err(e) = self.pump(cx) {
+            return Poll::Ready(Some(Err(e)));
+        }
+        let read = self.reader.poll_body(&mut self.conn, cx);
+        self.note_progress();
+        match read {
+            Poll::Ready(Some(Err(e))) => {
+                let reason = match e {
+                    ReadError::Closed => "connection closed before the end of the body".into(),
+                    ReadError::Io(e) => format!("read failed mid-body: {e}"),
+                    ReadError::Malformed(m) => format!("malformed body: {m}"),
+                };
+                return Poll::Ready(Some(Err(BodyError::new(Side::Upstream, reason))));
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                self.stalled_since = None;
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        let since = *self.stalled_since.get_or_insert_with(Instant::now);
+        ready!(self.timer.poll_until(cx, since + self.backend.io_timeout));
+        Poll::Ready(Some(Err(BodyError::new(
+            Side::Upstream,
+            format!(
+                "stalled for proxy.timeout.io ({} ms) mid-body",
+                self.backend.io_timeout.as_millis()
+            ),
+        ))))
+    }
+
+    /// Sends what it can of the request. A write error is kept (the backend may still
+    /// answer: it may have stopped reading on purpose); only a failing client body is
+    /// returned.
+    fn pump(&mut self, cx: &mut Context<'_>) -> Result<(), BodyError> {
+        if self.sent_at.is_some() {
+            return Ok(());
+        }
+        match self.writer.poll_send(&mut self.conn, cx) {
+            Poll::Ready(Ok(())) => self.sent_at = Some(Instant::now()),
+            Poll::Ready(Err(SendError::Io(e))) => {
+                self.send_error = Some(e);
+                self.sent_at = Some(Instant::now());
+            }
+            Poll::Ready(Err(SendError::Body(e))) => return Err(e),
+            Poll::Pending => {}
+        }
+        Ok(())
+    }
+
+    fn note_progress(&mut self) {
+        let wrote = self.writer.take_progress();
+        if self.reader.take_progress() || wrote {
+            self.stalled_since = None;
+        }
+    }
+
+    /// What the exchange waits for before the response head, and until when.
+    fn head_deadline(&mut self) -> Option<(Instant, HeadExpiry)> {
+        if self.writer.awaits_continue() {
+            return Some((self.started + EXPECT_WAIT, HeadExpiry::Continue));
+        }
+        if let (Some(sent), false) = (self.sent_at, self.reader.received_any()) {
+            return Some((
+                sent + self.backend.first_byte_timeout,
+                HeadExpiry::FirstByte,
+            ));
+        }
+        if self.reader.received_any() || self.writer.is_blocked() {
+            let since = *self.stalled_since.get_or_insert_with(Instant::now);
+            return Some((since + self.backend.io_timeout, HeadExpiry::Io));
+        }
+        // Waiting for the client's body: its own codec times that out.
+        None
+    }
+
+    fn read_failure(&self, e: ReadError) -> Failure {
+        let (reason, broken) = match (e, &self.send_error) {
+            (ReadError::Malformed(m), _) => (format!("malformed response: {m}"), false),
+            (ReadError::Closed, Some(w)) => (format!("write failed: {w}"), true),
+            (ReadError::Closed, None) => ("connection closed before a response".into(), true),
+            (ReadError::Io(e), _) => (format!("read failed: {e}"), true),
+        };
+        Failure {
+            error: UpstreamError::bad_gateway(reason),
+            retryable: broken && !self.reader.received_any(),
+        }
+    }
+
+    /// Turns the final head into the client's response.
+    fn respond(mut self, head: Head, head_request: bool) -> Result<Response, UpstreamError> {
+        if head.status == 101 {
+            return Err(UpstreamError::bad_gateway(
+                "101 Switching Protocols: upgrades are not proxied",
+            ));
+        }
+        self.writer.forget_replay();
+        self.keep_alive = head.keep_alive;
+        let body = if head_request {
+            // No body, but the client learns the length a GET would have.
+            self.release();
+            match head.content_length {
+                Some(0) => Body::Empty,
+                len => Body::Stream(StreamBody {
+                    len,
+                    stream: Box::new(NoBody),
+                }),
+            }
+        } else {
+            match head.framing {
+                ResponseFraming::None => {
+                    self.release();
+                    Body::Empty
+                }
+                ResponseFraming::Length(n) => match self.reader.take_whole_body() {
+                    // Small responses arrive with their head: no stream, and the
+                    // connection is free at once.
+                    Some(bytes) => {
+                        self.release();
+                        if bytes.is_empty() {
+                            Body::Empty
+                        } else {
+                            Body::Bytes(bytes)
+                        }
+                    }
+                    None => Body::Stream(StreamBody {
+                        len: Some(n),
+                        stream: Box::new(ProxyBody { ex: Some(self) }),
+                    }),
+                },
+                ResponseFraming::Chunked | ResponseFraming::UntilClose => {
+                    Body::Stream(StreamBody {
+                        len: None,
+                        stream: Box::new(ProxyBody { ex: Some(self) }),
+                    })
+                }
+            }
+        };
+        Ok(Response {
+            status: head.status,
+            headers: head.headers,
+            body,
+        })
+    }
+
+    /// Ends the exchange: the connection goes back to the pool when it is clean, else it
+    /// is closed.
+    fn release(self) {
+        let clean = self.keep_alive
+            && self.writer.is_sent()
+            && self.send_error.is_none()
+            && self.reader.is_clean_end();
+        if clean {
+            self.pool.put(
+                &self.backend.addr,
+                self.conn,
+                self.backend.keepalive_timeout,
+                self.backend.max_idle_connections,
+            );
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum HeadExpiry {
+    /// Stop waiting for `100 Continue`.
+    Continue,
+    FirstByte,
+    Io,
+}
+
+/// A response body read from the backend as the client's codec pulls it.
+struct ProxyBody {
+    /// `None` once the body ended (the connection went back to the pool or was closed).
+    ex: Option<Exchange>,
+}
+
+impl BodyStream for ProxyBody {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
+        let Some(ex) = self.ex.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let next = ready!(ex.poll_body(cx));
+        match &next {
+            // The codec may stop pulling after the last byte it expects (or the trailers):
+            // release at once rather than on the next poll.
+            Some(Ok(Frame::Data(_))) if !ex.reader.is_done() => {}
+            Some(Ok(_)) | None => {
+                if let Some(ex) = self.ex.take() {
+                    ex.release();
+                }
+            }
+            Some(Err(e)) => {
+                let name = &ex.backend.name;
+                if e.side == Side::Upstream {
+                    tracing::warn!(backend = %name, "proxy: response body: {}", e.reason);
+                } else {
+                    tracing::info!(backend = %name, "proxy: request body: {}", e.reason);
+                }
+                self.ex = None;
+            }
+        }
+        Poll::Ready(next)
+    }
+}
+
+/// The body of a response to HEAD: nothing.
+struct NoBody;
+
+impl BodyStream for NoBody {
+    fn poll_frame(&mut self, _cx: &mut Context<'_>) -> Poll<Next> {
+        Poll::Ready(None)
+    }
+}
+
+/// One lazily created timer per exchange. A deadline that moves later does not reset it;
+/// it re-arms when it fires early.
+#[derive(Default)]
+struct Timer {
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Timer {
+    fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
+        let sleep = match &mut self.sleep {
+            Some(s) => {
+                if s.deadline() > at {
+                    s.as_mut().reset(at);
+                }
+                s
+            }
+            None => self.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
+        };
+        loop {
+            ready!(sleep.as_mut().poll(cx));
+            if Instant::now() >= at {
+                return Poll::Ready(());
+            }
+            sleep.as_mut().reset(at);
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The client side of the proxy: HTTP/1.1 to backends over TCP or Unix sockets, with a
+//! per-worker connection pool.
+//!
+//! [`send`] is polled by the client connection's own task (no task per request): it takes a
+//! pooled connection or opens one, sends the request head and streams the request body while
+//! it reads the response head, then resolves to a [`Response`] whose body is a stream the
+//! client's codec pulls, so a slow client slows the reads from the backend. Dropping the
+//! future or the body cancels the exchange; a connection goes back to the pool only when
+//! clean: whole request sent, whole response read, keep-alive allowed.
+//!
+//! Errors say which side failed ([`Side`]), as Pingora's do: 502 when the backend cannot be
+//! reached or answers malformed, 504 when it does not answer in time.
+
+mod conn;
+mod exchange;
+mod pool;
+mod request;
+mod response;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use exchange::send;
+pub use pool::Pool;
+
+use crate::config::{ProxyConf, UpstreamAddr};
+use crate::http::{BodyError, Method, RequestBody, Response, Side};
+use bytes::Bytes;
+use std::fmt;
+use std::time::Duration;
+
+/// The largest response head (status line and fields) accepted from a backend.
+pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// How long a request sent with `Expect: 100-continue` waits for `100 Continue` before
+/// sending its body anyway (RFC 9110 10.1.1 lets a client stop waiting).
+pub const EXPECT_WAIT: Duration = Duration::from_secs(1);
+
+/// A backend and how to talk to it: built once per proxy handler.
+#[derive(Debug)]
+pub struct Backend {
+    pub addr: UpstreamAddr,
+    /// For logs: `host:port` or `unix:/path`.
+    pub name: String,
+    pub connect_timeout: Duration,
+    pub first_byte_timeout: Duration,
+    pub io_timeout: Duration,
+    /// 0: one connection per request.
+    pub keepalive_timeout: Duration,
+    pub max_idle_connections: usize,
+    /// Bytes read from the backend at once, and request bytes queued towards it.
+    pub io_size: usize,
+    /// Send `Expect: 100-continue` with request bodies.
+    pub expect: bool,
+}
+
+impl Backend {
+    pub fn new(conf: &ProxyConf) -> Backend {
+        let addr = conf.upstream.addr.clone();
+        let name = match &addr {
+            UpstreamAddr::Tcp { host, port } => format!("{host}:{port}"),
+            UpstreamAddr::Unix(path) => format!("unix:{}", path.display()),
+        };
+        Backend {
+            addr,
+            name,
+            connect_timeout: conf.connect_timeout,
+            first_byte_timeout: conf.first_byte_timeout,
+            io_timeout: conf.io_timeout,
+            keepalive_timeout: conf.keepalive_timeout,
+            max_idle_connections: conf.max_idle_connections,
+            // A bound on memory per exchange; reads beyond 64 KiB gain nothing.
+            io_size: conf.max_buffer_size.clamp(1, 64 * 1024),
+            expect: conf.expect,
+        }
+    }
+}
+
+/// A request as it goes to a backend: the handler has converted its header fields.
+pub struct UpstreamRequest {
+    pub method: Method,
+    /// Origin form: `/path?query`.
+    pub target: Bytes,
+    /// End-to-end fields, Host first. Framing (Content-Length, Transfer-Encoding),
+    /// Connection and Expect are written by the client.
+    pub headers: Vec<(Bytes, Bytes)>,
+    pub body: Option<RequestBody>,
+}
+
+/// Why an exchange failed before a response could be given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamError {
+    /// What the client gets: 502, 504, or 400/500 when the failure was not the backend's.
+    pub status: u16,
+    pub side: Side,
+    pub reason: String,
+}
+
+impl UpstreamError {
+    fn bad_gateway(reason: impl Into<String>) -> UpstreamError {
+        UpstreamError {
+            status: 502,
+            side: Side::Upstream,
+            reason: reason.into(),
+        }
+    }
+
+    fn timeout(reason: impl Into<String>) -> UpstreamError {
+        UpstreamError {
+            status: 504,
+            side: Side::Upstream,
+            reason: reason.into(),
+        }
+    }
+
+    fn from_body(e: BodyError) -> UpstreamError {
+        UpstreamError {
+            status: if e.side == Side::Downstream { 400 } else { 500 },
+            side: e.side,
+            reason: format!("request body: {}", e.reason),
+        }
+    }
+
+    /// The response the client gets.
+    pub fn response(&self) -> Response {
+        Response::error(self.status)
+    }
+}
+
+impl fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// Fields that must not travel as trailers (RFC 9110 6.5.1): framing, routing and
+/// connection fields. Dropped from trailers forwarded either way.
+pub fn is_forbidden_trailer(name: &[u8]) -> bool {
+    [
+        &b"content-length"[..],
+        b"transfer-encoding",
+        b"host",
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"upgrade",
+    ]
+    .iter()
+    .any(|f| name.eq_ignore_ascii_case(f))
+}
+
+/// Whether sending a request twice has the effect of sending it once (RFC 9110 9.2.2).
+fn is_idempotent(m: &Method) -> bool {
+    matches!(
+        m,
+        Method::Get | Method::Head | Method::Put | Method::Delete | Method::Options | Method::Trace
+    )
+}

@@ -1,0 +1,108 @@
+//! The per-worker pool of idle backend connections: per backend address, newest reused
+//! first, each closed after its `proxy.timeout.keepalive`, at most `max_idle` per backend.
+
+use super::conn::Conn;
+use crate::config::UpstreamAddr;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub struct Pool {
+    idle: RefCell<HashMap<UpstreamAddr, Vec<Idle>>>,
+    /// Whether the task that closes expired connections is running.
+    sweeping: Cell<bool>,
+    me: Weak<Pool>,
+}
+
+struct Idle {
+    conn: Conn,
+    expires: Instant,
+}
+
+impl Pool {
+    pub fn new() -> Rc<Pool> {
+        Rc::new_cyclic(|me| Pool {
+            idle: RefCell::new(HashMap::new()),
+            sweeping: Cell::new(false),
+            me: me.clone(),
+        })
+    }
+
+    /// An idle connection to `addr` that is still open, if there is one.
+    pub fn take(&self, addr: &UpstreamAddr) -> Option<Conn> {
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.get_mut(addr)?;
+        let now = Instant::now();
+        while let Some(c) = list.pop() {
+            if c.expires > now && c.conn.is_reusable() {
+                return Some(c.conn);
+            }
+        }
+        None
+    }
+
+    /// Keeps `conn` for reuse for `keepalive`, dropping the oldest beyond `max_idle`.
+    pub fn put(&self, addr: &UpstreamAddr, conn: Conn, keepalive: Duration, max_idle: usize) {
+        if keepalive.is_zero() || max_idle == 0 {
+            return;
+        }
+        let now = Instant::now();
+        {
+            let mut idle = self.idle.borrow_mut();
+            let list = match idle.get_mut(addr) {
+                Some(l) => l,
+                None => idle.entry(addr.clone()).or_default(),
+            };
+            list.retain(|c| c.expires > now);
+            if list.len() >= max_idle {
+                list.remove(0);
+            }
+            list.push(Idle {
+                conn,
+                expires: now + keepalive,
+            });
+        }
+        self.start_sweeping();
+    }
+
+    /// Idle connections kept for `addr`.
+    pub fn idle_count(&self, addr: &UpstreamAddr) -> usize {
+        self.idle.borrow().get(addr).map_or(0, Vec::len)
+    }
+
+    /// Closes expired connections even when no request comes to reuse them, so descriptors
+    /// return to where they were once traffic stops. One task per worker, only while
+    /// connections are idle.
+    fn start_sweeping(&self) {
+        if self.sweeping.replace(true) {
+            return;
+        }
+        let me = self.me.clone();
+        tokio::task::spawn_local(async move {
+            loop {
+                let Some(next) = me.upgrade().and_then(|p| p.sweep()) else {
+                    return;
+                };
+                tokio::time::sleep_until(next).await;
+            }
+        });
+    }
+
+    /// Drops expired connections; returns the next expiry, or `None` (and stops sweeping)
+    /// when nothing is idle.
+    fn sweep(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut idle = self.idle.borrow_mut();
+        idle.retain(|_, list| {
+            list.retain(|c| c.expires > now);
+            !list.is_empty()
+        });
+        let next = idle.values().flatten().map(|c| c.expires).min();
+        if next.is_none() {
+            self.sweeping.set(false);
+        }
+        next
+    }
+}
