@@ -163,7 +163,6 @@ impl Handler for NotFound {
     }
 }
 
-
 /// h2o's rule: `/images` matches `/images`, `/images/...`, not `/imagesx`. The stored prefix
 /// has no trailing slash, so `/` is stored as the empty string and matches everything.
 fn prefix_matches(prefix: &str, path: &[u8]) -> bool {

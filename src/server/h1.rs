@@ -255,7 +255,9 @@ impl<T: Transport> Conn<'_, T> {
             body,
         } = resp;
         let body_len = if req.is_head() { 0 } else { body.len() };
-        let total = self.send(&req, status, &headers, body, keep_alive).await?;
+        let total = self
+            .send(&req, status, &headers, body, keep_alive, true)
+            .await?;
         if let (Some(log), Some((at, started))) = (log, received_at) {
             log.borrow_mut().log(&LogRecord {
                 req: &req,
@@ -286,6 +288,7 @@ impl<T: Transport> Conn<'_, T> {
         headers: &[(Bytes, Bytes)],
         body: Body,
         keep_alive: bool,
+        date: bool,
     ) -> Result<u64, Close> {
         let head_len = h1::write_head(
             &mut self.wbuf,
@@ -295,6 +298,7 @@ impl<T: Transport> Conn<'_, T> {
                 content_length: Some(body.len()),
                 keep_alive,
                 server_line: &self.ctx.server_line,
+                date,
             },
         ) as u64;
         if req.is_head() || status == 304 || status == 204 {
@@ -502,6 +506,7 @@ impl<T: Transport> Conn<'_, T> {
                 content_length: Some(body.len() as u64),
                 keep_alive: false,
                 server_line: &self.ctx.server_line,
+                date: true,
             },
         );
         self.wbuf.extend_from_slice(&body);

@@ -13,6 +13,8 @@ pub struct ResponseHead<'a> {
     pub keep_alive: bool,
     /// A preformatted `Server: name\r\n` line, or empty.
     pub server_line: &'a [u8],
+    /// Write the Date field; false when `headers` carry their own (a proxied response).
+    pub date: bool,
 }
 
 /// Appends the response head to `out`; returns the number of bytes written.
@@ -21,12 +23,15 @@ pub fn write_head(out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
     let start = out.len();
     write_status_line(out, head.status);
     out.extend_from_slice(head.server_line);
-    out.extend_from_slice(b"Date: ");
-    date::with_now(|d| out.extend_from_slice(d));
+    if head.date {
+        out.extend_from_slice(b"Date: ");
+        date::with_now(|d| out.extend_from_slice(d));
+        out.extend_from_slice(b"\r\n");
+    }
     out.extend_from_slice(if head.keep_alive {
-        b"\r\nConnection: keep-alive\r\n"
+        b"Connection: keep-alive\r\n"
     } else {
-        b"\r\nConnection: close\r\n"
+        b"Connection: close\r\n"
     });
     for (name, value) in head.headers {
         out.extend_from_slice(name);
@@ -141,6 +146,7 @@ mod tests {
                 content_length: len,
                 keep_alive,
                 server_line: b"Server: bench\r\n",
+                date: true,
             },
         );
         assert_eq!(n, out.len());

@@ -246,21 +246,34 @@ impl<'a, T: Transport> Conn<'a, T> {
     ) -> Result<Out, Close> {
         let Response {
             status,
-            headers,
+            mut headers,
             body,
         } = resp;
         sent.status = status;
+        // A proxied response keeps the backend's Date, and may ask to close (with
+        // `proxy.forward.close-connection`): the codec writes Connection itself.
+        let has_date = headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"date"));
+        headers.retain(|(n, v)| {
+            let close = n.eq_ignore_ascii_case(b"connection");
+            if close && v.eq_ignore_ascii_case(b"close") {
+                *keep_alive = false;
+            }
+            !close
+        });
         let stream = match body {
             Body::Stream(s) => s,
             body => {
                 sent.body = if req.is_head() { 0 } else { body.len() };
-                sent.total = self.send(req, status, &headers, body, *keep_alive).await?;
+                sent.total = self
+                    .send(req, status, &headers, body, *keep_alive, !has_date)
+                    .await?;
                 sent.total -= sent.body;
                 sent.headers = headers;
                 return Ok(Out::Done);
             }
         };
         let bodiless = req.is_head() || status == 204 || status == 304 || status < 200;
+
         let chunked = stream.len.is_none() && req.version == crate::http::Version::Http11;
         if stream.len.is_none() && !chunked {
             // An HTTP/1.0 client: the body ends with the connection.
@@ -274,6 +287,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 content_length: stream.len,
                 keep_alive: *keep_alive,
                 server_line: &self.ctx.server_line,
+                date: !has_date,
             },
         ) as u64;
         sent.headers = headers;
