@@ -8,9 +8,7 @@
 use super::{Close, Conn};
 use crate::handler::PathRoute;
 use crate::http::body::BodyWriter;
-use crate::http::{
-    Answer, Body, BodyError, BodyStream, Frame, Pending, Request, Response, Side, Trailers,
-};
+use crate::http::{Answer, Body, BodyError, BodyStream, Frame, Pending, Request, Response, Side};
 use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
@@ -341,7 +339,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                         w.push(piece.freeze());
                     }
                     if r.done {
-                        w.finish(trailers(dec));
+                        w.finish(dec.take_trailers());
                         *body_in = BodyIn::Done;
                         return Ok(());
                     }
@@ -349,11 +347,6 @@ impl<'a, T: Transport> Conn<'a, T> {
             }
         }
     }
-}
-
-/// The trailer fields of a finished chunked body.
-fn trailers(_dec: &ChunkedDecoder) -> Option<Trailers> {
-    None
 }
 
 /// The first `n` bytes of `buf` as `Bytes`, without copying.
@@ -385,13 +378,13 @@ fn step(out: &mut Out, cx: &mut Context<'_>, wbuf: &mut Vec<u8>) -> Poll<Step> {
                     }
                     Poll::Ready(Some(Ok(Frame::Trailers(t)))) => {
                         if *chunked {
-                            write_last_chunk(wbuf, &t);
+                            h1::write_last_chunk(wbuf, &t);
                         }
                         return Poll::Ready(Step::End(gathered));
                     }
                     Poll::Ready(None) => {
                         if *chunked {
-                            write_last_chunk(wbuf, &[]);
+                            h1::write_last_chunk(wbuf, &[]);
                         }
                         return Poll::Ready(Step::End(gathered));
                     }
@@ -405,16 +398,4 @@ fn step(out: &mut Out, cx: &mut Context<'_>, wbuf: &mut Vec<u8>) -> Poll<Step> {
             }
         }
     }
-}
-
-/// The last chunk, with trailer fields when there are any.
-fn write_last_chunk(wbuf: &mut Vec<u8>, trailers: &[(Bytes, Bytes)]) {
-    wbuf.extend_from_slice(b"0\r\n");
-    for (name, value) in trailers {
-        wbuf.extend_from_slice(name);
-        wbuf.extend_from_slice(b": ");
-        wbuf.extend_from_slice(value);
-        wbuf.extend_from_slice(b"\r\n");
-    }
-    wbuf.extend_from_slice(b"\r\n");
 }
