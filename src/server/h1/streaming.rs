@@ -60,6 +60,8 @@ enum Step {
     /// The body ended after this many more bytes (and trailers, when chunked).
     End(u64),
     Failed(BodyError),
+    /// The handler made room for more request body.
+    Room,
 }
 
 /// For the access log, once the response is over.
@@ -145,7 +147,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             let body_wanted = !matches!(body_in, BodyIn::Done)
                 && writer
                     .as_ref()
-                    .is_some_and(|w| !w.reader_gone() && w.buffered() < READ_BUFFER);
+                    .is_some_and(|w| !w.reader_gone() && has_room(w));
             // With the body in, reading on only notices a client that leaves (bytes of a
             // pipelined request stay in the buffer for later).
             let watch_eof = matches!(body_in, BodyIn::Done) && self.rbuf.len() < READ_BUFFER;
@@ -153,9 +155,19 @@ impl<'a, T: Transport> Conn<'a, T> {
             if read && self.rbuf.capacity() - self.rbuf.len() < 1024 {
                 self.rbuf.reserve(READ_BUFFER);
             }
+            // The handler reads the body while its answer is polled: once it made room in a
+            // full pipe, come back and read the socket again.
+            let full = !body_wanted
+                && !matches!(body_in, BodyIn::Done)
+                && writer.as_ref().is_some_and(|w| !w.reader_gone());
             let step = tokio::select! {
                 biased;
-                step = poll_fn(|cx| step(&mut out, cx, &mut self.wbuf)) => step,
+                step = poll_fn(|cx| match step(&mut out, cx, &mut self.wbuf) {
+                    Poll::Pending if full && writer.as_ref().is_some_and(has_room) => {
+                        Poll::Ready(Step::Room)
+                    }
+                    other => other,
+                }) => step,
                 r = self.stream.read_buf(&mut self.rbuf), if read => {
                     match r {
                         Ok(n) if n > 0 => {
@@ -195,6 +207,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                         .await?;
                 }
                 Step::Data(n) => sent.body += n,
+                Step::Room => {}
                 Step::End(n) => {
                     sent.body += n;
                     out = Out::Done;
@@ -347,6 +360,11 @@ impl<'a, T: Transport> Conn<'a, T> {
             }
         }
     }
+}
+
+/// Whether the handler's pipe may take another read's worth of body.
+fn has_room(w: &BodyWriter) -> bool {
+    w.buffered() < READ_BUFFER
 }
 
 /// The first `n` bytes of `buf` as `Bytes`, without copying.
