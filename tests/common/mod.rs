@@ -2,6 +2,12 @@
 //! talks to it over real sockets.
 #![allow(dead_code)]
 
+pub mod backend;
+pub mod clients;
+pub mod h1read;
+pub mod nginx;
+pub mod pattern;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
