@@ -21,8 +21,9 @@
 //!
 //! The backend never sends Date (so the proxy's missing-Date rule shows), answers
 //! `Expect: 100-continue` with a 100 before reading a body, counts the connections it
-//! accepted and the requests it read, and can close connections idle for longer than
-//! `Options::idle_close` (as backends with a short keep-alive timeout do).
+//! accepted, the requests it read and those cut before their answer was complete, and can
+//! close connections idle for longer than `Options::idle_close` (as backends with a short
+//! keep-alive timeout do).
 #![allow(dead_code)]
 
 use super::h1read::{self, Framing, Headers, Input};
@@ -40,6 +41,8 @@ use std::time::Duration;
 /// How long a connection may wait for the next request without `idle_close`, or for any read
 /// inside a request.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `die-cl` and `die-chunked` live after their first bytes.
+const DYING: Duration = Duration::from_millis(300);
 
 #[derive(Default, Clone)]
 pub struct Options {
@@ -119,6 +122,8 @@ struct Shared {
     stop: AtomicBool,
     accepted: AtomicUsize,
     requests: AtomicUsize,
+    /// Requests cut by the peer (a read or write failed) before their answer was complete.
+    aborted: AtomicUsize,
     /// A clone of every open connection by its number, to cut them all at `stop`.
     open: Mutex<HashMap<usize, Sock>>,
     opts: Options,
@@ -168,6 +173,7 @@ impl Backend {
             stop: AtomicBool::new(false),
             accepted: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
+            aborted: AtomicUsize::new(0),
             open: Mutex::new(HashMap::new()),
             opts,
             authority: addr.map_or("localhost".to_string(), |a| a.to_string()),
@@ -204,6 +210,12 @@ impl Backend {
     /// Request heads read so far.
     pub fn requests(&self) -> usize {
         self.shared.requests.load(Ordering::SeqCst)
+    }
+
+    /// Requests whose connection failed before their answer was complete (the proxy gave up
+    /// on them, as it should when its client left).
+    pub fn aborted(&self) -> usize {
+        self.shared.aborted.load(Ordering::SeqCst)
     }
 
     /// Stops listening and cuts every connection.
@@ -342,7 +354,13 @@ fn serve(sock: Sock, shared: &Shared) {
         };
         match answer(&req, &mut input, &mut out, shared) {
             Ok(After::KeepAlive) if !req.wants_close() => {}
-            _ => break,
+            Ok(_) => break,
+            Err(_) => {
+                if !shared.stop.load(Ordering::SeqCst) {
+                    shared.aborted.fetch_add(1, Ordering::SeqCst);
+                }
+                break;
+            }
         }
     }
     out.shutdown();
@@ -501,13 +519,14 @@ fn answer(
             let mut msg = head(200, &[("Content-Length", "100000".to_string())]);
             msg.extend_from_slice(&body);
             out.write_all(&msg)?;
-            std::thread::sleep(Duration::from_millis(50));
+            // Long enough for any proxy to have passed the head on: the cut is mid-body.
+            std::thread::sleep(DYING);
             return Ok(After::Close);
         }
         "die-chunked" => {
             out.write_all(&head(200, &[("Transfer-Encoding", "chunked".to_string())]))?;
             out.write_all(b"5\r\nhello\r\n")?;
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(DYING);
             out.write_all(b"10\r\nabc")?;
             std::thread::sleep(Duration::from_millis(50));
             return Ok(After::Close);
