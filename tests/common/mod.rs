@@ -200,7 +200,18 @@ impl Spate {
 
 impl Drop for Spate {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
+        let exited = self.child.try_wait().ok().flatten();
+        // A failing test shows what the server said (and whether it was still running).
+        if std::thread::panicking() {
+            let lines: Vec<String> = self.stderr.try_iter().collect();
+            eprintln!(
+                "--- server on {} ({}), its standard error:\n{}",
+                self.addr,
+                exited.map_or("running".to_string(), |s| format!("exited: {s}")),
+                lines.join("\n")
+            );
+        }
+        if exited.is_none() {
             signal(&self.child, libc::SIGTERM);
             if wait_timeout(&mut self.child, Duration::from_secs(5)).is_none() {
                 let _ = self.child.kill();
