@@ -108,14 +108,16 @@ class H2oDialect(Server):
         case = cases[0]
         port = free_port()
         backend = start_backend(env, self.name) if case.mode == "proxy" else None
-        config = self.render(env, case, port, backend.port if backend else None)
+        # Requests in flight at once: each holds one backend connection (HTTP/1.1).
+        in_flight = max(c.conns * c.streams for c in cases)
+        config = self.render(env, case, port, backend.port if backend else None, in_flight)
         path = write(env, "%s-%s.yaml" % (self.name, case.scenario), config)
         proc = env.launcher.start(self.name, self.argv(env, path), env.run_dir, env.server_cpu)
         inst = Instance(port, proc, backend.proc if backend else None)
         wait_or_stop(inst, port)
         return inst
 
-    def render(self, env, case, port, backend_port):
+    def render(self, env, case, port, backend_port, in_flight=None):
         listen_extra, globals_, paths = [], self.extra_globals(case), []
         if case.listener == "quic":
             listen_extra += ["  type: quic"]
@@ -127,6 +129,7 @@ class H2oDialect(Server):
             ]
         if case.mode == "proxy":
             paths += ["      /:", "        proxy.reverse.url: http://127.0.0.1:%d/" % backend_port]
+            paths += self.proxy_extras(in_flight or case.conns * case.streams)
             if case.scenario == "S8":
                 # As the seed's config: brotli configured (h2load asks for no encoding).
                 paths += self.s8_proxy_extras()
@@ -148,6 +151,9 @@ class H2oDialect(Server):
         return ""
 
     def extra_globals(self, case):
+        return []
+
+    def proxy_extras(self, in_flight):
         return []
 
     def s8_proxy_extras(self):
@@ -173,6 +179,11 @@ class Spate(H2oDialect):
 
     def extra_globals(self, case):
         return ["server-name: bench"] if case.mode == "answer" else []
+
+    def proxy_extras(self, in_flight):
+        # spate keeps 64 idle backend connections per worker by default; h2o keeps every one
+        # and nginx gets `keepalive` as large as the requests in flight: so does spate.
+        return ["        proxy.max-idle-connections: %d" % in_flight]
 
     def s8_proxy_extras(self):
         return ["        proxy.timeout.first_byte: 600000"]  # from the seed (h2o 2.2.5 lacks it)

@@ -44,7 +44,30 @@ def test_tls_static_and_proxy_configs():
     assert "compress:\n  br: 6" in s8
     assert "proxy.timeout.first_byte" not in s8  # h2o 2.2.5 refuses it
     assert "proxy.timeout.first_byte" in servers.Spate().render(FakeEnv(), case("S8-2-c100"), 1, 2)
+    assert "proxy.max-idle-connections: 1000\n" in servers.Spate().render(
+        FakeEnv(), case("S8-2-c100"), 1, 2
+    )
+    assert "max-idle" not in s8
     assert "type: quic" in servers.Spate().render(FakeEnv(), case("S8-3-c100"), 1, 2)
+
+
+def test_spate_s4_is_a_reverse_proxy_to_the_backend_on_every_case():
+    cases = select(["S4"])
+    assert len(cases) == 8  # h2c and TLS front, 6 B and 4 KiB, with and without -w30 -W30
+    for c in cases:
+        assert servers.Spate().applies(c), c.key
+        text = servers.Spate().render(FakeEnv(), c, 8443, 9000)
+        assert "      /:\n        proxy.reverse.url: http://127.0.0.1:9000/\n" in text, c.key
+        assert "file.dir" not in text and "compress" not in text, c.key
+        assert ("  ssl:\n    certificate-file: /run/cert.pem" in text) == (c.listener == "tls")
+        # As many idle backend connections kept as requests in flight (nginx gets as many).
+        assert "        proxy.max-idle-connections: 10000\n" in text, c.key
+        # Otherwise line for line the configuration h2o gets (h2o keeps every idle one).
+        h2o = servers.H2o().render(FakeEnv(), c, 8443, 9000)
+        assert text.replace("        proxy.max-idle-connections: 10000\n", "") == h2o, c.key
+    flags = sorted(c.load_flags() for c in cases)
+    assert flags == ["h2load -c100 -m100"] * 4 + ["h2load -c100 -m100 -w30 -W30"] * 4
+    assert sorted({c.path for c in cases}) == ["/4k.txt", "/6b.txt"]
 
 
 def test_who_takes_part_and_why_not():

@@ -2,6 +2,12 @@
 //! talks to it over real sockets.
 #![allow(dead_code)]
 
+pub mod backend;
+pub mod clients;
+pub mod h1read;
+pub mod nginx;
+pub mod pattern;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -30,6 +36,9 @@ impl Spate {
     /// As `start`, with a directory prepared by the caller.
     pub fn start_in(yaml: &str, dir: tempfile::TempDir) -> Spate {
         let yaml = yaml.replace("$DIR", &dir.path().display().to_string());
+        if let Ok(h2o) = std::env::var("SPATE_TESTS_H2O") {
+            return Spate::start_h2o(&h2o, &yaml, dir);
+        }
         let conf = dir.path().join("spate.yaml");
         std::fs::write(&conf, yaml).expect("write config");
         let child = Command::new(BIN)
@@ -42,6 +51,61 @@ impl Spate {
             .spawn()
             .expect("spawn spate");
         Spate::wait_ready(child, dir)
+    }
+
+    /// The same test against h2o (`SPATE_TESTS_H2O=/path/to/bin/h2o`), to check that a test
+    /// asks for h2o's behaviour where spate follows h2o: a free port replaces port 0, and
+    /// `proxy.keepalive` (gone from current h2o) is dropped. Logs and stdout are not spate's.
+    fn start_h2o(h2o: &str, yaml: &str, dir: tempfile::TempDir) -> Spate {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let yaml = yaml
+            .replace("port: 0", &format!("port: {port}"))
+            .replace("listen: 0", &format!("listen: {port}"))
+            .replace("proxy.keepalive: ON", "");
+        let conf = dir.path().join("h2o.yaml");
+        // As root, h2o would switch to `nobody`, who cannot read a private temporary directory.
+        // SAFETY: geteuid(2) has no preconditions.
+        let user = if unsafe { libc::geteuid() } == 0 {
+            "user: root\n"
+        } else {
+            ""
+        };
+        std::fs::write(&conf, format!("{user}{yaml}")).expect("write config");
+        let bin = Path::new(h2o);
+        let root = bin.parent().and_then(Path::parent).unwrap_or(bin);
+        let mut child = Command::new(bin)
+            .arg("-c")
+            .arg(&conf)
+            .env("H2O_ROOT", root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn h2o");
+        let stderr = child.stderr.take().expect("stderr");
+        let (err_tx, err_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if err_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(addr).is_err() {
+            assert!(std::time::Instant::now() < end, "h2o did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Spate {
+            child,
+            addr,
+            dir,
+            stderr: err_rx,
+        }
     }
 
     /// Starts `spate serve DIR` on an ephemeral port.
@@ -136,7 +200,18 @@ impl Spate {
 
 impl Drop for Spate {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
+        let exited = self.child.try_wait().ok().flatten();
+        // A failing test shows what the server said (and whether it was still running).
+        if std::thread::panicking() {
+            let lines: Vec<String> = self.stderr.try_iter().collect();
+            eprintln!(
+                "--- server on {} ({}), its standard error:\n{}",
+                self.addr,
+                exited.map_or("running".to_string(), |s| format!("exited: {s}")),
+                lines.join("\n")
+            );
+        }
+        if exited.is_none() {
             signal(&self.child, libc::SIGTERM);
             if wait_timeout(&mut self.child, Duration::from_secs(5)).is_none() {
                 let _ = self.child.kill();

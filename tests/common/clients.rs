@@ -1,0 +1,364 @@
+//! Clients for the proxy tests, each reporting what it saw without judging it: curl (any
+//! protocol, headers and trailers from its `-D` dump), the `h2` crate (timings, trailers,
+//! stream errors), and raw HTTP/1.1 on a socket.
+#![allow(dead_code)]
+
+use super::h1read::{self, Headers, Input, Reply};
+use super::Spate;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How a client reaches a front.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// HTTP/1.1 over TCP.
+    H1,
+    /// HTTP/2 over TCP with prior knowledge.
+    H2c,
+    /// HTTP/1.1 over TLS (ALPN http/1.1).
+    TlsH1,
+    /// HTTP/2 over TLS (ALPN h2).
+    TlsH2,
+}
+
+impl Proto {
+    pub fn is_tls(self) -> bool {
+        matches!(self, Proto::TlsH1 | Proto::TlsH2)
+    }
+
+    pub fn is_h2(self) -> bool {
+        matches!(self, Proto::H2c | Proto::TlsH2)
+    }
+
+    pub fn curl_args(self) -> &'static [&'static str] {
+        match self {
+            Proto::H1 => &["--http1.1"],
+            Proto::H2c => &["--http2-prior-knowledge"],
+            Proto::TlsH1 => &["-k", "--http1.1"],
+            Proto::TlsH2 => &["-k", "--http2"],
+        }
+    }
+
+    pub fn url(self, s: &Spate, path: &str) -> String {
+        let scheme = if self.is_tls() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}{path}", s.addr.port())
+    }
+}
+
+/// What curl saw.
+#[derive(Debug)]
+pub struct Fetched {
+    /// curl's exit code (0: the transfer completed).
+    pub exit: i32,
+    /// The final status (0 when none arrived).
+    pub status: u16,
+    /// `HTTP/1.1` or `HTTP/2`.
+    pub version: String,
+    pub headers: Headers,
+    pub trailers: Headers,
+    pub body: Vec<u8>,
+    pub stderr: String,
+}
+
+impl Fetched {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        h1read::header(&self.headers, name)
+    }
+
+    pub fn trailer(&self, name: &str) -> Option<&str> {
+        h1read::header(&self.trailers, name)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Runs curl for `url` with `args`; the body is curl's standard output.
+pub fn curl_url(url: &str, args: &[&str]) -> Fetched {
+    let dump = tempfile::NamedTempFile::new().expect("temp file");
+    let out = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "20", "-D"])
+        .arg(dump.path())
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run curl");
+    let dump = std::fs::read(dump.path()).unwrap_or_default();
+    let (status, version, headers, trailers) = parse_dump(&String::from_utf8_lossy(&dump));
+    Fetched {
+        exit: out.status.code().unwrap_or(-1),
+        status,
+        version,
+        headers,
+        trailers,
+        body: out.stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// curl to a front over `proto`.
+pub fn fetch(s: &Spate, proto: Proto, path: &str, args: &[&str]) -> Fetched {
+    let mut all: Vec<&str> = proto.curl_args().to_vec();
+    all.extend_from_slice(args);
+    curl_url(&proto.url(s, path), &all)
+}
+
+/// A `-D` dump: every head (1xx, then the final one), then the trailers, if any.
+/// Returns (final status, version, final head's headers, trailers).
+fn parse_dump(text: &str) -> (u16, String, Headers, Headers) {
+    let (mut status, mut version) = (0u16, String::new());
+    let (mut headers, mut trailers) = (Vec::new(), Vec::new());
+    let mut in_final_trailers = false;
+    for line in text.split("\r\n").flat_map(|l| l.split('\n')) {
+        if line.starts_with("HTTP/") {
+            let mut parts = line.split(' ');
+            version = parts.next().unwrap_or("").to_string();
+            status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            headers.clear();
+            in_final_trailers = false;
+            continue;
+        }
+        if line.is_empty() {
+            if status >= 200 {
+                in_final_trailers = true;
+            }
+            continue;
+        }
+        if let Some((n, v)) = line.split_once(':') {
+            let field = (n.trim().to_string(), v.trim().to_string());
+            if in_final_trailers {
+                trailers.push(field);
+            } else {
+                headers.push(field);
+            }
+        }
+    }
+    (status, version, headers, trailers)
+}
+
+/// Sends `raw` on a new connection and reads the final response (1xx skipped).
+pub fn h1(s: &Spate, raw: &[u8]) -> Reply {
+    let mut c = s.connect();
+    c.write_all(raw).expect("write request");
+    let mut input = Input::new(c);
+    loop {
+        let r = h1read::read_reply(&mut input, raw.starts_with(b"HEAD "))
+            .unwrap_or_else(|e| panic!("no response to {:?}: {e}", String::from_utf8_lossy(raw)));
+        if r.status >= 200 {
+            return r;
+        }
+    }
+}
+
+/// `GET path` over HTTP/1.1 with `Connection: close`.
+pub fn h1_get(s: &Spate, path: &str) -> Reply {
+    h1(
+        s,
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+/// A request for [`h2_send`].
+#[derive(Default, Clone)]
+pub struct H2Req {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    /// Sent as separate DATA frames; none: END_STREAM on HEADERS (unless trailers).
+    pub body: Vec<Vec<u8>>,
+    pub trailers: Vec<(String, String)>,
+    /// Wait this long before each request (on the same connection).
+    pub pause: Duration,
+}
+
+impl H2Req {
+    pub fn get(path: &str) -> H2Req {
+        H2Req {
+            method: "GET".into(),
+            path: path.into(),
+            ..H2Req::default()
+        }
+    }
+
+    pub fn post(path: &str, body: Vec<Vec<u8>>) -> H2Req {
+        H2Req {
+            method: "POST".into(),
+            path: path.into(),
+            body,
+            ..H2Req::default()
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> H2Req {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn trailer(mut self, name: &str, value: &str) -> H2Req {
+        self.trailers.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn pause(mut self, t: Duration) -> H2Req {
+        self.pause = t;
+        self
+    }
+}
+
+/// What the `h2` crate saw for one request.
+#[derive(Debug)]
+pub struct H2Reply {
+    /// 0 when no response head arrived.
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Vec<u8>,
+    pub trailers: Option<http::HeaderMap>,
+    /// The stream (or connection) failed: a reset, a GOAWAY, a protocol error.
+    pub error: Option<String>,
+    /// The error was a RST_STREAM from the peer.
+    pub reset: bool,
+    /// From sending the request to the first DATA byte.
+    pub first_data: Option<Duration>,
+    /// From sending the request to the end of the response.
+    pub elapsed: Duration,
+}
+
+impl H2Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Sends `reqs` one after the other on one HTTP/2 (h2c) connection to `addr`.
+pub fn h2_send(addr: SocketAddr, reqs: Vec<H2Req>) -> Vec<H2Reply> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let run = async {
+            let tcp = tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connect h2c");
+            let (client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            let mut replies = Vec::new();
+            for req in reqs {
+                tokio::time::sleep(req.pause).await;
+                replies.push(h2_one(client.clone(), addr, req).await);
+            }
+            replies
+        };
+        tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .expect("HTTP/2 exchange took over 30 s")
+    })
+}
+
+/// One request on `addr` over its own connection.
+pub fn h2_fetch(addr: SocketAddr, req: H2Req) -> H2Reply {
+    h2_send(addr, vec![req]).pop().expect("one reply")
+}
+
+async fn h2_one(
+    client: h2::client::SendRequest<bytes::Bytes>,
+    addr: SocketAddr,
+    req: H2Req,
+) -> H2Reply {
+    let start = Instant::now();
+    let mut reply = H2Reply {
+        status: 0,
+        headers: http::HeaderMap::new(),
+        body: Vec::new(),
+        trailers: None,
+        error: None,
+        reset: false,
+        first_data: None,
+        elapsed: Duration::ZERO,
+    };
+    let fail = |mut reply: H2Reply, e: h2::Error| {
+        reply.reset = e.is_reset() && e.is_remote();
+        reply.error = Some(format!("{e:?}"));
+        reply.elapsed = start.elapsed();
+        reply
+    };
+    let mut client = match client.ready().await {
+        Ok(c) => c,
+        Err(e) => return fail(reply, e),
+    };
+    let mut builder = http::Request::builder()
+        .method(req.method.as_str())
+        .uri(format!("http://{addr}{}", req.path));
+    for (n, v) in &req.headers {
+        builder = builder.header(n.as_str(), v.as_str());
+    }
+    let request = builder.body(()).expect("request");
+    let end_on_headers = req.body.is_empty() && req.trailers.is_empty();
+    let (response, mut send) = match client.send_request(request, end_on_headers) {
+        Ok(x) => x,
+        Err(e) => return fail(reply, e),
+    };
+    if !end_on_headers {
+        // Errors here show in the response (an early 413, a reset): not judged here.
+        let pieces = req.body.len();
+        for (i, piece) in req.body.into_iter().enumerate() {
+            let last = i + 1 == pieces && req.trailers.is_empty();
+            let _ = send.send_data(bytes::Bytes::from(piece), last);
+        }
+        if !req.trailers.is_empty() {
+            let mut map = http::HeaderMap::new();
+            for (n, v) in &req.trailers {
+                if let (Ok(n), Ok(v)) = (
+                    http::header::HeaderName::from_bytes(n.as_bytes()),
+                    http::HeaderValue::from_str(v),
+                ) {
+                    map.append(n, v);
+                }
+            }
+            let _ = send.send_trailers(map);
+        } else if pieces == 0 {
+            let _ = send.send_data(bytes::Bytes::new(), true);
+        }
+    }
+    let resp = match response.await {
+        Ok(r) => r,
+        Err(e) => return fail(reply, e),
+    };
+    reply.status = resp.status().as_u16();
+    reply.headers = resp.headers().clone();
+    let mut body = resp.into_body();
+    while let Some(chunk) = body.data().await {
+        match chunk {
+            Ok(chunk) => {
+                if reply.first_data.is_none() && !chunk.is_empty() {
+                    reply.first_data = Some(start.elapsed());
+                }
+                let _ = body.flow_control().release_capacity(chunk.len());
+                reply.body.extend_from_slice(&chunk);
+            }
+            Err(e) => return fail(reply, e),
+        }
+    }
+    match body.trailers().await {
+        Ok(t) => reply.trailers = t,
+        Err(e) => return fail(reply, e),
+    }
+    reply.elapsed = start.elapsed();
+    reply
+}
+
+/// A connected socket to `s` with a read timeout.
+pub fn h1_conn(s: &Spate, read_timeout: Duration) -> TcpStream {
+    let c = s.connect();
+    c.set_read_timeout(Some(read_timeout)).ok();
+    c
+}
