@@ -25,7 +25,15 @@ impl HeaderRewriter {
         }
     }
 
+    /// Inline: most paths have no commands, and every response passes here.
+    #[inline]
     pub fn apply(&self, resp: &mut Response) {
+        if !self.commands.is_empty() {
+            self.apply_commands(resp);
+        }
+    }
+
+    fn apply_commands(&self, resp: &mut Response) {
         for (op, name, value) in &self.commands {
             let h = &mut resp.headers;
             let pos = h.iter().position(|(n, _)| n.eq_ignore_ascii_case(name));

@@ -271,6 +271,7 @@ impl ReadSizer {
 
 /// Routes one request. An answer ready now goes to the connection at once; one that comes
 /// later waits in `work`. A route with an access log has the stream tracked to its end.
+#[inline(always)]
 fn answer<'a>(
     conn: &mut Connection,
     ctx: &'a WorkerCtx,

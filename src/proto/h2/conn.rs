@@ -396,16 +396,19 @@ impl Connection {
     /// [`Connection::wants_body`] and hands over what it yields ([`Connection::push_body`],
     /// [`Connection::end_body`], [`Connection::reset_body`]). `None` otherwise (the body was
     /// taken, or is not sent: HEAD, 204, 304, a stream gone).
+    #[inline]
     pub fn respond(&mut self, id: u32, resp: Response) -> Option<Box<dyn BodyStream>> {
         self.respond_inner(id, resp, false)
     }
 
     /// [`Connection::respond`], and reports the stream's end in [`Connection::take_done`]
     /// (exactly once, even when the stream is already gone).
+    #[inline]
     pub fn respond_logged(&mut self, id: u32, resp: Response) -> Option<Box<dyn BodyStream>> {
         self.respond_inner(id, resp, true)
     }
 
+    #[inline(always)]
     fn respond_inner(
         &mut self,
         id: u32,
@@ -430,27 +433,13 @@ impl Connection {
         if !matches!(s.send, Send::Waiting) {
             return None;
         }
-        s.track = track;
+        if track {
+            s.sent = Some(Box::default());
+        }
         let no_body =
             s.head_request || resp.status == 204 || resp.status == 304 || resp.status < 200;
-        if let Body::Stream(body) = resp.body {
-            let declared = body.len;
-            let head = self.write_headers(id, resp.status, &resp.headers, declared, no_body);
-            let s = &mut self.streams[i];
-            s.head_sent += head;
-            if no_body {
-                // Dropping the stream cancels the work behind it.
-                self.finish_send(i);
-                return None;
-            }
-            s.send = Send::Stream(StreamOut {
-                queued: Bytes::new(),
-                tail: Tail::Open,
-                declared,
-            });
-            self.sending += 1;
-            self.streaming += 1;
-            return Some(body.stream);
+        if let Body::Stream(_) = resp.body {
+            return self.respond_streamed(i, resp, no_body);
         }
         let body_len = resp.body.len();
         let source = if no_body {
@@ -460,17 +449,50 @@ impl Connection {
         };
         let end_stream = source.is_none();
         let head = self.write_headers(id, resp.status, &resp.headers, Some(body_len), end_stream);
-        self.streams[i].head_sent += head;
+        if track {
+            self.count_head(i, head);
+        }
         match source {
             Some(src) => {
                 self.sending += 1;
-                let s = &mut self.streams[i];
-                s.send = Send::Body(src);
+                self.streams[i].send = Send::Body(src);
                 self.schedule(i);
             }
             None => self.finish_send(i),
         }
         None
+    }
+
+    /// `respond` with a streamed body: kept out of the inline path's way.
+    #[inline(never)]
+    fn respond_streamed(
+        &mut self,
+        i: usize,
+        resp: Response,
+        no_body: bool,
+    ) -> Option<Box<dyn BodyStream>> {
+        let Body::Stream(body) = resp.body else {
+            return None;
+        };
+        let id = self.streams[i].id;
+        let declared = body.len;
+        let head = self.write_headers(id, resp.status, &resp.headers, declared, no_body);
+        self.count_head(i, head);
+        let s = &mut self.streams[i];
+        if no_body {
+            // Dropping the stream cancels the work behind it.
+            self.finish_send(i);
+            return None;
+        }
+        s.send = Send::Stream(Box::new(StreamOut {
+            queued: Bytes::new(),
+            tail: Tail::Open,
+            declared,
+            sent: 0,
+        }));
+        self.sending += 1;
+        self.streaming += 1;
+        Some(body.stream)
     }
 
     /// Whether the streamed body of stream `id` may be polled for its next chunk: the last one
@@ -498,7 +520,7 @@ impl Connection {
         if o.tail != Tail::Open {
             return false;
         }
-        let total = s.body_sent + o.queued.len() as u64 + data.len() as u64;
+        let total = o.sent + o.queued.len() as u64 + data.len() as u64;
         if o.declared.is_some_and(|d| total > d) {
             tracing::debug!(stream = id, "streamed body longer than its content-length");
             self.reset(i, Reason::INTERNAL_ERROR);
@@ -528,7 +550,7 @@ impl Connection {
             return;
         }
         if o.declared
-            .is_some_and(|d| s.body_sent + o.queued.len() as u64 != d)
+            .is_some_and(|d| o.sent + o.queued.len() as u64 != d)
         {
             tracing::debug!(stream = id, "streamed body shorter than its content-length");
             self.reset(i, Reason::INTERNAL_ERROR);
@@ -1294,7 +1316,6 @@ impl Connection {
         if let Some(w) = &s.body {
             if len > 0 {
                 w.push(Bytes::copy_from_slice(data));
-                s.unread += len as u64;
                 self.unread_total += len as u64;
                 credit -= len as u32;
                 self.hold_credit();
@@ -1363,7 +1384,6 @@ impl Connection {
             if read == 0 {
                 continue;
             }
-            s.unread = s.unread.saturating_sub(read);
             self.unread_total = self.unread_total.saturating_sub(read);
             match s.recv {
                 Recv::Body { .. } => {
@@ -1376,7 +1396,7 @@ impl Connection {
                         s.recv_unacked = 0;
                     }
                 }
-                Recv::Closed if s.unread == 0 && w.is_finished() => {
+                Recv::Closed if w.buffered() == 0 && w.is_finished() => {
                     // All of it arrived and was read: nothing more to account for.
                     s.body = None;
                     self.body_pipes -= 1;
@@ -1407,16 +1427,17 @@ impl Connection {
     }
 
     /// Aborts (unless already finished) and drops stream `i`'s request body pipe; its unread
-    /// bytes no longer hold credit.
+    /// bytes (queued, or read since the last `credit_consumed`) no longer hold credit.
     fn drop_pipe(&mut self, i: usize, why: BodyError) {
-        let s = &mut self.streams[i];
-        let Some(w) = s.body.take() else { return };
+        let Some(w) = self.streams[i].body.take() else {
+            return;
+        };
         if !w.is_finished() {
             w.abort(why);
         }
         self.body_pipes -= 1;
-        self.unread_total = self.unread_total.saturating_sub(s.unread);
-        s.unread = 0;
+        let unread = w.buffered() as u64 + w.take_consumed();
+        self.unread_total = self.unread_total.saturating_sub(unread);
         self.hold_credit();
     }
 
@@ -1604,16 +1625,24 @@ impl Connection {
 
     /// Frames the header block written after the 9 bytes reserved at `at`: one HEADERS, or
     /// HEADERS + CONTINUATIONs when larger than the peer's frame size. Returns the block size.
+    #[inline(always)]
     fn frame_header_block(&mut self, at: usize, id: u32, end_stream: bool) -> u64 {
         let block_len = self.out.len() - at - frame::HEADER_LEN;
-        let max = self.peer_max_frame as usize;
         let end = if end_stream { flag::END_STREAM } else { 0 };
-        if block_len <= max {
+        if block_len <= self.peer_max_frame as usize {
             frame::patch_len(&mut self.out, at, block_len);
             self.out[at + 4] = flag::END_HEADERS | end;
-            return block_len as u64;
+        } else {
+            self.split_header_block(at, id, end);
         }
-        // Rare: a block larger than the peer's frame size goes out as HEADERS + CONTINUATION.
+        block_len as u64
+    }
+
+    /// Rare: a block larger than the peer's frame size goes out as HEADERS + CONTINUATION.
+    #[cold]
+    #[inline(never)]
+    fn split_header_block(&mut self, at: usize, id: u32, end: u8) {
+        let max = self.peer_max_frame as usize;
         let block = self.out.split_off(at + frame::HEADER_LEN);
         self.out.truncate(at);
         let mut chunks = block.chunks(max).peekable();
@@ -1632,7 +1661,6 @@ impl Connection {
             self.out.extend_from_slice(c);
             first = false;
         }
-        block_len as u64
     }
 
     /// Writes one DATA frame for the stream at `i`, as large as the windows, the peer's frame
@@ -1668,10 +1696,13 @@ impl Connection {
         let done = src.remaining() == 0;
         let s = &mut self.streams[i];
         s.send_window -= n as i64;
-        s.body_sent += n as u64;
+        if let Some(sent) = &mut s.sent {
+            sent.body += n as u64;
+        }
         self.send_conn_window -= n as i64;
         if done {
             self.out[at + 4] = flag::END_STREAM;
+            self.sending -= 1;
             self.finish_send(i);
         } else if s.send_window > 0 {
             self.requeue(i);
@@ -1710,10 +1741,13 @@ impl Connection {
         frame::put_head(&mut self.out, n, kind::DATA, 0, id);
         self.out.extend_from_slice(&o.queued[..n]);
         o.queued.advance(n);
+        o.sent += n as u64;
         let drained = o.queued.is_empty();
         let ended = o.tail != Tail::Open;
         s.send_window -= n as i64;
-        s.body_sent += n as u64;
+        if let Some(sent) = &mut s.sent {
+            sent.body += n as u64;
+        }
         self.send_conn_window -= n as i64;
         if drained && ended {
             self.write_tail(i, Some(at));
@@ -1737,10 +1771,19 @@ impl Connection {
             },
             Tail::Trailers(t) => {
                 let n = self.write_trailers(id, &t);
-                self.streams[i].head_sent += n;
+                self.count_head(i, n);
             }
         }
+        self.sending -= 1;
+        self.streaming -= 1;
         self.finish_send(i);
+    }
+
+    /// Counts header block bytes sent on stream `i`, if it is tracked.
+    fn count_head(&mut self, i: usize, n: u64) {
+        if let Some(sent) = &mut self.streams[i].sent {
+            sent.head += n;
+        }
     }
 
     /// Resets stream `i` from our side (a failed or inconsistent streamed body), without
@@ -1753,18 +1796,11 @@ impl Connection {
         self.remove(i);
     }
 
-    /// END_STREAM was written for the stream at `i`.
+    /// END_STREAM was written for the stream at `i`. The caller took it out of the
+    /// `sending`/`streaming` counts.
     fn finish_send(&mut self, i: usize) {
         let s = &mut self.streams[i];
-        match std::mem::replace(&mut s.send, Send::Done) {
-            Send::Body(_) => self.sending -= 1,
-            Send::Stream(_) => {
-                self.sending -= 1;
-                self.streaming -= 1;
-            }
-            Send::Waiting | Send::Done => {}
-        }
-        let s = &mut self.streams[i];
+        s.send = Send::Done;
         if let Recv::Body { .. } = s.recv {
             // Answered before the request ended (an early error): ask the client to stop.
             let id = s.id;
@@ -1870,34 +1906,51 @@ impl Connection {
     }
 
     fn remove(&mut self, i: usize) {
+        let s = &self.streams[i];
+        if s.body.is_some()
+            || s.with_handler
+            || s.sent.is_some()
+            || matches!(s.send, Send::Stream(_))
+        {
+            self.before_remove(i);
+        }
+        let s = self.streams.swap_remove(i);
+        self.ids.swap_remove(i);
+        if matches!(s.send, Send::Body(_)) {
+            self.sending -= 1;
+        }
+        self.check_done();
+    }
+
+    /// What the driver must hear of stream `i`'s removal: its request body is aborted, its
+    /// work cancelled, its end reported for the log. Not on the inline path.
+    #[cold]
+    #[inline(never)]
+    fn before_remove(&mut self, i: usize) {
         if self.streams[i].body.is_some() {
             let why = BodyError::new(Side::Downstream, "stream closed before the body ended");
             self.drop_pipe(i, why);
         }
-        let s = self.streams.swap_remove(i);
-        self.ids.swap_remove(i);
-        match s.send {
-            Send::Body(_) => self.sending -= 1,
-            Send::Stream(_) => {
-                self.sending -= 1;
-                self.streaming -= 1;
-                self.cancelled.push(s.id);
-            }
-            Send::Waiting | Send::Done => {}
+        let s = &mut self.streams[i];
+        let id = s.id;
+        if let Send::Stream(_) = s.send {
+            // Counted here; `remove` counts `Send::Body` itself.
+            self.sending -= 1;
+            self.streaming -= 1;
+            self.cancelled.push(id);
         }
-        if s.with_handler {
+        if std::mem::take(&mut s.with_handler) {
             self.in_handler -= 1;
-            self.cancelled.push(s.id);
+            self.cancelled.push(id);
         }
-        if s.track {
+        if let Some(sent) = &s.sent {
             self.done.push(StreamDone {
-                id: s.id,
-                head_bytes: s.head_sent,
-                body_bytes: s.body_sent,
+                id,
+                head_bytes: sent.head,
+                body_bytes: sent.body,
                 complete: matches!(s.send, Send::Done),
             });
         }
-        self.check_done();
     }
 }
 

@@ -35,8 +35,9 @@ pub enum Send {
     /// HEADERS sent; body bytes left to send as windows allow.
     Body(BodySource),
     /// HEADERS sent; the body is a stream the driver polls and pushes
-    /// ([`super::Connection::push_body`]).
-    Stream(StreamOut),
+    /// ([`super::Connection::push_body`]). Boxed: keeps this enum's drop glue small on the
+    /// inline path.
+    Stream(Box<StreamOut>),
     /// END_STREAM sent.
     Done,
 }
@@ -50,6 +51,8 @@ pub struct StreamOut {
     pub tail: Tail,
     /// The length announced in content-length, checked against what the producer sends.
     pub declared: Option<u64>,
+    /// Body bytes framed so far.
+    pub sent: u64,
 }
 
 /// How a streamed body ends, once the producer said so.
@@ -85,14 +88,18 @@ pub struct Stream {
     pub with_handler: bool,
     /// The request body's pipe, when the handler streams it (`Connection::recv_with`).
     pub body: Option<BodyWriter>,
-    /// Request body bytes pushed into `body` and not yet read by the handler.
-    pub unread: u64,
-    /// Report the stream's end for the access log (`Connection::take_done`).
-    pub track: bool,
-    /// Response header block bytes sent (HEADERS, CONTINUATION, trailers).
-    pub head_sent: u64,
-    /// Response body bytes sent in DATA frames.
-    pub body_sent: u64,
+    /// What was sent, counted only for a stream whose end is reported for the access log
+    /// (`Connection::respond_logged`, `Connection::take_done`).
+    pub sent: Option<Box<Sent>>,
+}
+
+/// Response bytes sent on a tracked stream.
+#[derive(Debug, Default)]
+pub struct Sent {
+    /// Header block bytes (HEADERS, CONTINUATION, trailers).
+    pub head: u64,
+    /// DATA payload bytes.
+    pub body: u64,
 }
 
 impl Stream {
@@ -110,21 +117,15 @@ impl Stream {
             queued: false,
             with_handler: false,
             body: None,
-            unread: 0,
-            track: false,
-            head_sent: 0,
-            body_sent: 0,
+            sent: None,
         }
     }
 
     /// Has body bytes to send and window to send them in.
     pub fn sendable(&self) -> bool {
         self.send_window > 0
-            && match &self.send {
-                Send::Body(_) => true,
-                Send::Stream(o) => !o.queued.is_empty(),
-                _ => false,
-            }
+            && (matches!(self.send, Send::Body(_))
+                || matches!(&self.send, Send::Stream(o) if !o.queued.is_empty()))
     }
 
     /// A streamed body that has sent all it was given and may take the next chunk.
