@@ -31,8 +31,12 @@ impl HeaderRewriter {
         }
     }
 
+    /// Inline: most paths have no commands, and every response passes here.
+    #[inline]
     pub fn apply(&self, resp: &mut Response) {
-        self.apply_to(&mut resp.headers);
+        if !self.commands.is_empty() {
+            self.apply_to(&mut resp.headers);
+        }
     }
 
     /// Applies the commands to a list of header fields.

@@ -94,12 +94,15 @@ impl Router {
         self.route(req).is_some_and(|r| r.handler.streams_body())
     }
 
+    // Inlined into `handle` (the inline path) although `streams_body` calls it too.
+    #[inline(always)]
     fn route(&self, req: &Request) -> Option<&PathRoute> {
         let host = self.host_for(req)?;
         let path = req.path();
         host.paths.iter().find(|p| prefix_matches(&p.prefix, path))
     }
 
+    #[inline(always)]
     fn host_for(&self, req: &Request) -> Option<&HostRoute> {
         // One host answers everything: no need to look at the authority.
         if let [only] = self.hosts.as_slice() {

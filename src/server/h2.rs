@@ -1,18 +1,25 @@
 //! The HTTP/2 connection driver: reads bytes into the sans-IO [`Connection`], answers each
-//! complete request inline through the router (no task per stream), and writes what the
-//! connection produced with one write per loop turn. See `src/proto/h2/LIFECYCLE.md`.
+//! request through the router (no task per stream), and writes what the connection produced
+//! with one write per loop turn. An answer that is ready now is given at once (the inline
+//! path); one that comes later, and streamed response bodies, are kept in [`StreamWork`] and
+//! polled by this same task when their wakers fire. See `src/proto/h2/LIFECYCLE.md`.
+
+mod log;
+mod work;
 
 use super::transport::Transport;
 use super::worker::WorkerCtx;
 use crate::config::Config;
-use crate::http::Request;
-use crate::log::LogRecord;
+use crate::http::{Answer, Request};
 use crate::proto::h2::frame::Reason;
 use crate::proto::h2::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};
 use bytes::{Bytes, BytesMut};
+use log::AccessLogs;
 use std::net::SocketAddr;
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
+use work::{LogStart, StreamWork};
 
 /// The read buffer starts this small (most turns of a busy connection read a few hundred
 /// bytes of HEADERS) and grows while reads fill it, up to `READ_MAX`.
@@ -79,12 +86,17 @@ pub(crate) async fn serve<T: Transport>(
             return;
         }
     };
-    match run(&mut stream, &mut conn, ctx, &mut rbuf).await {
-        Ok(()) => {}
-        Err(e) => {
-            tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
-            return;
-        }
+    let mut work = StreamWork::default();
+    let mut logs = AccessLogs::default();
+    let r = run(&mut stream, &mut conn, ctx, &mut rbuf, &mut work, &mut logs).await;
+    // Whatever is still open ends here: pending answers and bodies are dropped (cancelling
+    // their upstream work), request bodies aborted, and logged streams logged incomplete.
+    drop(work);
+    conn.close_streams();
+    logs.write_ended(&mut conn);
+    if let Err(e) = r {
+        tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
+        return;
     }
     match conn.closed() {
         Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
@@ -99,25 +111,28 @@ pub(crate) async fn serve<T: Transport>(
     }
 }
 
-async fn run<T: Transport>(
+async fn run<'a, T: Transport>(
     stream: &mut T,
     conn: &mut Connection,
-    ctx: &WorkerCtx,
+    ctx: &'a WorkerCtx,
     rbuf: &mut BytesMut,
+    work: &mut StreamWork<'a>,
+    logs: &mut AccessLogs,
 ) -> std::io::Result<()> {
     let send_timeout = ctx.config.http1.send_timeout;
     let mut shutdown_deadline: Option<Instant> = None;
     let mut sizer = ReadSizer::new(rbuf.capacity());
+    let streams_body = |req: &Request| ctx.router.streams_body(req);
     loop {
         let now = Instant::now();
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write.
         loop {
             if !rbuf.is_empty() {
-                conn.recv(rbuf, now);
+                conn.recv_with(rbuf, now, &streams_body);
             }
             while let Some((id, req)) = conn.next_request() {
-                answer(conn, ctx, id, req);
+                answer(conn, ctx, work, logs, id, req, now);
             }
             if !conn.recv_paused() || conn.closed().is_some() {
                 break;
@@ -126,6 +141,14 @@ async fn run<T: Transport>(
             if conn.output().len() >= OUTPUT_HIGH_WATER {
                 break;
             }
+        }
+        if !work.is_empty() {
+            // New answers get their first poll; woken ones, their next.
+            std::future::poll_fn(|cx| {
+                work.drive(cx, conn, logs, now);
+                Poll::Ready(())
+            })
+            .await;
         }
         if ctx.stopping.get() && shutdown_deadline.is_none() {
             conn.shutdown();
@@ -141,6 +164,7 @@ async fn run<T: Transport>(
         // One write per turn; large bodies take several, yielding between them.
         loop {
             conn.fill(Instant::now());
+            logs.write_ended(conn);
             if conn.output().is_empty() {
                 break;
             }
@@ -196,6 +220,11 @@ async fn run<T: Transport>(
                 }
             }
             _ = &mut stop, if watch_stop => {}
+            // A pending answer or a body was woken (a backend socket, a timer), or a body the
+            // client has window for can be pulled.
+            _ = std::future::poll_fn(|_| {
+                if work.ready(conn) { Poll::Ready(()) } else { Poll::Pending }
+            }), if !work.is_empty() => {}
         }
     }
 }
@@ -240,26 +269,49 @@ impl ReadSizer {
     }
 }
 
-/// Routes one request and hands the response to the connection, logging it first.
-fn answer(conn: &mut Connection, ctx: &WorkerCtx, id: u32, req: Request) {
+/// Routes one request. An answer ready now goes to the connection at once; one that comes
+/// later waits in `work`. A route with an access log has the stream tracked to its end.
+#[inline(always)]
+fn answer<'a>(
+    conn: &mut Connection,
+    ctx: &'a WorkerCtx,
+    work: &mut StreamWork<'a>,
+    logs: &mut AccessLogs,
+    id: u32,
+    req: Request,
+    now: Instant,
+) {
     let (answer, route) = ctx.router.handle(&req);
-    let resp = match answer {
-        crate::http::Answer::Now(r) => r,
-        crate::http::Answer::Later(_) => crate::http::Response::error(501), // TODO(streaming)
-    };
-    if let Some(log) = route.and_then(|r| r.access_log.as_ref()) {
-        let body_bytes = if req.is_head() { 0 } else { resp.body.len() };
-        log.borrow_mut().log(&LogRecord {
-            req: &req,
-            status: resp.status,
-            body_bytes,
-            total_bytes: body_bytes,
-            received_at: SystemTime::now(),
-            duration: Duration::ZERO,
-            resp_headers: &resp.headers,
-        });
+    let file = route.and_then(|r| r.access_log.as_ref());
+    match answer {
+        Answer::Now(resp) => {
+            let body = match file {
+                None => conn.respond(id, resp),
+                Some(file) => {
+                    let start = LogStart {
+                        req,
+                        received_at: SystemTime::now(),
+                        started: now,
+                    };
+                    logs.start(id, file, start, &resp);
+                    conn.respond_logged(id, resp)
+                }
+            };
+            if let Some(body) = body {
+                work.add_body(id, body);
+            }
+        }
+        Answer::Later(fut) => {
+            let log = file.map(|_| {
+                Box::new(LogStart {
+                    req,
+                    received_at: SystemTime::now(),
+                    started: now,
+                })
+            });
+            work.add_answer(id, fut, route, log);
+        }
     }
-    conn.respond(id, resp);
 }
 
 async fn linger_close<T: Transport>(stream: &mut T) {

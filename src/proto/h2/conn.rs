@@ -1,14 +1,18 @@
-//! The server side of one HTTP/2 connection, sans-IO: bytes in ([`Connection::recv`]),
-//! complete requests out ([`Connection::next_request`]), responses in
-//! ([`Connection::respond`]), bytes out ([`Connection::fill`] / [`Connection::output`]).
-//! No socket and no clock: the driver passes `now` and asks [`Connection::poll_timeout`] when
-//! to call [`Connection::handle_timeout`]. See `LIFECYCLE.md` next to this file.
+//! The server side of one HTTP/2 connection, sans-IO: bytes in ([`Connection::recv_with`]),
+//! requests out ([`Connection::next_request`]), responses in ([`Connection::respond`]),
+//! bytes out ([`Connection::fill`] / [`Connection::output`]). Streamed bodies cross as
+//! values, never as I/O: a request body goes into the pipe the handler reads, and a streamed
+//! response body is polled by the driver and pushed in ([`Connection::push_body`]) when
+//! [`Connection::wants_body`] says the client can take more. No socket and no clock: the
+//! driver passes `now` and asks [`Connection::poll_timeout`] when to call
+//! [`Connection::handle_timeout`]. See `LIFECYCLE.md` next to this file.
 
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
-use super::stream::{BodySource, Priority, Recv, Send, Stream};
+use super::stream::{BodySource, Priority, Recv, Send, Stream, StreamOut, Tail};
+use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
 use crate::http::request::RequestBuilder;
-use crate::http::{Method, Request, Response, Version};
+use crate::http::{Body, Method, Request, Response, Version};
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -80,6 +84,20 @@ pub enum Closed {
     PeerGoAway,
 }
 
+/// A stream the driver asked to track ([`Connection::respond_logged`]) has ended: what the
+/// access log needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamDone {
+    pub id: u32,
+    /// Response header block bytes sent (HEADERS, CONTINUATION and trailers payloads).
+    pub head_bytes: u64,
+    /// Response body bytes sent (DATA payloads).
+    pub body_bytes: u64,
+    /// The response ended with END_STREAM; otherwise the stream was reset or the
+    /// connection ended first.
+    pub complete: bool,
+}
+
 /// One HTTP/2 server connection.
 pub struct Connection {
     cfg: Settings,
@@ -123,8 +141,24 @@ pub struct Connection {
     requests: VecDeque<u32>,
     /// Requests handed out and not yet answered.
     in_handler: u32,
-    /// Streams with response bytes left to send.
+    /// Streams with response bytes left to send (`Send::Body` or `Send::Stream`).
     sending: u32,
+    /// Of those, streamed bodies (`Send::Stream`).
+    streaming: u32,
+    /// Streams with a request body pipe (`Stream::body`).
+    body_pipes: u32,
+    /// Request body bytes in pipes and not yet read, over all streams.
+    unread_total: u64,
+    /// Connection-level credit held back because `unread_total` is above one window.
+    credit_held: u64,
+    /// A request whose body follows was opened by the frame just processed: `recv_with` asks
+    /// whether its handler streams bodies.
+    opened_with_body: Option<u32>,
+    /// Streams that went away while the driver held work for them (a pending answer, a
+    /// streamed body): the driver drops that work.
+    cancelled: Vec<u32>,
+    /// Tracked streams that ended.
+    done: Vec<StreamDone>,
     /// Streams we closed whose END_STREAM or RST_STREAM is still in the output: the client
     /// counts them as open until it reads that, so they count against `max_streams`.
     closed_unwritten: u32,
@@ -232,6 +266,13 @@ impl Connection {
             requests: VecDeque::new(),
             in_handler: 0,
             sending: 0,
+            streaming: 0,
+            body_pipes: 0,
+            unread_total: 0,
+            credit_held: 0,
+            opened_with_body: None,
+            cancelled: Vec::new(),
+            done: Vec::new(),
             closed_unwritten: 0,
             recv_paused: false,
             batch_opened: 0,
@@ -297,11 +338,26 @@ impl Connection {
         Ok(c)
     }
 
+    /// [`Connection::recv_with`] for a server whose handlers never stream request bodies.
+    pub fn recv(&mut self, input: &mut BytesMut, now: Instant) {
+        self.recv_with(input, now, &|_| false);
+    }
+
     /// Consumes the complete frames at the start of `input`. Protocol errors are answered
     /// in the output (RST_STREAM, or GOAWAY and [`Connection::closed`]). After a batch of
     /// new requests it stops early, leaving frames in `input`, and [`Connection::recv_paused`]
     /// is set: answer the requests, then call again (without reading) until it is clear.
-    pub fn recv(&mut self, input: &mut BytesMut, now: Instant) {
+    ///
+    /// `streams_body` is asked about each request whose body follows its HEADERS: when it
+    /// says yes, the request is handed out at once with a body pipe
+    /// ([`Request::take_body`]); otherwise it is handed out at END_STREAM and its DATA is
+    /// discarded.
+    pub fn recv_with(
+        &mut self,
+        input: &mut BytesMut,
+        now: Instant,
+        streams_body: &dyn Fn(&Request) -> bool,
+    ) {
         self.date = None;
         self.recv_paused = false;
         self.batch_opened = 0;
@@ -312,7 +368,7 @@ impl Connection {
             input.clear();
             return;
         }
-        if let Err(Fail::Conn(r, why)) = self.recv_frames(input, now) {
+        if let Err(Fail::Conn(r, why)) = self.recv_frames(input, now, streams_body) {
             input.clear();
             self.fail(r, why);
         }
@@ -326,6 +382,7 @@ impl Connection {
             let Some(i) = self.index(id) else { continue };
             if let Some(req) = self.streams[i].request.take() {
                 self.in_handler += 1;
+                self.streams[i].with_handler = true;
                 return Some((id, req));
             }
         }
@@ -334,16 +391,56 @@ impl Connection {
 
     /// Gives the response for stream `id` (from [`Connection::next_request`]): its HEADERS
     /// go into the output now, its body as windows allow. A stream reset meanwhile drops it.
-    pub fn respond(&mut self, id: u32, resp: Response) {
-        self.in_handler = self.in_handler.saturating_sub(1);
-        let Some(i) = self.index(id) else { return };
-        if !matches!(self.streams[i].send, Send::Waiting) {
-            return;
+    ///
+    /// A streamed body (`Body::Stream`) comes back: the driver polls it when
+    /// [`Connection::wants_body`] and hands over what it yields ([`Connection::push_body`],
+    /// [`Connection::end_body`], [`Connection::reset_body`]). `None` otherwise (the body was
+    /// taken, or is not sent: HEAD, 204, 304, a stream gone).
+    #[inline]
+    pub fn respond(&mut self, id: u32, resp: Response) -> Option<Box<dyn BodyStream>> {
+        self.respond_inner(id, resp, false)
+    }
+
+    /// [`Connection::respond`], and reports the stream's end in [`Connection::take_done`]
+    /// (exactly once, even when the stream is already gone).
+    #[inline]
+    pub fn respond_logged(&mut self, id: u32, resp: Response) -> Option<Box<dyn BodyStream>> {
+        self.respond_inner(id, resp, true)
+    }
+
+    #[inline(always)]
+    fn respond_inner(
+        &mut self,
+        id: u32,
+        resp: Response,
+        track: bool,
+    ) -> Option<Box<dyn BodyStream>> {
+        let Some(i) = self.index(id) else {
+            if track {
+                self.done.push(StreamDone {
+                    id,
+                    head_bytes: 0,
+                    body_bytes: 0,
+                    complete: false,
+                });
+            }
+            return None;
+        };
+        let s = &mut self.streams[i];
+        if std::mem::take(&mut s.with_handler) {
+            self.in_handler -= 1;
         }
-        let no_body = self.streams[i].head_request
-            || resp.status == 204
-            || resp.status == 304
-            || resp.status < 200;
+        if !matches!(s.send, Send::Waiting) {
+            return None;
+        }
+        if track {
+            s.sent = Some(Box::default());
+        }
+        let no_body =
+            s.head_request || resp.status == 204 || resp.status == 304 || resp.status < 200;
+        if let Body::Stream(_) = resp.body {
+            return self.respond_streamed(i, resp, no_body);
+        }
         let body_len = resp.body.len();
         let source = if no_body {
             None
@@ -351,21 +448,159 @@ impl Connection {
             BodySource::new(resp.body)
         };
         let end_stream = source.is_none();
-        self.write_headers(id, resp.status, &resp.headers, body_len, end_stream);
+        let head = self.write_headers(id, resp.status, &resp.headers, Some(body_len), end_stream);
+        if track {
+            self.count_head(i, head);
+        }
         match source {
             Some(src) => {
                 self.sending += 1;
-                let s = &mut self.streams[i];
-                s.send = Send::Body(src);
+                self.streams[i].send = Send::Body(src);
                 self.schedule(i);
             }
             None => self.finish_send(i),
+        }
+        None
+    }
+
+    /// `respond` with a streamed body: kept out of the inline path's way.
+    #[inline(never)]
+    fn respond_streamed(
+        &mut self,
+        i: usize,
+        resp: Response,
+        no_body: bool,
+    ) -> Option<Box<dyn BodyStream>> {
+        let Body::Stream(body) = resp.body else {
+            return None;
+        };
+        let id = self.streams[i].id;
+        let declared = body.len;
+        let head = self.write_headers(id, resp.status, &resp.headers, declared, no_body);
+        self.count_head(i, head);
+        let s = &mut self.streams[i];
+        if no_body {
+            // Dropping the stream cancels the work behind it.
+            self.finish_send(i);
+            return None;
+        }
+        s.send = Send::Stream(Box::new(StreamOut {
+            queued: Bytes::new(),
+            tail: Tail::Open,
+            declared,
+            sent: 0,
+        }));
+        self.sending += 1;
+        self.streaming += 1;
+        Some(body.stream)
+    }
+
+    /// Whether the streamed body of stream `id` may be polled for its next chunk: the last one
+    /// was framed, the stream and connection have send window, and the output is below
+    /// [`OUTPUT_HIGH_WATER`]. So a slow client stops reads from the producer.
+    pub fn wants_body(&self, id: u32) -> bool {
+        self.out.len() < OUTPUT_HIGH_WATER
+            && self.send_conn_window > 0
+            && self
+                .index(id)
+                .is_some_and(|i| self.streams[i].wants_chunk())
+    }
+
+    /// The next chunk of stream `id`'s streamed body. Returns whether the stream still takes
+    /// its body; `false` when it is gone (reset, or the chunk overran the announced
+    /// content-length, which resets it): drop the producer.
+    pub fn push_body(&mut self, id: u32, data: Bytes) -> bool {
+        let Some(i) = self.index(id) else {
+            return false;
+        };
+        let s = &mut self.streams[i];
+        let Send::Stream(o) = &mut s.send else {
+            return false;
+        };
+        if o.tail != Tail::Open {
+            return false;
+        }
+        let total = o.sent + o.queued.len() as u64 + data.len() as u64;
+        if o.declared.is_some_and(|d| total > d) {
+            tracing::debug!(stream = id, "streamed body longer than its content-length");
+            self.reset(i, Reason::INTERNAL_ERROR);
+            return false;
+        }
+        if o.queued.is_empty() {
+            o.queued = data;
+        } else if !data.is_empty() {
+            // Only when pushed without `wants_body`: still bounded by the caller.
+            let mut joined = BytesMut::with_capacity(o.queued.len() + data.len());
+            joined.extend_from_slice(&o.queued);
+            joined.extend_from_slice(&data);
+            o.queued = joined.freeze();
+        }
+        self.schedule(i);
+        true
+    }
+
+    /// Stream `id`'s streamed body ended, with trailers if any: END_STREAM (or trailing
+    /// HEADERS) follows the bytes already pushed. A body shorter than its content-length
+    /// resets the stream instead.
+    pub fn end_body(&mut self, id: u32, trailers: Option<Trailers>) {
+        let Some(i) = self.index(id) else { return };
+        let s = &mut self.streams[i];
+        let Send::Stream(o) = &mut s.send else { return };
+        if o.tail != Tail::Open {
+            return;
+        }
+        if o.declared
+            .is_some_and(|d| o.sent + o.queued.len() as u64 != d)
+        {
+            tracing::debug!(stream = id, "streamed body shorter than its content-length");
+            self.reset(i, Reason::INTERNAL_ERROR);
+            return;
+        }
+        o.tail = match trailers {
+            Some(t) if !t.is_empty() => Tail::Trailers(t),
+            _ => Tail::End,
+        };
+        if o.queued.is_empty() {
+            // Nothing left to frame: the end needs no window.
+            self.write_tail(i, None);
+        }
+    }
+
+    /// Stream `id`'s streamed body failed: RST_STREAM(INTERNAL_ERROR), so the client never
+    /// takes a cut body for a complete one.
+    pub fn reset_body(&mut self, id: u32) {
+        if let Some(i) = self.index(id) {
+            if matches!(self.streams[i].send, Send::Stream(_)) {
+                self.reset(i, Reason::INTERNAL_ERROR);
+            }
+        }
+    }
+
+    /// Streams that went away (client reset, error, limit) while the driver held work for
+    /// them: their pending answer or streamed body is to be dropped, which cancels it.
+    pub fn take_cancelled(&mut self) -> std::vec::Drain<'_, u32> {
+        self.cancelled.drain(..)
+    }
+
+    /// Tracked streams ([`Connection::respond_logged`]) that ended since the last call.
+    pub fn take_done(&mut self) -> std::vec::Drain<'_, StreamDone> {
+        self.done.drain(..)
+    }
+
+    /// Ends every stream, as when the connection is gone: request bodies are aborted,
+    /// driver work is cancelled and tracked streams are reported incomplete.
+    pub fn close_streams(&mut self) {
+        while let Some(i) = self.streams.len().checked_sub(1) {
+            self.remove(i);
         }
     }
 
     /// Pulls body bytes into the output, fairly among ready streams, until the windows, the
     /// streams or the output's high-water mark stop it.
     pub fn fill(&mut self, now: Instant) {
+        if self.body_pipes > 0 {
+            self.credit_consumed();
+        }
         let mut urgency = 0;
         while self.out.len() < OUTPUT_HIGH_WATER && self.send_conn_window > 0 && urgency < 8 {
             let Some(id) = self.ready[urgency].pop_front() else {
@@ -379,7 +614,10 @@ impl Connection {
             }
             self.send_data(i);
         }
-        let blocked = self.sending > 0 && self.closed.is_none() && !self.wants_fill();
+        let blocked = self.sending > 0
+            && self.closed.is_none()
+            && !self.wants_fill()
+            && !self.stream_can_take_chunks();
         if !blocked {
             self.stalled_since = None;
         } else if self.stalled_since.is_none() {
@@ -395,6 +633,16 @@ impl Connection {
     /// Whether [`Connection::fill`] would produce more bytes now.
     pub fn wants_fill(&self) -> bool {
         self.send_conn_window > 0 && self.ready.iter().any(|q| !q.is_empty())
+    }
+
+    /// Some streamed body has window for more: it waits on its producer, not on the client.
+    fn stream_can_take_chunks(&self) -> bool {
+        self.streaming > 0
+            && self.send_conn_window > 0
+            && self
+                .streams
+                .iter()
+                .any(|s| matches!(s.send, Send::Stream(_)) && s.send_window > 0)
     }
 
     /// Bytes to write to the socket.
@@ -467,7 +715,7 @@ impl Connection {
         if let Some(s) = self.stalled_since {
             at(s + self.cfg.stall_timeout);
         }
-        if self.ids.is_empty() || self.sending == 0 {
+        if self.waits_on_client() {
             at(self.last_frame_at + self.cfg.idle_timeout);
         }
         t
@@ -495,9 +743,7 @@ impl Connection {
                 Reason::ENHANCE_YOUR_CALM,
                 "peer kept a zero window too long",
             );
-        } else if (self.ids.is_empty() || self.sending == 0)
-            && now >= self.last_frame_at + self.cfg.idle_timeout
-        {
+        } else if self.waits_on_client() && now >= self.last_frame_at + self.cfg.idle_timeout {
             if self.ids.is_empty() {
                 self.fail(Reason::NO_ERROR, "idle timeout");
             } else {
@@ -511,9 +757,22 @@ impl Connection {
         self.ids.len()
     }
 
+    /// Nothing is owed to the client (no response being sent, no answer pending): either no
+    /// stream is open, or the open ones wait for the client to finish its request. The idle
+    /// timer runs then. A pending answer or a streamed body is bounded by its handler's own
+    /// timeouts (a backend's), not by the client's silence.
+    fn waits_on_client(&self) -> bool {
+        self.ids.is_empty() || (self.sending == 0 && self.in_handler == 0)
+    }
+
     // ---- receiving ------------------------------------------------------------------------
 
-    fn recv_frames(&mut self, input: &mut BytesMut, now: Instant) -> Res {
+    fn recv_frames(
+        &mut self,
+        input: &mut BytesMut,
+        now: Instant,
+        streams_body: &dyn Fn(&Request) -> bool,
+    ) -> Res {
         if self.phase == Phase::Preface {
             let n = input.len().min(frame::PREFACE.len());
             if input[..n] != frame::PREFACE[..n] {
@@ -562,6 +821,10 @@ impl Connection {
             };
             input.advance(total);
             r?;
+            if let Some(id) = self.opened_with_body.take() {
+                // Decided before the stream's first DATA frame is processed.
+                self.attach_body(id, streams_body);
+            }
             if self.closed.is_some() {
                 input.clear();
                 break;
@@ -598,7 +861,7 @@ impl Connection {
                 end_stream,
                 data,
                 flow_len,
-            } => self.on_data(stream, end_stream, data.len(), flow_len, now),
+            } => self.on_data(stream, end_stream, data, flow_len, now),
             Frame::Headers {
                 stream,
                 end_stream,
@@ -800,11 +1063,34 @@ impl Connection {
                     let name = &self.hbuf[f.name.clone()];
                     !name.starts_with(b":") && valid_field(name, &self.hbuf[f.value.clone()])
                 });
-                self.hbuf.clear();
-                if !ok {
+                let Some(i) = self.index(id).filter(|_| ok) else {
+                    self.hbuf.clear();
                     return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
+                };
+                if let Recv::Body {
+                    content_length: Some(cl),
+                    received,
+                } = self.streams[i].recv
+                {
+                    if cl != received {
+                        // Declared more than the DATA sent (section 8.1.1).
+                        self.hbuf.clear();
+                        return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
+                    }
                 }
-                self.end_of_request(id, now)
+                let trailers = if self.streams[i].body.is_some() {
+                    let block = self.hbuf.split().freeze();
+                    let t: Trailers = self
+                        .fields
+                        .iter()
+                        .map(|f| (block.slice(f.name.clone()), block.slice(f.value.clone())))
+                        .collect();
+                    Some(t)
+                } else {
+                    self.hbuf.clear();
+                    None
+                };
+                self.end_of_request(id, trailers)
             }
             BlockUse::Request => {
                 if self.fields.len() > self.cfg.max_header_fields {
@@ -933,30 +1219,57 @@ impl Connection {
             }
             s.request = Some(p.req);
         }
+        let has_request = s.request.is_some();
         self.insert(s);
         if end_stream {
             self.requests.push_back(id);
-        } else if continue_100 {
-            self.write_headers(id, 100, &[], 0, false);
+        } else {
+            if has_request {
+                self.opened_with_body = Some(id);
+            }
+            if continue_100 {
+                self.write_headers(id, 100, &[], None, false);
+            }
         }
         Ok(())
+    }
+
+    /// Stream `id`'s request was just opened with a body to follow: if its handler streams
+    /// bodies, the request gets a body pipe and is handed out now, before its body.
+    fn attach_body(&mut self, id: u32, streams_body: &dyn Fn(&Request) -> bool) {
+        let Some(i) = self.index(id) else { return };
+        let s = &mut self.streams[i];
+        let Recv::Body { content_length, .. } = s.recv else {
+            return;
+        };
+        let Some(req) = &mut s.request else { return };
+        if !streams_body(req) {
+            return;
+        }
+        let (writer, reader) = body::pipe(content_length);
+        req.set_body(reader);
+        s.body = Some(writer);
+        self.body_pipes += 1;
+        self.requests.push_back(id);
     }
 
     fn on_data(
         &mut self,
         id: u32,
         end_stream: bool,
-        len: usize,
+        data: &[u8],
         flow_len: u32,
         now: Instant,
     ) -> Res {
+        let len = data.len();
         if flow_len > self.recv_conn_window {
             return Err(Fail::Conn(
                 Reason::FLOW_CONTROL_ERROR,
                 "connection window exceeded",
             ));
         }
-        // Request bodies are not kept, so the connection window is returned for all DATA.
+        // Discarded bodies give the connection window back at once; bytes kept in a body
+        // pipe may hold some of it back (`hold_credit`).
         self.recv_conn_window -= flow_len;
         self.recv_conn_unacked += flow_len;
         if len == 0 && !end_stream {
@@ -994,15 +1307,25 @@ impl Connection {
             return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
         }
         if received > self.cfg.max_request_body {
-            // Answered at once; the answer's end resets the stream (NO_ERROR) to stop the body.
-            self.respond_early(id, 413);
-            return Ok(());
-        }
-        if end_stream {
-            return self.end_of_request(id, now);
+            return self.body_too_large(i, now);
         }
         let s = &mut self.streams[i];
-        s.recv_unacked += flow_len;
+        // Bytes kept in a pipe earn credit when read (`credit_consumed`); padding and
+        // discarded bodies at once.
+        let mut credit = flow_len;
+        if let Some(w) = &s.body {
+            if len > 0 {
+                w.push(Bytes::copy_from_slice(data));
+                self.unread_total += len as u64;
+                credit -= len as u32;
+                self.hold_credit();
+            }
+        }
+        if end_stream {
+            return self.end_of_request(id, None);
+        }
+        let s = &mut self.streams[i];
+        s.recv_unacked += credit;
         if s.recv_unacked >= self.cfg.input_window / 2 {
             frame::put_window_update(&mut self.out, id, s.recv_unacked);
             s.recv_window += s.recv_unacked;
@@ -1011,18 +1334,111 @@ impl Connection {
         Ok(())
     }
 
+    /// Stream `i`'s request body passed `limit-request-body`: 413 if no response started
+    /// (its end then resets the stream with NO_ERROR to stop the body), else RST_STREAM. A
+    /// body pipe is aborted and dropped; further DATA is discarded.
+    fn body_too_large(&mut self, i: usize, now: Instant) -> Res {
+        let id = self.streams[i].id;
+        self.drop_pipe(
+            i,
+            BodyError::new(
+                Side::Internal,
+                "request body larger than limit-request-body",
+            ),
+        );
+        if matches!(self.streams[i].send, Send::Waiting) {
+            self.respond_early(id, 413);
+            Ok(())
+        } else {
+            self.stream_error(id, Reason::CANCEL, now)
+        }
+    }
+
     /// The client ended stream `id`: its request is complete.
-    fn end_of_request(&mut self, id: u32, _now: Instant) -> Res {
+    fn end_of_request(&mut self, id: u32, trailers: Option<Trailers>) -> Res {
         let Some(i) = self.index(id) else {
             return Ok(());
         };
-        self.streams[i].recv = Recv::Closed;
-        if self.streams[i].request.is_some() {
+        let s = &mut self.streams[i];
+        s.recv = Recv::Closed;
+        if let Some(w) = &s.body {
+            // Handed out (or queued) when its head arrived.
+            w.finish(trailers);
+        } else if s.request.is_some() {
             self.requests.push_back(id);
-        } else if matches!(self.streams[i].send, Send::Done) {
+        } else if matches!(s.send, Send::Done) {
             self.remove(i);
         }
         Ok(())
+    }
+
+    /// Returns credit for the request body bytes handlers read since the last call: a stream
+    /// WINDOW_UPDATE per half window read (while the stream still receives), and the
+    /// connection credit held back for them.
+    fn credit_consumed(&mut self) {
+        let half = self.cfg.input_window / 2;
+        for i in 0..self.streams.len() {
+            let s = &mut self.streams[i];
+            let Some(w) = &s.body else { continue };
+            let read = w.take_consumed();
+            if read == 0 {
+                continue;
+            }
+            self.unread_total = self.unread_total.saturating_sub(read);
+            match s.recv {
+                Recv::Body { .. } => {
+                    s.recv_unacked = s
+                        .recv_unacked
+                        .saturating_add(u32::try_from(read).unwrap_or(u32::MAX));
+                    if s.recv_unacked >= half {
+                        frame::put_window_update(&mut self.out, s.id, s.recv_unacked);
+                        s.recv_window = s.recv_window.saturating_add(s.recv_unacked);
+                        s.recv_unacked = 0;
+                    }
+                }
+                Recv::Closed if w.buffered() == 0 && w.is_finished() => {
+                    // All of it arrived and was read: nothing more to account for.
+                    s.body = None;
+                    self.body_pipes -= 1;
+                }
+                Recv::Closed => {}
+            }
+        }
+        self.hold_credit();
+        self.replenish_connection_window();
+    }
+
+    /// Keeps connection credit back for the unread request body bytes above one window
+    /// (`input_window`), and gives back what was held once they are read. One stalled stream
+    /// (at most one window unread) never holds connection credit, so it does not starve the
+    /// others; a connection buffers at most about two windows of request bodies.
+    fn hold_credit(&mut self) {
+        let held = self
+            .unread_total
+            .saturating_sub(u64::from(self.cfg.input_window));
+        if held > self.credit_held {
+            let more = u32::try_from(held - self.credit_held).unwrap_or(u32::MAX);
+            self.recv_conn_unacked = self.recv_conn_unacked.saturating_sub(more);
+        } else {
+            let back = u32::try_from(self.credit_held - held).unwrap_or(u32::MAX);
+            self.recv_conn_unacked = self.recv_conn_unacked.saturating_add(back);
+        }
+        self.credit_held = held;
+    }
+
+    /// Aborts (unless already finished) and drops stream `i`'s request body pipe; its unread
+    /// bytes (queued, or read since the last `credit_consumed`) no longer hold credit.
+    fn drop_pipe(&mut self, i: usize, why: BodyError) {
+        let Some(w) = self.streams[i].body.take() else {
+            return;
+        };
+        if !w.is_finished() {
+            w.abort(why);
+        }
+        self.body_pipes -= 1;
+        let unread = w.buffered() as u64 + w.take_consumed();
+        self.unread_total = self.unread_total.saturating_sub(unread);
+        self.hold_credit();
     }
 
     fn on_rst_stream(&mut self, id: u32, now: Instant) -> Res {
@@ -1111,21 +1527,29 @@ impl Connection {
 
     // ---- sending ----------------------------------------------------------------------------
 
+    /// Writes the response HEADERS (and CONTINUATIONs); `body_len` is the content-length,
+    /// `None` for a streamed body of unknown length. Returns the header block's size.
     fn write_headers(
         &mut self,
         id: u32,
         status: u16,
         headers: &[(Bytes, Bytes)],
-        body_len: u64,
+        body_len: Option<u64>,
         end_stream: bool,
-    ) {
+    ) -> u64 {
         let at = self.out.len();
         frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
         let status_buf = itoa3(status);
         let date = *self
             .date
             .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
-        if status >= 200 && self.headers_cache.matches(status, &date, headers, body_len) {
+        let cacheable = status >= 200 && body_len.is_some();
+        let cache_len = body_len.unwrap_or(0);
+        if cacheable
+            && self
+                .headers_cache
+                .matches(status, &date, headers, cache_len)
+        {
             self.out.extend_from_slice(&self.headers_cache.block);
         } else {
             let block_start = self.out.len();
@@ -1155,7 +1579,7 @@ impl Connection {
                         }
                         fields += 1;
                     }
-                    if status != 204 && status != 304 {
+                    if let Some(body_len) = body_len.filter(|_| status != 204 && status != 304) {
                         let mut digits = [0u8; 20];
                         let len = format_u64(body_len, &mut digits);
                         b.field_with(b"content-length", len, Indexing::Incremental);
@@ -1166,26 +1590,59 @@ impl Connection {
             let block = &self.out[block_start..];
             // One byte per field, each an index: encoding it did not touch the table, so the
             // same bytes stay valid until something else is encoded.
-            let reusable = status >= 200
+            let reusable = cacheable
                 && block.len() == fields
                 && block.iter().all(|&b| b & 0x80 != 0 && b != 0xff);
             if reusable {
                 let block = block.to_vec();
                 self.headers_cache
-                    .store(status, &date, headers, body_len, block);
+                    .store(status, &date, headers, cache_len, block);
             } else {
                 self.headers_cache.valid = false;
             }
         }
+        self.frame_header_block(at, id, end_stream)
+    }
+
+    /// Writes trailing HEADERS with END_STREAM. Pseudo-header and connection-specific
+    /// fields are not sent.
+    fn write_trailers(&mut self, id: u32, trailers: &[(Bytes, Bytes)]) -> u64 {
+        let at = self.out.len();
+        frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
+        {
+            let mut b = self.encoder.block(&mut self.out);
+            for (name, value) in trailers {
+                if name.starts_with(b":") || is_connection_specific(name) {
+                    continue;
+                }
+                b.field(name, value);
+            }
+        }
+        // The dynamic table may have changed under the cached block's indexes.
+        self.headers_cache.valid = false;
+        self.frame_header_block(at, id, true)
+    }
+
+    /// Frames the header block written after the 9 bytes reserved at `at`: one HEADERS, or
+    /// HEADERS + CONTINUATIONs when larger than the peer's frame size. Returns the block size.
+    #[inline(always)]
+    fn frame_header_block(&mut self, at: usize, id: u32, end_stream: bool) -> u64 {
         let block_len = self.out.len() - at - frame::HEADER_LEN;
-        let max = self.peer_max_frame as usize;
         let end = if end_stream { flag::END_STREAM } else { 0 };
-        if block_len <= max {
+        if block_len <= self.peer_max_frame as usize {
             frame::patch_len(&mut self.out, at, block_len);
             self.out[at + 4] = flag::END_HEADERS | end;
-            return;
+        } else {
+            self.split_header_block(at, id, end);
         }
-        // Rare: a block larger than the peer's frame size goes out as HEADERS + CONTINUATION.
+        block_len as u64
+    }
+
+    /// Rare: a block larger than the peer's frame size goes out as HEADERS + CONTINUATION.
+    #[cold]
+    #[inline(never)]
+    fn split_header_block(&mut self, at: usize, id: u32, end: u8) {
+        let max = self.peer_max_frame as usize;
         let block = self.out.split_off(at + frame::HEADER_LEN);
         self.out.truncate(at);
         let mut chunks = block.chunks(max).peekable();
@@ -1211,7 +1668,7 @@ impl Connection {
     fn send_data(&mut self, i: usize) {
         let id = self.streams[i].id;
         let Send::Body(src) = &mut self.streams[i].send else {
-            return;
+            return self.send_stream_data(i);
         };
         let n = (self.peer_max_frame as u64)
             .min(src.remaining())
@@ -1239,25 +1696,108 @@ impl Connection {
         let done = src.remaining() == 0;
         let s = &mut self.streams[i];
         s.send_window -= n as i64;
+        if let Some(sent) = &mut s.sent {
+            sent.body += n as u64;
+        }
         self.send_conn_window -= n as i64;
         if done {
             self.out[at + 4] = flag::END_STREAM;
             self.sending -= 1;
             self.finish_send(i);
         } else if s.send_window > 0 {
-            let incremental = s.priority.incremental;
-            let u = s.priority.urgency as usize & 7;
-            s.queued = true;
-            // Round-robin among incremental streams; a non-incremental one keeps the lead.
-            if incremental {
-                self.ready[u].push_back(id);
-            } else {
-                self.ready[u].push_front(id);
-            }
+            self.requeue(i);
         }
     }
 
-    /// END_STREAM was written for the stream at `i`.
+    /// Puts stream `i`, which just sent a frame and can send more, back in its ready queue:
+    /// round-robin among incremental streams; a non-incremental one keeps the lead.
+    fn requeue(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        let u = s.priority.urgency as usize & 7;
+        s.queued = true;
+        if s.priority.incremental {
+            self.ready[u].push_back(s.id);
+        } else {
+            self.ready[u].push_front(s.id);
+        }
+    }
+
+    /// One DATA frame of a streamed body's queued chunk. Once the chunk is out, the end
+    /// follows if the producer gave it; otherwise the stream waits for the next push.
+    fn send_stream_data(&mut self, i: usize) {
+        let peer_max_frame = self.peer_max_frame as usize;
+        let conn_window = self.send_conn_window.max(0) as u64;
+        let s = &mut self.streams[i];
+        let id = s.id;
+        let stream_window = s.send_window.max(0) as u64;
+        let Send::Stream(o) = &mut s.send else { return };
+        let n = (o.queued.len())
+            .min(peer_max_frame)
+            .min(usize::try_from(stream_window.min(conn_window)).unwrap_or(usize::MAX));
+        if n == 0 {
+            return;
+        }
+        let at = self.out.len();
+        frame::put_head(&mut self.out, n, kind::DATA, 0, id);
+        self.out.extend_from_slice(&o.queued[..n]);
+        o.queued.advance(n);
+        o.sent += n as u64;
+        let drained = o.queued.is_empty();
+        let ended = o.tail != Tail::Open;
+        s.send_window -= n as i64;
+        if let Some(sent) = &mut s.sent {
+            sent.body += n as u64;
+        }
+        self.send_conn_window -= n as i64;
+        if drained && ended {
+            self.write_tail(i, Some(at));
+        } else if !drained && self.streams[i].send_window > 0 {
+            self.requeue(i);
+        }
+    }
+
+    /// Ends stream `i`'s streamed body, whose bytes are all out: END_STREAM on the DATA frame
+    /// just written at `last_data` (or an empty one), or trailing HEADERS.
+    fn write_tail(&mut self, i: usize, last_data: Option<usize>) {
+        let id = self.streams[i].id;
+        let Send::Stream(o) = &mut self.streams[i].send else {
+            return;
+        };
+        match std::mem::replace(&mut o.tail, Tail::End) {
+            Tail::Open => return,
+            Tail::End => match last_data {
+                Some(at) => self.out[at + 4] = flag::END_STREAM,
+                None => frame::put_head(&mut self.out, 0, kind::DATA, flag::END_STREAM, id),
+            },
+            Tail::Trailers(t) => {
+                let n = self.write_trailers(id, &t);
+                self.count_head(i, n);
+            }
+        }
+        self.sending -= 1;
+        self.streaming -= 1;
+        self.finish_send(i);
+    }
+
+    /// Counts header block bytes sent on stream `i`, if it is tracked.
+    fn count_head(&mut self, i: usize, n: u64) {
+        if let Some(sent) = &mut self.streams[i].sent {
+            sent.head += n;
+        }
+    }
+
+    /// Resets stream `i` from our side (a failed or inconsistent streamed body), without
+    /// charging the client's reset budget.
+    fn reset(&mut self, i: usize, reason: Reason) {
+        let id = self.streams[i].id;
+        frame::put_rst_stream(&mut self.out, id, reason);
+        self.note_reset(id);
+        self.closed_unwritten += 1;
+        self.remove(i);
+    }
+
+    /// END_STREAM was written for the stream at `i`. The caller took it out of the
+    /// `sending`/`streaming` counts.
     fn finish_send(&mut self, i: usize) {
         let s = &mut self.streams[i];
         s.send = Send::Done;
@@ -1271,11 +1811,16 @@ impl Connection {
         self.remove(i);
     }
 
-    /// Answers a request the connection refused itself (431, 413) without a handler.
+    /// Answers a request the connection refused itself (431, 413). A handler that had it
+    /// (a streamed body) loses it: the driver drops its pending answer.
     fn respond_early(&mut self, id: u32, status: u16) {
         let Some(i) = self.index(id) else { return };
-        self.streams[i].request = None;
-        self.in_handler += 1;
+        let s = &mut self.streams[i];
+        s.request = None;
+        if std::mem::take(&mut s.with_handler) {
+            self.in_handler -= 1;
+            self.cancelled.push(id);
+        }
         self.respond(id, Response::error(status));
     }
 
@@ -1361,12 +1906,51 @@ impl Connection {
     }
 
     fn remove(&mut self, i: usize) {
+        let s = &self.streams[i];
+        if s.body.is_some()
+            || s.with_handler
+            || s.sent.is_some()
+            || matches!(s.send, Send::Stream(_))
+        {
+            self.before_remove(i);
+        }
         let s = self.streams.swap_remove(i);
         self.ids.swap_remove(i);
         if matches!(s.send, Send::Body(_)) {
             self.sending -= 1;
         }
         self.check_done();
+    }
+
+    /// What the driver must hear of stream `i`'s removal: its request body is aborted, its
+    /// work cancelled, its end reported for the log. Not on the inline path.
+    #[cold]
+    #[inline(never)]
+    fn before_remove(&mut self, i: usize) {
+        if self.streams[i].body.is_some() {
+            let why = BodyError::new(Side::Downstream, "stream closed before the body ended");
+            self.drop_pipe(i, why);
+        }
+        let s = &mut self.streams[i];
+        let id = s.id;
+        if let Send::Stream(_) = s.send {
+            // Counted here; `remove` counts `Send::Body` itself.
+            self.sending -= 1;
+            self.streaming -= 1;
+            self.cancelled.push(id);
+        }
+        if std::mem::take(&mut s.with_handler) {
+            self.in_handler -= 1;
+            self.cancelled.push(id);
+        }
+        if let Some(sent) = &s.sent {
+            self.done.push(StreamDone {
+                id,
+                head_bytes: sent.head,
+                body_bytes: sent.body,
+                complete: matches!(s.send, Send::Done),
+            });
+        }
     }
 }
 

@@ -1,12 +1,13 @@
 //! One HTTP/2 stream as the connection keeps it: the receiving and sending halves of the
-//! RFC 9113 section 5.1 state machine, flow-control windows, priority, and the response body
-//! being pulled.
+//! RFC 9113 section 5.1 state machine, flow-control windows, priority, the response body
+//! being pulled (or pushed by the driver, for a streamed body), and the request body pipe.
 //!
 //! The state of section 5.1 is the pair of halves: `open` is (`Recv::Body`, not `Send::Done`),
 //! `half-closed (remote)` is (`Recv::Closed`, not `Send::Done`), `half-closed (local)` is
 //! (`Recv::Body`, `Send::Done`), and `closed` is the stream's removal from the table. `idle`
 //! streams are not stored: they are the ids above the highest one the client opened.
 
+use crate::http::body::{BodyWriter, Trailers};
 use crate::http::response::BodyPart;
 use crate::http::{Body, OpenFile, Request};
 use bytes::Bytes;
@@ -33,8 +34,36 @@ pub enum Send {
     Waiting,
     /// HEADERS sent; body bytes left to send as windows allow.
     Body(BodySource),
+    /// HEADERS sent; the body is a stream the driver polls and pushes
+    /// ([`super::Connection::push_body`]). Boxed: keeps this enum's drop glue small on the
+    /// inline path.
+    Stream(Box<StreamOut>),
     /// END_STREAM sent.
     Done,
+}
+
+/// A streamed response body on its way out: at most one chunk from the producer waits here,
+/// so a slow client stops the driver from pulling more.
+#[derive(Debug)]
+pub struct StreamOut {
+    /// Pushed and not yet framed.
+    pub queued: Bytes,
+    pub tail: Tail,
+    /// The length announced in content-length, checked against what the producer sends.
+    pub declared: Option<u64>,
+    /// Body bytes framed so far.
+    pub sent: u64,
+}
+
+/// How a streamed body ends, once the producer said so.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Tail {
+    /// More may come.
+    Open,
+    /// END_STREAM after the queued bytes.
+    End,
+    /// Trailing HEADERS with END_STREAM after the queued bytes.
+    Trailers(Trailers),
 }
 
 /// A stream in the connection's table.
@@ -55,6 +84,22 @@ pub struct Stream {
     pub priority: Priority,
     /// In one of the connection's ready queues.
     pub queued: bool,
+    /// The request was handed out and is not answered yet.
+    pub with_handler: bool,
+    /// The request body's pipe, when the handler streams it (`Connection::recv_with`).
+    pub body: Option<BodyWriter>,
+    /// What was sent, counted only for a stream whose end is reported for the access log
+    /// (`Connection::respond_logged`, `Connection::take_done`).
+    pub sent: Option<Box<Sent>>,
+}
+
+/// Response bytes sent on a tracked stream.
+#[derive(Debug, Default)]
+pub struct Sent {
+    /// Header block bytes (HEADERS, CONTINUATION, trailers).
+    pub head: u64,
+    /// DATA payload bytes.
+    pub body: u64,
 }
 
 impl Stream {
@@ -70,12 +115,23 @@ impl Stream {
             recv_unacked: 0,
             priority: Priority::default(),
             queued: false,
+            with_handler: false,
+            body: None,
+            sent: None,
         }
     }
 
     /// Has body bytes to send and window to send them in.
     pub fn sendable(&self) -> bool {
-        matches!(self.send, Send::Body(_)) && self.send_window > 0
+        self.send_window > 0
+            && (matches!(self.send, Send::Body(_))
+                || matches!(&self.send, Send::Stream(o) if !o.queued.is_empty()))
+    }
+
+    /// A streamed body that has sent all it was given and may take the next chunk.
+    pub fn wants_chunk(&self) -> bool {
+        self.send_window > 0
+            && matches!(&self.send, Send::Stream(o) if o.queued.is_empty() && o.tail == Tail::Open)
     }
 }
 
@@ -167,7 +223,8 @@ impl BodySource {
     /// The body's source, or `None` for an empty body.
     pub fn new(body: Body) -> Option<BodySource> {
         let mut chunks: Vec<Chunk> = match body {
-            Body::Empty | Body::Stream(_) => return None, // TODO(streaming)
+            // A stream is pushed by the driver (`Send::Stream`), never read through a source.
+            Body::Empty | Body::Stream(_) => return None,
             Body::Bytes(b) => return BodySource::one(Chunk::Bytes(b)),
             Body::File(f) => return BodySource::one(Chunk::from_file(f)),
             Body::Parts(parts) => parts

@@ -1,0 +1,141 @@
+//! Access-log lines of HTTP/2 streams, written when the stream ends (not when it is
+//! answered), so `%O`, `%b` and the duration are what was really sent. Only routes with an
+//! access log pay for this.
+
+use super::work::LogStart;
+use crate::http::{Request, Response};
+use crate::log::{AccessLog, LogRecord};
+use crate::proto::h2::Connection;
+use bytes::Bytes;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Instant, SystemTime};
+
+/// Streams answered with `respond_logged` whose end the connection has not reported yet.
+#[derive(Default)]
+pub(crate) struct AccessLogs {
+    open: Vec<Open>,
+}
+
+struct Open {
+    id: u32,
+    file: Rc<RefCell<AccessLog>>,
+    req: Request,
+    received_at: SystemTime,
+    started: Instant,
+    status: u16,
+    headers: Vec<(Bytes, Bytes)>,
+}
+
+impl AccessLogs {
+    /// Stream `id` is about to be answered with `resp` (then `respond_logged`).
+    pub fn start(
+        &mut self,
+        id: u32,
+        file: &Rc<RefCell<AccessLog>>,
+        start: LogStart,
+        resp: &Response,
+    ) {
+        self.open.push(Open {
+            id,
+            file: file.clone(),
+            req: start.req,
+            received_at: start.received_at,
+            started: start.started,
+            status: resp.status,
+            headers: resp.headers.clone(),
+        });
+    }
+
+    /// Writes the lines of the streams that ended: the end was queued just now.
+    pub fn write_ended(&mut self, conn: &mut Connection) {
+        if self.open.is_empty() {
+            return;
+        }
+        let mut now = None;
+        for done in conn.take_done() {
+            let Some(k) = self.open.iter().position(|o| o.id == done.id) else {
+                continue;
+            };
+            let o = self.open.swap_remove(k);
+            let end = *now.get_or_insert_with(Instant::now);
+            o.file.borrow_mut().log(&LogRecord {
+                req: &o.req,
+                status: o.status,
+                body_bytes: done.body_bytes,
+                total_bytes: done.head_bytes + done.body_bytes,
+                received_at: o.received_at,
+                duration: end.saturating_duration_since(o.started),
+                resp_headers: &o.headers,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AccessLogConf;
+    use crate::http::request::RequestBuilder;
+    use crate::http::{Body, Method, Version};
+    use crate::proto::h2::frame;
+    use crate::proto::h2::Settings;
+    use bytes::BytesMut;
+    use std::net::SocketAddr;
+
+    #[test]
+    fn lines_are_written_at_stream_end_with_the_bytes_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        let file = Rc::new(RefCell::new(AccessLog::new(&AccessLogConf {
+            path: path.clone(),
+            format: "%s %b %O".into(),
+        })));
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let req = RequestBuilder {
+            method: Method::Get,
+            version: Version::Http2,
+            secure: false,
+            peer: addr,
+            local: addr,
+            target: 0..1,
+            authority: None,
+            fields: Vec::new(),
+        }
+        .build(Bytes::from_static(b"/"));
+        let now = Instant::now();
+        // INITIAL_WINDOW_SIZE 4: the 10-byte body needs a WINDOW_UPDATE to finish.
+        let settings = [0, 4, 0, 0, 0, 4];
+        let mut conn =
+            Connection::upgraded(Settings::default(), addr, addr, now, &settings, req).unwrap();
+        let (id, req) = conn.next_request().unwrap();
+        conn.clear_output();
+        let mut resp = Response::new(200);
+        resp.body = Body::Bytes(Bytes::from_static(b"0123456789"));
+        let mut logs = AccessLogs::default();
+        let start = LogStart {
+            req,
+            received_at: SystemTime::now(),
+            started: now,
+        };
+        logs.start(id, &file, start, &resp);
+        assert!(conn.respond_logged(id, resp).is_none());
+        conn.fill(now);
+        let head_len = conn.output().len() - 9 - (9 + 4);
+        logs.write_ended(&mut conn);
+        file.borrow_mut().flush();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "", "not ended yet");
+
+        let mut b = frame::PREFACE.to_vec();
+        frame::put_settings(&mut b, &[]);
+        frame::put_window_update(&mut b, id, 100);
+        conn.recv(&mut BytesMut::from(&b[..]), now);
+        conn.fill(now);
+        logs.write_ended(&mut conn);
+        file.borrow_mut().flush();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("200 10 {}\n", head_len + 10)
+        );
+    }
+}

@@ -1,0 +1,482 @@
+//! What the HTTP/2 driver keeps per stream between turns: answers still pending and streamed
+//! response bodies. All of it is polled by the connection's own task (no task per stream, no
+//! lock, no channel). Each entry has its own waker, which marks the entry and wakes the
+//! task, so a wake-up from a backend socket or timer polls only the entries that asked for
+//! it. Dropping an entry cancels its work (the client reset the stream or left).
+
+use super::log::AccessLogs;
+use crate::handler::PathRoute;
+use crate::http::body::{BodyStream, Frame};
+use crate::http::{Pending, Request};
+use crate::proto::h2::{Connection, OUTPUT_HIGH_WATER};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Instant, SystemTime};
+
+/// Rounds of polling and framing per [`StreamWork::drive`] call: a producer that is always
+/// ready cannot keep the connection from reading and writing.
+const DRIVE_ROUNDS: usize = 16;
+
+/// The pending answers and streamed bodies of one connection.
+#[derive(Default)]
+pub(crate) struct StreamWork<'a> {
+    entries: Vec<Entry<'a>>,
+}
+
+struct Entry<'a> {
+    id: u32,
+    /// The entry's waker; `None` until first polled (it needs the task's waker).
+    wake: Option<(Arc<Flag>, Waker)>,
+    state: State<'a>,
+}
+
+enum State<'a> {
+    Answer {
+        fut: Pending,
+        route: Option<&'a PathRoute>,
+        /// Boxed: a request is large, and most routes have no log.
+        log: Option<Box<LogStart>>,
+    },
+    Body(Box<dyn BodyStream>),
+}
+
+/// What the access log needs from the request of a pending answer.
+pub(crate) struct LogStart {
+    pub req: Request,
+    pub received_at: SystemTime,
+    pub started: Instant,
+}
+
+/// Set by the entry's waker; cleared before each poll so a wake-up during it is kept.
+struct Flag {
+    woken: AtomicBool,
+    task: Waker,
+}
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.task.wake_by_ref();
+    }
+}
+
+/// Marks an entry to be polled again without a wake-up (it made progress and has not
+/// registered a waker).
+fn mark(wake: &Option<(Arc<Flag>, Waker)>) {
+    if let Some((f, _)) = wake {
+        f.woken.store(true, Ordering::Release);
+    }
+}
+
+/// The entry's waker, made on its first poll from the task's.
+fn waker<'w>(wake: &'w mut Option<(Arc<Flag>, Waker)>, task: &Waker) -> &'w Waker {
+    let (_, w) = wake.get_or_insert_with(|| {
+        let flag = Arc::new(Flag {
+            woken: AtomicBool::new(false),
+            task: task.clone(),
+        });
+        (flag.clone(), Waker::from(flag))
+    });
+    w
+}
+
+/// What polling one entry did.
+enum Step {
+    /// Nothing to do, or still pending.
+    Idle,
+    /// Made progress; the entry stays.
+    Moved,
+    /// Finished or gone: remove the entry.
+    Done,
+}
+
+impl Entry<'_> {
+    /// Whether the entry asked to be polled (a new entry always does), and clears the mark.
+    fn take_woken(&self) -> bool {
+        self.wake
+            .as_ref()
+            .is_none_or(|(f, _)| f.woken.swap(false, Ordering::AcqRel))
+    }
+
+    fn woken(&self) -> bool {
+        self.wake
+            .as_ref()
+            .is_none_or(|(f, _)| f.woken.load(Ordering::Acquire))
+    }
+
+    /// Whether [`StreamWork::drive`] would poll this entry now.
+    fn ready(&self, conn: &Connection) -> bool {
+        match self.state {
+            State::Answer { .. } => self.woken(),
+            State::Body(_) => self.woken() && conn.wants_body(self.id),
+        }
+    }
+}
+
+impl<'a> StreamWork<'a> {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// A pending answer for stream `id`; `route` applies its header commands when it comes.
+    pub fn add_answer(
+        &mut self,
+        id: u32,
+        fut: Pending,
+        route: Option<&'a PathRoute>,
+        log: Option<Box<LogStart>>,
+    ) {
+        self.entries.push(Entry {
+            id,
+            wake: None,
+            state: State::Answer { fut, route, log },
+        });
+    }
+
+    /// A streamed response body the connection took the headers of.
+    pub fn add_body(&mut self, id: u32, body: Box<dyn BodyStream>) {
+        self.entries.push(Entry {
+            id,
+            wake: None,
+            state: State::Body(body),
+        });
+    }
+
+    /// Whether some entry is to be polled now: the branch of the driver's wait.
+    pub fn ready(&self, conn: &Connection) -> bool {
+        self.entries.iter().any(|e| e.ready(conn))
+    }
+
+    /// Drops the work of streams the connection no longer has, then polls the entries that
+    /// were woken (bodies only while the connection can take more), framing what they give
+    /// (`conn.fill`) until nothing moves, the output is full or the round budget is spent.
+    pub fn drive(
+        &mut self,
+        cx: &mut Context<'_>,
+        conn: &mut Connection,
+        logs: &mut AccessLogs,
+        now: Instant,
+    ) {
+        // Chunks still queued (a WINDOW_UPDATE just came) go out first, so their bodies
+        // want the next one in this call.
+        conn.fill(now);
+        for round in 0..DRIVE_ROUNDS {
+            for id in conn.take_cancelled() {
+                if let Some(k) = self.entries.iter().position(|e| e.id == id) {
+                    self.entries.swap_remove(k);
+                }
+            }
+            let mut moved = false;
+            let mut k = 0;
+            while k < self.entries.len() {
+                match self.poll_entry(k, cx.waker(), conn, logs) {
+                    Step::Idle => k += 1,
+                    Step::Moved => {
+                        moved = true;
+                        k += 1;
+                    }
+                    Step::Done => {
+                        moved = true;
+                        self.entries.swap_remove(k);
+                    }
+                }
+            }
+            if !moved {
+                return;
+            }
+            conn.fill(now);
+            if conn.output().len() >= OUTPUT_HIGH_WATER || round + 1 == DRIVE_ROUNDS {
+                return;
+            }
+        }
+    }
+
+    fn poll_entry(
+        &mut self,
+        k: usize,
+        task: &Waker,
+        conn: &mut Connection,
+        logs: &mut AccessLogs,
+    ) -> Step {
+        let e = &mut self.entries[k];
+        let id = e.id;
+        let wanted = match e.state {
+            State::Answer { .. } => true,
+            State::Body(_) => conn.wants_body(id),
+        };
+        if !wanted || !e.take_woken() {
+            return Step::Idle;
+        }
+        let mut cx = Context::from_waker(waker(&mut e.wake, task));
+        match &mut e.state {
+            State::Answer { fut, route, log } => {
+                let Poll::Ready(mut resp) = fut.as_mut().poll(&mut cx) else {
+                    return Step::Idle;
+                };
+                let route = *route;
+                if let Some(r) = route {
+                    r.finish(&mut resp);
+                }
+                let body = match (log.take(), route.and_then(|r| r.access_log.as_ref())) {
+                    (Some(start), Some(file)) => {
+                        logs.start(id, file, *start, &resp);
+                        conn.respond_logged(id, resp)
+                    }
+                    _ => conn.respond(id, resp),
+                };
+                match body {
+                    Some(body) => {
+                        e.state = State::Body(body);
+                        mark(&e.wake);
+                        Step::Moved
+                    }
+                    None => Step::Done,
+                }
+            }
+            State::Body(body) => match body.poll_frame(&mut cx) {
+                Poll::Pending => Step::Idle,
+                Poll::Ready(Some(Ok(Frame::Data(data)))) => {
+                    mark(&e.wake);
+                    if conn.push_body(id, data) {
+                        Step::Moved
+                    } else {
+                        Step::Done
+                    }
+                }
+                Poll::Ready(Some(Ok(Frame::Trailers(t)))) => {
+                    conn.end_body(id, Some(t));
+                    Step::Done
+                }
+                Poll::Ready(None) => {
+                    conn.end_body(id, None);
+                    Step::Done
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    tracing::info!(
+                        stream = id,
+                        "response body failed ({err}); resetting the stream"
+                    );
+                    conn.reset_body(id);
+                    Step::Done
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::body::{Next, StreamBody};
+    use crate::http::request::RequestBuilder;
+    use crate::http::{Body, Method, Response, Version};
+    use crate::proto::h2::frame::{self, flag, kind, Head};
+    use crate::proto::h2::Settings;
+    use bytes::{Bytes, BytesMut};
+    use std::cell::{Cell, RefCell};
+    use std::future::Future;
+    use std::net::SocketAddr;
+    use std::rc::Rc;
+    use std::sync::atomic::AtomicUsize;
+
+    /// The connection task's waker: counts wake-ups.
+    struct Task(AtomicUsize);
+
+    impl Wake for Task {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// An answer that waits until the test opens it, then yields a streamed body.
+    struct Gate {
+        open: Rc<Cell<bool>>,
+        polls: Rc<Cell<u32>>,
+        waker: Rc<RefCell<Option<Waker>>>,
+        body_polls: Rc<Cell<u32>>,
+    }
+
+    impl Future for Gate {
+        type Output = Response;
+        fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+            self.polls.set(self.polls.get() + 1);
+            if !self.open.get() {
+                *self.waker.borrow_mut() = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            let mut r = Response::new(200);
+            r.body = Body::Stream(StreamBody {
+                len: None,
+                stream: Box::new(Chunks {
+                    left: 4,
+                    polls: self.body_polls.clone(),
+                }),
+            });
+            Poll::Ready(r)
+        }
+    }
+
+    /// Four chunks of 1000 bytes, always ready.
+    struct Chunks {
+        left: u32,
+        polls: Rc<Cell<u32>>,
+    }
+
+    impl BodyStream for Chunks {
+        fn poll_frame(&mut self, _cx: &mut Context<'_>) -> Poll<Next> {
+            self.polls.set(self.polls.get() + 1);
+            if self.left == 0 {
+                return Poll::Ready(None);
+            }
+            self.left -= 1;
+            Poll::Ready(Some(Ok(Frame::Data(Bytes::from(vec![b'x'; 1000])))))
+        }
+    }
+
+    fn frames(out: &[u8]) -> Vec<(Head, usize)> {
+        let mut v = Vec::new();
+        let mut b = out;
+        while b.len() >= 9 {
+            let h = Head::parse(b[..9].try_into().unwrap());
+            let end = 9 + h.len as usize;
+            v.push((h, h.len as usize));
+            b = &b[end..];
+        }
+        v
+    }
+
+    #[test]
+    fn only_woken_work_is_polled_and_bodies_follow_the_window() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let req = RequestBuilder {
+            method: Method::Get,
+            version: Version::Http2,
+            secure: false,
+            peer: addr,
+            local: addr,
+            target: 0..1,
+            authority: None,
+            fields: Vec::new(),
+        }
+        .build(Bytes::from_static(b"/"));
+        let now = Instant::now();
+        // INITIAL_WINDOW_SIZE 2500: the client takes two and a half chunks.
+        let settings = [0, 4, 0, 0, 0x09, 0xc4];
+        let mut conn =
+            Connection::upgraded(Settings::default(), addr, addr, now, &settings, req).unwrap();
+        let (id, _) = conn.next_request().unwrap();
+        conn.clear_output();
+
+        let task = Arc::new(Task(AtomicUsize::new(0)));
+        let task_waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&task_waker);
+        let gate = Gate {
+            open: Rc::new(Cell::new(false)),
+            polls: Rc::new(Cell::new(0)),
+            waker: Rc::new(RefCell::new(None)),
+            body_polls: Rc::new(Cell::new(0)),
+        };
+        let (open, polls, waker, body_polls) = (
+            gate.open.clone(),
+            gate.polls.clone(),
+            gate.waker.clone(),
+            gate.body_polls.clone(),
+        );
+        let mut work = StreamWork::default();
+        let mut logs = AccessLogs::default();
+        work.add_answer(id, Box::pin(gate), None, None);
+        assert!(work.ready(&conn), "a new answer is polled once");
+        work.drive(&mut cx, &mut conn, &mut logs, now);
+        assert_eq!(polls.get(), 1);
+        assert!(!work.ready(&conn));
+        work.drive(&mut cx, &mut conn, &mut logs, now);
+        assert_eq!(polls.get(), 1, "not woken: not polled");
+
+        open.set(true);
+        waker.borrow_mut().take().unwrap().wake();
+        assert_eq!(
+            task.0.load(Ordering::Relaxed),
+            1,
+            "the entry wakes the task"
+        );
+        assert!(work.ready(&conn));
+        work.drive(&mut cx, &mut conn, &mut logs, now);
+        assert_eq!(polls.get(), 2);
+        let f = frames(conn.output());
+        let data: usize = f
+            .iter()
+            .filter(|(h, _)| h.kind == kind::DATA)
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(f[0].0.kind, kind::HEADERS);
+        assert_eq!(data, 2500, "the window's worth");
+        assert_eq!(body_polls.get(), 3, "pulled no further than the window");
+        assert!(!work.ready(&conn), "the client has no window left");
+        conn.clear_output();
+
+        // The client opens the window: the rest, and the end.
+        let mut b = frame::PREFACE.to_vec();
+        frame::put_settings(&mut b, &[]);
+        frame::put_window_update(&mut b, id, 10_000);
+        conn.recv(&mut BytesMut::from(&b[..]), now);
+        work.drive(&mut cx, &mut conn, &mut logs, now);
+        assert!(work.is_empty());
+        let f = frames(conn.output());
+        let data: Vec<&(Head, usize)> = f.iter().filter(|(h, _)| h.kind == kind::DATA).collect();
+        let sent: usize = data.iter().map(|(_, n)| n).sum();
+        assert_eq!(sent, 1500, "the queued half chunk and the last one");
+        assert_eq!(data.last().unwrap().0.flags, flag::END_STREAM);
+        assert_eq!(body_polls.get(), 5);
+        assert_eq!(conn.open_streams(), 0);
+    }
+
+    #[test]
+    fn cancelled_streams_drop_their_work() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let req = RequestBuilder {
+            method: Method::Get,
+            version: Version::Http2,
+            secure: false,
+            peer: addr,
+            local: addr,
+            target: 0..1,
+            authority: None,
+            fields: Vec::new(),
+        }
+        .build(Bytes::from_static(b"/"));
+        let now = Instant::now();
+        let mut conn =
+            Connection::upgraded(Settings::default(), addr, addr, now, &[], req).unwrap();
+        let (id, _) = conn.next_request().unwrap();
+        let dropped = Rc::new(Cell::new(false));
+        struct Watch(Rc<Cell<bool>>);
+        impl Drop for Watch {
+            fn drop(&mut self) {
+                self.0.set(true);
+            }
+        }
+        let watch = Watch(dropped.clone());
+        let fut = async move {
+            let _watch = watch;
+            std::future::pending::<Response>().await
+        };
+        let mut work = StreamWork::default();
+        let mut logs = AccessLogs::default();
+        work.add_answer(id, Box::pin(fut), None, None);
+        let mut cx = Context::from_waker(Waker::noop());
+        work.drive(&mut cx, &mut conn, &mut logs, now);
+        assert!(!dropped.get());
+        let mut b = frame::PREFACE.to_vec();
+        frame::put_settings(&mut b, &[]);
+        frame::put_rst_stream(&mut b, id, frame::Reason::CANCEL);
+        conn.recv(&mut BytesMut::from(&b[..]), now);
+        work.drive(&mut cx, &mut conn, &mut logs, now);
+        assert!(dropped.get(), "the reset dropped the pending answer");
+        assert!(work.is_empty());
+    }
+}
