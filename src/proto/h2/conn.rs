@@ -1563,8 +1563,11 @@ impl Connection {
                         b.field(b"server", server);
                         fields += 1;
                     }
-                    b.field(b"date", &date);
-                    fields += 1;
+                    // A proxied response keeps the backend's Date.
+                    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"date")) {
+                        b.field(b"date", &date);
+                        fields += 1;
+                    }
                     for (name, value) in headers {
                         if is_connection_specific(name)
                             || name.eq_ignore_ascii_case(b"content-length")
