@@ -1364,6 +1364,10 @@ impl Connection {
         if let Some(w) = &s.body {
             // Handed out (or queued) when its head arrived.
             w.finish(trailers);
+            if matches!(s.send, Send::Done) {
+                // Answered already; the rest of the body was let in and dropped.
+                self.remove(i);
+            }
         } else if s.request.is_some() {
             self.requests.push_back(id);
         } else if matches!(s.send, Send::Done) {
@@ -1804,8 +1808,21 @@ impl Connection {
     fn finish_send(&mut self, i: usize) {
         let s = &mut self.streams[i];
         s.send = Send::Done;
-        if let Recv::Body { .. } = s.recv {
-            // Answered before the request ended (an early error): ask the client to stop.
+        if let Recv::Body {
+            content_length,
+            received,
+        } = s.recv
+        {
+            // Answered before the request ended (an early error, a backend that did not
+            // read the body). When the rest of a declared body is already allowed by our
+            // window, let it come and drop it (its END_STREAM closes the stream): some
+            // clients (curl 7.88) take a reset while still uploading as a failed request.
+            let rest_allowed = content_length
+                .is_some_and(|cl| cl.saturating_sub(received) <= u64::from(s.recv_window));
+            if rest_allowed {
+                return;
+            }
+            // Otherwise ask the client to stop.
             let id = s.id;
             frame::put_rst_stream(&mut self.out, id, Reason::NO_ERROR);
             self.note_reset(id);

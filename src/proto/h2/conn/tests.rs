@@ -1205,3 +1205,34 @@ fn tracked_streams_report_what_was_sent() {
     let done: Vec<StreamDone> = p.conn.take_done().collect();
     assert_eq!((done[0].body_bytes, done[0].complete), (3, false));
 }
+
+#[test]
+fn an_answer_before_a_small_declared_body_lets_the_rest_in() {
+    let mut p = Peer::new(small_windows(), &[]);
+    p.output();
+    // The rest of the body (10 bytes) is within the window: no reset; its END_STREAM ends
+    // the stream.
+    let head = p.post(1, "/upload", Some(10));
+    p.feed_streaming(&head);
+    let (id, req) = p.conn.next_request().unwrap();
+    drop(req.take_body());
+    let mut r = Response::new(200);
+    r.body = Body::Bytes(Bytes::from_static(b"ok"));
+    assert!(p.conn.respond(id, r).is_none());
+    let f = p.output();
+    assert_eq!(kinds(&f), vec![(kind::HEADERS, 1), (kind::DATA, 1)]);
+    assert_eq!(p.conn.open_streams(), 1);
+    p.feed_streaming(&data(1, 10, true));
+    assert_eq!(p.conn.open_streams(), 0);
+    assert!(!kinds(&p.output()).contains(&(kind::RST_STREAM, 1)));
+
+    // Without a declared length the client is asked to stop.
+    let head = p.post(3, "/upload", None);
+    p.feed_streaming(&head);
+    let (id, req) = p.conn.next_request().unwrap();
+    drop(req.take_body());
+    p.conn.respond(id, Response::new(204));
+    let f = p.output();
+    assert_eq!(kinds(&f), vec![(kind::HEADERS, 3), (kind::RST_STREAM, 3)]);
+    assert_eq!(p.conn.open_streams(), 0);
+}
