@@ -38,15 +38,23 @@ impl Conn {
         }
     }
 
-    /// Whether an idle connection can take a request: nothing to read and no EOF. One
-    /// non-blocking `recv(MSG_PEEK)`; a backend that closed (or wrote unasked) fails it.
-    pub fn is_reusable(&self) -> bool {
-        let sock = match self {
-            Conn::Tcp(s) => socket2::SockRef::from(s),
-            Conn::Unix(s) => socket2::SockRef::from(s),
-        };
-        let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
-        matches!(sock.peek(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+impl Conn {
+    /// Ready when a read may find data (or the end).
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Conn::Tcp(s) => s.poll_read_ready(cx),
+            Conn::Unix(s) => s.poll_read_ready(cx),
+        }
+    }
+
+    /// Reads what is there without waiting; `WouldBlock` clears the readiness.
+    pub fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.try_read_buf(buf),
+            Conn::Unix(s) => s.try_read_buf(buf),
+        }
     }
 }
 

@@ -4,13 +4,14 @@
 use super::conn::Conn;
 use crate::config::UpstreamAddr;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 
 pub struct Pool {
-    idle: RefCell<HashMap<UpstreamAddr, Vec<Idle>>>,
+    /// Oldest first: they expire in that order.
+    idle: RefCell<HashMap<UpstreamAddr, VecDeque<Idle>>>,
     /// Whether the task that closes expired connections is running.
     sweeping: Cell<bool>,
     me: Weak<Pool>,
@@ -30,16 +31,19 @@ impl Pool {
         })
     }
 
-    /// An idle connection to `addr` that is still open, if there is one.
+    /// The newest idle connection to `addr` that has not expired, if there is one. It is
+    /// not probed (that would cost a syscall per request): a backend that closed it meanwhile
+    /// makes the exchange fail before any byte comes back, and the exchange retries once on
+    /// a fresh connection.
     pub fn take(&self, addr: &UpstreamAddr) -> Option<Conn> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(addr)?;
-        let now = Instant::now();
-        while let Some(c) = list.pop() {
-            if c.expires > now && c.conn.is_reusable() {
-                return Some(c.conn);
-            }
+        let c = list.pop_back()?;
+        if c.expires > Instant::now() {
+            return Some(c.conn);
         }
+        // The newest has expired, so have all the others.
+        list.clear();
         None
     }
 
@@ -55,11 +59,10 @@ impl Pool {
                 Some(l) => l,
                 None => idle.entry(addr.clone()).or_default(),
             };
-            list.retain(|c| c.expires > now);
-            if list.len() >= max_idle {
-                list.remove(0);
+            while list.len() >= max_idle || list.front().is_some_and(|c| c.expires <= now) {
+                list.pop_front();
             }
-            list.push(Idle {
+            list.push_back(Idle {
                 conn,
                 expires: now + keepalive,
             });
@@ -69,7 +72,7 @@ impl Pool {
 
     /// Idle connections kept for `addr`.
     pub fn idle_count(&self, addr: &UpstreamAddr) -> usize {
-        self.idle.borrow().get(addr).map_or(0, Vec::len)
+        self.idle.borrow().get(addr).map_or(0, VecDeque::len)
     }
 
     /// Closes expired connections even when no request comes to reuse them, so descriptors

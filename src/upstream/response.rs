@@ -6,14 +6,13 @@ use super::conn::Conn;
 use crate::http::Frame;
 use crate::proto::h1::{self, ChunkedDecoder, ResponseFraming};
 use bytes::{Buf, Bytes, BytesMut};
-use std::future::Future;
 use std::io;
-use std::pin::pin;
 use std::task::{Context, Poll};
-use tokio::io::AsyncReadExt;
 
-/// The first read's size: most response heads (and small bodies) fit.
-const FIRST_READ: usize = 4096;
+/// The first read's size: most response heads and small bodies fit, so a small response
+/// costs one `recv`. Allocated only once the socket is readable, so waiting exchanges hold
+/// no buffer.
+const FIRST_READ: usize = 16 * 1024;
 
 /// Why reading stopped.
 #[derive(Debug)]
@@ -233,10 +232,17 @@ impl ResponseReader {
         cx: &mut Context<'_>,
         want: usize,
     ) -> Poll<io::Result<usize>> {
-        self.buf.reserve(want.max(1));
-        let n = match pin!(conn.read_buf(&mut self.buf)).poll(cx) {
-            Poll::Ready(Ok(n)) => n,
-            other => return other,
+        // Readiness first: the buffer is allocated only when there is something to read.
+        let n = loop {
+            if let Err(e) = std::task::ready!(conn.poll_read_ready(cx)) {
+                return Poll::Ready(Err(e));
+            }
+            self.buf.reserve(want.max(1));
+            match conn.try_read_buf(&mut self.buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
         };
         if n > 0 {
             self.received = true;
