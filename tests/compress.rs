@@ -565,10 +565,7 @@ fn chromium_takes_the_example_site_in_brotli_over_http2() {
 }
 
 fn chromium_run(http2: bool) {
-    let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|c| have(c))
-    else {
+    let Some(browser) = chromium() else {
         eprintln!("SKIP: chromium is not installed (scripts/test installs it)");
         return;
     };
@@ -597,44 +594,9 @@ hosts:
         ),
         dir,
     );
-    let shot = s.path().join("shot.png");
-    let profile = s.path().join("profile");
-    let mut cmd = Command::new(browser);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-default-apps",
-        "--disable-extensions",
-        "--ignore-certificate-errors",
-        "--window-size=1024,768",
-    ]);
-    if !http2 {
-        cmd.arg("--disable-http2");
-    }
-    cmd.arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("https://127.0.0.1:{}/", s.addr.port()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = wait_output(
-        cmd.spawn().expect("start chromium"),
-        Duration::from_secs(90),
-    );
-    let png = std::fs::read(&shot).unwrap_or_else(|e| {
-        panic!(
-            "no screenshot ({e}); chromium said:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
-    assert!(png.len() > 5_000, "screenshot is only {} bytes", png.len());
+    let url = format!("https://127.0.0.1:{}/", s.addr.port());
+    let extra: &[&str] = if http2 { &[] } else { &["--disable-http2"] };
+    chromium_screenshot(browser, s.path(), &url, extra);
 
     // The page, its style sheet and logo are compressed; app.js (97 bytes) is below the
     // minimum size of 100.
