@@ -102,7 +102,7 @@ impl Router {
                 let mut answer = route.handler.handle(req);
                 if let Answer::Now(resp) = &mut answer {
                     if let Some(c) = &route.compress {
-                        c.apply(c.negotiate(req), resp);
+                        c.apply_now(req, resp);
                     }
                     route.headers.apply(resp);
                 }

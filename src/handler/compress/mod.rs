@@ -115,6 +115,16 @@ impl Compressor {
     /// Compresses `resp` with the negotiated coding when the rules allow, and marks every
     /// response that could have been compressed with `Vary: Accept-Encoding`.
     pub fn apply(&self, n: Negotiated, resp: &mut Response) {
+        self.apply_with(|| n, resp);
+    }
+
+    /// [`Compressor::apply`] for a response ready now: reads the request's Accept-Encoding
+    /// only when the response could be compressed.
+    pub fn apply_now(&self, req: &Request, resp: &mut Response) {
+        self.apply_with(|| self.negotiate(req), resp);
+    }
+
+    fn apply_with(&self, negotiate: impl FnOnce() -> Negotiated, resp: &mut Response) {
         if resp.status < 200 || matches!(resp.status, 204 | 206 | 304) {
             return;
         }
@@ -142,7 +152,7 @@ impl Compressor {
             return;
         }
         add_vary(resp);
-        let Some((coding, level)) = n.0.and_then(|c| Some((c, self.level(c)?))) else {
+        let Some((coding, level)) = negotiate().0.and_then(|c| Some((c, self.level(c)?))) else {
             return;
         };
         let Some(body) = body::CompressedBody::new(std::mem::take(&mut resp.body), coding, level)
