@@ -7,26 +7,11 @@ mod common;
 mod tls_support;
 
 use common::*;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tls_support::*;
 
 /// The page and the assets it loads (see examples/site/index.html).
 const FETCHED: &[&str] = &["/", "/style.css", "/logo.svg", "/app.js"];
-
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|c| {
-            Command::new("sh")
-                .arg("-c")
-                .arg(format!("command -v {c}"))
-                .stdout(Stdio::null())
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false)
-        })
-}
 
 #[test]
 fn chromium_loads_the_example_site_over_tls() {
@@ -58,42 +43,8 @@ hosts:
         ),
         dir,
     );
-    let shot = s.path().join("shot.png");
-    let profile = s.path().join("profile");
-    let mut cmd = Command::new(browser);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-default-apps",
-        "--disable-extensions",
-        "--ignore-certificate-errors",
-        "--window-size=1024,768",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .arg(format!("--screenshot={}", shot.display()))
-    .arg(format!("https://127.0.0.1:{}/", s.addr.port()))
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let out = wait_output(
-        cmd.spawn().expect("start chromium"),
-        Duration::from_secs(90),
-    );
-    let png = std::fs::read(&shot).unwrap_or_else(|e| {
-        panic!(
-            "no screenshot ({e}); chromium said:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
-    // A rendered page, not a blank or error page: a real 1024x768 screenshot is several KiB.
-    assert!(png.len() > 5_000, "screenshot is only {} bytes", png.len());
+    let url = format!("https://127.0.0.1:{}/", s.addr.port());
+    chromium_screenshot(browser, s.path(), &url, &[]);
 
     // Access log lines are flushed at least every second.
     let log_path = s.path().join("access.log");

@@ -129,6 +129,9 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("header.unset", ALL),
     ("header.unsetunless", ALL),
     ("access-log", ALL),
+    ("compress", ALL),
+    ("compress-minimum-size", ALL),
+    ("gzip", ALL),
     // Reverse proxy options. h2o takes the emit-*, preserve-x-forwarded-proto and expect
     // switches at the global level only; spate takes them at every level.
     ("proxy.preserve-host", ALL),
@@ -156,9 +159,6 @@ const DIRECTIVES: &[(&str, u8)] = &[
 
 /// h2o directives that later work will implement; today they are an error naming them.
 const NOT_SUPPORTED_YET: &[&str] = &[
-    "compress",
-    "compress-minimum-size",
-    "gzip",
     "file.send-gzip",
     "file.mime.settypes",
     "file.mime.removetypes",

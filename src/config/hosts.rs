@@ -4,6 +4,7 @@
 //! "deferred" directives), so an inherited option applies to the hosts and paths below it
 //! wherever it is written in the mapping.
 
+use super::compress::CompressOpts;
 use super::directives::{self, Level};
 use super::file::FileOpts;
 use super::listen::Listeners;
@@ -21,6 +22,7 @@ pub(super) struct Scoped {
     /// Outer commands first; each level appends its own.
     headers: Vec<HeaderCommand>,
     access_log: Option<AccessLogConf>,
+    compress: CompressOpts,
 }
 
 impl Scoped {
@@ -28,6 +30,7 @@ impl Scoped {
     pub fn apply(&mut self, ctx: &mut Ctx, name: &str, v: &Node) -> bool {
         if self.file.apply(ctx, name, v)
             || self.proxy.apply(ctx, name, v)
+            || self.compress.apply(ctx, name, v)
             || headers::apply(ctx, name, v, &mut self.headers)
         {
             return true;
@@ -185,6 +188,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         handler,
         headers: scoped.headers,
         access_log: scoped.access_log,
+        compress: scoped.compress.build(),
         at: ctx.at(key.line),
     })
 }

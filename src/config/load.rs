@@ -153,8 +153,8 @@ mod tests {
     use super::*;
     use crate::config::yaml::NodeKind;
     use crate::config::{
-        log, AccessLogConf, FileConf, HandlerConf, HeaderOp, Http2, ListenKind, PathConf,
-        ProxyConf, RedirectConf, RespondConf, UpstreamAddr, UpstreamUrl,
+        log, AccessLogConf, CompressConf, FileConf, HandlerConf, HeaderOp, Http2, ListenKind,
+        PathConf, ProxyConf, RedirectConf, RespondConf, UpstreamAddr, UpstreamUrl,
     };
     use std::path::PathBuf;
     use std::time::Duration;
@@ -341,10 +341,101 @@ mod tests {
     }
 
     #[test]
-    fn seed_h2_h3_reports_what_is_missing() {
+    fn seed_h2_h3_loads_with_brotli_6() {
+        let c = ok(&seed(SEED_H2_H3));
+        let p = path(&c, 0, "/");
+        assert!(matches!(p.handler, HandlerConf::Proxy(_)));
         assert_eq!(
-            errors(&seed(SEED_H2_H3)),
-            vec!["t.yaml:20: compress is not supported yet"]
+            p.compress,
+            Some(CompressConf {
+                br: Some(6),
+                zstd: None,
+                gzip: None,
+                minimum_size: 100
+            })
+        );
+    }
+
+    #[test]
+    fn compress_forms_and_inheritance() {
+        let c = ok("\
+listen: 8080
+compress: ON
+compress-minimum-size: 10
+hosts:
+  a:
+    paths:
+      /all:
+        respond: {body: x}
+      /seq:
+        compress: [gzip, zstd]
+      /map:
+        compress: {br: 11, gzip: 9, zstd: 22}
+        compress-minimum-size: 0
+      /off:
+        compress: OFF
+      /gzip:
+        gzip: ON
+      /gzip-off:
+        gzip: OFF
+      /empty:
+        compress: []
+  b:
+    compress: {br: 0}
+    paths:
+      /:
+        respond: {body: y}
+      /plain:
+        compress: OFF
+        compress-minimum-size: 5
+");
+        let conf = |br, zstd, gzip, minimum_size| {
+            Some(CompressConf {
+                br,
+                zstd,
+                gzip,
+                minimum_size,
+            })
+        };
+        let got = |host, prefix| path(&c, host, prefix).compress.clone();
+        assert_eq!(got(0, "/all"), conf(Some(1), Some(3), Some(1), 10));
+        assert_eq!(got(0, "/seq"), conf(None, Some(3), Some(1), 10));
+        assert_eq!(got(0, "/map"), conf(Some(11), Some(22), Some(9), 0));
+        assert_eq!(got(0, "/off"), None);
+        assert_eq!(got(0, "/gzip"), conf(None, None, Some(1), 10));
+        assert_eq!(got(0, "/gzip-off"), None);
+        assert_eq!(got(0, "/empty"), None);
+        assert_eq!(got(1, "/"), conf(Some(0), None, None, 10));
+        assert_eq!(got(1, "/plain"), None);
+        // Off by default.
+        assert_eq!(ok(MINIMAL).hosts[0].paths[0].compress, None);
+    }
+
+    #[test]
+    fn compress_errors() {
+        let e = errors(
+            "\
+listen: 8080
+compress: maybe
+hosts:
+  a:
+    compress: {br: 12, gzip: 0}
+    compress-minimum-size: -1
+    paths:
+      /:
+        compress: [lzma]
+        gzip: sometimes
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:2: compress expects ON, OFF, a sequence of algorithms or a mapping of algorithm to quality, got \"maybe\"",
+                "t.yaml:5: compress: the quality of br is 0-11, got \"12\"",
+                "t.yaml:6: compress-minimum-size expects an integer >= 0, got \"-1\"",
+                "t.yaml:9: compress: unknown algorithm \"lzma\" (br, zstd or gzip)",
+                "t.yaml:10: gzip expects ON or OFF, got \"sometimes\"",
+            ]
         );
     }
 
@@ -813,7 +904,7 @@ hosts:
         file.index: index.html
       /x:
         proxy.tunnel: ON
-        compress: ON
+        compress: {lzma: 1}
   nopaths:
     file.etag: ON
 ",
@@ -836,7 +927,7 @@ hosts:
                 "t.yaml:22: header.set: \"Bad Name\" is not a valid header name",
                 "t.yaml:23: file.index expects a sequence of file names, got \"index.html\"",
                 "t.yaml:25: proxy.tunnel is not supported yet",
-                "t.yaml:26: compress is not supported yet",
+                "t.yaml:26: compress: unknown algorithm \"lzma\" (br, zstd or gzip)",
                 "t.yaml:27: host \"nopaths\" has no paths",
             ]
         );

@@ -104,7 +104,27 @@ pub struct PathConf {
     pub headers: Vec<HeaderCommand>,
     /// `access-log`; `None` when logging is off for this path.
     pub access_log: Option<AccessLogConf>,
+    /// `compress` / `gzip`; `None` when on-the-fly compression is off (the default).
+    pub compress: Option<CompressConf>,
     pub at: Location,
+}
+
+/// `compress`, `compress-minimum-size` and `gzip` in effect for a path: the quality of each
+/// enabled algorithm (`None`: not offered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompressConf {
+    /// Brotli, 0-11.
+    pub br: Option<u32>,
+    /// Zstandard, 1-22 (spate's addition to h2o's set).
+    pub zstd: Option<u32>,
+    /// gzip, 1-9.
+    pub gzip: Option<u32>,
+    /// `compress-minimum-size` (100): bodies known to be shorter are sent as they are.
+    pub minimum_size: u64,
+}
+
+impl CompressConf {
+    pub const DEFAULT_MINIMUM_SIZE: u64 = 100;
 }
 
 /// What answers requests on a path.
@@ -446,6 +466,7 @@ impl Config {
                 }),
                 headers: Vec::new(),
                 access_log: None,
+                compress: None,
                 at: at.clone(),
             }],
             at,
@@ -454,6 +475,7 @@ impl Config {
     }
 }
 
+mod compress;
 mod directives;
 mod file;
 mod headers;

@@ -1,5 +1,6 @@
 //! Handlers and the host/path router that picks one for each request.
 
+pub mod compress;
 pub mod file;
 pub mod headers;
 pub mod proxy;
@@ -10,6 +11,7 @@ use crate::config::{self, HandlerConf};
 use crate::http::{Answer, Handler, Request, Response};
 use crate::log::AccessLog;
 use crate::upstream;
+pub use compress::Negotiated;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -30,13 +32,29 @@ pub struct PathRoute {
     prefix: String,
     handler: Box<dyn Handler>,
     headers: headers::HeaderRewriter,
+    /// `compress`; `None` when off (the default), so the fast path pays one branch.
+    compress: Option<compress::Compressor>,
     /// Shared with the other paths that log to the same file on this worker.
     pub access_log: Option<Rc<RefCell<AccessLog>>>,
 }
 
 impl PathRoute {
-    /// Applies the path's header commands to a response that came later.
-    pub fn finish(&self, resp: &mut Response) {
+    /// What `req` allows the path's filters to do (the coding to compress with), kept by the
+    /// driver while an answer is pending, for [`PathRoute::finish`].
+    pub fn negotiate(&self, req: &Request) -> Negotiated {
+        match &self.compress {
+            Some(c) => c.negotiate(req),
+            None => Negotiated::NONE,
+        }
+    }
+
+    /// Applies the path's filters to a response: compression, then the header commands (so
+    /// they have the last word, on Vary or Content-Encoding too). [`Router::handle`] does it
+    /// for an answer that is ready now; the driver calls it for one that came later.
+    pub fn finish(&self, negotiated: Negotiated, resp: &mut Response) {
+        if let Some(c) = &self.compress {
+            c.apply(negotiated, resp);
+        }
         self.headers.apply(resp);
     }
 }
@@ -59,6 +77,7 @@ impl Router {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
                         handler: build_handler(p, &cache, &pool),
                         headers: headers::HeaderRewriter::new(&p.headers),
+                        compress: p.compress.as_ref().map(compress::Compressor::new),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, logs)),
                     })
                     .collect();
@@ -74,13 +93,17 @@ impl Router {
     }
 
     /// Answers `req`: picks the host by authority, the path by longest prefix, runs the handler
-    /// and applies the path's header commands to an answer that is ready now (for one that
-    /// comes later, the driver calls [`PathRoute::finish`]). Returns the path route for logging.
+    /// and applies the path's filters (compression, header commands) to an answer that is ready
+    /// now (for one that comes later, the driver calls [`PathRoute::finish`] with what
+    /// [`PathRoute::negotiate`] said). Returns the path route for logging.
     pub fn handle(&self, req: &Request) -> (Answer, Option<&PathRoute>) {
         match self.route(req) {
             Some(route) => {
                 let mut answer = route.handler.handle(req);
                 if let Answer::Now(resp) = &mut answer {
+                    if let Some(c) = &route.compress {
+                        c.apply_now(req, resp);
+                    }
                     route.headers.apply(resp);
                 }
                 (answer, Some(route))

@@ -1,5 +1,6 @@
 //! Protocol-neutral request and response types, the Date cache and the Handler trait.
 
+pub mod accept_encoding;
 pub mod body;
 pub mod date;
 pub mod request;

@@ -247,6 +247,34 @@ impl RequestBuilder {
 }
 
 #[cfg(test)]
+impl Request {
+    /// A request as a codec would build it, for unit tests.
+    pub fn for_test(method: Method, target: &str, headers: &[(&str, &str)]) -> Request {
+        let mut head = target.as_bytes().to_vec();
+        let mut fields = Vec::new();
+        for (n, v) in headers {
+            let ns = head.len();
+            head.extend_from_slice(n.as_bytes());
+            let vs = head.len();
+            head.extend_from_slice(v.as_bytes());
+            fields.push((ns..vs, vs..head.len()));
+        }
+        let addr = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        RequestBuilder {
+            method,
+            version: Version::Http11,
+            secure: false,
+            peer: addr(1),
+            local: addr(2),
+            target: 0..target.len(),
+            authority: None,
+            fields,
+        }
+        .build(Bytes::from(head))
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

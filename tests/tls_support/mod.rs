@@ -91,3 +91,54 @@ pub fn wait_output(child: std::process::Child, t: Duration) -> std::process::Out
 pub fn get_close(path: &str, host: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
 }
+
+/// The headless browser on PATH, if any.
+pub fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| super::common::have(c))
+}
+
+/// Opens `url` in headless `browser` (certificate errors ignored, `extra` flags added, its
+/// profile and screenshot under `dir`) and returns the screenshot, checked to be a PNG of a
+/// rendered page.
+pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str]) -> Vec<u8> {
+    let shot = dir.join("shot.png");
+    let profile = dir.join("profile");
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--disable-extensions",
+        "--ignore-certificate-errors",
+        "--window-size=1024,768",
+    ])
+    .args(extra)
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .arg(format!("--screenshot={}", shot.display()))
+    .arg(url)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let out = wait_output(
+        cmd.spawn().expect("start chromium"),
+        Duration::from_secs(90),
+    );
+    let png = std::fs::read(&shot).unwrap_or_else(|e| {
+        panic!(
+            "no screenshot ({e}); chromium said:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    // A rendered page, not a blank or error page: a real 1024x768 screenshot is several KiB.
+    assert!(png.len() > 5_000, "screenshot is only {} bytes", png.len());
+    png
+}

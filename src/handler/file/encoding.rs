@@ -1,5 +1,7 @@
 //! `Accept-Encoding` for `file.send-compressed`: which precompressed sibling a client takes.
 
+use crate::http::accept_encoding::codings;
+
 /// A precompressed sibling of a file, in order of preference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Coding {
@@ -37,41 +39,16 @@ impl Coding {
 pub fn accepts<'a>(values: impl Iterator<Item = &'a [u8]>, coding: Coding) -> bool {
     let mut named = None;
     let mut star = false;
-    for value in values {
-        for item in value.split(|&b| b == b',') {
-            let mut parts = item.split(|&b| b == b';');
-            let name = parts.next().unwrap_or_default().trim_ascii();
-            if name.is_empty() {
-                continue;
-            }
-            let q_ok = parts.all(|p| !is_zero_q(p.trim_ascii()));
-            let matches = name.eq_ignore_ascii_case(coding.name().as_bytes())
-                || (coding == Coding::Gzip && name.eq_ignore_ascii_case(b"x-gzip"));
-            if matches {
-                named = Some(named.unwrap_or(false) || q_ok);
-            } else if name == b"*" {
-                star = q_ok;
-            }
+    for (name, q) in codings(values) {
+        let matches = name.eq_ignore_ascii_case(coding.name().as_bytes())
+            || (coding == Coding::Gzip && name.eq_ignore_ascii_case(b"x-gzip"));
+        if matches {
+            named = Some(named.unwrap_or(false) || q > 0);
+        } else if name == b"*" {
+            star = q > 0;
         }
     }
     named.unwrap_or(star)
-}
-
-/// `q=0`, `q=0.0`, `q=0.000`: the coding is refused.
-fn is_zero_q(param: &[u8]) -> bool {
-    let Some((k, v)) = param.split_at_checked(2) else {
-        return false;
-    };
-    if !k.eq_ignore_ascii_case(b"q=") {
-        return false;
-    }
-    let v = v.trim_ascii();
-    match v.split_first() {
-        Some((b'0', rest)) => {
-            rest.is_empty() || (rest[0] == b'.' && rest[1..].iter().all(|&d| d == b'0'))
-        }
-        _ => false,
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,6 @@
 //! Handler tests against a temporary directory.
 
 use super::*;
-use crate::http::request::RequestBuilder;
-use crate::http::Version;
 use std::path::Path;
 use std::time::Duration;
 
@@ -52,26 +50,7 @@ impl Site {
 }
 
 fn request(method: Method, target: &str, headers: &[(&str, &str)]) -> Request {
-    let mut head = target.as_bytes().to_vec();
-    let mut fields = Vec::new();
-    for (n, v) in headers {
-        let ns = head.len();
-        head.extend_from_slice(n.as_bytes());
-        let vs = head.len();
-        head.extend_from_slice(v.as_bytes());
-        fields.push((ns..vs, vs..head.len()));
-    }
-    RequestBuilder {
-        method,
-        version: Version::Http11,
-        secure: false,
-        peer: "127.0.0.1:1".parse().unwrap(),
-        local: "127.0.0.1:2".parse().unwrap(),
-        target: 0..target.len(),
-        authority: None,
-        fields,
-    }
-    .build(Bytes::from(head))
+    Request::for_test(method, target, headers)
 }
 
 fn get(h: &FileHandler, target: &str) -> Response {

@@ -200,7 +200,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             match step {
                 Step::Head(mut resp) => {
                     if let Some(r) = route {
-                        r.finish(&mut resp);
+                        r.finish(r.negotiate(&req), &mut resp);
                     }
                     out = self
                         .start_response(&req, resp, &mut keep_alive, &mut sent)
