@@ -266,7 +266,6 @@ fn curl_compressed_over_http1() {
 /// HTTP/2 carries the compressed body in DATA frames. Needs the h2 branch's streamed response
 /// bodies (main's HTTP/2 codec sends a streamed body as an empty one).
 #[test]
-#[ignore = "needs streamed response bodies on HTTP/2 (the h2 branch)"]
 fn curl_compressed_over_http2() {
     let s = file_front("ON");
     let page = page();
@@ -559,7 +558,6 @@ fn chromium_takes_the_example_site_in_brotli() {
 }
 
 #[test]
-#[ignore = "needs streamed response bodies on HTTP/2 (the h2 branch)"]
 fn chromium_takes_the_example_site_in_brotli_over_http2() {
     chromium_run(true);
 }

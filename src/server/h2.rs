@@ -10,6 +10,7 @@ mod work;
 use super::transport::Transport;
 use super::worker::WorkerCtx;
 use crate::config::Config;
+use crate::handler::Negotiated;
 use crate::http::{Answer, Request};
 use crate::proto::h2::frame::Reason;
 use crate::proto::h2::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};
@@ -302,6 +303,7 @@ fn answer<'a>(
             }
         }
         Answer::Later(fut) => {
+            let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(&req));
             let log = file.map(|_| {
                 Box::new(LogStart {
                     req,
@@ -309,7 +311,7 @@ fn answer<'a>(
                     started: now,
                 })
             });
-            work.add_answer(id, fut, route, log);
+            work.add_answer(id, fut, route, negotiated, log);
         }
     }
 }

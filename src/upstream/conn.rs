@@ -37,7 +37,6 @@ impl Conn {
             )),
         }
     }
-
 }
 
 impl Conn {

@@ -5,7 +5,7 @@
 //! it. Dropping an entry cancels its work (the client reset the stream or left).
 
 use super::log::AccessLogs;
-use crate::handler::PathRoute;
+use crate::handler::{Negotiated, PathRoute};
 use crate::http::body::{BodyStream, Frame};
 use crate::http::{Pending, Request};
 use crate::proto::h2::{Connection, OUTPUT_HIGH_WATER};
@@ -35,6 +35,8 @@ enum State<'a> {
     Answer {
         fut: Pending,
         route: Option<&'a PathRoute>,
+        /// The content coding chosen for the response (compression), from the request.
+        negotiated: Negotiated,
         /// Boxed: a request is large, and most routes have no log.
         log: Option<Box<LogStart>>,
     },
@@ -129,12 +131,18 @@ impl<'a> StreamWork<'a> {
         id: u32,
         fut: Pending,
         route: Option<&'a PathRoute>,
+        negotiated: Negotiated,
         log: Option<Box<LogStart>>,
     ) {
         self.entries.push(Entry {
             id,
             wake: None,
-            state: State::Answer { fut, route, log },
+            state: State::Answer {
+                fut,
+                route,
+                negotiated,
+                log,
+            },
         });
     }
 
@@ -214,13 +222,18 @@ impl<'a> StreamWork<'a> {
         }
         let mut cx = Context::from_waker(waker(&mut e.wake, task));
         match &mut e.state {
-            State::Answer { fut, route, log } => {
+            State::Answer {
+                fut,
+                route,
+                negotiated,
+                log,
+            } => {
                 let Poll::Ready(mut resp) = fut.as_mut().poll(&mut cx) else {
                     return Step::Idle;
                 };
                 let route = *route;
                 if let Some(r) = route {
-                    r.finish(&mut resp);
+                    r.finish(*negotiated, &mut resp);
                 }
                 let body = match (log.take(), route.and_then(|r| r.access_log.as_ref())) {
                     (Some(start), Some(file)) => {
@@ -389,7 +402,7 @@ mod tests {
         );
         let mut work = StreamWork::default();
         let mut logs = AccessLogs::default();
-        work.add_answer(id, Box::pin(gate), None, None);
+        work.add_answer(id, Box::pin(gate), None, Negotiated::NONE, None);
         assert!(work.ready(&conn), "a new answer is polled once");
         work.drive(&mut cx, &mut conn, &mut logs, now);
         assert_eq!(polls.get(), 1);
@@ -467,7 +480,7 @@ mod tests {
         };
         let mut work = StreamWork::default();
         let mut logs = AccessLogs::default();
-        work.add_answer(id, Box::pin(fut), None, None);
+        work.add_answer(id, Box::pin(fut), None, Negotiated::NONE, None);
         let mut cx = Context::from_waker(Waker::noop());
         work.drive(&mut cx, &mut conn, &mut logs, now);
         assert!(!dropped.get());
