@@ -70,14 +70,12 @@ impl Server {
                 }
                 None => None,
             };
-            let mut addr = l.addr;
-            for per_worker in sockets.iter_mut() {
-                let sock = listen::bind(addr)
-                    .map_err(|e| StartError(format!("{}: cannot listen on {addr}: {e}", l.at)))?;
-                // The first bind of port 0 picks the port the other workers then share.
-                addr = sock
-                    .local_addr()
-                    .map_err(|e| StartError(format!("{}: {e}", l.at)))?;
+            let socks = listen::bind_fresh(l.addr, workers)
+                .map_err(|e| StartError(format!("{}: {e}", l.at)))?;
+            let addr = socks[0]
+                .local_addr()
+                .map_err(|e| StartError(format!("{}: {e}", l.at)))?;
+            for (per_worker, sock) in sockets.iter_mut().zip(socks) {
                 per_worker.push((sock, acceptor.clone()));
             }
             addrs.push((addr, l.tls.is_some()));
