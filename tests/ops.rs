@@ -54,3 +54,255 @@ fn a_port_held_by_another_program_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already in use"));
 }
+
+/// A keep-alive HTTP/1.1 client that repeats GET / until `stop`, reconnecting whenever the
+/// server closes after a response (`Connection: close`). Returns (answered, failed, bodies seen).
+fn h1_loop(
+    addr: std::net::SocketAddr,
+    stop: &std::sync::atomic::AtomicBool,
+) -> (u64, u64, std::collections::BTreeSet<String>) {
+    use common::h1read::{read_reply, Input};
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    let (mut ok, mut failed) = (0, 0);
+    let mut bodies = std::collections::BTreeSet::new();
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(s) = std::net::TcpStream::connect(addr) else {
+            failed += 1;
+            continue;
+        };
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .ok();
+        let mut input = Input::new(s);
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if input
+                .get_mut()
+                .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                .is_err()
+            {
+                failed += 1;
+                break;
+            }
+            match read_reply(&mut input, false) {
+                Ok(r) if r.status == 200 => {
+                    ok += 1;
+                    bodies.insert(r.text());
+                    if r.header("connection") == Some("close") {
+                        break;
+                    }
+                }
+                _ => {
+                    failed += 1;
+                    break;
+                }
+            }
+        }
+    }
+    (ok, failed, bodies)
+}
+
+/// `conns` h2c connections with `streams` concurrent requests each, until `stop`; a connection
+/// that ends (GOAWAY, close) is replaced. Returns (answered, failed, refused): a request the
+/// server declared unprocessed in its GOAWAY is refused (a client may retry it), not failed.
+fn h2_loop(
+    addr: std::net::SocketAddr,
+    conns: usize,
+    streams: usize,
+    stop: &std::sync::atomic::AtomicBool,
+) -> (u64, u64, u64) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let counts: [AtomicU64; 3] = Default::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let connection = || async {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else {
+                    counts[1].fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let Ok((client, conn)) = h2::client::handshake(tcp).await else {
+                    counts[1].fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let driver = tokio::spawn(conn);
+                let one = |client: h2::client::SendRequest<bytes::Bytes>| async {
+                    let mut client = client;
+                    while !stop.load(Ordering::Relaxed) {
+                        // Not ready: the connection is going away; no request was sent.
+                        let Ok(ready) = client.ready().await else {
+                            return;
+                        };
+                        client = ready;
+                        let req = http::Request::get(format!("http://{addr}/"))
+                            .body(())
+                            .unwrap();
+                        let Ok((resp, _)) = client.send_request(req, true) else {
+                            return;
+                        };
+                        let got = async {
+                            let resp = resp.await?;
+                            let mut body = resp.into_body();
+                            while let Some(chunk) = body.data().await {
+                                chunk?;
+                            }
+                            Ok::<u16, h2::Error>(200)
+                        };
+                        match got.await {
+                            Ok(_) => counts[0].fetch_add(1, Ordering::Relaxed),
+                            Err(e)
+                                if e.is_go_away()
+                                    || e.reason() == Some(h2::Reason::REFUSED_STREAM) =>
+                            {
+                                counts[2].fetch_add(1, Ordering::Relaxed);
+                                return;
+                            }
+                            Err(e) => {
+                                eprintln!("HTTP/2 request failed: {e:?}");
+                                counts[1].fetch_add(1, Ordering::Relaxed);
+                                return;
+                            }
+                        };
+                    }
+                };
+                let tasks: Vec<_> = (0..streams).map(|_| one(client.clone())).collect();
+                drop(client);
+                futures_join_all(tasks).await;
+                driver.abort();
+            }
+        };
+        futures_join_all((0..conns).map(|_| connection()).collect()).await;
+    });
+    let [ok, failed, refused] = counts;
+    (ok.into_inner(), failed.into_inner(), refused.into_inner())
+}
+
+/// Polls every future to completion on the current task.
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futs: Vec<F>) {
+    let mut futs: Vec<_> = futs.into_iter().map(Box::pin).map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for slot in futs.iter_mut() {
+            if let Some(f) = slot {
+                if f.as_mut().poll(cx).is_ready() {
+                    *slot = None;
+                } else {
+                    pending = true;
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await
+}
+
+fn reload_config(body: &str) -> String {
+    format!(
+        "
+num-threads: 2
+shutdown-timeout: 5
+listen:
+  host: 127.0.0.1
+  port: 0
+hosts:
+  default:
+    paths:
+      /:
+        respond: {{body: {body}}}
+"
+    )
+}
+
+/// Rewrites the configuration with the listener's real port (a reload matches listeners by
+/// their configured address, so port 0 stays port 0) and sends SIGHUP.
+fn reload(s: &Spate, yaml: &str) {
+    std::fs::write(s.path().join("spate.yaml"), yaml).unwrap();
+    signal(&s.child, libc::SIGHUP);
+}
+
+/// Waits until standard error has a line containing `what`; returns every line read.
+fn wait_for_log(s: &Spate, seen: &mut Vec<String>, what: &str) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        seen.extend(s.stderr_lines());
+        if seen.iter().any(|l| l.contains(what)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no log line with {what:?}:\n{}",
+            seen.join("\n")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn reload_under_load_loses_no_request() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let s = Spate::start(&reload_config("v0"));
+    let addr = s.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || h1_loop(addr, &stop))
+        })
+        .collect();
+    // h2c with prior knowledge alongside: each reload sends its connections a GOAWAY.
+    let h2 = {
+        let stop = stop.clone();
+        std::thread::spawn(move || h2_loop(addr, 4, 8, &stop))
+    };
+    let mut log = Vec::new();
+    for i in 1..=6 {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        if i == 3 {
+            // A broken configuration: the old one keeps serving, every problem is logged.
+            reload(
+                &s,
+                "listen: 0\nnum-threads: lots\nhosts:\n  default:\n    pathz: {}\n",
+            );
+            wait_for_log(&s, &mut log, "reload failed");
+            continue;
+        }
+        reload(&s, &reload_config(&format!("v{i}")));
+        wait_for_log(&s, &mut log, "reloaded");
+        log.retain(|l| !l.contains("reloaded"));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    let mut bodies = std::collections::BTreeSet::new();
+    for c in clients {
+        let (ok, failed, seen) = c.join().unwrap();
+        assert_eq!(failed, 0, "failed requests during reloads");
+        total += ok;
+        bodies.extend(seen);
+    }
+    assert!(total > 100, "only {total} requests answered");
+    eprintln!("HTTP/1.1: {total} requests answered");
+    assert!(
+        bodies.contains("v6"),
+        "the last configuration serves: {bodies:?}"
+    );
+    assert!(bodies.contains("v0") && bodies.contains("v4"), "{bodies:?}");
+    let (ok, failed, refused) = h2.join().unwrap();
+    assert_eq!(failed, 0, "failed HTTP/2 requests during reloads");
+    assert!(ok > 100, "only {ok} HTTP/2 requests answered");
+    eprintln!("HTTP/2: {ok} requests answered, {refused} refused by a GOAWAY (retryable)");
+    let errors = log.join("\n");
+    assert!(
+        errors.contains("spate.yaml:2:") && errors.contains("spate.yaml:5:"),
+        "every problem with file:line: {errors}"
+    );
+}
