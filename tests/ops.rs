@@ -306,3 +306,159 @@ fn reload_under_load_loses_no_request() {
         "every problem with file:line: {errors}"
     );
 }
+
+const OBSERVED: &str = "
+num-threads: 2
+listen:
+  host: 127.0.0.1
+  port: 0
+hosts:
+  default:
+    paths:
+      /metrics:
+        metrics: ON
+      /server-status:
+        status: ON
+      /ready:
+        readiness: ON
+      /x:
+        respond: {body: hello}
+";
+
+/// Parses Prometheus text with `prometheus_client`'s parser; returns `name{labels} value`
+/// lines, sorted labels.
+fn parse_prometheus(text: &str) -> Vec<String> {
+    let script = r#"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+        print(f"{s.name}{{{labels}}} {s.value}")
+"#;
+    use std::io::Write;
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the Prometheus parser refused the scrape (needs `pip install prometheus_client`): {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn sample(samples: &[String], key: &str) -> f64 {
+    samples
+        .iter()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(-1.0)
+}
+
+fn get(s: &Spate, path: &str) -> (u16, String) {
+    let r = common::clients::h1_get(s, path);
+    (r.status, r.text())
+}
+
+#[test]
+fn metrics_count_what_was_sent_and_parse_as_prometheus_text() {
+    let s = Spate::start(OBSERVED);
+    for _ in 0..30 {
+        assert_eq!(get(&s, "/x").0, 200);
+    }
+    for _ in 0..5 {
+        s.raw(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc");
+    }
+    // Other workers publish every 200 ms: wait until every count is in.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let samples = loop {
+        let (status, text) = get(&s, "/metrics");
+        assert_eq!(status, 200);
+        let samples = parse_prometheus(&text);
+        let ok = sample(
+            &samples,
+            "spate_requests_total{protocol=http/1.1,status=2xx}",
+        );
+        if ok >= 35.0 || std::time::Instant::now() > end {
+            break samples;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // 35 to /x plus the scrapes before this one.
+    let ok = sample(
+        &samples,
+        "spate_requests_total{protocol=http/1.1,status=2xx}",
+    );
+    assert!((35.0..60.0).contains(&ok), "{samples:#?}");
+    assert_eq!(
+        sample(
+            &samples,
+            "spate_requests_total{protocol=http/1.1,status=4xx}"
+        ),
+        0.0
+    );
+    assert!(sample(&samples, "spate_received_bytes_total{}") >= 35.0 * 20.0 + 15.0);
+    assert!(sample(&samples, "spate_sent_bytes_total{}") >= 35.0 * 5.0);
+    assert!(sample(&samples, "spate_connections_accepted_total{transport=tcp}") >= 36.0);
+    // The scrape's own connection is open.
+    assert!(sample(&samples, "spate_connections{transport=tcp}") >= 1.0);
+    assert_eq!(
+        sample(&samples, "spate_request_duration_seconds_count{}"),
+        sample(&samples, "spate_request_duration_seconds_bucket{le=+Inf}")
+    );
+    assert!(sample(&samples, "spate_request_duration_seconds_count{}") >= 35.0);
+
+    // A 404 is counted as 4xx.
+    assert_eq!(get(&s, "/nothing-here").0, 404);
+    let (_, status) = get(&s, "/server-status");
+    assert!(
+        status.contains("\"server-version\"") && status.contains("\"worker-threads\": 2"),
+        "{status}"
+    );
+    assert!(status.contains("\"generation\": 1"), "{status}");
+}
+
+#[test]
+fn readiness_turns_503_on_a_draining_connection_and_reload_counts_a_generation() {
+    let s = Spate::start(OBSERVED);
+    // A keep-alive connection opened before the reload is served by the old workers.
+    let mut old = common::clients::h1_conn(&s, std::time::Duration::from_secs(5));
+    use std::io::Write;
+    old.write_all(b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let mut input = common::h1read::Input::new(old);
+    let r = common::h1read::read_reply(&mut input, false).unwrap();
+    assert_eq!(r.status, 200);
+    let mut log = Vec::new();
+    reload(
+        &s,
+        &std::fs::read_to_string(s.path().join("spate.yaml")).unwrap(),
+    );
+    wait_for_log(&s, &mut log, "reloaded");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    input
+        .get_mut()
+        .write_all(b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let r = common::h1read::read_reply(&mut input, false).unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+    // New connections reach the new workers.
+    assert_eq!(get(&s, "/ready").0, 200);
+    let (_, status) = get(&s, "/server-status");
+    assert!(status.contains("\"generation\": 2"), "{status}");
+}

@@ -198,6 +198,7 @@ impl<T: Transport> Conn<'_, T> {
     /// Answers one request whose head is at the start of `rbuf`; returns whether the
     /// connection stays open.
     async fn respond(&mut self, head: h1::Head) -> Result<bool, Close> {
+        let head_len = head.len as u64;
         let head_bytes = self.rbuf.split_to(head.len).freeze();
         let keep_alive = head.keep_alive && !self.ctx.stopping.get();
         let framing = head.body;
@@ -257,6 +258,8 @@ impl<T: Transport> Conn<'_, T> {
         };
         let log = route.and_then(|r| r.access_log.as_ref());
         let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
+        let counted =
+            crate::metrics::enabled().then(|| received_at.map_or_else(Instant::now, |r| r.1));
         if expect_continue {
             h1::write_continue(&mut self.wbuf);
         }
@@ -269,6 +272,19 @@ impl<T: Transport> Conn<'_, T> {
         let total = self
             .send(&req, status, &headers, body, keep_alive, true)
             .await?;
+        if let Some(started) = counted {
+            let body_in = match framing {
+                BodyFraming::Length(n) => n,
+                _ => 0,
+            };
+            crate::metrics::request(
+                crate::metrics::Proto::Http1,
+                status,
+                head_len + body_in,
+                total,
+                started,
+            );
+        }
         if let (Some(log), Some((at, started))) = (log, received_at) {
             log.borrow_mut().log(&LogRecord {
                 req: &req,

@@ -342,6 +342,12 @@ impl Generation {
             }
         }
         generation.set(Phase::Serving);
+        crate::metrics::set_server_info(crate::metrics::ServerInfo {
+            max_connections: config.max_connections,
+            worker_threads: workers,
+            listeners: listeners.len(),
+            generation: 0,
+        });
         Ok(generation)
     }
 

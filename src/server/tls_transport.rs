@@ -57,14 +57,23 @@ pub(crate) async fn serve(
             }
         };
         match done {
-            Ok(Ok(tls)) => break tls,
+            Ok(Ok(tls)) => {
+                let kind = tls.get_ref().1.handshake_kind();
+                crate::metrics::handshake(match kind {
+                    Some(rustls::HandshakeKind::Resumed) => crate::metrics::Handshake::Resumed,
+                    _ => crate::metrics::Handshake::Full,
+                });
+                break tls;
+            }
             Ok(Err(e)) => {
                 crate::tls::record_handshake_failure();
+                crate::metrics::handshake(crate::metrics::Handshake::Failed);
                 tracing::debug!(peer = %peer, "TLS handshake failed: {e}");
                 return;
             }
             Err(_) => {
                 crate::tls::record_handshake_failure();
+                crate::metrics::handshake(crate::metrics::Handshake::Failed);
                 tracing::debug!(peer = %peer, "TLS handshake not done within handshake-timeout");
                 return;
             }

@@ -107,6 +107,9 @@ pub(crate) fn run(
         }
         let _ = ready.send(Ok(()));
         drop(ready);
+        crate::metrics::enable(config.wants_metrics());
+        // Dropped when the worker ends: its counters move to the retired sum.
+        let slot = crate::metrics::Slot::register();
         let now = wait_for(&mut phase, |p| p != Phase::Standby).await;
         if now != Phase::Serving {
             return;
@@ -115,10 +118,20 @@ pub(crate) fn run(
             tokio::task::spawn_local(accept_loop(listener, tls, ctx.clone()));
         }
         let flusher = tokio::task::spawn_local(flush_logs_periodically(logs.clone()));
+        let publisher = crate::metrics::enabled().then(|| {
+            tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(crate::metrics::PUBLISH_INTERVAL);
+                loop {
+                    tick.tick().await;
+                    slot.publish();
+                }
+            })
+        });
 
         let now = wait_for(&mut phase, |p| p >= Phase::Draining).await;
         // Accept loops see this and end, closing this worker's copies of the sockets.
         ctx.stopping.set(true);
+        crate::metrics::set_draining();
         ctx.close_idle.set(now == Phase::Stopping);
         ctx.stop.notify_waiters();
         let drained = async {
@@ -154,6 +167,9 @@ pub(crate) fn run(
             );
         }
         flusher.abort();
+        if let Some(p) = publisher {
+            p.abort();
+        }
         flush_all(&logs);
     });
 }
@@ -206,7 +222,12 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         let _ = stream.set_nodelay(true);
         // Accepted while another worker reached the limit: wait here, unserved, for a slot.
         ctx.shared.open_connection().await;
-        let guard = ConnectionGuard::new(ctx.clone());
+        let transport = if tls.is_some() {
+            crate::metrics::Transport::Tls
+        } else {
+            crate::metrics::Transport::Tcp
+        };
+        let guard = ConnectionGuard::new(ctx.clone(), transport);
         let tls = tls.clone();
         tokio::task::spawn_local(async move {
             match tls {
@@ -227,18 +248,21 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
 /// Holds a connection's slot for its lifetime, also if its task is dropped at shutdown.
 struct ConnectionGuard {
     ctx: Rc<WorkerCtx>,
+    transport: crate::metrics::Transport,
 }
 
 impl ConnectionGuard {
     /// Call after `Shared::open_connection` took the slot.
-    fn new(ctx: Rc<WorkerCtx>) -> ConnectionGuard {
+    fn new(ctx: Rc<WorkerCtx>, transport: crate::metrics::Transport) -> ConnectionGuard {
         ctx.active.set(ctx.active.get() + 1);
-        ConnectionGuard { ctx }
+        crate::metrics::connection(transport, true);
+        ConnectionGuard { ctx, transport }
     }
 }
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
+        crate::metrics::connection(self.transport, false);
         self.ctx.shared.closed();
         self.ctx.active.set(self.ctx.active.get() - 1);
         if self.ctx.active.get() == 0 {
