@@ -8,6 +8,7 @@ pub mod config;
 pub mod handler;
 pub mod http;
 pub mod log;
+pub mod metrics;
 pub mod proto;
 pub mod server;
 pub mod tls;

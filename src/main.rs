@@ -84,7 +84,10 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     let server = match Server::bind(config) {
-        Ok(s) => s,
+        Ok(s) => match &cli.conf {
+            Some(path) if cli.command.is_none() => s.reload_from(path.clone()),
+            _ => s,
+        },
         Err(e) => {
             eprintln!("spate: {e}");
             return ExitCode::from(1);

@@ -115,6 +115,9 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("respond", P),
     ("redirect", P),
     ("proxy.reverse.url", P),
+    ("status", P),
+    ("metrics", P),
+    ("readiness", P),
     // Inherited options.
     ("file.index", ALL),
     ("file.mime.addtypes", ALL),
@@ -178,7 +181,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "ssl-offload",
     "temp-buffer-path",
     "crash-handler",
-    "status",
     "throttle-response",
     "http2-reprioritize-blocking-assets",
     "http2-push-preload",

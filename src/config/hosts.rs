@@ -154,6 +154,18 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
                 redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
             }
             "proxy.reverse.url" => proxy::reverse_url(ctx, val).map(Handler::Proxy),
+            "status" | "metrics" | "readiness" => match ctx.bool(name, val) {
+                Some(true) => Some(Handler::Done(match name {
+                    "status" => HandlerConf::Status,
+                    "metrics" => HandlerConf::Metrics,
+                    _ => HandlerConf::Readiness,
+                })),
+                Some(false) => {
+                    ctx.error(val.line, format!("{name}: only ON is meaningful"));
+                    None
+                }
+                None => None,
+            },
             _ => {
                 if !scoped.apply(ctx, name, val) {
                     ctx.error(

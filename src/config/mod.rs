@@ -72,6 +72,16 @@ pub enum ListenKind {
     Quic,
 }
 
+impl Config {
+    /// Whether some path exposes counters (`status` or `metrics`): only then are they kept.
+    pub fn wants_metrics(&self) -> bool {
+        self.hosts
+            .iter()
+            .flat_map(|h| &h.paths)
+            .any(|p| matches!(p.handler, HandlerConf::Status | HandlerConf::Metrics))
+    }
+}
+
 /// One `listen` entry.
 #[derive(Debug, Clone)]
 pub struct Listen {
@@ -135,6 +145,12 @@ pub enum HandlerConf {
     Redirect(RedirectConf),
     /// `proxy.reverse.url`: forwards requests to an HTTP/1.1 backend.
     Proxy(ProxyConf),
+    /// `status: ON`: h2o's JSON status.
+    Status,
+    /// `metrics: ON` (spate): counters in the Prometheus text format.
+    Metrics,
+    /// `readiness: ON` (spate): 200, or 503 once the server drains.
+    Readiness,
     /// A path with no handler (only headers or logging): answers 404.
     None,
 }

@@ -6,6 +6,7 @@ pub mod headers;
 pub mod proxy;
 pub mod redirect;
 pub mod respond;
+pub mod status;
 
 use crate::config::{self, HandlerConf};
 use crate::http::{Answer, Handler, Request, Response};
@@ -165,6 +166,9 @@ fn build_handler(
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
         HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
         HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(p, &path.prefix, pool.clone())),
+        HandlerConf::Status => Box::new(status::StatusHandler),
+        HandlerConf::Metrics => Box::new(status::MetricsHandler),
+        HandlerConf::Readiness => Box::new(status::ReadinessHandler),
         HandlerConf::None => Box::new(NotFound),
     }
 }

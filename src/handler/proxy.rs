@@ -14,6 +14,8 @@ use bytes::Bytes;
 use std::rc::Rc;
 
 pub struct ProxyHandler {
+    /// The backend's authority, as metrics label it.
+    name: std::sync::Arc<str>,
     backend: Rc<Backend>,
     pool: Rc<Pool>,
     conv: Rc<Conversion>,
@@ -49,6 +51,7 @@ impl ProxyHandler {
     /// connections.
     pub fn new(conf: &ProxyConf, prefix: &str, pool: Rc<Pool>) -> ProxyHandler {
         ProxyHandler {
+            name: std::sync::Arc::from(conf.upstream.authority.as_str()),
             backend: Rc::new(Backend::new(conf)),
             pool,
             conv: Rc::new(Conversion {
@@ -81,8 +84,11 @@ impl Handler for ProxyHandler {
             version: req.version,
         };
         let (pool, backend, conv) = (self.pool.clone(), self.backend.clone(), self.conv.clone());
+        let name = self.name.clone();
         Answer::Later(Box::pin(async move {
-            match upstream::send(pool, backend, up).await {
+            let sent = upstream::send(pool, backend, up).await;
+            crate::metrics::backend(&name, sent.is_err());
+            match sent {
                 Ok(resp) => conv.client_response(resp, &client),
                 Err(e) => e.response(),
             }

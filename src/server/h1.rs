@@ -3,7 +3,7 @@
 //! in one buffer and written with one syscall per read. See `src/proto/h1/LIFECYCLE.md`.
 
 use super::buffers::READ_BUFFER;
-use super::transport::Transport;
+use super::transport::{self, Transport};
 use super::worker::WorkerCtx;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
@@ -22,9 +22,6 @@ mod streaming;
 
 /// Bodies up to this size are copied into the write buffer; larger ones are written directly.
 const COPY_BODY_MAX: usize = 16 * 1024;
-/// How long to keep reading (and discarding) after an error response before closing, so the
-/// client sees the response rather than a reset.
-const LINGER: Duration = Duration::from_secs(2);
 
 /// The HTTP/2 client preface, which switches a new connection to HTTP/2 (prior knowledge).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -54,11 +51,25 @@ pub(crate) async fn serve<T: Transport>(
         Ok(()) => {
             if let Some(upgrade) = conn.handoff.take() {
                 let Conn {
-                    stream, rbuf, wbuf, ..
+                    mut stream,
+                    rbuf,
+                    wbuf,
+                    ..
                 } = conn;
                 ctx.buffers.give_write(wbuf);
                 // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
-                Box::pin(super::h2::serve(stream, peer, local, ctx, rbuf, upgrade)).await;
+                Box::pin(super::h2::serve(
+                    &mut stream,
+                    peer,
+                    local,
+                    ctx,
+                    rbuf,
+                    upgrade,
+                ))
+                .await;
+                // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
+                // that would reset the connection before it read our last responses.
+                transport::drain_input(&mut stream).await;
                 return;
             }
         }
@@ -158,7 +169,7 @@ impl<T: Transport> Conn<'_, T> {
             }
             // Need more bytes: whatever is answered goes out first.
             self.flush(false).await?;
-            if self.rbuf.is_empty() && self.ctx.stopping.get() {
+            if self.rbuf.is_empty() && self.ctx.close_idle.get() {
                 return Ok(());
             }
             let http1 = &self.ctx.config.http1;
@@ -187,6 +198,7 @@ impl<T: Transport> Conn<'_, T> {
     /// Answers one request whose head is at the start of `rbuf`; returns whether the
     /// connection stays open.
     async fn respond(&mut self, head: h1::Head) -> Result<bool, Close> {
+        let head_len = head.len as u64;
         let head_bytes = self.rbuf.split_to(head.len).freeze();
         let keep_alive = head.keep_alive && !self.ctx.stopping.get();
         let framing = head.body;
@@ -246,6 +258,8 @@ impl<T: Transport> Conn<'_, T> {
         };
         let log = route.and_then(|r| r.access_log.as_ref());
         let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
+        let counted =
+            crate::metrics::enabled().then(|| received_at.map_or_else(Instant::now, |r| r.1));
         if expect_continue {
             h1::write_continue(&mut self.wbuf);
         }
@@ -258,6 +272,19 @@ impl<T: Transport> Conn<'_, T> {
         let total = self
             .send(&req, status, &headers, body, keep_alive, true)
             .await?;
+        if let Some(started) = counted {
+            let body_in = match framing {
+                BodyFraming::Length(n) => n,
+                _ => 0,
+            };
+            crate::metrics::request(
+                crate::metrics::Proto::Http1,
+                status,
+                head_len + body_in,
+                total,
+                started,
+            );
+        }
         if let (Some(log), Some((at, started))) = (log, received_at) {
             log.borrow_mut().log(&LogRecord {
                 req: &req,
@@ -369,7 +396,7 @@ impl<T: Transport> Conn<'_, T> {
         // timer is a store, not a timer-wheel operation.
         self.timer.as_mut().reset(deadline.into());
         if idle {
-            if self.ctx.stopping.get() {
+            if self.ctx.close_idle.get() {
                 return Ok(Wait::Stopping);
             }
             if T::WAITS_WITHOUT_BUFFER && self.wbuf.is_empty() {
@@ -379,16 +406,34 @@ impl<T: Transport> Conn<'_, T> {
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(READ_BUFFER);
         }
-        // Biased: when data is there, the timer and the stop signal are not even polled.
-        tokio::select! {
-            biased;
-            r = self.stream.read_buf(&mut self.rbuf) => match r? {
-                0 => Ok(Wait::Eof),
-                _ => Ok(Wait::Data),
-            },
-            _ = self.timer.as_mut() => Ok(Wait::TimedOut),
-            _ = self.stop.as_mut(), if idle => Ok(Wait::Stopping),
+        loop {
+            // Biased: when data is there, the timer and the stop signal are not even polled.
+            let waited = tokio::select! {
+                biased;
+                r = self.stream.read_buf(&mut self.rbuf) => match r? {
+                    0 => Wait::Eof,
+                    _ => Wait::Data,
+                },
+                _ = self.timer.as_mut() => Wait::TimedOut,
+                _ = self.stop.as_mut(), if idle => Wait::Stopping,
+            };
+            if !matches!(waited, Wait::Stopping) || self.stop_closes_idle() {
+                return Ok(waited);
+            }
         }
+    }
+
+    /// The stop signal fired: says whether an idle connection closes now (the server stops)
+    /// or, when a reload drains this worker, waits on for one more request (its response
+    /// says `Connection: close`), so a client about to reuse the connection is answered.
+    fn stop_closes_idle(&mut self) -> bool {
+        if self.ctx.close_idle.get() {
+            return true;
+        }
+        // Listen again: a stop during the drain ends the wait.
+        self.stop.set(self.ctx.stop.notified());
+        self.stop.as_mut().enable();
+        false
     }
 
     async fn wait_bufferless(&mut self) -> Result<Wait, Close> {
@@ -406,6 +451,7 @@ impl<T: Transport> Conn<'_, T> {
             self.wbuf = self.ctx.buffers.write_buffer();
             match waited? {
                 Wait::Data => {}
+                Wait::Stopping if !self.stop_closes_idle() => continue,
                 other => return Ok(other),
             }
             // Readiness can be stale (a fresh socket, an event already consumed): read once
@@ -522,15 +568,7 @@ impl<T: Transport> Conn<'_, T> {
     /// not destroyed by a reset caused by unread data.
     async fn linger_close(&mut self) {
         let _ = self.stream.shutdown_write();
-        let deadline = Instant::now() + LINGER;
-        let mut buf = [0u8; 4096];
-        let mut drained = 0usize;
-        while drained < 256 * 1024 {
-            match tokio::time::timeout_at(deadline.into(), self.stream.read(&mut buf)).await {
-                Ok(Ok(n)) if n > 0 => drained += n,
-                _ => return,
-            }
-        }
+        transport::drain_input(&mut self.stream).await;
     }
 }
 

@@ -3,7 +3,12 @@
 //! One worker thread per `num-threads`, each a tokio `current_thread` runtime with its own
 //! SO_REUSEPORT socket for every listen address, its own router (handlers, open-file cache)
 //! and access-log buffers. The only state shared between workers is the connection count
-//! (for `max-connections`) and the shutdown signal.
+//! (for `max-connections`) and the phase of their generation.
+//!
+//! Reload (SIGHUP): the configuration is read and checked again; a new generation of workers
+//! gets duplicates of the same listening sockets (so connections waiting in an accept queue are
+//! not lost), and once every new worker is set up the old generation drains: it stops
+//! accepting, answers what it has, and ends within `shutdown-timeout`.
 
 mod buffers;
 mod h1;
@@ -15,20 +20,22 @@ mod worker;
 
 use crate::config::{Config, ListenKind};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 
 /// A server whose sockets are bound, ready to [`Server::run`].
 pub struct Server {
     config: Arc<Config>,
+    /// The file the configuration came from: SIGHUP reads it again.
+    source: Option<PathBuf>,
     /// Registered at bind time, so a signal that arrives once we print our address is ours.
-    signals: StopSignals,
-    /// Per worker, one socket for each listen address, with its TLS acceptor if any.
-    sockets: Vec<Vec<(std::net::TcpListener, Option<TlsAcceptor>)>>,
-    /// Bound addresses, and whether each is TLS.
-    addrs: Vec<(SocketAddr, bool)>,
+    signals: Signals,
+    /// Every listen address with its sockets; workers get duplicates of these descriptors.
+    listeners: Vec<Bound>,
 }
 
 /// Why the server could not start.
@@ -44,103 +51,326 @@ impl std::fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 impl Server {
-    /// Binds every listener for every worker. A port of 0 is resolved once and shared.
+    /// Binds every listener, one socket per worker. A port of 0 is resolved once and shared.
     pub fn bind(config: Config) -> Result<Server, StartError> {
-        let workers = config.num_threads.max(1);
-        let mut sockets: Vec<Vec<(std::net::TcpListener, Option<TlsAcceptor>)>> =
-            (0..workers).map(|_| Vec::new()).collect();
-        let mut addrs = Vec::new();
-        for l in &config.listeners {
-            if l.kind == ListenKind::Quic {
-                return Err(StartError(format!(
-                    "{}: listen type quic (HTTP/3) is not supported yet",
-                    l.at
-                )));
-            }
-            // One rustls configuration per listener, shared by the workers so that
-            // sessions resume whichever worker accepts the next connection.
-            let acceptor = match &l.tls {
-                Some(tls) => {
-                    for w in &tls.warnings {
-                        tracing::warn!("{w}");
-                    }
-                    let c = crate::tls::server_config(tls, &config.session_resumption)
-                        .map_err(|e| StartError(format!("{}: {e}", tls.at)))?;
-                    Some(TlsAcceptor::from(c))
-                }
-                None => None,
-            };
-            let mut addr = l.addr;
-            for per_worker in sockets.iter_mut() {
-                let sock = listen::bind(addr)
-                    .map_err(|e| StartError(format!("{}: cannot listen on {addr}: {e}", l.at)))?;
-                // The first bind of port 0 picks the port the other workers then share.
-                addr = sock
-                    .local_addr()
-                    .map_err(|e| StartError(format!("{}: {e}", l.at)))?;
-                per_worker.push((sock, acceptor.clone()));
-            }
-            addrs.push((addr, l.tls.is_some()));
-        }
-        if addrs.is_empty() {
-            return Err(StartError("no listen address configured".into()));
-        }
+        let listeners = Bound::reconcile(&[], &config).map_err(StartError)?;
         raise_open_file_limit();
-        let signals = StopSignals::register()
-            .map_err(|e| StartError(format!("cannot handle signals: {e}")))?;
+        let signals =
+            Signals::register().map_err(|e| StartError(format!("cannot handle signals: {e}")))?;
         Ok(Server {
             config: Arc::new(config),
+            source: None,
             signals,
-            sockets,
-            addrs,
+            listeners,
         })
+    }
+
+    /// Names the configuration file that SIGHUP reloads.
+    pub fn reload_from(mut self, path: PathBuf) -> Server {
+        self.source = Some(path);
+        self
     }
 
     /// The addresses actually bound, in configuration order.
     pub fn local_addrs(&self) -> impl Iterator<Item = SocketAddr> + '_ {
-        self.addrs.iter().map(|(a, _)| *a)
+        self.listeners.iter().map(|b| b.addr)
     }
 
     /// Where the server can be reached: `http://ADDR/` or `https://ADDR/` per listener.
     pub fn urls(&self) -> impl Iterator<Item = String> + '_ {
-        self.addrs.iter().map(|(a, tls)| {
-            let scheme = if *tls { "https" } else { "http" };
-            format!("{scheme}://{a}/")
+        self.listeners.iter().map(|b| {
+            let scheme = if b.tls { "https" } else { "http" };
+            format!("{scheme}://{}/", b.addr)
         })
     }
 
     /// Serves until SIGTERM or SIGINT, then stops accepting, lets in-flight requests finish
-    /// (bounded by `shutdown-timeout`) and returns.
-    pub fn run(self) -> std::io::Result<()> {
-        let (stop_tx, stop_rx) = watch::channel(false);
+    /// (bounded by `shutdown-timeout`) and returns. SIGHUP reloads the configuration.
+    pub fn run(mut self) -> std::io::Result<()> {
         let shared = Arc::new(Shared {
             connections: AtomicUsize::new(0),
-            max_connections: self.config.max_connections.max(1),
+            max_connections: AtomicUsize::new(self.config.max_connections.max(1)),
             connection_closed: Notify::new(),
-            stop: stop_rx,
         });
-        let mut threads = Vec::new();
-        for (i, sockets) in self.sockets.into_iter().enumerate() {
-            let config = self.config.clone();
-            let shared = shared.clone();
-            let t = std::thread::Builder::new()
-                .name(format!("spate-worker-{i}"))
-                .spawn(move || worker::run(config, sockets, shared))?;
-            threads.push(t);
+        let mut current = Generation::start(self.config.clone(), &self.listeners, &shared)
+            .map_err(std::io::Error::other)?;
+        let mut draining: Vec<Generation> = Vec::new();
+        loop {
+            match self.signals.next() {
+                Signal::Stop => break,
+                Signal::Reload => {
+                    draining.retain(|g| !g.is_finished());
+                    if let Some(next) = self.reload(&shared) {
+                        let old = std::mem::replace(&mut current, next);
+                        old.set(Phase::Draining);
+                        draining.push(old);
+                    }
+                }
+            }
         }
-        self.signals.wait();
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         let failed = crate::tls::handshake_failures();
         if failed > 0 {
             tracing::info!("{failed} TLS handshake(s) failed or timed out since start");
         }
-        let _ = stop_tx.send(true);
-        for t in threads {
+        draining.push(current);
+        for g in &draining {
+            g.set(Phase::Stopping);
+        }
+        for g in draining {
+            g.join();
+        }
+        Ok(())
+    }
+
+    /// Reads the configuration again and starts workers with it on the same sockets. On any
+    /// problem, logs it and returns `None`: the running workers keep serving.
+    fn reload(&mut self, shared: &Arc<Shared>) -> Option<Generation> {
+        let Some(path) = &self.source else {
+            tracing::warn!("SIGHUP: no configuration file to reload (spate serve)");
+            return None;
+        };
+        let started = Instant::now();
+        tracing::info!("reloading {}", path.display());
+        let config = match crate::config::load_file(path) {
+            Ok(c) => c,
+            Err(errors) => {
+                for e in &errors {
+                    tracing::error!("{e}");
+                }
+                tracing::error!(
+                    "reload failed: {} error(s) in {}; still serving the previous configuration",
+                    errors.len(),
+                    path.display()
+                );
+                return None;
+            }
+        };
+        let listeners = match Bound::reconcile(&self.listeners, &config) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("{e}");
+                tracing::error!("reload failed; still serving the previous configuration");
+                return None;
+            }
+        };
+        let config = Arc::new(config);
+        shared
+            .max_connections
+            .store(config.max_connections.max(1), Ordering::Relaxed);
+        match Generation::start(config.clone(), &listeners, shared) {
+            Ok(g) => {
+                self.config = config;
+                // Sockets of removed listeners close once the old workers let go of them.
+                self.listeners = listeners;
+                tracing::info!(
+                    "reloaded {} in {} ms",
+                    path.display(),
+                    started.elapsed().as_millis()
+                );
+                Some(g)
+            }
+            Err(e) => {
+                shared
+                    .max_connections
+                    .store(self.config.max_connections.max(1), Ordering::Relaxed);
+                tracing::error!("reload failed: {e}; still serving the previous configuration");
+                None
+            }
+        }
+    }
+}
+
+/// One listen address of the configuration and its sockets.
+struct Bound {
+    /// The address as configured (port 0 included): what a reloaded configuration matches.
+    configured: SocketAddr,
+    /// The address bound.
+    addr: SocketAddr,
+    tls: bool,
+    /// SO_REUSEPORT sockets, at least one per worker of the configuration that made them.
+    socks: Vec<std::net::TcpListener>,
+}
+
+impl Bound {
+    /// The sockets for `config`: those of `old` whose address is still configured (the same
+    /// descriptors, so no queued connection is lost), more when there are more workers, and
+    /// fresh ones (checked to be free) for new addresses.
+    fn reconcile(old: &[Bound], config: &Config) -> Result<Vec<Bound>, String> {
+        let workers = config.num_threads.max(1);
+        let mut out = Vec::with_capacity(config.listeners.len());
+        for l in &config.listeners {
+            if l.kind == ListenKind::Quic {
+                return Err(format!(
+                    "{}: listen type quic (HTTP/3) is not supported yet",
+                    l.at
+                ));
+            }
+            let bound =
+                match old.iter().find(|b| b.configured == l.addr) {
+                    Some(b) => {
+                        let mut socks = Vec::with_capacity(b.socks.len().max(workers));
+                        for s in &b.socks {
+                            socks.push(s.try_clone().map_err(|e| format!("{}: {e}", l.at))?);
+                        }
+                        while socks.len() < workers {
+                            socks.push(listen::bind(b.addr).map_err(|e| {
+                                format!("{}: cannot listen on {}: {e}", l.at, b.addr)
+                            })?);
+                        }
+                        Bound {
+                            configured: l.addr,
+                            addr: b.addr,
+                            tls: l.tls.is_some(),
+                            socks,
+                        }
+                    }
+                    None => {
+                        let socks = listen::bind_fresh(l.addr, workers)
+                            .map_err(|e| format!("{}: {e}", l.at))?;
+                        let addr = match socks.first().map(|s| s.local_addr()) {
+                            Some(Ok(a)) => a,
+                            Some(Err(e)) => return Err(format!("{}: {e}", l.at)),
+                            None => return Err(format!("{}: no socket bound", l.at)),
+                        };
+                        Bound {
+                            configured: l.addr,
+                            addr,
+                            tls: l.tls.is_some(),
+                            socks,
+                        }
+                    }
+                };
+            out.push(bound);
+        }
+        if out.is_empty() {
+            return Err("no listen address configured".into());
+        }
+        Ok(out)
+    }
+}
+
+/// What a generation of workers is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    /// Set up, but not accepting yet: the previous generation still serves.
+    Standby,
+    Serving,
+    /// Replaced by a reload: stop accepting, finish what is open (idle HTTP/1.1 connections
+    /// get their next response with `Connection: close`), bounded by `shutdown-timeout`.
+    Draining,
+    /// The server stops: as draining, and idle connections close at once.
+    Stopping,
+}
+
+/// The workers of one configuration.
+struct Generation {
+    phase: watch::Sender<Phase>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// How long new workers may take to set up before a reload gives up on them.
+const WORKER_SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Generation {
+    /// Starts one worker per `num-threads` on duplicates of `listeners`' sockets, waits until
+    /// every one is set up, then lets them accept.
+    fn start(
+        config: Arc<Config>,
+        listeners: &[Bound],
+        shared: &Arc<Shared>,
+    ) -> Result<Generation, String> {
+        let workers = config.num_threads.max(1);
+        // One rustls configuration per listener, shared by the workers so that sessions
+        // resume whichever worker accepts the next connection. Built here, so a reload reads
+        // the certificates and keys again.
+        let mut acceptors = Vec::with_capacity(listeners.len());
+        for l in &config.listeners {
+            acceptors.push(match &l.tls {
+                Some(tls) => {
+                    for w in &tls.warnings {
+                        tracing::warn!("{w}");
+                    }
+                    let c = crate::tls::server_config(tls, &config.session_resumption)
+                        .map_err(|e| format!("{}: {e}", tls.at))?;
+                    Some(TlsAcceptor::from(c))
+                }
+                None => None,
+            });
+        }
+        // Worker i accepts on sockets i, i + workers, ...: every socket has a worker.
+        let mut per_worker: Vec<Vec<worker::Socket>> = (0..workers).map(|_| Vec::new()).collect();
+        for (b, acceptor) in listeners.iter().zip(&acceptors) {
+            for (j, s) in b.socks.iter().enumerate() {
+                let dup = s.try_clone().map_err(|e| format!("{}: {e}", b.addr))?;
+                per_worker[j % workers].push((dup, acceptor.clone()));
+            }
+        }
+        let (phase, phase_rx) = watch::channel(Phase::Standby);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let mut generation = Generation {
+            phase,
+            threads: Vec::with_capacity(workers),
+        };
+        for (i, sockets) in per_worker.into_iter().enumerate() {
+            let config = config.clone();
+            let shared = shared.clone();
+            let phase = phase_rx.clone();
+            let ready = ready_tx.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("spate-worker-{i}"))
+                .spawn(move || worker::run(config, sockets, shared, phase, ready));
+            match t {
+                Ok(t) => generation.threads.push(t),
+                Err(e) => {
+                    generation.abandon();
+                    return Err(format!("cannot start a worker thread: {e}"));
+                }
+            }
+        }
+        drop(ready_tx);
+        let deadline = Instant::now() + WORKER_SETUP_TIMEOUT;
+        for _ in 0..workers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let r = match ready_rx.recv_timeout(left) {
+                Ok(r) => r,
+                Err(_) => Err("a worker did not finish setting up".to_string()),
+            };
+            if let Err(e) = r {
+                generation.abandon();
+                return Err(e);
+            }
+        }
+        generation.set(Phase::Serving);
+        crate::metrics::set_server_info(crate::metrics::ServerInfo {
+            max_connections: config.max_connections,
+            worker_threads: workers,
+            listeners: listeners.len(),
+            generation: 0,
+        });
+        Ok(generation)
+    }
+
+    fn set(&self, phase: Phase) {
+        self.phase.send_replace(phase);
+    }
+
+    fn is_finished(&self) -> bool {
+        self.threads.iter().all(|t| t.is_finished())
+    }
+
+    /// Stops workers that never accepted.
+    fn abandon(self) {
+        self.set(Phase::Stopping);
+        self.join();
+    }
+
+    fn join(self) {
+        for t in self.threads {
             if t.join().is_err() {
                 tracing::error!("a worker thread panicked");
             }
         }
-        Ok(())
     }
 }
 
@@ -148,17 +378,16 @@ impl Server {
 pub(crate) struct Shared {
     /// Open connections across all workers.
     connections: AtomicUsize,
-    max_connections: usize,
+    /// `max-connections` of the newest configuration.
+    max_connections: AtomicUsize,
     /// Signalled when a connection closes while the limit was reached.
     connection_closed: Notify,
-    /// Becomes `true` when the server is asked to stop.
-    stop: watch::Receiver<bool>,
 }
 
 impl Shared {
     /// Waits while the server is at `max-connections`: accepting pauses instead of failing.
     async fn below_limit(&self) {
-        self.wait_until(|n| n < self.max_connections).await;
+        self.wait_until(|n| n < self.max()).await;
     }
 
     /// Takes a connection slot, waiting for one to free up. A worker may have accepted a
@@ -166,7 +395,7 @@ impl Shared {
     async fn open_connection(&self) {
         loop {
             let n = self.connections.load(Ordering::Relaxed);
-            if n < self.max_connections {
+            if n < self.max() {
                 if self
                     .connections
                     .compare_exchange(n, n + 1, Ordering::Relaxed, Ordering::Relaxed)
@@ -176,8 +405,12 @@ impl Shared {
                 }
                 continue;
             }
-            self.wait_until(|n| n < self.max_connections).await;
+            self.wait_until(|n| n < self.max()).await;
         }
+    }
+
+    fn max(&self) -> usize {
+        self.max_connections.load(Ordering::Relaxed)
     }
 
     async fn wait_until(&self, ready: impl Fn(usize) -> bool) {
@@ -195,21 +428,30 @@ impl Shared {
 
     fn closed(&self) {
         let before = self.connections.fetch_sub(1, Ordering::Relaxed);
-        if before >= self.max_connections {
+        if before >= self.max() {
             self.connection_closed.notify_waiters();
         }
     }
 }
 
-/// SIGTERM and SIGINT handlers on a small runtime of the main thread.
-struct StopSignals {
+/// What the main thread was asked to do.
+enum Signal {
+    /// SIGTERM or SIGINT.
+    Stop,
+    /// SIGHUP.
+    Reload,
+}
+
+/// Signal handlers on a small runtime of the main thread.
+struct Signals {
     rt: tokio::runtime::Runtime,
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
-impl StopSignals {
-    fn register() -> std::io::Result<StopSignals> {
+impl Signals {
+    fn register() -> std::io::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -217,17 +459,20 @@ impl StopSignals {
         let _guard = rt.enter();
         let term = signal(SignalKind::terminate())?;
         let int = signal(SignalKind::interrupt())?;
+        let hup = signal(SignalKind::hangup())?;
         drop(_guard);
-        Ok(StopSignals { rt, term, int })
+        Ok(Signals { rt, term, int, hup })
     }
 
-    fn wait(mut self) {
+    /// Waits for the next signal.
+    fn next(&mut self) -> Signal {
         self.rt.block_on(async {
             tokio::select! {
-                _ = self.term.recv() => {}
-                _ = self.int.recv() => {}
+                _ = self.term.recv() => Signal::Stop,
+                _ = self.int.recv() => Signal::Stop,
+                _ = self.hup.recv() => Signal::Reload,
             }
-        });
+        })
     }
 }
 

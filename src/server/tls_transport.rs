@@ -37,31 +37,56 @@ pub(crate) async fn serve(
     let stop = ctx.stop.notified();
     tokio::pin!(stop);
     stop.as_mut().enable();
-    if ctx.stopping.get() {
+    if ctx.close_idle.get() {
         return;
     }
     let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
-    let tls = tokio::select! {
-        r = handshake => match r {
-            Ok(Ok(tls)) => tls,
+    tokio::pin!(handshake);
+    let tls = loop {
+        let done = tokio::select! {
+            r = &mut handshake => r,
+            // A server stopping does not wait for handshakes: no request has started yet.
+            // A reload does: the client is about to send one.
+            _ = &mut stop => {
+                if ctx.close_idle.get() {
+                    return;
+                }
+                stop.set(ctx.stop.notified());
+                stop.as_mut().enable();
+                continue;
+            }
+        };
+        match done {
+            Ok(Ok(tls)) => {
+                let kind = tls.get_ref().1.handshake_kind();
+                crate::metrics::handshake(match kind {
+                    Some(rustls::HandshakeKind::Resumed) => crate::metrics::Handshake::Resumed,
+                    _ => crate::metrics::Handshake::Full,
+                });
+                break tls;
+            }
             Ok(Err(e)) => {
                 crate::tls::record_handshake_failure();
+                crate::metrics::handshake(crate::metrics::Handshake::Failed);
                 tracing::debug!(peer = %peer, "TLS handshake failed: {e}");
                 return;
             }
             Err(_) => {
                 crate::tls::record_handshake_failure();
+                crate::metrics::handshake(crate::metrics::Handshake::Failed);
                 tracing::debug!(peer = %peer, "TLS handshake not done within handshake-timeout");
                 return;
             }
-        },
-        // A server stopping does not wait for handshakes: no request has started yet.
-        _ = &mut stop => return,
+        }
     };
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-    let conn = TlsTransport::new(tls);
+    let mut conn = TlsTransport::new(tls);
     match alpn.as_deref() {
-        Some(b"h2") => super::h2::serve(conn, peer, local, ctx, bytes::BytesMut::new(), None).await,
+        Some(b"h2") => {
+            super::h2::serve(&mut conn, peer, local, ctx, bytes::BytesMut::new(), None).await;
+            // As after a cleartext HTTP/2 connection (see `h1::serve`).
+            transport::drain_input(&mut conn).await;
+        }
         Some(b"http/1.1") | None => h1::serve(conn, peer, local, ctx).await,
         // rustls only selects a protocol from `tls::alpn_protocols`.
         Some(other) => tracing::debug!(

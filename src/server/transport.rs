@@ -61,6 +61,61 @@ impl Transport for TcpStream {
     }
 }
 
+/// A borrowed transport is one too: a driver that ends a connection (the HTTP/2 one) leaves
+/// the socket with its caller, which may still [`drain_input`].
+impl<T: Transport> Transport for &mut T {
+    async fn write_all(&mut self, buf: &[u8], more: bool, timeout: Duration) -> io::Result<()> {
+        (**self).write_all(buf, more, timeout).await
+    }
+
+    async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+        timeout: Duration,
+    ) -> io::Result<()> {
+        (**self).send_file(file, offset, len, timeout).await
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        (**self).shutdown_write()
+    }
+
+    fn is_secure(&self) -> bool {
+        (**self).is_secure()
+    }
+
+    const WAITS_WITHOUT_BUFFER: bool = T::WAITS_WITHOUT_BUFFER;
+
+    async fn readable(&self) -> io::Result<()> {
+        (**self).readable().await
+    }
+}
+
+/// How long to read (and drop) a peer's input after our side is done, so that what we sent
+/// last is not destroyed by a reset: closing a socket with unread input sends RST, and a
+/// peer receiving RST may lose the data it had not read yet.
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
+/// At most this much input is read while lingering.
+const LINGER_MAX_BYTES: usize = 256 * 1024;
+
+/// Reads and drops input until end of stream, `LINGER` or `LINGER_MAX_BYTES`. Call after the
+/// sending side is shut down.
+pub(crate) async fn drain_input<T: AsyncRead + Unpin>(stream: &mut T) {
+    use tokio::io::AsyncReadExt;
+    let deadline = tokio::time::Instant::now() + LINGER;
+    // On the heap: an array here would enlarge every connection's future.
+    let mut buf = vec![0u8; 4096];
+    let mut drained = 0usize;
+    while drained < LINGER_MAX_BYTES {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => drained += n,
+            _ => return,
+        }
+    }
+}
+
 /// Writes all of `buf`. `more` sets MSG_MORE: the kernel holds the tail back for the data
 /// that follows (a sendfile body). Each wait for the socket is bounded by `timeout`.
 async fn write_all(

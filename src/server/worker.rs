@@ -1,7 +1,7 @@
 //! One worker thread: a current-thread runtime that accepts on its own sockets and runs one
 //! task per connection. Everything here is thread-local; nothing is locked per request.
 
-use super::{h1, tls_transport, Shared};
+use super::{h1, tls_transport, Phase, Shared};
 use crate::config::Config;
 use crate::handler::Router;
 use crate::log::AccessLog;
@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 
 /// How often buffered access-log lines are written out even when the buffer is not full.
@@ -28,9 +28,13 @@ pub(crate) struct WorkerCtx {
     pub h2: crate::proto::h2::Settings,
     /// Buffers of idle HTTP/1 connections, for reuse.
     pub buffers: super::buffers::BufferPool,
-    /// Set once the server is stopping: connections close after their current response.
+    /// Set once this worker drains or stops: connections close after their current response.
     pub stopping: Cell<bool>,
-    /// Wakes idle connections when stopping begins.
+    /// Set once the server stops (not when a reload drains this worker): idle connections
+    /// and handshakes in progress close at once.
+    pub close_idle: Cell<bool>,
+    /// Wakes idle connections when draining or stopping begins, and again when a drain turns
+    /// into a stop.
     pub stop: Notify,
     /// Open connections of this worker, to know when a graceful stop is complete.
     active: Cell<usize>,
@@ -38,11 +42,18 @@ pub(crate) struct WorkerCtx {
     shared: Arc<Shared>,
 }
 
-/// Runs the worker until the server stops. Called on the worker's own thread.
+/// A listening socket of this worker, with its TLS acceptor if the listener is TLS.
+pub(crate) type Socket = (std::net::TcpListener, Option<TlsAcceptor>);
+
+/// Runs the worker until its generation is stopped. Called on the worker's own thread.
+/// `ready` gets one message once the worker is set up (or could not be); accepting starts
+/// when the phase becomes `Serving`.
 pub(crate) fn run(
     config: Arc<Config>,
-    sockets: Vec<(std::net::TcpListener, Option<TlsAcceptor>)>,
+    sockets: Vec<Socket>,
     shared: Arc<Shared>,
+    mut phase: watch::Receiver<Phase>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -50,7 +61,7 @@ pub(crate) fn run(
     {
         Ok(rt) => rt,
         Err(e) => {
-            tracing::error!("cannot start a worker runtime: {e}");
+            let _ = ready.send(Err(format!("cannot start a worker runtime: {e}")));
             return;
         }
     };
@@ -77,35 +88,51 @@ pub(crate) fn run(
             h2: super::h2::settings(&config),
             buffers: Default::default(),
             stopping: Cell::new(false),
+            close_idle: Cell::new(false),
             stop: Notify::new(),
             active: Cell::new(0),
             all_closed: Notify::new(),
             shared: shared.clone(),
         });
 
-        let mut accept_tasks = Vec::new();
+        let mut listeners = Vec::with_capacity(sockets.len());
         for (sock, tls) in sockets {
             match TcpListener::from_std(sock) {
-                Ok(listener) => accept_tasks.push(tokio::task::spawn_local(accept_loop(
-                    listener,
-                    tls,
-                    ctx.clone(),
-                ))),
-                Err(e) => tracing::error!("cannot register a listener: {e}"),
+                Ok(l) => listeners.push((l, tls)),
+                Err(e) => {
+                    let _ = ready.send(Err(format!("cannot register a listener: {e}")));
+                    return;
+                }
             }
+        }
+        let _ = ready.send(Ok(()));
+        drop(ready);
+        crate::metrics::enable(config.wants_metrics());
+        // Dropped when the worker ends: its counters move to the retired sum.
+        let slot = crate::metrics::Slot::register();
+        let now = wait_for(&mut phase, |p| p != Phase::Standby).await;
+        if now != Phase::Serving {
+            return;
+        }
+        for (listener, tls) in listeners {
+            tokio::task::spawn_local(accept_loop(listener, tls, ctx.clone()));
         }
         let flusher = tokio::task::spawn_local(flush_logs_periodically(logs.clone()));
+        let publisher = crate::metrics::enabled().then(|| {
+            tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(crate::metrics::PUBLISH_INTERVAL);
+                loop {
+                    tick.tick().await;
+                    slot.publish();
+                }
+            })
+        });
 
-        let mut stop = shared.stop.clone();
-        while !*stop.borrow_and_update() {
-            if stop.changed().await.is_err() {
-                break;
-            }
-        }
+        let now = wait_for(&mut phase, |p| p >= Phase::Draining).await;
+        // Accept loops see this and end, closing this worker's copies of the sockets.
         ctx.stopping.set(true);
-        for t in accept_tasks {
-            t.abort();
-        }
+        crate::metrics::set_draining();
+        ctx.close_idle.set(now == Phase::Stopping);
         ctx.stop.notify_waiters();
         let drained = async {
             while ctx.active.get() > 0 {
@@ -116,7 +143,21 @@ pub(crate) fn run(
                 closed.await;
             }
         };
-        if tokio::time::timeout(config.shutdown_timeout, drained)
+        let stopped = async {
+            if now != Phase::Stopping {
+                wait_for(&mut phase, |p| p == Phase::Stopping).await;
+                ctx.close_idle.set(true);
+                ctx.stop.notify_waiters();
+            }
+            std::future::pending::<()>().await
+        };
+        let drained_or_stopped = async {
+            tokio::select! {
+                _ = drained => {}
+                _ = stopped => {}
+            }
+        };
+        if tokio::time::timeout(config.shutdown_timeout, drained_or_stopped)
             .await
             .is_err()
         {
@@ -126,14 +167,46 @@ pub(crate) fn run(
             );
         }
         flusher.abort();
+        if let Some(p) = publisher {
+            p.abort();
+        }
         flush_all(&logs);
     });
 }
 
+/// Waits until the phase satisfies `done`; a generation whose sender is gone is stopping.
+async fn wait_for(phase: &mut watch::Receiver<Phase>, done: impl Fn(Phase) -> bool) -> Phase {
+    loop {
+        let now = *phase.borrow_and_update();
+        if done(now) {
+            return now;
+        }
+        if phase.changed().await.is_err() {
+            return Phase::Stopping;
+        }
+    }
+}
+
+/// Accepts until the worker drains. A connection accepted is always served: the loop only
+/// ends between accepts.
 async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<WorkerCtx>) {
     loop {
-        ctx.shared.below_limit().await;
-        let (stream, peer) = match listener.accept().await {
+        let stop = ctx.stop.notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
+        if ctx.stopping.get() {
+            return;
+        }
+        let next = async {
+            ctx.shared.below_limit().await;
+            listener.accept().await
+        };
+        let accepted = tokio::select! {
+            biased;
+            _ = &mut stop => return,
+            r = next => r,
+        };
+        let (stream, peer) = match accepted {
             Ok(c) => c,
             Err(e) => {
                 // EMFILE and friends: wait a little instead of spinning.
@@ -149,7 +222,12 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         let _ = stream.set_nodelay(true);
         // Accepted while another worker reached the limit: wait here, unserved, for a slot.
         ctx.shared.open_connection().await;
-        let guard = ConnectionGuard::new(ctx.clone());
+        let transport = if tls.is_some() {
+            crate::metrics::Transport::Tls
+        } else {
+            crate::metrics::Transport::Tcp
+        };
+        let guard = ConnectionGuard::new(ctx.clone(), transport);
         let tls = tls.clone();
         tokio::task::spawn_local(async move {
             match tls {
@@ -170,18 +248,21 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
 /// Holds a connection's slot for its lifetime, also if its task is dropped at shutdown.
 struct ConnectionGuard {
     ctx: Rc<WorkerCtx>,
+    transport: crate::metrics::Transport,
 }
 
 impl ConnectionGuard {
     /// Call after `Shared::open_connection` took the slot.
-    fn new(ctx: Rc<WorkerCtx>) -> ConnectionGuard {
+    fn new(ctx: Rc<WorkerCtx>, transport: crate::metrics::Transport) -> ConnectionGuard {
         ctx.active.set(ctx.active.get() + 1);
-        ConnectionGuard { ctx }
+        crate::metrics::connection(transport, true);
+        ConnectionGuard { ctx, transport }
     }
 }
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
+        crate::metrics::connection(self.transport, false);
         self.ctx.shared.closed();
         self.ctx.active.set(self.ctx.active.get() - 1);
         if self.ctx.active.get() == 0 {

@@ -225,6 +225,14 @@ impl<'a, T: Transport> Conn<'a, T> {
         if !self.wbuf.is_empty() {
             self.flush(false).await?;
         }
+        // Request bytes: the body as received so far (the head is not kept on this path).
+        crate::metrics::request(
+            crate::metrics::Proto::Http1,
+            sent.status,
+            received,
+            sent.total,
+            started.1,
+        );
         if let Some(log) = route.and_then(|r| r.access_log.as_ref()) {
             log.borrow_mut().log(&LogRecord {
                 req: &req,

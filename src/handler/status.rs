@@ -1,0 +1,100 @@
+//! `status: ON` (h2o's JSON status), `metrics: ON` (Prometheus text format) and
+//! `readiness: ON` (200 while serving, 503 once this worker drains or the server stops).
+
+use crate::http::{Answer, Body, Handler, Request, Response};
+use crate::metrics;
+use bytes::Bytes;
+use std::fmt::Write as _;
+use std::time::SystemTime;
+
+/// h2o's `status` handler, as far as it applies: the server's shape and request counters.
+pub struct StatusHandler;
+
+impl Handler for StatusHandler {
+    fn handle(&self, _req: &Request) -> Answer {
+        let (s, info, started) = metrics::total();
+        let now = SystemTime::now();
+        let uptime = started
+            .and_then(|t| now.duration_since(t).ok())
+            .map_or(0, |d| d.as_secs());
+        let mut j = String::with_capacity(1024);
+        let _ = write!(
+            j,
+            "{{\n \"server-version\": \"{}\",\n \"current-time\": \"{}\",\n \"restart-time\": \"{}\",\n \"uptime\": {uptime},\n \"generation\": {},\n \"connections\": {},\n \"max-connections\": {},\n \"listeners\": {},\n \"worker-threads\": {}",
+            env!("CARGO_PKG_VERSION"),
+            httpdate::fmt_http_date(now),
+            started.map_or(String::new(), httpdate::fmt_http_date),
+            info.generation,
+            s.open.iter().sum::<u64>(),
+            info.max_connections,
+            info.listeners,
+            info.worker_threads,
+        );
+        // h2o's `status.*` counters (from its "events" and "requests" sections).
+        let classes: Vec<u64> = (0..5)
+            .map(|c| s.requests[0][c] + s.requests[1][c])
+            .collect();
+        let _ = write!(
+            j,
+            ",\n \"requests\": {},\n \"status.1xx\": {},\n \"status.2xx\": {},\n \"status.3xx\": {},\n \"status.4xx\": {},\n \"status.5xx\": {},\n \"ssl.handshake.full\": {},\n \"ssl.handshake.resume\": {},\n \"ssl.errors\": {}\n}}\n",
+            classes.iter().sum::<u64>(),
+            classes[0],
+            classes[1],
+            classes[2],
+            classes[3],
+            classes[4],
+            s.handshakes[0],
+            s.handshakes[1],
+            s.handshakes[2],
+        );
+        Answer::Now(body(j, "application/json; charset=utf-8"))
+    }
+}
+
+/// The Prometheus endpoint (spate's `metrics` directive).
+pub struct MetricsHandler;
+
+impl Handler for MetricsHandler {
+    fn handle(&self, _req: &Request) -> Answer {
+        let (s, _, _) = metrics::total();
+        Answer::Now(body(
+            metrics::prometheus(&s),
+            "text/plain; version=0.0.4; charset=utf-8",
+        ))
+    }
+}
+
+/// For a load balancer or a Kubernetes readiness probe: 503 as soon as this worker drains,
+/// so traffic moves elsewhere while in-flight requests finish.
+pub struct ReadinessHandler;
+
+impl Handler for ReadinessHandler {
+    fn handle(&self, _req: &Request) -> Answer {
+        let resp = if metrics::draining() {
+            body("draining\n".into(), "text/plain")
+        } else {
+            body("ready\n".into(), "text/plain")
+        };
+        Answer::Now(Response {
+            status: if metrics::draining() { 503 } else { 200 },
+            ..resp
+        })
+    }
+}
+
+fn body(text: String, content_type: &'static str) -> Response {
+    Response {
+        status: 200,
+        headers: vec![
+            (
+                Bytes::from_static(b"Content-Type"),
+                Bytes::from_static(content_type.as_bytes()),
+            ),
+            (
+                Bytes::from_static(b"Cache-Control"),
+                Bytes::from_static(b"no-store"),
+            ),
+        ],
+        body: Body::Bytes(Bytes::from(text)),
+    }
+}

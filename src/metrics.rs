@@ -1,0 +1,477 @@
+//! Server metrics: counters kept per worker thread in plain `Cell`s (no atomic, no lock on a
+//! request's path), published by each worker into its slot of a process-wide registry a few
+//! times a second and summed when the `status` or `metrics` handler is asked.
+//!
+//! Counting is on only when the configuration has a `status` or `metrics` path, so a server
+//! that does not expose them pays one thread-local flag test per request.
+
+use std::cell::Cell;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often a worker copies its counters to its slot: the staleness of a scrape.
+pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Protocols requests are counted by.
+#[derive(Clone, Copy)]
+pub enum Proto {
+    Http1 = 0,
+    Http2 = 1,
+}
+const PROTOS: [&str; 2] = ["http/1.1", "h2"];
+
+/// Transports connections are counted by.
+#[derive(Clone, Copy)]
+pub enum Transport {
+    Tcp = 0,
+    Tls = 1,
+}
+const TRANSPORTS: [&str; 2] = ["tcp", "tls"];
+
+/// TLS handshake outcomes.
+#[derive(Clone, Copy)]
+pub enum Handshake {
+    Full = 0,
+    Resumed = 1,
+    Failed = 2,
+}
+const HANDSHAKES: [&str; 3] = ["full", "resumed", "failed"];
+
+/// Upper bounds (seconds) of the request duration histogram buckets; +Inf is implied.
+const BUCKETS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
+];
+const BUCKETS_US: [u64; 10] = [
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 500_000, 2_500_000,
+];
+
+/// One worker's live counters.
+struct Local {
+    on: Cell<bool>,
+    /// Requests by protocol and status class (1xx .. 5xx).
+    requests: [[Cell<u64>; 5]; 2],
+    bytes_in: Cell<u64>,
+    bytes_out: Cell<u64>,
+    open: [Cell<u64>; 2],
+    accepted: [Cell<u64>; 2],
+    handshakes: [Cell<u64>; 3],
+    /// Request durations: one count per bucket (the last is +Inf), and the sum.
+    duration: [Cell<u64>; 11],
+    duration_sum_us: Cell<u64>,
+    /// Per backend (proxy URL): requests and errors (502/504 answered for it).
+    backends: std::cell::RefCell<Vec<(Arc<str>, u64, u64)>>,
+}
+
+thread_local! {
+    static LOCAL: Local = const {
+        Local {
+            on: Cell::new(false),
+            requests: [[const { Cell::new(0) }; 5], [const { Cell::new(0) }; 5]],
+            bytes_in: Cell::new(0),
+            bytes_out: Cell::new(0),
+            open: [const { Cell::new(0) }; 2],
+            accepted: [const { Cell::new(0) }; 2],
+            handshakes: [const { Cell::new(0) }; 3],
+            duration: [const { Cell::new(0) }; 11],
+            duration_sum_us: Cell::new(0),
+            backends: std::cell::RefCell::new(Vec::new()),
+        }
+    };
+}
+
+fn bump(c: &Cell<u64>, n: u64) {
+    c.set(c.get().wrapping_add(n));
+}
+
+/// Whether this worker counts (set once at worker start from the configuration).
+pub fn enable(on: bool) {
+    LOCAL.with(|l| l.on.set(on));
+}
+
+/// Whether counting is on for this worker; callers skip taking timestamps when it is off.
+pub fn enabled() -> bool {
+    LOCAL.with(|l| l.on.get())
+}
+
+/// A finished request: its status, bytes received and sent, and when it started.
+pub fn request(proto: Proto, status: u16, bytes_in: u64, bytes_out: u64, started: Instant) {
+    LOCAL.with(|l| {
+        if !l.on.get() {
+            return;
+        }
+        let class = (usize::from(status / 100)).clamp(1, 5) - 1;
+        bump(&l.requests[proto as usize][class], 1);
+        bump(&l.bytes_in, bytes_in);
+        bump(&l.bytes_out, bytes_out);
+        let d = started.elapsed();
+        // Cheaper than `as_micros` (a u128): seconds beyond 584,000 years do not happen.
+        let us = d.as_secs().wrapping_mul(1_000_000) + u64::from(d.subsec_micros());
+        let b = BUCKETS_US
+            .iter()
+            .position(|&le| us <= le)
+            .unwrap_or(BUCKETS_US.len());
+        bump(&l.duration[b], 1);
+        bump(&l.duration_sum_us, us);
+    });
+}
+
+/// A connection opened (`true`) or closed (`false`).
+pub fn connection(t: Transport, opened: bool) {
+    LOCAL.with(|l| {
+        if !l.on.get() {
+            return;
+        }
+        let c = &l.open[t as usize];
+        if opened {
+            bump(&l.accepted[t as usize], 1);
+            c.set(c.get() + 1);
+        } else {
+            c.set(c.get().saturating_sub(1));
+        }
+    });
+}
+
+/// A TLS handshake ended.
+pub fn handshake(h: Handshake) {
+    LOCAL.with(|l| {
+        if l.on.get() {
+            bump(&l.handshakes[h as usize], 1);
+        }
+    });
+}
+
+/// A proxied request to `backend` ended; `failed` when the backend could not answer.
+pub fn backend(backend: &Arc<str>, failed: bool) {
+    LOCAL.with(|l| {
+        if !l.on.get() {
+            return;
+        }
+        let mut b = l.backends.borrow_mut();
+        let i = match b
+            .iter()
+            .position(|(n, _, _)| Arc::ptr_eq(n, backend) || n == backend)
+        {
+            Some(i) => i,
+            None => {
+                b.push((backend.clone(), 0, 0));
+                b.len() - 1
+            }
+        };
+        b[i].1 += 1;
+        b[i].2 += u64::from(failed);
+    });
+}
+
+/// The counters of one worker (or a sum of them).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub requests: [[u64; 5]; 2],
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub open: [u64; 2],
+    pub accepted: [u64; 2],
+    pub handshakes: [u64; 3],
+    pub duration: [u64; 11],
+    pub duration_sum_us: u64,
+    pub backends: Vec<(Arc<str>, u64, u64)>,
+}
+
+impl Snapshot {
+    fn local() -> Snapshot {
+        LOCAL.with(|l| Snapshot {
+            requests: l.requests.each_ref().map(|p| p.each_ref().map(Cell::get)),
+            bytes_in: l.bytes_in.get(),
+            bytes_out: l.bytes_out.get(),
+            open: l.open.each_ref().map(Cell::get),
+            accepted: l.accepted.each_ref().map(Cell::get),
+            handshakes: l.handshakes.each_ref().map(Cell::get),
+            duration: l.duration.each_ref().map(Cell::get),
+            duration_sum_us: l.duration_sum_us.get(),
+            backends: l.backends.borrow().clone(),
+        })
+    }
+
+    fn add(&mut self, o: &Snapshot) {
+        for (a, b) in self
+            .requests
+            .iter_mut()
+            .flatten()
+            .zip(o.requests.iter().flatten())
+        {
+            *a += b;
+        }
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        let pairs = [
+            (&mut self.open[..], &o.open[..]),
+            (&mut self.accepted[..], &o.accepted[..]),
+            (&mut self.handshakes[..], &o.handshakes[..]),
+            (&mut self.duration[..], &o.duration[..]),
+        ];
+        for (a, b) in pairs {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+        self.duration_sum_us += o.duration_sum_us;
+        for (name, n, e) in &o.backends {
+            match self.backends.iter_mut().find(|(m, _, _)| m == name) {
+                Some(b) => {
+                    b.1 += n;
+                    b.2 += e;
+                }
+                None => self.backends.push((name.clone(), *n, *e)),
+            }
+        }
+    }
+}
+
+/// What the status handler reports besides counters.
+#[derive(Clone, Debug, Default)]
+pub struct ServerInfo {
+    pub max_connections: usize,
+    pub worker_threads: usize,
+    pub listeners: usize,
+    /// Configurations loaded: 1 at start, one more per successful reload.
+    pub generation: u64,
+}
+
+struct Registry {
+    slots: Vec<Arc<Mutex<Snapshot>>>,
+    /// Counters of workers that ended (replaced by a reload), so totals never go back.
+    retired: Snapshot,
+    info: ServerInfo,
+    started: Option<SystemTime>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    slots: Vec::new(),
+    retired: Snapshot {
+        requests: [[0; 5]; 2],
+        bytes_in: 0,
+        bytes_out: 0,
+        open: [0; 2],
+        accepted: [0; 2],
+        handshakes: [0; 3],
+        duration: [0; 11],
+        duration_sum_us: 0,
+        backends: Vec::new(),
+    },
+    info: ServerInfo {
+        max_connections: 0,
+        worker_threads: 0,
+        listeners: 0,
+        generation: 0,
+    },
+    started: None,
+});
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    // A panic while holding the lock left plain numbers behind: still usable.
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records the running configuration's shape (at start and after each reload); counts the
+/// generation.
+pub fn set_server_info(info: ServerInfo) {
+    let mut r = registry();
+    r.started.get_or_insert_with(SystemTime::now);
+    let generation = r.info.generation + 1;
+    r.info = ServerInfo { generation, ..info };
+}
+
+/// A worker's place in the registry; publishing copies the worker's counters into it.
+pub struct Slot(Arc<Mutex<Snapshot>>);
+
+impl Slot {
+    /// Registers the calling worker thread.
+    pub fn register() -> Slot {
+        let s = Arc::new(Mutex::new(Snapshot::default()));
+        registry().slots.push(s.clone());
+        OWN_SLOT.with(|own| *own.borrow_mut() = Some(s.clone()));
+        Slot(s)
+    }
+
+    /// Copies this thread's counters into the slot (every `PUBLISH_INTERVAL`).
+    pub fn publish(&self) {
+        let snap = Snapshot::local();
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = snap;
+    }
+}
+
+impl Drop for Slot {
+    /// The worker ends: its totals move to the retired sum; its open connections are gone.
+    fn drop(&mut self) {
+        let mut snap = Snapshot::local();
+        snap.open = [0; 2];
+        OWN_SLOT.with(|own| *own.borrow_mut() = None);
+        let mut r = registry();
+        r.slots.retain(|s| !Arc::ptr_eq(s, &self.0));
+        r.retired.add(&snap);
+    }
+}
+
+/// The sum over every worker; the calling worker's own counters are published first, so
+/// they are exact, the others at most `PUBLISH_INTERVAL` old.
+pub fn total() -> (Snapshot, ServerInfo, Option<SystemTime>) {
+    OWN_SLOT.with(|own| {
+        if let Some(slot) = own.borrow().as_ref() {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Snapshot::local();
+        }
+    });
+    let r = registry();
+    let mut sum = r.retired.clone();
+    for s in &r.slots {
+        sum.add(&s.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    (sum, r.info.clone(), r.started)
+}
+
+thread_local! {
+    /// This worker's slot, for [`total`].
+    static OWN_SLOT: std::cell::RefCell<Option<Arc<Mutex<Snapshot>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The Prometheus text exposition format (version 0.0.4).
+pub fn prometheus(s: &Snapshot) -> String {
+    let mut o = String::with_capacity(4096);
+    let _ = writeln!(
+        o,
+        "# HELP spate_requests_total Requests answered, by protocol and status class."
+    );
+    let _ = writeln!(o, "# TYPE spate_requests_total counter");
+    for (p, classes) in s.requests.iter().enumerate() {
+        for (c, n) in classes.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "spate_requests_total{{protocol=\"{}\",status=\"{}xx\"}} {n}",
+                PROTOS[p],
+                c + 1
+            );
+        }
+    }
+    counter(
+        &mut o,
+        "spate_received_bytes_total",
+        "Request bytes received (HTTP/1.1 heads and bodies as framed).",
+        s.bytes_in,
+    );
+    counter(
+        &mut o,
+        "spate_sent_bytes_total",
+        "Response bytes sent, heads included.",
+        s.bytes_out,
+    );
+    let _ = writeln!(
+        o,
+        "# HELP spate_connections Open connections, by transport."
+    );
+    let _ = writeln!(o, "# TYPE spate_connections gauge");
+    for (t, n) in s.open.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "spate_connections{{transport=\"{}\"}} {n}",
+            TRANSPORTS[t]
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP spate_connections_accepted_total Connections accepted, by transport."
+    );
+    let _ = writeln!(o, "# TYPE spate_connections_accepted_total counter");
+    for (t, n) in s.accepted.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "spate_connections_accepted_total{{transport=\"{}\"}} {n}",
+            TRANSPORTS[t]
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP spate_tls_handshakes_total TLS handshakes, by outcome."
+    );
+    let _ = writeln!(o, "# TYPE spate_tls_handshakes_total counter");
+    for (h, n) in s.handshakes.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "spate_tls_handshakes_total{{result=\"{}\"}} {n}",
+            HANDSHAKES[h]
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP spate_request_duration_seconds Time from request head to the end of the response."
+    );
+    let _ = writeln!(o, "# TYPE spate_request_duration_seconds histogram");
+    let mut cumulative = 0;
+    for (i, n) in s.duration.iter().enumerate() {
+        cumulative += n;
+        let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+        let _ = writeln!(
+            o,
+            "spate_request_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "spate_request_duration_seconds_sum {}",
+        s.duration_sum_us as f64 / 1e6
+    );
+    let _ = writeln!(o, "spate_request_duration_seconds_count {cumulative}");
+    if !s.backends.is_empty() {
+        let _ = writeln!(
+            o,
+            "# HELP spate_backend_requests_total Proxied requests, by backend."
+        );
+        let _ = writeln!(o, "# TYPE spate_backend_requests_total counter");
+        for (name, n, _) in &s.backends {
+            let _ = writeln!(
+                o,
+                "spate_backend_requests_total{{backend=\"{}\"}} {n}",
+                label(name)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP spate_backend_errors_total Proxied requests the backend failed (502, 504)."
+        );
+        let _ = writeln!(o, "# TYPE spate_backend_errors_total counter");
+        for (name, _, e) in &s.backends {
+            let _ = writeln!(
+                o,
+                "spate_backend_errors_total{{backend=\"{}\"}} {e}",
+                label(name)
+            );
+        }
+    }
+    o
+}
+
+fn counter(o: &mut String, name: &str, help: &str, v: u64) {
+    let _ = writeln!(o, "# HELP {name} {help}");
+    let _ = writeln!(o, "# TYPE {name} counter");
+    let _ = writeln!(o, "{name} {v}");
+}
+
+/// A label value escaped as the text format asks (backslash, quote, newline).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+thread_local! {
+    static DRAINING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this worker as draining (a reload replaced it, or the server stops).
+pub fn set_draining() {
+    DRAINING.with(|d| d.set(true));
+}
+
+/// Whether this worker drains: the readiness handler answers 503.
+pub fn draining() -> bool {
+    DRAINING.with(Cell::get)
+}

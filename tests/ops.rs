@@ -1,0 +1,464 @@
+//! Operations: a port already in use, reload on SIGHUP under load, readiness, status and
+//! metrics, log reopening.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+const RESPOND: &str = "
+num-threads: 2
+listen:
+  host: 127.0.0.1
+  port: 0
+hosts:
+  default:
+    paths:
+      /:
+        respond: {body: one}
+";
+
+#[test]
+fn a_second_spate_on_the_same_port_exits_with_a_clear_error() {
+    let first = Spate::start(RESPOND);
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("second.yaml");
+    let yaml = RESPOND.replace("port: 0", &format!("port: {}", first.addr.port()));
+    std::fs::write(&conf, yaml).unwrap();
+    let out = Command::new(BIN).arg("-c").arg(&conf).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("second.yaml:4:") && err.contains("already in use"),
+        "{err}"
+    );
+    // The first one still answers everything.
+    for _ in 0..20 {
+        assert!(first
+            .raw(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .ends_with("one"));
+    }
+}
+
+#[test]
+fn a_port_held_by_another_program_is_refused() {
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("c.yaml");
+    let yaml = RESPOND.replace(
+        "port: 0",
+        &format!("port: {}", other.local_addr().unwrap().port()),
+    );
+    std::fs::write(&conf, yaml).unwrap();
+    let out = Command::new(BIN).arg("-c").arg(&conf).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already in use"));
+}
+
+/// A keep-alive HTTP/1.1 client that repeats GET / until `stop`, reconnecting whenever the
+/// server closes after a response (`Connection: close`). Returns (answered, failed, bodies seen).
+fn h1_loop(
+    addr: std::net::SocketAddr,
+    stop: &std::sync::atomic::AtomicBool,
+) -> (u64, u64, std::collections::BTreeSet<String>) {
+    use common::h1read::{read_reply, Input};
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    let (mut ok, mut failed) = (0, 0);
+    let mut bodies = std::collections::BTreeSet::new();
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(s) = std::net::TcpStream::connect(addr) else {
+            failed += 1;
+            continue;
+        };
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .ok();
+        let mut input = Input::new(s);
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if input
+                .get_mut()
+                .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                .is_err()
+            {
+                failed += 1;
+                break;
+            }
+            match read_reply(&mut input, false) {
+                Ok(r) if r.status == 200 => {
+                    ok += 1;
+                    bodies.insert(r.text());
+                    if r.header("connection") == Some("close") {
+                        break;
+                    }
+                }
+                _ => {
+                    failed += 1;
+                    break;
+                }
+            }
+        }
+    }
+    (ok, failed, bodies)
+}
+
+/// `conns` h2c connections with `streams` concurrent requests each, until `stop`; a connection
+/// that ends (GOAWAY, close) is replaced. Returns (answered, failed, refused): a request the
+/// server declared unprocessed in its GOAWAY is refused (a client may retry it), not failed.
+fn h2_loop(
+    addr: std::net::SocketAddr,
+    conns: usize,
+    streams: usize,
+    stop: &std::sync::atomic::AtomicBool,
+) -> (u64, u64, u64) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let counts: [AtomicU64; 3] = Default::default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let connection = || async {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else {
+                    counts[1].fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let Ok((client, conn)) = h2::client::handshake(tcp).await else {
+                    counts[1].fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let driver = tokio::spawn(conn);
+                let one = |client: h2::client::SendRequest<bytes::Bytes>| async {
+                    let mut client = client;
+                    while !stop.load(Ordering::Relaxed) {
+                        // Not ready: the connection is going away; no request was sent.
+                        let Ok(ready) = client.ready().await else {
+                            return;
+                        };
+                        client = ready;
+                        let req = http::Request::get(format!("http://{addr}/"))
+                            .body(())
+                            .unwrap();
+                        let Ok((resp, _)) = client.send_request(req, true) else {
+                            return;
+                        };
+                        let got = async {
+                            let resp = resp.await?;
+                            let mut body = resp.into_body();
+                            while let Some(chunk) = body.data().await {
+                                chunk?;
+                            }
+                            Ok::<u16, h2::Error>(200)
+                        };
+                        match got.await {
+                            Ok(_) => counts[0].fetch_add(1, Ordering::Relaxed),
+                            Err(e)
+                                if e.is_go_away()
+                                    || e.reason() == Some(h2::Reason::REFUSED_STREAM) =>
+                            {
+                                counts[2].fetch_add(1, Ordering::Relaxed);
+                                return;
+                            }
+                            Err(e) => {
+                                eprintln!("HTTP/2 request failed: {e:?}");
+                                counts[1].fetch_add(1, Ordering::Relaxed);
+                                return;
+                            }
+                        };
+                    }
+                };
+                let tasks: Vec<_> = (0..streams).map(|_| one(client.clone())).collect();
+                drop(client);
+                futures_join_all(tasks).await;
+                driver.abort();
+            }
+        };
+        futures_join_all((0..conns).map(|_| connection()).collect()).await;
+    });
+    let [ok, failed, refused] = counts;
+    (ok.into_inner(), failed.into_inner(), refused.into_inner())
+}
+
+/// Polls every future to completion on the current task.
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futs: Vec<F>) {
+    let mut futs: Vec<_> = futs.into_iter().map(Box::pin).map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for slot in futs.iter_mut() {
+            if let Some(f) = slot {
+                if f.as_mut().poll(cx).is_ready() {
+                    *slot = None;
+                } else {
+                    pending = true;
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await
+}
+
+fn reload_config(body: &str) -> String {
+    format!(
+        "
+num-threads: 2
+shutdown-timeout: 5
+listen:
+  host: 127.0.0.1
+  port: 0
+hosts:
+  default:
+    paths:
+      /:
+        respond: {{body: {body}}}
+"
+    )
+}
+
+/// Rewrites the configuration with the listener's real port (a reload matches listeners by
+/// their configured address, so port 0 stays port 0) and sends SIGHUP.
+fn reload(s: &Spate, yaml: &str) {
+    std::fs::write(s.path().join("spate.yaml"), yaml).unwrap();
+    signal(&s.child, libc::SIGHUP);
+}
+
+/// Waits until standard error has a line containing `what`; returns every line read.
+fn wait_for_log(s: &Spate, seen: &mut Vec<String>, what: &str) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        seen.extend(s.stderr_lines());
+        if seen.iter().any(|l| l.contains(what)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no log line with {what:?}:\n{}",
+            seen.join("\n")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn reload_under_load_loses_no_request() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let s = Spate::start(&reload_config("v0"));
+    let addr = s.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || h1_loop(addr, &stop))
+        })
+        .collect();
+    // h2c with prior knowledge alongside: each reload sends its connections a GOAWAY.
+    let h2 = {
+        let stop = stop.clone();
+        std::thread::spawn(move || h2_loop(addr, 4, 8, &stop))
+    };
+    let mut log = Vec::new();
+    for i in 1..=6 {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        if i == 3 {
+            // A broken configuration: the old one keeps serving, every problem is logged.
+            reload(
+                &s,
+                "listen: 0\nnum-threads: lots\nhosts:\n  default:\n    pathz: {}\n",
+            );
+            wait_for_log(&s, &mut log, "reload failed");
+            continue;
+        }
+        reload(&s, &reload_config(&format!("v{i}")));
+        wait_for_log(&s, &mut log, "reloaded");
+        log.retain(|l| !l.contains("reloaded"));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    let mut bodies = std::collections::BTreeSet::new();
+    for c in clients {
+        let (ok, failed, seen) = c.join().unwrap();
+        assert_eq!(failed, 0, "failed requests during reloads");
+        total += ok;
+        bodies.extend(seen);
+    }
+    assert!(total > 100, "only {total} requests answered");
+    eprintln!("HTTP/1.1: {total} requests answered");
+    assert!(
+        bodies.contains("v6"),
+        "the last configuration serves: {bodies:?}"
+    );
+    assert!(bodies.contains("v0") && bodies.contains("v4"), "{bodies:?}");
+    let (ok, failed, refused) = h2.join().unwrap();
+    assert_eq!(failed, 0, "failed HTTP/2 requests during reloads");
+    assert!(ok > 100, "only {ok} HTTP/2 requests answered");
+    eprintln!("HTTP/2: {ok} requests answered, {refused} refused by a GOAWAY (retryable)");
+    let errors = log.join("\n");
+    assert!(
+        errors.contains("spate.yaml:2:") && errors.contains("spate.yaml:5:"),
+        "every problem with file:line: {errors}"
+    );
+}
+
+const OBSERVED: &str = "
+num-threads: 2
+listen:
+  host: 127.0.0.1
+  port: 0
+hosts:
+  default:
+    paths:
+      /metrics:
+        metrics: ON
+      /server-status:
+        status: ON
+      /ready:
+        readiness: ON
+      /x:
+        respond: {body: hello}
+";
+
+/// Parses Prometheus text with `prometheus_client`'s parser; returns `name{labels} value`
+/// lines, sorted labels.
+fn parse_prometheus(text: &str) -> Vec<String> {
+    let script = r#"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+        print(f"{s.name}{{{labels}}} {s.value}")
+"#;
+    use std::io::Write;
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the Prometheus parser refused the scrape (needs `pip install prometheus_client`): {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn sample(samples: &[String], key: &str) -> f64 {
+    samples
+        .iter()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(-1.0)
+}
+
+fn get(s: &Spate, path: &str) -> (u16, String) {
+    let r = common::clients::h1_get(s, path);
+    (r.status, r.text())
+}
+
+#[test]
+fn metrics_count_what_was_sent_and_parse_as_prometheus_text() {
+    let s = Spate::start(OBSERVED);
+    for _ in 0..30 {
+        assert_eq!(get(&s, "/x").0, 200);
+    }
+    for _ in 0..5 {
+        s.raw(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc");
+    }
+    // Other workers publish every 200 ms: wait until every count is in.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let samples = loop {
+        let (status, text) = get(&s, "/metrics");
+        assert_eq!(status, 200);
+        let samples = parse_prometheus(&text);
+        let ok = sample(
+            &samples,
+            "spate_requests_total{protocol=http/1.1,status=2xx}",
+        );
+        if ok >= 35.0 || std::time::Instant::now() > end {
+            break samples;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // 35 to /x plus the scrapes before this one.
+    let ok = sample(
+        &samples,
+        "spate_requests_total{protocol=http/1.1,status=2xx}",
+    );
+    assert!((35.0..60.0).contains(&ok), "{samples:#?}");
+    assert_eq!(
+        sample(
+            &samples,
+            "spate_requests_total{protocol=http/1.1,status=4xx}"
+        ),
+        0.0
+    );
+    assert!(sample(&samples, "spate_received_bytes_total{}") >= 35.0 * 20.0 + 15.0);
+    assert!(sample(&samples, "spate_sent_bytes_total{}") >= 35.0 * 5.0);
+    assert!(sample(&samples, "spate_connections_accepted_total{transport=tcp}") >= 36.0);
+    // The scrape's own connection is open.
+    assert!(sample(&samples, "spate_connections{transport=tcp}") >= 1.0);
+    assert_eq!(
+        sample(&samples, "spate_request_duration_seconds_count{}"),
+        sample(&samples, "spate_request_duration_seconds_bucket{le=+Inf}")
+    );
+    assert!(sample(&samples, "spate_request_duration_seconds_count{}") >= 35.0);
+
+    // A 404 is counted as 4xx.
+    assert_eq!(get(&s, "/nothing-here").0, 404);
+    let (_, status) = get(&s, "/server-status");
+    assert!(
+        status.contains("\"server-version\"") && status.contains("\"worker-threads\": 2"),
+        "{status}"
+    );
+    assert!(status.contains("\"generation\": 1"), "{status}");
+}
+
+#[test]
+fn readiness_turns_503_on_a_draining_connection_and_reload_counts_a_generation() {
+    let s = Spate::start(OBSERVED);
+    // A keep-alive connection opened before the reload is served by the old workers.
+    let mut old = common::clients::h1_conn(&s, std::time::Duration::from_secs(5));
+    use std::io::Write;
+    old.write_all(b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let mut input = common::h1read::Input::new(old);
+    let r = common::h1read::read_reply(&mut input, false).unwrap();
+    assert_eq!(r.status, 200);
+    let mut log = Vec::new();
+    reload(
+        &s,
+        &std::fs::read_to_string(s.path().join("spate.yaml")).unwrap(),
+    );
+    wait_for_log(&s, &mut log, "reloaded");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    input
+        .get_mut()
+        .write_all(b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let r = common::h1read::read_reply(&mut input, false).unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+    // New connections reach the new workers.
+    assert_eq!(get(&s, "/ready").0, 200);
+    let (_, status) = get(&s, "/server-status");
+    assert!(status.contains("\"generation\": 2"), "{status}");
+}
