@@ -232,13 +232,18 @@ impl ResponseReader {
         cx: &mut Context<'_>,
         want: usize,
     ) -> Poll<io::Result<usize>> {
-        // Readiness first: the buffer is allocated only when there is something to read.
+        // Readiness first: nothing is allocated while the backend thinks.
         let n = loop {
             if let Err(e) = std::task::ready!(conn.poll_read_ready(cx)) {
                 return Poll::Ready(Err(e));
             }
-            self.buf.reserve(want.max(1));
-            match conn.try_read_buf(&mut self.buf) {
+            let read = if self.buf.is_empty() {
+                read_into_arena(conn, &mut self.buf, want.max(1))
+            } else {
+                self.buf.reserve(want.max(1));
+                conn.try_read_buf(&mut self.buf)
+            };
+            match read {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
@@ -250,4 +255,26 @@ impl ResponseReader {
         }
         Poll::Ready(Ok(n))
     }
+}
+
+/// Reads are carved from per-worker chunks of this size: a response costs no allocation of
+/// its own, only a share of a chunk, which is reused once every response in it is gone.
+/// Small, because a piece a slow client has not taken yet keeps its whole chunk alive.
+const ARENA_CHUNK: usize = 32 * 1024;
+
+thread_local! {
+    static READ_ARENA: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// Reads into the worker's arena and hands `buf` (empty) exactly the bytes that arrived.
+fn read_into_arena(conn: &Conn, buf: &mut BytesMut, want: usize) -> io::Result<usize> {
+    READ_ARENA.with_borrow_mut(|arena| {
+        if arena.capacity() < want {
+            // Reclaims the chunk when nothing points into it any more, else takes a new one.
+            arena.reserve(ARENA_CHUNK.max(want));
+        }
+        let n = conn.try_read_buf(arena)?;
+        *buf = arena.split_to(n);
+        Ok(n)
+    })
 }
