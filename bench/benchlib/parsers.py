@@ -25,6 +25,7 @@ class LoadResult:
     non2xx: int = 0
     socket_errors: int = 0
     protocol: str = ""
+    data_bytes: int = 0  # response body bytes received (h2load: DATA frame payloads)
     notes: list = field(default_factory=list)
 
     @property
@@ -67,6 +68,9 @@ def parse_h2load(text):
     codes = re.search(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text, re.M)
     if codes:
         result.non2xx = sum(int(x) for x in codes.groups()[1:])
+    traffic = re.search(r"^traffic: .*, [\d.]+[KMG]?B \((\d+)\) data\s*$", text, re.M)
+    if traffic:
+        result.data_bytes = int(traffic.group(1))
     proto = re.search(r"^Application protocol: (\S+)", text, re.M)
     if proto:
         result.protocol = proto.group(1)

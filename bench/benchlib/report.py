@@ -9,7 +9,7 @@ marked with a warning and does not count as "best peer".
 import os
 import statistics
 
-from .scenarios import SCENARIOS
+from .scenarios import FILES, SCENARIOS
 from .servers import all_servers
 
 SUBJECT = "spate"
@@ -36,6 +36,8 @@ class Cell:
         self.rps = _stats(r["rps"] for r in used)
         self.cpu = _stats(r["cpu_us_per_req"] for r in used)
         self.backend_cpu = _stats(r["backend_cpu_us_per_req"] for r in used)
+        # Compressed body bytes per response (C1); absent from results.csv files before C1.
+        self.bytes = _stats(r.get("bytes_per_resp") for r in used)
         rss = [_num(r["peak_rss_kb"]) for r in used if _num(r["peak_rss_kb"]) is not None]
         self.rss_kb = max(rss) if rss else None
 
@@ -61,19 +63,38 @@ def ratios(cells):
     the lowest peer's (below 1 is a win) and spate's req/s over the highest peer's (above 1 is a
     win). None where spate or every peer has no clean figure.
     """
-    mine = cells.get(SUBJECT)
-    peers = {
-        s: c
-        for s, c in cells.items()
-        if s != SUBJECT and s not in ANCHORS and c.status == "ok" and c.cpu
-    }
-    if not mine or mine.status != "ok" or not mine.cpu or not peers:
+    mine, peers = _comparable(cells, "cpu")
+    if not peers:
         return None, None, None, None
     best_cpu = min(peers, key=lambda s: peers[s].cpu[0])
     best_rps = max(peers, key=lambda s: peers[s].rps[0])
     cpu_ratio = mine.cpu[0] / peers[best_cpu].cpu[0] if peers[best_cpu].cpu[0] else None
     rps_ratio = mine.rps[0] / peers[best_rps].rps[0] if peers[best_rps].rps[0] else None
     return cpu_ratio, rps_ratio, best_cpu, best_rps
+
+
+def bytes_ratio(cells):
+    """C1: spate's compressed bytes per response over the smallest clean peer's (at most 1 is
+    the goal), and that peer; (None, None) where either has no figure."""
+    mine, peers = _comparable(cells, "bytes")
+    if not peers:
+        return None, None
+    best = min(peers, key=lambda s: peers[s].bytes[0])
+    return mine.bytes[0] / peers[best].bytes[0], best
+
+
+def _comparable(cells, figure):
+    """spate's cell and {peer: cell} of the clean peers (the floor is none) that have `figure`;
+    no peers when spate has no clean figure itself."""
+    mine = cells.get(SUBJECT)
+    if not mine or mine.status != "ok" or not getattr(mine, figure):
+        return mine, {}
+    peers = {
+        s: c
+        for s, c in cells.items()
+        if s != SUBJECT and s not in ANCHORS and c.status == "ok" and getattr(c, figure)
+    }
+    return mine, peers
 
 
 def markdown(rows, cases, meta):
@@ -130,14 +151,29 @@ def scenario_table(sid, cases, summary, order):
             line.append(format_cell(cell, notes, srv, case.label) if cell else "")
         cpu_r, rps_r, best_cpu, best_rps = ratios(cells)
         if cpu_r is None:
-            line.append("n/a")
+            verdict = "n/a"
         else:
-            line.append(
-                "CPU %.2f× (vs %s), req/s %.2f× (vs %s)" % (cpu_r, best_cpu, rps_r, best_rps)
+            verdict = "CPU %.2f× (vs %s), req/s %.2f× (vs %s)" % (
+                cpu_r,
+                best_cpu,
+                rps_r,
+                best_rps,
             )
+            size_r, best_size = bytes_ratio(cells)
+            if size_r is not None:
+                verdict += ", bytes %.3f× (vs %s)" % (size_r, best_size)
+        line.append(verdict)
         out.append("| " + " | ".join(line) + " |")
     backend = _backend_notes(cases, summary)
     out.append("")
+    if any(c.encoding for c in cases):
+        out += [
+            "The third figure of a cell is the compressed body in bytes per response (h2load's "
+            "DATA bytes over its responses; the page is {:,} bytes): every server compressed, "
+            "at comparable levels, only if these are close. The last column adds spate's bytes "
+            "over the smallest peer's.".format(FILES["page100k.html"]),
+            "",
+        ]
     if backend:
         out += [
             "Backend CPU µs per request (nginx, HTTP/1.1, on the server CPU; not in the "
@@ -153,6 +189,8 @@ def format_cell(cell, notes, server, label):
     """A table cell; reasons go to `notes` (shared by cells with the same text)."""
     if cell.measured:
         text = "**%s µs** · %s/s" % (_range(cell.cpu, 2), _range(cell.rps, 0))
+        if cell.bytes:
+            text += " · %s B" % _range(cell.bytes, 0)
         if cell.status == "flagged":
             ref = _note(
                 notes, "%s %s: every run flagged: %s" % (server, label, "; ".join(cell.reasons))

@@ -5,13 +5,15 @@ cannot run ("n/a" with the reason), so the report and results.csv say why a cell
 """
 
 import http.client
+import math
 import os
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 
-from . import parsers
+from . import page, parsers
 from .procs import RssSampler, StartError, run_bounded
 from .scenarios import FILES
 
@@ -36,6 +38,7 @@ COLUMNS = [
     "cpu_us_per_req",
     "backend_cpu_us_per_req",
     "peak_rss_kb",
+    "bytes_per_resp",
     "protocol",
     "command",
 ]
@@ -97,8 +100,10 @@ class Runner:
                             if prepared:
                                 ready.append((server, inst, prepared))
                     for rep in range(1, self.settings.reps + 1):
-                        for server, inst, (url, requests) in ready:
-                            self.rows.append(self.measure(server, inst, case, url, rep, requests))
+                        for server, inst, (url, requests, seconds) in ready:
+                            self.rows.append(
+                                self.measure(server, inst, case, url, rep, requests, seconds)
+                            )
                             self.progress.step(self.rows[-1])
             finally:
                 for _, inst, _ in started:
@@ -117,7 +122,8 @@ class Runner:
         return runnable
 
     def prepare_case(self, server, inst, case):
-        """Checks the server answers the case; returns (url, requests per run) or None."""
+        """Checks the server answers the case; returns (url, requests per run, expected length
+        of a run in seconds) or None."""
         if not inst.proc.alive():
             # A crash in an earlier case is the server's fault, never a feature gap.
             self.skip(server, case, "error", "server exited: %s" % inst.proc.log_tail())
@@ -131,10 +137,10 @@ class Runner:
         if reason:
             self.skip(server, case, self.failure_status(server), "probe: %s" % reason)
             return None
-        return url, self.warm_up(case, url)
+        return (url,) + self.warm_up(case, url)
 
-    def measure(self, server, inst, case, url, rep, requests):
-        argv = self.load_argv(case, url, requests=requests)
+    def measure(self, server, inst, case, url, rep, requests, seconds=None):
+        argv = self.load_argv(case, url, requests=requests, seconds=seconds)
         row = self.base_row(server, case, rep)
         row["command"] = " ".join(argv)
         if not inst.proc.alive():
@@ -143,7 +149,7 @@ class Runner:
         cpu0 = inst.proc.cpu_seconds()
         bcpu0 = inst.backend.cpu_seconds() if inst.backend else 0.0
         with RssSampler(inst.proc) as rss:
-            rc, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
+            rc, out = run_bounded(argv, self.timeout(seconds), self.settings.load_cpu)
         cpu = inst.proc.cpu_seconds() - cpu0
         bcpu = (inst.backend.cpu_seconds() - bcpu0) if inst.backend else None
         try:
@@ -166,6 +172,9 @@ class Runner:
         )
         if res.completed:
             row["cpu_us_per_req"] = round(cpu / res.completed * 1e6, 3)
+            if case.encoding:
+                # What each server's encoder made of the page: comparable levels, checked.
+                row["bytes_per_resp"] = round(res.data_bytes / res.completed, 1)
             if bcpu is not None:
                 row["backend_cpu_us_per_req"] = round(bcpu / res.completed * 1e6, 3)
         problems = res.problems
@@ -179,7 +188,9 @@ class Runner:
             row["reason"] = "server exited during the run: %s" % inst.proc.log_tail()
         return row
 
-    def load_argv(self, case, url, warm=False, requests=None):
+    def load_argv(self, case, url, warm=False, requests=None, seconds=None):
+        """The load's command line; h2load's time bound follows `seconds`, the length the run
+        is expected to last (default: a run's length)."""
         secs = self.settings.seconds
         if case.tool == "wrk":
             duration = 1 if warm else secs
@@ -190,39 +201,47 @@ class Runner:
             "-c%d" % case.conns,
             "-m%d" % case.streams,
             "-n%d" % requests,
-            "-T%d" % (3 * secs + 5),
+            "-T%d" % math.ceil(3 * (seconds or secs) + 5),
             "-N10",
         ]
         if case.big_windows:
             argv += ["-w30", "-W30"]
         if case.listener == "quic":
             argv += ["--npn-list", "h3"]
+        if case.encoding:
+            argv += ["-H", "accept-encoding: %s" % case.encoding]
         return argv + [url]
 
     def warm_up(self, case, url):
-        """Warm the server up; for h2load, return the request count for a run of ~`seconds`.
+        """Warm the server up; return (requests, seconds): for h2load, the request count for a
+        run of ~`seconds` and how long it should last (longer when even the fewest requests a
+        run makes take longer, as in quick C1), for wrk (None, `seconds`).
 
         A short first round is dominated by connection (and TLS) setup, so a second round sized
-        to a quarter of a run gives the rate the real run is sized from.
+        to a quarter of a run gives the rate the real run is sized from; a first round that
+        already lasted that long (expensive requests, C1) gives it by itself.
         """
         if case.tool == "wrk":
             run_bounded(
                 self.load_argv(case, url, warm=True), self.timeout(), self.settings.load_cpu
             )
-            return None
-        rate = self.h2load_rate(case, url, max(case.conns * 20, 10000))
-        quarter = self.requests_for(case, rate, self.settings.seconds * 0.25)
-        rate = self.h2load_rate(case, url, quarter)
-        return self.requests_for(case, rate, self.settings.seconds)
+            return None, self.settings.seconds
+        quarter_s = self.settings.seconds * 0.25
+        rate, took = self.h2load_round(case, url, case.warm_requests or max(case.conns * 20, 10000))
+        if took < quarter_s:
+            rate, _ = self.h2load_round(case, url, self.requests_for(case, rate, quarter_s))
+        requests = self.requests_for(case, rate, self.settings.seconds)
+        return requests, max(self.settings.seconds, requests / rate if rate else 0)
 
-    def h2load_rate(self, case, url, requests):
-        """req/s of one h2load round of `requests`; 0 if it printed no summary."""
+    def h2load_round(self, case, url, requests):
+        """(req/s, seconds) of one h2load round of `requests`; (0, 0) if it printed no summary."""
         argv = self.load_argv(case, url, requests=requests)
         _, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
         try:
-            return parsers.parse_h2load(out).rps
+            res = parsers.parse_h2load(out)
         except parsers.ParseError:
-            return 0.0
+            return 0.0, 0.0
+        return res.rps, res.duration_s
 
     @staticmethod
     def requests_for(case, rate, seconds):
@@ -230,8 +249,9 @@ class Runner:
         requests = int(rate * seconds) or case.conns * 100
         return max(case.conns * 10, min(requests, 50_000_000))
 
-    def timeout(self):
-        return 4 * self.settings.seconds + 20
+    def timeout(self, seconds=None):
+        """The hard bound of a load generator expected to run `seconds` (default: a run)."""
+        return 4 * (seconds or self.settings.seconds) + 20
 
     def failure_status(self, server):
         # spate's rows fill in as features land: until then a failed start is a gap, not a bug
@@ -301,6 +321,8 @@ def probe(case, url, check_body=True):
         argv = ["h2load", "-n1", "-c1", "-m1", "-T5"]
         if case.listener == "quic":
             argv += ["--npn-list", "h3"]
+        if case.encoding:
+            argv += ["-H", "accept-encoding: %s" % case.encoding]
         _, out = run_bounded(argv + [url], 15)
         try:
             res = parsers.parse_h2load(out)
@@ -319,8 +341,52 @@ def probe(case, url, check_body=True):
             return "h2load -n1: %s" % (counts + "; " + notes if notes else counts)
         if case.listener == "clear" and res.protocol != "h2c":
             return "h2load -n1 negotiated %s" % res.protocol
+        if case.encoding:
+            return probe_encoding(case, url, res.data_bytes)
         return None
     return http_get(url, case, check_body)
+
+
+def probe_encoding(case, url, body_bytes):
+    """C1: the page comes compressed as asked (h2load's body is smaller than the page) and
+    curl, over HTTP/2 too, sees that Content-Encoding and decodes it to the page byte for
+    byte. None if so, else what is wrong."""
+    name = case.path.rsplit("/", 1)[-1]
+    original = _content(name, FILES[name])
+    if body_bytes >= len(original):
+        return "h2load -n1: %d body bytes for a %d-byte page: not compressed" % (
+            body_bytes,
+            len(original),
+        )
+    with tempfile.NamedTemporaryFile(prefix="spate-bench-probe-") as body:
+        argv = ["curl", "-sS", "-k", "--http2", "--compressed", "--max-time", "10"]
+        argv += ["-H", "accept-encoding: %s" % case.encoding, "-D", "-", "-o", body.name, url]
+        try:
+            done = subprocess.run(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=15
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return "curl: %s" % e
+        head = done.stdout.decode("latin-1")
+        if done.returncode != 0:
+            return "curl exit %d: %s" % (done.returncode, head.strip()[-200:])
+        decoded = body.read()
+    status = head.split("\r\n", 1)[0]
+    if not status.startswith("HTTP/2 200"):
+        return "curl: %r (expected HTTP/2 200)" % status
+    codings = [
+        line.split(":", 1)[1].strip()
+        for line in head.split("\r\n")
+        if line.lower().startswith("content-encoding:")
+    ]
+    if codings != [case.encoding]:
+        return "curl: Content-Encoding %s, expected %s" % (codings or "absent", case.encoding)
+    if decoded != original:
+        return "curl: the %s body decodes to %d bytes that are not the page" % (
+            case.encoding,
+            len(decoded),
+        )
+    return None
 
 
 def http_get(url, case, check_body=True):
@@ -406,6 +472,8 @@ def make_certificate(run_dir):
 
 
 def _content(name, size):
+    if name == "page100k.html":
+        return page.html_page(size)
     if name.endswith(".html"):
         head = b"<!DOCTYPE html>\n<html><head><title>bench</title></head><body>\n"
         tail = b"\n</body></html>\n"

@@ -1,4 +1,4 @@
-"""The scenarios S1-S8 of shared/scenarios.md as a list of concrete cases.
+"""The scenarios S1-S8 of shared/scenarios.md, and C1 (issue 9), as a list of concrete cases.
 
 A case is one load shape against one URL: the report has one table per scenario and one line
 per case. Servers are started once per (scenario, server, listener) and serve every case of
@@ -15,7 +15,11 @@ FILES = {
     "index653.html": 653,  # S7's index.html
     "002.jpg": 90364,  # S7's JPEG
     "test": 1000,  # S8's application answer, served by the backend
+    "page100k.html": 100000,  # C1's page to compress (benchlib/page.py)
 }
+
+# C1: the levels every server compresses at, so their output sizes compare.
+COMPRESS_LEVELS = {"br": 6, "gzip": 6}
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,10 @@ class Case:
     streams: int = 1  # h2load -m
     big_windows: bool = False  # h2load -w30 -W30
     quick: bool = True  # part of --quick
+    encoding: str = ""  # Accept-Encoding the load sends (C1), none when empty
+    # Requests of the first warm-up round; 0: 20 per connection, at least 10,000 (cheap
+    # requests, where that round is mostly connection setup).
+    warm_requests: int = 0
 
     @property
     def protocol(self):
@@ -55,6 +63,8 @@ class Case:
             flags += " -w30 -W30"
         if self.listener == "quic":
             flags += " --npn-list h3"
+        if self.encoding:
+            flags += " -H 'accept-encoding: %s'" % self.encoding
         return flags
 
 
@@ -67,6 +77,8 @@ SCENARIOS = {
     "S6": 'server core: GET /answer -> 200 "42" (wrk -c10..800)',
     "S7": "TLS, 653-byte index.html and 90 KB JPEG, HTTP/1.1 (wrk) and HTTP/2 (h2load -c100)",
     "S8": "TLS reverse proxy to an HTTP/1.1 app answering 1000 B (h2load -m10 -c100/-c1000)",
+    "C1": "on-the-fly compression of a 100 KB HTML page at br 6 / gzip 6, from a file and "
+    "proxied, HTTP/2 over TLS (h2load -c100 -m10)",
 }
 
 
@@ -174,14 +186,34 @@ def all_cases():
                     10,
                 )
             )
+    for mode, what in (("static", "file"), ("proxy", "proxied")):
+        for encoding in ("br", "gzip"):
+            cases.append(
+                Case(
+                    "C1",
+                    "C1-%s-%s" % (what, encoding),
+                    "%s, %s" % (what, encoding),
+                    "h2load",
+                    "/page100k.html",
+                    "tls",
+                    mode,
+                    100,
+                    10,
+                    encoding=encoding,
+                    # A response costs milliseconds: 10 per connection already lasts seconds.
+                    warm_requests=1000,
+                )
+            )
     return cases
 
 
 def select(scenarios=None, quick=False):
-    """Cases of the chosen scenario ids (all when None), in S1..S8 order."""
+    """Cases of the chosen scenario ids (all when None), in SCENARIOS' order."""
     wanted = set(scenarios) if scenarios else set(SCENARIOS)
     unknown = wanted - set(SCENARIOS)
     if unknown:
         raise ValueError("unknown scenario(s): %s" % ", ".join(sorted(unknown)))
     cases = [c for c in all_cases() if c.scenario in wanted and (c.quick or not quick)]
-    return sorted(cases, key=lambda c: c.scenario)  # stable: keeps the order within a scenario
+    order = list(SCENARIOS)
+    # Stable: keeps the order within a scenario.
+    return sorted(cases, key=lambda c: order.index(c.scenario))

@@ -10,9 +10,12 @@ import resource
 import string
 
 from .procs import StartError, free_port
+from .scenarios import COMPRESS_LEVELS
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates")
 APACHE_MODULES = "/usr/lib/apache2/modules"
+# Debian's libnginx-mod-http-brotli-filter (nginx itself has gzip only).
+NGINX_BROTLI = "/usr/lib/nginx/modules/ngx_http_brotli_filter_module.so"
 # Open files a server may have: the hard limit it inherits (it cannot raise it further).
 NOFILE = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 
@@ -102,7 +105,7 @@ def by_name(names):
 class H2oDialect(Server):
     """h2o and spate: one YAML dialect, one generator."""
 
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1")
 
     def start(self, env, cases):
         case = cases[0]
@@ -138,6 +141,9 @@ class H2oDialect(Server):
             paths += self.answer_paths()
         else:
             paths += ["      /:", "        file.dir: %s" % env.docroot]
+        if case.encoding:
+            # C1: both algorithms at the levels every server gets (not h2o's defaults, 1 and 1).
+            globals_ += ["compress:"] + ["  %s: %d" % kv for kv in COMPRESS_LEVELS.items()]
         values = {
             "user": self.user_line(env),
             "port": port,
@@ -234,17 +240,28 @@ class H2o(H2oDialect):
 
 class Nginx(Server):
     name = "nginx"
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1")
 
     def unsupported(self, case, env):
         if case.protocol == "h3":
             return "nginx 1.22 has no HTTP/3"
+        if case.encoding == "br" and not os.path.exists(NGINX_BROTLI):
+            return "no brotli filter module: install Debian's libnginx-mod-http-brotli-filter"
         return super().unsupported(case, env)
 
     def start(self, env, cases):
         case = cases[0]
         port = free_port()
         backend = start_backend(env, self.name) if case.mode == "proxy" else None
+        block = self.server_block(cases, port, backend.port if backend else None)
+        proc = start_nginx(env, self.name, case.scenario, **block)
+        inst = Instance(port, proc, backend.proc if backend else None)
+        wait_or_stop(inst, port)
+        return inst
+
+    def server_block(self, cases, port, backend_port):
+        """What nginx.conf says for `cases` (one group): start_nginx's keyword arguments."""
+        case = cases[0]
         if case.listener == "tls":
             listen = "listen 127.0.0.1:%d ssl http2;" % port
         elif case.protocol == "h2":
@@ -258,7 +275,7 @@ class Nginx(Server):
             )
             # Keep every upstream connection the load can use: the others keep theirs too.
             upstream = "upstream backend { server 127.0.0.1:%d; keepalive %d; }" % (
-                backend.port,
+                backend_port,
                 max(c.conns * c.streams for c in cases),
             )
         elif case.mode == "answer":
@@ -267,14 +284,23 @@ class Nginx(Server):
         else:
             body = "location / { }"
             upstream = ""
+        modules = ""
+        if case.encoding:
+            body += "\n        " + compress_directives("gzip")
+            if os.path.exists(NGINX_BROTLI):
+                modules = "load_module %s;" % NGINX_BROTLI
+                body += "\n        " + compress_directives("brotli")
         # A proxied request holds a client stream and an upstream connection.
         # Upstream connections linger after use, so leave twice that (nginx warns and starts
         # reusing connections, failing streams, when the limit is reached).
         conns = max(c.conns * (2 * c.streams + 1 if case.mode == "proxy" else 1) for c in cases)
-        proc = start_nginx(env, self.name, case.scenario, listen, body, upstream, conns)
-        inst = Instance(port, proc, backend.proc if backend else None)
-        wait_or_stop(inst, port)
-        return inst
+        return {
+            "listen": listen,
+            "body": body,
+            "upstream": upstream,
+            "conns": conns,
+            "modules": modules,
+        }
 
 
 class Nghttpd(Server):
@@ -433,9 +459,27 @@ def start_backend(env, front):
     return Backend(port, proc)
 
 
-def start_nginx(env, name, tag, listen, body, upstream, conns):
+def compress_directives(module):
+    """nginx's gzip or brotli filter at C1's level. Their default types (text/html) cover the
+    page; `gzip_proxied any` compresses for clients behind a proxy too (h2load sends no Via,
+    so it changes nothing here but says the proxied row is not held back)."""
+    level = COMPRESS_LEVELS["br" if module == "brotli" else "gzip"]
+    extra = " gzip_proxied any; gzip_vary on;" if module == "gzip" else ""
+    return "%s on; %s_comp_level %d;%s" % (module, module, level, extra)
+
+
+def start_nginx(env, name, tag, listen, body, upstream, conns, modules=""):
     tmp = os.path.join(env.run_dir, "%s-%s-tmp" % (name, tag))
     os.makedirs(tmp, exist_ok=True)
+    config = nginx_config(env, tmp, listen, body, upstream, conns, modules)
+    path = write(env, "%s-%s.conf" % (name, tag), config)
+    return env.launcher.start(
+        name, ["nginx", "-c", path, "-p", tmp, "-g", "daemon off;"], env.run_dir, env.server_cpu
+    )
+
+
+def nginx_config(env, tmp, listen, body, upstream, conns, modules=""):
+    """templates/nginx.conf filled in; `tmp` holds nginx's pid, logs and temp dirs."""
     ssl = ""
     if "ssl" in listen:
         ssl = (
@@ -443,6 +487,7 @@ def start_nginx(env, name, tag, listen, body, upstream, conns):
             "ssl_session_cache shared:SSL:10m;" % (env.cert, env.key)
         )
     values = {
+        "modules": modules,
         "tmp": tmp,
         "user": "user root;" if env.is_root else "",
         "connections": min(max(1024, conns + 256), NOFILE - 1000),
@@ -453,10 +498,7 @@ def start_nginx(env, name, tag, listen, body, upstream, conns):
         "body": body,
         "upstream": upstream,
     }
-    path = write(env, "%s-%s.conf" % (name, tag), template("nginx.conf", values))
-    return env.launcher.start(
-        name, ["nginx", "-c", path, "-p", tmp, "-g", "daemon off;"], env.run_dir, env.server_cpu
-    )
+    return template("nginx.conf", values)
 
 
 def wait_or_stop(inst, port):

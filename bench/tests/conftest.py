@@ -1,4 +1,24 @@
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class FakeEnv:
+    """What the config generators and the runner read from servers.Env, with nothing on disk."""
+
+    run_dir = "/tmp/x"
+    docroot = "/run/htdocs"
+    cert = "/run/cert.pem"
+    key = "/run/key.pem"
+    is_root = False
+    h3_client = False
+    spate = "/nonexistent/spate"
+    floor = "/nonexistent/floor"
+
+
+@pytest.fixture
+def env():
+    return FakeEnv()

@@ -4,22 +4,12 @@ from benchlib import servers
 from benchlib.scenarios import select
 
 
-class FakeEnv:
-    docroot = "/run/htdocs"
-    cert = "/run/cert.pem"
-    key = "/run/key.pem"
-    is_root = False
-    h3_client = False
-    spate = "/nonexistent/spate"
-    floor = "/nonexistent/floor"
-
-
 def case(key):
     return next(c for c in select() if c.key == key)
 
 
-def test_spate_s6_uses_respond_and_server_name():
-    text = servers.Spate().render(FakeEnv(), case("S6-c100"), 8080, None)
+def test_spate_s6_uses_respond_and_server_name(env):
+    text = servers.Spate().render(env, case("S6-c100"), 8080, None)
     assert "num-threads: 1" in text
     assert "  host: 127.0.0.1\n  port: 8080\n" in text
     assert "server-name: bench" in text
@@ -29,49 +19,47 @@ def test_spate_s6_uses_respond_and_server_name():
     assert "$" not in text.replace("$-placeholders", "")
 
 
-def test_h2o_s6_uses_mruby_and_no_spate_only_directives():
-    text = servers.H2o().render(FakeEnv(), case("S6-c100"), 8080, None)
+def test_h2o_s6_uses_mruby_and_no_spate_only_directives(env):
+    text = servers.H2o().render(env, case("S6-c100"), 8080, None)
     assert "mruby.handler" in text
     assert "respond" not in text and "server-name" not in text
 
 
-def test_tls_static_and_proxy_configs():
-    tls = servers.Spate().render(FakeEnv(), case("S3-6b"), 8443, None)
+def test_tls_static_and_proxy_configs(env):
+    tls = servers.Spate().render(env, case("S3-6b"), 8443, None)
     assert "  ssl:\n    certificate-file: /run/cert.pem\n    key-file: /run/key.pem" in tls
     assert "file.dir: /run/htdocs" in tls
-    s8 = servers.H2o().render(FakeEnv(), case("S8-2-c100"), 8443, 9000)
+    s8 = servers.H2o().render(env, case("S8-2-c100"), 8443, 9000)
     assert "proxy.reverse.url: http://127.0.0.1:9000/" in s8
     assert "compress:\n  br: 6" in s8
     assert "proxy.timeout.first_byte" not in s8  # h2o 2.2.5 refuses it
-    assert "proxy.timeout.first_byte" in servers.Spate().render(FakeEnv(), case("S8-2-c100"), 1, 2)
-    assert "proxy.max-idle-connections: 1000\n" in servers.Spate().render(
-        FakeEnv(), case("S8-2-c100"), 1, 2
-    )
+    spate_s8 = servers.Spate().render(env, case("S8-2-c100"), 1, 2)
+    assert "proxy.timeout.first_byte" in spate_s8
+    assert "proxy.max-idle-connections: 1000\n" in spate_s8
     assert "max-idle" not in s8
-    assert "type: quic" in servers.Spate().render(FakeEnv(), case("S8-3-c100"), 1, 2)
+    assert "type: quic" in servers.Spate().render(env, case("S8-3-c100"), 1, 2)
 
 
-def test_spate_s4_is_a_reverse_proxy_to_the_backend_on_every_case():
+def test_spate_s4_is_a_reverse_proxy_to_the_backend_on_every_case(env):
     cases = select(["S4"])
     assert len(cases) == 8  # h2c and TLS front, 6 B and 4 KiB, with and without -w30 -W30
     for c in cases:
         assert servers.Spate().applies(c), c.key
-        text = servers.Spate().render(FakeEnv(), c, 8443, 9000)
+        text = servers.Spate().render(env, c, 8443, 9000)
         assert "      /:\n        proxy.reverse.url: http://127.0.0.1:9000/\n" in text, c.key
         assert "file.dir" not in text and "compress" not in text, c.key
         assert ("  ssl:\n    certificate-file: /run/cert.pem" in text) == (c.listener == "tls")
         # As many idle backend connections kept as requests in flight (nginx gets as many).
         assert "        proxy.max-idle-connections: 10000\n" in text, c.key
         # Otherwise line for line the configuration h2o gets (h2o keeps every idle one).
-        h2o = servers.H2o().render(FakeEnv(), c, 8443, 9000)
+        h2o = servers.H2o().render(env, c, 8443, 9000)
         assert text.replace("        proxy.max-idle-connections: 10000\n", "") == h2o, c.key
     flags = sorted(c.load_flags() for c in cases)
     assert flags == ["h2load -c100 -m100"] * 4 + ["h2load -c100 -m100 -w30 -W30"] * 4
     assert sorted({c.path for c in cases}) == ["/4k.txt", "/6b.txt"]
 
 
-def test_who_takes_part_and_why_not():
-    env = FakeEnv()
+def test_who_takes_part_and_why_not(env):
     assert not servers.Nghttpd().applies(case("S5"))
     assert servers.Nghttpd().applies(case("S7-2-002"))
     assert not servers.Nghttpd().applies(case("S7-1-002"))
