@@ -225,7 +225,7 @@ pub struct ProxyConf {
     /// `proxy.forward.close-connection` (OFF): the backend closing its connection closes the
     /// client's HTTP/1.1 connection too.
     pub forward_close_connection: bool,
-    /// spate's own `proxy.max-idle-connections` (default 64): idle pooled connections kept per
+    /// spate's own `proxy.max-idle-connections` (default 1024): idle pooled connections kept per
     /// backend per worker.
     pub max_idle_connections: usize,
 }
@@ -255,7 +255,7 @@ impl ProxyConf {
     pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_millis(30_000);
     pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_millis(2_000);
     pub const DEFAULT_MAX_BUFFER_SIZE: usize = 64 * 1024;
-    pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 64;
+    pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 1024;
 }
 
 /// The backend of `proxy.reverse.url`.

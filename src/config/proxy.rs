@@ -534,7 +534,7 @@ hosts:
         assert_eq!(conf.io_timeout, Duration::from_millis(30000));
         assert_eq!(conf.keepalive_timeout, Duration::from_millis(2000));
         assert_eq!(conf.max_buffer_size, 65536);
-        assert_eq!(conf.max_idle_connections, 64);
+        assert_eq!(conf.max_idle_connections, 1024);
     }
 
     #[test]
