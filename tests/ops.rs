@@ -336,24 +336,10 @@ for fam in text_string_to_metric_families(sys.stdin.read()):
         labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
         print(f"{s.name}{{{labels}}} {s.value}")
 "#;
-    use std::io::Write;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = system_python(script, text.as_bytes());
     assert!(
         out.status.success(),
-        "the Prometheus parser refused the scrape (needs `pip install prometheus_client`): {}\n{text}",
+        "the Prometheus parser refused the scrape (scripts/test installs python3-prometheus-client): {}\n{text}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout)
