@@ -258,8 +258,7 @@ impl<T: Transport> Conn<'_, T> {
         };
         let log = route.and_then(|r| r.access_log.as_ref());
         let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
-        let counted =
-            crate::metrics::enabled().then(|| received_at.map_or_else(Instant::now, |r| r.1));
+        let counted = crate::metrics::start();
         if expect_continue {
             h1::write_continue(&mut self.wbuf);
         }
