@@ -166,6 +166,9 @@ pub struct Connection {
     recv_paused: bool,
     /// New streams seen by the current `recv` call.
     batch_opened: usize,
+    /// A graceful shutdown began before the client's preface and SETTINGS: it starts once
+    /// they came.
+    drain_when_open: bool,
 
     /// Streams we reset lately: frames the client sent before it saw the reset are ignored.
     recently_reset: VecDeque<u32>,
@@ -276,6 +279,7 @@ impl Connection {
             closed_unwritten: 0,
             recv_paused: false,
             batch_opened: 0,
+            drain_when_open: false,
             recently_reset: VecDeque::new(),
         };
         frame::put_settings(
@@ -686,8 +690,9 @@ impl Connection {
             return;
         }
         if matches!(self.phase, Phase::Preface | Phase::FirstSettings) {
-            frame::put_goaway(&mut self.out, 0, Reason::NO_ERROR);
-            self.closed = Some(Closed::GoAway(Reason::NO_ERROR, "server stopping"));
+            // Accepted just as the drain began: a GOAWAY(0) now would refuse the requests
+            // the client is about to send. The usual two GOAWAYs follow its SETTINGS.
+            self.drain_when_open = true;
             return;
         }
         frame::put_goaway(&mut self.out, MAX_WINDOW, Reason::NO_ERROR);
@@ -832,6 +837,10 @@ impl Connection {
         }
         if got_frame {
             self.last_frame_at = now;
+        }
+        if self.drain_when_open && self.phase == Phase::Open {
+            self.drain_when_open = false;
+            self.shutdown();
         }
         self.replenish_connection_window();
         Ok(())
