@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::prometheus::{sample, scrape_until};
 use common::*;
 use std::process::Command;
 
@@ -325,36 +326,6 @@ hosts:
         respond: {body: hello}
 ";
 
-/// Parses Prometheus text with `prometheus_client`'s parser; returns `name{labels} value`
-/// lines, sorted labels.
-fn parse_prometheus(text: &str) -> Vec<String> {
-    let script = r#"
-import sys
-from prometheus_client.parser import text_string_to_metric_families
-for fam in text_string_to_metric_families(sys.stdin.read()):
-    for s in fam.samples:
-        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-        print(f"{s.name}{{{labels}}} {s.value}")
-"#;
-    let out = system_python(script, text.as_bytes());
-    assert!(
-        out.status.success(),
-        "the Prometheus parser refused the scrape (scripts/test installs python3-prometheus-client): {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-fn sample(samples: &[String], key: &str) -> f64 {
-    samples
-        .iter()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(-1.0)
-}
-
 fn get(s: &Spate, path: &str) -> (u16, String) {
     let r = common::clients::h1_get(s, path);
     (r.status, r.text())
@@ -370,20 +341,12 @@ fn metrics_count_what_was_sent_and_parse_as_prometheus_text() {
         s.raw(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc");
     }
     // Other workers publish every 200 ms: wait until every count is in.
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let samples = loop {
-        let (status, text) = get(&s, "/metrics");
-        assert_eq!(status, 200);
-        let samples = parse_prometheus(&text);
-        let ok = sample(
-            &samples,
+    let samples = scrape_until(&s, "/metrics", |samples| {
+        sample(
+            samples,
             "spate_requests_total{protocol=http/1.1,status=2xx}",
-        );
-        if ok >= 35.0 || std::time::Instant::now() > end {
-            break samples;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+        ) >= 35.0
+    });
     // 35 to /x plus the scrapes before this one.
     let ok = sample(
         &samples,
@@ -416,6 +379,129 @@ fn metrics_count_what_was_sent_and_parse_as_prometheus_text() {
         "{status}"
     );
     assert!(status.contains("\"generation\": 1"), "{status}");
+}
+
+#[test]
+fn http2_requests_connections_resets_and_goaways_are_counted() {
+    let s = Spate::start(OBSERVED);
+    use common::clients::{h2_send, H2Req};
+    let mut reqs: Vec<H2Req> = (0..20).map(|_| H2Req::get("/x")).collect();
+    reqs.extend((0..3).map(|_| H2Req::get("/nothing-here")));
+    let replies = h2_send(s.addr, reqs);
+    assert!(replies[..20]
+        .iter()
+        .all(|r| r.status == 200 && r.text() == "hello"));
+    assert!(replies[20..].iter().all(|r| r.status == 404));
+
+    // An HTTP/2 connection held open (prior knowledge) while scraping; it resets a stream.
+    use spate::proto::h2::frame;
+    use std::io::Write;
+    let mut held = s.connect();
+    let mut out = frame::PREFACE.to_vec();
+    frame::put_settings(&mut out, &[]);
+    let mut block = Vec::new();
+    spate::proto::h2::hpack::Encoder::default().encode(
+        [
+            (&b":method"[..], &b"GET"[..]),
+            (b":scheme", b"http"),
+            (b":authority", b"localhost"),
+            (b":path", b"/x"),
+        ],
+        &mut block,
+    );
+    frame::put_head(
+        &mut out,
+        block.len(),
+        frame::kind::HEADERS,
+        frame::flag::END_HEADERS,
+        1,
+    );
+    out.extend_from_slice(&block);
+    frame::put_rst_stream(&mut out, 1, frame::Reason::CANCEL);
+    held.write_all(&out).unwrap();
+
+    let samples = scrape_until(&s, "/metrics", |samples| {
+        sample(samples, "spate_requests_total{protocol=h2,status=2xx}") >= 20.0
+            && sample(samples, "spate_connections_by_protocol{protocol=h2}") >= 1.0
+            && sample(
+                samples,
+                "spate_http2_resets_total{code=CANCEL,direction=received}",
+            ) >= 1.0
+    });
+    assert_eq!(
+        sample(&samples, "spate_requests_total{protocol=h2,status=2xx}"),
+        20.0,
+        "{samples:#?}"
+    );
+    assert_eq!(
+        sample(&samples, "spate_requests_total{protocol=h2,status=4xx}"),
+        3.0
+    );
+    assert_eq!(
+        sample(&samples, "spate_connections_by_protocol{protocol=h2}"),
+        1.0,
+        "the held connection"
+    );
+    // The scrape's own connection.
+    assert!(sample(&samples, "spate_connections_by_protocol{protocol=http/1.1}") >= 1.0);
+    assert_eq!(
+        sample(
+            &samples,
+            "spate_http2_resets_total{code=CANCEL,direction=received}"
+        ),
+        1.0
+    );
+    // HTTP/2 durations are in the histogram with HTTP/1.1's: 23 and the scrapes before.
+    assert!(sample(&samples, "spate_request_duration_seconds_count{}") >= 23.0);
+    // Response bytes: at least the bodies and a header block each.
+    assert!(sample(&samples, "spate_sent_bytes_total{}") >= 23.0 * (5.0 + 1.0));
+
+    // A reload drains the old workers: the held connection gets a GOAWAY, counted with its
+    // cause; closed, it leaves the gauge.
+    reload(
+        &s,
+        &std::fs::read_to_string(s.path().join("spate.yaml")).unwrap(),
+    );
+    held.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    assert!(
+        read_until_goaway(&mut held),
+        "no GOAWAY on the held connection"
+    );
+    let key = "spate_http2_goaways_total{cause=server stopping,code=NO_ERROR,direction=sent}";
+    let samples = scrape_until(&s, "/metrics", |samples| sample(samples, key) >= 1.0);
+    assert_eq!(sample(&samples, key), 1.0, "{samples:#?}");
+    drop(held);
+    let samples = scrape_until(&s, "/metrics", |samples| {
+        sample(samples, "spate_connections_by_protocol{protocol=h2}") == 0.0
+    });
+    assert_eq!(
+        sample(&samples, "spate_connections_by_protocol{protocol=h2}"),
+        0.0
+    );
+}
+
+/// Reads HTTP/2 frames until a GOAWAY (true) or the end of the connection.
+fn read_until_goaway(s: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while buf.len() >= 9 {
+            let len = usize::from(buf[0]) << 16 | usize::from(buf[1]) << 8 | usize::from(buf[2]);
+            if buf.len() < 9 + len {
+                break;
+            }
+            if buf[3] == spate::proto::h2::frame::kind::GOAWAY {
+                return true;
+            }
+            buf.drain(..9 + len);
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
 }
 
 #[test]

@@ -47,9 +47,11 @@ pub(crate) async fn serve<T: Transport>(
         stop: Box::pin(ctx.stop.notified()),
     };
     conn.stop.as_mut().enable();
+    let open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1);
     match conn.run().await {
         Ok(()) => {
             if let Some(upgrade) = conn.handoff.take() {
+                drop(open);
                 let Conn {
                     mut stream,
                     rbuf,

@@ -7,6 +7,7 @@ pub mod clients;
 pub mod h1read;
 pub mod nginx;
 pub mod pattern;
+pub mod prometheus;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1227,7 +1227,7 @@ fn tracked_streams_report_what_was_sent() {
     let (c, _) = p.conn.next_request().unwrap();
     let mut r = Response::new(200);
     r.body = Body::Bytes(Bytes::from_static(b"hello"));
-    let _ = p.conn.respond_logged(a, r);
+    let _ = p.conn.respond_tracked(a, r, 7);
     let _ = p.conn.respond(c, Response::new(204));
     let f = p.output();
     let head_len = f[0].1.len() as u64;
@@ -1240,6 +1240,8 @@ fn tracked_streams_report_what_was_sent() {
         p.conn.take_done().collect::<Vec<_>>(),
         vec![StreamDone {
             id: a,
+            status: 200,
+            mark: 7,
             head_bytes: head_len,
             body_bytes: 5,
             complete: true
@@ -1253,13 +1255,14 @@ fn tracked_streams_report_what_was_sent() {
     let (id, _) = p.conn.next_request().unwrap();
     let mut r = Response::new(200);
     r.body = Body::Bytes(Bytes::from_static(b"0123456789"));
-    let _ = p.conn.respond_logged(id, r);
+    let _ = p.conn.respond_tracked(id, r, 7);
     p.output();
     let mut rst = Vec::new();
     frame::put_rst_stream(&mut rst, id, Reason::CANCEL);
     p.feed(&rst);
     let done: Vec<StreamDone> = p.conn.take_done().collect();
     assert_eq!((done[0].body_bytes, done[0].complete), (3, false));
+    assert_eq!((done[0].status, done[0].mark), (200, 7));
 }
 
 #[test]
