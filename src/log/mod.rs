@@ -18,12 +18,23 @@ mod time;
 
 use crate::config::AccessLogConf;
 use crate::http::Request;
-use format::Piece;
+use format::Compiled;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, SystemTime};
 use time::Clock;
+
+/// How unsafe bytes in values are written (h2o's `access-log: {escape: ...}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Escape {
+    /// `\xNN`; a missing value is `-`.
+    #[default]
+    Apache,
+    /// `\u00NN`, `\"` and `\\`, so lines are JSON when the format is; a missing value is
+    /// `null` (without the quotes around it in the format).
+    Json,
+}
 
 /// Apache's (and h2o's) common log format.
 pub const COMMON_FORMAT: &str = "%h %l %u %t \"%r\" %s %b";
@@ -58,7 +69,7 @@ pub struct LogRecord<'a> {
 /// One access log file's writer on one worker thread.
 pub struct AccessLog {
     conf: AccessLogConf,
-    pieces: Vec<Piece>,
+    format: Compiled,
     /// `None` when the file could not be opened or the format is invalid: lines are dropped.
     file: Option<File>,
     buf: Vec<u8>,
@@ -71,16 +82,21 @@ impl AccessLog {
     /// Compiles the format and opens the file for appending. Failures are logged with
     /// `tracing::error!` and leave a log that drops its lines, so a bad log never stops serving.
     pub fn new(conf: &AccessLogConf) -> AccessLog {
-        let (pieces, file) = match format::compile(&conf.format) {
-            Ok(pieces) => (pieces, open(conf)),
+        let (format, file) = match Compiled::new(&conf.format, conf.escape) {
+            Ok(format) => (format, open(conf)),
             Err(e) => {
                 tracing::error!(path = %conf.path.display(), "access log format: {e}");
-                (Vec::new(), None)
+                let none = Compiled {
+                    pieces: Vec::new(),
+                    escape: conf.escape,
+                    quoted_alone: Vec::new(),
+                };
+                (none, None)
             }
         };
         AccessLog {
             conf: conf.clone(),
-            pieces,
+            format,
             buf: Vec::with_capacity(if file.is_some() {
                 BUFFER_LIMIT + 1024
             } else {
@@ -101,7 +117,7 @@ impl AccessLog {
         if self.file.is_none() {
             return;
         }
-        render::render(&self.pieces, rec, &mut self.clock, &mut self.buf);
+        render::render(&self.format, rec, &mut self.clock, &mut self.buf);
         if self.buf.len() >= BUFFER_LIMIT {
             self.flush();
         }

@@ -114,6 +114,7 @@ mod tests {
         let file = Rc::new(RefCell::new(AccessLog::new(&AccessLogConf {
             path: path.clone(),
             format: "%s %b %O".into(),
+            escape: crate::log::Escape::Apache,
         })));
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let req = RequestBuilder {
