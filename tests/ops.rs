@@ -534,3 +534,124 @@ fn readiness_turns_503_on_a_draining_connection_and_reload_counts_a_generation()
     let (_, status) = get(&s, "/server-status");
     assert!(status.contains("\"generation\": 2"), "{status}");
 }
+
+/// Waits until `path` has a line containing `what`; returns the file's text.
+fn wait_for_file_line(path: &std::path::Path, what: &str) -> String {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().any(|l| l.contains(what)) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no line with {what:?} in {}:\n{text}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn logging_config(emit: &str) -> String {
+    format!(
+        r#"
+num-threads: 2
+error-log: $DIR/error.log
+error-log.emit-request-errors: {emit}
+listen:
+  host: 127.0.0.1
+  port: 0
+access-log:
+  path: $DIR/access.log
+  format: '{{"status":%s,"path":"%U","ua":"%{{user-agent}}i","ref":"%{{referer}}i","bytes":%b}}'
+  escape: json
+hosts:
+  default:
+    paths:
+      /x:
+        respond: {{body: hello}}
+      /down:
+        proxy.reverse.url: http://127.0.0.1:1/
+"#
+    )
+}
+
+#[test]
+fn json_access_log_request_errors_and_reopen_on_sigusr1() {
+    let s = Spate::start(&logging_config("ON"));
+    let dir = s.path().to_path_buf();
+    let r = common::clients::h1(
+        &s,
+        b"GET /x HTTP/1.1\r\nHost: a\r\nUser-Agent: say \"hi\" \\ \xc3\xa9\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(get(&s, "/down").0, 502);
+    // Lines are written within a second; each is JSON (Python's parser), values exact.
+    let text = wait_for_file_line(&dir.join("access.log"), "/down");
+    let script = r#"
+import json, sys
+for line in sys.stdin:
+    v = json.loads(line)
+    print(v["status"], v["path"], repr(v["ua"]), v["ref"], v["bytes"])
+"#;
+    let out = common::system_python(script, text.as_bytes());
+    assert!(
+        out.status.success(),
+        "not JSON lines: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = parsed.lines();
+    // A non-UTF-8-aware escape: each byte of é as \u00NN, as h2o writes it.
+    assert_eq!(
+        lines.next(),
+        Some(r#"200 /x 'say "hi" \\ Ã©' None 5"#),
+        "{text}"
+    );
+    assert!(lines.next().is_some_and(|l| l.starts_with("502 /down ")));
+    // The backend's failure is a request error: logged.
+    wait_for_file_line(&dir.join("error.log"), "proxy:");
+
+    // logrotate: rename, SIGUSR1, and new lines go to new files.
+    std::fs::rename(dir.join("access.log"), dir.join("access.log.1")).unwrap();
+    std::fs::rename(dir.join("error.log"), dir.join("error.log.1")).unwrap();
+    signal(&s.child, libc::SIGUSR1);
+    wait_for_file_line(&dir.join("error.log.1"), "reopening log files");
+    // Each worker reopens on its own thread: wait until both have made a new file appear.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !dir.join("access.log").exists() {
+        assert!(std::time::Instant::now() < end, "access.log not reopened");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for _ in 0..4 {
+        assert_eq!(get(&s, "/x").0, 200);
+    }
+    assert_eq!(get(&s, "/down").0, 502);
+    let new = wait_for_file_line(&dir.join("access.log"), "/down");
+    assert_eq!(new.lines().count(), 5, "{new}");
+    let old = std::fs::read_to_string(dir.join("access.log.1")).unwrap();
+    assert_eq!(
+        old.lines().count(),
+        2,
+        "the rotated file got no more lines: {old}"
+    );
+    wait_for_file_line(&dir.join("error.log"), "proxy:");
+}
+
+#[test]
+fn request_errors_stay_out_of_the_error_log_when_emit_request_errors_is_off() {
+    let s = Spate::start(&logging_config("OFF"));
+    assert_eq!(get(&s, "/down").0, 502);
+    // A request the server rejects is a request error too.
+    let r = s.raw(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    wait_for_file_line(&s.path().join("access.log"), "/down");
+    // Server-level lines still come (SIGUSR1's).
+    signal(&s.child, libc::SIGUSR1);
+    let text = wait_for_file_line(&s.path().join("error.log"), "reopening log files");
+    assert!(
+        !text.contains("proxy:") && !text.contains("rejected request"),
+        "{text}"
+    );
+}

@@ -14,14 +14,14 @@
 mod format;
 mod num;
 mod render;
+pub mod reopen;
 mod time;
 
 use crate::config::AccessLogConf;
 use crate::http::Request;
 use format::Compiled;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, SystemTime};
 use time::Clock;
 
@@ -44,6 +44,21 @@ pub const COMBINED_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{
 
 /// Buffered bytes that trigger a write to the file.
 pub const BUFFER_LIMIT: usize = 64 * 1024;
+
+thread_local! {
+    static EMIT_REQUEST_ERRORS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// `error-log.emit-request-errors` for this worker thread (set at worker start).
+pub fn set_emit_request_errors(on: bool) {
+    EMIT_REQUEST_ERRORS.with(|e| e.set(on));
+}
+
+/// Whether errors of single requests (a backend that failed, a body that broke off, a
+/// rejected request) go to the error log: h2o's `error-log.emit-request-errors`.
+pub fn emit_request_errors() -> bool {
+    EMIT_REQUEST_ERRORS.with(std::cell::Cell::get)
+}
 
 /// Checks an access-log format; the error says which escape is wrong (for config errors).
 pub fn validate_format(format: &str) -> Result<(), String> {
@@ -76,13 +91,17 @@ pub struct AccessLog {
     clock: Clock,
     /// A failing write is reported once, not once per flush.
     write_error_reported: bool,
+    /// The format compiled: the file is (re)opened.
+    usable: bool,
 }
 
 impl AccessLog {
     /// Compiles the format and opens the file for appending. Failures are logged with
     /// `tracing::error!` and leave a log that drops its lines, so a bad log never stops serving.
     pub fn new(conf: &AccessLogConf) -> AccessLog {
-        let (format, file) = match Compiled::new(&conf.format, conf.escape) {
+        let compiled = Compiled::new(&conf.format, conf.escape);
+        let usable = compiled.is_ok();
+        let (format, file) = match compiled {
             Ok(format) => (format, open(conf)),
             Err(e) => {
                 tracing::error!(path = %conf.path.display(), "access log format: {e}");
@@ -105,6 +124,21 @@ impl AccessLog {
             file,
             clock: Clock::default(),
             write_error_reported: false,
+            usable,
+        }
+    }
+
+    /// Writes out what is buffered, then opens the path again: after logrotate renamed the
+    /// file, new lines go to a new file. A failure is logged and drops lines until the next
+    /// reopen.
+    pub fn reopen(&mut self) {
+        self.flush();
+        if self.usable {
+            self.file = open(&self.conf);
+            self.write_error_reported = false;
+            if self.file.is_some() && self.buf.capacity() == 0 {
+                self.buf.reserve(BUFFER_LIMIT + 1024);
+            }
         }
     }
 
@@ -150,12 +184,7 @@ impl Drop for AccessLog {
 }
 
 fn open(conf: &AccessLogConf) -> Option<File> {
-    let opened = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o644)
-        .open(&conf.path);
-    match opened {
+    match reopen::open_append(&conf.path) {
         Ok(f) => Some(f),
         Err(e) => {
             tracing::error!(path = %conf.path.display(), "cannot open access log: {e}");

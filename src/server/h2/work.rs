@@ -279,10 +279,12 @@ impl<'a> StreamWork<'a> {
                     Step::Done
                 }
                 Poll::Ready(Some(Err(err))) => {
-                    tracing::info!(
-                        stream = id,
-                        "response body failed ({err}); resetting the stream"
-                    );
+                    if crate::log::emit_request_errors() {
+                        tracing::info!(
+                            stream = id,
+                            "response body failed ({err}); resetting the stream"
+                        );
+                    }
                     conn.reset_body(id);
                     Step::Done
                 }
