@@ -115,56 +115,26 @@ impl Out<'_> {
     }
 
     fn escaped(&mut self, v: &[u8]) {
-        match self.escape {
-            Escape::Apache => push_escaped(self.out, v),
-            Escape::Json => push_json_escaped(self.out, v),
-        }
+        push_escaped(self.out, v, self.escape);
     }
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// Copies `v` into a JSON string's contents: `"` and `\` behind a backslash, control
-/// characters and bytes outside ASCII as `\u00NN` (so any bytes make valid JSON, as h2o's
-/// `escape: json` writes them).
-fn push_json_escaped(out: &mut Vec<u8>, v: &[u8]) {
-    let mut rest = v;
-    while let Some(i) = rest
-        .iter()
-        .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\')
-    {
-        out.extend_from_slice(&rest[..i]);
-        let b = rest[i];
-        if b == b'"' || b == b'\\' {
-            out.extend_from_slice(&[b'\\', b]);
-        } else {
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 15)],
-            ]);
-        }
-        rest = &rest[i + 1..];
-    }
-    out.extend_from_slice(rest);
-}
-
-/// Copies `v`, writing bytes outside printable ASCII, `"` and `\` as `\xNN` so that a line
-/// stays one line and quoted fields stay parseable.
-fn push_escaped(out: &mut Vec<u8>, v: &[u8]) {
+/// Copies `v`, escaping bytes outside printable ASCII, `"` and `\`, so that a line stays one
+/// line and quoted fields stay parseable: Apache's style writes them as `\xNN`; JSON's writes
+/// `\"`, `\\` and `\u00NN` (so any bytes make valid JSON, as h2o's `escape: json`).
+fn push_escaped(out: &mut Vec<u8>, v: &[u8], escape: Escape) {
     let mut rest = v;
     while let Some(i) = rest.iter().position(|&b| needs_escape(b)) {
         out.extend_from_slice(&rest[..i]);
         let b = rest[i];
-        out.extend_from_slice(&[
-            b'\\',
-            b'x',
-            HEX[usize::from(b >> 4)],
-            HEX[usize::from(b & 15)],
-        ]);
+        let (hi, lo) = (HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]);
+        match escape {
+            Escape::Apache => out.extend_from_slice(&[b'\\', b'x', hi, lo]),
+            Escape::Json if b == b'"' || b == b'\\' => out.extend_from_slice(&[b'\\', b]),
+            Escape::Json => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]),
+        }
         rest = &rest[i + 1..];
     }
     out.extend_from_slice(rest);
@@ -187,14 +157,14 @@ mod tests {
     #[test]
     fn escapes_quotes_backslashes_and_control_bytes() {
         let mut v = Vec::new();
-        push_escaped(&mut v, b"a\"b\\c\nd\x7f\xff\te ~");
+        push_escaped(&mut v, b"a\"b\\c\nd\x7f\xff\te ~", Escape::Apache);
         assert_eq!(v, b"a\\x22b\\x5cc\\x0ad\\x7f\\xff\\x09e ~");
     }
 
     #[test]
     fn json_escapes_keep_any_bytes_valid_json() {
         let mut v = Vec::new();
-        push_json_escaped(&mut v, b"a\"b\\c\nd\x7f\xff\te ~");
+        push_escaped(&mut v, b"a\"b\\c\nd\x7f\xff\te ~", Escape::Json);
         assert_eq!(v, b"a\\\"b\\\\c\\u000ad\\u007f\\u00ff\\u0009e ~");
     }
 }
