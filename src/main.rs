@@ -116,15 +116,9 @@ fn init_logging(config: &Config) -> Result<(), String> {
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match &config.error_log {
         Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| format!("cannot open error-log {}: {e}", path.display()))?;
-            builder
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file))
-                .init();
+            // Reopened on SIGUSR1 (logrotate).
+            let writer = spate::log::reopen::ErrorLog::open(path)?;
+            builder.with_ansi(false).with_writer(writer).init();
         }
         None => builder.with_writer(std::io::stderr).init(),
     }

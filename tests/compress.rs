@@ -13,7 +13,6 @@ use common::h1read::{self, Input, Reply};
 use common::*;
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tls_support::*;
 
@@ -161,27 +160,7 @@ fn python_decode(coding: &str, data: &[u8]) -> Vec<u8> {
         "gzip" => "import sys, gzip; sys.stdout.buffer.write(gzip.decompress(sys.stdin.buffer.read()))",
         other => panic!("no decoder for {other}"),
     };
-    // Debian's python3-brotli and python3-zstandard belong to the system's Python, which
-    // another python3 earlier on PATH (pyenv) does not see.
-    let python = if Path::new("/usr/bin/python3").exists() {
-        "/usr/bin/python3"
-    } else {
-        "python3"
-    };
-    let mut child = Command::new(python)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run python3");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = data.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().expect("python3");
-    let _ = writer.join();
+    let out = system_python(script, data);
     assert!(
         out.status.success(),
         "python3 could not decode {coding} (scripts/test installs python3-brotli and \

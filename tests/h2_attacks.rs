@@ -5,6 +5,7 @@
 mod common;
 
 use bytes::BytesMut;
+use common::prometheus::{sample, scrape_until};
 use common::*;
 use spate::proto::h2::frame::{self, flag, kind, setting, Head};
 use spate::proto::h2::hpack::{Decoder, Encoder, Indexing};
@@ -29,6 +30,8 @@ num-threads: 1
 hosts:
   default:
     paths:
+      /metrics:
+        metrics: ON
       /:
         file.dir: $DIR/www
 "
@@ -141,6 +144,13 @@ fn run_attack(spate: &Spate, settings: &[(u16, u32)], want: u32, attack: impl Fn
     );
 }
 
+/// The count of GOAWAYs sent for `cause`, from the metrics endpoint (one worker: exact).
+fn goaways_sent(spate: &Spate, cause: &str) -> f64 {
+    let key =
+        format!("spate_http2_goaways_total{{cause={cause},code=ENHANCE_YOUR_CALM,direction=sent}}");
+    sample(&scrape_until(spate, "/metrics", |_| true), &key)
+}
+
 #[test]
 fn rapid_reset_is_stopped() {
     let s = start("http2-max-resets-per-second: 100");
@@ -158,6 +168,14 @@ fn rapid_reset_is_stopped() {
             }
         }
     });
+    // The attack shows in the metrics.
+    assert_eq!(goaways_sent(&s, "too many stream resets"), 1.0);
+    let samples = scrape_until(&s, "/metrics", |_| true);
+    let resets = sample(
+        &samples,
+        "spate_http2_resets_total{code=CANCEL,direction=received}",
+    );
+    assert!(resets > 100.0, "{resets}");
 }
 
 #[test]
@@ -259,6 +277,7 @@ fn control_frame_floods_are_stopped() {
             raw.send(&out);
         });
     }
+    assert_eq!(goaways_sent(&s, "too many control frames"), 4.0);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::prometheus::{sample, scrape_until};
 use common::*;
 use std::process::Command;
 
@@ -325,50 +326,6 @@ hosts:
         respond: {body: hello}
 ";
 
-/// Parses Prometheus text with `prometheus_client`'s parser; returns `name{labels} value`
-/// lines, sorted labels.
-fn parse_prometheus(text: &str) -> Vec<String> {
-    let script = r#"
-import sys
-from prometheus_client.parser import text_string_to_metric_families
-for fam in text_string_to_metric_families(sys.stdin.read()):
-    for s in fam.samples:
-        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-        print(f"{s.name}{{{labels}}} {s.value}")
-"#;
-    use std::io::Write;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the Prometheus parser refused the scrape (needs `pip install prometheus_client`): {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-fn sample(samples: &[String], key: &str) -> f64 {
-    samples
-        .iter()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(-1.0)
-}
-
 fn get(s: &Spate, path: &str) -> (u16, String) {
     let r = common::clients::h1_get(s, path);
     (r.status, r.text())
@@ -384,20 +341,12 @@ fn metrics_count_what_was_sent_and_parse_as_prometheus_text() {
         s.raw(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc");
     }
     // Other workers publish every 200 ms: wait until every count is in.
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let samples = loop {
-        let (status, text) = get(&s, "/metrics");
-        assert_eq!(status, 200);
-        let samples = parse_prometheus(&text);
-        let ok = sample(
-            &samples,
+    let samples = scrape_until(&s, "/metrics", |samples| {
+        sample(
+            samples,
             "spate_requests_total{protocol=http/1.1,status=2xx}",
-        );
-        if ok >= 35.0 || std::time::Instant::now() > end {
-            break samples;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+        ) >= 35.0
+    });
     // 35 to /x plus the scrapes before this one.
     let ok = sample(
         &samples,
@@ -433,6 +382,129 @@ fn metrics_count_what_was_sent_and_parse_as_prometheus_text() {
 }
 
 #[test]
+fn http2_requests_connections_resets_and_goaways_are_counted() {
+    let s = Spate::start(OBSERVED);
+    use common::clients::{h2_send, H2Req};
+    let mut reqs: Vec<H2Req> = (0..20).map(|_| H2Req::get("/x")).collect();
+    reqs.extend((0..3).map(|_| H2Req::get("/nothing-here")));
+    let replies = h2_send(s.addr, reqs);
+    assert!(replies[..20]
+        .iter()
+        .all(|r| r.status == 200 && r.text() == "hello"));
+    assert!(replies[20..].iter().all(|r| r.status == 404));
+
+    // An HTTP/2 connection held open (prior knowledge) while scraping; it resets a stream.
+    use spate::proto::h2::frame;
+    use std::io::Write;
+    let mut held = s.connect();
+    let mut out = frame::PREFACE.to_vec();
+    frame::put_settings(&mut out, &[]);
+    let mut block = Vec::new();
+    spate::proto::h2::hpack::Encoder::default().encode(
+        [
+            (&b":method"[..], &b"GET"[..]),
+            (b":scheme", b"http"),
+            (b":authority", b"localhost"),
+            (b":path", b"/x"),
+        ],
+        &mut block,
+    );
+    frame::put_head(
+        &mut out,
+        block.len(),
+        frame::kind::HEADERS,
+        frame::flag::END_HEADERS,
+        1,
+    );
+    out.extend_from_slice(&block);
+    frame::put_rst_stream(&mut out, 1, frame::Reason::CANCEL);
+    held.write_all(&out).unwrap();
+
+    let samples = scrape_until(&s, "/metrics", |samples| {
+        sample(samples, "spate_requests_total{protocol=h2,status=2xx}") >= 20.0
+            && sample(samples, "spate_connections_by_protocol{protocol=h2}") >= 1.0
+            && sample(
+                samples,
+                "spate_http2_resets_total{code=CANCEL,direction=received}",
+            ) >= 1.0
+    });
+    assert_eq!(
+        sample(&samples, "spate_requests_total{protocol=h2,status=2xx}"),
+        20.0,
+        "{samples:#?}"
+    );
+    assert_eq!(
+        sample(&samples, "spate_requests_total{protocol=h2,status=4xx}"),
+        3.0
+    );
+    assert_eq!(
+        sample(&samples, "spate_connections_by_protocol{protocol=h2}"),
+        1.0,
+        "the held connection"
+    );
+    // The scrape's own connection.
+    assert!(sample(&samples, "spate_connections_by_protocol{protocol=http/1.1}") >= 1.0);
+    assert_eq!(
+        sample(
+            &samples,
+            "spate_http2_resets_total{code=CANCEL,direction=received}"
+        ),
+        1.0
+    );
+    // HTTP/2 durations are in the histogram with HTTP/1.1's: 23 and the scrapes before.
+    assert!(sample(&samples, "spate_request_duration_seconds_count{}") >= 23.0);
+    // Response bytes: at least the bodies and a header block each.
+    assert!(sample(&samples, "spate_sent_bytes_total{}") >= 23.0 * (5.0 + 1.0));
+
+    // A reload drains the old workers: the held connection gets a GOAWAY, counted with its
+    // cause; closed, it leaves the gauge.
+    reload(
+        &s,
+        &std::fs::read_to_string(s.path().join("spate.yaml")).unwrap(),
+    );
+    held.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    assert!(
+        read_until_goaway(&mut held),
+        "no GOAWAY on the held connection"
+    );
+    let key = "spate_http2_goaways_total{cause=server stopping,code=NO_ERROR,direction=sent}";
+    let samples = scrape_until(&s, "/metrics", |samples| sample(samples, key) >= 1.0);
+    assert_eq!(sample(&samples, key), 1.0, "{samples:#?}");
+    drop(held);
+    let samples = scrape_until(&s, "/metrics", |samples| {
+        sample(samples, "spate_connections_by_protocol{protocol=h2}") == 0.0
+    });
+    assert_eq!(
+        sample(&samples, "spate_connections_by_protocol{protocol=h2}"),
+        0.0
+    );
+}
+
+/// Reads HTTP/2 frames until a GOAWAY (true) or the end of the connection.
+fn read_until_goaway(s: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while buf.len() >= 9 {
+            let len = usize::from(buf[0]) << 16 | usize::from(buf[1]) << 8 | usize::from(buf[2]);
+            if buf.len() < 9 + len {
+                break;
+            }
+            if buf[3] == spate::proto::h2::frame::kind::GOAWAY {
+                return true;
+            }
+            buf.drain(..9 + len);
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+#[test]
 fn readiness_turns_503_on_a_draining_connection_and_reload_counts_a_generation() {
     let s = Spate::start(OBSERVED);
     // A keep-alive connection opened before the reload is served by the old workers.
@@ -461,4 +533,125 @@ fn readiness_turns_503_on_a_draining_connection_and_reload_counts_a_generation()
     assert_eq!(get(&s, "/ready").0, 200);
     let (_, status) = get(&s, "/server-status");
     assert!(status.contains("\"generation\": 2"), "{status}");
+}
+
+/// Waits until `path` has a line containing `what`; returns the file's text.
+fn wait_for_file_line(path: &std::path::Path, what: &str) -> String {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().any(|l| l.contains(what)) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no line with {what:?} in {}:\n{text}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn logging_config(emit: &str) -> String {
+    format!(
+        r#"
+num-threads: 2
+error-log: $DIR/error.log
+error-log.emit-request-errors: {emit}
+listen:
+  host: 127.0.0.1
+  port: 0
+access-log:
+  path: $DIR/access.log
+  format: '{{"status":%s,"path":"%U","ua":"%{{user-agent}}i","ref":"%{{referer}}i","bytes":%b}}'
+  escape: json
+hosts:
+  default:
+    paths:
+      /x:
+        respond: {{body: hello}}
+      /down:
+        proxy.reverse.url: http://127.0.0.1:1/
+"#
+    )
+}
+
+#[test]
+fn json_access_log_request_errors_and_reopen_on_sigusr1() {
+    let s = Spate::start(&logging_config("ON"));
+    let dir = s.path().to_path_buf();
+    let r = common::clients::h1(
+        &s,
+        b"GET /x HTTP/1.1\r\nHost: a\r\nUser-Agent: say \"hi\" \\ \xc3\xa9\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(get(&s, "/down").0, 502);
+    // Lines are written within a second; each is JSON (Python's parser), values exact.
+    let text = wait_for_file_line(&dir.join("access.log"), "/down");
+    let script = r#"
+import json, sys
+for line in sys.stdin:
+    v = json.loads(line)
+    print(v["status"], v["path"], repr(v["ua"]), v["ref"], v["bytes"])
+"#;
+    let out = common::system_python(script, text.as_bytes());
+    assert!(
+        out.status.success(),
+        "not JSON lines: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = parsed.lines();
+    // A non-UTF-8-aware escape: each byte of é as \u00NN, as h2o writes it.
+    assert_eq!(
+        lines.next(),
+        Some(r#"200 /x 'say "hi" \\ Ã©' None 5"#),
+        "{text}"
+    );
+    assert!(lines.next().is_some_and(|l| l.starts_with("502 /down ")));
+    // The backend's failure is a request error: logged.
+    wait_for_file_line(&dir.join("error.log"), "proxy:");
+
+    // logrotate: rename, SIGUSR1, and new lines go to new files.
+    std::fs::rename(dir.join("access.log"), dir.join("access.log.1")).unwrap();
+    std::fs::rename(dir.join("error.log"), dir.join("error.log.1")).unwrap();
+    signal(&s.child, libc::SIGUSR1);
+    wait_for_file_line(&dir.join("error.log.1"), "reopening log files");
+    // Each worker reopens on its own thread: wait until both have made a new file appear.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !dir.join("access.log").exists() {
+        assert!(std::time::Instant::now() < end, "access.log not reopened");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for _ in 0..4 {
+        assert_eq!(get(&s, "/x").0, 200);
+    }
+    assert_eq!(get(&s, "/down").0, 502);
+    let new = wait_for_file_line(&dir.join("access.log"), "/down");
+    assert_eq!(new.lines().count(), 5, "{new}");
+    let old = std::fs::read_to_string(dir.join("access.log.1")).unwrap();
+    assert_eq!(
+        old.lines().count(),
+        2,
+        "the rotated file got no more lines: {old}"
+    );
+    wait_for_file_line(&dir.join("error.log"), "proxy:");
+}
+
+#[test]
+fn request_errors_stay_out_of_the_error_log_when_emit_request_errors_is_off() {
+    let s = Spate::start(&logging_config("OFF"));
+    assert_eq!(get(&s, "/down").0, 502);
+    // A request the server rejects is a request error too.
+    let r = s.raw(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    wait_for_file_line(&s.path().join("access.log"), "/down");
+    // Server-level lines still come (SIGUSR1's).
+    signal(&s.child, libc::SIGUSR1);
+    let text = wait_for_file_line(&s.path().join("error.log"), "reopening log files");
+    assert!(
+        !text.contains("proxy:") && !text.contains("rejected request"),
+        "{text}"
+    );
 }

@@ -568,6 +568,7 @@ hosts:
     access-log:
       path: logs/host.log
       format: \"%h %s\"
+      escape: json
     paths:
       /:
         file.dir: htdocs
@@ -602,6 +603,7 @@ file.mime.addtypes:
             Some(AccessLogConf {
                 path: PathBuf::from("/etc/spate/logs/host.log"),
                 format: "%h %s".into(),
+                escape: crate::log::Escape::Json,
             })
         );
         let other = file(path(&c, 0, "/other"));
@@ -621,6 +623,7 @@ file.mime.addtypes:
             Some(AccessLogConf {
                 path: PathBuf::from("/var/log/other.log"),
                 format: log::COMBINED.into(),
+                escape: crate::log::Escape::Apache,
             })
         );
     }

@@ -3,6 +3,7 @@
 use super::value::{show, Ctx};
 use super::yaml::Node;
 use super::AccessLogConf;
+use crate::log::Escape;
 
 /// h2o's default access log format (Apache "combined").
 pub(super) const COMBINED: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";
@@ -24,11 +25,13 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
         return Some(AccessLogConf {
             path,
             format: COMBINED.into(),
+            escape: Escape::Apache,
         });
     };
     let mut path = None;
     let mut path_given = false;
     let mut format = COMBINED.to_owned();
+    let mut escape = Escape::Apache;
     for (key, val) in ctx.known_keys("access-log", entries, &["path", "format", "escape"]) {
         match key {
             "path" => {
@@ -40,19 +43,26 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
                     format = f;
                 }
             }
-            // h2o's `escape: apache|json`; only the default is implemented.
-            _ => {
-                if val.as_str() != Some("apache") {
-                    ctx.error(
-                        val.line,
-                        "access-log: escape other than apache is not supported yet",
-                    );
-                }
-            }
+            // h2o's `escape: apache|json` (2.2 and later).
+            _ => match val.as_str() {
+                Some("apache") => escape = Escape::Apache,
+                Some("json") => escape = Escape::Json,
+                _ => ctx.error(
+                    val.line,
+                    format!(
+                        "access-log.escape must be apache or json, got {}",
+                        show(val)
+                    ),
+                ),
+            },
         }
     }
     match path {
-        Some(path) => Some(AccessLogConf { path, format }),
+        Some(path) => Some(AccessLogConf {
+            path,
+            format,
+            escape,
+        }),
         None => {
             if !path_given {
                 ctx.error(v.line, "access-log: path is required");

@@ -317,6 +317,8 @@ pub struct AccessLogConf {
     pub path: PathBuf,
     /// The Apache-style format (default: combined, as in h2o).
     pub format: String,
+    /// `escape: apache` (default) or `json`.
+    pub escape: crate::log::Escape,
 }
 
 /// HTTP/1 directives.

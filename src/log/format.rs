@@ -2,6 +2,67 @@
 //! writing a line only walks the list.
 
 use super::time::{self, TimeFormat};
+use super::Escape;
+
+/// A compiled format with how its values are escaped.
+pub(crate) struct Compiled {
+    pub pieces: Vec<Piece>,
+    pub escape: Escape,
+    /// Per piece: a value alone inside a quoted string of the format (`"%{referer}i"`). In
+    /// JSON, such a value that is missing is written as a bare `null`.
+    pub quoted_alone: Vec<bool>,
+}
+
+impl Compiled {
+    pub fn new(format: &str, escape: Escape) -> Result<Compiled, String> {
+        let pieces = compile(format)?;
+        let quoted_alone = match escape {
+            Escape::Apache => vec![false; pieces.len()],
+            Escape::Json => quoted_alone(&pieces),
+        };
+        Ok(Compiled {
+            pieces,
+            escape,
+            quoted_alone,
+        })
+    }
+}
+
+/// Which escapes sit alone between a pair of quotes of the format's own text: the literal
+/// before ends by opening a string (`"` or `'`) and the literal after starts by closing it.
+fn quoted_alone(pieces: &[Piece]) -> Vec<bool> {
+    let mut quote: Option<u8> = None;
+    // The last literal's last byte opened the current string.
+    let mut just_opened = false;
+    let mut alone = vec![false; pieces.len()];
+    for (k, piece) in pieces.iter().enumerate() {
+        let Piece::Literal(text) = piece else {
+            let closes = |next: Option<&Piece>| matches!(next, Some(Piece::Literal(t)) if Some(t[0]) == quote);
+            alone[k] = just_opened && closes(pieces.get(k + 1));
+            just_opened = false;
+            continue;
+        };
+        for (i, &b) in text.iter().enumerate() {
+            just_opened = false;
+            match quote {
+                Some(q) if b == q => {
+                    // Closed unless behind an odd number of backslashes.
+                    let backslashes = text[..i].iter().rev().take_while(|&&c| c == b'\\').count();
+                    if backslashes % 2 == 0 {
+                        quote = None;
+                    }
+                }
+                Some(_) => {}
+                None if b == b'"' || b == b'\'' => {
+                    quote = Some(b);
+                    just_opened = true;
+                }
+                None => {}
+            }
+        }
+    }
+    alone
+}
 
 /// One part of a compiled format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +260,25 @@ mod tests {
                 Piece::DurationFrac,
             ]
         );
+    }
+
+    #[test]
+    fn finds_values_alone_between_quotes() {
+        let c = Compiled::new(
+            r#"{"ua":"%{user-agent}i","s":%s,"r":"%m %U",'x':'%{x}o',"e":"a\"%{y}i"}"#,
+            Escape::Json,
+        )
+        .unwrap();
+        let alone: Vec<bool> = c
+            .pieces
+            .iter()
+            .zip(&c.quoted_alone)
+            .filter(|(p, _)| !matches!(p, Piece::Literal(_)))
+            .map(|(_, a)| *a)
+            .collect();
+        // ua alone; %s unquoted; %m and %U share a string; x alone in single quotes; y
+        // follows an escaped quote inside a string, so it is not alone.
+        assert_eq!(alone, [true, false, false, false, true, false]);
     }
 
     #[test]

@@ -14,16 +14,27 @@
 mod format;
 mod num;
 mod render;
+pub mod reopen;
 mod time;
 
 use crate::config::AccessLogConf;
 use crate::http::Request;
-use format::Piece;
-use std::fs::{File, OpenOptions};
+use format::Compiled;
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, SystemTime};
 use time::Clock;
+
+/// How unsafe bytes in values are written (h2o's `access-log: {escape: ...}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Escape {
+    /// `\xNN`; a missing value is `-`.
+    #[default]
+    Apache,
+    /// `\u00NN`, `\"` and `\\`, so lines are JSON when the format is; a missing value is
+    /// `null` (without the quotes around it in the format).
+    Json,
+}
 
 /// Apache's (and h2o's) common log format.
 pub const COMMON_FORMAT: &str = "%h %l %u %t \"%r\" %s %b";
@@ -33,6 +44,21 @@ pub const COMBINED_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{
 
 /// Buffered bytes that trigger a write to the file.
 pub const BUFFER_LIMIT: usize = 64 * 1024;
+
+thread_local! {
+    static EMIT_REQUEST_ERRORS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// `error-log.emit-request-errors` for this worker thread (set at worker start).
+pub fn set_emit_request_errors(on: bool) {
+    EMIT_REQUEST_ERRORS.with(|e| e.set(on));
+}
+
+/// Whether errors of single requests (a backend that failed, a body that broke off, a
+/// rejected request) go to the error log: h2o's `error-log.emit-request-errors`.
+pub fn emit_request_errors() -> bool {
+    EMIT_REQUEST_ERRORS.with(std::cell::Cell::get)
+}
 
 /// Checks an access-log format; the error says which escape is wrong (for config errors).
 pub fn validate_format(format: &str) -> Result<(), String> {
@@ -58,29 +84,38 @@ pub struct LogRecord<'a> {
 /// One access log file's writer on one worker thread.
 pub struct AccessLog {
     conf: AccessLogConf,
-    pieces: Vec<Piece>,
+    format: Compiled,
     /// `None` when the file could not be opened or the format is invalid: lines are dropped.
     file: Option<File>,
     buf: Vec<u8>,
     clock: Clock,
     /// A failing write is reported once, not once per flush.
     write_error_reported: bool,
+    /// The format compiled: the file is (re)opened.
+    usable: bool,
 }
 
 impl AccessLog {
     /// Compiles the format and opens the file for appending. Failures are logged with
     /// `tracing::error!` and leave a log that drops its lines, so a bad log never stops serving.
     pub fn new(conf: &AccessLogConf) -> AccessLog {
-        let (pieces, file) = match format::compile(&conf.format) {
-            Ok(pieces) => (pieces, open(conf)),
+        let compiled = Compiled::new(&conf.format, conf.escape);
+        let usable = compiled.is_ok();
+        let (format, file) = match compiled {
+            Ok(format) => (format, open(conf)),
             Err(e) => {
                 tracing::error!(path = %conf.path.display(), "access log format: {e}");
-                (Vec::new(), None)
+                let none = Compiled {
+                    pieces: Vec::new(),
+                    escape: conf.escape,
+                    quoted_alone: Vec::new(),
+                };
+                (none, None)
             }
         };
         AccessLog {
             conf: conf.clone(),
-            pieces,
+            format,
             buf: Vec::with_capacity(if file.is_some() {
                 BUFFER_LIMIT + 1024
             } else {
@@ -89,6 +124,21 @@ impl AccessLog {
             file,
             clock: Clock::default(),
             write_error_reported: false,
+            usable,
+        }
+    }
+
+    /// Writes out what is buffered, then opens the path again: after logrotate renamed the
+    /// file, new lines go to a new file. A failure is logged and drops lines until the next
+    /// reopen.
+    pub fn reopen(&mut self) {
+        self.flush();
+        if self.usable {
+            self.file = open(&self.conf);
+            self.write_error_reported = false;
+            if self.file.is_some() && self.buf.capacity() == 0 {
+                self.buf.reserve(BUFFER_LIMIT + 1024);
+            }
         }
     }
 
@@ -101,7 +151,7 @@ impl AccessLog {
         if self.file.is_none() {
             return;
         }
-        render::render(&self.pieces, rec, &mut self.clock, &mut self.buf);
+        render::render(&self.format, rec, &mut self.clock, &mut self.buf);
         if self.buf.len() >= BUFFER_LIMIT {
             self.flush();
         }
@@ -134,12 +184,7 @@ impl Drop for AccessLog {
 }
 
 fn open(conf: &AccessLogConf) -> Option<File> {
-    let opened = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o644)
-        .open(&conf.path);
-    match opened {
+    match reopen::open_append(&conf.path) {
         Ok(f) => Some(f),
         Err(e) => {
             tracing::error!(path = %conf.path.display(), "cannot open access log: {e}");

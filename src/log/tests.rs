@@ -62,9 +62,13 @@ fn record<'a>(req: &'a Request, resp_headers: &'a [(Bytes, Bytes)]) -> LogRecord
 
 /// Renders one line of `format` for `rec`, without the trailing newline.
 fn line(format: &str, rec: &LogRecord<'_>) -> String {
-    let pieces = format::compile(format).unwrap();
+    line_as(format, Escape::Apache, rec)
+}
+
+fn line_as(format: &str, escape: Escape, rec: &LogRecord<'_>) -> String {
+    let compiled = format::Compiled::new(format, escape).unwrap();
     let mut out = Vec::new();
-    render::render(&pieces, rec, &mut time::Clock::default(), &mut out);
+    render::render(&compiled, rec, &mut time::Clock::default(), &mut out);
     assert_eq!(out.pop(), Some(b'\n'));
     String::from_utf8(out).unwrap()
 }
@@ -174,6 +178,7 @@ fn conf(path: &Path, format: &str) -> AccessLogConf {
     AccessLogConf {
         path: path.to_path_buf(),
         format: format.to_string(),
+        escape: Escape::Apache,
     }
 }
 
@@ -287,4 +292,30 @@ fn invalid_format_logs_nothing() {
     log.log(&record(&req, &[]));
     log.flush();
     assert_eq!(read(&path), "");
+}
+
+#[test]
+fn json_escape_writes_json_lines() {
+    let req = request(
+        Method::Get,
+        b"/a\"b?q=\x01",
+        &[(b"User-Agent", b"say \"hi\"\\ \xc3\xa9"), (b"Referer", b"")],
+    );
+    let mut rec = record(&req, &[]);
+    rec.body_bytes = 0;
+    let format = r#"{"ua":"%{user-agent}i","ref":"%{referer}i","x":"%{x-none}i","s":%s,"b":%b,"u":"%u","r":"%r","t":"%{%Y}t"}"#;
+    assert_eq!(
+        line_as(format, Escape::Json, &rec),
+        r#"{"ua":"say \"hi\"\\ \u00c3\u00a9","ref":"","x":null,"s":200,"b":0,"u":null,"r":"GET /a\"b?q=\u0001 HTTP/1.1","t":"2000"}"#
+    );
+    // Apache's style for the same values.
+    assert_eq!(
+        line_as("%{x-none}i %b %{referer}i", Escape::Apache, &rec),
+        "- - -"
+    );
+    // A missing value inside a longer string stays inside it.
+    assert_eq!(
+        line_as(r#"{"v":"x=%{x-none}i"}"#, Escape::Json, &rec),
+        r#"{"v":"x=null"}"#
+    );
 }

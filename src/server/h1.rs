@@ -47,9 +47,11 @@ pub(crate) async fn serve<T: Transport>(
         stop: Box::pin(ctx.stop.notified()),
     };
     conn.stop.as_mut().enable();
+    let open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1);
     match conn.run().await {
         Ok(()) => {
             if let Some(upgrade) = conn.handoff.take() {
+                drop(open);
                 let Conn {
                     mut stream,
                     rbuf,
@@ -258,8 +260,7 @@ impl<T: Transport> Conn<'_, T> {
         };
         let log = route.and_then(|r| r.access_log.as_ref());
         let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
-        let counted =
-            crate::metrics::enabled().then(|| received_at.map_or_else(Instant::now, |r| r.1));
+        let counted = crate::metrics::start();
         if expect_continue {
             h1::write_continue(&mut self.wbuf);
         }

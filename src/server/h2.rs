@@ -4,7 +4,7 @@
 //! path); one that comes later, and streamed response bodies, are kept in [`StreamWork`] and
 //! polled by this same task when their wakers fire. See `src/proto/h2/LIFECYCLE.md`.
 
-mod log;
+mod ends;
 mod work;
 
 use super::transport::Transport;
@@ -12,10 +12,11 @@ use super::worker::WorkerCtx;
 use crate::config::Config;
 use crate::handler::Negotiated;
 use crate::http::{Answer, Request};
+use crate::metrics::Mark;
 use crate::proto::h2::frame::Reason;
 use crate::proto::h2::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};
 use bytes::{Bytes, BytesMut};
-use log::AccessLogs;
+use ends::StreamEnds;
 use std::net::SocketAddr;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
@@ -87,14 +88,15 @@ pub(crate) async fn serve<T: Transport>(
             return;
         }
     };
+    let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
     let mut work = StreamWork::default();
-    let mut logs = AccessLogs::default();
-    let r = run(&mut stream, &mut conn, ctx, &mut rbuf, &mut work, &mut logs).await;
+    let mut ends = StreamEnds::new(crate::metrics::enabled());
+    let r = run(&mut stream, &mut conn, ctx, &mut rbuf, &mut work, &mut ends).await;
     // Whatever is still open ends here: pending answers and bodies are dropped (cancelling
     // their upstream work), request bodies aborted, and logged streams logged incomplete.
     drop(work);
     conn.close_streams();
-    logs.write_ended(&mut conn);
+    ends.write_ended(&mut conn);
     if let Err(e) = r {
         tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
         return;
@@ -118,7 +120,7 @@ async fn run<'a, T: Transport>(
     ctx: &'a WorkerCtx,
     rbuf: &mut BytesMut,
     work: &mut StreamWork<'a>,
-    logs: &mut AccessLogs,
+    ends: &mut StreamEnds,
 ) -> std::io::Result<()> {
     let send_timeout = ctx.config.http1.send_timeout;
     let mut shutdown_deadline: Option<Instant> = None;
@@ -126,6 +128,8 @@ async fn run<'a, T: Transport>(
     let streams_body = |req: &Request| ctx.router.streams_body(req);
     loop {
         let now = Instant::now();
+        // The start of this turn's requests, for the metrics: one clock reading per turn.
+        let mark = crate::metrics::start();
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write.
         loop {
@@ -133,7 +137,7 @@ async fn run<'a, T: Transport>(
                 conn.recv_with(rbuf, now, &streams_body);
             }
             while let Some((id, req)) = conn.next_request() {
-                answer(conn, ctx, work, logs, id, req, now);
+                answer(conn, ctx, work, ends, id, req, now, mark);
             }
             if !conn.recv_paused() || conn.closed().is_some() {
                 break;
@@ -146,7 +150,7 @@ async fn run<'a, T: Transport>(
         if !work.is_empty() {
             // New answers get their first poll; woken ones, their next.
             std::future::poll_fn(|cx| {
-                work.drive(cx, conn, logs, now);
+                work.drive(cx, conn, ends, now);
                 Poll::Ready(())
             })
             .await;
@@ -165,7 +169,7 @@ async fn run<'a, T: Transport>(
         // One write per turn; large bodies take several, yielding between them.
         loop {
             conn.fill(Instant::now());
-            logs.write_ended(conn);
+            ends.write_ended(conn);
             if conn.output().is_empty() {
                 break;
             }
@@ -210,6 +214,7 @@ async fn run<'a, T: Transport>(
                 if n == 0 {
                     return Ok(());
                 }
+                crate::metrics::received(n as u64);
                 sizer.record(n, spare);
             }
             _ = sleep => {
@@ -271,31 +276,36 @@ impl ReadSizer {
 }
 
 /// Routes one request. An answer ready now goes to the connection at once; one that comes
-/// later waits in `work`. A route with an access log has the stream tracked to its end.
+/// later waits in `work`. The stream is tracked to its end for a route with an access log,
+/// and when the worker counts requests (`mark`).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn answer<'a>(
     conn: &mut Connection,
     ctx: &'a WorkerCtx,
     work: &mut StreamWork<'a>,
-    logs: &mut AccessLogs,
+    ends: &mut StreamEnds,
     id: u32,
     req: Request,
     now: Instant,
+    mark: Option<Mark>,
 ) {
     let (answer, route) = ctx.router.handle(&req);
     let file = route.and_then(|r| r.access_log.as_ref());
     match answer {
         Answer::Now(resp) => {
-            let body = match file {
-                None => conn.respond(id, resp),
-                Some(file) => {
-                    let start = LogStart {
-                        req,
-                        received_at: SystemTime::now(),
-                        started: now,
-                    };
-                    logs.start(id, file, start, &resp);
-                    conn.respond_logged(id, resp)
+            let body = match (file, mark) {
+                (None, None) => conn.respond(id, resp),
+                (file, mark) => {
+                    if let Some(file) = file {
+                        let start = LogStart {
+                            req,
+                            received_at: SystemTime::now(),
+                            started: now,
+                        };
+                        ends.start(id, file, start, &resp);
+                    }
+                    conn.respond_tracked(id, resp, mark.map_or(0, Mark::to_bits))
                 }
             };
             if let Some(body) = body {
@@ -311,7 +321,7 @@ fn answer<'a>(
                     started: now,
                 })
             });
-            work.add_answer(id, fut, route, negotiated, log);
+            work.add_answer(id, fut, route, negotiated, log, mark);
         }
     }
 }

@@ -98,6 +98,10 @@ impl Server {
         loop {
             match self.signals.next() {
                 Signal::Stop => break,
+                Signal::Reopen => {
+                    tracing::info!("SIGUSR1: reopening log files");
+                    crate::log::reopen::request();
+                }
                 Signal::Reload => {
                     draining.retain(|g| !g.is_finished());
                     if let Some(next) = self.reload(&shared) {
@@ -440,6 +444,8 @@ enum Signal {
     Stop,
     /// SIGHUP.
     Reload,
+    /// SIGUSR1: reopen log files (logrotate).
+    Reopen,
 }
 
 /// Signal handlers on a small runtime of the main thread.
@@ -448,6 +454,7 @@ struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -460,8 +467,15 @@ impl Signals {
         let term = signal(SignalKind::terminate())?;
         let int = signal(SignalKind::interrupt())?;
         let hup = signal(SignalKind::hangup())?;
+        let usr1 = signal(SignalKind::user_defined1())?;
         drop(_guard);
-        Ok(Signals { rt, term, int, hup })
+        Ok(Signals {
+            rt,
+            term,
+            int,
+            hup,
+            usr1,
+        })
     }
 
     /// Waits for the next signal.
@@ -471,6 +485,7 @@ impl Signals {
                 _ = self.term.recv() => Signal::Stop,
                 _ = self.int.recv() => Signal::Stop,
                 _ = self.hup.recv() => Signal::Reload,
+                _ = self.usr1.recv() => Signal::Reopen,
             }
         })
     }

@@ -108,6 +108,7 @@ pub(crate) fn run(
         let _ = ready.send(Ok(()));
         drop(ready);
         crate::metrics::enable(config.wants_metrics());
+        crate::log::set_emit_request_errors(config.emit_request_errors);
         // Dropped when the worker ends: its counters move to the retired sum.
         let slot = crate::metrics::Slot::register();
         let now = wait_for(&mut phase, |p| p != Phase::Standby).await;
@@ -271,14 +272,23 @@ impl Drop for ConnectionGuard {
     }
 }
 
+/// Writes buffered access-log lines out every second, and reopens the files when asked
+/// (SIGUSR1).
 async fn flush_logs_periodically(logs: Vec<Rc<RefCell<AccessLog>>>) {
     if logs.is_empty() {
         return;
     }
     let mut tick = tokio::time::interval(LOG_FLUSH_INTERVAL);
+    let mut reopen = crate::log::reopen::Requests::default();
     loop {
-        tick.tick().await;
-        flush_all(&logs);
+        tokio::select! {
+            _ = tick.tick() => flush_all(&logs),
+            _ = reopen.next() => {
+                for l in &logs {
+                    l.borrow_mut().reopen();
+                }
+            }
+        }
     }
 }
 

@@ -28,7 +28,11 @@ pub async fn send(
     req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
     let result = exchange(&pool, &backend, req).await;
-    if let Err(e) = &result {
+    if let Some(e) = result
+        .as_ref()
+        .err()
+        .filter(|_| crate::log::emit_request_errors())
+    {
         if e.side == Side::Upstream {
             tracing::warn!(backend = %backend.name, "proxy: {e}");
         } else {
@@ -402,10 +406,14 @@ impl BodyStream for ProxyBody {
             }
             Some(Err(e)) => {
                 let name = &ex.backend.name;
-                if e.side == Side::Upstream {
-                    tracing::warn!(backend = %name, "proxy: response body: {}", e.reason);
-                } else {
-                    tracing::info!(backend = %name, "proxy: request body: {}", e.reason);
+                match (crate::log::emit_request_errors(), e.side) {
+                    (false, _) => {}
+                    (true, Side::Upstream) => {
+                        tracing::warn!(backend = %name, "proxy: response body: {}", e.reason)
+                    }
+                    (true, _) => {
+                        tracing::info!(backend = %name, "proxy: request body: {}", e.reason)
+                    }
                 }
                 self.ex = None;
             }

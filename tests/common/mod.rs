@@ -7,6 +7,7 @@ pub mod clients;
 pub mod h1read;
 pub mod nginx;
 pub mod pattern;
+pub mod prometheus;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -387,4 +388,32 @@ pub fn curl(args: &[&str]) -> std::process::Output {
 #[allow(unused)]
 pub fn write_all(s: &mut TcpStream, b: &[u8]) {
     s.write_all(b).expect("write");
+}
+
+/// Runs `script` with the system's Python (`/usr/bin/python3` when it exists), `input` on its
+/// standard input. The modules the tests use (brotli, zstandard, prometheus_client) come from
+/// Debian's packages (scripts/test installs them), which belong to the system's Python; another
+/// python3 earlier on PATH (pyenv) does not see them.
+pub fn system_python(script: &str, input: &[u8]) -> std::process::Output {
+    let python = if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_vec();
+    // Written from another thread: a large input would otherwise block against unread output.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("python3");
+    let _ = writer.join();
+    out
 }

@@ -9,10 +9,11 @@
 
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
-use super::stream::{BodySource, Priority, Recv, Send, Stream, StreamOut, Tail};
+use super::stream::{BodySource, Priority, Recv, Send, Sent, Stream, StreamOut, Tail};
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
 use crate::http::request::RequestBuilder;
 use crate::http::{Body, Method, Request, Response, Version};
+use crate::metrics::{self, Direction};
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -84,11 +85,15 @@ pub enum Closed {
     PeerGoAway,
 }
 
-/// A stream the driver asked to track ([`Connection::respond_logged`]) has ended: what the
-/// access log needs.
+/// A stream the driver asked to track ([`Connection::respond_tracked`]) has ended: what the
+/// access log and the metrics need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamDone {
     pub id: u32,
+    /// The response's status.
+    pub status: u16,
+    /// What the driver gave with the response (the metrics clock at the request's start).
+    pub mark: u64,
     /// Response header block bytes sent (HEADERS, CONTINUATION and trailers payloads).
     pub head_bytes: u64,
     /// Response body bytes sent (DATA payloads).
@@ -166,6 +171,9 @@ pub struct Connection {
     recv_paused: bool,
     /// New streams seen by the current `recv` call.
     batch_opened: usize,
+    /// A graceful shutdown began before the client's preface and SETTINGS: it starts once
+    /// they came.
+    drain_when_open: bool,
 
     /// Streams we reset lately: frames the client sent before it saw the reset are ignored.
     recently_reset: VecDeque<u32>,
@@ -276,6 +284,7 @@ impl Connection {
             closed_unwritten: 0,
             recv_paused: false,
             batch_opened: 0,
+            drain_when_open: false,
             recently_reset: VecDeque::new(),
         };
         frame::put_settings(
@@ -398,14 +407,19 @@ impl Connection {
     /// taken, or is not sent: HEAD, 204, 304, a stream gone).
     #[inline]
     pub fn respond(&mut self, id: u32, resp: Response) -> Option<Box<dyn BodyStream>> {
-        self.respond_inner(id, resp, false)
+        self.respond_inner(id, resp, None)
     }
 
     /// [`Connection::respond`], and reports the stream's end in [`Connection::take_done`]
-    /// (exactly once, even when the stream is already gone).
+    /// (exactly once, even when the stream is already gone), with `mark`.
     #[inline]
-    pub fn respond_logged(&mut self, id: u32, resp: Response) -> Option<Box<dyn BodyStream>> {
-        self.respond_inner(id, resp, true)
+    pub fn respond_tracked(
+        &mut self,
+        id: u32,
+        resp: Response,
+        mark: u64,
+    ) -> Option<Box<dyn BodyStream>> {
+        self.respond_inner(id, resp, Some(mark))
     }
 
     #[inline(always)]
@@ -413,12 +427,14 @@ impl Connection {
         &mut self,
         id: u32,
         resp: Response,
-        track: bool,
+        track: Option<u64>,
     ) -> Option<Box<dyn BodyStream>> {
         let Some(i) = self.index(id) else {
-            if track {
+            if let Some(mark) = track {
                 self.done.push(StreamDone {
                     id,
+                    status: resp.status,
+                    mark,
                     head_bytes: 0,
                     body_bytes: 0,
                     complete: false,
@@ -433,8 +449,13 @@ impl Connection {
         if !matches!(s.send, Send::Waiting) {
             return None;
         }
-        if track {
-            s.sent = Some(Box::default());
+        if let Some(mark) = track {
+            s.sent = Some(Sent {
+                status: resp.status,
+                mark,
+                head: 0,
+                body: 0,
+            });
         }
         let no_body =
             s.head_request || resp.status == 204 || resp.status == 304 || resp.status < 200;
@@ -449,7 +470,7 @@ impl Connection {
         };
         let end_stream = source.is_none();
         let head = self.write_headers(id, resp.status, &resp.headers, Some(body_len), end_stream);
-        if track {
+        if track.is_some() {
             self.count_head(i, head);
         }
         match source {
@@ -582,7 +603,7 @@ impl Connection {
         self.cancelled.drain(..)
     }
 
-    /// Tracked streams ([`Connection::respond_logged`]) that ended since the last call.
+    /// Tracked streams ([`Connection::respond_tracked`]) that ended since the last call.
     pub fn take_done(&mut self) -> std::vec::Drain<'_, StreamDone> {
         self.done.drain(..)
     }
@@ -686,11 +707,14 @@ impl Connection {
             return;
         }
         if matches!(self.phase, Phase::Preface | Phase::FirstSettings) {
-            frame::put_goaway(&mut self.out, 0, Reason::NO_ERROR);
-            self.closed = Some(Closed::GoAway(Reason::NO_ERROR, "server stopping"));
+            // Accepted just as the drain began: a GOAWAY(0) now would refuse the requests
+            // the client is about to send. The usual two GOAWAYs follow its SETTINGS.
+            self.drain_when_open = true;
             return;
         }
         frame::put_goaway(&mut self.out, MAX_WINDOW, Reason::NO_ERROR);
+        // Counted once per connection, though a second GOAWAY follows.
+        metrics::h2_goaway(Direction::Sent, Reason::NO_ERROR.0, "server stopping");
         frame::put_ping(&mut self.out, false, &SHUTDOWN_PING);
         self.phase = Phase::Draining;
     }
@@ -833,6 +857,10 @@ impl Connection {
         if got_frame {
             self.last_frame_at = now;
         }
+        if self.drain_when_open && self.phase == Phase::Open {
+            self.drain_when_open = false;
+            self.shutdown();
+        }
         self.replenish_connection_window();
         Ok(())
     }
@@ -875,7 +903,10 @@ impl Connection {
                 block,
             } => self.on_continuation(stream, end_headers, block, now),
             Frame::Priority { .. } => self.spend_control(now),
-            Frame::RstStream { stream, .. } => self.on_rst_stream(stream, now),
+            Frame::RstStream { stream, reason } => {
+                metrics::h2_reset(Direction::Received, reason.0);
+                self.on_rst_stream(stream, now)
+            }
             Frame::Settings { ack, settings } => {
                 if !ack {
                     self.spend_control(now)?;
@@ -902,7 +933,8 @@ impl Connection {
                     Ok(())
                 }
             }
-            Frame::GoAway { .. } => {
+            Frame::GoAway { reason, .. } => {
+                metrics::h2_goaway(Direction::Received, reason.0, "client");
                 self.peer_goaway = true;
                 self.check_done();
                 Ok(())
@@ -1694,7 +1726,7 @@ impl Connection {
                     stream = id,
                     "response body read failed; resetting the stream"
                 );
-                frame::put_rst_stream(&mut self.out, id, Reason::INTERNAL_ERROR);
+                self.put_reset(id, Reason::INTERNAL_ERROR);
                 self.closed_unwritten += 1;
                 self.remove(i);
                 return;
@@ -1797,7 +1829,7 @@ impl Connection {
     /// charging the client's reset budget.
     fn reset(&mut self, i: usize, reason: Reason) {
         let id = self.streams[i].id;
-        frame::put_rst_stream(&mut self.out, id, reason);
+        self.put_reset(id, reason);
         self.note_reset(id);
         self.closed_unwritten += 1;
         self.remove(i);
@@ -1824,7 +1856,7 @@ impl Connection {
             }
             // Otherwise ask the client to stop.
             let id = s.id;
-            frame::put_rst_stream(&mut self.out, id, Reason::NO_ERROR);
+            self.put_reset(id, Reason::NO_ERROR);
             self.note_reset(id);
         }
         self.closed_unwritten += 1;
@@ -1856,7 +1888,7 @@ impl Connection {
 
     /// Resets stream `id` with `reason` (RST_STREAM) and forgets it.
     fn stream_error(&mut self, id: u32, reason: Reason, now: Instant) -> Res {
-        frame::put_rst_stream(&mut self.out, id, reason);
+        self.put_reset(id, reason);
         self.note_reset(id);
         if let Some(i) = self.index(id) {
             self.closed_unwritten += 1;
@@ -1864,6 +1896,12 @@ impl Connection {
         }
         // Resets we are made to send cost the same budget as the client's (MadeYouReset).
         self.spend_reset(now)
+    }
+
+    /// Writes RST_STREAM(`reason`) for stream `id`, counted in the metrics.
+    fn put_reset(&mut self, id: u32, reason: Reason) {
+        frame::put_rst_stream(&mut self.out, id, reason);
+        metrics::h2_reset(Direction::Sent, reason.0);
     }
 
     fn note_reset(&mut self, id: u32) {
@@ -1875,6 +1913,7 @@ impl Connection {
 
     fn fail(&mut self, reason: Reason, why: &'static str) {
         frame::put_goaway(&mut self.out, self.max_client_stream, reason);
+        metrics::h2_goaway(Direction::Sent, reason.0, why);
         self.closed = Some(Closed::GoAway(reason, why));
         self.partial = None;
     }
@@ -1966,6 +2005,8 @@ impl Connection {
         if let Some(sent) = &s.sent {
             self.done.push(StreamDone {
                 id,
+                status: sent.status,
+                mark: sent.mark,
                 head_bytes: sent.head,
                 body_bytes: sent.body,
                 complete: matches!(s.send, Send::Done),

@@ -88,14 +88,17 @@ pub struct Stream {
     pub with_handler: bool,
     /// The request body's pipe, when the handler streams it (`Connection::recv_with`).
     pub body: Option<BodyWriter>,
-    /// What was sent, counted only for a stream whose end is reported for the access log
-    /// (`Connection::respond_logged`, `Connection::take_done`).
-    pub sent: Option<Box<Sent>>,
+    /// What was sent, counted only for a stream whose end is reported for the access log and
+    /// the metrics (`Connection::respond_tracked`, `Connection::take_done`). Not boxed: with
+    /// metrics on every stream is tracked, and an allocation would cost more than the rest.
+    pub sent: Option<Sent>,
 }
 
-/// Response bytes sent on a tracked stream.
+/// The response of a tracked stream: its status, the driver's mark and the bytes sent.
 #[derive(Debug, Default)]
 pub struct Sent {
+    pub status: u16,
+    pub mark: u64,
     /// Header block bytes (HEADERS, CONTINUATION, trailers).
     pub head: u64,
     /// DATA payload bytes.

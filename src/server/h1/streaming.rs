@@ -87,6 +87,7 @@ impl<'a, T: Transport> Conn<'a, T> {
     /// Answers one request on the slow path; returns whether the connection stays open.
     async fn respond_streaming(&mut self, ex: Exchange<'a>, answer: Answer) -> Result<bool, Close> {
         let started = (SystemTime::now(), Instant::now());
+        let counted = crate::metrics::start();
         let Exchange {
             req,
             route,
@@ -226,13 +227,15 @@ impl<'a, T: Transport> Conn<'a, T> {
             self.flush(false).await?;
         }
         // Request bytes: the body as received so far (the head is not kept on this path).
-        crate::metrics::request(
-            crate::metrics::Proto::Http1,
-            sent.status,
-            received,
-            sent.total,
-            started.1,
-        );
+        if let Some(counted) = counted {
+            crate::metrics::request(
+                crate::metrics::Proto::Http1,
+                sent.status,
+                received,
+                sent.total,
+                counted,
+            );
+        }
         if let Some(log) = route.and_then(|r| r.access_log.as_ref()) {
             log.borrow_mut().log(&LogRecord {
                 req: &req,

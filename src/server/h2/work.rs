@@ -4,10 +4,11 @@
 //! task, so a wake-up from a backend socket or timer polls only the entries that asked for
 //! it. Dropping an entry cancels its work (the client reset the stream or left).
 
-use super::log::AccessLogs;
+use super::ends::StreamEnds;
 use crate::handler::{Negotiated, PathRoute};
 use crate::http::body::{BodyStream, Frame};
 use crate::http::{Pending, Request};
+use crate::metrics::Mark;
 use crate::proto::h2::{Connection, OUTPUT_HIGH_WATER};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,6 +40,8 @@ enum State<'a> {
         negotiated: Negotiated,
         /// Boxed: a request is large, and most routes have no log.
         log: Option<Box<LogStart>>,
+        /// The request's start, when the worker counts requests.
+        mark: Option<Mark>,
     },
     Body(Box<dyn BodyStream>),
 }
@@ -133,6 +136,7 @@ impl<'a> StreamWork<'a> {
         route: Option<&'a PathRoute>,
         negotiated: Negotiated,
         log: Option<Box<LogStart>>,
+        mark: Option<Mark>,
     ) {
         self.entries.push(Entry {
             id,
@@ -142,6 +146,7 @@ impl<'a> StreamWork<'a> {
                 route,
                 negotiated,
                 log,
+                mark,
             },
         });
     }
@@ -167,7 +172,7 @@ impl<'a> StreamWork<'a> {
         &mut self,
         cx: &mut Context<'_>,
         conn: &mut Connection,
-        logs: &mut AccessLogs,
+        ends: &mut StreamEnds,
         now: Instant,
     ) {
         // Chunks still queued (a WINDOW_UPDATE just came) go out first, so their bodies
@@ -182,7 +187,7 @@ impl<'a> StreamWork<'a> {
             let mut moved = false;
             let mut k = 0;
             while k < self.entries.len() {
-                match self.poll_entry(k, cx.waker(), conn, logs) {
+                match self.poll_entry(k, cx.waker(), conn, ends) {
                     Step::Idle => k += 1,
                     Step::Moved => {
                         moved = true;
@@ -209,7 +214,7 @@ impl<'a> StreamWork<'a> {
         k: usize,
         task: &Waker,
         conn: &mut Connection,
-        logs: &mut AccessLogs,
+        ends: &mut StreamEnds,
     ) -> Step {
         let e = &mut self.entries[k];
         let id = e.id;
@@ -227,6 +232,7 @@ impl<'a> StreamWork<'a> {
                 route,
                 negotiated,
                 log,
+                mark: started,
             } => {
                 let Poll::Ready(mut resp) = fut.as_mut().poll(&mut cx) else {
                     return Step::Idle;
@@ -235,12 +241,15 @@ impl<'a> StreamWork<'a> {
                 if let Some(r) = route {
                     r.finish(*negotiated, &mut resp);
                 }
-                let body = match (log.take(), route.and_then(|r| r.access_log.as_ref())) {
-                    (Some(start), Some(file)) => {
-                        logs.start(id, file, *start, &resp);
-                        conn.respond_logged(id, resp)
+                let file = route.and_then(|r| r.access_log.as_ref());
+                let body = match (log.take(), file, *started) {
+                    (None, _, None) => conn.respond(id, resp),
+                    (start, file, mark) => {
+                        if let (Some(start), Some(file)) = (start, file) {
+                            ends.start(id, file, *start, &resp);
+                        }
+                        conn.respond_tracked(id, resp, mark.map_or(0, Mark::to_bits))
                     }
-                    _ => conn.respond(id, resp),
                 };
                 match body {
                     Some(body) => {
@@ -270,10 +279,12 @@ impl<'a> StreamWork<'a> {
                     Step::Done
                 }
                 Poll::Ready(Some(Err(err))) => {
-                    tracing::info!(
-                        stream = id,
-                        "response body failed ({err}); resetting the stream"
-                    );
+                    if crate::log::emit_request_errors() {
+                        tracing::info!(
+                            stream = id,
+                            "response body failed ({err}); resetting the stream"
+                        );
+                    }
                     conn.reset_body(id);
                     Step::Done
                 }
@@ -401,13 +412,13 @@ mod tests {
             gate.body_polls.clone(),
         );
         let mut work = StreamWork::default();
-        let mut logs = AccessLogs::default();
-        work.add_answer(id, Box::pin(gate), None, Negotiated::NONE, None);
+        let mut ends = StreamEnds::new(false);
+        work.add_answer(id, Box::pin(gate), None, Negotiated::NONE, None, None);
         assert!(work.ready(&conn), "a new answer is polled once");
-        work.drive(&mut cx, &mut conn, &mut logs, now);
+        work.drive(&mut cx, &mut conn, &mut ends, now);
         assert_eq!(polls.get(), 1);
         assert!(!work.ready(&conn));
-        work.drive(&mut cx, &mut conn, &mut logs, now);
+        work.drive(&mut cx, &mut conn, &mut ends, now);
         assert_eq!(polls.get(), 1, "not woken: not polled");
 
         open.set(true);
@@ -418,7 +429,7 @@ mod tests {
             "the entry wakes the task"
         );
         assert!(work.ready(&conn));
-        work.drive(&mut cx, &mut conn, &mut logs, now);
+        work.drive(&mut cx, &mut conn, &mut ends, now);
         assert_eq!(polls.get(), 2);
         let f = frames(conn.output());
         let data: usize = f
@@ -437,7 +448,7 @@ mod tests {
         frame::put_settings(&mut b, &[]);
         frame::put_window_update(&mut b, id, 10_000);
         conn.recv(&mut BytesMut::from(&b[..]), now);
-        work.drive(&mut cx, &mut conn, &mut logs, now);
+        work.drive(&mut cx, &mut conn, &mut ends, now);
         assert!(work.is_empty());
         let f = frames(conn.output());
         let data: Vec<&(Head, usize)> = f.iter().filter(|(h, _)| h.kind == kind::DATA).collect();
@@ -479,16 +490,16 @@ mod tests {
             std::future::pending::<Response>().await
         };
         let mut work = StreamWork::default();
-        let mut logs = AccessLogs::default();
-        work.add_answer(id, Box::pin(fut), None, Negotiated::NONE, None);
+        let mut ends = StreamEnds::new(false);
+        work.add_answer(id, Box::pin(fut), None, Negotiated::NONE, None, None);
         let mut cx = Context::from_waker(Waker::noop());
-        work.drive(&mut cx, &mut conn, &mut logs, now);
+        work.drive(&mut cx, &mut conn, &mut ends, now);
         assert!(!dropped.get());
         let mut b = frame::PREFACE.to_vec();
         frame::put_settings(&mut b, &[]);
         frame::put_rst_stream(&mut b, id, frame::Reason::CANCEL);
         conn.recv(&mut BytesMut::from(&b[..]), now);
-        work.drive(&mut cx, &mut conn, &mut logs, now);
+        work.drive(&mut cx, &mut conn, &mut ends, now);
         assert!(dropped.get(), "the reset dropped the pending answer");
         assert!(work.is_empty());
     }

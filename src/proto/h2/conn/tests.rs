@@ -368,6 +368,62 @@ fn graceful_shutdown_sends_two_goaways() {
 }
 
 #[test]
+fn a_drain_before_the_preface_waits_for_it_then_sends_two_goaways() {
+    let now = Instant::now();
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let mut conn = Connection::new(Settings::default(), addr, addr, now);
+    conn.shutdown();
+    assert_eq!(conn.closed(), None);
+    let f = parse(conn.output());
+    assert!(
+        f.iter().all(|(h, _)| h.kind != kind::GOAWAY),
+        "no GOAWAY before the client's preface: {:?}",
+        kinds(&f)
+    );
+    conn.clear_output();
+    let mut p = Peer {
+        conn,
+        enc: Encoder::default(),
+        dec: Decoder::new(4096, 1 << 20),
+        now,
+    };
+    // The preface, SETTINGS and a request arrive together, as from a client that had not
+    // seen anything of ours yet.
+    let mut b = frame::PREFACE.to_vec();
+    frame::put_settings(&mut b, &[]);
+    b.extend(p.get(1, "/", true));
+    p.feed(&b);
+    let f = p.turn(b"ok");
+    assert_eq!(
+        kinds(&f),
+        vec![
+            (kind::SETTINGS, 0),
+            (kind::GOAWAY, 0),
+            (kind::PING, 0),
+            (kind::HEADERS, 1),
+            (kind::DATA, 1)
+        ],
+        "the request is answered, not refused"
+    );
+    assert_eq!(f[1].1[..4], MAX_WINDOW.to_be_bytes());
+    // Another request before the PING's ACK is served too; the final GOAWAY names it.
+    let req = p.get(3, "/", true);
+    let mut ack = Vec::new();
+    frame::put_ping(&mut ack, true, &f[2].1.clone().try_into().unwrap());
+    p.feed(&[req, ack].concat());
+    let f = p.turn(b"ok");
+    assert_eq!(
+        kinds(&f),
+        vec![(kind::GOAWAY, 0), (kind::HEADERS, 3), (kind::DATA, 3)]
+    );
+    assert_eq!(f[0].1[..4], 3u32.to_be_bytes());
+    assert_eq!(
+        p.conn.closed(),
+        Some(Closed::GoAway(Reason::NO_ERROR, "server stopping"))
+    );
+}
+
+#[test]
 fn reset_budget_closes_rapid_reset() {
     let cfg = Settings {
         max_resets_per_second: 10,
@@ -1171,7 +1227,7 @@ fn tracked_streams_report_what_was_sent() {
     let (c, _) = p.conn.next_request().unwrap();
     let mut r = Response::new(200);
     r.body = Body::Bytes(Bytes::from_static(b"hello"));
-    let _ = p.conn.respond_logged(a, r);
+    let _ = p.conn.respond_tracked(a, r, 7);
     let _ = p.conn.respond(c, Response::new(204));
     let f = p.output();
     let head_len = f[0].1.len() as u64;
@@ -1184,6 +1240,8 @@ fn tracked_streams_report_what_was_sent() {
         p.conn.take_done().collect::<Vec<_>>(),
         vec![StreamDone {
             id: a,
+            status: 200,
+            mark: 7,
             head_bytes: head_len,
             body_bytes: 5,
             complete: true
@@ -1197,13 +1255,14 @@ fn tracked_streams_report_what_was_sent() {
     let (id, _) = p.conn.next_request().unwrap();
     let mut r = Response::new(200);
     r.body = Body::Bytes(Bytes::from_static(b"0123456789"));
-    let _ = p.conn.respond_logged(id, r);
+    let _ = p.conn.respond_tracked(id, r, 7);
     p.output();
     let mut rst = Vec::new();
     frame::put_rst_stream(&mut rst, id, Reason::CANCEL);
     p.feed(&rst);
     let done: Vec<StreamDone> = p.conn.take_done().collect();
     assert_eq!((done[0].body_bytes, done[0].complete), (3, false));
+    assert_eq!((done[0].status, done[0].mark), (200, 7));
 }
 
 #[test]

@@ -1,20 +1,24 @@
-//! Access-log lines of HTTP/2 streams, written when the stream ends (not when it is
-//! answered), so `%O`, `%b` and the duration are what was really sent. Only routes with an
-//! access log pay for this.
+//! The ends of HTTP/2 streams. A stream's access-log line is written when the stream ends
+//! (not when it is answered), so `%O`, `%b` and the duration are what was really sent; the
+//! metrics count its request then too. Only routes with an access log, and workers that
+//! count, pay for tracking streams to their end.
 
 use super::work::LogStart;
 use crate::http::{Request, Response};
 use crate::log::{AccessLog, LogRecord};
+use crate::metrics::{self, Mark};
 use crate::proto::h2::Connection;
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
 
-/// Streams answered with `respond_logged` whose end the connection has not reported yet.
-#[derive(Default)]
-pub(crate) struct AccessLogs {
+/// Streams answered with `respond_tracked`: the log lines of those whose end the connection
+/// has not reported yet.
+pub(crate) struct StreamEnds {
     open: Vec<Open>,
+    /// This worker counts requests (`metrics::enabled`): every stream is tracked.
+    counting: bool,
 }
 
 struct Open {
@@ -27,8 +31,15 @@ struct Open {
     headers: Vec<(Bytes, Bytes)>,
 }
 
-impl AccessLogs {
-    /// Stream `id` is about to be answered with `resp` (then `respond_logged`).
+impl StreamEnds {
+    pub fn new(counting: bool) -> StreamEnds {
+        StreamEnds {
+            open: Vec::new(),
+            counting,
+        }
+    }
+
+    /// Stream `id` is about to be answered with `resp` (then `respond_tracked`).
     pub fn start(
         &mut self,
         id: u32,
@@ -47,13 +58,26 @@ impl AccessLogs {
         });
     }
 
-    /// Writes the lines of the streams that ended: the end was queued just now.
+    /// Counts the requests of the streams that ended and writes their log lines: the end
+    /// was queued just now.
     pub fn write_ended(&mut self, conn: &mut Connection) {
-        if self.open.is_empty() {
+        if self.open.is_empty() && !self.counting {
             return;
         }
         let mut now = None;
+        let mut ended = None;
         for done in conn.take_done() {
+            if self.counting {
+                // Bytes received are counted as read (every frame), not per stream.
+                metrics::request_between(
+                    metrics::Proto::Http2,
+                    done.status,
+                    0,
+                    done.head_bytes + done.body_bytes,
+                    Mark::from_bits(done.mark),
+                    *ended.get_or_insert_with(Mark::now),
+                );
+            }
             let Some(k) = self.open.iter().position(|o| o.id == done.id) else {
                 continue;
             };
@@ -90,6 +114,7 @@ mod tests {
         let file = Rc::new(RefCell::new(AccessLog::new(&AccessLogConf {
             path: path.clone(),
             format: "%s %b %O".into(),
+            escape: crate::log::Escape::Apache,
         })));
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let req = RequestBuilder {
@@ -112,14 +137,14 @@ mod tests {
         conn.clear_output();
         let mut resp = Response::new(200);
         resp.body = Body::Bytes(Bytes::from_static(b"0123456789"));
-        let mut logs = AccessLogs::default();
+        let mut logs = StreamEnds::new(false);
         let start = LogStart {
             req,
             received_at: SystemTime::now(),
             started: now,
         };
         logs.start(id, &file, start, &resp);
-        assert!(conn.respond_logged(id, resp).is_none());
+        assert!(conn.respond_tracked(id, resp, 0).is_none());
         conn.fill(now);
         let head_len = conn.output().len() - 9 - (9 + 4);
         logs.write_ended(&mut conn);

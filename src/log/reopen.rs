@@ -1,0 +1,125 @@
+//! Reopening log files after logrotate renamed them (SIGUSR1, as h2o and nginx do): the
+//! error log at once on the main thread, each worker's access logs on the worker's own
+//! thread (they are not shared), woken through a process-wide counter and `Notify`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use tokio::sync::Notify;
+
+/// Reopen requests so far; a worker compares it with the count it last acted on.
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+static WAKE: Notify = Notify::const_new();
+
+/// Reopens the error log now and asks every worker to reopen its access logs.
+pub fn request() {
+    if let Err(e) = ErrorLog::reopen() {
+        // Still writing to the old file, if any: say so there.
+        tracing::error!("{e}");
+    }
+    REQUESTS.fetch_add(1, Ordering::AcqRel);
+    WAKE.notify_waiters();
+}
+
+/// A worker's view of the reopen requests.
+pub struct Requests {
+    seen: u64,
+}
+
+impl Default for Requests {
+    fn default() -> Requests {
+        Requests {
+            seen: REQUESTS.load(Ordering::Acquire),
+        }
+    }
+}
+
+impl Requests {
+    /// Completes once a reopen was requested after the last one this saw.
+    pub async fn next(&mut self) {
+        loop {
+            let woken = WAKE.notified();
+            tokio::pin!(woken);
+            // Registered before the check, so a request between the two is not missed.
+            woken.as_mut().enable();
+            let now = REQUESTS.load(Ordering::Acquire);
+            if now != self.seen {
+                self.seen = now;
+                return;
+            }
+            woken.await;
+        }
+    }
+}
+
+/// Opens `path` for appending (created 0644), as every log file is.
+pub fn open_append(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(path)
+}
+
+/// The `error-log` file, when one is configured: the writer of the diagnostics subscriber.
+pub struct ErrorLog;
+
+static ERROR_LOG: OnceLock<(PathBuf, Mutex<File>)> = OnceLock::new();
+
+impl ErrorLog {
+    /// Opens `path` as the error log (once, at start).
+    pub fn open(path: &Path) -> Result<ErrorLog, String> {
+        let file = open_append(path)
+            .map_err(|e| format!("cannot open error-log {}: {e}", path.display()))?;
+        ERROR_LOG
+            .set((path.to_path_buf(), Mutex::new(file)))
+            .map_err(|_| "the error log is already open".to_string())?;
+        Ok(ErrorLog)
+    }
+
+    /// Opens the error log's path again (after a rename); without an error log, nothing.
+    fn reopen() -> Result<(), String> {
+        let Some((path, file)) = ERROR_LOG.get() else {
+            return Ok(());
+        };
+        let new = open_append(path)
+            .map_err(|e| format!("cannot reopen error-log {}: {e}", path.display()))?;
+        *lock(file) = new;
+        Ok(())
+    }
+}
+
+fn lock(file: &Mutex<File>) -> MutexGuard<'_, File> {
+    // A panic while writing a line leaves a usable file behind.
+    file.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One diagnostic line being written, holding the file.
+pub struct ErrorLogLine(Option<MutexGuard<'static, File>>);
+
+impl Write for ErrorLogLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &mut self.0 {
+            Some(f) => f.write(buf),
+            None => std::io::stderr().write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.0 {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for ErrorLog {
+    type Writer = ErrorLogLine;
+
+    fn make_writer(&'a self) -> ErrorLogLine {
+        ErrorLogLine(ERROR_LOG.get().map(|(_, f)| lock(f)))
+    }
+}
