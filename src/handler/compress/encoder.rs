@@ -3,9 +3,13 @@
 //! Crates, chosen by measurement (level 6 brotli on a 98 KB HTML page, best of 60 runs on this
 //! machine): the C library through `brotlic` compresses it in 1.12 ms against 1.5-1.8 ms for the
 //! pure-Rust `brotli` crate, the same 13924 bytes; h2o and nginx use the C library, so anything
-//! slower loses the CPU-per-request comparison. gzip is `flate2` on `zlib-rs` (0.68 ms at level
-//! 6, pure Rust, no C toolchain); zstd is the C library (`zstd`), the only complete encoder.
-//! Building the two C libraries costs about 50 s of one core once per clean build.
+//! slower loses the CPU-per-request comparison. gzip is `flate2` on C zlib (`libz-sys`: the
+//! system's libz when it is installed, else its bundled source built with the C compiler): its
+//! level 6 is the peers' level 6, byte for byte (29,343 bytes for bench C1's 100 KB page, like
+//! nginx), in 2.6 ms. zlib-rs and zlib-ng are twice as fast at level 6 but reach it with a
+//! different matcher (zlib-ng's "medium" strategy) whose output is 0.9% larger (29,596 bytes),
+//! so the same level no longer compares. zstd is the C library (`zstd`), the only complete
+//! encoder. Building the C libraries costs about 50 s of one core once per clean build.
 
 use super::Coding;
 use brotlic::encode::BrotliOperation;
