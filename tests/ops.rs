@@ -887,3 +887,97 @@ fn twenty_reloads_under_h2load_and_wrk_lose_no_request() {
         timings[timings.len() - 1]
     );
 }
+
+/// Sends SIGTERM to a process the test did not start itself (the upgraded spate) when dropped.
+struct Pid(i32);
+
+impl Drop for Pid {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the spate this test upgraded to.
+        unsafe { libc::kill(self.0, libc::SIGTERM) };
+    }
+}
+
+/// Waits for the log line naming the new process and returns its pid.
+fn upgraded_pid(s: &Spate, log: &mut Vec<String>) -> Pid {
+    wait_for_log(s, log, "binary upgrade: new process");
+    let line = log
+        .iter()
+        .find(|l| l.contains("binary upgrade: new process"))
+        .unwrap();
+    let pid = line
+        .split("new process ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    Pid(pid)
+}
+
+#[test]
+fn binary_upgrade_under_load_loses_no_request() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let _one_at_a_time = under_load();
+    let port = free_port();
+    let yaml = RESPOND.replace("port: 0", &format!("port: {port}"));
+    let mut s = Spate::start(&yaml);
+    let addr = s.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let h1 = {
+        let stop = stop.clone();
+        std::thread::spawn(move || h1_loop(addr, &stop))
+    };
+    let h2 = {
+        let stop = stop.clone();
+        std::thread::spawn(move || h2_loop(addr, 8, 8, &stop))
+    };
+    let wrk = tls_support::need("wrk").then(|| common::load::Load::wrk(&s.url("/"), 3));
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&s.child, libc::SIGUSR2);
+    let mut log = Vec::new();
+    let new = upgraded_pid(&s, &mut log);
+    // The old process drains and exits on its own.
+    let status = wait_timeout(&mut s.child, Duration::from_secs(15)).expect("old spate exits");
+    assert!(status.success(), "{status}");
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let (ok, failed, _) = h1.join().unwrap();
+    assert_eq!(failed, 0, "failed HTTP/1.1 requests across the upgrade");
+    assert!(ok > 100, "{ok}");
+    let (ok, failed, refused) = h2.join().unwrap();
+    assert_eq!(failed, 0, "failed HTTP/2 requests across the upgrade");
+    eprintln!("HTTP/2: {ok} answered, {refused} refused by a GOAWAY (retryable)");
+    if let Some(w) = wrk {
+        let r = w.finish(3);
+        eprintln!("{}", r.text);
+        assert_eq!((r.failed, r.non_2xx), (0, 0), "{}", r.text);
+    }
+    // The new process serves on the same port, and can itself be reloaded.
+    assert_eq!(get_at(addr, "/"), (200, "one".to_string()));
+    drop(new);
+}
+
+#[test]
+fn a_failed_binary_upgrade_leaves_the_old_process_serving() {
+    let s = Spate::start(RESPOND);
+    // The new process reads the same file: made invalid, it exits at once.
+    std::fs::write(
+        s.path().join("spate.yaml"),
+        "listen: 0\nhosts: {}\nnope: 1\n",
+    )
+    .unwrap();
+    signal(&s.child, libc::SIGUSR2);
+    let mut log = Vec::new();
+    wait_for_log(&s, &mut log, "binary upgrade failed");
+    let all = log.join("\n");
+    assert!(all.contains("exited before it was ready"), "{all}");
+    assert!(
+        all.contains("spate.yaml:3:"),
+        "the new process's own errors: {all}"
+    );
+    for _ in 0..10 {
+        assert_eq!(get_at(s.addr, "/"), (200, "one".to_string()));
+    }
+}
