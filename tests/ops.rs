@@ -981,3 +981,72 @@ fn a_failed_binary_upgrade_leaves_the_old_process_serving() {
         assert_eq!(get_at(s.addr, "/"), (200, "one".to_string()));
     }
 }
+
+/// deploy/: the Dockerfile copies files that exist, the manifest's probes and port name
+/// handlers of the configuration it ships, the unit reloads with SIGHUP, and spate accepts
+/// that configuration (`-t`) and serves it.
+#[test]
+fn the_deployment_recipe_matches_a_configuration_spate_accepts() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let docker = read("deploy/Dockerfile");
+    for line in docker
+        .lines()
+        .filter(|l| l.starts_with("COPY ") && !l.contains("--from"))
+    {
+        let src = line.split_whitespace().nth(1).unwrap();
+        if src != "." {
+            assert!(
+                root.join(src).exists(),
+                "Dockerfile copies {src}, which is missing"
+            );
+        }
+    }
+    assert!(docker.contains("COPY deploy/spate.yaml /etc/spate/spate.yaml"));
+    assert!(docker.contains(r#"CMD ["-c", "/etc/spate/spate.yaml"]"#));
+    let unit = read("deploy/spate.service");
+    assert!(unit.contains("ExecReload=/bin/kill -HUP $MAINPID"));
+    assert!(unit.contains("ExecStart=/usr/local/bin/spate -c /etc/spate/spate.yaml"));
+    let kube = read("deploy/kubernetes.yaml");
+    assert!(kube.contains(r#"args: ["-c", "/etc/spate/spate.yaml"]"#));
+    assert!(kube.contains("mountPath: /etc/spate"));
+    let conf = read("deploy/spate.yaml");
+    assert!(kube.contains("containerPort: 8080") && conf.contains("port: 8080"));
+    // Each probe path is a handler of the shipped configuration.
+    for (probe, handler) in [("/-/ready", "readiness: ON"), ("/-/status", "status: ON")] {
+        assert!(kube.contains(&format!("path: {probe}")), "{probe}");
+        let at = conf.find(&format!("{probe}:")).unwrap();
+        assert!(
+            conf[at..].lines().nth(1).unwrap().contains(handler),
+            "{probe}"
+        );
+    }
+    // The configuration as the image has it: the site at /srv/site, here the example site.
+    let local = conf.replace(
+        "/srv/site",
+        &root.join("examples/site").display().to_string(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spate.yaml");
+    std::fs::write(&path, &local).unwrap();
+    let out = Command::new(BIN)
+        .arg("-t")
+        .arg("-c")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And it serves: the probes answer 200 and the site is there.
+    let s = Spate::start(
+        &local
+            .replace("host: 0.0.0.0", "host: 127.0.0.1")
+            .replace("port: 8080", "port: 0"),
+    );
+    assert_eq!(get_at(s.addr, "/-/ready").0, 200);
+    assert_eq!(get_at(s.addr, "/-/status").0, 200);
+    assert_eq!(get_at(s.addr, "/hello.txt").0, 200);
+}
