@@ -16,6 +16,7 @@ mod h2;
 mod listen;
 mod tls_transport;
 mod transport;
+mod upgrade;
 mod worker;
 
 use crate::config::{Config, ListenKind};
@@ -36,6 +37,8 @@ pub struct Server {
     signals: Signals,
     /// Every listen address with its sockets; workers get duplicates of these descriptors.
     listeners: Vec<Bound>,
+    /// The executable we were started from: SIGUSR2 starts it again (binary upgrade).
+    exe: Option<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -53,7 +56,11 @@ impl std::error::Error for StartError {}
 impl Server {
     /// Binds every listener, one socket per worker. A port of 0 is resolved once and shared.
     pub fn bind(config: Config) -> Result<Server, StartError> {
-        let listeners = Bound::reconcile(&[], &config).map_err(StartError)?;
+        // Started by a binary upgrade: the previous process's sockets, kept where still
+        // configured (the others close here).
+        let inherited = upgrade::inherited().map_err(StartError)?;
+        let listeners = Bound::reconcile(&inherited, &config).map_err(StartError)?;
+        drop(inherited);
         raise_open_file_limit();
         let signals =
             Signals::register().map_err(|e| StartError(format!("cannot handle signals: {e}")))?;
@@ -62,6 +69,7 @@ impl Server {
             source: None,
             signals,
             listeners,
+            exe: std::env::current_exe().ok(),
         })
     }
 
@@ -94,10 +102,19 @@ impl Server {
         });
         let mut current = Generation::start(self.config.clone(), &self.listeners, &shared)
             .map_err(std::io::Error::other)?;
+        upgrade::report_ready();
         let mut draining: Vec<Generation> = Vec::new();
+        // After a binary upgrade the new process serves: we drain as for a reload, then exit.
+        let mut last = Phase::Stopping;
         loop {
             match self.signals.next() {
                 Signal::Stop => break,
+                Signal::Upgrade => {
+                    if self.upgrade() {
+                        last = Phase::Draining;
+                        break;
+                    }
+                }
                 Signal::Reopen => {
                     tracing::info!("SIGUSR1: reopening log files");
                     crate::log::reopen::request();
@@ -119,12 +136,35 @@ impl Server {
         }
         draining.push(current);
         for g in &draining {
-            g.set(Phase::Stopping);
+            g.set(last);
         }
         for g in draining {
             g.join();
         }
         Ok(())
+    }
+
+    /// SIGUSR2: starts the new executable on our sockets. True once it serves.
+    fn upgrade(&self) -> bool {
+        let Some(exe) = &self.exe else {
+            tracing::error!("binary upgrade failed: the path of the executable is unknown");
+            return false;
+        };
+        tracing::info!("SIGUSR2: binary upgrade, starting {}", exe.display());
+        let started = Instant::now();
+        match upgrade::start(exe, &self.listeners) {
+            Ok(pid) => {
+                tracing::info!(
+                    "binary upgrade: new process {pid} serves (ready in {} ms); this one drains and exits",
+                    started.elapsed().as_millis()
+                );
+                true
+            }
+            Err(e) => {
+                tracing::error!("binary upgrade failed: {e}; still serving");
+                false
+            }
+        }
     }
 
     /// Reads the configuration again and starts workers with it on the same sockets. On any
@@ -446,6 +486,8 @@ enum Signal {
     Reload,
     /// SIGUSR1: reopen log files (logrotate).
     Reopen,
+    /// SIGUSR2: binary upgrade.
+    Upgrade,
 }
 
 /// Signal handlers on a small runtime of the main thread.
@@ -455,6 +497,7 @@ struct Signals {
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
     usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -468,6 +511,7 @@ impl Signals {
         let int = signal(SignalKind::interrupt())?;
         let hup = signal(SignalKind::hangup())?;
         let usr1 = signal(SignalKind::user_defined1())?;
+        let usr2 = signal(SignalKind::user_defined2())?;
         drop(_guard);
         Ok(Signals {
             rt,
@@ -475,6 +519,7 @@ impl Signals {
             int,
             hup,
             usr1,
+            usr2,
         })
     }
 
@@ -486,6 +531,7 @@ impl Signals {
                 _ = self.int.recv() => Signal::Stop,
                 _ = self.hup.recv() => Signal::Reload,
                 _ = self.usr1.recv() => Signal::Reopen,
+                _ = self.usr2.recv() => Signal::Upgrade,
             }
         })
     }
