@@ -271,7 +271,7 @@ impl<T: Transport> Conn<'_, T> {
         } = resp;
         let body_len = if req.is_head() { 0 } else { body.len() };
         let total = self
-            .send(&req, status, &headers, body, keep_alive, true)
+            .send::<true>(&req, status, &headers, body, keep_alive)
             .await?;
         if let Some(started) = counted {
             let body_in = match framing {
@@ -309,14 +309,15 @@ impl<T: Transport> Conn<'_, T> {
 
     /// Writes the head and body of `resp` into the write buffer, or straight to the socket
     /// for large and file bodies. Returns the bytes of the response.
-    async fn send(
+    /// `DATE`: write our Date field (the slow path leaves a proxied response's own). A const
+    /// parameter so the fast path has its own copy, inlined as before the slow path existed.
+    async fn send<const DATE: bool>(
         &mut self,
         req: &Request,
         status: u16,
         headers: &[(Bytes, Bytes)],
         body: Body,
         keep_alive: bool,
-        date: bool,
     ) -> Result<u64, Close> {
         let head_len = h1::write_head(
             &mut self.wbuf,
@@ -326,7 +327,7 @@ impl<T: Transport> Conn<'_, T> {
                 content_length: Some(body.len()),
                 keep_alive,
                 server_line: &self.ctx.server_line,
-                date,
+                date: DATE,
             },
         ) as u64;
         if req.is_head() || status == 304 || status == 204 {

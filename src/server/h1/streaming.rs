@@ -286,8 +286,13 @@ impl<'a, T: Transport> Conn<'a, T> {
             Body::Stream(s) => s,
             body => {
                 sent.body = if req.is_head() { 0 } else { body.len() };
+                if !has_date {
+                    let now = crate::http::date::with_now(|d| Bytes::copy_from_slice(d));
+                    headers.push((Bytes::from_static(b"Date"), now));
+                }
+                // `send::<false>`: the fast path keeps `send::<true>` to itself.
                 sent.total = self
-                    .send(req, status, &headers, body, *keep_alive, !has_date)
+                    .send::<false>(req, status, &headers, body, *keep_alive)
                     .await?;
                 sent.total -= sent.body;
                 sent.headers = headers;
