@@ -9,6 +9,8 @@
 //! gets duplicates of the same listening sockets (so connections waiting in an accept queue are
 //! not lost), and once every new worker is set up the old generation drains: it stops
 //! accepting, answers what it has, and ends within `shutdown-timeout`.
+// Peer input must never panic: outside tests, no unwrap or expect here.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod buffers;
 mod h1;

@@ -10,6 +10,8 @@
 //!
 //! Errors say which side failed ([`Side`]), as Pingora's do: 502 when the backend cannot be
 //! reached or answers malformed, 504 when it does not answer in time.
+// Peer input must never panic: outside tests, no unwrap or expect here.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod conn;
 mod exchange;
