@@ -1,6 +1,7 @@
 //! The client direction of the codec, for the upstream client: request heads are serialized,
 //! response heads parsed, with the framing decision (RFC 9112 6.3) made once, here.
 
+use super::framing::{self, FramingError, MessageFraming};
 use super::write::itoa;
 use crate::http::{Method, Version};
 use std::ops::Range;
@@ -119,26 +120,21 @@ pub fn parse_response_head(
     let (Some(status), Some(minor)) = (resp.code, resp.version) else {
         return Err(MalformedResponse("incomplete status line"));
     };
-    let version = if minor == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
-    let range_of = |s: &[u8]| {
-        let start = s.as_ptr() as usize - buf.as_ptr() as usize;
-        start..start + s.len()
-    };
-    let mut framing = Framing::default();
+    let version = framing::version(minor);
+    let range_of = |s: &[u8]| framing::span(buf, s);
+    let mut framing = MessageFraming::default();
     let mut fields = Vec::with_capacity(resp.headers.len());
     for h in resp.headers.iter() {
-        framing.observe(h.name.as_bytes(), h.value)?;
+        framing
+            .observe(h.name.as_bytes(), h.value)
+            .map_err(response_error)?;
         fields.push((range_of(h.name.as_bytes()), range_of(h.value)));
     }
     let bodiless = head_request || status < 200 || status == 204 || status == 304;
     let body = if bodiless {
         ResponseFraming::None
     } else {
-        framing.body()?
+        response_body(&framing)?
     };
     let keep_alive = !framing.close
         && body != ResponseFraming::UntilClose
@@ -154,81 +150,37 @@ pub fn parse_response_head(
     }))
 }
 
-/// Framing-relevant fields of a response head.
-#[derive(Default)]
-struct Framing {
-    content_length: Option<u64>,
-    chunked: bool,
-    transfer_encoding: bool,
-    close: bool,
-    keep_alive: bool,
+/// What the client gets when a backend's framing cannot be trusted (502).
+fn response_error(e: FramingError) -> MalformedResponse {
+    MalformedResponse(match e {
+        FramingError::InvalidLength => "invalid Content-Length",
+        FramingError::ConflictingLength => "conflicting Content-Length",
+        // Only `chunked` alone: another coding would reach the client undecoded.
+        FramingError::ChunkedNotLast | FramingError::UnsupportedCoding => {
+            "unsupported transfer coding"
+        }
+    })
 }
 
-impl Framing {
-    fn observe(&mut self, name: &[u8], value: &[u8]) -> Result<(), MalformedResponse> {
-        if name.eq_ignore_ascii_case(b"content-length") {
-            for item in value.split(|&b| b == b',') {
-                let n = parse_length(item.trim_ascii())
-                    .ok_or(MalformedResponse("invalid Content-Length"))?;
-                if self.content_length.is_some_and(|old| old != n) {
-                    return Err(MalformedResponse("conflicting Content-Length"));
-                }
-                self.content_length = Some(n);
-            }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            self.transfer_encoding = true;
-            for coding in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                if coding.is_empty() {
-                    continue;
-                }
-                // Only `chunked` alone: another coding would reach the client undecoded.
-                if self.chunked || !coding.eq_ignore_ascii_case(b"chunked") {
-                    return Err(MalformedResponse("unsupported transfer coding"));
-                }
-                self.chunked = true;
-            }
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                if token.eq_ignore_ascii_case(b"close") {
-                    self.close = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    self.keep_alive = true;
-                }
-            }
+/// Where a response body (one the status allows) ends.
+fn response_body(m: &MessageFraming) -> Result<ResponseFraming, MalformedResponse> {
+    if m.transfer_encoding {
+        // RFC 9112 6.3 lets Transfer-Encoding win, but also calls the pair a sign of
+        // smuggling; a proxy has no reason to trust it.
+        if m.content_length.is_some() {
+            return Err(MalformedResponse(
+                "both Content-Length and Transfer-Encoding",
+            ));
         }
-        Ok(())
-    }
-
-    fn body(&self) -> Result<ResponseFraming, MalformedResponse> {
-        if self.transfer_encoding {
-            // RFC 9112 6.3 lets Transfer-Encoding win, but also calls the pair a sign of
-            // smuggling; a proxy has no reason to trust it.
-            if self.content_length.is_some() {
-                return Err(MalformedResponse(
-                    "both Content-Length and Transfer-Encoding",
-                ));
-            }
-            if !self.chunked {
-                return Err(MalformedResponse("empty Transfer-Encoding"));
-            }
-            return Ok(ResponseFraming::Chunked);
+        if !m.chunked {
+            return Err(MalformedResponse("empty Transfer-Encoding"));
         }
-        Ok(match self.content_length {
-            Some(n) => ResponseFraming::Length(n),
-            None => ResponseFraming::UntilClose,
-        })
+        return Ok(ResponseFraming::Chunked);
     }
-}
-
-fn parse_length(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(
-        digits
-            .iter()
-            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')),
-    )
+    Ok(match m.content_length {
+        Some(n) => ResponseFraming::Length(n),
+        None => ResponseFraming::UntilClose,
+    })
 }
 
 #[cfg(test)]

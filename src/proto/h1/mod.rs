@@ -4,6 +4,7 @@
 
 mod chunked;
 mod client;
+mod framing;
 mod parse;
 mod write;
 

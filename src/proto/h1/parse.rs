@@ -1,6 +1,7 @@
 //! Request head parsing: request line, header fields, and the framing decisions
 //! (Content-Length, Transfer-Encoding, keep-alive, Expect) made once, here.
 
+use super::framing::{self, FramingError, MessageFraming};
 use super::Error;
 use crate::http::{Method, Version};
 use std::mem::MaybeUninit;
@@ -88,15 +89,8 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error
     if path.len() > limits.target_size {
         return Err(Error::TargetTooLong);
     }
-    let version = if minor == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
-    let range_of = |s: &[u8]| {
-        let start = s.as_ptr() as usize - buf.as_ptr() as usize;
-        start..start + s.len()
-    };
+    let version = framing::version(minor);
+    let range_of = |s: &[u8]| framing::span(buf, s);
     let method = Method::from_bytes(method.as_bytes());
     let (target, authority) = split_target(path.as_bytes(), &method)?;
     let target = range_of(target);
@@ -116,8 +110,8 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error
     }
     let body = framing.body(version, limits)?;
     let keep_alive = match version {
-        Version::Http11 => !framing.close,
-        _ => framing.keep_alive && !framing.close,
+        Version::Http11 => !framing.message.close,
+        _ => framing.message.keep_alive && !framing.message.close,
     };
     Ok(Some(Head {
         method,
@@ -135,55 +129,19 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error
 /// Framing-relevant header fields seen while scanning the head.
 #[derive(Default)]
 struct Framing {
-    content_length: Option<u64>,
-    chunked: bool,
-    transfer_encoding: bool,
+    message: MessageFraming,
     hosts: usize,
-    close: bool,
-    keep_alive: bool,
     expect_continue: bool,
 }
 
 impl Framing {
     fn observe(&mut self, name: &str, value: &[u8]) -> Result<(), Error> {
         let name = name.as_bytes();
-        if name.eq_ignore_ascii_case(b"content-length") {
-            // `5, 5` is a list of equal values; any disagreement is a smuggling attempt.
-            for item in value.split(|&b| b == b',') {
-                let n = parse_length(item.trim_ascii())?;
-                if self.content_length.is_some_and(|old| old != n) {
-                    return Err(Error::BadRequest("conflicting Content-Length"));
-                }
-                self.content_length = Some(n);
-            }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            self.transfer_encoding = true;
-            for coding in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                if coding.is_empty() {
-                    continue;
-                }
-                if self.chunked {
-                    // Nothing may follow chunked: the body's end would be unknowable.
-                    return Err(Error::BadRequest(
-                        "chunked is not the final transfer coding",
-                    ));
-                }
-                if coding.eq_ignore_ascii_case(b"chunked") {
-                    self.chunked = true;
-                } else {
-                    return Err(Error::NotImplemented("unsupported transfer coding"));
-                }
-            }
-        } else if name.eq_ignore_ascii_case(b"host") {
+        if self.message.observe(name, value).map_err(request_error)? {
+            return Ok(());
+        }
+        if name.eq_ignore_ascii_case(b"host") {
             self.hosts += 1;
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                if token.eq_ignore_ascii_case(b"close") {
-                    self.close = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    self.keep_alive = true;
-                }
-            }
         } else if name.eq_ignore_ascii_case(b"expect") {
             if value.trim_ascii().eq_ignore_ascii_case(b"100-continue") {
                 self.expect_continue = true;
@@ -195,8 +153,9 @@ impl Framing {
     }
 
     fn body(&self, version: Version, limits: &HeadLimits) -> Result<BodyFraming, Error> {
-        if self.transfer_encoding {
-            if self.content_length.is_some() {
+        let m = &self.message;
+        if m.transfer_encoding {
+            if m.content_length.is_some() {
                 return Err(Error::BadRequest(
                     "both Content-Length and Transfer-Encoding",
                 ));
@@ -206,12 +165,12 @@ impl Framing {
                     "Transfer-Encoding in an HTTP/1.0 request",
                 ));
             }
-            if !self.chunked {
+            if !m.chunked {
                 return Err(Error::BadRequest("empty Transfer-Encoding"));
             }
             return Ok(BodyFraming::Chunked);
         }
-        match self.content_length {
+        match m.content_length {
             Some(n) if n > limits.body_size => Err(Error::BodyTooLarge),
             Some(0) | None => Ok(BodyFraming::None),
             Some(n) => Ok(BodyFraming::Length(n)),
@@ -219,13 +178,16 @@ impl Framing {
     }
 }
 
-fn parse_length(digits: &[u8]) -> Result<u64, Error> {
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(Error::BadRequest("invalid Content-Length"));
+/// What a request with untrustworthy framing gets.
+fn request_error(e: FramingError) -> Error {
+    match e {
+        FramingError::InvalidLength => Error::BadRequest("invalid Content-Length"),
+        FramingError::ConflictingLength => Error::BadRequest("conflicting Content-Length"),
+        FramingError::ChunkedNotLast => {
+            Error::BadRequest("chunked is not the final transfer coding")
+        }
+        FramingError::UnsupportedCoding => Error::NotImplemented("unsupported transfer coding"),
     }
-    Ok(digits
-        .iter()
-        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
 }
 
 /// Splits an absolute-form target into its path and authority; checks the other forms.
