@@ -149,7 +149,7 @@ fn set<T>(slot: &mut T, value: Option<T>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::config::yaml::NodeKind;
     use crate::config::{
@@ -159,7 +159,8 @@ mod tests {
     use std::path::PathBuf;
     use std::time::Duration;
 
-    fn ok(text: &str) -> Config {
+    /// The configuration `text` loads to (from `/etc/spate/t.yaml`); panics on errors.
+    pub(in crate::config) fn ok(text: &str) -> Config {
         match load_str(text, "/etc/spate/t.yaml") {
             Ok(c) => c,
             Err(e) => panic!("unexpected errors: {e:?}"),
@@ -167,7 +168,7 @@ mod tests {
     }
 
     /// Every error as `file:line: message`.
-    fn errors(text: &str) -> Vec<String> {
+    pub(in crate::config) fn errors(text: &str) -> Vec<String> {
         match load_str(text, "t.yaml") {
             Ok(_) => panic!("expected errors"),
             Err(e) => e.iter().map(|e| e.to_string()).collect(),
@@ -217,15 +218,9 @@ mod tests {
     /// A seed configuration with its placeholders replaced as the seeds' README says.
     fn seed(text: &str) -> String {
         let (crt, key) = cert();
-        text.replace("/path/to/htdocs", "/srv/docroot")
-            .replace("/usr/local/nginx/html", "/srv/docroot")
-            .replace("/path/to/server.crt", crt)
-            .replace("/path/to/server.key", key)
-            .replace("/certs/localhost.pem", crt)
-            .replace("/certs/localhost.key", key)
-            .replace("/app/log/", "/srv/log/")
-            // Through markers, so a new port is not matched by a later replacement.
-            .replace("3000", "<A>")
+        // Ports first, through markers, so a new port is not matched by a later replacement;
+        // paths after, so a port pattern never hits the certificate's path (it has our pid).
+        text.replace("3000", "<A>")
             .replace("3001", "<B>")
             .replace("443", "<C>")
             .replace("80", "<D>")
@@ -233,6 +228,13 @@ mod tests {
             .replace("<B>", "18001")
             .replace("<C>", "18443")
             .replace("<D>", "18080")
+            .replace("/path/to/htdocs", "/srv/docroot")
+            .replace("/usr/local/nginx/html", "/srv/docroot")
+            .replace("/path/to/server.crt", crt)
+            .replace("/path/to/server.key", key)
+            .replace("/certs/localhost.pem", crt)
+            .replace("/certs/localhost.key", key)
+            .replace("/app/log/", "/srv/log/")
     }
 
     const SEED_WEB: &str = include_str!("testdata/seed-000-h2-benchmark-2015--web.yaml");
