@@ -307,7 +307,8 @@ fn split_host_port<'a>(authority: &'a str, url: &str) -> Result<(&'a str, Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{load_str, Config, HandlerConf, HeaderOp};
+    use crate::config::load::tests::{errors, ok};
+    use crate::config::{Config, HandlerConf, HeaderOp};
     use std::path::PathBuf;
 
     fn url(text: &str) -> UpstreamUrl {
@@ -476,20 +477,6 @@ mod tests {
             matches!(&e, Err(m) if m.contains("is too long (121 bytes; at most 107)")),
             "{e:?}"
         );
-    }
-
-    fn ok(text: &str) -> Config {
-        match load_str(text, "/etc/spate/t.yaml") {
-            Ok(c) => c,
-            Err(e) => panic!("unexpected errors: {e:?}"),
-        }
-    }
-
-    fn errors(text: &str) -> Vec<String> {
-        match load_str(text, "t.yaml") {
-            Ok(_) => panic!("expected errors"),
-            Err(e) => e.iter().map(|e| e.to_string()).collect(),
-        }
     }
 
     /// The proxy configuration of `prefix` on the first host.

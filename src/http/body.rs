@@ -170,12 +170,6 @@ impl RequestBody {
             }
         }
     }
-
-    /// Whether the whole body has arrived and been read (nothing more will come).
-    pub fn is_end(&self) -> bool {
-        let p = self.shared.borrow();
-        p.chunks.is_empty() && matches!(p.end, Some(Ok(None)))
-    }
 }
 
 impl fmt::Debug for RequestBody {
@@ -298,7 +292,6 @@ mod tests {
         ));
         assert_eq!(poll(&mut r), Poll::Ready(None));
         assert_eq!(poll(&mut r), Poll::Ready(None));
-        assert!(r.is_end());
         assert_eq!(w.take_consumed(), 2);
     }
 

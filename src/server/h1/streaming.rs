@@ -13,7 +13,7 @@ use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
 use crate::server::transport::Transport;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -345,7 +345,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                     let take = (self.rbuf.len() as u64).min(*n) as usize;
                     *n -= take as u64;
                     *received += take as u64;
-                    w.push(split_frozen(&mut self.rbuf, take));
+                    w.push(self.rbuf.split_to(take).freeze());
                     if *n == 0 {
                         w.finish(None);
                         *body_in = BodyIn::Done;
@@ -381,11 +381,6 @@ impl<'a, T: Transport> Conn<'a, T> {
 /// Whether the handler's pipe may take another read's worth of body.
 fn has_room(w: &BodyWriter) -> bool {
     w.buffered() < READ_BUFFER
-}
-
-/// The first `n` bytes of `buf` as `Bytes`, without copying.
-fn split_frozen(buf: &mut BytesMut, n: usize) -> Bytes {
-    buf.split_to(n).freeze()
 }
 
 /// Moves the response forward: polls the pending answer, or gathers ready body pieces into
