@@ -75,6 +75,8 @@ struct Local {
     /// Request durations: one count per bucket (the last is +Inf), and the sum.
     duration: [Cell<u64>; 11],
     duration_sum_us: Cell<u64>,
+    /// Proxy tunnels (WebSocket and other upgrades): opened in all, open now.
+    tunnels: [Cell<u64>; 2],
 }
 
 thread_local! {
@@ -91,6 +93,7 @@ thread_local! {
             resets: [[const { Cell::new(0) }; H2_CODES], [const { Cell::new(0) }; H2_CODES]],
             duration: [const { Cell::new(0) }; 11],
             duration_sum_us: Cell::new(0),
+            tunnels: [const { Cell::new(0) }; 2],
         }
     };
     /// Per backend (proxy URL): requests and errors (502/504 answered for it). Apart from
@@ -264,6 +267,33 @@ impl Drop for OpenConnection {
     }
 }
 
+/// A proxy tunnel, counted open while this lives.
+pub struct OpenTunnel(bool);
+
+impl OpenTunnel {
+    pub fn new() -> OpenTunnel {
+        LOCAL.with(|l| {
+            if !l.on.get() {
+                return OpenTunnel(false);
+            }
+            bump(&l.tunnels[0], 1);
+            bump(&l.tunnels[1], 1);
+            OpenTunnel(true)
+        })
+    }
+}
+
+impl Drop for OpenTunnel {
+    fn drop(&mut self) {
+        if self.0 {
+            LOCAL.with(|l| {
+                let c = &l.tunnels[1];
+                c.set(c.get().saturating_sub(1));
+            });
+        }
+    }
+}
+
 /// An HTTP/2 RST_STREAM with error `code` was sent or received.
 pub fn h2_reset(direction: Direction, code: u32) {
     LOCAL.with(|l| {
@@ -331,6 +361,8 @@ pub struct Snapshot {
     pub resets: [[u64; H2_CODES]; 2],
     pub duration: [u64; 11],
     pub duration_sum_us: u64,
+    /// Proxy tunnels opened in all, and open now.
+    pub tunnels: [u64; 2],
     pub backends: Vec<(Arc<str>, u64, u64)>,
     pub goaways: Vec<GoAways>,
 }
@@ -348,6 +380,7 @@ impl Snapshot {
             resets: l.resets.each_ref().map(|d| d.each_ref().map(Cell::get)),
             duration: l.duration.each_ref().map(Cell::get),
             duration_sum_us: l.duration_sum_us.get(),
+            tunnels: l.tunnels.each_ref().map(Cell::get),
             backends: BACKENDS.with(|b| b.borrow().clone()),
             goaways: GOAWAYS.with(|g| g.borrow().clone()),
         })
@@ -371,6 +404,7 @@ impl Snapshot {
             (&mut self.open_proto[..], &o.open_proto[..]),
             (&mut self.handshakes[..], &o.handshakes[..]),
             (&mut self.duration[..], &o.duration[..]),
+            (&mut self.tunnels[..], &o.tunnels[..]),
         ];
         for (a, b) in pairs {
             for (x, y) in a.iter_mut().zip(b) {
@@ -431,6 +465,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         resets: [[0; H2_CODES]; 2],
         duration: [0; 11],
         duration_sum_us: 0,
+        tunnels: [0; 2],
         backends: Vec::new(),
         goaways: Vec::new(),
     },
@@ -482,6 +517,7 @@ impl Drop for Slot {
         let mut snap = Snapshot::local();
         snap.open = [0; 2];
         snap.open_proto = [0; 2];
+        snap.tunnels[1] = 0;
         OWN_SLOT.with(|own| *own.borrow_mut() = None);
         let mut r = registry();
         r.slots.retain(|s| !Arc::ptr_eq(s, &self.0));
@@ -577,6 +613,18 @@ pub fn prometheus(s: &Snapshot) -> String {
             PROTOS[p]
         );
     }
+    let _ = writeln!(
+        o,
+        "# HELP spate_proxy_tunnels_total Proxy tunnels (WebSocket and other upgrades) opened."
+    );
+    let _ = writeln!(o, "# TYPE spate_proxy_tunnels_total counter");
+    let _ = writeln!(o, "spate_proxy_tunnels_total {}", s.tunnels[0]);
+    let _ = writeln!(
+        o,
+        "# HELP spate_proxy_tunnels_open Proxy tunnels open now."
+    );
+    let _ = writeln!(o, "# TYPE spate_proxy_tunnels_open gauge");
+    let _ = writeln!(o, "spate_proxy_tunnels_open {}", s.tunnels[1]);
     let _ = writeln!(
         o,
         "# HELP spate_http2_resets_total HTTP/2 RST_STREAM frames, by direction and error code."

@@ -908,7 +908,7 @@ hosts:
         header.set: \"Bad Name: x\"
         file.index: index.html
       /x:
-        proxy.tunnel: ON
+        proxy.connect: ON
         compress: {lzma: 1}
   nopaths:
     file.etag: ON
@@ -931,7 +931,7 @@ hosts:
                 "t.yaml:21: header.add expects \"Name: value\", got \"NoColon\"",
                 "t.yaml:22: header.set: \"Bad Name\" is not a valid header name",
                 "t.yaml:23: file.index expects a sequence of file names, got \"index.html\"",
-                "t.yaml:25: proxy.tunnel is not supported yet",
+                "t.yaml:25: proxy.connect is not supported yet",
                 "t.yaml:26: compress: unknown algorithm \"lzma\" (br, zstd or gzip)",
                 "t.yaml:27: host \"nopaths\" has no paths",
             ]

@@ -73,6 +73,15 @@ pub enum ListenKind {
 }
 
 impl Config {
+    /// Whether some path tunnels (`proxy.tunnel`): only then does HTTP/2 advertise
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441).
+    pub fn has_tunnel(&self) -> bool {
+        self.hosts
+            .iter()
+            .flat_map(|h| &h.paths)
+            .any(|p| matches!(&p.handler, HandlerConf::Proxy(c) if c.tunnel))
+    }
+
     /// Whether some path exposes counters (`status` or `metrics`): only then are they kept.
     pub fn wants_metrics(&self) -> bool {
         self.hosts
@@ -228,6 +237,13 @@ pub struct ProxyConf {
     /// spate's own `proxy.max-idle-connections` (default 1024): idle pooled connections kept per
     /// backend per worker.
     pub max_idle_connections: usize,
+    /// `proxy.tunnel` (OFF; h2o 2.2's `proxy.websocket: ON` turns it on too): an HTTP/1.1
+    /// `Upgrade` request or an HTTP/2 extended CONNECT (RFC 8441) becomes a tunnel to the
+    /// backend once it answers 101.
+    pub tunnel: bool,
+    /// How long a tunnel may carry nothing either way: h2o 2.2's `proxy.websocket.timeout`
+    /// (ms) when set, else `proxy.timeout.io`, as current h2o does.
+    pub tunnel_timeout: Duration,
 }
 
 impl ProxyConf {
@@ -249,6 +265,8 @@ impl ProxyConf {
             expect: false,
             forward_close_connection: false,
             max_idle_connections: ProxyConf::DEFAULT_MAX_IDLE_CONNECTIONS,
+            tunnel: false,
+            tunnel_timeout: ProxyConf::DEFAULT_IO_TIMEOUT,
         }
     }
 

@@ -26,6 +26,8 @@ pub(super) struct ProxyOpts {
     expect: Option<bool>,
     forward_close_connection: Option<bool>,
     max_idle_connections: Option<usize>,
+    tunnel: Option<bool>,
+    websocket_timeout: Option<Duration>,
 }
 
 impl ProxyOpts {
@@ -69,6 +71,11 @@ impl ProxyOpts {
             "proxy.max-idle-connections" => {
                 set(&mut self.max_idle_connections, ctx.int(name, v, 0))
             }
+            // h2o 2.2 named the switch `proxy.websocket`; current h2o `proxy.tunnel`.
+            "proxy.tunnel" | "proxy.websocket" => set(&mut self.tunnel, ctx.bool(name, v)),
+            "proxy.websocket.timeout" => {
+                set(&mut self.websocket_timeout, millis(ctx, name, v, 1))
+            }
             _ => return false,
         }
         true
@@ -103,6 +110,8 @@ impl ProxyOpts {
                 .forward_close_connection
                 .unwrap_or(d.forward_close_connection),
             max_idle_connections: self.max_idle_connections.unwrap_or(d.max_idle_connections),
+            tunnel: self.tunnel.unwrap_or(d.tunnel),
+            tunnel_timeout: self.websocket_timeout.unwrap_or(io),
             upstream: d.upstream,
         }
     }

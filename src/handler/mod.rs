@@ -118,6 +118,11 @@ impl Router {
         self.route(req).is_some_and(|r| r.handler.streams_body())
     }
 
+    /// Whether the handler for `req` tunnels upgrades ([`Handler::tunnels`]).
+    pub fn tunnels(&self, req: &Request) -> bool {
+        self.route(req).is_some_and(|r| r.handler.tunnels())
+    }
+
     // Inlined into `handle` (the inline path) although `streams_body` calls it too.
     #[inline(always)]
     fn route(&self, req: &Request) -> Option<&PathRoute> {

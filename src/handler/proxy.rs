@@ -5,6 +5,8 @@
 mod headers;
 #[cfg(test)]
 mod tests;
+mod tunnel;
+mod websocket;
 
 use crate::config::ProxyConf;
 use crate::handler::headers::HeaderRewriter;
@@ -19,6 +21,8 @@ pub struct ProxyHandler {
     backend: Rc<Backend>,
     pool: Rc<Pool>,
     conv: Rc<Conversion>,
+    /// `proxy.tunnel`: upgrades become tunnels that close after this long idle.
+    tunnel_timeout: Option<std::time::Duration>,
 }
 
 /// What the header conversion needs, shared by the handler and its pending answers.
@@ -66,12 +70,16 @@ impl ProxyHandler {
                 forward_close_connection: conf.forward_close_connection,
                 request_commands: HeaderRewriter::new(&conf.headers),
             }),
+            tunnel_timeout: conf.tunnel.then_some(conf.tunnel_timeout),
         }
     }
 }
 
 impl Handler for ProxyHandler {
     fn handle(&self, req: &Request) -> Answer {
+        if let Some(answer) = self.tunnel(req) {
+            return answer;
+        }
         let up = UpstreamRequest {
             method: req.method.clone(),
             target: self.conv.target(req.target()),
@@ -97,6 +105,10 @@ impl Handler for ProxyHandler {
 
     fn streams_body(&self) -> bool {
         true
+    }
+
+    fn tunnels(&self) -> bool {
+        self.tunnel_timeout.is_some()
     }
 }
 

@@ -29,6 +29,13 @@ pub trait Handler {
     fn streams_body(&self) -> bool {
         false
     }
+
+    /// Whether this handler turns a protocol upgrade (HTTP/1.1 `Upgrade`, HTTP/2 extended
+    /// CONNECT) into a tunnel: it answers 101 (HTTP/1.1) or 200 (HTTP/2) with a body that
+    /// streams what the other end sends, and reads the client's bytes as the request body.
+    fn tunnels(&self) -> bool {
+        false
+    }
 }
 
 /// A handler's answer.

@@ -116,6 +116,8 @@ pub struct Request {
     target: Span,
     authority: Option<Span>,
     fields: Vec<(Span, Span)>,
+    /// HTTP/2 `:protocol` of an extended CONNECT (RFC 8441), set by the codec.
+    protocol: Option<Span>,
 }
 
 impl Request {
@@ -209,6 +211,16 @@ impl Request {
         self.body = BodySlot(Cell::new(Some(body)));
     }
 
+    /// The `:protocol` of an HTTP/2 extended CONNECT (`websocket`), if this is one.
+    pub fn protocol(&self) -> Option<&[u8]> {
+        self.protocol.as_ref().map(|s| self.slice(s))
+    }
+
+    /// Records the `:protocol` pseudo-header, a range of the head (HTTP/2 codec only).
+    pub fn set_protocol(&mut self, span: Range<usize>) {
+        self.protocol = Some(span);
+    }
+
     fn slice(&self, span: &Span) -> &[u8] {
         &self.head[span.clone()]
     }
@@ -241,6 +253,7 @@ impl RequestBuilder {
             target: self.target,
             authority: self.authority,
             fields: self.fields,
+            protocol: None,
             head,
         }
     }

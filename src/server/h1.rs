@@ -204,6 +204,7 @@ impl<T: Transport> Conn<'_, T> {
         let head_bytes = self.rbuf.split_to(head.len).freeze();
         let keep_alive = head.keep_alive && !self.ctx.stopping.get();
         let framing = head.body;
+        let upgrade = head.upgrade;
         let expect_continue = head.expect_continue && framing != BodyFraming::None;
         let mut req = RequestBuilder {
             method: head.method,
@@ -232,7 +233,9 @@ impl<T: Transport> Conn<'_, T> {
 
         // A body the handler reads streams to it as it arrives: the slow path.
         let ctx = self.ctx;
-        let writer = if framing != BodyFraming::None && ctx.router.streams_body(&req) {
+        // So does an upgrade a handler may tunnel: after its 101, the client's bytes.
+        let tunnel = upgrade && ctx.router.tunnels(&req);
+        let writer = if tunnel || framing != BodyFraming::None && ctx.router.streams_body(&req) {
             let length = match framing {
                 BodyFraming::Length(n) => Some(n),
                 _ => None,
@@ -254,6 +257,7 @@ impl<T: Transport> Conn<'_, T> {
                     framing,
                     keep_alive,
                     expect_continue,
+                    tunnel,
                 };
                 return self.respond_streaming_boxed(exchange, answer).await;
             }

@@ -57,6 +57,7 @@ pub(crate) fn settings(config: &Config) -> Settings {
             .send_server_name
             .then(|| Bytes::from(config.server_name.clone())),
         secure: false,
+        enable_connect_protocol: config.has_tunnel(),
     }
 }
 

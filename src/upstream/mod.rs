@@ -18,11 +18,13 @@ mod exchange;
 mod pool;
 mod request;
 mod response;
+mod tunnel;
 #[cfg(test)]
 pub(crate) mod tests;
 
 pub use exchange::send;
 pub use pool::Pool;
+pub use tunnel::{open_tunnel, TunnelRequest};
 
 use crate::config::{ProxyConf, UpstreamAddr};
 use crate::http::{BodyError, Method, RequestBody, Response, Side};

@@ -196,6 +196,12 @@ impl ResponseReader {
         }
     }
 
+    /// After a `101 Switching Protocols`: whatever the backend sends, from the first byte
+    /// after the head, is the new protocol's, until it closes.
+    pub fn switch_protocols(&mut self) {
+        self.body = BodyState::UntilClose;
+    }
+
     /// The whole body, if it has already arrived (a small response): no stream needed.
     pub fn take_whole_body(&mut self) -> Option<Bytes> {
         match self.body {

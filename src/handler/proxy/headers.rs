@@ -42,7 +42,7 @@ fn connection_options<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<&'a [u8
     names
 }
 
-fn has_token(value: &[u8], token: &[u8]) -> bool {
+pub(super) fn has_token(value: &[u8], token: &[u8]) -> bool {
     value
         .split(|&b| b == b',')
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))

@@ -36,6 +36,8 @@ fn proxy_conf(addr: SocketAddr, path: &str) -> ProxyConf {
         expect: false,
         forward_close_connection: false,
         max_idle_connections: 64,
+        tunnel: false,
+        tunnel_timeout: Duration::from_secs(5),
     }
 }
 

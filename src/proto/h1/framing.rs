@@ -13,6 +13,8 @@ pub(super) struct MessageFraming {
     pub transfer_encoding: bool,
     pub close: bool,
     pub keep_alive: bool,
+    /// `Connection: upgrade`: the client asks to switch protocols (RFC 9110 7.8).
+    pub upgrade: bool,
 }
 
 /// A framing field that cannot be trusted.
@@ -59,6 +61,8 @@ impl MessageFraming {
                     self.close = true;
                 } else if token.eq_ignore_ascii_case(b"keep-alive") {
                     self.keep_alive = true;
+                } else if token.eq_ignore_ascii_case(b"upgrade") {
+                    self.upgrade = true;
                 }
             }
         } else {

@@ -48,6 +48,9 @@ pub struct Head {
     pub keep_alive: bool,
     /// `Expect: 100-continue` was sent.
     pub expect_continue: bool,
+    /// `Connection: upgrade` on HTTP/1.1 without a body: a tunnelling handler may switch
+    /// protocols (the `Upgrade` field says to what).
+    pub upgrade: bool,
 }
 
 /// Parses a request head from the start of `buf`. `Ok(None)` means more bytes are needed.
@@ -123,6 +126,7 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error
         body,
         keep_alive,
         expect_continue: framing.expect_continue,
+        upgrade: framing.message.upgrade && version == Version::Http11 && body == BodyFraming::None,
     }))
 }
 

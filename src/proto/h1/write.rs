@@ -54,6 +54,27 @@ pub fn write_head(out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
     out.len() - start
 }
 
+/// The head of a `101 Switching Protocols` that starts a tunnel: `Connection: upgrade`
+/// (`headers` carry `Upgrade`), no framing, since what follows is the new protocol.
+pub fn write_switching_head(
+    out: &mut Vec<u8>,
+    server_line: &[u8],
+    headers: &[(Bytes, Bytes)],
+) -> usize {
+    let start = out.len();
+    write_status_line(out, 101);
+    out.extend_from_slice(server_line);
+    out.extend_from_slice(b"Connection: upgrade\r\n");
+    for (name, value) in headers {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.len() - start
+}
+
 /// The interim response sent before reading a body the client is waiting to send.
 pub fn write_continue(out: &mut Vec<u8>) {
     out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");

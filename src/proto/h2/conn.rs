@@ -54,6 +54,9 @@ pub struct Settings {
     /// The `server` response header, if sent.
     pub server_name: Option<Bytes>,
     pub secure: bool,
+    /// Advertise SETTINGS_ENABLE_CONNECT_PROTOCOL and accept extended CONNECT (RFC 8441);
+    /// without it `:protocol` makes a request malformed.
+    pub enable_connect_protocol: bool,
 }
 
 impl Default for Settings {
@@ -72,6 +75,7 @@ impl Default for Settings {
             max_control_frames_per_second: 1000,
             server_name: None,
             secure: false,
+            enable_connect_protocol: false,
         }
     }
 }
@@ -299,6 +303,9 @@ impl Connection {
                 (setting::NO_RFC7540_PRIORITIES, 1),
             ],
         );
+        if c.cfg.enable_connect_protocol {
+            frame::put_settings(&mut c.out, &[(setting::ENABLE_CONNECT_PROTOCOL, 1)]);
+        }
         if c.cfg.input_window > frame::DEFAULT_WINDOW {
             frame::put_window_update(&mut c.out, 0, c.cfg.input_window - frame::DEFAULT_WINDOW);
             c.recv_conn_window = c.cfg.input_window;
@@ -1152,6 +1159,7 @@ impl Connection {
         let mut content_length = None;
         let mut priority = None;
         let mut expect_continue = false;
+        let mut protocol = None;
         for f in &self.fields {
             let name = &self.hbuf[f.name.clone()];
             let value = &self.hbuf[f.value.clone()];
@@ -1164,6 +1172,7 @@ impl Connection {
                     b"method" => &mut method,
                     b"path" => &mut path,
                     b"authority" => &mut authority,
+                    b"protocol" if self.cfg.enable_connect_protocol => &mut protocol,
                     b"scheme" => {
                         if scheme || value.is_empty() {
                             return Err(());
@@ -1202,7 +1211,12 @@ impl Connection {
         let head = self.hbuf.split().freeze();
         let method = Method::from_bytes(&head[method_range]);
         let is_connect = method == Method::Connect;
-        if is_connect {
+        if protocol.is_some() {
+            // Extended CONNECT (RFC 8441 section 4): a CONNECT with a full target.
+            if !is_connect || !scheme || path.as_ref().is_none_or(|p| p.is_empty()) {
+                return Err(());
+            }
+        } else if is_connect {
             if authority.is_none() || scheme || path.is_some() {
                 return Err(());
             }
@@ -1210,7 +1224,7 @@ impl Connection {
             return Err(());
         }
         let target = path.unwrap_or(0..0);
-        let req = RequestBuilder {
+        let mut req = RequestBuilder {
             method,
             version: Version::Http2,
             secure: self.cfg.secure,
@@ -1221,6 +1235,9 @@ impl Connection {
             fields: regular,
         }
         .build(head);
+        if let Some(p) = protocol {
+            req.set_protocol(p);
+        }
         Ok(Parsed {
             req,
             content_length,

@@ -50,6 +50,8 @@ pub mod setting {
     pub const INITIAL_WINDOW_SIZE: u16 = 0x4;
     pub const MAX_FRAME_SIZE: u16 = 0x5;
     pub const MAX_HEADER_LIST_SIZE: u16 = 0x6;
+    /// RFC 8441 section 3: extended CONNECT (`:protocol`) is accepted.
+    pub const ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
     /// RFC 9218 section 2.1.
     pub const NO_RFC7540_PRIORITIES: u16 = 0x9;
 }

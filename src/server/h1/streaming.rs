@@ -32,6 +32,9 @@ pub(super) struct Exchange<'a> {
     pub framing: BodyFraming,
     pub keep_alive: bool,
     pub expect_continue: bool,
+    /// The request asks to upgrade and its handler tunnels: a 101 with a streamed body turns
+    /// the connection into a byte pipe both ways (`writer` then carries the client's bytes).
+    pub tunnel: bool,
 }
 
 /// What is left of the request body on the wire.
@@ -39,6 +42,10 @@ enum BodyIn {
     Done,
     Length(u64),
     Chunked(ChunkedDecoder),
+    /// A tunnel: every byte the client sends, until it closes.
+    Raw,
+    /// The client closed its side of a tunnel: nothing more to read.
+    Closed,
 }
 
 /// Where the response stands.
@@ -95,6 +102,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             framing,
             mut keep_alive,
             expect_continue,
+            tunnel,
         } = ex;
         let mut body_in = match framing {
             BodyFraming::None => BodyIn::Done,
@@ -103,7 +111,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 BodyIn::Chunked(ChunkedDecoder::new(self.ctx.config.limits.request_head))
             }
         };
-        if let (Some(w), BodyIn::Done) = (&writer, &body_in) {
+        if let (Some(w), BodyIn::Done, false) = (&writer, &body_in, tunnel) {
             w.finish(None);
         }
         let mut received: u64 = 0;
@@ -145,7 +153,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             if !self.wbuf.is_empty() {
                 self.flush(false).await?;
             }
-            let body_wanted = !matches!(body_in, BodyIn::Done)
+            let body_wanted = !matches!(body_in, BodyIn::Done | BodyIn::Closed)
                 && writer
                     .as_ref()
                     .is_some_and(|w| !w.reader_gone() && has_room(w));
@@ -159,7 +167,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             // The handler reads the body while its answer is polled: once it made room in a
             // full pipe, come back and read the socket again.
             let full = !body_wanted
-                && !matches!(body_in, BodyIn::Done)
+                && !matches!(body_in, BodyIn::Done | BodyIn::Closed)
                 && writer.as_ref().is_some_and(|w| !w.reader_gone());
             let step = tokio::select! {
                 biased;
@@ -172,12 +180,18 @@ impl<'a, T: Transport> Conn<'a, T> {
                 r = self.stream.read_buf(&mut self.rbuf), if read => {
                     match r {
                         Ok(n) if n > 0 => {
-                            if body_wanted {
+                            if body_wanted && !matches!(body_in, BodyIn::Raw) {
                                 self.timer.as_mut().reset((Instant::now() + io_timeout).into());
                             }
                             continue;
                         }
                         _ => {
+                            if let (Some(w), BodyIn::Raw) = (&writer, &body_in) {
+                                // The tunnel sends what it has, then half-closes.
+                                w.finish(None);
+                                body_in = BodyIn::Closed;
+                                continue;
+                            }
                             if let Some(w) = &writer {
                                 w.abort(BodyError::new(Side::Downstream, "client closed the connection"));
                             }
@@ -185,7 +199,8 @@ impl<'a, T: Transport> Conn<'a, T> {
                         }
                     }
                 }
-                _ = self.timer.as_mut(), if body_wanted => {
+                // A tunnel's idle timeout is its handler's (it sees both directions).
+                _ = self.timer.as_mut(), if body_wanted && !matches!(body_in, BodyIn::Raw) => {
                     if let Some(w) = &writer {
                         w.abort(BodyError::new(Side::Downstream, "request body not received in time"));
                     }
@@ -202,6 +217,14 @@ impl<'a, T: Transport> Conn<'a, T> {
                 Step::Head(mut resp) => {
                     if let Some(r) = route {
                         r.finish(r.negotiate(&req), &mut resp);
+                    }
+                    if tunnel && resp.status == 101 {
+                        if let Body::Stream(s) = resp.body {
+                            out = self.start_tunnel(resp.headers, s.stream, &mut sent).await?;
+                            body_in = BodyIn::Raw;
+                            keep_alive = false;
+                            continue;
+                        }
                     }
                     out = self
                         .start_response(&req, resp, &mut keep_alive, &mut sent)
@@ -251,7 +274,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         // Whatever the handler did not read is read past, to reach the next request.
         drop(writer);
         match body_in {
-            BodyIn::Done => {}
+            BodyIn::Done | BodyIn::Raw | BodyIn::Closed => {}
             BodyIn::Length(n) => self.discard_body(n).await?,
             BodyIn::Chunked(dec) => self.discard_chunked_rest(dec, received).await?,
         }
@@ -328,6 +351,24 @@ impl<'a, T: Transport> Conn<'a, T> {
         })
     }
 
+    /// Writes the 101 that starts a tunnel; from here on the response is the stream's bytes
+    /// as they are.
+    async fn start_tunnel(
+        &mut self,
+        headers: Vec<(Bytes, Bytes)>,
+        stream: Box<dyn BodyStream>,
+        sent: &mut Sent,
+    ) -> Result<Out, Close> {
+        sent.status = 101;
+        sent.total = h1::write_switching_head(&mut self.wbuf, &self.ctx.server_line, &headers) as u64;
+        sent.headers = headers;
+        self.flush(false).await?;
+        Ok(Out::Streaming {
+            stream,
+            chunked: false,
+        })
+    }
+
     /// Moves request body bytes from the read buffer into the handler's pipe.
     fn feed_body(
         &mut self,
@@ -340,7 +381,12 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Ok(());
             }
             match body_in {
-                BodyIn::Done => return Ok(()),
+                BodyIn::Done | BodyIn::Closed => return Ok(()),
+                BodyIn::Raw => {
+                    *received += self.rbuf.len() as u64;
+                    w.push(self.rbuf.split().freeze());
+                    return Ok(());
+                }
                 BodyIn::Length(n) => {
                     let take = (self.rbuf.len() as u64).min(*n) as usize;
                     *n -= take as u64;

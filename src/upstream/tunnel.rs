@@ -1,0 +1,262 @@
+//! Tunnels to a backend (`proxy.tunnel`): a request with `Upgrade` on a connection of its
+//! own, and once the backend answers `101 Switching Protocols`, bytes both ways until
+//! either side closes or nothing moves for the tunnel's idle timeout. Any other answer is
+//! an ordinary response, read to its end; the connection is never pooled either way.
+
+use super::conn::Conn;
+use super::response::{ReadError, ResponseReader};
+use super::{Backend, UpstreamError, MAX_RESPONSE_HEAD};
+use crate::http::body::Next;
+use crate::http::{
+    Body, BodyError, BodyStream, Frame, Method, RequestBody, Response, Side, StreamBody,
+};
+use crate::proto::h1::ResponseFraming;
+use bytes::{Buf, Bytes};
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::time::{Instant, Sleep};
+
+/// An upgrade request as it goes to the backend.
+pub struct TunnelRequest {
+    pub method: Method,
+    /// Origin form: `/path?query`.
+    pub target: Bytes,
+    /// End-to-end fields, Host first (the protocol's own, such as `Sec-WebSocket-Key`,
+    /// included). `Connection` and `Upgrade` are written here.
+    pub headers: Vec<(Bytes, Bytes)>,
+    /// The `Upgrade` value: the protocol asked for.
+    pub upgrade: Bytes,
+    /// What the client sends once the tunnel is open.
+    pub client: RequestBody,
+    /// How long the open tunnel may carry nothing either way.
+    pub idle_timeout: Duration,
+}
+
+/// Opens a tunnel: the backend's `101` (its fields; the body is the backend's bytes, and
+/// the client's are sent as they come), or its other answer as it is.
+pub async fn open_tunnel(backend: Rc<Backend>, req: TunnelRequest) -> Result<Response, UpstreamError> {
+    let result = exchange(&backend, req).await;
+    if let Err(e) = &result {
+        if crate::log::emit_request_errors() {
+            tracing::warn!(backend = %backend.name, "proxy: upgrade: {e}");
+        }
+    }
+    result
+}
+
+async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, UpstreamError> {
+    let mut conn = Conn::connect(&backend.addr, backend.connect_timeout)
+        .await
+        .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?;
+    let head = request_head(&req);
+    match tokio::time::timeout(backend.io_timeout, conn.write_all(&head)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(UpstreamError::bad_gateway(format!("write failed: {e}"))),
+        Err(_) => return Err(UpstreamError::timeout("request not sent in proxy.timeout.io")),
+    }
+    let mut reader = ResponseReader::new(false, MAX_RESPONSE_HEAD, backend.io_size);
+    let read_head = async {
+        loop {
+            let head = poll_fn(|cx| reader.poll_head(&mut conn, cx)).await?;
+            // Interim answers (100, 103) are not passed on; 101 is final here.
+            if head.status >= 200 || head.status == 101 {
+                return Ok(head);
+            }
+        }
+    };
+    let head = match tokio::time::timeout(backend.first_byte_timeout, read_head).await {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => {
+            return Err(UpstreamError::bad_gateway(match e {
+                ReadError::Malformed(m) => format!("malformed response: {m}"),
+                ReadError::Closed => "connection closed before a response".into(),
+                ReadError::Io(e) => format!("read failed: {e}"),
+            }))
+        }
+        Err(_) => {
+            return Err(UpstreamError::timeout(format!(
+                "no response within proxy.timeout.first_byte ({} ms)",
+                backend.first_byte_timeout.as_millis()
+            )))
+        }
+    };
+    let switched = head.status == 101;
+    let body = if switched {
+        reader.switch_protocols();
+        Body::Stream(StreamBody {
+            len: None,
+            stream: Box::new(Passage::new(conn, reader, Some(req.client), req.idle_timeout)),
+        })
+    } else {
+        match head.framing {
+            ResponseFraming::None => Body::Empty,
+            _ => Body::Stream(StreamBody {
+                len: head.content_length,
+                stream: Box::new(Passage::new(conn, reader, None, backend.io_timeout)),
+            }),
+        }
+    };
+    Ok(Response {
+        status: head.status,
+        headers: head.headers,
+        body,
+    })
+}
+
+/// `METHOD target HTTP/1.1`, the fields, `Connection: upgrade` and `Upgrade`.
+fn request_head(req: &TunnelRequest) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(req.method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(&req.target);
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in &req.headers {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
+    out.extend_from_slice(&req.upgrade);
+    out.extend_from_slice(b"\r\n\r\n");
+    out
+}
+
+/// The backend's bytes as a body the client's codec pulls, sending the client's bytes to
+/// the backend on the way (a tunnel), or only reading (the body of a refused upgrade).
+struct Passage {
+    conn: Conn,
+    reader: ResponseReader,
+    /// The client's side of a tunnel; `None` for a refused upgrade's body.
+    client: Option<RequestBody>,
+    /// Client bytes taken from the pipe, not yet written.
+    pending: Bytes,
+    /// The client finished: the backend's write side is shut down.
+    client_done: bool,
+    idle_timeout: Duration,
+    last_moved: Instant,
+    sleep: Option<Pin<Box<Sleep>>>,
+    _open: Option<crate::metrics::OpenTunnel>,
+}
+
+impl Passage {
+    fn new(
+        conn: Conn,
+        reader: ResponseReader,
+        client: Option<RequestBody>,
+        idle_timeout: Duration,
+    ) -> Passage {
+        let open = client.as_ref().map(|_| crate::metrics::OpenTunnel::new());
+        Passage {
+            conn,
+            reader,
+            client,
+            pending: Bytes::new(),
+            client_done: false,
+            idle_timeout,
+            last_moved: Instant::now(),
+            sleep: None,
+            _open: open,
+        }
+    }
+
+    /// Writes what the client sent, as far as the backend takes it. Returns whether
+    /// anything moved.
+    fn send_client_bytes(&mut self, cx: &mut Context<'_>) -> Result<bool, BodyError> {
+        let mut moved = false;
+        let Some(client) = self.client.as_mut() else {
+            return Ok(false);
+        };
+        loop {
+            if !self.pending.is_empty() {
+                match Pin::new(&mut self.conn).poll_write(cx, &self.pending) {
+                    Poll::Ready(Ok(n)) => {
+                        self.pending.advance(n);
+                        moved = true;
+                        continue;
+                    }
+                    Poll::Ready(Err(e)) => {
+                        return Err(BodyError::new(
+                            Side::Upstream,
+                            format!("tunnel: write failed: {e}"),
+                        ))
+                    }
+                    Poll::Pending => return Ok(moved),
+                }
+            }
+            if self.client_done {
+                return Ok(moved);
+            }
+            match client.poll_frame(cx) {
+                Poll::Ready(Some(Ok(Frame::Data(b)))) => self.pending = b,
+                Poll::Ready(Some(Ok(Frame::Trailers(_))) | None) => {
+                    // The client closed its side: so does the backend's, which then
+                    // usually closes (and ends the tunnel).
+                    self.client_done = true;
+                    let _ = Pin::new(&mut self.conn).poll_shutdown(cx);
+                    return Ok(true);
+                }
+                Poll::Ready(Some(Err(e))) => return Err(e),
+                Poll::Pending => return Ok(moved),
+            }
+        }
+    }
+
+    /// Pending until nothing has moved for the idle timeout; then ready.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let at = self.last_moved + self.idle_timeout;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        loop {
+            if sleep.deadline() != at {
+                sleep.as_mut().reset(at);
+            }
+            std::task::ready!(sleep.as_mut().poll(cx));
+            if Instant::now() >= at {
+                return Poll::Ready(());
+            }
+        }
+    }
+}
+
+impl BodyStream for Passage {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Next> {
+        let mut moved = match self.send_client_bytes(cx) {
+            Ok(m) => m,
+            Err(e) => return Poll::Ready(Some(Err(e))),
+        };
+        let read = self.reader.poll_body(&mut self.conn, cx);
+        moved |= self.reader.take_progress();
+        if moved {
+            self.last_moved = Instant::now();
+        }
+        match read {
+            Poll::Ready(Some(Ok(frame))) => return Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => {
+                let reason = match e {
+                    ReadError::Closed => "connection closed before the end of the body".into(),
+                    ReadError::Io(e) => format!("read failed: {e}"),
+                    ReadError::Malformed(m) => format!("malformed body: {m}"),
+                };
+                return Poll::Ready(Some(Err(BodyError::new(Side::Upstream, reason))));
+            }
+            Poll::Pending => {}
+        }
+        std::task::ready!(self.poll_idle(cx));
+        let what = if self.client.is_some() {
+            "tunnel idle for"
+        } else {
+            "stalled mid-body for"
+        };
+        Poll::Ready(Some(Err(BodyError::new(
+            Side::Upstream,
+            format!("{what} {} ms", self.idle_timeout.as_millis()),
+        ))))
+    }
+}
