@@ -619,10 +619,7 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     let _ = writeln!(o, "# TYPE spate_proxy_tunnels_total counter");
     let _ = writeln!(o, "spate_proxy_tunnels_total {}", s.tunnels[0]);
-    let _ = writeln!(
-        o,
-        "# HELP spate_proxy_tunnels_open Proxy tunnels open now."
-    );
+    let _ = writeln!(o, "# HELP spate_proxy_tunnels_open Proxy tunnels open now.");
     let _ = writeln!(o, "# TYPE spate_proxy_tunnels_open gauge");
     let _ = writeln!(o, "spate_proxy_tunnels_open {}", s.tunnels[1]);
     let _ = writeln!(

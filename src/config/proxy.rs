@@ -73,9 +73,7 @@ impl ProxyOpts {
             }
             // h2o 2.2 named the switch `proxy.websocket`; current h2o `proxy.tunnel`.
             "proxy.tunnel" | "proxy.websocket" => set(&mut self.tunnel, ctx.bool(name, v)),
-            "proxy.websocket.timeout" => {
-                set(&mut self.websocket_timeout, millis(ctx, name, v, 1))
-            }
+            "proxy.websocket.timeout" => set(&mut self.websocket_timeout, millis(ctx, name, v, 1)),
             _ => return false,
         }
         true

@@ -18,9 +18,9 @@ mod exchange;
 mod pool;
 mod request;
 mod response;
-mod tunnel;
 #[cfg(test)]
 pub(crate) mod tests;
+mod tunnel;
 
 pub use exchange::send;
 pub use pool::Pool;

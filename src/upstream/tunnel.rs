@@ -38,7 +38,10 @@ pub struct TunnelRequest {
 
 /// Opens a tunnel: the backend's `101` (its fields; the body is the backend's bytes, and
 /// the client's are sent as they come), or its other answer as it is.
-pub async fn open_tunnel(backend: Rc<Backend>, req: TunnelRequest) -> Result<Response, UpstreamError> {
+pub async fn open_tunnel(
+    backend: Rc<Backend>,
+    req: TunnelRequest,
+) -> Result<Response, UpstreamError> {
     let result = exchange(&backend, req).await;
     if let Err(e) = &result {
         if crate::log::emit_request_errors() {
@@ -56,7 +59,11 @@ async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, Ups
     match tokio::time::timeout(backend.io_timeout, conn.write_all(&head)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(UpstreamError::bad_gateway(format!("write failed: {e}"))),
-        Err(_) => return Err(UpstreamError::timeout("request not sent in proxy.timeout.io")),
+        Err(_) => {
+            return Err(UpstreamError::timeout(
+                "request not sent in proxy.timeout.io",
+            ))
+        }
     }
     let mut reader = ResponseReader::new(false, MAX_RESPONSE_HEAD, backend.io_size);
     let read_head = async {
@@ -89,7 +96,12 @@ async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, Ups
         reader.switch_protocols();
         Body::Stream(StreamBody {
             len: None,
-            stream: Box::new(Passage::new(conn, reader, Some(req.client), req.idle_timeout)),
+            stream: Box::new(Passage::new(
+                conn,
+                reader,
+                Some(req.client),
+                req.idle_timeout,
+            )),
         })
     } else {
         match head.framing {

@@ -95,7 +95,10 @@ impl ProxyHandler {
                 // Refused: an ordinary response. A 2xx would tell an HTTP/2 client the
                 // tunnel is open, so it is a 502 there.
                 if key.is_some() && (200..300).contains(&resp.status) {
-                    tracing::warn!("proxy: backend answered a WebSocket handshake with {}", resp.status);
+                    tracing::warn!(
+                        "proxy: backend answered a WebSocket handshake with {}",
+                        resp.status
+                    );
                     return Response::error(502);
                 }
                 return conv.client_response(resp, &client);

@@ -3,7 +3,7 @@
 //! upgrade: HTTP/2 clients send no key, HTTP/1.1 backends require one.
 
 /// The GUID RFC 6455 appends to the key before hashing.
-const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC11B63";
+const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 /// A fresh `Sec-WebSocket-Key`: 16 random bytes, base64.
 pub fn new_key() -> Vec<u8> {
@@ -39,8 +39,7 @@ fn fill_random(buf: &mut [u8]) {
 
 /// Standard base64 with padding.
 fn base64(data: &[u8]) -> Vec<u8> {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
     for group in data.chunks(3) {
         let b = [
@@ -62,7 +61,13 @@ fn base64(data: &[u8]) -> Vec<u8> {
 
 /// SHA-1 (FIPS 180-4), which the accept value is defined with. Not used for security here.
 fn sha1(data: &[u8]) -> [u8; 20] {
-    let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
     let mut msg = data.to_vec();
     msg.push(0x80);
     while msg.len() % 64 != 56 {

@@ -1,0 +1,517 @@
+//! WebSocket and other upgrades through the proxy (`proxy.tunnel`): a real WebSocket server
+//! (Python `websockets`) behind spate, reached by a real client library over HTTP/1.1 and by
+//! the `h2` crate over HTTP/2 extended CONNECT (RFC 8441), with the WebSocket framing done
+//! here. Idle timeouts, a refused upgrade, tunnels turned off, and a tunnel kept through a
+//! reload.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The Python WebSocket echo server of tests/ws/echo_server.py.
+struct WsServer {
+    child: Child,
+    port: u16,
+    lines: mpsc::Receiver<String>,
+}
+
+impl WsServer {
+    fn start() -> WsServer {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ws/echo_server.py");
+        let mut child = Command::new(python())
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the WebSocket echo server");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the echo server did not start (python3-websockets installed?)");
+        let port = first
+            .strip_prefix("port ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        WsServer { child, port, lines }
+    }
+
+    /// Waits for the server's `closed CODE REASON` line.
+    fn closed(&self) -> String {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with("closed ") => return l,
+                Ok(_) => {}
+                Err(_) => panic!("the echo server saw no connection close"),
+            }
+        }
+    }
+}
+
+impl Drop for WsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn python() -> &'static str {
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+/// spate with `/ws` proxied to the echo server with `opts`, and `/metrics`.
+fn spate(ws: &WsServer, opts: &str) -> Spate {
+    Spate::start(&config(ws, opts))
+}
+
+fn config(ws: &WsServer, opts: &str) -> String {
+    format!(
+        "
+num-threads: 1
+shutdown-timeout: 20
+listen:
+  host: 127.0.0.1
+  port: 0
+hosts:
+  default:
+    paths:
+      /ws:
+        proxy.reverse.url: http://127.0.0.1:{}/
+{}
+      /metrics:
+        metrics: ON
+",
+        ws.port,
+        opts.lines()
+            .map(|l| format!("        {l}\n"))
+            .collect::<String>()
+    )
+}
+
+#[test]
+fn websocket_echo_over_http1_with_a_real_client() {
+    let ws = WsServer::start();
+    let s = spate(&ws, "proxy.tunnel: ON");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ws/client.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(format!("ws://{}/ws/chat", s.addr))
+        .output()
+        .expect("run the WebSocket client");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "client failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The server closed the first connection (4001, checked by the client); the client
+    // closed the second with its own code, which reached the server.
+    assert_eq!(ws.closed(), "closed 4001 server bye");
+    assert_eq!(ws.closed(), "closed 4002 client bye");
+    let metrics = get(&s, "/metrics").text();
+    assert!(
+        metrics.contains("spate_proxy_tunnels_total 2\n"),
+        "{metrics}"
+    );
+    let open = wait_until(|| {
+        get(&s, "/metrics")
+            .text()
+            .contains("spate_proxy_tunnels_open 0\n")
+    });
+    assert!(open, "tunnels still counted open");
+}
+
+#[test]
+fn websocket_over_http2_extended_connect() {
+    let ws = WsServer::start();
+    let s = spate(&ws, "proxy.tunnel: ON");
+    let addr = s.addr;
+    let rt = runtime();
+    rt.block_on(async move {
+        let mut client = h2_client(addr).await;
+        assert!(client.is_extended_connect_protocol_enabled());
+        let req = http::Request::builder()
+            .method(http::Method::CONNECT)
+            .uri(format!("http://{addr}/ws/chat"))
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-protocol", "chat")
+            .extension(h2::ext::Protocol::from_static("websocket"))
+            .body(())
+            .unwrap();
+        let (resp, mut send) = client.send_request(req, false).expect("send CONNECT");
+        let resp = resp.await.expect("response");
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["sec-websocket-protocol"], "chat");
+        assert!(resp.headers().get("sec-websocket-accept").is_none());
+        assert!(resp.headers().get("upgrade").is_none());
+        let mut recv = Frames::new(resp.into_body());
+        for (opcode, size) in [(1u8, 1usize), (2, 64 * 1024), (2, 1024 * 1024), (1, 5000)] {
+            let mut payload = vec![0u8; size];
+            pattern::fill(u64::from(opcode), &mut payload);
+            if opcode == 1 {
+                payload.iter_mut().for_each(|b| *b = b'a' + *b % 26);
+            }
+            send.send_data(frame(opcode, &payload).into(), false)
+                .expect("send");
+            let (op, got) = recv.next().await.expect("echo");
+            assert_eq!((op, got.len()), (opcode, size));
+            assert!(got == payload, "payload of {size} differs");
+        }
+        // A ping is answered by the server itself.
+        send.send_data(frame(9, b"ping?").into(), false).unwrap();
+        assert_eq!(recv.next().await, Some((10, b"ping?".to_vec())));
+        // Close with our code: the server echoes it, then closes, which ends the stream.
+        let mut close = 4003u16.to_be_bytes().to_vec();
+        close.extend_from_slice(b"h2 bye");
+        send.send_data(frame(8, &close).into(), false).unwrap();
+        assert_eq!(recv.next().await, Some((8, close.clone())));
+        assert_eq!(recv.next().await, None, "stream not ended after the close");
+        let _ = send.send_data(bytes::Bytes::new(), true);
+    });
+    assert_eq!(ws.closed(), "closed 4003 h2 bye");
+}
+
+#[test]
+fn http2_reset_closes_the_backend_connection() {
+    let ws = WsServer::start();
+    let s = spate(&ws, "proxy.tunnel: ON");
+    let addr = s.addr;
+    runtime().block_on(async move {
+        let mut client = h2_client(addr).await;
+        let (resp, mut send) = client
+            .send_request(connect(addr, "/ws/"), false)
+            .expect("send CONNECT");
+        let resp = resp.await.expect("response");
+        assert_eq!(resp.status(), 200);
+        send.send_data(frame(1, b"hi").into(), false).unwrap();
+        let mut recv = Frames::new(resp.into_body());
+        assert_eq!(recv.next().await, Some((1, b"hi".to_vec())));
+        send.send_reset(h2::Reason::CANCEL);
+        // The connection stays usable.
+        let (resp, _send) = client
+            .send_request(connect(addr, "/ws/"), false)
+            .expect("second CONNECT");
+        assert_eq!(resp.await.expect("response").status(), 200);
+    });
+    // The backend saw its connection go without a close frame (1006).
+    assert!(ws.closed().starts_with("closed 1006"));
+}
+
+#[test]
+fn refused_upgrades_are_ordinary_responses() {
+    let ws = WsServer::start();
+    let s = spate(&ws, "proxy.tunnel: ON");
+    // HTTP/1.1: the 403 passes through and the connection stays HTTP/1.1.
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    c.write_all(handshake("/ws/deny").as_bytes()).unwrap();
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!(r.status, 403);
+    assert_eq!(r.text(), "no tunnel for you\n");
+    c.write_all(b"GET /ws/deny HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut c, &mut pending, false).status, 403);
+    // HTTP/2: the same.
+    let addr = s.addr;
+    runtime().block_on(async move {
+        let mut client = h2_client(addr).await;
+        let (resp, _send) = client
+            .send_request(connect(addr, "/ws/deny"), false)
+            .unwrap();
+        assert_eq!(resp.await.expect("response").status(), 403);
+    });
+    // A backend that ignores the upgrade and answers 200: HTTP/1.1 clients get it as it
+    // is; an HTTP/2 client would read a 2xx as an open tunnel, so it gets 502.
+    let b = backend::Backend::start();
+    let yaml = format!(
+        "
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: {}
+        proxy.tunnel: ON
+",
+        b.url("/")
+    );
+    let plain = Spate::start(&yaml);
+    let r = request(&plain, &handshake("/x"));
+    assert_eq!(r.status, 200);
+    let addr = plain.addr;
+    runtime().block_on(async move {
+        let mut client = h2_client(addr).await;
+        let (resp, _send) = client.send_request(connect(addr, "/x"), false).unwrap();
+        assert_eq!(resp.await.expect("response").status(), 502);
+    });
+}
+
+#[test]
+fn tunnels_off_forward_the_request_without_upgrade() {
+    let ws = WsServer::start();
+    let s = spate(&ws, "");
+    // As before proxy.tunnel: Upgrade is hop-by-hop, so the backend sees a plain GET and
+    // refuses it; the client's connection stays HTTP/1.1.
+    let r = request(&s, &handshake("/ws/"));
+    assert_eq!(r.status, 426, "{r:?}");
+    assert!(r.header("upgrade").is_none() || r.status != 101);
+    // HTTP/2 does not offer extended CONNECT.
+    let addr = s.addr;
+    runtime().block_on(async move {
+        let client = h2_client(addr).await;
+        assert!(!client.is_extended_connect_protocol_enabled());
+    });
+}
+
+#[test]
+fn idle_tunnels_time_out() {
+    let ws = WsServer::start();
+    // Current h2o: proxy.timeout.io.
+    let s = spate(&ws, "proxy.tunnel: ON\nproxy.timeout.io: 600");
+    let (mut c, _) = open_raw(&s, "/ws/");
+    // Traffic keeps it open past the timeout.
+    for i in 0..6 {
+        std::thread::sleep(Duration::from_millis(250));
+        echo(&mut c, format!("tick {i}").as_bytes());
+    }
+    let started = Instant::now();
+    let rest = read_to_close(&mut c);
+    let idle = started.elapsed();
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(
+        idle >= Duration::from_millis(500) && idle < Duration::from_secs(5),
+        "closed after {idle:?}"
+    );
+    // h2o 2.2's names: proxy.websocket and proxy.websocket.timeout.
+    let s = spate(&ws, "proxy.websocket: ON\nproxy.websocket.timeout: 300");
+    let (mut c, _) = open_raw(&s, "/ws/");
+    let started = Instant::now();
+    read_to_close(&mut c);
+    let idle = started.elapsed();
+    assert!(
+        idle >= Duration::from_millis(250) && idle < Duration::from_secs(5),
+        "closed after {idle:?}"
+    );
+}
+
+#[test]
+fn tunnel_survives_a_reload() {
+    let ws = WsServer::start();
+    let s = spate(&ws, "proxy.tunnel: ON");
+    let (mut c, _) = open_raw(&s, "/ws/");
+    echo(&mut c, b"before");
+    // The same file (a reload matches listeners by their configured address).
+    std::fs::write(s.path().join("spate.yaml"), config(&ws, "proxy.tunnel: ON")).unwrap();
+    signal(&s.child, libc::SIGHUP);
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("reloaded")) {
+        assert!(Instant::now() < end, "no reload:\n{}", seen.join("\n"));
+        seen.extend(s.stderr_lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The old generation keeps serving the tunnel...
+    for i in 0..3 {
+        std::thread::sleep(Duration::from_millis(200));
+        echo(&mut c, format!("after {i}").as_bytes());
+    }
+    // ...while new connections go to the new one.
+    let (mut d, _) = open_raw(&s, "/ws/");
+    echo(&mut d, b"new");
+    c.write_all(&frame(8, &1000u16.to_be_bytes())).unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(read_frame(&mut c, &mut buf).map(|f| f.0), Some(8));
+    assert_eq!(ws.closed(), "closed 1000 ");
+}
+
+// --- helpers -----------------------------------------------------------------------------
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// An HTTP/2 client whose connection has received the server's SETTINGS.
+async fn h2_client(addr: SocketAddr) -> h2::client::SendRequest<bytes::Bytes> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (client, conn) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let client = client.ready().await.expect("ready");
+    // The SETTINGS frame may still be on its way: a round trip (any request) settles it.
+    let (resp, _) = client
+        .clone()
+        .send_request(
+            http::Request::get(format!("http://{addr}/metrics"))
+                .body(())
+                .unwrap(),
+            true,
+        )
+        .expect("request");
+    let _ = resp.await;
+    client
+}
+
+fn connect(addr: SocketAddr, path: &str) -> http::Request<()> {
+    http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(format!("http://{addr}{path}"))
+        .header("sec-websocket-version", "13")
+        .extension(h2::ext::Protocol::from_static("websocket"))
+        .body(())
+        .unwrap()
+}
+
+/// An HTTP/1.1 WebSocket handshake (the key is RFC 6455's example).
+fn handshake(path: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+}
+
+/// Opens a WebSocket over HTTP/1.1 by hand; returns the stream and the 101's head.
+fn open_raw(s: &Spate, path: &str) -> (TcpStream, String) {
+    let mut c = s.connect();
+    c.write_all(handshake(path).as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(c.read(&mut byte).expect("read the 101"), 1, "closed early");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("\r\nupgrade: websocket\r\n"), "{head}");
+    assert!(lower.contains("\r\nconnection: upgrade\r\n"), "{head}");
+    assert!(
+        head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        "{head}"
+    );
+    (c, head)
+}
+
+/// Sends a text message and checks that it comes back.
+fn echo(c: &mut TcpStream, msg: &[u8]) {
+    c.write_all(&frame(1, msg)).expect("send");
+    let mut buf = Vec::new();
+    assert_eq!(read_frame(c, &mut buf), Some((1, msg.to_vec())));
+}
+
+/// One final, masked client frame.
+fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37, 0xfa, 0x21, 0x3d];
+    let mut out = vec![0x80 | opcode];
+    match payload.len() {
+        n if n < 126 => out.push(0x80 | n as u8),
+        n if n <= 0xffff => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&mask);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    out
+}
+
+/// A whole unmasked server frame at the start of `buf`: opcode, payload, bytes used.
+fn parse_frame(buf: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
+    let (&b0, &b1) = (buf.first()?, buf.get(1)?);
+    let (len, at) = match b1 & 0x7f {
+        126 => (
+            u16::from_be_bytes(buf.get(2..4)?.try_into().ok()?) as usize,
+            4,
+        ),
+        127 => (
+            u64::from_be_bytes(buf.get(2..10)?.try_into().ok()?) as usize,
+            10,
+        ),
+        n => (n as usize, 2),
+    };
+    assert!(b0 & 0x80 != 0, "fragmented frame");
+    let payload = buf.get(at..at + len)?;
+    Some((b0 & 0x0f, payload.to_vec(), at + len))
+}
+
+fn read_frame(c: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(u8, Vec<u8>)> {
+    let mut chunk = [0u8; 65536];
+    loop {
+        if let Some((op, payload, used)) = parse_frame(buf) {
+            buf.drain(..used);
+            return Some((op, payload));
+        }
+        match c.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Server frames from an HTTP/2 response body, giving flow-control credit back as read.
+struct Frames {
+    body: h2::RecvStream,
+    buf: Vec<u8>,
+}
+
+impl Frames {
+    fn new(body: h2::RecvStream) -> Frames {
+        Frames {
+            body,
+            buf: Vec::new(),
+        }
+    }
+
+    async fn next(&mut self) -> Option<(u8, Vec<u8>)> {
+        loop {
+            if let Some((op, payload, used)) = parse_frame(&self.buf) {
+                self.buf.drain(..used);
+                return Some((op, payload));
+            }
+            let fut = self.body.data();
+            let chunk = tokio::time::timeout(Duration::from_secs(10), fut)
+                .await
+                .expect("no data in 10 s")?
+                .ok()?;
+            let _ = self.body.flow_control().release_capacity(chunk.len());
+            self.buf.extend_from_slice(&chunk);
+        }
+    }
+}
