@@ -271,7 +271,7 @@ impl Drop for OpenConnection {
 pub struct OpenTunnel(bool);
 
 impl OpenTunnel {
-    pub fn new() -> OpenTunnel {
+    pub fn open() -> OpenTunnel {
         LOCAL.with(|l| {
             if !l.on.get() {
                 return OpenTunnel(false);

@@ -710,6 +710,35 @@ hosts:
     }
 
     #[test]
+    fn tunnel_directives_of_current_and_older_h2o() {
+        let c = ok("\
+listen: 8080
+proxy.timeout.io: 7000
+hosts:
+  default:
+    paths:
+      /off:
+        proxy.reverse.url: http://127.0.0.1:3001/
+      /tunnel:
+        proxy.reverse.url: http://127.0.0.1:3001/
+        proxy.tunnel: ON
+      /ws22:
+        proxy.reverse.url: http://127.0.0.1:3001/
+        proxy.websocket: ON
+        proxy.websocket.timeout: 300000
+");
+        assert!(!proxy(&c, "/off").tunnel);
+        let t = proxy(&c, "/tunnel");
+        assert!(t.tunnel);
+        // Current h2o: tunnels idle out by proxy.timeout.io.
+        assert_eq!(t.tunnel_timeout, Duration::from_millis(7000));
+        let w = proxy(&c, "/ws22");
+        assert!(w.tunnel);
+        assert_eq!(w.tunnel_timeout, Duration::from_millis(300_000));
+        assert!(c.has_tunnel());
+    }
+
+    #[test]
     fn errors_with_their_lines() {
         let e = errors(
             "\
@@ -743,7 +772,7 @@ hosts:
       /not-yet:
         proxy.ssl.verify-peer: OFF
         proxy.http2.ratio: 50
-        proxy.tunnel: ON
+        proxy.connect: ON
         proxy.proxy-protocol: ON
         proxy.timout.io: 5
         proxy.header.add: NoColon
@@ -768,7 +797,7 @@ hosts:
                 "t.yaml:27: path /two already has a handler (file.dir at line 26); proxy.reverse.url cannot be added",
                 "t.yaml:29: proxy.ssl.verify-peer is not supported yet",
                 "t.yaml:30: proxy.http2.ratio is not supported yet",
-                "t.yaml:31: proxy.tunnel is not supported yet",
+                "t.yaml:31: proxy.connect is not supported yet",
                 "t.yaml:32: proxy.proxy-protocol is not supported yet",
                 "t.yaml:33: unknown directive proxy.timout.io (did you mean proxy.timeout.io?)",
                 "t.yaml:34: proxy.header.add expects \"Name: value\", got \"NoColon\"",

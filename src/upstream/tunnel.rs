@@ -162,7 +162,7 @@ impl Passage {
         client: Option<RequestBody>,
         idle_timeout: Duration,
     ) -> Passage {
-        let open = client.as_ref().map(|_| crate::metrics::OpenTunnel::new());
+        let open = client.as_ref().map(|_| crate::metrics::OpenTunnel::open());
         Passage {
             conn,
             reader,
