@@ -218,20 +218,21 @@ impl Passage {
         }
     }
 
-    /// Pending until nothing has moved for the idle timeout; then ready.
+    /// Pending until nothing has moved for the idle timeout; then ready. Traffic does not
+    /// touch the timer (one reset per message would cost more than the message): it is
+    /// re-armed when it fires early.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let at = self.last_moved + self.idle_timeout;
+        let (last, idle) = (self.last_moved, self.idle_timeout);
         let sleep = self
             .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(last + idle)));
         loop {
-            if sleep.deadline() != at {
-                sleep.as_mut().reset(at);
-            }
             std::task::ready!(sleep.as_mut().poll(cx));
+            let at = self.last_moved + idle;
             if Instant::now() >= at {
                 return Poll::Ready(());
             }
+            sleep.as_mut().reset(at);
         }
     }
 }
