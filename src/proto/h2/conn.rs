@@ -291,21 +291,19 @@ impl Connection {
             drain_when_open: false,
             recently_reset: VecDeque::new(),
         };
-        frame::put_settings(
-            &mut c.out,
-            &[
-                (setting::MAX_CONCURRENT_STREAMS, c.cfg.max_streams),
-                (setting::INITIAL_WINDOW_SIZE, c.cfg.input_window),
-                (
-                    setting::MAX_HEADER_LIST_SIZE,
-                    u32::try_from(c.cfg.max_header_list).unwrap_or(u32::MAX),
-                ),
-                (setting::NO_RFC7540_PRIORITIES, 1),
-            ],
-        );
-        if c.cfg.enable_connect_protocol {
-            frame::put_settings(&mut c.out, &[(setting::ENABLE_CONNECT_PROTOCOL, 1)]);
-        }
+        let settings = [
+            (setting::MAX_CONCURRENT_STREAMS, c.cfg.max_streams),
+            (setting::INITIAL_WINDOW_SIZE, c.cfg.input_window),
+            (
+                setting::MAX_HEADER_LIST_SIZE,
+                u32::try_from(c.cfg.max_header_list).unwrap_or(u32::MAX),
+            ),
+            (setting::NO_RFC7540_PRIORITIES, 1),
+            (setting::ENABLE_CONNECT_PROTOCOL, 1),
+        ];
+        // The last one only when some path tunnels.
+        let n = settings.len() - usize::from(!c.cfg.enable_connect_protocol);
+        frame::put_settings(&mut c.out, &settings[..n]);
         if c.cfg.input_window > frame::DEFAULT_WINDOW {
             frame::put_window_update(&mut c.out, 0, c.cfg.input_window - frame::DEFAULT_WINDOW);
             c.recv_conn_window = c.cfg.input_window;

@@ -1295,3 +1295,71 @@ fn an_answer_before_a_small_declared_body_lets_the_rest_in() {
     assert_eq!(kinds(&f), vec![(kind::HEADERS, 3), (kind::RST_STREAM, 3)]);
     assert_eq!(p.conn.open_streams(), 0);
 }
+
+/// A HEADERS frame for stream `id` with `fields`, encoded by `p`'s encoder.
+fn headers_frame(p: &mut Peer, id: u32, fields: &[(&[u8], &[u8])], end_stream: bool) -> Vec<u8> {
+    let mut block = Vec::new();
+    p.enc.encode(fields.iter().copied(), &mut block);
+    let mut out = Vec::new();
+    let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
+    frame::put_head(&mut out, block.len(), kind::HEADERS, flags, id);
+    out.extend_from_slice(&block);
+    out
+}
+
+#[test]
+fn extended_connect_only_when_enabled() {
+    let websocket: [(&[u8], &[u8]); 5] = [
+        (b":method", b"CONNECT"),
+        (b":protocol", b"websocket"),
+        (b":scheme", b"https"),
+        (b":authority", b"example.com"),
+        (b":path", b"/chat"),
+    ];
+    // Off (the default): not advertised, and `:protocol` is malformed.
+    let mut p = Peer::new(Settings::default(), &[]);
+    let f = p.turn(b"");
+    assert!(!f[0].1.chunks(6).any(|s| s[..2] == [0, 8]));
+    let b = headers_frame(&mut p, 1, &websocket, true);
+    p.feed(&b);
+    let f = p.turn(b"");
+    assert_eq!(kinds(&f), vec![(kind::RST_STREAM, 1)]);
+
+    // On: SETTINGS_ENABLE_CONNECT_PROTOCOL = 1, and the request carries its protocol.
+    let cfg = Settings {
+        enable_connect_protocol: true,
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg, &[]);
+    let f = p.turn(b"");
+    assert!(f[0].1.chunks(6).any(|s| s == [0, 8, 0, 0, 0, 1]));
+    let b = headers_frame(&mut p, 1, &websocket, true);
+    p.feed(&b);
+    let (id, r) = p.conn.next_request().expect("the extended CONNECT");
+    assert_eq!((id, &r.method), (1, &Method::Connect));
+    assert_eq!(r.protocol(), Some(&b"websocket"[..]));
+    assert_eq!(r.target(), b"/chat");
+    p.conn.respond(id, Response::new(200));
+    p.turn(b"");
+    // RFC 8441 section 4: `:protocol` only on CONNECT, and with `:scheme` and `:path`.
+    let get_with_protocol = [(&b":method"[..], &b"GET"[..])]
+        .into_iter()
+        .chain(websocket[1..].iter().copied())
+        .collect::<Vec<_>>();
+    let no_path = &websocket[..4];
+    for (id, fields) in [(3, &get_with_protocol[..]), (5, no_path)] {
+        let b = headers_frame(&mut p, id, fields, true);
+        p.feed(&b);
+        let f = p.turn(b"");
+        assert_eq!(kinds(&f), vec![(kind::RST_STREAM, id)], "stream {id}");
+    }
+    // A plain CONNECT is as before.
+    let plain: [(&[u8], &[u8]); 2] = [
+        (b":method", b"CONNECT"),
+        (b":authority", b"example.com:443"),
+    ];
+    let b = headers_frame(&mut p, 7, &plain, true);
+    p.feed(&b);
+    let (_, r) = p.conn.next_request().expect("the plain CONNECT");
+    assert_eq!(r.protocol(), None);
+}
