@@ -1,10 +1,11 @@
 //! WebSocket and other upgrades through the proxy (`proxy.tunnel`): a real WebSocket server
-//! (Python `websockets`) behind spate, reached by a real client library over HTTP/1.1 and by
-//! the `h2` crate over HTTP/2 extended CONNECT (RFC 8441), with the WebSocket framing done
-//! here. Idle timeouts, a refused upgrade, tunnels turned off, and a tunnel kept through a
-//! reload.
+//! (Python `websockets`) behind spate, reached by a real client library over HTTP/1.1, by
+//! the `h2` crate over HTTP/2 extended CONNECT (RFC 8441, with the WebSocket framing done
+//! here) and by Chromium over HTTP/2 with TLS. Idle timeouts, a refused upgrade, tunnels
+//! turned off, and a tunnel kept through a reload.
 
 mod common;
+mod tls_support;
 
 use common::*;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -188,6 +189,99 @@ fn websocket_over_http2_extended_connect() {
         let _ = send.send_data(bytes::Bytes::new(), true);
     });
     assert_eq!(ws.closed(), "closed 4003 h2 bye");
+}
+
+#[test]
+fn chromium_opens_a_websocket_over_http2_with_tls() {
+    let Some(browser) = tls_support::chromium() else {
+        eprintln!("SKIP: chromium is not installed (scripts/test installs it)");
+        return;
+    };
+    let ws = WsServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "site", "localhost", false);
+    // Chromium sends a WebSocket over an HTTP/2 connection it already has to the origin,
+    // when the server's SETTINGS allow extended CONNECT: the page's own.
+    write_file(
+        dir.path(),
+        "site/index.html",
+        br#"<!doctype html><title>ws</title><p id=out>waiting</p><script>
+const ws = new WebSocket("wss://" + location.host + "/ws/chat", ["chat"]);
+ws.onopen = () => ws.send("hello from chromium");
+ws.onmessage = (e) => {
+  document.getElementById("out").textContent = "echo:" + e.data + ":" + ws.protocol;
+  ws.close(4010, "chromium");
+};
+ws.onerror = () => { document.getElementById("out").textContent = "error"; };
+</script>"#,
+    );
+    let s = Spate::start_in(
+        &format!(
+            "
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: site.crt
+    key-file: site.key
+hosts:
+  default:
+    access-log:
+      path: access.log
+      format: \"%H %m %s %U\"
+    paths:
+      /ws:
+        proxy.reverse.url: http://127.0.0.1:{}/
+        proxy.tunnel: ON
+      /:
+        file.dir: $DIR/site
+",
+            ws.port
+        ),
+        dir,
+    );
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-extensions",
+            "--ignore-certificate-errors",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            s.path().join("profile").display()
+        ))
+        .arg(format!("https://127.0.0.1:{}/", s.addr.port()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start chromium");
+    let out = tls_support::wait_output(out, Duration::from_secs(90));
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("echo:hello from chromium:chat"),
+        "page says: {dom}"
+    );
+    assert_eq!(ws.closed(), "closed 4010 chromium");
+    let log_path = s.path().join("access.log");
+    let seen = wait_until(|| {
+        std::fs::read_to_string(&log_path)
+            .unwrap_or_default()
+            .contains("HTTP/2 CONNECT 200 /ws/chat")
+    });
+    assert!(
+        seen,
+        "access log:\n{}",
+        std::fs::read_to_string(&log_path).unwrap_or_default()
+    );
 }
 
 #[test]
