@@ -240,24 +240,8 @@ hosts:
         ),
         dir,
     );
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-extensions",
-            "--ignore-certificate-errors",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!(
-            "--user-data-dir={}",
-            s.path().join("profile").display()
-        ))
+    let out = tls_support::chromium_headless(browser, s.path())
+        .args(["--virtual-time-budget=5000", "--dump-dom"])
         .arg(format!("https://127.0.0.1:{}/", s.addr.port()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -31,23 +31,8 @@ from benchlib.procs import Launcher, free_port  # noqa: E402
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 
 
-def spate_config(port, backend):
-    return f"""num-threads: 1
-listen:
-  host: 127.0.0.1
-  port: {port}
-hosts:
-  default:
-    paths:
-      /:
-        proxy.reverse.url: http://127.0.0.1:{backend}/
-        proxy.tunnel: ON
-        proxy.timeout.io: 60000
-"""
-
-
-def h2o_config(port, backend):
-    user = "user: root\n" if os.geteuid() == 0 else ""
+def yaml_config(port, backend, tunnel, user=""):
+    """spate and h2o: one YAML dialect; `tunnel` is the directives that turn tunnels on."""
     return f"""{user}num-threads: 1
 listen:
   host: 127.0.0.1
@@ -57,9 +42,12 @@ hosts:
     paths:
       /:
         proxy.reverse.url: http://127.0.0.1:{backend}/
-        proxy.websocket: ON
-        proxy.websocket.timeout: 60000
-"""
+{tunnel}"""
+
+
+# spate: current h2o's name, idle timeout by proxy.timeout.io. h2o 2.2.5: its own names.
+SPATE_TUNNEL = "        proxy.tunnel: ON\n        proxy.timeout.io: 60000\n"
+H2O_TUNNEL = "        proxy.websocket: ON\n        proxy.websocket.timeout: 60000\n"
 
 
 def nginx_config(port, backend, tmp):
@@ -97,11 +85,13 @@ def start_proxy(name, launcher, run_dir, backend, spate_bin, cpu):
     port = free_port()
     if name == "spate":
         path = os.path.join(run_dir, "spate.yaml")
-        open(path, "w").write(spate_config(port, backend))
+        open(path, "w").write(yaml_config(port, backend, SPATE_TUNNEL))
         argv = [spate_bin, "-c", path]
     elif name == "h2o":
         path = os.path.join(run_dir, "h2o.yaml")
-        open(path, "w").write(h2o_config(port, backend))
+        # As root, h2o would switch to `nobody`; keep it as it was started.
+        user = "user: root\n" if os.geteuid() == 0 else ""
+        open(path, "w").write(yaml_config(port, backend, H2O_TUNNEL, user))
         argv = ["h2o", "-c", path]
     elif name == "nginx":
         tmp = os.path.join(run_dir, "nginx")

@@ -99,12 +99,9 @@ pub fn chromium() -> Option<&'static str> {
         .find(|c| super::common::have(c))
 }
 
-/// Opens `url` in headless `browser` (certificate errors ignored, `extra` flags added, its
-/// profile and screenshot under `dir`) and returns the screenshot, checked to be a PNG of a
-/// rendered page.
-pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str]) -> Vec<u8> {
-    let shot = dir.join("shot.png");
-    let profile = dir.join("profile");
+/// Headless `browser` with a profile under `dir`, certificate errors ignored, and nothing
+/// running that the test did not ask for.
+pub fn chromium_headless(browser: &str, dir: &Path) -> Command {
     let mut cmd = Command::new(browser);
     cmd.args([
         "--headless",
@@ -118,15 +115,24 @@ pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str])
         "--disable-default-apps",
         "--disable-extensions",
         "--ignore-certificate-errors",
-        "--window-size=1024,768",
     ])
-    .args(extra)
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .arg(format!("--screenshot={}", shot.display()))
-    .arg(url)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    .arg(format!("--user-data-dir={}", dir.join("profile").display()));
+    cmd
+}
+
+/// Opens `url` in headless `browser` (certificate errors ignored, `extra` flags added, its
+/// profile and screenshot under `dir`) and returns the screenshot, checked to be a PNG of a
+/// rendered page.
+pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str]) -> Vec<u8> {
+    let shot = dir.join("shot.png");
+    let mut cmd = chromium_headless(browser, dir);
+    cmd.arg("--window-size=1024,768")
+        .args(extra)
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let out = wait_output(
         cmd.spawn().expect("start chromium"),
         Duration::from_secs(90),

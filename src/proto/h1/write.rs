@@ -65,12 +65,7 @@ pub fn write_switching_head(
     write_status_line(out, 101);
     out.extend_from_slice(server_line);
     out.extend_from_slice(b"Connection: upgrade\r\n");
-    for (name, value) in headers {
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
+    write_fields(out, headers);
     out.extend_from_slice(b"\r\n");
     out.len() - start
 }
@@ -112,13 +107,18 @@ pub fn write_chunk_size(out: &mut Vec<u8>, len: usize) {
 /// The last chunk with a trailer section.
 pub fn write_last_chunk(out: &mut Vec<u8>, trailers: &[(Bytes, Bytes)]) {
     out.extend_from_slice(b"0\r\n");
-    for (name, value) in trailers {
+    write_fields(out, trailers);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `Name: value` lines.
+fn write_fields(out: &mut Vec<u8>, fields: &[(Bytes, Bytes)]) {
+    for (name, value) in fields {
         out.extend_from_slice(name);
         out.extend_from_slice(b": ");
         out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(b"\r\n");
 }
 
 fn write_status_line(out: &mut Vec<u8>, status: u16) {
