@@ -1255,6 +1255,7 @@ impl Connection {
         let mut continue_100 = false;
         if let Some(p) = parsed {
             s.head_request = p.req.is_head();
+            s.tunnel = p.req.protocol().is_some();
             if let Some(prio) = p.priority {
                 s.priority = prio;
             }
@@ -1353,7 +1354,7 @@ impl Connection {
         if content_length.is_some_and(|cl| received > cl || (end_stream && received != cl)) {
             return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
         }
-        if received > self.cfg.max_request_body {
+        if received > self.cfg.max_request_body && !self.streams[i].tunnel {
             return self.body_too_large(i, now);
         }
         let s = &mut self.streams[i];

@@ -75,6 +75,9 @@ pub struct Stream {
     /// The complete request, until the connection hands it out.
     pub request: Option<Request>,
     pub head_request: bool,
+    /// An extended CONNECT (RFC 8441): its DATA is a tunnel's, not a body under
+    /// `max_request_body` (flow control still bounds what is held).
+    pub tunnel: bool,
     /// Our send window: may go negative when the peer lowers SETTINGS_INITIAL_WINDOW_SIZE.
     pub send_window: i64,
     /// How much more the client may send on this stream before our next WINDOW_UPDATE.
@@ -113,6 +116,7 @@ impl Stream {
             send: Send::Waiting,
             request: None,
             head_request: false,
+            tunnel: false,
             send_window: i64::from(send_window),
             recv_window,
             recv_unacked: 0,

@@ -1363,3 +1363,42 @@ fn extended_connect_only_when_enabled() {
     let (_, r) = p.conn.next_request().expect("the plain CONNECT");
     assert_eq!(r.protocol(), None);
 }
+
+#[test]
+fn tunnel_data_is_not_cut_by_the_body_limit() {
+    let cfg = Settings {
+        enable_connect_protocol: true,
+        max_request_body: 1000,
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg, &[]);
+    p.turn(b"");
+    let fields: [(&[u8], &[u8]); 4] = [
+        (b":method", b"CONNECT"),
+        (b":protocol", b"websocket"),
+        (b":scheme", b"http"),
+        (b":path", b"/chat"),
+    ];
+    let b = headers_frame(&mut p, 1, &fields, false);
+    let mut input = BytesMut::from(&b[..]);
+    p.conn.recv_with(&mut input, p.now, &|_| true);
+    let (id, req) = p.conn.next_request().expect("the tunnel's request");
+    let mut body = req.take_body().expect("a pipe");
+    p.conn.respond(id, streamed(None));
+    p.turn(b"");
+    let mut got = 0;
+    for _ in 0..5 {
+        let mut input = BytesMut::from(&data(1, 900, false)[..]);
+        p.conn.recv_with(&mut input, p.now, &|_| true);
+        while let Poll::Ready(Some(Ok(crate::http::Frame::Data(d)))) = poll_body(&mut body) {
+            got += d.len();
+        }
+    }
+    assert_eq!(got, 4500);
+    let f = p.turn(b"");
+    assert!(
+        !kinds(&f).contains(&(kind::RST_STREAM, 1)),
+        "{:?}",
+        kinds(&f)
+    );
+}
