@@ -268,6 +268,85 @@ hosts:
     );
 }
 
+/// A backend for another protocol: answers `101` with `Upgrade: shout/1` and bytes of the
+/// new protocol in the same write, then sends back what it reads in capitals; when the client
+/// half-closes, it says `BYE` and closes.
+fn shout_backend() -> (u16, std::thread::JoinHandle<String>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let t = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            c.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        c.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: shout/1\r\n\r\nREADY\n")
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => c.write_all(&buf[..n].to_ascii_uppercase()).unwrap(),
+            }
+        }
+        c.write_all(b"BYE\n").unwrap();
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    (port, t)
+}
+
+#[test]
+fn any_protocol_upgrade_with_early_bytes_and_half_close() {
+    let (port, backend) = shout_backend();
+    let s = Spate::start(&format!(
+        "
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://127.0.0.1:{port}/
+        proxy.tunnel: ON
+"
+    ));
+    let mut c = s.connect();
+    c.write_all(b"GET /talk HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: shout/1\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"READY\n") {
+        let n = c.read(&mut buf).expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
+    assert!(text.contains("\r\nUpgrade: shout/1\r\n"), "{text}");
+    c.write_all(b"hello there\n").unwrap();
+    let mut line = Vec::new();
+    while !line.ends_with(b"\n") {
+        let n = c.read(&mut buf).expect("read");
+        assert!(n > 0);
+        line.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(line, b"HELLO THERE\n");
+    // Our half-close reaches the backend, whose last words still reach us.
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(read_to_close(&mut c), "BYE\n");
+    let head = backend.join().unwrap().to_ascii_lowercase();
+    assert!(
+        head.contains("\r\nconnection: upgrade\r\nupgrade: shout/1\r\n"),
+        "{head}"
+    );
+    assert!(
+        head.contains("\r\nx-forwarded-for: 127.0.0.1\r\n"),
+        "{head}"
+    );
+}
+
 #[test]
 fn http2_reset_closes_the_backend_connection() {
     let ws = WsServer::start();
