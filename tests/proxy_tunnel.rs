@@ -500,6 +500,31 @@ fn tunnel_survives_a_reload() {
     assert_eq!(ws.closed(), "closed 1000 ");
 }
 
+#[test]
+fn a_stop_waits_for_tunnels_until_shutdown_timeout() {
+    let ws = WsServer::start();
+    let mut s = Spate::start(
+        &config(&ws, "proxy.tunnel: ON").replace("shutdown-timeout: 20", "shutdown-timeout: 2"),
+    );
+    let (mut c, _) = open_raw(&s, "/ws/");
+    echo(&mut c, b"before");
+    let stopped_at = Instant::now();
+    signal(&s.child, libc::SIGTERM);
+    // Still served after the stop began...
+    std::thread::sleep(Duration::from_millis(500));
+    echo(&mut c, b"while stopping");
+    // ...until shutdown-timeout, when the connection closes and spate exits.
+    let rest = read_to_close(&mut c);
+    let closed = stopped_at.elapsed();
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(
+        closed >= Duration::from_millis(1500) && closed < Duration::from_secs(8),
+        "closed {closed:?} after SIGTERM"
+    );
+    let status = wait_timeout(&mut s.child, Duration::from_secs(10)).expect("spate exits");
+    assert!(status.success(), "{status:?}");
+}
+
 // --- helpers -----------------------------------------------------------------------------
 
 fn runtime() -> tokio::runtime::Runtime {
