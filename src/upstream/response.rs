@@ -196,10 +196,9 @@ impl ResponseReader {
         }
     }
 
-    /// After a `101 Switching Protocols`: whatever the backend sends, from the first byte
-    /// after the head, is the new protocol's, until it closes.
-    pub fn switch_protocols(&mut self) {
-        self.body = BodyState::UntilClose;
+    /// After a `101 Switching Protocols`: the new protocol's bytes that came with the head.
+    pub fn take_buffered(&mut self) -> Bytes {
+        self.buf.split().freeze()
     }
 
     /// The whole body, if it has already arrived (a small response): no stream needed.

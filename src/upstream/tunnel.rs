@@ -13,11 +13,12 @@ use crate::http::{
 use crate::proto::h1::ResponseFraming;
 use bytes::{Buf, Bytes};
 use std::future::{poll_fn, Future};
+use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 /// An upgrade request as it goes to the backend.
@@ -93,15 +94,15 @@ async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, Ups
     };
     let switched = head.status == 101;
     let body = if switched {
-        reader.switch_protocols();
+        let early = reader.take_buffered();
+        let tunnel = Tunnel {
+            client: req.client,
+            early,
+            read_size: backend.io_size,
+        };
         Body::Stream(StreamBody {
             len: None,
-            stream: Box::new(Passage::new(
-                conn,
-                reader,
-                Some(req.client),
-                req.idle_timeout,
-            )),
+            stream: Box::new(Passage::new(conn, reader, Some(tunnel), req.idle_timeout)),
         })
     } else {
         match head.framing {
@@ -142,9 +143,10 @@ fn request_head(req: &TunnelRequest) -> Vec<u8> {
 /// the backend on the way (a tunnel), or only reading (the body of a refused upgrade).
 struct Passage {
     conn: Conn,
+    /// A refused upgrade's body, by its framing (unused by a tunnel).
     reader: ResponseReader,
-    /// The client's side of a tunnel; `None` for a refused upgrade's body.
-    client: Option<RequestBody>,
+    /// `None` for a refused upgrade's body.
+    tunnel: Option<Tunnel>,
     /// Client bytes taken from the pipe, not yet written.
     pending: Bytes,
     /// The client finished: the backend's write side is shut down.
@@ -159,14 +161,14 @@ impl Passage {
     fn new(
         conn: Conn,
         reader: ResponseReader,
-        client: Option<RequestBody>,
+        tunnel: Option<Tunnel>,
         idle_timeout: Duration,
     ) -> Passage {
-        let open = client.as_ref().map(|_| crate::metrics::OpenTunnel::open());
+        let open = tunnel.as_ref().map(|_| crate::metrics::OpenTunnel::open());
         Passage {
             conn,
             reader,
-            client,
+            tunnel,
             pending: Bytes::new(),
             client_done: false,
             idle_timeout,
@@ -180,7 +182,7 @@ impl Passage {
     /// anything moved.
     fn send_client_bytes(&mut self, cx: &mut Context<'_>) -> Result<bool, BodyError> {
         let mut moved = false;
-        let Some(client) = self.client.as_mut() else {
+        let Some(client) = self.tunnel.as_mut().map(|t| &mut t.client) else {
             return Ok(false);
         };
         loop {
@@ -243,8 +245,11 @@ impl BodyStream for Passage {
             Ok(m) => m,
             Err(e) => return Poll::Ready(Some(Err(e))),
         };
-        let read = self.reader.poll_body(&mut self.conn, cx);
-        moved |= self.reader.take_progress();
+        let read = match &mut self.tunnel {
+            Some(t) => t.poll_backend(&mut self.conn, cx),
+            None => self.reader.poll_body(&mut self.conn, cx),
+        };
+        moved |= self.reader.take_progress() || matches!(read, Poll::Ready(Some(Ok(_))));
         if moved {
             self.last_moved = Instant::now();
         }
@@ -262,7 +267,7 @@ impl BodyStream for Passage {
             Poll::Pending => {}
         }
         std::task::ready!(self.poll_idle(cx));
-        let what = if self.client.is_some() {
+        let what = if self.tunnel.is_some() {
             "tunnel idle for"
         } else {
             "stalled mid-body for"
@@ -272,4 +277,63 @@ impl BodyStream for Passage {
             format!("{what} {} ms", self.idle_timeout.as_millis()),
         ))))
     }
+}
+
+/// The tunnel's side of a [`Passage`].
+struct Tunnel {
+    /// What the client sends once the tunnel is open.
+    client: RequestBody,
+    /// Bytes of the new protocol that came with the 101.
+    early: Bytes,
+    read_size: usize,
+}
+
+impl Tunnel {
+    /// The backend's next bytes, `None` once it closed.
+    fn poll_backend(
+        &mut self,
+        conn: &mut Conn,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame, ReadError>>> {
+        if !self.early.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::Data(std::mem::take(&mut self.early)))));
+        }
+        match std::task::ready!(read_arena(conn, cx, self.read_size)) {
+            Ok(b) if b.is_empty() => Poll::Ready(None),
+            Ok(b) => Poll::Ready(Some(Ok(Frame::Data(b)))),
+            Err(e) => Poll::Ready(Some(Err(ReadError::Io(e)))),
+        }
+    }
+}
+
+/// Tunnel reads are carved from per-worker chunks of this size, so an idle tunnel holds no
+/// buffer of its own.
+const ARENA_CHUNK: usize = 32 * 1024;
+
+thread_local! {
+    static ARENA: std::cell::RefCell<bytes::BytesMut> =
+        std::cell::RefCell::new(bytes::BytesMut::new());
+}
+
+/// Reads what the backend has (at most `want`) into the worker's arena. Through `AsyncRead`,
+/// so that a short read marks the socket drained and the next poll waits for readiness
+/// instead of trying a read that would find nothing (one system call less per message).
+fn read_arena(conn: &mut Conn, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<Bytes>> {
+    // Nothing is reserved while the backend is quiet.
+    std::task::ready!(conn.poll_read_ready(cx))?;
+    ARENA.with_borrow_mut(|arena| {
+        debug_assert!(arena.is_empty());
+        if arena.capacity() < want {
+            // Reclaims the chunk when nothing points into it any more, else takes a new one.
+            arena.reserve(ARENA_CHUNK.max(want));
+        }
+        let spare = arena.spare_capacity_mut();
+        let mut buf = ReadBuf::uninit(&mut spare[..want]);
+        std::task::ready!(Pin::new(&mut *conn).poll_read(cx, &mut buf))?;
+        let n = buf.filled().len();
+        // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity, and the
+        // arena is empty (every read is split off whole), so its length becomes `n`.
+        unsafe { arena.set_len(n) };
+        Poll::Ready(Ok(arena.split_to(n).freeze()))
+    })
 }
