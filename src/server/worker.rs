@@ -280,6 +280,30 @@ impl Drop for ConnectionGuard {
     }
 }
 
+/// Counts a QUIC connection as open in this worker (a graceful stop waits for it), for its
+/// lifetime. QUIC connections have their own limit (`max-quic-connections`), so they take no
+/// `max-connections` slot.
+pub(crate) struct ActiveGuard<'a> {
+    ctx: &'a WorkerCtx,
+}
+
+impl ActiveGuard<'_> {
+    pub fn new(ctx: &WorkerCtx) -> ActiveGuard<'_> {
+        ctx.active.set(ctx.active.get() + 1);
+        ActiveGuard { ctx }
+    }
+}
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.ctx.active.set(self.ctx.active.get() - 1);
+        if self.ctx.active.get() == 0 {
+            self.ctx.went_idle.set(true);
+            self.ctx.all_closed.notify_waiters();
+        }
+    }
+}
+
 /// Gives memory back to the system once the worker went idle after a busy spell (glibc keeps
 /// a burst's peak otherwise, e.g. 10,000 proxied exchanges at once). At most once per
 /// `IDLE_TRIM_INTERVAL`, and only when no connection is open, so a busy worker never pays.
