@@ -49,12 +49,16 @@ pub(crate) struct WorkerCtx {
 /// A listening socket of this worker, with its TLS acceptor if the listener is TLS.
 pub(crate) type Socket = (std::net::TcpListener, Option<TlsAcceptor>);
 
+/// A UDP socket of a QUIC listener, with the listener's QUIC settings.
+pub(crate) type QuicSocket = (std::net::UdpSocket, super::quic::Settings);
+
 /// Runs the worker until its generation is stopped. Called on the worker's own thread.
 /// `ready` gets one message once the worker is set up (or could not be); accepting starts
 /// when the phase becomes `Serving`.
 pub(crate) fn run(
     config: Arc<Config>,
     sockets: Vec<Socket>,
+    quic: Vec<QuicSocket>,
     shared: Arc<Shared>,
     mut phase: watch::Receiver<Phase>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
@@ -122,6 +126,9 @@ pub(crate) fn run(
         }
         for (listener, tls) in listeners {
             tokio::task::spawn_local(accept_loop(listener, tls, ctx.clone()));
+        }
+        for (sock, settings) in quic {
+            tokio::task::spawn_local(super::quic::serve(sock, settings, ctx.clone()));
         }
         let flusher = tokio::task::spawn_local(flush_logs_periodically(logs.clone()));
         let trimmer = tokio::task::spawn_local(trim_when_idle(ctx.clone()));

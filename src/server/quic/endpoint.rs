@@ -10,9 +10,7 @@ use super::Settings;
 use crate::server::h3::H3Conn;
 use crate::server::worker::{ActiveGuard, WorkerCtx};
 use bytes::BytesMut;
-use quinn_proto::{
-    ConnectionHandle, DatagramEvent, Endpoint, Event, Incoming, Transmit,
-};
+use quinn_proto::{ConnectionHandle, DatagramEvent, Endpoint, Event, Incoming, Transmit};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
@@ -224,8 +222,11 @@ impl<'a> Driver<'a> {
         while read < READ_BUDGET {
             let chunk = self.recv_buf.len() / RECV_BATCH;
             let n = {
-                let mut bufs: Vec<IoSliceMut<'_>> =
-                    self.recv_buf.chunks_mut(chunk).map(IoSliceMut::new).collect();
+                let mut bufs: Vec<IoSliceMut<'_>> = self
+                    .recv_buf
+                    .chunks_mut(chunk)
+                    .map(IoSliceMut::new)
+                    .collect();
                 let state = &self.state;
                 let sock = &self.sock;
                 match sock.try_io(Interest::READABLE, || {
@@ -236,8 +237,10 @@ impl<'a> Driver<'a> {
                     Err(e) => return Err(e),
                 }
             };
+            // Out of `self` while its datagrams are handled.
+            let recv_buf = std::mem::take(&mut self.recv_buf);
             for (i, meta) in metas.iter().enumerate().take(n) {
-                let buf = &self.recv_buf[i * chunk..i * chunk + meta.len];
+                let buf = &recv_buf[i * chunk..i * chunk + meta.len];
                 let stride = meta.stride.max(1);
                 let ecn = meta
                     .ecn
@@ -262,6 +265,7 @@ impl<'a> Driver<'a> {
                     self.on_datagram(now, meta.addr, meta.dst_ip, ecn, data);
                 }
             }
+            self.recv_buf = recv_buf;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ mod endpoint;
 mod route;
 mod socket;
 
-pub(crate) use endpoint::serve;
+pub(crate) use endpoint::{serve, Wakes};
 pub(crate) use socket::{bind, bind_fresh};
 
 use crate::config::{Config, Listen, QuicConf};

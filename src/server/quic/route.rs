@@ -7,7 +7,6 @@
 
 use bytes::BytesMut;
 use quinn_proto::{ConnectionId, ConnectionIdGenerator, EcnCodepoint};
-use rustls::crypto::SecureRandom;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
