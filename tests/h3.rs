@@ -1,0 +1,188 @@
+//! HTTP/3 over QUIC (`listen: {type: quic}`), fetched by real HTTP/3 clients.
+//!
+//! Sections: the first fetches (h3quic); interop with aioquic, quic-go and Chromium, and the
+//! abuse tests, follow (h3tests). The Python client is aioquic from PyPI, in a venv that
+//! scripts/test creates at target/aioquic-venv.
+
+mod common;
+mod tls_support;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+// ---- first fetches (h3quic) ----
+
+/// The aioquic venv's python, or `None` (with a SKIP line) when scripts/test has not made it.
+fn aioquic_python() -> Option<PathBuf> {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/aioquic-venv/bin/python");
+    if py.exists() {
+        return Some(py);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("target/aioquic-venv is missing: scripts/test installs aioquic there");
+    }
+    eprintln!("SKIP: target/aioquic-venv is missing (scripts/test installs aioquic)");
+    None
+}
+
+/// One JSON line per request from tests/h3_support/aioquic_get.py.
+struct Fetched {
+    status: u16,
+    len: usize,
+    sha256: String,
+    text: String,
+    headers: Vec<(String, String)>,
+}
+
+fn aioquic_get(py: &Path, port: u16, paths: &[&str]) -> Vec<Fetched> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
+    let out = Command::new(py)
+        .arg(script)
+        .arg("127.0.0.1")
+        .arg(port.to_string())
+        .args(paths)
+        .output()
+        .expect("run aioquic");
+    assert!(
+        out.status.success(),
+        "aioquic failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let field = |name: &str| -> String {
+                let key = format!("\"{name}\": ");
+                let at = l.find(&key).expect(name) + key.len();
+                let rest = &l[at..];
+                if let Some(s) = rest.strip_prefix('"') {
+                    s[..s.find('"').expect("end")].to_string()
+                } else {
+                    rest[..rest.find([',', '}']).expect("end")].to_string()
+                }
+            };
+            let hstart = l.find("\"headers\": [").expect("headers") + 12;
+            let hend = l[hstart..].find("]]").map_or(hstart, |e| hstart + e + 1);
+            let headers = l[hstart..hend]
+                .split("], [")
+                .filter_map(|p| {
+                    let p = p.trim_matches(['[', ']']);
+                    let (n, v) = p.split_once("\", \"")?;
+                    Some((n.trim_matches('"').to_string(), v.trim_matches('"').to_string()))
+                })
+                .collect();
+            Fetched {
+                status: field("status").parse().expect("status"),
+                len: field("len").parse().expect("len"),
+                sha256: field("sha256"),
+                text: field("text"),
+                headers,
+            }
+        })
+        .collect()
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().expect("stdin").write_all(data)?;
+            c.wait_with_output()
+        })
+        .expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)[..64].to_string()
+}
+
+/// TLS and QUIC on the same port (the seed-004 form), a static site and an access log.
+fn h3_server(port: u16, extra: &str) -> Spate {
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    write_file(dir.path(), "htdocs/index.html", b"<h1>over QUIC</h1>\n");
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    write_file(dir.path(), "htdocs/big.bin", &big);
+    Spate::start_in(
+        &format!(
+            "
+num-threads: 2
+access-log:
+  path: $DIR/access.log
+  format: '%H %s %b %r'
+{extra}
+hosts:
+  localhost:
+    listen: &tls
+      host: 127.0.0.1
+      port: {port}
+      ssl:
+        certificate-file: a.crt
+        key-file: a.key
+    listen:
+      <<: *tls
+      type: quic
+    paths:
+      /:
+        file.dir: htdocs
+"
+        ),
+        dir,
+    )
+}
+
+#[test]
+fn aioquic_fetches_files_over_http3() {
+    let Some(py) = aioquic_python() else { return };
+    let mut s = h3_server(0, "");
+    let port = s.addr.port();
+    let got = aioquic_get(&py, port, &["/index.html", "/big.bin", "/missing", "/index.html"]);
+    assert_eq!(got.len(), 4);
+    assert_eq!(got[0].status, 200);
+    assert_eq!(got[0].text, "<h1>over QUIC</h1>\\n");
+    let big = std::fs::read(s.path().join("htdocs/big.bin")).expect("big");
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].len, big.len());
+    assert_eq!(got[1].sha256, sha256_hex(&big));
+    assert!(got[1]
+        .headers
+        .iter()
+        .any(|(n, v)| n == "content-length" && v == "3000000"));
+    assert_eq!(got[2].status, 404);
+    assert_eq!(got[3].status, 200);
+    assert!(s.stop().success());
+    let log = std::fs::read_to_string(s.path().join("access.log")).expect("access log");
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 4, "{log}");
+    assert!(lines.contains(&"HTTP/3 200 3000000 GET /big.bin HTTP/3"), "{log}");
+    assert!(lines.contains(&"HTTP/3 404 9 GET /missing HTTP/3"), "{log}");
+}
+
+#[test]
+fn alt_svc_advertises_the_quic_port() {
+    if !tls_support::need("curl") {
+        return;
+    }
+    // A port free for both TCP and UDP.
+    let port = loop {
+        let t = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+        let p = t.local_addr().expect("addr").port();
+        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            break p;
+        }
+    };
+    let s = h3_server(port, "");
+    let out = curl(&["-k", "-s", "-D-", "-o/dev/null", "--http1.1", &format!("https://127.0.0.1:{port}/")]);
+    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(head.contains(&format!("alt-svc: h3=\":{port}\"")), "{head}");
+    let out = curl(&["-k", "-s", "-D-", "-o/dev/null", "--http2", &format!("https://127.0.0.1:{port}/")]);
+    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(head.contains(&format!("alt-svc: h3=\":{port}\"")), "{head}");
+    drop(s);
+    let s = h3_server(port, "http3-alt-svc: OFF");
+    let out = curl(&["-k", "-s", "-D-", "-o/dev/null", "--http1.1", &format!("https://127.0.0.1:{port}/")]);
+    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(!head.contains("alt-svc"), "{head}");
+    drop(s);
+}
