@@ -69,7 +69,10 @@ fn aioquic_get(py: &Path, port: u16, paths: &[&str]) -> Vec<Fetched> {
                 .filter_map(|p| {
                     let p = p.trim_matches(['[', ']']);
                     let (n, v) = p.split_once("\", \"")?;
-                    Some((n.trim_matches('"').to_string(), v.trim_matches('"').to_string()))
+                    Some((
+                        n.trim_matches('"').to_string(),
+                        v.trim_matches('"').to_string(),
+                    ))
                 })
                 .collect();
             Fetched {
@@ -137,7 +140,11 @@ fn aioquic_fetches_files_over_http3() {
     let Some(py) = aioquic_python() else { return };
     let mut s = h3_server(0, "");
     let port = s.addr.port();
-    let got = aioquic_get(&py, port, &["/index.html", "/big.bin", "/missing", "/index.html"]);
+    let got = aioquic_get(
+        &py,
+        port,
+        &["/index.html", "/big.bin", "/missing", "/index.html"],
+    );
     assert_eq!(got.len(), 4);
     assert_eq!(got[0].status, 200);
     assert_eq!(got[0].text, "<h1>over QUIC</h1>\\n");
@@ -155,7 +162,10 @@ fn aioquic_fetches_files_over_http3() {
     let log = std::fs::read_to_string(s.path().join("access.log")).expect("access log");
     let lines: Vec<&str> = log.lines().collect();
     assert_eq!(lines.len(), 4, "{log}");
-    assert!(lines.contains(&"HTTP/3 200 3000000 GET /big.bin HTTP/3"), "{log}");
+    assert!(
+        lines.contains(&"HTTP/3 200 3000000 GET /big.bin HTTP/3"),
+        "{log}"
+    );
     assert!(lines.contains(&"HTTP/3 404 9 GET /missing HTTP/3"), "{log}");
 }
 
@@ -173,15 +183,36 @@ fn alt_svc_advertises_the_quic_port() {
         }
     };
     let s = h3_server(port, "");
-    let out = curl(&["-k", "-s", "-D-", "-o/dev/null", "--http1.1", &format!("https://127.0.0.1:{port}/")]);
+    let out = curl(&[
+        "-k",
+        "-s",
+        "-D-",
+        "-o/dev/null",
+        "--http1.1",
+        &format!("https://127.0.0.1:{port}/"),
+    ]);
     let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
     assert!(head.contains(&format!("alt-svc: h3=\":{port}\"")), "{head}");
-    let out = curl(&["-k", "-s", "-D-", "-o/dev/null", "--http2", &format!("https://127.0.0.1:{port}/")]);
+    let out = curl(&[
+        "-k",
+        "-s",
+        "-D-",
+        "-o/dev/null",
+        "--http2",
+        &format!("https://127.0.0.1:{port}/"),
+    ]);
     let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
     assert!(head.contains(&format!("alt-svc: h3=\":{port}\"")), "{head}");
     drop(s);
     let s = h3_server(port, "http3-alt-svc: OFF");
-    let out = curl(&["-k", "-s", "-D-", "-o/dev/null", "--http1.1", &format!("https://127.0.0.1:{port}/")]);
+    let out = curl(&[
+        "-k",
+        "-s",
+        "-D-",
+        "-o/dev/null",
+        "--http1.1",
+        &format!("https://127.0.0.1:{port}/"),
+    ]);
     let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
     assert!(!head.contains("alt-svc"), "{head}");
     drop(s);
