@@ -220,3 +220,75 @@ fn alt_svc_advertises_the_quic_port() {
     assert!(!head.contains("alt-svc"), "{head}");
     drop(s);
 }
+
+#[test]
+fn proxied_responses_and_request_bodies_over_http3() {
+    let Some(py) = aioquic_python() else { return };
+    let backend = backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let s = Spate::start_in(
+        &format!(
+            "
+num-threads: 1
+hosts:
+  localhost:
+    listen: &tls
+      host: 127.0.0.1
+      port: 0
+      ssl:
+        certificate-file: a.crt
+        key-file: a.key
+    listen:
+      <<: *tls
+      type: quic
+    paths:
+      /p:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    );
+    let got = aioquic_get(
+        &py,
+        s.addr.port(),
+        &[
+            "/p/pattern?len=2000000",
+            "/p/chunked?pieces=3&delay=20",
+            "POST:/p/upload:3000000",
+            "POST:/p/upload:10",
+        ],
+    );
+    let mut want = vec![0u8; 2_000_000];
+    pattern::fill(0, &mut want);
+    assert_eq!((got[0].status, got[0].len), (200, want.len()));
+    assert_eq!(got[0].sha256, sha256_hex(&want));
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].text, "piece 0\\npiece 1\\npiece 2\\n");
+    for (r, n) in [(&got[2], 3_000_000usize), (&got[3], 10)] {
+        let mut h = pattern::Hash64::new();
+        h.update(&vec![b'x'; n]);
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.text,
+            format!("{n} {:016x}\\n", h.finish()),
+            "upload of {n}"
+        );
+    }
+}
+
+#[test]
+fn a_client_that_changes_address_keeps_its_connection() {
+    let Some(py) = aioquic_python() else { return };
+    // Two workers: after each rebinding the kernel may hand the new path to the other
+    // worker's socket, which forwards the packets to the connection's owner.
+    let s = h3_server(0, "");
+    let mut paths = vec!["/index.html"];
+    for _ in 0..6 {
+        paths.extend(["REBIND", "/index.html"]);
+    }
+    let got = aioquic_get(&py, s.addr.port(), &paths);
+    assert_eq!(got.len(), 7);
+    assert!(got.iter().all(|r| r.status == 200 && r.len == 19));
+}

@@ -149,6 +149,7 @@ struct Conn<'a> {
     /// GOAWAY sent.
     closing: bool,
     _active: ActiveGuard<'a>,
+    _open: crate::metrics::OpenConnection,
 }
 
 impl<'a> Driver<'a> {
@@ -256,6 +257,7 @@ impl<'a> Driver<'a> {
                             ecn,
                         };
                         if route::forward(tag, f) {
+                            tracing::trace!(tag, from = %meta.addr, "forwarded a datagram to its endpoint");
                             continue;
                         }
                         // No such endpoint (any more): quinn answers it.
@@ -328,7 +330,9 @@ impl<'a> Driver<'a> {
                     queued: false,
                     closing: false,
                     _active: ActiveGuard::new(self.ctx),
+                    _open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http3),
                 };
+                crate::metrics::connection(crate::metrics::Transport::Quic, true);
                 if self.conns.len() <= ch.0 {
                     self.conns.resize_with(ch.0 + 1, || None);
                 }
@@ -438,6 +442,7 @@ impl<'a> Driver<'a> {
             }
             if drained {
                 self.conns[i] = None;
+                crate::metrics::connection(crate::metrics::Transport::Quic, false);
                 self.open -= 1;
                 OPEN.fetch_sub(1, Ordering::Relaxed);
                 return false;
