@@ -177,14 +177,7 @@ fn alt_svc_advertises_the_quic_port() {
     if !tls_support::need("curl") {
         return;
     }
-    // A port free for both TCP and UDP.
-    let port = loop {
-        let t = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
-        let p = t.local_addr().expect("addr").port();
-        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            break p;
-        }
-    };
+    let port = free_tcp_udp_port();
     let s = h3_server(port, "");
     let out = curl(&[
         "-k",
@@ -291,4 +284,50 @@ fn a_client_that_changes_address_keeps_its_connection() {
     let got = aioquic_get(&py, s.addr.port(), &paths);
     assert_eq!(got.len(), 7);
     assert!(got.iter().all(|r| r.status == 200 && r.len == 19));
+}
+
+/// A port free for both TCP and UDP on 127.0.0.1.
+fn free_tcp_udp_port() -> u16 {
+    loop {
+        let t = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+        let p = t.local_addr().expect("addr").port();
+        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+#[test]
+fn seed_004_serves_http2_and_http3_on_one_port() {
+    let Some(py) = aioquic_python() else { return };
+    let backend = backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = tls_support::cert(dir.path(), "localhost", "localhost", false);
+    let port = free_tcp_udp_port();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/configs/seed-004-proxy-h2-h3/h2o.yaml"),
+    )
+    .expect("seed-004");
+    let yaml = text
+        .replace("/certs/localhost.pem", &crt.display().to_string())
+        .replace("/certs/localhost.key", &key.display().to_string())
+        .replace("port: 443", &format!("port: {port}\n      host: 127.0.0.1"))
+        .replace("http://localhost:3000/", &backend.url("/"))
+        .replace("/app/log/h2o-access.log", "$DIR/access.log")
+        .replace("/app/log/h2o-error.log", "$DIR/error.log");
+    let _s = Spate::start_in(&yaml, dir);
+    let got = aioquic_get(&py, port, &["/pattern?len=100000", "/text"]);
+    assert_eq!((got[0].status, got[0].len), (200, 100_000));
+    assert_eq!(got[1].text, "hello from the backend\\n");
+    let out = curl(&[
+        "-k",
+        "-s",
+        "-D-",
+        "--http2",
+        &format!("https://127.0.0.1:{port}/text"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/2 200"), "{text}");
+    assert!(text.contains(&format!("alt-svc: h3=\":{port}\"")), "{text}");
 }
