@@ -331,3 +331,38 @@ fn seed_004_serves_http2_and_http3_on_one_port() {
     assert!(text.starts_with("HTTP/2 200"), "{text}");
     assert!(text.contains(&format!("alt-svc: h3=\":{port}\"")), "{text}");
 }
+
+#[test]
+fn retry_and_a_small_window_still_deliver_everything() {
+    let Some(py) = aioquic_python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 253) as u8).collect();
+    write_file(dir.path(), "htdocs/big.bin", &big);
+    let s = Spate::start_in(
+        "
+num-threads: 1
+http3-input-window-size: 16384
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+  quic:
+    retry: ON
+    max-streams-bidi: 4
+hosts:
+  localhost:
+    paths:
+      /:
+        file.dir: htdocs
+",
+        dir,
+    );
+    // More requests than max-streams-bidi: the client waits for stream credit.
+    let got = aioquic_get(&py, s.addr.port(), &["/big.bin"; 8]);
+    assert_eq!(got.len(), 8);
+    let sum = sha256_hex(&big);
+    assert!(got.iter().all(|r| r.status == 200 && r.sha256 == sum));
+}

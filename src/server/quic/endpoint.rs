@@ -175,7 +175,7 @@ impl<'a> Driver<'a> {
                 self.begin_shutdown(now);
             }
             self.on_timers(now);
-            self.wakes.take(&mut self.dirty);
+            self.take_wakes();
             self.drive_dirty(now).await;
             if stop_seen && self.open == 0 {
                 return;
@@ -348,6 +348,17 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// Queues the connections whose streams were woken.
+    fn take_wakes(&mut self) {
+        let mut woken = Vec::new();
+        self.wakes.take(&mut woken);
+        for i in woken {
+            if let Some(Some(c)) = self.conns.get_mut(i) {
+                queue(&mut self.dirty, i, c);
+            }
+        }
+    }
+
     /// Connections whose timer expired handle it.
     fn on_timers(&mut self, now: Instant) {
         for (i, slot) in self.conns.iter_mut().enumerate() {
@@ -391,26 +402,22 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Lets every queued connection process its events, do its HTTP/3 work and send.
+    /// Lets every queued connection process its events, do its HTTP/3 work and send. One
+    /// that has more to send is queued again for the next turn, after reading the socket
+    /// (its acknowledgements) and the others.
     async fn drive_dirty(&mut self, now: Instant) {
-        let mut k = 0;
-        while k < self.dirty.len() {
+        let end = self.dirty.len();
+        for k in 0..end {
             let i = self.dirty[k];
-            k += 1;
             let more = self.drive(i, now).await;
             if let Some(Some(c)) = self.conns.get_mut(i) {
-                c.queued = false;
+                c.queued = more;
                 if more {
-                    // Sent its budget: again next turn, after the others.
-                    c.queued = true;
                     self.dirty.push(i);
-                    if k > 4096 {
-                        break;
-                    }
                 }
             }
         }
-        self.dirty.drain(..k.min(self.dirty.len()));
+        self.dirty.drain(..end);
     }
 
     /// Drives connection `i`; true if it has more to send.
