@@ -179,39 +179,20 @@ fn alt_svc_advertises_the_quic_port() {
     }
     let port = free_tcp_udp_port();
     let s = h3_server(port, "");
-    let out = curl(&[
-        "-k",
-        "-s",
-        "-D-",
-        "-o/dev/null",
-        "--http1.1",
-        &format!("https://127.0.0.1:{port}/"),
-    ]);
-    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
-    assert!(head.contains(&format!("alt-svc: h3=\":{port}\"")), "{head}");
-    let out = curl(&[
-        "-k",
-        "-s",
-        "-D-",
-        "-o/dev/null",
-        "--http2",
-        &format!("https://127.0.0.1:{port}/"),
-    ]);
-    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
-    assert!(head.contains(&format!("alt-svc: h3=\":{port}\"")), "{head}");
+    let want = format!("alt-svc: h3=\":{port}\"");
+    assert!(response_head(port, "--http1.1").contains(&want));
+    assert!(response_head(port, "--http2").contains(&want));
     drop(s);
     let s = h3_server(port, "http3-alt-svc: OFF");
-    let out = curl(&[
-        "-k",
-        "-s",
-        "-D-",
-        "-o/dev/null",
-        "--http1.1",
-        &format!("https://127.0.0.1:{port}/"),
-    ]);
-    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
-    assert!(!head.contains("alt-svc"), "{head}");
+    assert!(!response_head(port, "--http1.1").contains("alt-svc"));
     drop(s);
+}
+
+/// The response head of `/` over TLS with curl's `version` flag, lowercased.
+fn response_head(port: u16, version: &str) -> String {
+    let url = format!("https://127.0.0.1:{port}/");
+    let out = curl(&["-k", "-s", "-D-", "-o/dev/null", version, &url]);
+    String::from_utf8_lossy(&out.stdout).to_lowercase()
 }
 
 #[test]

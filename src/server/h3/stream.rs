@@ -349,7 +349,7 @@ impl<'a> ReqStream<'a> {
         let mut digits = [0u8; 20];
         let len = declared
             .filter(|_| status != 204 && status != 304 && status >= 200)
-            .map(|l| format_u64(l, &mut digits));
+            .map(|l| crate::proto::h1::itoa(l, &mut digits));
         let server = self
             .ctx
             .config
@@ -625,17 +625,4 @@ impl Log {
             headers: Vec::new(),
         }
     }
-}
-
-fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }
