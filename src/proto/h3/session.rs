@@ -307,6 +307,7 @@ impl Session {
             return Ok(None);
         };
         let rest = &data[n - had..];
+        self.opening.remove(&stream_id);
         match ty {
             stream_type::CONTROL => {
                 if self.control.is_some() {
@@ -348,15 +349,16 @@ impl Session {
             _ => {
                 // Unknown or reserved (0x1f * N + 0x21) type: stop reading (section 6.2).
                 outcome.stop_sending = Some(ErrorCode::H3_STREAM_CREATION_ERROR);
-                if fin {
-                    self.opening.remove(&stream_id);
-                } else {
-                    o.ignored = true;
+                if !fin {
+                    let ignored = Opening {
+                        ignored: true,
+                        ..Opening::default()
+                    };
+                    self.opening.insert(stream_id, ignored);
                 }
                 return Ok(None);
             }
         }
-        self.opening.remove(&stream_id);
         Ok(Some(rest))
     }
 

@@ -583,4 +583,4 @@ fn put_int(value: u64, prefix: u8, flags: u8, out: &mut BytesMut) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
