@@ -736,6 +736,8 @@ impl Session {
         if too_large {
             events.push(RequestEvent::HeadTooLarge);
             st.phase = Phase::Discard;
+            // We stop reading: the peer's encoder must not wait for trailers we will drop.
+            self.decoder.cancel_stream(stream_id);
             return Ok(true);
         }
         let head = request_head::parse(&self.hbuf, &self.fields)
