@@ -631,7 +631,10 @@ impl Session {
                             "HEADERS frame too large",
                         ));
                     }
-                    let end = h.size + h.len as usize;
+                    let end = usize::try_from(h.len)
+                        .ok()
+                        .and_then(|len| len.checked_add(h.size))
+                        .unwrap_or(usize::MAX);
                     if data.len() < end {
                         return Ok(());
                     }
