@@ -33,6 +33,8 @@ const DRIVE_BUDGET: usize = 64;
 pub(super) enum Step {
     /// More to do later (a wake-up, writability, or the request's end).
     Open,
+    /// More to do now: the turn's budget ran out with frames still coming.
+    Busy,
     /// Both directions are finished: forget the stream.
     Done,
 }
@@ -148,14 +150,15 @@ impl<'a> ReqStream<'a> {
         }
     }
 
-    /// Whether the handler made room in a pipe we stopped filling.
+    /// Whether reading stopped with data left in quinn (a full pipe, or the read budget)
+    /// and may go on now.
     pub fn wants_read(&self) -> bool {
         self.paused
             && !self.recv_done
             && self
                 .body
                 .as_ref()
-                .is_some_and(|w| w.buffered() < PIPE_HIGH_WATER)
+                .is_none_or(|w| w.buffered() < PIPE_HIGH_WATER)
     }
 
     /// Reads what quinn has for this stream (as far as the pipe has room) and acts on the
@@ -183,8 +186,9 @@ impl<'a> ReqStream<'a> {
         {
             let mut rs = conn.recv_stream(self.id);
             let Ok(mut chunks) = rs.read(true) else {
+                // quinn has closed the receive side: nothing more will come.
                 self.recv_done = true;
-                return Ok(());
+                return session.stream_gone(self.id.into());
             };
             let mut budget = READ_BUDGET;
             while budget > 0 {
@@ -391,7 +395,12 @@ impl<'a> ReqStream<'a> {
 
     /// Writes queued frames and produces more while quinn accepts them.
     pub fn drive(&mut self, conn: &mut Connection, session: &mut Session) -> Step {
-        for _ in 0..DRIVE_BUDGET {
+        let mut budget = DRIVE_BUDGET;
+        loop {
+            if budget == 0 {
+                return Step::Busy;
+            }
+            budget -= 1;
             if !self.flush(conn) {
                 return self.step();
             }
