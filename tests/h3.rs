@@ -347,3 +347,46 @@ hosts:
     let sum = sha256_hex(&big);
     assert!(got.iter().all(|r| r.status == 200 && r.sha256 == sum));
 }
+
+#[test]
+fn a_stop_lets_in_flight_requests_finish() {
+    let Some(py) = aioquic_python() else { return };
+    let backend = backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let mut s = Spate::start_in(
+        &format!(
+            "
+num-threads: 1
+listen:
+  host: 127.0.0.1
+  port: 0
+  type: quic
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+hosts:
+  localhost:
+    paths:
+      /:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    );
+    let port = s.addr.port();
+    let client = std::thread::spawn(move || aioquic_get(&py, port, &["/delay?ms=1500"]));
+    // Stop once the request is at the backend.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while backend.requests() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the request never came");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let started = std::time::Instant::now();
+    assert!(s.stop().success());
+    let got = client.join().expect("client");
+    assert_eq!((got[0].status, got[0].text.as_str()), (200, "late\\n"));
+    // GOAWAY, the answer, then CONNECTION_CLOSE: the stop waited for the request only.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

@@ -148,9 +148,14 @@ impl<'a> H3Conn<'a> {
         self.flush_uni(conn);
     }
 
-    /// GOAWAY was sent and every request stream is done.
-    pub fn is_finished(&self) -> bool {
-        self.lost || (self.goaway && self.streams.is_empty())
+    /// GOAWAY was sent, every request stream is done and the client acknowledged all of
+    /// every response (closing earlier would drop what is still in flight): only our own
+    /// unidirectional streams may still have data quinn keeps.
+    pub fn is_finished(&self, conn: &mut Connection) -> bool {
+        self.lost
+            || (self.goaway
+                && self.streams.is_empty()
+                && conn.streams().send_streams() <= self.uni.iter().flatten().count())
     }
 
     /// Does everything that can be done now: accepts and reads streams, answers requests,

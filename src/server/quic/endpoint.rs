@@ -178,6 +178,7 @@ impl<'a> Driver<'a> {
             self.take_wakes();
             self.drive_dirty(now).await;
             if stop_seen && self.open == 0 {
+                tracing::debug!("QUIC endpoint {}: stopped, no connection left", self.local);
                 return;
             }
 
@@ -439,7 +440,8 @@ impl<'a> Driver<'a> {
             c.closing = true;
             c.h3.shutdown(&mut c.quic);
         }
-        if c.closing && c.h3.is_finished() && !c.quic.is_closed() {
+        if c.closing && !c.quic.is_closed() && c.h3.is_finished(&mut c.quic) {
+            tracing::debug!(conn = i, "HTTP/3 connection finished after GOAWAY: closing it");
             c.quic.close(now, H3_NO_ERROR.into(), bytes::Bytes::new());
         }
         while let Some(ev) = c.quic.poll_endpoint_events() {
