@@ -380,7 +380,10 @@ hosts:
     // Stop once the request is at the backend.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while backend.requests() == 0 {
-        assert!(std::time::Instant::now() < deadline, "the request never came");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never came"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let started = std::time::Instant::now();
