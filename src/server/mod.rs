@@ -277,11 +277,7 @@ impl Bound {
                         .map_or(l.addr, |b| b.addr);
                     let udp = quic::bind_fresh(want, workers)
                         .map_err(|e| format!("{}: cannot listen on {want} (UDP): {e}", l.at))?;
-                    let addr = match udp.first().map(|s| s.local_addr()) {
-                        Some(Ok(a)) => a,
-                        Some(Err(e)) => return Err(format!("{}: {e}", l.at)),
-                        None => return Err(format!("{}: no socket bound", l.at)),
-                    };
+                    let addr = first_addr(&udp, &l.at)?;
                     Bound {
                         configured: l.addr,
                         addr,
@@ -294,11 +290,7 @@ impl Bound {
                 None => {
                     let socks = listen::bind_fresh(l.addr, workers)
                         .map_err(|e| format!("{}: {e}", l.at))?;
-                    let addr = match socks.first().map(|s| s.local_addr()) {
-                        Some(Ok(a)) => a,
-                        Some(Err(e)) => return Err(format!("{}: {e}", l.at)),
-                        None => return Err(format!("{}: no socket bound", l.at)),
-                    };
+                    let addr = first_addr(&socks, &l.at)?;
                     Bound {
                         configured: l.addr,
                         addr,
@@ -338,20 +330,39 @@ fn keep_and_grow<S: SocketDup>(
     Ok(out)
 }
 
-/// A socket that can be duplicated (TCP listeners, UDP sockets).
+/// The address the first of `socks` is bound to (they all share it).
+fn first_addr<S: SocketDup>(
+    socks: &[S],
+    at: &crate::config::Location,
+) -> Result<SocketAddr, String> {
+    match socks.first().map(SocketDup::local_addr) {
+        Some(Ok(a)) => Ok(a),
+        Some(Err(e)) => Err(format!("{at}: {e}")),
+        None => Err(format!("{at}: no socket bound")),
+    }
+}
+
+/// A bound socket: TCP listeners and UDP sockets.
 trait SocketDup: Sized {
     fn dup(&self) -> std::io::Result<Self>;
+    fn local_addr(&self) -> std::io::Result<SocketAddr>;
 }
 
 impl SocketDup for std::net::TcpListener {
     fn dup(&self) -> std::io::Result<Self> {
         self.try_clone()
     }
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        std::net::TcpListener::local_addr(self)
+    }
 }
 
 impl SocketDup for std::net::UdpSocket {
     fn dup(&self) -> std::io::Result<Self> {
         self.try_clone()
+    }
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        std::net::UdpSocket::local_addr(self)
     }
 }
 
