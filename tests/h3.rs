@@ -35,15 +35,20 @@ struct Fetched {
     headers: Vec<(String, String)>,
 }
 
-fn aioquic_get(py: &Path, port: u16, paths: &[&str]) -> Vec<Fetched> {
+/// Runs tests/h3_support/aioquic_get.py.
+fn aioquic_run(py: &Path, port: u16, paths: &[&str]) -> std::process::Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
-    let out = Command::new(py)
+    Command::new(py)
         .arg(script)
         .arg("127.0.0.1")
         .arg(port.to_string())
         .args(paths)
         .output()
-        .expect("run aioquic");
+        .expect("run aioquic")
+}
+
+fn aioquic_get(py: &Path, port: u16, paths: &[&str]) -> Vec<Fetched> {
+    let out = aioquic_run(py, port, paths);
     assert!(
         out.status.success(),
         "aioquic failed: {}",
@@ -346,6 +351,59 @@ hosts:
     assert_eq!(got.len(), 8);
     let sum = sha256_hex(&big);
     assert!(got.iter().all(|r| r.status == 200 && r.sha256 == sum));
+}
+
+#[test]
+fn connections_past_max_quic_connections_are_refused() {
+    let Some(py) = aioquic_python() else { return };
+    let backend = backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let s = Spate::start_in(
+        &format!(
+            "
+num-threads: 1
+max-quic-connections: 1
+listen:
+  host: 127.0.0.1
+  port: 0
+  type: quic
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+hosts:
+  localhost:
+    paths:
+      /:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    );
+    let port = s.addr.port();
+    let first = {
+        let py = py.clone();
+        std::thread::spawn(move || aioquic_get(&py, port, &["/delay?ms=2000"]))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while backend.requests() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = aioquic_run(&py, port, &["/text"]);
+    assert!(!second.status.success(), "a second connection was served");
+    assert_eq!(first.join().expect("first")[0].status, 200);
+    // The slot is free again once the first connection has drained (a few round trips).
+    let mut tries = 0;
+    while !aioquic_run(&py, port, &["/text"]).status.success() {
+        tries += 1;
+        assert!(tries < 10, "the slot was not given back");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 #[test]
