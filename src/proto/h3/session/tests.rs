@@ -779,3 +779,84 @@ fn response_heads_and_trailers() {
     assert_eq!(&Session::encoder_stream_prelude()[..], &[0x02]);
     assert_eq!(&Session::decoder_stream_prelude()[..], &[0x03]);
 }
+
+#[test]
+fn mutated_streams_never_panic() {
+    // A valid connection's streams, mutated at random, fed in random pieces.
+    let encoder =
+        unhex("02 3fe11f c00b 6578616d706c652e636f6d 4a 63757374 6f6d2d6b 6579 03 616263");
+    let upload = [
+        post(5),
+        frame(frame::DATA, b"hello"),
+        headers(&[("x-t", "1")]),
+    ]
+    .concat();
+    // :authority and custom-key from the table, then GET https /.
+    let dynamic = frame(frame::HEADERS, &unhex("0300 81 d1 d7 c1 80"));
+    // Unmutated, both requests come through whole.
+    let mut s = session();
+    s.on_uni_stream(ENCODER, &encoder, false).unwrap();
+    let events = request(&mut s, 4, &dynamic, true).unwrap();
+    assert_eq!(summary(events), [Ev::Head("/".into()), Ev::End]);
+    let events = request(&mut s, 0, &upload, true).unwrap();
+    assert_eq!(summary(events).len(), 4);
+    let control = control(&frame(frame::GOAWAY, &[8]));
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mutate = |seed: &[u8], next: &mut dyn FnMut() -> u64| {
+        let mut input = seed.to_vec();
+        for _ in 0..(next() % 4) {
+            let pos = (next() as usize) % input.len();
+            match next() % 3 {
+                0 => input[pos] = next() as u8,
+                1 => input.insert(pos, next() as u8),
+                _ => {
+                    input.remove(pos);
+                }
+            }
+        }
+        input
+    };
+    for _ in 0..3000 {
+        let mut s = session();
+        let streams = [
+            (CONTROL, mutate(&control, &mut next)),
+            (ENCODER, mutate(&encoder, &mut next)),
+            (0, mutate(&upload, &mut next)),
+            (4, mutate(&dynamic, &mut next)),
+        ];
+        let mut events = Vec::new();
+        'conn: for (id, wire) in streams {
+            let mut buf = BytesMut::new();
+            let mut at = 0;
+            while at < wire.len() {
+                let n = 1 + (next() as usize) % 16;
+                let piece = &wire[at..(at + n).min(wire.len())];
+                at += piece.len();
+                let fin = at == wire.len();
+                let r = if id % 4 == 0 {
+                    buf.extend_from_slice(piece);
+                    s.on_request_stream(id, &mut buf, fin, &mut events)
+                } else {
+                    s.on_uni_stream(id, piece, false).map(|_| ())
+                };
+                if r.is_err() {
+                    break 'conn;
+                }
+            }
+        }
+        let mut total = 0;
+        for e in events {
+            if let RequestEvent::Data(d) = e {
+                total += d.len();
+            }
+        }
+        assert!(total <= upload.len());
+        let _ = s.take_decoder_stream_bytes();
+    }
+}
