@@ -94,7 +94,10 @@ enum Send<'a> {
 enum Made {
     Nothing,
     Response(Response),
+    /// A DATA frame header and its payload.
     Data(Bytes, Bytes),
+    /// A whole DATA frame, with its payload and header lengths.
+    Frame(Bytes, usize, usize),
     Trailers(Trailers),
     /// The body could not be produced: reset the stream.
     Failed,
@@ -415,6 +418,10 @@ impl<'a> ReqStream<'a> {
                     self.out.push(head);
                     self.out.push(data);
                 }
+                Made::Frame(frame, body, framing) => {
+                    self.count_body(body as u64, framing as u64);
+                    self.out.push(frame);
+                }
                 Made::Trailers(t) => {
                     let mut out = BytesMut::new();
                     session.encode_trailers(t.iter().map(|(n, v)| (&n[..], &v[..])), &mut out);
@@ -457,13 +464,27 @@ impl<'a> ReqStream<'a> {
                 Made::Response(resp)
             }
             Send::Source(src) => {
-                let mut payload = Vec::with_capacity(CHUNK.min(src.remaining() as usize));
-                match src.fill(&mut payload, CHUNK) {
-                    Ok(n) => {
+                // The frame header and its payload in one buffer: one allocation per chunk.
+                let want = CHUNK.min(usize::try_from(src.remaining()).unwrap_or(CHUNK));
+                let mut frame = Vec::with_capacity(want + 9);
+                crate::proto::h3::frame::put_header(
+                    crate::proto::h3::frame::DATA,
+                    want as u64,
+                    &mut frame,
+                );
+                let framing = frame.len();
+                match src.fill(&mut frame, want) {
+                    Ok(n) if n == want => {
                         if src.remaining() == 0 {
                             self.send = Send::Tail;
                         }
-                        Made::Data(data_header(n), Bytes::from(payload))
+                        Made::Frame(Bytes::from(frame), n, framing)
+                    }
+                    Ok(_) => {
+                        tracing::warn!(
+                            "HTTP/3 response body shorter than declared; resetting the stream"
+                        );
+                        Made::Failed
                     }
                     Err(e) => {
                         tracing::warn!("HTTP/3 response body: {e}; resetting the stream");
@@ -623,6 +644,19 @@ impl<'a> ReqStream<'a> {
             duration: self.started.elapsed(),
             resp_headers: &l.headers,
         });
+    }
+}
+
+impl Drop for ReqStream<'_> {
+    /// A stream dropped with its request body still open (the connection went away): the
+    /// handler, if anything still reads the body, sees it fail rather than wait forever.
+    fn drop(&mut self) {
+        if let Some(w) = self.body.take() {
+            w.abort(BodyError::new(
+                Side::Downstream,
+                "the HTTP/3 connection closed",
+            ));
+        }
     }
 }
 
