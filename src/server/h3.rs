@@ -200,11 +200,13 @@ impl<'a> H3Conn<'a> {
             self.streams.remove(&id);
         }
         if !self.readable.is_empty() {
-            // Pipes drained: read what quinn buffered for them, now.
+            // Pipes drained: read what quinn buffered for them, now; what that answers is
+            // written on the next drive.
             let again = std::mem::take(&mut self.readable);
             for id in again {
                 self.read_request(conn, id, now);
             }
+            busy = true;
         }
         // Budgets ran out with work left: come back next turn, after the others.
         if busy || self.streams.values().any(|s| s.wants_read()) {
