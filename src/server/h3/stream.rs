@@ -244,6 +244,12 @@ impl<'a> ReqStream<'a> {
             match ev {
                 RequestEvent::Head(head) => {
                     let content_length = head.content_length;
+                    if head.expect_continue && body_follows {
+                        // The client waits for this before sending its body.
+                        let mut out = BytesMut::with_capacity(8);
+                        session.encode_response_head(100, std::iter::empty(), &mut out);
+                        self.out.push(out.freeze());
+                    }
                     let req = head.into_request(self.peer, self.local);
                     self.on_head(conn, session, req, content_length, body_follows, now);
                 }
