@@ -330,7 +330,7 @@ impl<T: Transport> Conn<'_, T> {
                 headers,
                 content_length: Some(body.len()),
                 keep_alive,
-                server_line: &self.ctx.server_line,
+                server_line: self.ctx.server_line(self.local.port()),
                 date: DATE,
             },
         ) as u64;
@@ -557,7 +557,7 @@ impl<T: Transport> Conn<'_, T> {
                 headers: &resp.headers,
                 content_length: Some(body.len() as u64),
                 keep_alive: false,
-                server_line: &self.ctx.server_line,
+                server_line: self.ctx.server_line(self.local.port()),
                 date: true,
             },
         );
