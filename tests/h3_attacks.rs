@@ -4,7 +4,7 @@
 //! and a client that never reads (no flow-control credit) while the server's memory is watched.
 //! After each, a normal request on a fresh connection is served. One server for all of them.
 //!
-//! As tests/h3.rs: h2o with `SPATE_TESTS_H2O`; skipped while spate refuses `type: quic`.
+//! As tests/h3_interop.rs: h2o with `SPATE_TESTS_H2O`; skipped while spate refuses `type: quic`.
 
 mod common;
 mod h3_support;

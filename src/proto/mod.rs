@@ -4,3 +4,4 @@
 
 pub mod h1;
 pub mod h2;
+pub mod h3;

@@ -326,7 +326,7 @@ impl<T: Transport> Conn<'_, T> {
                 headers,
                 content_length: Some(body.len()),
                 keep_alive,
-                server_line: &self.ctx.server_line,
+                server_line: self.ctx.server_line(self.local.port()),
                 date: DATE,
             },
         ) as u64;
@@ -553,7 +553,7 @@ impl<T: Transport> Conn<'_, T> {
                 headers: &resp.headers,
                 content_length: Some(body.len() as u64),
                 keep_alive: false,
-                server_line: &self.ctx.server_line,
+                server_line: self.ctx.server_line(self.local.port()),
                 date: true,
             },
         );

@@ -56,6 +56,7 @@ pub(crate) fn settings(config: &Config) -> Settings {
         server_name: config
             .send_server_name
             .then(|| Bytes::from(config.server_name.clone())),
+        alt_svc: None,
         secure: false,
     }
 }
@@ -77,6 +78,9 @@ pub(crate) async fn serve<T: Transport>(
     let now = Instant::now();
     let mut cfg = ctx.h2.clone();
     cfg.secure = stream.is_secure();
+    if !ctx.alt_svc.is_empty() {
+        cfg.alt_svc = ctx.alt_svc(local.port());
+    }
     let conn = match upgrade {
         None => Ok(Connection::new(cfg, peer, local, now)),
         Some(u) => Connection::upgraded(cfg, peer, local, now, &u.settings, u.request),

@@ -15,7 +15,9 @@
 mod buffers;
 mod h1;
 mod h2;
+mod h3;
 mod listen;
+mod quic;
 mod tls_transport;
 mod transport;
 mod upgrade;
@@ -234,8 +236,11 @@ struct Bound {
     /// The address bound.
     addr: SocketAddr,
     tls: bool,
+    /// A QUIC listener: `udp` holds its sockets, `socks` is empty.
+    quic: bool,
     /// SO_REUSEPORT sockets, at least one per worker of the configuration that made them.
     socks: Vec<std::net::TcpListener>,
+    udp: Vec<std::net::UdpSocket>,
 }
 
 impl Bound {
@@ -246,14 +251,31 @@ impl Bound {
         let workers = config.num_threads.max(1);
         let mut out = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
-            if l.kind == ListenKind::Quic {
-                return Err(format!(
-                    "{}: listen type quic (HTTP/3) is not supported yet",
-                    l.at
-                ));
-            }
+            let quic = l.kind == ListenKind::Quic;
             let bound =
-                match old.iter().find(|b| b.configured == l.addr) {
+                match old
+                    .iter()
+                    .find(|b| b.configured == l.addr && b.quic == quic)
+                {
+                    Some(b) if quic => {
+                        let mut udp = Vec::with_capacity(b.udp.len().max(workers));
+                        for s in &b.udp {
+                            udp.push(s.try_clone().map_err(|e| format!("{}: {e}", l.at))?);
+                        }
+                        while udp.len() < workers {
+                            udp.push(quic::bind(b.addr).map_err(|e| {
+                                format!("{}: cannot listen on {} (UDP): {e}", l.at, b.addr)
+                            })?);
+                        }
+                        Bound {
+                            configured: l.addr,
+                            addr: b.addr,
+                            tls: true,
+                            quic,
+                            socks: Vec::new(),
+                            udp,
+                        }
+                    }
                     Some(b) => {
                         let mut socks = Vec::with_capacity(b.socks.len().max(workers));
                         for s in &b.socks {
@@ -268,7 +290,32 @@ impl Bound {
                             configured: l.addr,
                             addr: b.addr,
                             tls: l.tls.is_some(),
+                            quic,
                             socks,
+                            udp: Vec::new(),
+                        }
+                    }
+                    None if quic => {
+                        // Port 0: the TCP listener of the same configured address (bound above,
+                        // when listed first) gives the port, so both share one port number.
+                        let want = out
+                            .iter()
+                            .find(|b: &&Bound| b.configured == l.addr && !b.quic)
+                            .map_or(l.addr, |b| b.addr);
+                        let udp = quic::bind_fresh(want, workers)
+                            .map_err(|e| format!("{}: cannot listen on {want} (UDP): {e}", l.at))?;
+                        let addr = match udp.first().map(|s| s.local_addr()) {
+                            Some(Ok(a)) => a,
+                            Some(Err(e)) => return Err(format!("{}: {e}", l.at)),
+                            None => return Err(format!("{}: no socket bound", l.at)),
+                        };
+                        Bound {
+                            configured: l.addr,
+                            addr,
+                            tls: true,
+                            quic,
+                            socks: Vec::new(),
+                            udp,
                         }
                     }
                     None => {
@@ -283,7 +330,9 @@ impl Bound {
                             configured: l.addr,
                             addr,
                             tls: l.tls.is_some(),
+                            quic,
                             socks,
+                            udp: Vec::new(),
                         }
                     }
                 };
@@ -331,7 +380,14 @@ impl Generation {
         // resume whichever worker accepts the next connection. Built here, so a reload reads
         // the certificates and keys again.
         let mut acceptors = Vec::with_capacity(listeners.len());
+        let mut quic_settings = Vec::with_capacity(listeners.len());
         for l in &config.listeners {
+            if l.kind == ListenKind::Quic {
+                quic_settings.push(Some(quic::Settings::new(&config, l)?));
+                acceptors.push(None);
+                continue;
+            }
+            quic_settings.push(None);
             acceptors.push(match &l.tls {
                 Some(tls) => {
                     for w in &tls.warnings {
@@ -346,10 +402,18 @@ impl Generation {
         }
         // Worker i accepts on sockets i, i + workers, ...: every socket has a worker.
         let mut per_worker: Vec<Vec<worker::Socket>> = (0..workers).map(|_| Vec::new()).collect();
-        for (b, acceptor) in listeners.iter().zip(&acceptors) {
+        let mut quic_per_worker: Vec<Vec<worker::QuicSocket>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        for ((b, acceptor), quic) in listeners.iter().zip(&acceptors).zip(&quic_settings) {
             for (j, s) in b.socks.iter().enumerate() {
                 let dup = s.try_clone().map_err(|e| format!("{}: {e}", b.addr))?;
                 per_worker[j % workers].push((dup, acceptor.clone()));
+            }
+            if let Some(q) = quic {
+                for (j, s) in b.udp.iter().enumerate() {
+                    let dup = s.try_clone().map_err(|e| format!("{}: {e}", b.addr))?;
+                    quic_per_worker[j % workers].push((dup, q.clone()));
+                }
             }
         }
         let (phase, phase_rx) = watch::channel(Phase::Standby);
@@ -358,14 +422,14 @@ impl Generation {
             phase,
             threads: Vec::with_capacity(workers),
         };
-        for (i, sockets) in per_worker.into_iter().enumerate() {
+        for (i, (sockets, quic)) in per_worker.into_iter().zip(quic_per_worker).enumerate() {
             let config = config.clone();
             let shared = shared.clone();
             let phase = phase_rx.clone();
             let ready = ready_tx.clone();
             let t = std::thread::Builder::new()
                 .name(format!("spate-worker-{i}"))
-                .spawn(move || worker::run(config, sockets, shared, phase, ready));
+                .spawn(move || worker::run(config, sockets, quic, shared, phase, ready));
             match t {
                 Ok(t) => generation.threads.push(t),
                 Err(e) => {

@@ -1,4 +1,4 @@
-"""An HTTP/3 client on aioquic for spate's tests (tests/h3.rs), and the connection class the
+"""An HTTP/3 client on aioquic for spate's tests (tests/h3_interop.rs), and the connection class the
 attack scripts (attacks.py) build on.
 
     h3client.py [--window N] [--post N] [--repeat K] [--resume] [--key-update] URL...
@@ -146,7 +146,7 @@ def configuration(window=None, ticket=None, tickets=None):
 
 
 def line(kind, fields):
-    """One output line: the kind, then tab-separated key=value pairs (tests/h3.rs reads them)."""
+    """One output line: the kind, then tab-separated key=value pairs (tests/h3_interop.rs reads them)."""
     text = lambda v: str(v).lower() if isinstance(v, bool) else str(v).replace("\t", " ")
     return "\t".join([kind] + ["%s=%s" % (k, text(v)) for k, v in fields.items()])
 

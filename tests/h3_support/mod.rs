@@ -122,7 +122,7 @@ impl Clients {
     /// Both clients, or None (and a notice) when scripts/test has not installed them.
     pub fn find() -> Option<Clients> {
         let Some(python) = venv_python() else {
-            eprintln!("SKIP: no aioquic venv at target/h3venv (scripts/test makes it)");
+            eprintln!("SKIP: no aioquic venv at target/aioquic-venv (scripts/test makes it)");
             return None;
         };
         let Some(go) = go_client() else {
@@ -155,7 +155,7 @@ impl Clients {
 }
 
 fn venv_python() -> Option<PathBuf> {
-    let python = PathBuf::from(format!("{MANIFEST}/target/h3venv/bin/python"));
+    let python = PathBuf::from(format!("{MANIFEST}/target/aioquic-venv/bin/python"));
     let ok = Command::new(&python)
         .args(["-c", "import aioquic"])
         .stderr(Stdio::null())

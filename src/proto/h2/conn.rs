@@ -53,6 +53,8 @@ pub struct Settings {
     pub max_control_frames_per_second: u32,
     /// The `server` response header, if sent.
     pub server_name: Option<Bytes>,
+    /// An `alt-svc` value sent on every response (`h3=":PORT"`), if any.
+    pub alt_svc: Option<Bytes>,
     pub secure: bool,
 }
 
@@ -71,6 +73,7 @@ impl Default for Settings {
             max_resets_per_second: 200,
             max_control_frames_per_second: 1000,
             server_name: None,
+            alt_svc: None,
             secure: false,
         }
     }
@@ -1597,6 +1600,10 @@ impl Connection {
                 if status >= 200 {
                     if let Some(server) = &self.cfg.server_name {
                         b.field(b"server", server);
+                        fields += 1;
+                    }
+                    if let Some(alt_svc) = &self.cfg.alt_svc {
+                        b.field(b"alt-svc", alt_svc);
                         fields += 1;
                     }
                     // A proxied response keeps the backend's Date.

@@ -313,7 +313,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 headers: &headers,
                 content_length: stream.len,
                 keep_alive: *keep_alive,
-                server_line: &self.ctx.server_line,
+                server_line: self.ctx.server_line(self.local.port()),
                 date: !has_date,
             },
         ) as u64;

@@ -1,4 +1,4 @@
-// An HTTP/3 client on quic-go for spate's tests (tests/h3.rs): fetches URLs over one QUIC
+// An HTTP/3 client on quic-go for spate's tests (tests/h3_interop.rs): fetches URLs over one QUIC
 // connection, all at once, and prints one line per response (status, protocol, length,
 // SHA-256 of the body) and a last line on the connection (TLS resumption, Retry seen).
 package main
@@ -34,7 +34,7 @@ type result struct {
 	Error  string
 }
 
-// line: one output line, the kind and then tab-separated key=value pairs (tests/h3.rs reads them).
+// line: one output line, the kind and then tab-separated key=value pairs (tests/h3_interop.rs reads them).
 func (r result) line() string {
 	s := fmt.Sprintf("response\tstatus=%d\tproto=%s\tlen=%d\tsha256=%s", r.Status, r.Proto, r.Len, r.SHA256)
 	if r.AltSvc != "" {
