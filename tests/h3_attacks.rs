@@ -36,6 +36,9 @@ fn h3_abuse_is_contained() {
     ) else {
         return;
     };
+    if !s.answers_h3(&clients, "/6b.txt") {
+        return;
+    }
     write_pattern_file(&s.dir().join("docs/20m.bin"), 20 << 20);
     let base = s.url("");
     let attack = |name: &str| {

@@ -123,6 +123,12 @@ class H3Client(QuicConnectionProtocol):
             self.responses[sid].body = bytearray()
         fut = asyncio.get_running_loop().create_future()
         self.waiters[sid] = fut
+        if self.terminated is not None:
+            event = self.terminated
+            self._finish(
+                sid, "connection closed: 0x%x %s" % (event.error_code, event.reason_phrase)
+            )
+            return fut
         self.h3.send_headers(sid, head, end_stream=body is None)
         if body is not None:
             self.h3.send_data(sid, body, end_stream=True)
