@@ -166,7 +166,10 @@ fn aioquic_fetches_files_over_http3() {
         lines.contains(&"HTTP/3 200 3000000 GET /big.bin HTTP/3"),
         "{log}"
     );
-    assert!(lines.contains(&"HTTP/3 404 9 GET /missing HTTP/3"), "{log}");
+    assert!(
+        lines.contains(&"HTTP/3 404 10 GET /missing HTTP/3"),
+        "{log}"
+    );
 }
 
 #[test]

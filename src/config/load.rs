@@ -211,7 +211,7 @@ pub(super) mod tests {
     }
 
     /// `text` with `$CRT` and `$KEY` replaced by a real certificate and key.
-    fn with_cert(text: &str) -> String {
+    pub(in crate::config) fn with_cert(text: &str) -> String {
         let (c, k) = cert();
         text.replace("$CRT", c).replace("$KEY", k)
     }

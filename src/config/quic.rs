@@ -156,10 +156,19 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<QuicConf> {
         let name = format!("listen.quic.{key}");
         match key {
             "retry" => set(&mut q.retry, ctx.bool(&name, val)),
-            "amp-limit" => set(&mut q.amp_limit, ctx.int(&name, val, 1)),
+            // quinn enforces the RFC's factor of 3; a lower one is met by validating first.
+            "amp-limit" => match ctx.int::<u32>(&name, val, 1) {
+                Some(n) if n <= 3 => q.amp_limit = n,
+                Some(_) => ctx.error(val.line, format!("{name} must be at most 3")),
+                None => {}
+            },
             "max-streams-bidi" => set(&mut q.max_streams_bidi, ctx.int(&name, val, 1)),
             // RFC 9000 section 18.2: 1200 is the smallest allowed.
-            "max-udp-payload-size" => set(&mut q.max_udp_payload_size, ctx.int(&name, val, 1200)),
+            "max-udp-payload-size" => match ctx.int::<u16>(&name, val, 1200) {
+                Some(n) if n <= 65527 => q.max_udp_payload_size = n,
+                Some(_) => ctx.error(val.line, format!("{name} must be at most 65527")),
+                None => {}
+            },
             _ => set(&mut q.ecn, ctx.bool(&name, val)),
         }
     }
@@ -169,5 +178,99 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<QuicConf> {
 fn set<T>(slot: &mut T, value: Option<T>) {
     if let Some(v) = value {
         *slot = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load::tests::{errors, ok, with_cert};
+    use crate::config::ListenKind;
+
+    #[test]
+    fn quic_listen_forms_and_globals() {
+        let c = ok(&with_cert(
+            "\
+http3-idle-timeout: 5
+http3-gso: OFF
+max-quic-connections: 7
+listen: &l
+  port: 8443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+listen:
+  <<: *l
+  type: quic
+listen:
+  port: 9443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+  quic: {retry: ON, amp-limit: 2, max-streams-bidi: 10, max-udp-payload-size: 1350}
+hosts:
+  default:
+    paths:
+      /:
+        respond: {}
+",
+        ));
+        let kinds: Vec<(u16, &ListenKind)> = c
+            .listeners
+            .iter()
+            .map(|l| (l.addr.port(), &l.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (8443, &ListenKind::Tcp),
+                (8443, &ListenKind::Quic),
+                (9443, &ListenKind::Quic)
+            ]
+        );
+        assert_eq!(c.listeners[0].quic, None);
+        assert_eq!(c.listeners[1].quic, Some(QuicConf::default()));
+        assert_eq!(
+            c.listeners[2].quic,
+            Some(QuicConf {
+                retry: true,
+                amp_limit: 2,
+                max_streams_bidi: 10,
+                max_udp_payload_size: 1350,
+                ecn: true,
+            })
+        );
+        assert_eq!(c.http3.idle_timeout, Duration::from_secs(5));
+        assert!(!c.http3.gso);
+        assert_eq!(c.http3.max_connections, 7);
+        assert_eq!(c.http3.input_window_size, 16_777_216);
+    }
+
+    #[test]
+    fn bad_quic_keys_are_errors_with_their_line() {
+        let e = errors(&with_cert(
+            "\
+listen:
+  port: 8443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+  quic:
+    retyr: ON
+    pacing: ON
+    amp-limit: 4
+    max-udp-payload-size: 1000
+http3-input-window-size: 10
+hosts:
+  default:
+    paths:
+      /:
+        respond: {}
+",
+        ));
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:6: listen.quic.pacing is not supported yet",
+                "t.yaml:5: unknown key retyr in listen.quic (did you mean retry?)",
+                "t.yaml:7: listen.quic.amp-limit must be at most 3",
+                "t.yaml:8: listen.quic.max-udp-payload-size expects an integer >= 1200, got \"1000\"",
+                "t.yaml:9: http3-input-window-size expects an integer >= 1500, got \"10\"",
+            ]
+        );
     }
 }

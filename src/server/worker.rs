@@ -236,7 +236,11 @@ fn alt_svc_values(config: &Config) -> Vec<(u16, bytes::Bytes)> {
         return Vec::new();
     }
     let mut out: Vec<(u16, bytes::Bytes)> = Vec::new();
-    for q in config.listeners.iter().filter(|l| l.kind == ListenKind::Quic) {
+    for q in config
+        .listeners
+        .iter()
+        .filter(|l| l.kind == ListenKind::Quic)
+    {
         let port = q.addr.port();
         let tcp = config
             .listeners

@@ -7,7 +7,7 @@
 //!   is bounded by SETTINGS_MAX_FIELD_SECTION_SIZE while it is decoded (the "QPACK bomb"
 //!   defence). It writes the decoder stream instructions (Section Acknowledgment, Insert Count
 //!   Increment, Stream Cancellation) for the session to send.
-//! - [`encode_section`]: our encoder, which never uses the dynamic table (we announce no
+//! - [`Encoder`]: our encoder, which never uses the dynamic table (we announce no
 //!   encoder-side state, so the peer's decoder never blocks on us): static table references
 //!   and literals, Huffman-coded when that is shorter.
 //!
@@ -15,12 +15,12 @@
 //! ([`HeaderField`]), as in HPACK, so a request is built without an allocation per field.
 
 mod decoder;
-mod encoder;
+pub(crate) mod encoder;
 mod static_table;
 
 pub use crate::proto::h2::hpack::HeaderField;
 pub use decoder::{Decoded, Decoder};
-pub use encoder::encode_section;
+pub use encoder::Encoder;
 
 /// Why QPACK input was refused. Each maps to the connection error code RFC 9204 section 6
 /// gives it ([`QpackError::code`]).
