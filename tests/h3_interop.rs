@@ -58,7 +58,7 @@ fn files_over_h3_with_aioquic_and_quic_go() {
         &s.url("/1m.bin"),
     ]);
     run.expect_bodies(&[(&s.url("/6b.txt"), &h_small), (&s.url("/1m.bin"), &h_mid)]);
-    assert_eq!(run.summary("key_phase"), "1", "{run}");
+    assert_eq!(run.summary("key_updates"), "1", "{run}");
     assert_eq!(run.summary("resumed"), "true", "{run}");
 
     // 100 concurrent streams on one connection, each answered whole.

@@ -44,13 +44,26 @@ async def wait_for(cond, seconds):
 
 
 async def stream_flood(client, base):
-    """Opens 50 request streams past the server's MAX_STREAMS: it must close the connection
-    with STREAM_LIMIT_ERROR (0x4)."""
+    """Opens 50 request streams past the server's MAX_STREAMS, every one left open (a POST
+    whose body never ends, so the server cannot retire them and grant more): it must close the
+    connection with STREAM_LIMIT_ERROR (0x4)."""
     quic = client._quic
     limit = quic._remote_max_streams_bidi
     quic._remote_max_streams_bidi = limit + 1000  # aioquic would otherwise hold them back
+    authority = base.split("/")[2].encode()
     for _ in range(limit + 50):
-        client.start_request("GET", base + "/6b.txt")
+        sid = quic.get_next_available_stream_id()
+        client.h3.send_headers(
+            sid,
+            [
+                (b":method", b"POST"),
+                (b":scheme", b"https"),
+                (b":authority", authority),
+                (b":path", b"/6b.txt"),
+            ],
+            end_stream=False,
+        )
+    client.transmit()
     await wait_for(lambda: client.terminated is not None, 5)
     return dict(outcome(client), limit=limit)
 

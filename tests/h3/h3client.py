@@ -6,7 +6,8 @@ attack scripts (attacks.py) build on.
 fetches every URL (each K times) at once on one QUIC connection and prints one line per
 response (status, length, SHA-256 of the body, Alt-Svc, error), then a summary line: the number
 of connections, whether the server sent a Retry, whether a second connection resumed TLS with
-the first one's session ticket, and the key phase after a client-initiated key update.
+the first one's session ticket, and how many key updates each side started once the client
+asked for one.
 """
 
 import argparse
@@ -197,10 +198,22 @@ async def main():
                     f.write(resp.body)
         summary["retry"] = client._quic._retry_count > 0
         if a.key_update:
+            # Count the key updates each side starts (a server may start its own): the request
+            # after ours travels under the new keys, so its answer shows the server followed.
+            crypto = client._quic._cryptos[Epoch.ONE_RTT]
+            updates = {"local_update": 0, "remote_update": 0}
+            update_key = crypto._update_key
+
+            def counted(trigger):
+                updates[trigger] += 1
+                update_key(trigger)
+
+            crypto._update_key = counted
             client._quic.request_key_update()
             resp = await client.request("GET", a.urls[0])
             print(resp.line(a.urls[0]))
-            summary["key_phase"] = client._quic._cryptos[Epoch.ONE_RTT].recv.key_phase
+            summary["key_updates"] = updates["local_update"]
+            summary["peer_key_updates"] = updates["remote_update"]
     if a.resume:
         summary["connections"] = 2
         summary["tickets"] = len(tickets)
