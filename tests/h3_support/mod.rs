@@ -1,6 +1,6 @@
 //! Helpers for the HTTP/3 tests: a server with TLS and QUIC listens on one port number (spate,
 //! or h2o with `SPATE_TESTS_H2O`), the aioquic and quic-go clients and what they printed,
-//! file hashes, and Chromium forced onto QUIC.
+//! file hashes, and the SPKI hash Chromium needs to accept the test certificate over QUIC.
 #![allow(dead_code)]
 
 use super::common::{Spate, BIN};
@@ -376,42 +376,4 @@ pub fn spki_sha256(cert: &Path) -> String {
     let spki = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(!spki.is_empty(), "no SPKI hash: {out:?}");
     spki
-}
-
-/// Opens `url` in headless Chromium, QUIC forced for `origin` (HOST:PORT) and the test
-/// certificate accepted by its SPKI hash; checks that a page was rendered.
-pub fn chromium_over_quic(browser: &str, dir: &Path, url: &str, origin: &str, spki: &str) {
-    let shot = dir.join("shot.png");
-    let child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-default-apps",
-            "--disable-extensions",
-            "--enable-quic",
-            "--window-size=1024,768",
-        ])
-        .arg(format!("--origin-to-force-quic-on={origin}"))
-        .arg(format!("--ignore-certificate-errors-spki-list={spki}"))
-        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start chromium");
-    let out = super::tls_support::wait_output(child, Duration::from_secs(90));
-    let png = std::fs::read(&shot).unwrap_or_else(|e| {
-        panic!(
-            "no screenshot ({e}); chromium said:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
 }

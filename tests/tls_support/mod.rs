@@ -103,6 +103,35 @@ pub fn chromium() -> Option<&'static str> {
 /// profile and screenshot under `dir`) and returns the screenshot, checked to be a PNG of a
 /// rendered page.
 pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str]) -> Vec<u8> {
+    let transport = ["--disable-quic", "--ignore-certificate-errors"].map(String::from);
+    screenshot(browser, dir, url, &transport, extra)
+}
+
+/// As `chromium_screenshot`, over HTTP/3: QUIC forced for `origin` (HOST:PORT), and the test
+/// certificate accepted by its SPKI hash (base64 SHA-256), the one way Chromium skips
+/// verification on QUIC.
+pub fn chromium_screenshot_quic(
+    browser: &str,
+    dir: &Path,
+    url: &str,
+    origin: &str,
+    spki: &str,
+) -> Vec<u8> {
+    let transport = [
+        "--enable-quic".to_string(),
+        format!("--origin-to-force-quic-on={origin}"),
+        format!("--ignore-certificate-errors-spki-list={spki}"),
+    ];
+    screenshot(browser, dir, url, &transport, &[])
+}
+
+fn screenshot(
+    browser: &str,
+    dir: &Path,
+    url: &str,
+    transport: &[String],
+    extra: &[&str],
+) -> Vec<u8> {
     let shot = dir.join("shot.png");
     let profile = dir.join("profile");
     let mut cmd = Command::new(browser);
@@ -110,16 +139,15 @@ pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str])
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
-        "--disable-quic",
         "--no-first-run",
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
         "--disable-default-apps",
         "--disable-extensions",
-        "--ignore-certificate-errors",
         "--window-size=1024,768",
     ])
+    .args(transport)
     .args(extra)
     .arg(format!("--user-data-dir={}", profile.display()))
     .arg(format!("--screenshot={}", shot.display()))
@@ -141,4 +169,29 @@ pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str])
     // A rendered page, not a blank or error page: a real 1024x768 screenshot is several KiB.
     assert!(png.len() > 5_000, "screenshot is only {} bytes", png.len());
     png
+}
+
+/// Waits (up to 5 s: access log lines are flushed at least every second) until the `%H %s %U`
+/// access log at `path` shows a 200 for every one of `paths`, then checks each was served over
+/// `protocol` (`HTTP/2`, `HTTP/3`). Returns the log.
+pub fn expect_logged(path: &Path, paths: &[&str], protocol: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let log = loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        let all = paths
+            .iter()
+            .all(|p| log.lines().any(|l| l.ends_with(&format!(" 200 {p}"))));
+        if all || std::time::Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for p in paths {
+        let line = log
+            .lines()
+            .find(|l| l.ends_with(&format!(" 200 {p}")))
+            .unwrap_or_else(|| panic!("{p} was not fetched; access log:\n{log}"));
+        assert_eq!(line, format!("{protocol} 200 {p}"), "access log:\n{log}");
+    }
+    log
 }
