@@ -3,7 +3,7 @@
 //! file hashes, and the SPKI hash Chromium needs to accept the test certificate over QUIC.
 #![allow(dead_code)]
 
-use super::common::{Spate, BIN};
+use super::common::Spate;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Write;
@@ -14,6 +14,10 @@ use std::time::Duration;
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
 
+/// The hosts of a server of the files under its directory's `docs/`.
+pub const DOCS_SITE: &str =
+    "hosts:\n  default:\n    paths:\n      /:\n        file.dir: $DIR/docs\n";
+
 /// A server listening on TCP (TLS) and UDP (QUIC) at the same port.
 pub struct H3Server {
     pub s: Spate,
@@ -23,18 +27,12 @@ pub struct H3Server {
 
 impl H3Server {
     /// `top` goes at the top level of the YAML, `rest` after the listens (the hosts).
-    pub fn start(dir: tempfile::TempDir, top: &str, rest: &str) -> Option<H3Server> {
+    pub fn start(dir: tempfile::TempDir, top: &str, rest: &str) -> H3Server {
         H3Server::start_with(dir, "", top, rest)
     }
 
     /// As `start`, with `quic_extra` inside the QUIC listen (indented two spaces).
-    /// None (and a notice) when spate refuses a `type: quic` listen.
-    pub fn start_with(
-        dir: tempfile::TempDir,
-        quic_extra: &str,
-        top: &str,
-        rest: &str,
-    ) -> Option<H3Server> {
+    pub fn start_with(dir: tempfile::TempDir, quic_extra: &str, top: &str, rest: &str) -> H3Server {
         super::tls_support::cert(dir.path(), "h3", "localhost", false);
         let is_h2o = std::env::var_os("SPATE_TESTS_H2O").is_some();
         // Spate::start picks h2o's port itself, in place of `port: 0`.
@@ -42,38 +40,9 @@ impl H3Server {
         let yaml = format!(
             "{top}listen: &tls\n  host: 127.0.0.1\n  port: {port}\n  ssl:\n    certificate-file: $DIR/h3.crt\n    key-file: $DIR/h3.key\n    ocsp-update-interval: 0\nlisten:\n  <<: *tls\n  type: quic\n{quic_extra}{rest}"
         );
-        if !is_h2o && !spate_accepts(&yaml, dir.path()) {
-            return None;
-        }
-        // A spate whose configuration check passes may still refuse to serve QUIC at start.
-        let started =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Spate::start_in(&yaml, dir)));
-        let s = match started {
-            Ok(s) => s,
-            Err(e) => {
-                let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
-                if !msg.contains("not supported yet") {
-                    std::panic::resume_unwind(e);
-                }
-                eprintln!("SKIP: this spate does not serve HTTP/3 yet: {msg}");
-                return None;
-            }
-        };
+        let s = Spate::start_in(&yaml, dir);
         let port = s.addr.port();
-        Some(H3Server { s, port, is_h2o })
-    }
-
-    /// Whether the server answers a GET of `path` over HTTP/3. A spate whose HTTP/3 is still a
-    /// placeholder (it closes connections with H3_INTERNAL_ERROR "not implemented") skips the
-    /// test with a notice; any other failure is the test's to judge.
-    pub fn answers_h3(&self, clients: &Clients, path: &str) -> bool {
-        let run = clients.aioquic(&[&self.url(path)]);
-        let error = run.field("response", "error");
-        if error.ends_with("not implemented") {
-            eprintln!("SKIP: this spate's HTTP/3 is not there yet ({error})");
-            return false;
-        }
-        true
+        H3Server { s, port, is_h2o }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -88,29 +57,6 @@ impl H3Server {
     pub fn pid(&self) -> u32 {
         self.s.child.id()
     }
-}
-
-/// Does `spate -t` accept this configuration? When it refuses it for want of QUIC, the HTTP/3
-/// tests skip (they are spate's HTTP/3 tests waiting for its HTTP/3); another refusal fails.
-fn spate_accepts(yaml: &str, dir: &Path) -> bool {
-    let conf = dir.join("check.yaml");
-    std::fs::write(&conf, yaml.replace("$DIR", &dir.display().to_string())).expect("write");
-    let out = Command::new(BIN)
-        .arg("-t")
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .expect("run spate -t");
-    if out.status.success() {
-        return true;
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("quic") || err.contains("http3") || err.contains("not supported"),
-        "spate refused the configuration:\n{err}"
-    );
-    eprintln!("SKIP: this spate does not serve HTTP/3 yet: {}", err.trim());
-    false
 }
 
 /// A port free on both TCP and UDP at 127.0.0.1.
@@ -132,17 +78,20 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// Both clients, or None (and a notice) when scripts/test has not installed them.
+    /// Both clients, or None (and a notice) when scripts/test has not installed them; under
+    /// CI (where scripts/test has run) their absence fails the test.
     pub fn find() -> Option<Clients> {
-        let Some(python) = venv_python() else {
-            eprintln!("SKIP: no aioquic venv at target/aioquic-venv (scripts/test makes it)");
-            return None;
+        let (python, go) = (venv_python(), go_client());
+        if let (Some(python), Some(go)) = (python.clone(), go.clone()) {
+            return Some(Clients { python, go });
+        }
+        let missing = match python {
+            None => "no aioquic venv at target/aioquic-venv (scripts/test makes it)",
+            Some(_) => "the quic-go client did not build (scripts/test fetches its modules)",
         };
-        let Some(go) = go_client() else {
-            eprintln!("SKIP: the quic-go client did not build (scripts/test fetches its modules)");
-            return None;
-        };
-        Some(Clients { python, go })
+        assert!(std::env::var_os("CI").is_none(), "{missing}");
+        eprintln!("SKIP: {missing}");
+        None
     }
 
     /// Runs tests/h3/h3client.py with `args`.
