@@ -137,7 +137,7 @@ fn go_client() -> Option<PathBuf> {
                 std::env::var("PATH").unwrap_or_default()
             );
             let built = Command::new("go")
-                .args(["build", "-o"])
+                .args(["build", "-buildvcs=false", "-o"])
                 .arg(&out)
                 .arg(".")
                 .current_dir(format!("{MANIFEST}/tests/h3/goclient"))
