@@ -177,14 +177,7 @@ fn alt_svc_advertises_the_quic_port() {
     if !tls_support::need("curl") {
         return;
     }
-    // A port free for both TCP and UDP.
-    let port = loop {
-        let t = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
-        let p = t.local_addr().expect("addr").port();
-        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            break p;
-        }
-    };
+    let port = free_tcp_udp_port();
     let s = h3_server(port, "");
     let out = curl(&[
         "-k",
@@ -219,4 +212,157 @@ fn alt_svc_advertises_the_quic_port() {
     let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
     assert!(!head.contains("alt-svc"), "{head}");
     drop(s);
+}
+
+#[test]
+fn proxied_responses_and_request_bodies_over_http3() {
+    let Some(py) = aioquic_python() else { return };
+    let backend = backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let s = Spate::start_in(
+        &format!(
+            "
+num-threads: 1
+hosts:
+  localhost:
+    listen: &tls
+      host: 127.0.0.1
+      port: 0
+      ssl:
+        certificate-file: a.crt
+        key-file: a.key
+    listen:
+      <<: *tls
+      type: quic
+    paths:
+      /p:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    );
+    let got = aioquic_get(
+        &py,
+        s.addr.port(),
+        &[
+            "/p/pattern?len=2000000",
+            "/p/chunked?pieces=3&delay=20",
+            "POST:/p/upload:3000000",
+            "POST:/p/upload:10",
+        ],
+    );
+    let mut want = vec![0u8; 2_000_000];
+    pattern::fill(0, &mut want);
+    assert_eq!((got[0].status, got[0].len), (200, want.len()));
+    assert_eq!(got[0].sha256, sha256_hex(&want));
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].text, "piece 0\\npiece 1\\npiece 2\\n");
+    for (r, n) in [(&got[2], 3_000_000usize), (&got[3], 10)] {
+        let mut h = pattern::Hash64::new();
+        h.update(&vec![b'x'; n]);
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.text,
+            format!("{n} {:016x}\\n", h.finish()),
+            "upload of {n}"
+        );
+    }
+}
+
+#[test]
+fn a_client_that_changes_address_keeps_its_connection() {
+    let Some(py) = aioquic_python() else { return };
+    // Two workers: after each rebinding the kernel may hand the new path to the other
+    // worker's socket, which forwards the packets to the connection's owner.
+    let s = h3_server(0, "");
+    let mut paths = vec!["/index.html"];
+    for _ in 0..6 {
+        paths.extend(["REBIND", "/index.html"]);
+    }
+    let got = aioquic_get(&py, s.addr.port(), &paths);
+    assert_eq!(got.len(), 7);
+    assert!(got.iter().all(|r| r.status == 200 && r.len == 19));
+}
+
+/// A port free for both TCP and UDP on 127.0.0.1.
+fn free_tcp_udp_port() -> u16 {
+    loop {
+        let t = std::net::TcpListener::bind("127.0.0.1:0").expect("tcp");
+        let p = t.local_addr().expect("addr").port();
+        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+#[test]
+fn seed_004_serves_http2_and_http3_on_one_port() {
+    let Some(py) = aioquic_python() else { return };
+    let backend = backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = tls_support::cert(dir.path(), "localhost", "localhost", false);
+    let port = free_tcp_udp_port();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/configs/seed-004-proxy-h2-h3/h2o.yaml"),
+    )
+    .expect("seed-004");
+    let yaml = text
+        .replace("/certs/localhost.pem", &crt.display().to_string())
+        .replace("/certs/localhost.key", &key.display().to_string())
+        .replace("port: 443", &format!("port: {port}\n      host: 127.0.0.1"))
+        .replace("http://localhost:3000/", &backend.url("/"))
+        .replace("/app/log/h2o-access.log", "$DIR/access.log")
+        .replace("/app/log/h2o-error.log", "$DIR/error.log");
+    let _s = Spate::start_in(&yaml, dir);
+    let got = aioquic_get(&py, port, &["/pattern?len=100000", "/text"]);
+    assert_eq!((got[0].status, got[0].len), (200, 100_000));
+    assert_eq!(got[1].text, "hello from the backend\\n");
+    let out = curl(&[
+        "-k",
+        "-s",
+        "-D-",
+        "--http2",
+        &format!("https://127.0.0.1:{port}/text"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/2 200"), "{text}");
+    assert!(text.contains(&format!("alt-svc: h3=\":{port}\"")), "{text}");
+}
+
+#[test]
+fn retry_and_a_small_window_still_deliver_everything() {
+    let Some(py) = aioquic_python() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 253) as u8).collect();
+    write_file(dir.path(), "htdocs/big.bin", &big);
+    let s = Spate::start_in(
+        "
+num-threads: 1
+http3-input-window-size: 16384
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+  quic:
+    retry: ON
+    max-streams-bidi: 4
+hosts:
+  localhost:
+    paths:
+      /:
+        file.dir: htdocs
+",
+        dir,
+    );
+    // More requests than max-streams-bidi: the client waits for stream credit.
+    let got = aioquic_get(&py, s.addr.port(), &["/big.bin"; 8]);
+    assert_eq!(got.len(), 8);
+    let sum = sha256_hex(&big);
+    assert!(got.iter().all(|r| r.status == 200 && r.sha256 == sum));
 }

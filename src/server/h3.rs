@@ -161,19 +161,21 @@ impl<'a> H3Conn<'a> {
             return;
         }
         self.accept_streams(conn);
-        let readable = std::mem::take(&mut self.readable);
-        for id in &readable {
-            if self.peer_uni.contains(id) {
-                self.read_uni(conn, *id);
+        // Reading a QPACK encoder stream may unblock request streams: they join the list.
+        let mut readable = std::mem::take(&mut self.readable);
+        let mut k = 0;
+        while k < readable.len() && self.close.is_none() {
+            let id = readable[k];
+            k += 1;
+            if self.peer_uni.contains(&id) {
+                self.read_uni(conn, id);
             } else {
-                self.read_request(conn, *id, now);
+                self.read_request(conn, id, now);
             }
-            if self.close.is_some() {
-                break;
-            }
+            readable.append(&mut self.readable);
         }
+        readable.clear();
         self.readable = readable;
-        self.readable.clear();
         self.flush_decoder_stream();
         self.flush_uni(conn);
         // Poll and write every stream that was woken, got writable, or has bytes to flush;

@@ -1,12 +1,15 @@
 """Fetches paths from an HTTP/3 server with aioquic, all on one QUIC connection, concurrently.
 
-usage: aioquic_get.py HOST PORT PATH [PATH...]   (a PATH of "POST:/p:N" posts N bytes of 'x')
+usage: aioquic_get.py HOST PORT PATH [PATH...]   (a PATH of "POST:/p:N" posts N bytes of 'x';
+REBIND moves the connection to a new local UDP port: the requests before it are made first,
+together, then those after it from the new address, as after a NAT rebinding)
 Prints one JSON object per request: status, headers, body length and SHA-256 of the body.
 The certificate is not verified (the tests use a self-signed one).
 """
 import asyncio
 import hashlib
 import json
+import socket
 import ssl
 import sys
 
@@ -64,15 +67,26 @@ async def main():
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
     config.verify_mode = ssl.CERT_NONE
     config.server_name = "localhost"
+    results = []
     async with connect(host, port, configuration=config, create_protocol=Client) as client:
         jobs = []
-        for p in paths:
-            if p.startswith("POST:"):
+        for p in paths + ["END"]:
+            if p in ("REBIND", "END"):
+                results += await asyncio.wait_for(asyncio.gather(*jobs), 60)
+                jobs = []
+                if p == "REBIND":
+                    # A socket like aioquic's own (dual-stack: it sends to mapped addresses).
+                    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                    sock.bind(("::", 0))
+                    loop = asyncio.get_running_loop()
+                    await loop.create_datagram_endpoint(lambda: client, sock=sock)
+            elif p.startswith("POST:"):
                 _, path, n = p.split(":")
                 jobs.append(client.request(f"localhost:{port}", "POST", path, b"x" * int(n)))
             else:
                 jobs.append(client.request(f"localhost:{port}", "GET", p))
-        for r in await asyncio.wait_for(asyncio.gather(*jobs), 60):
+        for r in results:
             body = bytes(r["body"])
             print(json.dumps({
                 "status": r["status"],

@@ -9,6 +9,7 @@ use crate::handler::{Negotiated, PathRoute};
 use crate::http::body::{self, BodyStream, BodyWriter, Frame, Trailers};
 use crate::http::{Answer, Body, BodyError, Pending, Request, Response, Side};
 use crate::log::{AccessLog, LogRecord};
+use crate::metrics::Mark;
 use crate::proto::h2::stream::BodySource;
 use crate::proto::h3::{Error, ErrorCode, RequestEvent, Session};
 use crate::server::quic::Wakes;
@@ -63,6 +64,12 @@ pub(super) struct ReqStream<'a> {
     log: Option<Log>,
     received_at: SystemTime,
     started: Instant,
+    /// The request's start, when the worker counts requests.
+    mark: Option<Mark>,
+    /// The response status, and the bytes of its head (with frame headers) and body.
+    status: u16,
+    head_bytes: u64,
+    body_bytes: u64,
 }
 
 enum Send<'a> {
@@ -103,10 +110,7 @@ fn data_header(len: usize) -> Bytes {
 struct Log {
     file: Rc<RefCell<AccessLog>>,
     req: Request,
-    status: u16,
     headers: Vec<(Bytes, Bytes)>,
-    head_bytes: u64,
-    body_bytes: u64,
 }
 
 impl<'a> ReqStream<'a> {
@@ -137,6 +141,10 @@ impl<'a> ReqStream<'a> {
             log: None,
             received_at: SystemTime::now(),
             started: Instant::now(),
+            mark: None,
+            status: 0,
+            head_bytes: 0,
+            body_bytes: 0,
         }
     }
 
@@ -220,12 +228,17 @@ impl<'a> ReqStream<'a> {
             }
             Err(e) => return Err(e),
         }
+        // Whether a body follows the head: the stream goes on, or this batch carries one.
+        let body_follows = !self.fin
+            || events
+                .iter()
+                .any(|e| matches!(e, RequestEvent::Data(_) | RequestEvent::Trailers(_)));
         for ev in events.drain(..) {
             match ev {
                 RequestEvent::Head(head) => {
                     let content_length = head.content_length;
                     let req = head.into_request(self.peer, self.local);
-                    self.on_head(conn, session, req, content_length, now);
+                    self.on_head(conn, session, req, content_length, body_follows, now);
                 }
                 RequestEvent::Data(data) => {
                     self.body_received += data.len() as u64;
@@ -272,16 +285,17 @@ impl<'a> ReqStream<'a> {
         session: &mut Session,
         req: Request,
         content_length: Option<u64>,
+        has_body: bool,
         now: Instant,
     ) {
         self.received_at = SystemTime::now();
         self.started = now;
+        self.mark = crate::metrics::start();
         if content_length.is_some_and(|l| l > self.ctx.config.limits.request_body) {
             self.too_large(conn, session);
             return;
         }
         let mut req = req;
-        let has_body = !(self.fin && self.recv.is_empty());
         if has_body && self.ctx.router.streams_body(&req) {
             let (writer, reader) = body::pipe(content_length);
             req.set_body(reader);
@@ -301,14 +315,14 @@ impl<'a> ReqStream<'a> {
         match answer {
             Answer::Now(resp) => {
                 if let Some(file) = file {
-                    self.log = Some(Log::new(file, req, &resp));
+                    self.log = Some(Log::new(file, req));
                 }
                 self.respond(session, resp, head);
             }
             Answer::Later(fut) => {
                 let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(&req));
                 if let Some(file) = file {
-                    self.log = Some(Log::new(file, req, &Response::new(0)));
+                    self.log = Some(Log::new(file, req));
                 }
                 self.send = Send::Answer {
                     fut,
@@ -353,10 +367,10 @@ impl<'a> ReqStream<'a> {
             )
             .chain(len.map(|l| (&b"content-length"[..], l)));
         session.encode_response_head(status, fields, &mut out);
+        self.status = status;
+        self.head_bytes += out.len() as u64;
         if let Some(log) = &mut self.log {
-            log.status = status;
             log.headers = resp.headers.clone();
-            log.head_bytes = out.len() as u64;
         }
         self.out.push(out.freeze());
         self.send = if no_body {
@@ -580,19 +594,22 @@ impl<'a> ReqStream<'a> {
     }
 
     fn count_body(&mut self, body: u64, framing: u64) {
-        if let Some(l) = &mut self.log {
-            l.body_bytes += body;
-            l.head_bytes += framing;
-        }
+        self.body_bytes += body;
+        self.head_bytes += framing;
     }
 
+    /// The response is over (sent, or reset): count it and write its log line.
     fn write_log(&mut self) {
+        let total = self.head_bytes + self.body_bytes;
+        if let Some(mark) = self.mark.take() {
+            crate::metrics::request(crate::metrics::Proto::Http3, self.status, 0, total, mark);
+        }
         let Some(l) = self.log.take() else { return };
         l.file.borrow_mut().log(&LogRecord {
             req: &l.req,
-            status: l.status,
-            body_bytes: l.body_bytes,
-            total_bytes: l.head_bytes + l.body_bytes,
+            status: self.status,
+            body_bytes: self.body_bytes,
+            total_bytes: total,
             received_at: self.received_at,
             duration: self.started.elapsed(),
             resp_headers: &l.headers,
@@ -601,14 +618,11 @@ impl<'a> ReqStream<'a> {
 }
 
 impl Log {
-    fn new(file: Rc<RefCell<AccessLog>>, req: Request, resp: &Response) -> Log {
+    fn new(file: Rc<RefCell<AccessLog>>, req: Request) -> Log {
         Log {
             file,
             req,
-            status: resp.status,
             headers: Vec::new(),
-            head_bytes: 0,
-            body_bytes: 0,
         }
     }
 }

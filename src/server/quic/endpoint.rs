@@ -149,6 +149,7 @@ struct Conn<'a> {
     /// GOAWAY sent.
     closing: bool,
     _active: ActiveGuard<'a>,
+    _open: crate::metrics::OpenConnection,
 }
 
 impl<'a> Driver<'a> {
@@ -174,7 +175,7 @@ impl<'a> Driver<'a> {
                 self.begin_shutdown(now);
             }
             self.on_timers(now);
-            self.wakes.take(&mut self.dirty);
+            self.take_wakes();
             self.drive_dirty(now).await;
             if stop_seen && self.open == 0 {
                 return;
@@ -256,6 +257,7 @@ impl<'a> Driver<'a> {
                             ecn,
                         };
                         if route::forward(tag, f) {
+                            tracing::trace!(tag, from = %meta.addr, "forwarded a datagram to its endpoint");
                             continue;
                         }
                         // No such endpoint (any more): quinn answers it.
@@ -328,7 +330,9 @@ impl<'a> Driver<'a> {
                     queued: false,
                     closing: false,
                     _active: ActiveGuard::new(self.ctx),
+                    _open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http3),
                 };
+                crate::metrics::connection(crate::metrics::Transport::Quic, true);
                 if self.conns.len() <= ch.0 {
                     self.conns.resize_with(ch.0 + 1, || None);
                 }
@@ -340,6 +344,17 @@ impl<'a> Driver<'a> {
                 if let Some(t) = e.response {
                     self.send_one(&t, &buf);
                 }
+            }
+        }
+    }
+
+    /// Queues the connections whose streams were woken.
+    fn take_wakes(&mut self) {
+        let mut woken = Vec::new();
+        self.wakes.take(&mut woken);
+        for i in woken {
+            if let Some(Some(c)) = self.conns.get_mut(i) {
+                queue(&mut self.dirty, i, c);
             }
         }
     }
@@ -387,26 +402,22 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Lets every queued connection process its events, do its HTTP/3 work and send.
+    /// Lets every queued connection process its events, do its HTTP/3 work and send. One
+    /// that has more to send is queued again for the next turn, after reading the socket
+    /// (its acknowledgements) and the others.
     async fn drive_dirty(&mut self, now: Instant) {
-        let mut k = 0;
-        while k < self.dirty.len() {
+        let end = self.dirty.len();
+        for k in 0..end {
             let i = self.dirty[k];
-            k += 1;
             let more = self.drive(i, now).await;
             if let Some(Some(c)) = self.conns.get_mut(i) {
-                c.queued = false;
+                c.queued = more;
                 if more {
-                    // Sent its budget: again next turn, after the others.
-                    c.queued = true;
                     self.dirty.push(i);
-                    if k > 4096 {
-                        break;
-                    }
                 }
             }
         }
-        self.dirty.drain(..k.min(self.dirty.len()));
+        self.dirty.drain(..end);
     }
 
     /// Drives connection `i`; true if it has more to send.
@@ -438,6 +449,7 @@ impl<'a> Driver<'a> {
             }
             if drained {
                 self.conns[i] = None;
+                crate::metrics::connection(crate::metrics::Transport::Quic, false);
                 self.open -= 1;
                 OPEN.fetch_sub(1, Ordering::Relaxed);
                 return false;

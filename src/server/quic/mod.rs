@@ -67,7 +67,9 @@ fn transport(config: &Config, quic: &QuicConf) -> TransportConfig {
     // `http2-input-window-size`), so one stalled stream does not starve the others.
     t.stream_receive_window(VarInt::from_u32(h3.input_window_size));
     t.receive_window(VarInt::from_u64(2 * u64::from(h3.input_window_size)).unwrap_or(VarInt::MAX));
-    t.send_window(16 << 20);
+    // Response bytes quinn holds for one connection (sent, not yet acknowledged, or waiting
+    // for the client's flow control): what a client that does not read can pin.
+    t.send_window(4 << 20);
     t.enable_segmentation_offload(h3.gso);
     // No unreliable datagrams in HTTP/3 without the extension.
     t.datagram_receive_buffer_size(None);
