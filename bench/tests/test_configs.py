@@ -105,6 +105,7 @@ def test_http3_rows_listen_on_tls_and_quic_at_one_port(env):
             assert text.count("listen:\n  host: 127.0.0.1\n  port: 8443\n") == 2, c.key
             assert text.count("  type: quic\n") == 1, c.key
             assert text.count("    certificate-file: /run/cert.pem\n") == 2, c.key
+            assert "\nmax-quic-connections: 15000\n" in text, c.key
     q1 = [c.key for c in select(["Q1"])]
     assert q1 == ["Q1-6b", "Q1-4k"]
     assert {c.load_flags() for c in select(["Q1"])} == {"h2load -c100 -m10 --alpn-list=h3"}
