@@ -35,15 +35,20 @@ struct Fetched {
     headers: Vec<(String, String)>,
 }
 
-fn aioquic_get(py: &Path, port: u16, paths: &[&str]) -> Vec<Fetched> {
+/// Runs tests/h3_support/aioquic_get.py.
+fn aioquic_run(py: &Path, port: u16, paths: &[&str]) -> std::process::Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
-    let out = Command::new(py)
+    Command::new(py)
         .arg(script)
         .arg("127.0.0.1")
         .arg(port.to_string())
         .args(paths)
         .output()
-        .expect("run aioquic");
+        .expect("run aioquic")
+}
+
+fn aioquic_get(py: &Path, port: u16, paths: &[&str]) -> Vec<Fetched> {
+    let out = aioquic_run(py, port, paths);
     assert!(
         out.status.success(),
         "aioquic failed: {}",
@@ -179,39 +184,20 @@ fn alt_svc_advertises_the_quic_port() {
     }
     let port = free_tcp_udp_port();
     let s = h3_server(port, "");
-    let out = curl(&[
-        "-k",
-        "-s",
-        "-D-",
-        "-o/dev/null",
-        "--http1.1",
-        &format!("https://127.0.0.1:{port}/"),
-    ]);
-    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
-    assert!(head.contains(&format!("alt-svc: h3=\":{port}\"")), "{head}");
-    let out = curl(&[
-        "-k",
-        "-s",
-        "-D-",
-        "-o/dev/null",
-        "--http2",
-        &format!("https://127.0.0.1:{port}/"),
-    ]);
-    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
-    assert!(head.contains(&format!("alt-svc: h3=\":{port}\"")), "{head}");
+    let want = format!("alt-svc: h3=\":{port}\"");
+    assert!(response_head(port, "--http1.1").contains(&want));
+    assert!(response_head(port, "--http2").contains(&want));
     drop(s);
     let s = h3_server(port, "http3-alt-svc: OFF");
-    let out = curl(&[
-        "-k",
-        "-s",
-        "-D-",
-        "-o/dev/null",
-        "--http1.1",
-        &format!("https://127.0.0.1:{port}/"),
-    ]);
-    let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
-    assert!(!head.contains("alt-svc"), "{head}");
+    assert!(!response_head(port, "--http1.1").contains("alt-svc"));
     drop(s);
+}
+
+/// The response head of `/` over TLS with curl's `version` flag, lowercased.
+fn response_head(port: u16, version: &str) -> String {
+    let url = format!("https://127.0.0.1:{port}/");
+    let out = curl(&["-k", "-s", "-D-", "-o/dev/null", version, &url]);
+    String::from_utf8_lossy(&out.stdout).to_lowercase()
 }
 
 #[test]
@@ -365,4 +351,103 @@ hosts:
     assert_eq!(got.len(), 8);
     let sum = sha256_hex(&big);
     assert!(got.iter().all(|r| r.status == 200 && r.sha256 == sum));
+}
+
+#[test]
+fn connections_past_max_quic_connections_are_refused() {
+    let Some(py) = aioquic_python() else { return };
+    let backend = backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let s = Spate::start_in(
+        &format!(
+            "
+num-threads: 1
+max-quic-connections: 1
+listen:
+  host: 127.0.0.1
+  port: 0
+  type: quic
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+hosts:
+  localhost:
+    paths:
+      /:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    );
+    let port = s.addr.port();
+    let first = {
+        let py = py.clone();
+        std::thread::spawn(move || aioquic_get(&py, port, &["/delay?ms=2000"]))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while backend.requests() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = aioquic_run(&py, port, &["/text"]);
+    assert!(!second.status.success(), "a second connection was served");
+    assert_eq!(first.join().expect("first")[0].status, 200);
+    // The slot is free again once the first connection has drained (a few round trips).
+    let mut tries = 0;
+    while !aioquic_run(&py, port, &["/text"]).status.success() {
+        tries += 1;
+        assert!(tries < 10, "the slot was not given back");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_stop_lets_in_flight_requests_finish() {
+    let Some(py) = aioquic_python() else { return };
+    let backend = backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let mut s = Spate::start_in(
+        &format!(
+            "
+num-threads: 1
+listen:
+  host: 127.0.0.1
+  port: 0
+  type: quic
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+hosts:
+  localhost:
+    paths:
+      /:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    );
+    let port = s.addr.port();
+    let client = std::thread::spawn(move || aioquic_get(&py, port, &["/delay?ms=1500"]));
+    // Stop once the request is at the backend.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while backend.requests() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let started = std::time::Instant::now();
+    assert!(s.stop().success());
+    let got = client.join().expect("client");
+    assert_eq!((got[0].status, got[0].text.as_str()), (200, "late\\n"));
+    // GOAWAY, the answer, then CONNECTION_CLOSE: the stop waited for the request only.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }

@@ -45,9 +45,9 @@ pub(crate) struct H3Conn<'a> {
     streams: HashMap<StreamId, ReqStream<'a>>,
     /// The peer's unidirectional streams still open.
     peer_uni: Vec<StreamId>,
-    /// Streams quinn said are readable or writable since the last drive.
+    /// Streams quinn said are readable since the last drive. (Every stream is driven on
+    /// every drive, so writability needs no list.)
     readable: Vec<StreamId>,
-    writable: Vec<StreamId>,
     /// Accept new streams of this direction (quinn said some opened).
     opened: [bool; 2],
     events: Vec<RequestEvent>,
@@ -79,7 +79,6 @@ impl<'a> H3Conn<'a> {
             streams: HashMap::new(),
             peer_uni: Vec::new(),
             readable: Vec::new(),
-            writable: Vec::new(),
             opened: [true, true],
             events: Vec::new(),
             next_request_id: 0,
@@ -126,14 +125,14 @@ impl<'a> H3Conn<'a> {
         match ev {
             StreamEvent::Opened { dir } => self.opened[dir as usize] = true,
             StreamEvent::Readable { id } => self.readable.push(id),
-            StreamEvent::Writable { id } => self.writable.push(id),
             StreamEvent::Stopped { id, error_code } => {
                 if let Some(s) = self.streams.get_mut(&id) {
                     s.peer_stopped(error_code);
-                    self.writable.push(id);
                 }
             }
-            StreamEvent::Finished { .. } | StreamEvent::Available { .. } => {}
+            StreamEvent::Writable { .. }
+            | StreamEvent::Finished { .. }
+            | StreamEvent::Available { .. } => {}
         }
     }
 
@@ -149,9 +148,14 @@ impl<'a> H3Conn<'a> {
         self.flush_uni(conn);
     }
 
-    /// GOAWAY was sent and every request stream is done.
-    pub fn is_finished(&self) -> bool {
-        self.lost || (self.goaway && self.streams.is_empty())
+    /// GOAWAY was sent, every request stream is done and the client acknowledged all of
+    /// every response (closing earlier would drop what is still in flight): only our own
+    /// unidirectional streams may still have data quinn keeps.
+    pub fn is_finished(&self, conn: &mut Connection) -> bool {
+        self.lost
+            || (self.goaway
+                && self.streams.is_empty()
+                && conn.streams().send_streams() <= self.uni.iter().flatten().count())
     }
 
     /// Does everything that can be done now: accepts and reads streams, answers requests,
@@ -180,18 +184,18 @@ impl<'a> H3Conn<'a> {
         self.flush_uni(conn);
         // Poll and write every stream that was woken, got writable, or has bytes to flush;
         // read more of those whose handler made room in its pipe.
-        let writable = std::mem::take(&mut self.writable);
         let mut done = Vec::new();
+        let mut busy = false;
         for (id, s) in self.streams.iter_mut() {
-            let step = s.drive(conn, &mut self.session);
-            if step == Step::Done {
-                done.push(*id);
-            } else if s.wants_read() {
+            match s.drive(conn, &mut self.session) {
+                Step::Done => done.push(*id),
+                Step::Busy => busy = true,
+                Step::Open => {}
+            }
+            if s.wants_read() {
                 self.readable.push(*id);
             }
         }
-        self.writable = writable;
-        self.writable.clear();
         for id in done {
             self.streams.remove(&id);
         }
@@ -201,6 +205,10 @@ impl<'a> H3Conn<'a> {
             for id in again {
                 self.read_request(conn, id, now);
             }
+        }
+        // Budgets ran out with work left: come back next turn, after the others.
+        if busy || self.streams.values().any(|s| s.wants_read()) {
+            self.wakes.wake(self.index);
         }
         if let Some((code, why)) = self.close.take() {
             if self.ctx.config.emit_request_errors {

@@ -252,96 +252,117 @@ impl Bound {
         let mut out = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
             let quic = l.kind == ListenKind::Quic;
-            let bound =
-                match old
-                    .iter()
-                    .find(|b| b.configured == l.addr && b.quic == quic)
-                {
-                    Some(b) if quic => {
-                        let mut udp = Vec::with_capacity(b.udp.len().max(workers));
-                        for s in &b.udp {
-                            udp.push(s.try_clone().map_err(|e| format!("{}: {e}", l.at))?);
-                        }
-                        while udp.len() < workers {
-                            udp.push(quic::bind(b.addr).map_err(|e| {
-                                format!("{}: cannot listen on {} (UDP): {e}", l.at, b.addr)
-                            })?);
-                        }
-                        Bound {
-                            configured: l.addr,
-                            addr: b.addr,
-                            tls: true,
-                            quic,
-                            socks: Vec::new(),
-                            udp,
-                        }
+            let bound = match old
+                .iter()
+                .find(|b| b.configured == l.addr && b.quic == quic)
+            {
+                Some(b) => {
+                    let at = &l.at;
+                    let addr = b.addr;
+                    Bound {
+                        configured: l.addr,
+                        addr,
+                        tls: quic || l.tls.is_some(),
+                        quic,
+                        socks: keep_and_grow(&b.socks, workers, at, addr, listen::bind)?,
+                        udp: keep_and_grow(&b.udp, workers, at, addr, quic::bind)?,
                     }
-                    Some(b) => {
-                        let mut socks = Vec::with_capacity(b.socks.len().max(workers));
-                        for s in &b.socks {
-                            socks.push(s.try_clone().map_err(|e| format!("{}: {e}", l.at))?);
-                        }
-                        while socks.len() < workers {
-                            socks.push(listen::bind(b.addr).map_err(|e| {
-                                format!("{}: cannot listen on {}: {e}", l.at, b.addr)
-                            })?);
-                        }
-                        Bound {
-                            configured: l.addr,
-                            addr: b.addr,
-                            tls: l.tls.is_some(),
-                            quic,
-                            socks,
-                            udp: Vec::new(),
-                        }
+                }
+                None if quic => {
+                    // Port 0: the TCP listener of the same configured address (bound above,
+                    // when listed first) gives the port, so both share one port number.
+                    let want = out
+                        .iter()
+                        .find(|b: &&Bound| b.configured == l.addr && !b.quic)
+                        .map_or(l.addr, |b| b.addr);
+                    let udp = quic::bind_fresh(want, workers)
+                        .map_err(|e| format!("{}: cannot listen on {want} (UDP): {e}", l.at))?;
+                    let addr = first_addr(&udp, &l.at)?;
+                    Bound {
+                        configured: l.addr,
+                        addr,
+                        tls: true,
+                        quic,
+                        socks: Vec::new(),
+                        udp,
                     }
-                    None if quic => {
-                        // Port 0: the TCP listener of the same configured address (bound above,
-                        // when listed first) gives the port, so both share one port number.
-                        let want = out
-                            .iter()
-                            .find(|b: &&Bound| b.configured == l.addr && !b.quic)
-                            .map_or(l.addr, |b| b.addr);
-                        let udp = quic::bind_fresh(want, workers)
-                            .map_err(|e| format!("{}: cannot listen on {want} (UDP): {e}", l.at))?;
-                        let addr = match udp.first().map(|s| s.local_addr()) {
-                            Some(Ok(a)) => a,
-                            Some(Err(e)) => return Err(format!("{}: {e}", l.at)),
-                            None => return Err(format!("{}: no socket bound", l.at)),
-                        };
-                        Bound {
-                            configured: l.addr,
-                            addr,
-                            tls: true,
-                            quic,
-                            socks: Vec::new(),
-                            udp,
-                        }
+                }
+                None => {
+                    let socks = listen::bind_fresh(l.addr, workers)
+                        .map_err(|e| format!("{}: {e}", l.at))?;
+                    let addr = first_addr(&socks, &l.at)?;
+                    Bound {
+                        configured: l.addr,
+                        addr,
+                        tls: l.tls.is_some(),
+                        quic,
+                        socks,
+                        udp: Vec::new(),
                     }
-                    None => {
-                        let socks = listen::bind_fresh(l.addr, workers)
-                            .map_err(|e| format!("{}: {e}", l.at))?;
-                        let addr = match socks.first().map(|s| s.local_addr()) {
-                            Some(Ok(a)) => a,
-                            Some(Err(e)) => return Err(format!("{}: {e}", l.at)),
-                            None => return Err(format!("{}: no socket bound", l.at)),
-                        };
-                        Bound {
-                            configured: l.addr,
-                            addr,
-                            tls: l.tls.is_some(),
-                            quic,
-                            socks,
-                            udp: Vec::new(),
-                        }
-                    }
-                };
+                }
+            };
             out.push(bound);
         }
         if out.is_empty() {
             return Err("no listen address configured".into());
         }
         Ok(out)
+    }
+}
+
+/// Duplicates of `socks` (the same sockets: nothing queued is lost), and more bound while
+/// there are fewer than `workers` (none when `socks` is empty: the listener is of the other
+/// kind).
+fn keep_and_grow<S: SocketDup>(
+    socks: &[S],
+    workers: usize,
+    at: &crate::config::Location,
+    addr: SocketAddr,
+    bind: fn(SocketAddr) -> std::io::Result<S>,
+) -> Result<Vec<S>, String> {
+    let mut out = Vec::with_capacity(socks.len().max(workers));
+    for s in socks {
+        out.push(s.dup().map_err(|e| format!("{at}: {e}"))?);
+    }
+    while !out.is_empty() && out.len() < workers {
+        out.push(bind(addr).map_err(|e| format!("{at}: cannot listen on {addr}: {e}"))?);
+    }
+    Ok(out)
+}
+
+/// The address the first of `socks` is bound to (they all share it).
+fn first_addr<S: SocketDup>(
+    socks: &[S],
+    at: &crate::config::Location,
+) -> Result<SocketAddr, String> {
+    match socks.first().map(SocketDup::local_addr) {
+        Some(Ok(a)) => Ok(a),
+        Some(Err(e)) => Err(format!("{at}: {e}")),
+        None => Err(format!("{at}: no socket bound")),
+    }
+}
+
+/// A bound socket: TCP listeners and UDP sockets.
+trait SocketDup: Sized {
+    fn dup(&self) -> std::io::Result<Self>;
+    fn local_addr(&self) -> std::io::Result<SocketAddr>;
+}
+
+impl SocketDup for std::net::TcpListener {
+    fn dup(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        std::net::TcpListener::local_addr(self)
+    }
+}
+
+impl SocketDup for std::net::UdpSocket {
+    fn dup(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        std::net::UdpSocket::local_addr(self)
     }
 }
 

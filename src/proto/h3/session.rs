@@ -177,6 +177,11 @@ fn conn(code: ErrorCode, why: &'static str) -> Error {
     Error::Connection(code, why)
 }
 
+/// A frame where RFC 9114 does not allow it: a connection error (section 7.1).
+fn unexpected(why: &'static str) -> Error {
+    conn(ErrorCode::H3_FRAME_UNEXPECTED, why)
+}
+
 impl Session {
     pub fn new(local: Settings) -> Session {
         let decoder = qpack::Decoder::new(
@@ -307,6 +312,7 @@ impl Session {
             return Ok(None);
         };
         let rest = &data[n - had..];
+        self.opening.remove(&stream_id);
         match ty {
             stream_type::CONTROL => {
                 if self.control.is_some() {
@@ -348,15 +354,16 @@ impl Session {
             _ => {
                 // Unknown or reserved (0x1f * N + 0x21) type: stop reading (section 6.2).
                 outcome.stop_sending = Some(ErrorCode::H3_STREAM_CREATION_ERROR);
-                if fin {
-                    self.opening.remove(&stream_id);
-                } else {
-                    o.ignored = true;
+                if !fin {
+                    let ignored = Opening {
+                        ignored: true,
+                        ..Opening::default()
+                    };
+                    self.opening.insert(stream_id, ignored);
                 }
                 return Ok(None);
             }
         }
-        self.opening.remove(&stream_id);
         Ok(Some(rest))
     }
 
@@ -399,16 +406,12 @@ impl Session {
             match h.ty {
                 frame::SETTINGS | frame::GOAWAY | frame::MAX_PUSH_ID | frame::CANCEL_PUSH => {}
                 frame::DATA | frame::HEADERS | frame::PUSH_PROMISE => {
-                    return Err(conn(
-                        ErrorCode::H3_FRAME_UNEXPECTED,
+                    return Err(unexpected(
                         "DATA, HEADERS or PUSH_PROMISE on the control stream",
                     ));
                 }
                 ty if frame::is_http2_only(ty) => {
-                    return Err(conn(
-                        ErrorCode::H3_FRAME_UNEXPECTED,
-                        "HTTP/2 frame type on the control stream",
-                    ));
+                    return Err(unexpected("HTTP/2 frame type on the control stream"));
                 }
                 _ => {
                     // Unknown or reserved: skip its payload as it comes.
@@ -443,7 +446,7 @@ impl Session {
         match ty {
             frame::SETTINGS => {
                 if self.peer_settings.is_some() {
-                    return Err(conn(ErrorCode::H3_FRAME_UNEXPECTED, "second SETTINGS"));
+                    return Err(unexpected("second SETTINGS"));
                 }
                 self.peer_settings = Some(parse_settings(payload)?);
             }
@@ -613,20 +616,14 @@ impl Session {
             match h.ty {
                 frame::DATA => {
                     if st.phase != Phase::Body {
-                        return Err(conn(
-                            ErrorCode::H3_FRAME_UNEXPECTED,
-                            "DATA outside a request body",
-                        ));
+                        return Err(unexpected("DATA outside a request body"));
                     }
                     data.advance(h.size);
                     st.data_left = h.len;
                 }
                 frame::HEADERS => {
                     if st.phase == Phase::Trailed {
-                        return Err(conn(
-                            ErrorCode::H3_FRAME_UNEXPECTED,
-                            "HEADERS after the trailers",
-                        ));
+                        return Err(unexpected("HEADERS after the trailers"));
                     }
                     if h.len > self.max_headers_frame() {
                         return Err(Error::Stream(
@@ -634,7 +631,10 @@ impl Session {
                             "HEADERS frame too large",
                         ));
                     }
-                    let end = h.size + h.len as usize;
+                    let end = usize::try_from(h.len)
+                        .ok()
+                        .and_then(|len| len.checked_add(h.size))
+                        .unwrap_or(usize::MAX);
                     if data.len() < end {
                         return Ok(());
                     }
@@ -648,16 +648,10 @@ impl Session {
                 | frame::GOAWAY
                 | frame::MAX_PUSH_ID
                 | frame::PUSH_PROMISE => {
-                    return Err(conn(
-                        ErrorCode::H3_FRAME_UNEXPECTED,
-                        "control frame on a request stream",
-                    ));
+                    return Err(unexpected("control frame on a request stream"));
                 }
                 ty if frame::is_http2_only(ty) => {
-                    return Err(conn(
-                        ErrorCode::H3_FRAME_UNEXPECTED,
-                        "HTTP/2 frame type on a request stream",
-                    ));
+                    return Err(unexpected("HTTP/2 frame type on a request stream"));
                 }
                 _ => {
                     data.advance(h.size);
@@ -734,6 +728,8 @@ impl Session {
         if too_large {
             events.push(RequestEvent::HeadTooLarge);
             st.phase = Phase::Discard;
+            // We stop reading: the peer's encoder must not wait for trailers we will drop.
+            self.decoder.cancel_stream(stream_id);
             return Ok(true);
         }
         let head = request_head::parse(&self.hbuf, &self.fields)

@@ -33,6 +33,8 @@ const DRIVE_BUDGET: usize = 64;
 pub(super) enum Step {
     /// More to do later (a wake-up, writability, or the request's end).
     Open,
+    /// More to do now: the turn's budget ran out with frames still coming.
+    Busy,
     /// Both directions are finished: forget the stream.
     Done,
 }
@@ -92,7 +94,10 @@ enum Send<'a> {
 enum Made {
     Nothing,
     Response(Response),
+    /// A DATA frame header and its payload.
     Data(Bytes, Bytes),
+    /// A whole DATA frame, with its payload and header lengths.
+    Frame(Bytes, usize, usize),
     Trailers(Trailers),
     /// The body could not be produced: reset the stream.
     Failed,
@@ -148,14 +153,15 @@ impl<'a> ReqStream<'a> {
         }
     }
 
-    /// Whether the handler made room in a pipe we stopped filling.
+    /// Whether reading stopped with data left in quinn (a full pipe, or the read budget)
+    /// and may go on now.
     pub fn wants_read(&self) -> bool {
         self.paused
             && !self.recv_done
             && self
                 .body
                 .as_ref()
-                .is_some_and(|w| w.buffered() < PIPE_HIGH_WATER)
+                .is_none_or(|w| w.buffered() < PIPE_HIGH_WATER)
     }
 
     /// Reads what quinn has for this stream (as far as the pipe has room) and acts on the
@@ -183,8 +189,9 @@ impl<'a> ReqStream<'a> {
         {
             let mut rs = conn.recv_stream(self.id);
             let Ok(mut chunks) = rs.read(true) else {
+                // quinn has closed the receive side: nothing more will come.
                 self.recv_done = true;
-                return Ok(());
+                return session.stream_gone(self.id.into());
             };
             let mut budget = READ_BUDGET;
             while budget > 0 {
@@ -349,7 +356,7 @@ impl<'a> ReqStream<'a> {
         let mut digits = [0u8; 20];
         let len = declared
             .filter(|_| status != 204 && status != 304 && status >= 200)
-            .map(|l| format_u64(l, &mut digits));
+            .map(|l| crate::proto::h1::itoa(l, &mut digits));
         let server = self
             .ctx
             .config
@@ -391,7 +398,12 @@ impl<'a> ReqStream<'a> {
 
     /// Writes queued frames and produces more while quinn accepts them.
     pub fn drive(&mut self, conn: &mut Connection, session: &mut Session) -> Step {
-        for _ in 0..DRIVE_BUDGET {
+        let mut budget = DRIVE_BUDGET;
+        loop {
+            if budget == 0 {
+                return Step::Busy;
+            }
+            budget -= 1;
             if !self.flush(conn) {
                 return self.step();
             }
@@ -405,6 +417,10 @@ impl<'a> ReqStream<'a> {
                     self.count_body(data.len() as u64, head.len() as u64);
                     self.out.push(head);
                     self.out.push(data);
+                }
+                Made::Frame(frame, body, framing) => {
+                    self.count_body(body as u64, framing as u64);
+                    self.out.push(frame);
                 }
                 Made::Trailers(t) => {
                     let mut out = BytesMut::new();
@@ -448,13 +464,27 @@ impl<'a> ReqStream<'a> {
                 Made::Response(resp)
             }
             Send::Source(src) => {
-                let mut payload = Vec::with_capacity(CHUNK.min(src.remaining() as usize));
-                match src.fill(&mut payload, CHUNK) {
-                    Ok(n) => {
+                // The frame header and its payload in one buffer: one allocation per chunk.
+                let want = CHUNK.min(usize::try_from(src.remaining()).unwrap_or(CHUNK));
+                let mut frame = Vec::with_capacity(want + 9);
+                crate::proto::h3::frame::put_header(
+                    crate::proto::h3::frame::DATA,
+                    want as u64,
+                    &mut frame,
+                );
+                let framing = frame.len();
+                match src.fill(&mut frame, want) {
+                    Ok(n) if n == want => {
                         if src.remaining() == 0 {
                             self.send = Send::Tail;
                         }
-                        Made::Data(data_header(n), Bytes::from(payload))
+                        Made::Frame(Bytes::from(frame), n, framing)
+                    }
+                    Ok(_) => {
+                        tracing::warn!(
+                            "HTTP/3 response body shorter than declared; resetting the stream"
+                        );
+                        Made::Failed
                     }
                     Err(e) => {
                         tracing::warn!("HTTP/3 response body: {e}; resetting the stream");
@@ -617,6 +647,19 @@ impl<'a> ReqStream<'a> {
     }
 }
 
+impl Drop for ReqStream<'_> {
+    /// A stream dropped with its request body still open (the connection went away): the
+    /// handler, if anything still reads the body, sees it fail rather than wait forever.
+    fn drop(&mut self) {
+        if let Some(w) = self.body.take() {
+            w.abort(BodyError::new(
+                Side::Downstream,
+                "the HTTP/3 connection closed",
+            ));
+        }
+    }
+}
+
 impl Log {
     fn new(file: Rc<RefCell<AccessLog>>, req: Request) -> Log {
         Log {
@@ -625,17 +668,4 @@ impl Log {
             headers: Vec::new(),
         }
     }
-}
-
-fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }

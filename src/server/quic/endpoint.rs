@@ -148,6 +148,8 @@ struct Conn<'a> {
     queued: bool,
     /// GOAWAY sent.
     closing: bool,
+    /// quinn's next timer, as of the last time the connection was driven.
+    timeout: Option<Instant>,
     _active: ActiveGuard<'a>,
     _open: crate::metrics::OpenConnection,
 }
@@ -178,6 +180,7 @@ impl<'a> Driver<'a> {
             self.take_wakes();
             self.drive_dirty(now).await;
             if stop_seen && self.open == 0 {
+                tracing::debug!("QUIC endpoint {}: stopped, no connection left", self.local);
                 return;
             }
 
@@ -329,6 +332,7 @@ impl<'a> Driver<'a> {
                     h3: H3Conn::new(self.ctx, remote, local, ch.0, self.wakes.clone()),
                     queued: false,
                     closing: false,
+                    timeout: None,
                     _active: ActiveGuard::new(self.ctx),
                     _open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http3),
                 };
@@ -363,7 +367,7 @@ impl<'a> Driver<'a> {
     fn on_timers(&mut self, now: Instant) {
         for (i, slot) in self.conns.iter_mut().enumerate() {
             let Some(c) = slot else { continue };
-            if c.quic.poll_timeout().is_some_and(|t| t <= now) {
+            if c.timeout.is_some_and(|t| t <= now) {
                 c.quic.handle_timeout(now);
                 queue(&mut self.dirty, i, c);
             }
@@ -379,10 +383,10 @@ impl<'a> Driver<'a> {
         }
     }
 
-    fn next_timeout(&mut self) -> Option<Instant> {
+    fn next_timeout(&self) -> Option<Instant> {
         let mut next = self.shutdown_at;
-        for c in self.conns.iter_mut().flatten() {
-            if let Some(t) = c.quic.poll_timeout() {
+        for c in self.conns.iter().flatten() {
+            if let Some(t) = c.timeout {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }
@@ -439,7 +443,11 @@ impl<'a> Driver<'a> {
             c.closing = true;
             c.h3.shutdown(&mut c.quic);
         }
-        if c.closing && c.h3.is_finished() && !c.quic.is_closed() {
+        if c.closing && !c.quic.is_closed() && c.h3.is_finished(&mut c.quic) {
+            tracing::debug!(
+                conn = i,
+                "HTTP/3 connection finished after GOAWAY: closing it"
+            );
             c.quic.close(now, H3_NO_ERROR.into(), bytes::Bytes::new());
         }
         while let Some(ev) = c.quic.poll_endpoint_events() {
@@ -463,11 +471,16 @@ impl<'a> Driver<'a> {
             };
             self.send_buf.clear();
             let Some(t) = c.quic.poll_transmit(now, self.gso, &mut self.send_buf) else {
+                // Its timers change only when it is driven: read them once, here.
+                c.timeout = c.quic.poll_timeout();
                 return false;
             };
             self.send(&t).await;
             sent += 1;
             if sent >= SEND_BUDGET {
+                if let Some(Some(c)) = self.conns.get_mut(i) {
+                    c.timeout = c.quic.poll_timeout();
+                }
                 return true;
             }
         }

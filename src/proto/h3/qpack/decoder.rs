@@ -379,8 +379,7 @@ impl<'t> Lines<'t> {
             let Some(budget) = limit.checked_sub(size + ENTRY_OVERHEAD) else {
                 return Ok(Decoded::TooLarge);
             };
-            let start = buf.len();
-            let (mid, never_indexed) = if first & 0x80 != 0 {
+            let (name, value, never_indexed) = if first & 0x80 != 0 {
                 // Indexed Field Line: 1Txxxxxx.
                 let index = int(lines, &mut pos, 6)?;
                 let (name, value) = if first & 0x40 != 0 {
@@ -388,13 +387,7 @@ impl<'t> Lines<'t> {
                 } else {
                     self.dynamic(self.pre_base(index)?)?
                 };
-                if name.len() + value.len() > budget {
-                    return Ok(Decoded::TooLarge);
-                }
-                buf.extend_from_slice(name);
-                let mid = buf.len();
-                buf.extend_from_slice(value);
-                (mid, false)
+                (Part::Raw(name), Part::Raw(value), false)
             } else if first & 0x40 != 0 {
                 // Literal Field Line with Name Reference: 01NTxxxx, then the value.
                 let index = int(lines, &mut pos, 4)?;
@@ -404,53 +397,37 @@ impl<'t> Lines<'t> {
                     self.dynamic(self.pre_base(index)?)?
                 };
                 let value = section_string(lines, &mut pos, 7)?;
-                if name.len() > budget {
-                    return Ok(Decoded::TooLarge);
-                }
-                buf.extend_from_slice(name);
-                let mid = buf.len();
-                if !put_string(value, buf, budget - name.len())? {
-                    return Ok(Decoded::TooLarge);
-                }
-                (mid, first & 0x20 != 0)
+                (Part::Raw(name), Part::Literal(value), first & 0x20 != 0)
             } else if first & 0x20 != 0 {
                 // Literal Field Line with Literal Name: 001NHxxx name, then the value.
                 let name = section_string(lines, &mut pos, 3)?;
                 let value = section_string(lines, &mut pos, 7)?;
-                if !put_string(name, buf, budget)? {
-                    return Ok(Decoded::TooLarge);
-                }
-                let mid = buf.len();
-                if !put_string(value, buf, budget - (mid - start))? {
-                    return Ok(Decoded::TooLarge);
-                }
-                (mid, first & 0x10 != 0)
+                (Part::Literal(name), Part::Literal(value), first & 0x10 != 0)
             } else if first & 0x10 != 0 {
                 // Indexed Field Line with Post-Base Index: 0001xxxx.
                 let index = int(lines, &mut pos, 4)?;
                 let (name, value) = self.dynamic(self.post_base(index)?)?;
-                if name.len() + value.len() > budget {
-                    return Ok(Decoded::TooLarge);
-                }
-                buf.extend_from_slice(name);
-                let mid = buf.len();
-                buf.extend_from_slice(value);
-                (mid, false)
+                (Part::Raw(name), Part::Raw(value), false)
             } else {
                 // Literal Field Line with Post-Base Name Reference: 0000Nxxx, then the value.
                 let index = int(lines, &mut pos, 3)?;
                 let (name, _) = self.dynamic(self.post_base(index)?)?;
                 let value = section_string(lines, &mut pos, 7)?;
-                if name.len() > budget {
-                    return Ok(Decoded::TooLarge);
-                }
-                buf.extend_from_slice(name);
-                let mid = buf.len();
-                if !put_string(value, buf, budget - name.len())? {
-                    return Ok(Decoded::TooLarge);
-                }
-                (mid, first & 0x08 != 0)
+                (Part::Raw(name), Part::Literal(value), first & 0x08 != 0)
             };
+            // The size is checked before each copy: a reference to a big entry costs
+            // nothing once it no longer fits, and `buf` does not grow for it.
+            if name.min_len() + value.min_len() > budget {
+                return Ok(Decoded::TooLarge);
+            }
+            let start = buf.len();
+            if !name.put(buf, budget)? {
+                return Ok(Decoded::TooLarge);
+            }
+            let mid = buf.len();
+            if !value.put(buf, budget - (mid - start))? {
+                return Ok(Decoded::TooLarge);
+            }
             size += buf.len() - start + ENTRY_OVERHEAD;
             fields.push(HeaderField {
                 name: start..mid,
@@ -523,24 +500,39 @@ fn take_string<'a>(data: &'a [u8], pos: &mut usize, prefix: u8) -> Result<Str<'a
     read_string(data, pos, prefix).map_err(step_error)
 }
 
-/// Appends a string literal to `buf`; `false` if it would pass `limit` bytes (nothing is
-/// appended then).
-fn put_string(
-    (huffman, bytes): Str<'_>,
-    buf: &mut BytesMut,
-    limit: usize,
-) -> Result<bool, QpackError> {
-    if huffman {
-        match huffman::decode(bytes, buf, limit) {
-            Ok(()) => Ok(true),
-            Err(DecodeError::HeaderListTooLarge) => Ok(false),
-            Err(_) => Err(QpackError::Decompression("bad Huffman string")),
+/// A field line's name or value: table bytes, or a string literal still to decode.
+enum Part<'a> {
+    Raw(&'a [u8]),
+    Literal(Str<'a>),
+}
+
+impl Part<'_> {
+    /// The fewest bytes this decodes to (a Huffman string's length is known only once
+    /// decoded).
+    fn min_len(&self) -> usize {
+        match self {
+            Part::Raw(bytes) | Part::Literal((false, bytes)) => bytes.len(),
+            Part::Literal((true, _)) => 0,
         }
-    } else if bytes.len() > limit {
-        Ok(false)
-    } else {
-        buf.extend_from_slice(bytes);
-        Ok(true)
+    }
+
+    /// Appends the bytes to `buf`; `false` if they would pass `limit` (nothing is appended
+    /// then).
+    fn put(self, buf: &mut BytesMut, limit: usize) -> Result<bool, QpackError> {
+        match self {
+            Part::Literal((true, coded)) => match huffman::decode(coded, buf, limit) {
+                Ok(()) => Ok(true),
+                Err(DecodeError::HeaderListTooLarge) => Ok(false),
+                Err(_) => Err(QpackError::Decompression("bad Huffman string")),
+            },
+            Part::Raw(bytes) | Part::Literal((false, bytes)) => {
+                if bytes.len() > limit {
+                    return Ok(false);
+                }
+                buf.extend_from_slice(bytes);
+                Ok(true)
+            }
+        }
     }
 }
 
@@ -583,4 +575,4 @@ fn put_int(value: u64, prefix: u8, flags: u8, out: &mut BytesMut) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

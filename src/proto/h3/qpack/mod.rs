@@ -14,7 +14,7 @@
 //! Names and values are decoded into one caller-provided `BytesMut` as ranges
 //! ([`HeaderField`]), as in HPACK, so a request is built without an allocation per field.
 
-mod decoder;
+pub(crate) mod decoder;
 pub(crate) mod encoder;
 mod static_table;
 
