@@ -71,13 +71,14 @@ pub(crate) async fn serve<T: Transport>(
                 .await;
                 // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
                 // that would reset the connection before it read our last responses.
-                transport::drain_input(&mut stream).await;
+                Box::pin(transport::drain_input(&mut stream)).await;
                 return;
             }
         }
         Err(Close::Quietly) => {}
         Err(Close::Io(e)) => tracing::debug!(peer = %peer, "connection closed: {e}"),
-        Err(Close::Linger) => conn.linger_close().await,
+        // Boxed, as the other rare states, to keep the connection's task small.
+        Err(Close::Linger) => Box::pin(conn.linger_close()).await,
     }
     ctx.buffers.give_read(std::mem::take(&mut conn.rbuf));
     ctx.buffers.give_write(std::mem::take(&mut conn.wbuf));
@@ -96,7 +97,7 @@ struct Conn<'a, T> {
     /// No request answered yet: the HTTP/2 preface may still come.
     fresh: bool,
     /// Set when the connection switches to HTTP/2 (prior knowledge, or an upgrade).
-    handoff: Option<Option<super::h2::Upgrade>>,
+    handoff: Option<Option<Box<super::h2::Upgrade>>>,
     /// The read deadline, reset for each wait.
     timer: Pin<Box<tokio::time::Sleep>>,
     /// Completes when the server begins to stop; registered once per connection.
@@ -126,7 +127,7 @@ enum Wait {
     Stopping,
 }
 
-impl<T: Transport> Conn<'_, T> {
+impl<'a, T: Transport> Conn<'a, T> {
     async fn run(&mut self) -> Result<(), Close> {
         let mut request_started: Option<Instant> = None;
         loop {
@@ -198,8 +199,22 @@ impl<T: Transport> Conn<'_, T> {
     }
 
     /// Answers one request whose head is at the start of `rbuf`; returns whether the
-    /// connection stays open.
+    /// connection stays open. Most answers are written into the buffer without a wait
+    /// (`answer`); the others take boxed paths, so that a connection's task, which lives as
+    /// long as the connection, is only as large as this function's small states.
     async fn respond(&mut self, head: h1::Head) -> Result<bool, Close> {
+        match self.answer(head) {
+            Answered::Done(keep_alive) => Ok(keep_alive),
+            Answered::Streaming(exchange, answer) => {
+                self.respond_streaming_boxed(exchange, answer).await
+            }
+            Answered::Waits(reply) => self.reply_boxed(reply).await,
+        }
+    }
+
+    /// Routes one request and, when its answer is ready and small, writes it.
+    #[inline(always)]
+    fn answer(&mut self, head: h1::Head) -> Answered<'a> {
         let head_len = head.len as u64;
         let head_bytes = self.rbuf.split_to(head.len).freeze();
         let keep_alive = head.keep_alive && !self.ctx.stopping.get();
@@ -222,11 +237,11 @@ impl<T: Transport> Conn<'_, T> {
                 self.wbuf.extend_from_slice(
                     b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
                 );
-                self.handoff = Some(Some(super::h2::Upgrade {
+                self.handoff = Some(Some(Box::new(super::h2::Upgrade {
                     request: req,
                     settings,
-                }));
-                return Ok(true);
+                })));
+                return Answered::Done(true);
             }
         }
 
@@ -255,56 +270,144 @@ impl<T: Transport> Conn<'_, T> {
                     keep_alive,
                     expect_continue,
                 };
-                return self.respond_streaming_boxed(exchange, answer).await;
+                return Answered::Streaming(exchange, answer);
             }
         };
-        let log = route.and_then(|r| r.access_log.as_ref());
-        let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
-        let counted = crate::metrics::start();
-        if expect_continue {
+        let reply = Reply {
+            req,
+            resp,
+            log: route.and_then(|r| r.access_log.as_ref()),
+            framing,
+            keep_alive,
+            expect_continue,
+            head_len,
+        };
+        // Inline: the body is copied, and the request body (if any) is all here already.
+        let body_here = match framing {
+            BodyFraming::None => true,
+            BodyFraming::Length(n) => self.rbuf.len() as u64 >= n,
+            BodyFraming::Chunked => false,
+        };
+        if !(body_here && (reply.sends_no_body() || copies(&reply.resp.body))) {
+            return Answered::Waits(reply);
+        }
+        let started = self.reply_started(&reply);
+        let total = self.write_copied(&reply);
+        self.reply_sent(&reply, reply.resp.body.len(), started, total);
+        if let BodyFraming::Length(n) = framing {
+            // The handler did not need the body; step past it to the next request.
+            let _ = self.rbuf.split_to(n as usize);
+        }
+        Answered::Done(keep_alive)
+    }
+
+    /// The answers that wait to be written, boxed (see `respond`), out of line.
+    #[inline(never)]
+    fn reply_boxed<'s>(
+        &'s mut self,
+        reply: Reply<'a>,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, Close>> + 's>> {
+        Box::pin(self.reply(reply))
+    }
+
+    async fn reply(&mut self, mut reply: Reply<'a>) -> Result<bool, Close> {
+        let clock = self.reply_started(&reply);
+        let body = std::mem::take(&mut reply.resp.body);
+        let body_len = body.len();
+        let resp = &reply.resp;
+        let total = self
+            .send::<true>(
+                &reply.req,
+                resp.status,
+                &resp.headers,
+                body,
+                reply.keep_alive,
+            )
+            .await?;
+        self.reply_sent(&reply, body_len, clock, total);
+        // The handler did not need the body; read past it to reach the next request.
+        match reply.framing {
+            BodyFraming::None => {}
+            BodyFraming::Length(n) => self.discard_body(n).await?,
+            BodyFraming::Chunked => self.discard_chunked().await?,
+        }
+        Ok(reply.keep_alive)
+    }
+
+    /// Begins a reply: `100 Continue` when asked; the clock readings for the log and metrics.
+    fn reply_started(&mut self, reply: &Reply) -> ReplyClock {
+        if reply.expect_continue {
             h1::write_continue(&mut self.wbuf);
         }
-        let Response {
-            status,
-            headers,
-            body,
-        } = resp;
-        let body_len = if req.is_head() { 0 } else { body.len() };
-        let total = self
-            .send::<true>(&req, status, &headers, body, keep_alive)
-            .await?;
-        if let Some(started) = counted {
-            let body_in = match framing {
+        ReplyClock {
+            received_at: reply.log.map(|_| (SystemTime::now(), Instant::now())),
+            counted: crate::metrics::start(),
+        }
+    }
+
+    /// Counts and logs a reply of `total` bytes.
+    fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
+        let status = reply.resp.status;
+        if let Some(started) = clock.counted {
+            let body_in = match reply.framing {
                 BodyFraming::Length(n) => n,
                 _ => 0,
             };
             crate::metrics::request(
                 crate::metrics::Proto::Http1,
                 status,
-                head_len + body_in,
+                reply.head_len + body_in,
                 total,
                 started,
             );
         }
-        if let (Some(log), Some((at, started))) = (log, received_at) {
+        if let (Some(log), Some((at, started))) = (reply.log, clock.received_at) {
             log.borrow_mut().log(&LogRecord {
-                req: &req,
+                req: &reply.req,
                 status,
-                body_bytes: body_len,
+                body_bytes: if reply.req.is_head() { 0 } else { body_len },
                 total_bytes: total,
                 received_at: at,
                 duration: started.elapsed(),
-                resp_headers: &headers,
+                resp_headers: &reply.resp.headers,
             });
         }
         self.queued += 1;
-        // The handler did not need the body; read past it to reach the next request.
-        match framing {
-            BodyFraming::None => {}
-            BodyFraming::Length(n) => self.discard_body(n).await?,
-            BodyFraming::Chunked => self.discard_chunked().await?,
+    }
+
+    /// Writes the head and the (copied) body of an inline reply; returns its bytes.
+    fn write_copied(&mut self, reply: &Reply) -> u64 {
+        let resp = &reply.resp;
+        let head_len = h1::write_head(
+            &mut self.wbuf,
+            &ResponseHead {
+                status: resp.status,
+                headers: &resp.headers,
+                content_length: Some(resp.body.len()),
+                keep_alive: reply.keep_alive,
+                server_line: &self.ctx.server_line,
+                date: true,
+            },
+        ) as u64;
+        if reply.sends_no_body() {
+            return head_len;
         }
-        Ok(keep_alive)
+        let wbuf = &mut self.wbuf;
+        let mut copy = |b: &[u8]| wbuf.extend_from_slice(b);
+        match &resp.body {
+            Body::Bytes(b) => copy(b),
+            Body::File(f) => copy(f.cached_slice().unwrap_or_default()),
+            Body::Parts(parts) => {
+                for p in parts {
+                    match p {
+                        BodyPart::Bytes(b) => copy(b),
+                        BodyPart::File(f) => copy(f.cached_slice().unwrap_or_default()),
+                    }
+                }
+            }
+            Body::Empty | Body::Stream(_) => {}
+        }
+        head_len + resp.body.len()
     }
 
     /// Writes the head and body of `resp` into the write buffer, or straight to the socket
@@ -571,6 +674,54 @@ impl<T: Transport> Conn<'_, T> {
     async fn linger_close(&mut self) {
         let _ = self.stream.shutdown_write();
         transport::drain_input(&mut self.stream).await;
+    }
+}
+
+/// What routing a request produced.
+enum Answered<'a> {
+    /// Answered inline (or switched to HTTP/2); whether the connection stays open.
+    Done(bool),
+    /// The slow path: a streamed body either way, or an answer that comes later.
+    Streaming(streaming::Exchange<'a>, Answer),
+    /// Ready, but writing it may wait: a large or file body, or a request body to read past.
+    Waits(Reply<'a>),
+}
+
+/// An answer ready now, with what its log line and metrics need.
+struct Reply<'a> {
+    req: Request,
+    resp: Response,
+    log: Option<&'a std::rc::Rc<std::cell::RefCell<crate::log::AccessLog>>>,
+    framing: BodyFraming,
+    keep_alive: bool,
+    expect_continue: bool,
+    head_len: u64,
+}
+
+impl Reply<'_> {
+    fn sends_no_body(&self) -> bool {
+        self.req.is_head() || self.resp.status == 304 || self.resp.status == 204
+    }
+}
+
+/// Clock readings taken when a reply begins, for the access log and the metrics.
+struct ReplyClock {
+    received_at: Option<(SystemTime, Instant)>,
+    counted: Option<crate::metrics::Mark>,
+}
+
+/// Whether a body goes into the write buffer as a copy (no wait, no sendfile).
+fn copies(body: &Body) -> bool {
+    let small = |n: usize| n <= COPY_BODY_MAX;
+    match body {
+        Body::Empty => true,
+        Body::Bytes(b) => small(b.len()),
+        Body::File(f) => f.cached_slice().is_some_and(|c| small(c.len())),
+        Body::Parts(parts) => parts.iter().all(|p| match p {
+            BodyPart::Bytes(b) => small(b.len()),
+            BodyPart::File(f) => f.cached_slice().is_some_and(|c| small(c.len())),
+        }),
+        Body::Stream(_) => false,
     }
 }
 

@@ -7,6 +7,7 @@
 mod ends;
 mod work;
 
+use super::buffers::BufferPool;
 use super::transport::Transport;
 use super::worker::WorkerCtx;
 use crate::config::Config;
@@ -17,6 +18,7 @@ use crate::proto::h2::frame::Reason;
 use crate::proto::h2::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};
 use bytes::{Bytes, BytesMut};
 use ends::StreamEnds;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
@@ -68,18 +70,26 @@ pub(crate) async fn serve<T: Transport>(
     local: SocketAddr,
     ctx: &WorkerCtx,
     handed: BytesMut,
-    upgrade: Option<Upgrade>,
+    upgrade: Option<Box<Upgrade>>,
 ) {
-    // The HTTP/1 driver's buffer is large; keep only the bytes it read.
-    let mut rbuf = BytesMut::with_capacity(READ_MIN.max(handed.len()));
-    rbuf.extend_from_slice(&handed);
-    drop(handed);
+    let mut rbuf = if T::WAITS_WITHOUT_BUFFER {
+        // The HTTP/1 driver's pooled buffer: it goes back to the pool while idle.
+        handed
+    } else {
+        // The HTTP/1 driver's buffer is large; keep only the bytes it read.
+        let mut rbuf = BytesMut::with_capacity(READ_MIN.max(handed.len()));
+        rbuf.extend_from_slice(&handed);
+        rbuf
+    };
     let now = Instant::now();
     let mut cfg = ctx.h2.clone();
     cfg.secure = stream.is_secure();
     let conn = match upgrade {
-        None => Ok(Connection::new(cfg, peer, local, now)),
-        Some(u) => Connection::upgraded(cfg, peer, local, now, &u.settings, u.request),
+        // Boxed: a future holding it would be laid out with room for it twice.
+        None => Ok(Box::new(Connection::new(cfg, peer, local, now))),
+        Some(u) => {
+            Connection::upgraded(cfg, peer, local, now, &u.settings, u.request).map(Box::new)
+        }
     };
     let mut conn = match conn {
         Ok(c) => c,
@@ -95,6 +105,7 @@ pub(crate) async fn serve<T: Transport>(
     // Whatever is still open ends here: pending answers and bodies are dropped (cancelling
     // their upstream work), request bodies aborted, and logged streams logged incomplete.
     drop(work);
+    ctx.buffers.give_read(std::mem::take(&mut rbuf));
     conn.close_streams();
     ends.write_ended(&mut conn);
     if let Err(e) = r {
@@ -189,7 +200,13 @@ async fn run<'a, T: Transport>(
         }
 
         conn.release_idle_buffers();
-        sizer.prepare(rbuf);
+        // An idle connection waits without a read buffer where the transport allows it.
+        let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();
+        if bufferless {
+            ctx.buffers.give_read(std::mem::take(rbuf));
+        } else {
+            sizer.prepare(rbuf);
+        }
         let deadline = match (conn.poll_timeout(), shutdown_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -207,14 +224,16 @@ async fn run<'a, T: Transport>(
                 None => std::future::pending().await,
             }
         };
-        let spare = rbuf.capacity() - rbuf.len();
         tokio::select! {
-            r = stream.read_buf(rbuf) => {
-                let n = r?;
+            r = read_some(stream, rbuf, &ctx.buffers, bufferless) => {
+                let (n, spare) = r?;
                 if n == 0 {
                     return Ok(());
                 }
                 crate::metrics::received(n as u64);
+                if bufferless {
+                    sizer.alloc = rbuf.capacity();
+                }
                 sizer.record(n, spare);
             }
             _ = sleep => {
@@ -231,6 +250,35 @@ async fn run<'a, T: Transport>(
             _ = std::future::poll_fn(|_| {
                 if work.ready(conn) { Poll::Ready(()) } else { Poll::Pending }
             }), if !work.is_empty() => {}
+        }
+    }
+}
+
+/// Reads into `rbuf`; returns the bytes read and the free space they were read into.
+/// `bufferless`: first waits for the socket to be readable, then reads into a buffer from
+/// the worker's pool (given back if the readiness was stale).
+async fn read_some<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut BytesMut,
+    pool: &BufferPool,
+    bufferless: bool,
+) -> std::io::Result<(usize, usize)> {
+    if !bufferless {
+        let spare = rbuf.capacity() - rbuf.len();
+        return Ok((stream.read_buf(rbuf).await?, spare));
+    }
+    loop {
+        stream.readable().await?;
+        *rbuf = pool.read_buffer();
+        let spare = rbuf.capacity();
+        let read = {
+            let fut = stream.read_buf(rbuf);
+            tokio::pin!(fut);
+            std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+        };
+        match read {
+            Poll::Ready(r) => return Ok((r?, spare)),
+            Poll::Pending => pool.give_read(std::mem::take(rbuf)),
         }
     }
 }

@@ -239,12 +239,15 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         let tls = tls.clone();
         tokio::task::spawn_local(async move {
             match tls {
-                // Boxed: the TLS state would otherwise enlarge every plain connection's task.
+                // Boxed: the TLS state would otherwise enlarge every plain connection's task;
+                // the handshake apart, so its larger state is freed once it is done.
                 Some(acceptor) => {
-                    Box::pin(tls_transport::serve(
-                        stream, acceptor, peer, local, &guard.ctx,
-                    ))
-                    .await
+                    let ctx = &guard.ctx;
+                    if let Some(tls) =
+                        Box::pin(tls_transport::handshake(stream, acceptor, peer, ctx)).await
+                    {
+                        Box::pin(tls_transport::serve(tls, peer, local, ctx)).await
+                    }
                 }
                 None => h1::serve(stream, peer, local, &guard.ctx).await,
             }
