@@ -27,12 +27,12 @@ const COPY_BODY_MAX: usize = 16 * 1024;
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Serves one connection until it closes.
-pub(crate) async fn serve<T: Transport>(
+pub(crate) fn serve<'a, T: Transport + 'a>(
     stream: T,
     peer: SocketAddr,
     local: SocketAddr,
-    ctx: &WorkerCtx,
-) {
+    ctx: &'a WorkerCtx,
+) -> impl Future<Output = ()> + 'a {
     let mut conn = Conn {
         stream,
         peer,
@@ -46,42 +46,9 @@ pub(crate) async fn serve<T: Transport>(
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         stop: Box::pin(ctx.stop.notified()),
     };
-    conn.stop.as_mut().enable();
-    let open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1);
-    match conn.run().await {
-        Ok(()) => {
-            if let Some(upgrade) = conn.handoff.take() {
-                drop(open);
-                let Conn {
-                    mut stream,
-                    rbuf,
-                    wbuf,
-                    ..
-                } = conn;
-                ctx.buffers.give_write(wbuf);
-                // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
-                Box::pin(super::h2::serve(
-                    &mut stream,
-                    peer,
-                    local,
-                    ctx,
-                    rbuf,
-                    upgrade,
-                ))
-                .await;
-                // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
-                // that would reset the connection before it read our last responses.
-                Box::pin(transport::drain_input(&mut stream)).await;
-                return;
-            }
-        }
-        Err(Close::Quietly) => {}
-        Err(Close::Io(e)) => tracing::debug!(peer = %peer, "connection closed: {e}"),
-        // Boxed, as the other rare states, to keep the connection's task small.
-        Err(Close::Linger) => Box::pin(conn.linger_close()).await,
-    }
-    ctx.buffers.give_read(std::mem::take(&mut conn.rbuf));
-    ctx.buffers.give_write(std::mem::take(&mut conn.wbuf));
+    // A block that owns the connection holds one copy of it (an async fn would keep its
+    // arguments besides): this future lives as long as the connection.
+    async move { conn.serve().await }
 }
 
 struct Conn<'a, T> {
@@ -128,6 +95,41 @@ enum Wait {
 }
 
 impl<'a, T: Transport> Conn<'a, T> {
+    async fn serve(&mut self) {
+        self.stop.as_mut().enable();
+        let ctx = self.ctx;
+        let open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1);
+        match self.run().await {
+            Ok(()) => {
+                if let Some(upgrade) = self.handoff.take() {
+                    drop(open);
+                    ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+                    let rbuf = std::mem::take(&mut self.rbuf);
+                    // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
+                    Box::pin(super::h2::serve(
+                        &mut self.stream,
+                        self.peer,
+                        self.local,
+                        ctx,
+                        rbuf,
+                        upgrade,
+                    ))
+                    .await;
+                    // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
+                    // that would reset the connection before it read our last responses.
+                    Box::pin(transport::drain_input(&mut self.stream)).await;
+                    return;
+                }
+            }
+            Err(Close::Quietly) => {}
+            Err(Close::Io(e)) => tracing::debug!(peer = %self.peer, "connection closed: {e}"),
+            // Boxed, as the other rare states, to keep the connection's task small.
+            Err(Close::Linger) => Box::pin(self.linger_close()).await,
+        }
+        ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
+        ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+    }
+
     async fn run(&mut self) -> Result<(), Close> {
         let mut request_started: Option<Instant> = None;
         loop {
@@ -136,15 +138,16 @@ impl<'a, T: Transport> Conn<'a, T> {
                 self.handoff = Some(None);
                 return Ok(());
             }
-            let parsed = if preface {
-                Ok(None)
-            } else {
-                h1::parse_head(&self.rbuf, &self.ctx.head_limits)
+            // The head is parsed and answered in `next` (not here), so it is not part of the
+            // task's state; neither is a borrow of `self` once the statement ends.
+            let outcome = match self.next(preface) {
+                Ok(Responded::Now(keep_alive)) => Ok(keep_alive),
+                Ok(Responded::Later(later)) => Ok(later.await?),
+                Err(not_yet) => Err(not_yet),
             };
-            match parsed {
-                Ok(Some(head)) => {
+            let not_yet = match outcome {
+                Ok(keep_alive) => {
                     request_started = None;
-                    let keep_alive = self.respond(head).await?;
                     if self.handoff.is_some() {
                         self.flush(false).await?;
                         return Ok(());
@@ -158,14 +161,17 @@ impl<'a, T: Transport> Conn<'a, T> {
                     }
                     continue;
                 }
-                Ok(None) => {}
-                Err(_) if self.fresh && not_http(&self.rbuf) => {
+                Err(not_yet) => not_yet,
+            };
+            match not_yet {
+                NotYet::More => {}
+                NotYet::NotHttp => {
                     // Neither HTTP/1 nor the HTTP/2 preface: no HTTP/1 answer (which an
                     // HTTP/2 client would misread as a frame), just close.
                     self.log_request_error(400, "not an HTTP request");
                     return Err(Close::Quietly);
                 }
-                Err(e) => {
+                NotYet::Reject(e) => {
                     self.reject(e).await?;
                     return Err(Close::Linger);
                 }
@@ -198,17 +204,31 @@ impl<'a, T: Transport> Conn<'a, T> {
         }
     }
 
-    /// Answers one request whose head is at the start of `rbuf`; returns whether the
-    /// connection stays open. Most answers are written into the buffer without a wait
-    /// (`answer`); the others take boxed paths, so that a connection's task, which lives as
-    /// long as the connection, is only as large as this function's small states.
-    async fn respond(&mut self, head: h1::Head) -> Result<bool, Close> {
+    /// Parses the request head at the start of `rbuf` and answers it (see `respond`).
+    #[inline(always)]
+    fn next(&mut self, preface: bool) -> Result<Responded<'_>, NotYet> {
+        if preface {
+            return Err(NotYet::More);
+        }
+        match h1::parse_head(&self.rbuf, &self.ctx.head_limits) {
+            Ok(Some(head)) => Ok(self.respond(head)),
+            Ok(None) => Err(NotYet::More),
+            Err(_) if self.fresh && not_http(&self.rbuf) => Err(NotYet::NotHttp),
+            Err(e) => Err(NotYet::Reject(e)),
+        }
+    }
+
+    /// Answers one request whose head is at the start of `rbuf`: at once when its answer is
+    /// ready and small (`answer`), else with a boxed future, so that a connection's task,
+    /// which lives as long as the connection, only holds the small states of `run`.
+    #[inline(always)]
+    fn respond(&mut self, head: h1::Head) -> Responded<'_> {
         match self.answer(head) {
-            Answered::Done(keep_alive) => Ok(keep_alive),
+            Answered::Done(keep_alive) => Responded::Now(keep_alive),
             Answered::Streaming(exchange, answer) => {
-                self.respond_streaming_boxed(exchange, answer).await
+                Responded::Later(self.respond_streaming_boxed(exchange, answer))
             }
-            Answered::Waits(reply) => self.reply_boxed(reply).await,
+            Answered::Waits(reply) => Responded::Later(self.reply_boxed(reply)),
         }
     }
 
@@ -675,6 +695,21 @@ impl<'a, T: Transport> Conn<'a, T> {
         let _ = self.stream.shutdown_write();
         transport::drain_input(&mut self.stream).await;
     }
+}
+
+/// Why the bytes read so far are not a request to answer.
+enum NotYet {
+    /// No complete request head yet.
+    More,
+    /// Neither HTTP/1 nor the HTTP/2 preface.
+    NotHttp,
+    Reject(h1::Error),
+}
+
+/// A request answered now (whether the connection stays open), or a future that answers it.
+enum Responded<'s> {
+    Now(bool),
+    Later(Pin<Box<dyn Future<Output = Result<bool, Close>> + 's>>),
 }
 
 /// What routing a request produced.

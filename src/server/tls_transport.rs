@@ -32,7 +32,7 @@ pub(crate) async fn handshake(
     acceptor: TlsAcceptor,
     peer: SocketAddr,
     ctx: &WorkerCtx,
-) -> Option<TlsStream<TcpStream>> {
+) -> Option<Box<TlsStream<TcpStream>>> {
     let timeout = ctx.config.handshake_timeout;
     let stop = ctx.stop.notified();
     tokio::pin!(stop);
@@ -63,7 +63,8 @@ pub(crate) async fn handshake(
                     Some(rustls::HandshakeKind::Resumed) => crate::metrics::Handshake::Resumed,
                     _ => crate::metrics::Handshake::Full,
                 });
-                return Some(tls);
+                // Boxed: moved into the connection's state, it is one pointer.
+                return Some(Box::new(tls));
             }
             Ok(Err(e)) => {
                 crate::tls::record_handshake_failure();
@@ -83,7 +84,7 @@ pub(crate) async fn handshake(
 
 /// Serves a connection after its handshake with the protocol the client chose in ALPN.
 pub(crate) async fn serve(
-    tls: TlsStream<TcpStream>,
+    tls: Box<TlsStream<TcpStream>>,
     peer: SocketAddr,
     local: SocketAddr,
     ctx: &WorkerCtx,
@@ -108,13 +109,13 @@ pub(crate) async fn serve(
 
 /// A server-side TLS stream as a [`Transport`].
 pub(crate) struct TlsTransport {
-    inner: TlsStream<TcpStream>,
+    inner: Box<TlsStream<TcpStream>>,
     /// Plaintext held back because a body follows (`more`), sent with the body's start.
     held: Vec<u8>,
 }
 
 impl TlsTransport {
-    pub(crate) fn new(inner: TlsStream<TcpStream>) -> TlsTransport {
+    pub(crate) fn new(inner: Box<TlsStream<TcpStream>>) -> TlsTransport {
         TlsTransport {
             inner,
             held: Vec::new(),
@@ -149,7 +150,7 @@ impl AsyncRead for TlsTransport {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        Pin::new(&mut *self.inner).poll_read(cx, buf)
     }
 }
 
