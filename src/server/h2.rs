@@ -20,6 +20,7 @@ use bytes::{Bytes, BytesMut};
 use ends::StreamEnds;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
@@ -40,8 +41,36 @@ pub(crate) struct Upgrade {
     pub settings: Vec<u8>,
 }
 
-/// The connection settings for this configuration; built once per worker.
-pub(crate) fn settings(config: &Config) -> Settings {
+/// A worker's connection settings, shared by its connections.
+pub(crate) struct WorkerSettings {
+    plain: Arc<Settings>,
+    secure: Arc<Settings>,
+}
+
+impl WorkerSettings {
+    pub fn new(config: &Config) -> WorkerSettings {
+        let plain = settings(config);
+        let secure = Settings {
+            secure: true,
+            ..plain.clone()
+        };
+        WorkerSettings {
+            plain: Arc::new(plain),
+            secure: Arc::new(secure),
+        }
+    }
+
+    fn for_transport(&self, secure: bool) -> Arc<Settings> {
+        if secure {
+            self.secure.clone()
+        } else {
+            self.plain.clone()
+        }
+    }
+}
+
+/// The connection settings for this configuration.
+fn settings(config: &Config) -> Settings {
     let h2 = &config.http2;
     Settings {
         max_streams: h2.max_streams,
@@ -62,16 +91,16 @@ pub(crate) fn settings(config: &Config) -> Settings {
     }
 }
 
-/// Serves one HTTP/2 connection until it closes. `rbuf` holds bytes already read (the
+/// Serves one HTTP/2 connection until it closes. `handed` holds bytes already read (the
 /// preface, when handed over by the HTTP/1 driver).
-pub(crate) async fn serve<T: Transport>(
+pub(crate) fn serve<'a, T: Transport + 'a>(
     mut stream: T,
     peer: SocketAddr,
     local: SocketAddr,
-    ctx: &WorkerCtx,
+    ctx: &'a WorkerCtx,
     handed: BytesMut,
     upgrade: Option<Box<Upgrade>>,
-) {
+) -> impl Future<Output = ()> + 'a {
     let mut rbuf = if T::WAITS_WITHOUT_BUFFER {
         // The HTTP/1 driver's pooled buffer: it goes back to the pool while idle.
         handed
@@ -82,45 +111,50 @@ pub(crate) async fn serve<T: Transport>(
         rbuf
     };
     let now = Instant::now();
-    let mut cfg = ctx.h2.clone();
-    cfg.secure = stream.is_secure();
+    let cfg = ctx.h2.for_transport(stream.is_secure());
+    // Boxed: the connection's state is large and lives as long as the connection.
     let conn = match upgrade {
-        // Boxed: a future holding it would be laid out with room for it twice.
         None => Ok(Box::new(Connection::new(cfg, peer, local, now))),
         Some(u) => {
             Connection::upgraded(cfg, peer, local, now, &u.settings, u.request).map(Box::new)
         }
     };
-    let mut conn = match conn {
-        Ok(c) => c,
-        Err(r) => {
-            tracing::debug!(peer = %peer, "bad HTTP2-Settings in upgrade: {r:?}");
+    // A block that owns what it needs holds one copy of it (an async fn would keep its
+    // arguments besides): this future lives as long as the connection.
+    async move {
+        let mut conn = match conn {
+            Ok(conn) => conn,
+            Err(r) => {
+                tracing::debug!(peer = %peer, "bad HTTP2-Settings in upgrade: {r:?}");
+                return;
+            }
+        };
+        let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
+        let mut work = StreamWork::default();
+        let mut ends = StreamEnds::new(crate::metrics::enabled());
+        let r = run(&mut stream, &mut conn, ctx, &mut rbuf, &mut work, &mut ends).await;
+        // Whatever is still open ends here: pending answers and bodies are dropped
+        // (cancelling their upstream work), request bodies aborted, and logged streams
+        // logged incomplete.
+        drop(work);
+        ctx.buffers.give_read(std::mem::take(&mut rbuf));
+        conn.close_streams();
+        ends.write_ended(&mut conn);
+        if let Err(e) = r {
+            tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
             return;
         }
-    };
-    let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
-    let mut work = StreamWork::default();
-    let mut ends = StreamEnds::new(crate::metrics::enabled());
-    let r = run(&mut stream, &mut conn, ctx, &mut rbuf, &mut work, &mut ends).await;
-    // Whatever is still open ends here: pending answers and bodies are dropped (cancelling
-    // their upstream work), request bodies aborted, and logged streams logged incomplete.
-    drop(work);
-    ctx.buffers.give_read(std::mem::take(&mut rbuf));
-    conn.close_streams();
-    ends.write_ended(&mut conn);
-    if let Err(e) = r {
-        tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
-        return;
-    }
-    match conn.closed() {
-        Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
-            if ctx.config.emit_request_errors {
-                tracing::info!(peer = %peer, "closed HTTP/2 connection with {r:?}: {why}");
+        match conn.closed() {
+            Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
+                if ctx.config.emit_request_errors {
+                    tracing::info!(peer = %peer, "closed HTTP/2 connection with {r:?}: {why}");
+                }
+                // Boxed, as a rare state, to keep the connection's future small.
+                Box::pin(linger_close(&mut stream)).await;
             }
-            linger_close(&mut stream).await;
-        }
-        _ => {
-            let _ = stream.shutdown_write();
+            _ => {
+                let _ = stream.shutdown_write();
+            }
         }
     }
 }

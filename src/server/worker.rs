@@ -27,7 +27,7 @@ pub(crate) struct WorkerCtx {
     pub server_line: Vec<u8>,
     pub head_limits: HeadLimits,
     /// HTTP/2 connection settings from the configuration.
-    pub h2: crate::proto::h2::Settings,
+    pub h2: super::h2::WorkerSettings,
     /// Buffers of idle HTTP/1 connections, for reuse.
     pub buffers: super::buffers::BufferPool,
     /// Set once this worker drains or stops: connections close after their current response.
@@ -89,7 +89,7 @@ pub(crate) fn run(
             router,
             server_line,
             head_limits,
-            h2: super::h2::settings(&config),
+            h2: super::h2::WorkerSettings::new(&config),
             buffers: Default::default(),
             stopping: Cell::new(false),
             close_idle: Cell::new(false),
