@@ -106,13 +106,18 @@ impl<'a, T: Transport> Conn<'a, T> {
                     ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
                     let rbuf = std::mem::take(&mut self.rbuf);
                     // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
+                    let waits = super::h2::Waits {
+                        timer: self.timer.as_mut(),
+                        stop: self.stop.as_mut(),
+                    };
+                    let addrs = (self.peer, self.local);
                     Box::pin(super::h2::serve(
                         &mut self.stream,
-                        self.peer,
-                        self.local,
+                        addrs,
                         ctx,
                         rbuf,
                         upgrade,
+                        waits,
                     ))
                     .await;
                     // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,

@@ -20,10 +20,12 @@ use bytes::{Bytes, BytesMut};
 use ends::StreamEnds;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
+use tokio::sync::futures::Notified;
 use work::{LogStart, StreamWork};
 
 /// The read buffer starts this small (most turns of a busy connection read a few hundred
@@ -93,14 +95,14 @@ fn settings(config: &Config) -> Settings {
 
 /// Serves one HTTP/2 connection until it closes. `handed` holds bytes already read (the
 /// preface, when handed over by the HTTP/1 driver).
-pub(crate) fn serve<'a, T: Transport + 'a>(
+pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
     mut stream: T,
-    peer: SocketAddr,
-    local: SocketAddr,
+    (peer, local): (SocketAddr, SocketAddr),
     ctx: &'a WorkerCtx,
     handed: BytesMut,
     upgrade: Option<Box<Upgrade>>,
-) -> impl Future<Output = ()> + 'a {
+    waits: Waits<'s, 'a>,
+) -> impl Future<Output = ()> + use<'s, 'a, T> {
     let mut rbuf = if T::WAITS_WITHOUT_BUFFER {
         // The HTTP/1 driver's pooled buffer: it goes back to the pool while idle.
         handed
@@ -132,7 +134,16 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
         let mut work = StreamWork::default();
         let mut ends = StreamEnds::new(crate::metrics::enabled());
-        let r = run(&mut stream, &mut conn, ctx, &mut rbuf, &mut work, &mut ends).await;
+        let r = run(
+            &mut stream,
+            &mut conn,
+            ctx,
+            &mut rbuf,
+            &mut work,
+            &mut ends,
+            waits,
+        )
+        .await;
         // Whatever is still open ends here: pending answers and bodies are dropped
         // (cancelling their upstream work), request bodies aborted, and logged streams
         // logged incomplete.
@@ -159,6 +170,15 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
     }
 }
 
+/// What a connection waits on besides its socket, kept for its whole life (re-creating them
+/// each turn would cost a timer registration per turn and their room in the future): the
+/// timer, and the server's stop signal, registered (enabled) before the connection started.
+pub(crate) struct Waits<'s, 'a> {
+    pub timer: Pin<&'s mut tokio::time::Sleep>,
+    pub stop: Pin<&'s mut Notified<'a>>,
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run<'a, T: Transport>(
     stream: &mut T,
     conn: &mut Connection,
@@ -166,6 +186,7 @@ async fn run<'a, T: Transport>(
     rbuf: &mut BytesMut,
     work: &mut StreamWork<'a>,
     ends: &mut StreamEnds,
+    mut waits: Waits<'_, 'a>,
 ) -> std::io::Result<()> {
     let send_timeout = ctx.config.http1.send_timeout;
     let mut shutdown_deadline: Option<Instant> = None;
@@ -245,19 +266,15 @@ async fn run<'a, T: Transport>(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let stop = ctx.stop.notified();
-        tokio::pin!(stop);
-        stop.as_mut().enable();
+        // The stop signal was registered before the flag is read (see `Waits`).
         let watch_stop = shutdown_deadline.is_none();
         if watch_stop && ctx.stopping.get() {
             continue;
         }
-        let sleep = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
-                None => std::future::pending().await,
-            }
-        };
+        if let Some(d) = deadline {
+            // Moving a registered timer is a store, not a timer-wheel operation.
+            waits.timer.as_mut().reset(d.into());
+        }
         tokio::select! {
             r = read_some(stream, rbuf, &ctx.buffers, bufferless) => {
                 let (n, spare) = r?;
@@ -270,7 +287,7 @@ async fn run<'a, T: Transport>(
                 }
                 sizer.record(n, spare);
             }
-            _ = sleep => {
+            _ = waits.timer.as_mut(), if deadline.is_some() => {
                 let now = Instant::now();
                 if shutdown_deadline.is_some_and(|d| now >= d) {
                     conn.abort(Reason::NO_ERROR, "graceful shutdown timeout");
@@ -278,7 +295,7 @@ async fn run<'a, T: Transport>(
                     conn.handle_timeout(now);
                 }
             }
-            _ = &mut stop, if watch_stop => {}
+            _ = waits.stop.as_mut(), if watch_stop => {}
             // A pending answer or a body was woken (a backend socket, a timer), or a body the
             // client has window for can be pulled.
             _ = std::future::poll_fn(|_| {

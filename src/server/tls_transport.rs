@@ -93,7 +93,13 @@ pub(crate) async fn serve(
     let mut conn = TlsTransport::new(tls);
     match alpn.as_deref() {
         Some(b"h2") => {
-            super::h2::serve(&mut conn, peer, local, ctx, bytes::BytesMut::new(), None).await;
+            let timer = tokio::time::sleep_until(tokio::time::Instant::now());
+            let stop = ctx.stop.notified();
+            tokio::pin!(timer, stop);
+            stop.as_mut().enable();
+            let waits = super::h2::Waits { timer, stop };
+            let handed = bytes::BytesMut::new();
+            super::h2::serve(&mut conn, (peer, local), ctx, handed, None, waits).await;
             // As after a cleartext HTTP/2 connection (see `h1::serve`).
             Box::pin(transport::drain_input(&mut conn)).await;
         }
