@@ -95,14 +95,23 @@ def main(argv=None):
     return 0
 
 
+KEEP_MARK = "<!-- bench/run --update-docs keeps what follows -->"
+
+
 def write_report(out_dir, rows, cases, meta, update_docs):
     text = report.markdown(rows, cases, meta)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(text)
     charts = report.charts(rows, cases, out_dir)
     if update_docs:
-        with open(os.path.join(REPO_DIR, "docs", "benchmarks.md"), "w") as f:
-            f.write(report.docs_page(text))
+        path = os.path.join(REPO_DIR, "docs", "benchmarks.md")
+        with open(path, "w+") if not os.path.exists(path) else open(path, "r+") as f:
+            # The hand-written part (other benches' tables) below KEEP_MARK stays.
+            old = f.read()
+            mark = old.find(KEEP_MARK)
+            f.seek(0)
+            f.truncate()
+            f.write(report.docs_page(text) + ("\n" + old[mark:] if mark >= 0 else ""))
     print(
         "bench: wrote %s (results.csv, report.md%s)"
         % (out_dir, ", %d charts" % charts if charts else ", no charts: matplotlib missing"),

@@ -28,11 +28,9 @@ pub(crate) struct WorkerCtx {
     /// The Server line followed by `Alt-Svc: h3=":PORT"\r\n`, for each TCP port that has a
     /// QUIC listener on the same port number (`http3-alt-svc`); usually empty.
     alt_svc_lines: Vec<(u16, Vec<u8>)>,
-    /// `h3=":PORT"` by port, for HTTP/2 (`http3-alt-svc`).
-    pub alt_svc: Vec<(u16, bytes::Bytes)>,
     pub head_limits: HeadLimits,
     /// HTTP/2 connection settings from the configuration.
-    pub h2: crate::proto::h2::Settings,
+    pub h2: super::h2::WorkerSettings,
     /// Buffers of idle HTTP/1 connections, for reuse.
     pub buffers: super::buffers::BufferPool,
     /// Set once this worker drains or stops: connections close after their current response.
@@ -88,6 +86,7 @@ pub(crate) fn run(
             Vec::new()
         };
         let alt_svc = alt_svc_values(&config);
+        let h2 = super::h2::WorkerSettings::new(&config, &alt_svc);
         let head_limits = HeadLimits {
             head_size: config.limits.request_head,
             target_size: config.limits.request_target,
@@ -107,10 +106,9 @@ pub(crate) fn run(
                     (*port, line)
                 })
                 .collect(),
-            alt_svc,
             server_line,
             head_limits,
-            h2: super::h2::settings(&config),
+            h2,
             buffers: Default::default(),
             stopping: Cell::new(false),
             close_idle: Cell::new(false),
@@ -219,14 +217,6 @@ impl WorkerCtx {
             .find(|(p, _)| *p == port)
             .map_or(&self.server_line[..], |(_, l)| &l[..])
     }
-
-    /// The `Alt-Svc` value for HTTP/2 responses on local `port`, if a QUIC listener shares it.
-    pub fn alt_svc(&self, port: u16) -> Option<bytes::Bytes> {
-        self.alt_svc
-            .iter()
-            .find(|(p, _)| *p == port)
-            .map(|(_, v)| v.clone())
-    }
 }
 
 /// `h3=":PORT"` for every port with both a TCP and a QUIC listener (as h2o advertises).
@@ -310,12 +300,15 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         let tls = tls.clone();
         tokio::task::spawn_local(async move {
             match tls {
-                // Boxed: the TLS state would otherwise enlarge every plain connection's task.
+                // Boxed: the TLS state would otherwise enlarge every plain connection's task;
+                // the handshake apart, so its larger state is freed once it is done.
                 Some(acceptor) => {
-                    Box::pin(tls_transport::serve(
-                        stream, acceptor, peer, local, &guard.ctx,
-                    ))
-                    .await
+                    let ctx = &guard.ctx;
+                    if let Some(tls) =
+                        Box::pin(tls_transport::handshake(stream, acceptor, peer, ctx)).await
+                    {
+                        Box::pin(tls_transport::serve(tls, peer, local, ctx)).await
+                    }
                 }
                 None => h1::serve(stream, peer, local, &guard.ctx).await,
             }

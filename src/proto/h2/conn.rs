@@ -18,6 +18,7 @@ use crate::proto::request_head;
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Stop pulling body bytes into the output once it holds this much: the driver writes it out
@@ -113,7 +114,7 @@ pub struct StreamDone {
 
 /// One HTTP/2 server connection.
 pub struct Connection {
-    cfg: Settings,
+    cfg: Arc<Settings>,
     peer: SocketAddr,
     local: SocketAddr,
     phase: Phase,
@@ -249,7 +250,14 @@ const OUT_INITIAL: usize = 4 * 1024;
 impl Connection {
     /// A connection whose client starts with the preface. Our SETTINGS and connection
     /// WINDOW_UPDATE are already in the output.
-    pub fn new(cfg: Settings, peer: SocketAddr, local: SocketAddr, now: Instant) -> Connection {
+    /// `cfg` may be shared: a worker's connections hold one copy of it.
+    pub fn new(
+        cfg: impl Into<Arc<Settings>>,
+        peer: SocketAddr,
+        local: SocketAddr,
+        now: Instant,
+    ) -> Connection {
+        let cfg = cfg.into();
         let mut c = Connection {
             decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE, cfg.max_header_list),
             resets: Budget::new(cfg.max_resets_per_second, now),
@@ -319,7 +327,7 @@ impl Connection {
     /// HTTP2-Settings payload, `request` becomes stream 1, half-closed (remote). The client
     /// still sends the preface.
     pub fn upgraded(
-        cfg: Settings,
+        cfg: impl Into<Arc<Settings>>,
         peer: SocketAddr,
         local: SocketAddr,
         now: Instant,
