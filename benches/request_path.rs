@@ -73,7 +73,8 @@ fn main() {
     let text = CONFIG.replace("SITE", site.to_str().unwrap());
     let conf = spate::config::load_str(&text, "bench.yaml").unwrap();
     let router = Router::new(&conf, &mut Vec::new());
-    let rows: [(&str, fn(&Router, &str) -> Row, &str); 4] = [
+    type RunRow = fn(&Router, &str) -> Row;
+    let rows: [(&str, RunRow, &str); 4] = [
         ("h2-6b", h2_row, "/6b.txt"),
         ("h2-4k", h2_row, "/4k.bin"),
         ("h1-answer", h1_row, "/answer"),
@@ -145,8 +146,10 @@ fn measured(f: impl FnOnce() -> usize) -> usize {
 /// a connection WINDOW_UPDATE for what the previous batch received.
 fn h2_row(router: &Router, path: &str) -> Row {
     let (peer, local) = addrs();
-    let mut settings = h2::Settings::default();
-    settings.server_name = Some(Bytes::from_static(b"spate"));
+    let settings = h2::Settings {
+        server_name: Some(Bytes::from_static(b"spate")),
+        ..Default::default()
+    };
     let mut conn = Connection::new(settings, peer, local, Instant::now());
     let mut client = H2Client::new(path);
     let mut input = BytesMut::new();
@@ -324,6 +327,7 @@ fn h1_requests(
             Body::File(f) => wbuf.extend_from_slice(f.cached_slice().unwrap_or_default()),
             _ => panic!("an unexpected body"),
         }
+        spate::http::recycle::give_header_list(resp.headers);
         out += black_box(&wbuf[..]).len();
         wbuf.clear();
         rbuf.clear();

@@ -115,7 +115,7 @@ pub struct Request {
     head: Bytes,
     target: Span,
     authority: Option<Span>,
-    fields: Vec<(Span, Span)>,
+    fields: super::recycle::FieldList,
     /// HTTP/2 `:protocol` of an extended CONNECT (RFC 8441), set by the codec.
     protocol: Option<Span>,
 }
@@ -238,6 +238,12 @@ pub struct RequestBuilder {
     pub target: Range<usize>,
     pub authority: Option<Range<usize>>,
     pub fields: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        super::recycle::give_field_list(std::mem::take(&mut self.fields));
+    }
 }
 
 impl RequestBuilder {
