@@ -6,9 +6,7 @@
 //! `Request` (what `h2::conn` does per HEADERS). HTTP/3: the whole `Session::on_request_stream`
 //! for a stream holding one HEADERS frame and FIN, then `Head::into_request`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -18,26 +16,8 @@ use spate::proto::h2::hpack;
 use spate::proto::h3::{qpack, RequestEvent, Session, Settings};
 use spate::proto::request_head;
 
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 mod common;
 use common::REQUEST;
@@ -133,12 +113,12 @@ fn measure(mut f: impl FnMut()) -> Figures {
     for _ in 0..ROUNDS {
         f();
     }
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = counting::allocations();
     let t = Instant::now();
     for _ in 0..ROUNDS {
         f();
     }
     let nanos = t.elapsed().as_nanos() as f64 / ROUNDS as f64;
-    let allocations = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / ROUNDS as f64;
+    let allocations = (counting::allocations() - before) as f64 / ROUNDS as f64;
     Figures { allocations, nanos }
 }

@@ -17,10 +17,8 @@
 //! where ROW (`h2-6b`, `h2-4k`, `h1-answer`, `h1-612b`) runs just that row; divide the total
 //! by the request count it prints (the warm-up is not counted).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -30,26 +28,8 @@ use spate::http::{Answer, Body};
 use spate::proto::h1::{self, HeadLimits, ResponseHead};
 use spate::proto::h2::{self, hpack, Connection};
 
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 /// Requests per row (after a warm-up of the same size).
 const REQUESTS: usize = 20_000;
@@ -121,13 +101,13 @@ fn addrs() -> (SocketAddr, SocketAddr) {
 
 /// Counts what `f` allocates and how long it takes.
 fn counted(f: impl FnOnce() -> usize) -> Row {
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = counting::allocations();
     let start = Instant::now();
     let bytes_out = measured(f);
     let nanos = start.elapsed().as_nanos();
     Row {
         nanos,
-        allocations: ALLOCATIONS.load(Ordering::Relaxed) - before,
+        allocations: counting::allocations() - before,
         bytes_out,
     }
 }
@@ -174,7 +154,9 @@ fn h2_requests(router: &Router, conn: &mut Connection, batches: Vec<BytesMut>) -
         loop {
             conn.recv_with(&mut input, now, &|req| router.streams_body(req));
             while let Some((id, req)) = conn.next_request() {
-                match router.handle(&req).0 {
+                let answer = router.handle(&req).0;
+                req.recycle();
+                match answer {
                     Answer::Now(resp) => {
                         if conn.respond(id, resp).is_some() {
                             panic!("a streamed body on the fast path");
@@ -311,6 +293,7 @@ fn h1_requests(
             Answer::Now(resp) => resp,
             Answer::Later(_) => panic!("a pending answer on the fast path"),
         };
+        req.recycle();
         h1::write_head(
             wbuf,
             &ResponseHead {
