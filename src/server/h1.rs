@@ -243,6 +243,14 @@ impl<T: Transport> Conn<'_, T> {
         } else {
             None
         };
+        if framing == BodyFraming::Chunked && writer.is_none() {
+            // Check what already came of a body the handler will not read before answering:
+            // a malformed one gets 400 and a close, as nginx does, not the handler's answer.
+            if let Err(e) = self.check_chunked_prefix() {
+                self.reject(e).await?;
+                return Err(Close::Linger);
+            }
+        }
         let (answer, route) = ctx.router.handle(&req);
         let resp = match answer {
             Answer::Now(resp) if writer.is_none() && !matches!(resp.body, Body::Stream(_)) => resp,
@@ -520,6 +528,22 @@ impl<T: Transport> Conn<'_, T> {
                 self.read_body_bytes().await?;
             }
         }
+    }
+
+    /// Decodes the chunked body bytes already in `rbuf` without consuming them, reporting
+    /// malformed framing. The body is decoded again as it is discarded; keeping no decoder
+    /// here keeps the connection's future small.
+    fn check_chunked_prefix(&self) -> Result<(), h1::Error> {
+        let mut dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
+        let mut rest = &self.rbuf[..];
+        while !rest.is_empty() {
+            let r = dec.decode(rest)?;
+            if r.done || r.consumed == 0 {
+                break;
+            }
+            rest = &rest[r.consumed..];
+        }
+        Ok(())
     }
 
     /// Reads more of a body; a silence longer than `http1-request-io-timeout` ends the
