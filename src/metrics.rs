@@ -75,6 +75,8 @@ struct Local {
     /// Request durations: one count per bucket (the last is +Inf), and the sum.
     duration: [Cell<u64>; 11],
     duration_sum_us: Cell<u64>,
+    /// Connections closed because their handling panicked (contained, see server/panics.rs).
+    panics: Cell<u64>,
 }
 
 thread_local! {
@@ -91,6 +93,7 @@ thread_local! {
             resets: [[const { Cell::new(0) }; H2_CODES], [const { Cell::new(0) }; H2_CODES]],
             duration: [const { Cell::new(0) }; 11],
             duration_sum_us: Cell::new(0),
+            panics: Cell::new(0),
         }
     };
     /// Per backend (proxy URL): requests and errors (502/504 answered for it). Apart from
@@ -229,6 +232,12 @@ pub fn connection(t: Transport, opened: bool) {
     });
 }
 
+/// A connection's handling panicked; the panic was contained and the connection closed.
+/// Counted even when metrics are off: it is rare and always worth knowing.
+pub fn connection_panicked() {
+    LOCAL.with(|l| bump(&l.panics, 1));
+}
+
 /// A TLS handshake ended.
 pub fn handshake(h: Handshake) {
     LOCAL.with(|l| {
@@ -331,6 +340,7 @@ pub struct Snapshot {
     pub resets: [[u64; H2_CODES]; 2],
     pub duration: [u64; 11],
     pub duration_sum_us: u64,
+    pub panics: u64,
     pub backends: Vec<(Arc<str>, u64, u64)>,
     pub goaways: Vec<GoAways>,
 }
@@ -348,6 +358,7 @@ impl Snapshot {
             resets: l.resets.each_ref().map(|d| d.each_ref().map(Cell::get)),
             duration: l.duration.each_ref().map(Cell::get),
             duration_sum_us: l.duration_sum_us.get(),
+            panics: l.panics.get(),
             backends: BACKENDS.with(|b| b.borrow().clone()),
             goaways: GOAWAYS.with(|g| g.borrow().clone()),
         })
@@ -378,6 +389,7 @@ impl Snapshot {
             }
         }
         self.duration_sum_us += o.duration_sum_us;
+        self.panics += o.panics;
         for (name, n, e) in &o.backends {
             match self.backends.iter_mut().find(|(m, _, _)| m == name) {
                 Some(b) => {
@@ -431,6 +443,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         resets: [[0; H2_CODES]; 2],
         duration: [0; 11],
         duration_sum_us: 0,
+        panics: 0,
         backends: Vec::new(),
         goaways: Vec::new(),
     },
@@ -540,6 +553,12 @@ pub fn prometheus(s: &Snapshot) -> String {
         "spate_sent_bytes_total",
         "Response bytes sent, heads included.",
         s.bytes_out,
+    );
+    counter(
+        &mut o,
+        "spate_connection_panics_total",
+        "Connections closed because their handling panicked (a bug: see the error log).",
+        s.panics,
     );
     let _ = writeln!(
         o,

@@ -16,6 +16,7 @@ mod buffers;
 mod h1;
 mod h2;
 mod listen;
+pub(crate) mod panics;
 mod tls_transport;
 mod transport;
 mod upgrade;

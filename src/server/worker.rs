@@ -1,7 +1,7 @@
 //! One worker thread: a current-thread runtime that accepts on its own sockets and runs one
 //! task per connection. Everything here is thread-local; nothing is locked per request.
 
-use super::{h1, tls_transport, Phase, Shared};
+use super::{h1, panics, tls_transport, Phase, Shared};
 use crate::config::Config;
 use crate::handler::Router;
 use crate::log::AccessLog;
@@ -69,6 +69,7 @@ pub(crate) fn run(
             return;
         }
     };
+    panics::install_hook();
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let mut logs = Vec::new();
@@ -238,16 +239,20 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         let guard = ConnectionGuard::new(ctx.clone(), transport);
         let tls = tls.clone();
         tokio::task::spawn_local(async move {
-            match tls {
-                // Boxed: the TLS state would otherwise enlarge every plain connection's task.
-                Some(acceptor) => {
-                    Box::pin(tls_transport::serve(
-                        stream, acceptor, peer, local, &guard.ctx,
-                    ))
-                    .await
+            let conn = async {
+                match tls {
+                    // Boxed: the TLS state would otherwise enlarge every plain connection's task.
+                    Some(acceptor) => {
+                        Box::pin(tls_transport::serve(
+                            stream, acceptor, peer, local, &guard.ctx,
+                        ))
+                        .await
+                    }
+                    None => h1::serve(stream, peer, local, &guard.ctx).await,
                 }
-                None => h1::serve(stream, peer, local, &guard.ctx).await,
-            }
+            };
+            // A panic closes this connection only; the guard still frees its slot.
+            panics::contain(conn, peer).await;
             drop(guard);
         });
     }
