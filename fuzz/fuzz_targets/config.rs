@@ -12,10 +12,21 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Err(errors) = spate::config::load_str(text, NAME) {
         assert!(!errors.is_empty());
-        let lines = text.lines().count() as u32 + 1;
+        let lines = line_breaks(text.as_bytes()) + 1;
         for e in &errors {
             assert_eq!(&*e.at.file, NAME);
             assert!(e.at.line >= 1 && e.at.line <= lines, "{e}");
         }
     }
 });
+
+/// Line breaks as YAML counts them: LF, CRLF, and a lone CR.
+fn line_breaks(text: &[u8]) -> u32 {
+    let mut n = 0;
+    for (i, &b) in text.iter().enumerate() {
+        if b == b'\n' || (b == b'\r' && text.get(i + 1) != Some(&b'\n')) {
+            n += 1;
+        }
+    }
+    n
+}

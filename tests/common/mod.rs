@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod clients;
 pub mod h1read;
+pub mod h2raw;
 pub mod load;
 pub mod nginx;
 pub mod pattern;
