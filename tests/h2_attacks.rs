@@ -38,16 +38,6 @@ hosts:
     Spate::start_in(&conf, dir)
 }
 
-fn rss_kib(spate: &Spate) -> u64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", spate.child.id())).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// A legitimate HTTP/2 client gets its answer.
 fn assert_legit_client_served(spate: &Spate) {
     let out = curl(&["--http2-prior-knowledge", &spate.url("/6b.txt")]);
@@ -56,13 +46,13 @@ fn assert_legit_client_served(spate: &Spate) {
 
 /// Runs `attack` on a raw connection, checks the GOAWAY code, the legit client and memory.
 fn run_attack(spate: &Spate, settings: &[(u16, u32)], want: u32, attack: impl FnOnce(&mut Raw)) {
-    let before = rss_kib(spate);
+    let before = spate.rss_kib();
     let mut raw = Raw::connect(spate, settings);
     attack(&mut raw);
     assert_legit_client_served(spate);
     assert_eq!(raw.goaway(), Some(want), "expected GOAWAY {want:#x}");
     assert_legit_client_served(spate);
-    let after = rss_kib(spate);
+    let after = spate.rss_kib();
     assert!(
         after < before + 32 * 1024,
         "RSS grew from {before} KiB to {after} KiB"
@@ -159,7 +149,7 @@ fn hpack_bomb_is_refused_per_stream() {
     // 400 KB decoded from 100 bytes. The decoder's accounting refuses each with 431 and the
     // connection stays usable.
     let s = start("");
-    let before = rss_kib(&s);
+    let before = s.rss_kib();
     let mut raw = Raw::connect(&s, &[]);
     let big = vec![b'b'; 4000];
     let mut out = Vec::new();
@@ -203,7 +193,7 @@ fn hpack_bomb_is_refused_per_stream() {
     assert_eq!(statuses.len(), 20);
     assert!(statuses.iter().all(|s| s == b"431"), "{statuses:?}");
     assert_legit_client_served(&s);
-    assert!(rss_kib(&s) < before + 32 * 1024);
+    assert!(s.rss_kib() < before + 32 * 1024);
 }
 
 #[test]
@@ -211,7 +201,7 @@ fn zero_length_header_names_are_malformed() {
     // CVE-2019-9516: empty header names, each costing the server an allocation. They are
     // malformed: the stream is reset; doing it over and over spends the reset budget.
     let s = start("http2-max-resets-per-second: 50");
-    let before = rss_kib(&s);
+    let before = s.rss_kib();
     let mut raw = Raw::connect(&s, &[]);
     let mut first_rst = None;
     let mut out = Vec::new();
@@ -251,7 +241,7 @@ fn zero_length_header_names_are_malformed() {
     assert_eq!(first_rst, Some(PROTOCOL_ERROR));
     assert_eq!(goaway, Some(ENHANCE_YOUR_CALM));
     assert_legit_client_served(&s);
-    assert!(rss_kib(&s) < before + 32 * 1024);
+    assert!(s.rss_kib() < before + 32 * 1024);
 }
 
 #[test]

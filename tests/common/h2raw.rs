@@ -6,7 +6,7 @@ use super::Spate;
 use spate::proto::h2::frame::{self, flag, kind, Head};
 use spate::proto::h2::hpack::Encoder;
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 /// A raw HTTP/2 client: writes hand-made frames, reads frames back.
@@ -18,7 +18,11 @@ pub struct Raw {
 
 impl Raw {
     pub fn connect(spate: &Spate, settings: &[(u16, u32)]) -> Raw {
-        let mut s = spate.connect();
+        Raw::connect_to(spate.addr, settings)
+    }
+
+    pub fn connect_to(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
+        let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(5))).ok();
         let mut out = frame::PREFACE.to_vec();
         frame::put_settings(&mut out, settings);

@@ -189,6 +189,24 @@ impl Spate {
         read_to_close(&mut s)
     }
 
+    /// The server's resident memory (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// How many descriptors the server has open.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .expect("proc fd")
+            .count()
+    }
+
     /// Lines spate wrote to standard error so far.
     pub fn stderr_lines(&self) -> Vec<String> {
         self.stderr.try_iter().collect()
