@@ -327,13 +327,7 @@ fn malformed(t: &Target, tally: &Tally, i: u64) {
 
 /// One of the HTTP/2 floods; the server must answer it with GOAWAY ENHANCE_YOUR_CALM.
 fn flood(t: &Target, tally: &Tally, i: u64) {
-    let floods: [(&str, fn(&mut Raw)); 4] = [
-        ("rapid reset", h2raw::rapid_reset),
-        ("made you reset", h2raw::made_you_reset),
-        ("continuation", h2raw::continuation_flood),
-        ("empty continuation", h2raw::empty_continuation_flood),
-    ];
-    let (name, attack) = floods[i as usize % floods.len()];
+    let (name, attack) = h2raw::FLOODS[i as usize % h2raw::FLOODS.len()];
     let mut raw = Raw::connect_to(t.plain, &[]);
     attack(&mut raw);
     let code = raw.goaway();

@@ -151,3 +151,14 @@ pub fn empty_continuation_flood(raw: &mut Raw) {
     }
     raw.send(&out);
 }
+
+/// A flood by name.
+pub type Flood = (&'static str, fn(&mut Raw));
+
+/// The floods that the default limits (and `http2-max-resets-per-second: 100`) stop.
+pub const FLOODS: [Flood; 4] = [
+    ("rapid reset", rapid_reset),
+    ("made you reset", made_you_reset),
+    ("continuation", continuation_flood),
+    ("empty continuation", empty_continuation_flood),
+];
