@@ -3,6 +3,8 @@
 //! configured path, the header conversion both ways ([`headers`]) and the error answers.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod headers;
 #[cfg(test)]
 mod tests;
