@@ -8,7 +8,7 @@ mod common;
 use common::prometheus::{sample, scrape_until};
 use common::*;
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 const CONFIG: &str = "
@@ -27,21 +27,7 @@ hosts:
 
 fn start() -> Spate {
     let dir = tempfile::tempdir().expect("tempdir");
-    let conf = dir.path().join("spate.yaml");
-    std::fs::write(&conf, CONFIG).expect("write config");
-    let child = Command::new(BIN)
-        .arg("-c")
-        .arg(&conf)
-        .env("RUST_LOG", "info")
-        .env("SPATE_DEBUG_PANIC_PATH", "/panic")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn spate");
-    let mut s = Spate::from_child(child);
-    s.dir = dir;
-    s
+    Spate::start_in_env(CONFIG, dir, &[("SPATE_DEBUG_PANIC_PATH", "/panic")])
 }
 
 fn get_on(c: &mut std::net::TcpStream, pending: &mut Vec<u8>, path: &str) -> RawResponse {

@@ -38,6 +38,11 @@ impl Spate {
 
     /// As `start`, with a directory prepared by the caller.
     pub fn start_in(yaml: &str, dir: tempfile::TempDir) -> Spate {
+        Spate::start_in_env(yaml, dir, &[])
+    }
+
+    /// As `start_in`, with extra environment variables for the server.
+    pub fn start_in_env(yaml: &str, dir: tempfile::TempDir, env: &[(&str, &str)]) -> Spate {
         let yaml = yaml.replace("$DIR", &dir.path().display().to_string());
         if let Ok(h2o) = std::env::var("SPATE_TESTS_H2O") {
             return Spate::start_h2o(&h2o, &yaml, dir);
@@ -48,6 +53,7 @@ impl Spate {
             .arg("-c")
             .arg(&conf)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
