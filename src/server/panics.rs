@@ -10,6 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::task::Poll;
 
 thread_local! {
@@ -40,8 +41,8 @@ pub(crate) fn install_hook() {
 }
 
 /// Runs a connection's future; a panic inside it ends only this connection.
-pub(crate) async fn contain(conn: impl Future<Output = ()>, peer: SocketAddr) {
-    let mut conn = std::pin::pin!(conn);
+/// Takes the future pinned by the caller so that it is stored once, in the caller's task.
+pub(crate) async fn contain<F: Future<Output = ()>>(mut conn: Pin<&mut F>, peer: &SocketAddr) {
     let outcome = std::future::poll_fn(|cx| {
         let was = IN_CONNECTION.with(|c| c.replace(true));
         let polled = catch_unwind(AssertUnwindSafe(|| conn.as_mut().poll(cx)));

@@ -238,23 +238,28 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         };
         let guard = ConnectionGuard::new(ctx.clone(), transport);
         let tls = tls.clone();
-        tokio::task::spawn_local(async move {
-            let conn = async {
-                match tls {
-                    // Boxed: the TLS state would otherwise enlarge every plain connection's task.
-                    Some(acceptor) => {
-                        Box::pin(tls_transport::serve(
-                            stream, acceptor, peer, local, &guard.ctx,
-                        ))
-                        .await
+        let task = async move {
+            {
+                // Pinned in place, so that the connection's future is stored once in the task.
+                let conn = std::pin::pin!(async {
+                    match tls {
+                        // Boxed: the TLS state would otherwise enlarge every plain connection's
+                        // task.
+                        Some(acceptor) => {
+                            Box::pin(tls_transport::serve(
+                                stream, acceptor, peer, local, &guard.ctx,
+                            ))
+                            .await
+                        }
+                        None => h1::serve(stream, peer, local, &guard.ctx).await,
                     }
-                    None => h1::serve(stream, peer, local, &guard.ctx).await,
-                }
-            };
-            // A panic closes this connection only; the guard still frees its slot.
-            panics::contain(conn, peer).await;
+                });
+                // A panic closes this connection only; the guard still frees its slot.
+                panics::contain(conn, &peer).await;
+            }
             drop(guard);
-        });
+        };
+        tokio::task::spawn_local(task);
     }
 }
 
