@@ -25,6 +25,8 @@ use std::time::{Instant, SystemTime};
 
 /// The largest DATA frame payload we make from a file or a fixed body.
 const CHUNK: usize = 16 * 1024;
+/// In-memory body chunks at least this long are handed to quinn without a copy.
+const SHARE_MIN: usize = 1024;
 /// Frames produced per stream per drive, so a fast producer does not hog the turn.
 const DRIVE_BUDGET: usize = 64;
 
@@ -470,6 +472,13 @@ impl<'a> ReqStream<'a> {
                 Made::Response(resp)
             }
             Send::Source(src) => {
+                // A body in memory (a cached file, a fixed answer) goes to quinn as it is.
+                if let Some(data) = src.take_bytes(CHUNK, SHARE_MIN) {
+                    if src.remaining() == 0 {
+                        self.send = Send::Tail;
+                    }
+                    return Made::Data(data_header(data.len()), data);
+                }
                 // The frame header and its payload in one buffer: one allocation per chunk.
                 let want = CHUNK.min(usize::try_from(src.remaining()).unwrap_or(CHUNK));
                 let mut frame = Vec::with_capacity(want + 9);
