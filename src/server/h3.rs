@@ -10,6 +10,7 @@
 //! the stream's last frame was accepted by quinn, whose send buffer is bounded by the peer's
 //! flow control and our send window.
 
+mod slab;
 mod stream;
 mod wake;
 
@@ -184,21 +185,15 @@ impl<'a> H3Conn<'a> {
         self.flush_uni(conn);
         // Poll and write every stream that was woken, got writable, or has bytes to flush;
         // read more of those whose handler made room in its pipe.
-        let mut done = Vec::new();
         let mut busy = false;
-        for (id, s) in self.streams.iter_mut() {
-            match s.drive(conn, &mut self.session) {
-                Step::Done => done.push(*id),
-                Step::Busy => busy = true,
-                Step::Open => {}
-            }
+        self.streams.retain(|id, s| {
+            let step = s.drive(conn, &mut self.session);
+            busy |= step == Step::Busy;
             if s.wants_read() {
                 self.readable.push(*id);
             }
-        }
-        for id in done {
-            self.streams.remove(&id);
-        }
+            step != Step::Done
+        });
         if !self.readable.is_empty() {
             // Pipes drained: read what quinn buffered for them, now; what that answers is
             // written on the next drive.

@@ -266,6 +266,26 @@ impl BodySource {
         self.remaining
     }
 
+    /// Up to `max` bytes of the current chunk, shared rather than copied, when that chunk is
+    /// in memory and holds at least `min` bytes (below that a copy is cheaper than one more
+    /// buffer to track); `None` otherwise.
+    pub fn take_bytes(&mut self, max: usize, min: usize) -> Option<Bytes> {
+        let Chunk::Bytes(b) = &mut self.current else {
+            return None;
+        };
+        if b.len() < min.max(1) {
+            return None;
+        }
+        let out = b.split_to(max.min(b.len()));
+        self.remaining -= out.len() as u64;
+        if b.is_empty() {
+            if let Some(next) = self.rest.pop() {
+                self.current = next;
+            }
+        }
+        Some(out)
+    }
+
     /// Appends up to `max` body bytes to `out`; returns how many. A file that cannot be read
     /// or has shrunk is an error: the stream must be reset.
     pub fn fill(&mut self, out: &mut Vec<u8>, max: usize) -> std::io::Result<usize> {

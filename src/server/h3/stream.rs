@@ -3,6 +3,7 @@
 //! as quinn accepts them. A stream is done when the response is fully handed to quinn (FIN
 //! queued, or reset) and the request side has ended or been stopped.
 
+use super::slab;
 use super::wake::StreamWake;
 use super::{varint, PIPE_HIGH_WATER, READ_BUDGET};
 use crate::handler::{Negotiated, PathRoute};
@@ -25,6 +26,8 @@ use std::time::{Instant, SystemTime};
 
 /// The largest DATA frame payload we make from a file or a fixed body.
 const CHUNK: usize = 16 * 1024;
+/// In-memory body chunks at least this long are handed to quinn without a copy.
+const SHARE_MIN: usize = 1024;
 /// Frames produced per stream per drive, so a fast producer does not hog the turn.
 const DRIVE_BUDGET: usize = 64;
 
@@ -106,9 +109,9 @@ enum Made {
 }
 
 fn data_header(len: usize) -> Bytes {
-    let mut head = BytesMut::with_capacity(9);
-    Session::data_frame_header(len as u64, &mut head);
-    head.freeze()
+    slab::cut(9, |head| Session::data_frame_header(len as u64, head))
+        .0
+        .freeze()
 }
 
 /// What the access log needs of a stream.
@@ -142,7 +145,7 @@ impl<'a> ReqStream<'a> {
             trailers: None,
             waiting: None,
             send: Send::Waiting,
-            out: Vec::new(),
+            out: slab::queue(),
             log: None,
             received_at: SystemTime::now(),
             started: Instant::now(),
@@ -198,7 +201,11 @@ impl<'a> ReqStream<'a> {
                 match chunks.next(budget) {
                     Ok(Some(c)) => {
                         budget = budget.saturating_sub(c.bytes.len());
-                        self.recv.extend_from_slice(&c.bytes);
+                        if self.recv.is_empty() {
+                            self.recv = slab::copy(&c.bytes);
+                        } else {
+                            self.recv.extend_from_slice(&c.bytes);
+                        }
                     }
                     Ok(None) => {
                         self.fin = true;
@@ -246,8 +253,9 @@ impl<'a> ReqStream<'a> {
                     let content_length = head.content_length;
                     if head.expect_continue && body_follows {
                         // The client waits for this before sending its body.
-                        let mut out = BytesMut::with_capacity(8);
-                        session.encode_response_head(100, std::iter::empty(), &mut out);
+                        let (out, ()) = slab::cut(8, |out| {
+                            session.encode_response_head(100, std::iter::empty(), out)
+                        });
                         self.out.push(out.freeze());
                     }
                     let req = head.into_request(self.peer, self.local);
@@ -353,7 +361,6 @@ impl<'a> ReqStream<'a> {
         let status = resp.status;
         let no_body = head_request || status == 204 || status == 304 || status < 200;
         let declared = resp.body.known_len();
-        let mut out = BytesMut::with_capacity(128);
         let date = crate::http::date::with_now(|d| *d);
         let has_date = resp
             .headers
@@ -379,7 +386,7 @@ impl<'a> ReqStream<'a> {
                     .map(|(n, v)| (&n[..], &v[..])),
             )
             .chain(len.map(|l| (&b"content-length"[..], l)));
-        session.encode_response_head(status, fields, &mut out);
+        let (out, ()) = slab::cut(256, |out| session.encode_response_head(status, fields, out));
         self.status = status;
         self.head_bytes += out.len() as u64;
         if let Some(log) = &mut self.log {
@@ -429,8 +436,9 @@ impl<'a> ReqStream<'a> {
                     self.out.push(frame);
                 }
                 Made::Trailers(t) => {
-                    let mut out = BytesMut::new();
-                    session.encode_trailers(t.iter().map(|(n, v)| (&n[..], &v[..])), &mut out);
+                    let (out, ()) = slab::cut(64, |out| {
+                        session.encode_trailers(t.iter().map(|(n, v)| (&n[..], &v[..])), out)
+                    });
                     self.out.push(out.freeze());
                 }
                 Made::Failed => self.reset(conn, ErrorCode::H3_INTERNAL_ERROR),
@@ -470,6 +478,13 @@ impl<'a> ReqStream<'a> {
                 Made::Response(resp)
             }
             Send::Source(src) => {
+                // A body in memory (a cached file, a fixed answer) goes to quinn as it is.
+                if let Some(data) = src.take_bytes(CHUNK, SHARE_MIN) {
+                    if src.remaining() == 0 {
+                        self.send = Send::Tail;
+                    }
+                    return Made::Data(data_header(data.len()), data);
+                }
                 // The frame header and its payload in one buffer: one allocation per chunk.
                 let want = CHUNK.min(usize::try_from(src.remaining()).unwrap_or(CHUNK));
                 let mut frame = Vec::with_capacity(want + 9);
@@ -657,6 +672,7 @@ impl Drop for ReqStream<'_> {
     /// A stream dropped with its request body still open (the connection went away): the
     /// handler, if anything still reads the body, sees it fail rather than wait forever.
     fn drop(&mut self) {
+        slab::give_back(std::mem::take(&mut self.out));
         if let Some(w) = self.body.take() {
             w.abort(BodyError::new(
                 Side::Downstream,

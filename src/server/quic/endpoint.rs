@@ -85,6 +85,7 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         open: 0,
         wakes: Arc::new(Wakes::default()),
         dirty: Vec::new(),
+        earliest: None,
         recv_buf: vec![0; RECV_BATCH * payload * gro],
         send_buf: Vec::with_capacity(payload * gso),
         gso,
@@ -131,6 +132,9 @@ struct Driver<'a> {
     wakes: Arc<Wakes>,
     /// Connections to drive this turn (may repeat).
     dirty: Vec<usize>,
+    /// The earliest connection timer, or earlier: a timer that moved later is only seen at
+    /// the next scan. Turns before it do no work per connection for timers.
+    earliest: Option<Instant>,
     recv_buf: Vec<u8>,
     send_buf: Vec<u8>,
     /// Datagrams per send (1 without GSO).
@@ -158,6 +162,10 @@ impl<'a> Driver<'a> {
     async fn run(&mut self, mut route: Route) {
         let mut forwarded = Vec::new();
         let mut stop_seen = false;
+        // One timer for the driver's life, moved only when the deadline changes.
+        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(sleep);
+        let mut armed: Option<Instant> = None;
         loop {
             let now = Instant::now();
             while let Ok(f) = route.inbox.try_recv() {
@@ -191,12 +199,10 @@ impl<'a> Driver<'a> {
             if self.ctx.stopping.get() != stop_seen || !self.dirty.is_empty() {
                 continue;
             }
-            let sleep = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
+            if let Some(d) = deadline.filter(|d| armed != Some(*d)) {
+                sleep.as_mut().reset(d.into());
+                armed = Some(d);
+            }
             let reading = self.reading();
             tokio::select! {
                 r = self.sock.readable(), if reading => {
@@ -206,7 +212,7 @@ impl<'a> Driver<'a> {
                     }
                 }
                 f = route.inbox.recv() => forwarded.extend(f),
-                _ = sleep => {}
+                _ = &mut sleep, if deadline.is_some() => armed = None,
                 _ = self.wakes.notify.notified() => {}
                 _ = &mut stop, if !stop_seen => {}
             }
@@ -363,14 +369,24 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Connections whose timer expired handle it.
+    /// Connections whose timer expired handle it (they are driven this turn, which reads
+    /// their next timer).
     fn on_timers(&mut self, now: Instant) {
-        for (i, slot) in self.conns.iter_mut().enumerate() {
-            let Some(c) = slot else { continue };
-            if c.timeout.is_some_and(|t| t <= now) {
-                c.quic.handle_timeout(now);
-                queue(&mut self.dirty, i, c);
+        if self.earliest.is_some_and(|t| t <= now) {
+            let mut next = None;
+            for (i, slot) in self.conns.iter_mut().enumerate() {
+                let Some(c) = slot else { continue };
+                match c.timeout {
+                    Some(t) if t <= now => {
+                        c.timeout = None;
+                        c.quic.handle_timeout(now);
+                        queue(&mut self.dirty, i, c);
+                    }
+                    Some(t) => next = earlier(next, Some(t)),
+                    None => {}
+                }
             }
+            self.earliest = next;
         }
         if let Some(at) = self.shutdown_at.filter(|at| *at <= now) {
             self.shutdown_at = None;
@@ -384,13 +400,7 @@ impl<'a> Driver<'a> {
     }
 
     fn next_timeout(&self) -> Option<Instant> {
-        let mut next = self.shutdown_at;
-        for c in self.conns.iter().flatten() {
-            if let Some(t) = c.timeout {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        }
-        next
+        earlier(self.earliest, self.shutdown_at)
     }
 
     /// The worker stops or drains: every connection gets a GOAWAY, and
@@ -473,6 +483,7 @@ impl<'a> Driver<'a> {
             let Some(t) = c.quic.poll_transmit(now, self.gso, &mut self.send_buf) else {
                 // Its timers change only when it is driven: read them once, here.
                 c.timeout = c.quic.poll_timeout();
+                self.earliest = earlier(self.earliest, c.timeout);
                 return false;
             };
             self.send(&t).await;
@@ -480,6 +491,7 @@ impl<'a> Driver<'a> {
             if sent >= SEND_BUDGET {
                 if let Some(Some(c)) = self.conns.get_mut(i) {
                     c.timeout = c.quic.poll_timeout();
+                    self.earliest = earlier(self.earliest, c.timeout);
                 }
                 return true;
             }
@@ -517,6 +529,13 @@ impl<'a> Driver<'a> {
         let _ = self.sock.try_io(Interest::WRITABLE, || {
             self.state.send((&self.sock).into(), &tx)
         });
+    }
+}
+
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -1,5 +1,7 @@
 //! The QPACK static table (RFC 9204 Appendix A): 99 entries, 0-based.
 
+use std::sync::OnceLock;
+
 /// Entry `index`.
 #[inline]
 pub fn get(index: usize) -> Option<(&'static [u8], &'static [u8])> {
@@ -11,13 +13,29 @@ pub fn get(index: usize) -> Option<(&'static [u8], &'static [u8])> {
 pub fn find(name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
     let first = name_index(name)?;
     // Entries sharing a name are mostly adjacent; `:status` and a few others come back later
-    // in the table, so look at every later entry with the same name.
-    for (i, &(n, v)) in STATIC.iter().enumerate().skip(first) {
+    // in the table, so look at every later entry up to the last with the same name.
+    let last = last_of_name(first);
+    for (i, &(n, v)) in STATIC.iter().enumerate().take(last + 1).skip(first) {
         if n == name && v == value {
             return Some((i, true));
         }
     }
     Some((first, false))
+}
+
+/// The last entry with the name of entry `first` (computed once: a lookup of a field whose
+/// value is not in the table then stops there rather than at the end of the table).
+fn last_of_name(first: usize) -> usize {
+    static LAST: OnceLock<[usize; LEN]> = OnceLock::new();
+    let last = LAST.get_or_init(|| {
+        let mut last = [0; LEN];
+        for (i, slot) in last.iter_mut().enumerate() {
+            let name = STATIC[i].0;
+            *slot = STATIC.iter().rposition(|(n, _)| *n == name).unwrap_or(i);
+        }
+        last
+    });
+    last.get(first).copied().unwrap_or(LEN - 1)
 }
 
 /// The first entry whose name is `name`.
