@@ -166,8 +166,9 @@ impl Group {
 }
 
 /// Sends `req` to a backend of `group` and resolves to its response. A backend that cannot
-/// be reached is left for the next (each at most once); a request that reached a backend is
-/// not sent again elsewhere. 502 when none can be reached.
+/// be reached is left for the next (each at most once), and so is one whose new connection
+/// broke before any answer to an idempotent request none of whose body was sent; a request
+/// whose body went out is not sent again. 502 when none can be reached.
 pub async fn send_balanced(
     pool: Rc<Pool>,
     group: Rc<Group>,
@@ -189,7 +190,7 @@ pub async fn send_balanced(
                 group.board.succeeded(i);
                 return Ok(resp);
             }
-            // Nothing was sent: the next backend may take it.
+            // Not reached, or broke before answering a request that may go again: next.
             Err((e, Some(back))) => {
                 log_failure(&m.backend, &e);
                 group.board.failed(i);

@@ -137,8 +137,8 @@ pub(super) async fn connection(
 /// Sends `out` to `backend` on `first` (from [`connection`]) or a connection of its own, and
 /// reads up to the response head; a pooled connection found dead is replaced by a new one
 /// once. `lease` (a balancer's count of requests in flight) ends with the exchange. A failure
-/// to connect gives the request back with the error: nothing of it was sent, so another
-/// backend may take it.
+/// to connect, or an idempotent request without a body sent whose new connection broke before
+/// any answer, gives the request back with the error: another backend may take it.
 pub(super) async fn exchange(
     pool: &Rc<Pool>,
     backend: &Rc<Backend>,
@@ -173,21 +173,35 @@ pub(super) async fn exchange(
         ex.lease = lease.take();
         match poll_fn(|cx| ex.poll_head(cx)).await {
             Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, None)),
+            Err(f) if !f.retryable => return Err((f.error, None)),
+            Err(f) if reused => {
+                lease = ex.lease.take();
+                let Some(p) = ex.writer.into_retry(idempotent) else {
+                    return Err((f.error, None));
+                };
+                tracing::debug!(
+                    backend = %backend.name,
+                    "proxy: pooled connection was dead ({}), retrying",
+                    f.error
+                );
+                prepared = p;
+                may_reuse = false;
+            }
+            // A new connection broke before any response byte: another backend may take an
+            // idempotent request none of whose body went out (as nginx's proxy_next_upstream
+            // error does).
             Err(f) => {
-                if reused && f.retryable {
-                    lease = ex.lease.take();
-                    if let Some(p) = ex.writer.into_retry(idempotent) {
-                        tracing::debug!(
-                            backend = %backend.name,
-                            "proxy: pooled connection was dead ({}), retrying",
-                            f.error
-                        );
-                        prepared = p;
-                        may_reuse = false;
-                        continue;
-                    }
-                }
-                return Err((f.error, None));
+                let back = ex
+                    .writer
+                    .into_retry(false)
+                    .filter(|_| idempotent)
+                    .map(|prepared| Outgoing {
+                        prepared,
+                        head_request,
+                        idempotent,
+                        proxy_line,
+                    });
+                return Err((f.error, back));
             }
         }
     }
