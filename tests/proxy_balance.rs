@@ -1,20 +1,19 @@
 //! Several backends behind one path (issue 12): round-robin and least-conn spread over live
 //! backends of different weights and speeds, a backend killed and one slowed during an h2load
 //! run, the active health check taking the dead one out and putting it back, passive health,
-//! 502 when none answers, configuration errors, the PROXY protocol line and the response head
-//! limits. Backends: the small backend of `common/backend.rs` (a delay per backend, changed
+//! 502 when none answers, the PROXY protocol line and the response head limits (configuration
+//! errors: tests/config.rs and src/config/proxy.rs). Backends: the small backend of `common/backend.rs` (a delay per backend, changed
 //! while it runs), and raw listeners where the bytes themselves matter.
 
 mod common;
 
 use common::backend::{Backend, Options};
 use common::clients::h1_get;
-use common::load::{self, Load};
+use common::load::Load;
 use common::prometheus::{sample, scrape_until};
 use common::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -97,9 +96,11 @@ fn weighted_at(indent: usize, backends: &[(&Live, u32)]) -> String {
         .collect()
 }
 
-/// Runs h2load to completion with `args` and returns its report.
-fn h2load(url: &str, args: &[&str]) -> load::Report {
-    Load::h2load_with(url, args).finish(60)
+/// Runs h2load to completion with `args` (`-nN` first) and checks that all N succeeded.
+fn h2load_all_ok(url: &str, args: &[&str]) {
+    let r = Load::h2load_with(url, args).finish(60);
+    let n: u64 = args[0][2..].parse().expect("-nN first");
+    assert_eq!((r.succeeded, r.failed, r.non_2xx), (n, 0, 0), "{}", r.text);
 }
 
 /// spate's standard error, kept as it is read, to wait for a log line.
@@ -150,13 +151,7 @@ fn backend_up(spate: &Spate, authority: &str, want: f64) -> f64 {
 fn round_robin_spreads_by_weight_whatever_the_speed() {
     let (a, b, c) = (Live::start(0), Live::start(2), Live::start(5));
     let f = front(&weighted(&[(&a, 3), (&b, 2), (&c, 1)]), "");
-    let r = h2load(&f.url("/text"), &["-n1200", "-c4", "-m2", "-t1"]);
-    assert_eq!(
-        (r.succeeded, r.failed, r.non_2xx),
-        (1200, 0, 0),
-        "{}",
-        r.text
-    );
+    h2load_all_ok(&f.url("/text"), &["-n1200", "-c4", "-m2", "-t1"]);
     let got = [a.b.requests(), b.b.requests(), c.b.requests()];
     // Each worker's smooth round-robin is exact over its own requests: off by less than the
     // total weight per worker.
@@ -175,13 +170,7 @@ fn least_conn_avoids_the_slow_backend_and_follows_weights() {
         weighted_at(12, &[(&a, 1), (&b, 1), (&c, 2)])
     );
     let f = front(&url, "");
-    let r = h2load(&f.url("/text"), &["-n2000", "-c10", "-m1", "-t1"]);
-    assert_eq!(
-        (r.succeeded, r.failed, r.non_2xx),
-        (2000, 0, 0),
-        "{}",
-        r.text
-    );
+    h2load_all_ok(&f.url("/text"), &["-n2000", "-c10", "-m1", "-t1"]);
     let got = [a.b.requests(), b.b.requests(), c.b.requests()];
     eprintln!("least-conn (1 fast, 1 slow, 2 fast) over 2000 requests: {got:?}");
     // Round-robin would give the slow one a quarter (500).
@@ -307,39 +296,6 @@ fn bad_gateway_only_when_no_backend_answers() {
             .expect("tried");
         assert_eq!(log.count(&[&name, "cannot connect"]), 1);
     }
-}
-
-#[test]
-fn configuration_errors_name_file_and_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("conf.yaml");
-    std::fs::write(
-        &path,
-        "listen: 8080
-hosts:
-  default:
-    paths:
-      /:
-        proxy.reverse.url:
-          backends:
-            - {url: http://10.0.0.1/, weight: 300}
-          balancer: random
-",
-    )
-    .unwrap();
-    let out = Command::new(BIN)
-        .arg("-t")
-        .arg("-c")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    let file = path.display().to_string();
-    assert!(
-        err.contains(&format!("{file}:9: proxy.reverse.url: balancer must be round-robin or least-conn, got \"random\"")),
-        "{err}"
-    );
 }
 
 /// A raw backend: for each connection, the bytes up to the end of the request head go to the

@@ -185,6 +185,7 @@ fn millis(ctx: &mut Ctx, name: &str, v: &Node, min: u64) -> Option<Duration> {
 /// `http://[unix:/path/to/socket][/PATH]`); a sequence of URLs or of `{url, weight}` mappings;
 /// a mapping with `backends` (either of those) and `balancer: round-robin | least-conn`.
 pub(super) fn reverse_url(ctx: &mut Ctx, v: &Node) -> Option<Backends> {
+    let before = ctx.errors.len();
     let (items, balancer) = match v.as_map() {
         Some(entries) => {
             let keys = ctx.known_keys("proxy.reverse.url", entries, &["backends", "balancer"]);
@@ -195,20 +196,18 @@ pub(super) fn reverse_url(ctx: &mut Ctx, v: &Node) -> Option<Backends> {
                     backends = Some(val);
                     continue;
                 }
-                balancer = match val.as_str() {
-                    Some("round-robin") => Balancer::RoundRobin,
-                    Some("least-conn") => Balancer::LeastConn,
-                    _ => {
-                        ctx.error(
-                            val.line,
-                            format!(
-                                "proxy.reverse.url: balancer must be round-robin or least-conn, got {}",
-                                show(val)
-                            ),
-                        );
-                        return None;
-                    }
-                };
+                match val.as_str() {
+                    Some("round-robin") => balancer = Balancer::RoundRobin,
+                    Some("least-conn") => balancer = Balancer::LeastConn,
+                    // Reported; the backends are still checked.
+                    _ => ctx.error(
+                        val.line,
+                        format!(
+                            "proxy.reverse.url: balancer must be round-robin or least-conn, got {}",
+                            show(val)
+                        ),
+                    ),
+                }
             }
             let Some(backends) = backends else {
                 ctx.error(v.line, "proxy.reverse.url: the mapping form needs backends");
@@ -246,7 +245,6 @@ pub(super) fn reverse_url(ctx: &mut Ctx, v: &Node) -> Option<Backends> {
         );
         return None;
     }
-    let before = ctx.errors.len();
     let list: Vec<BackendConf> = nodes.iter().filter_map(|n| backend(ctx, n)).collect();
     (ctx.errors.len() == before).then_some(Backends { list, balancer })
 }
