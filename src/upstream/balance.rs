@@ -315,4 +315,36 @@ mod tests {
         board.succeeded(0);
         assert_eq!(board.avail(0), Avail::In);
     }
+
+    #[test]
+    fn after_the_back_off_one_trial_at_a_time() {
+        let mut conf = ProxyConf::new(url(20));
+        conf.backends = (20..22)
+            .map(|i| BackendConf {
+                url: url(i),
+                weight: 1,
+            })
+            .collect();
+        conf.max_fails = 1;
+        conf.fail_timeout = std::time::Duration::from_millis(1);
+        let board = Board::for_conf(&conf);
+        board.failed(0);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(board.avail(0), Avail::Trial);
+        assert!(board.claim_trial(0));
+        // The others keep away while the trial runs.
+        assert!(!board.claim_trial(0));
+        assert_eq!(board.avail(0), Avail::Out);
+        // It fails: another back-off, then another trial.
+        board.failed(0);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(board.avail(0), Avail::Trial);
+        assert!(board.claim_trial(0));
+        board.succeeded(0);
+        assert_eq!(board.avail(0), Avail::In);
+        assert!(
+            board.claim_trial(0) && board.claim_trial(1),
+            "the flags were reset"
+        );
+    }
 }
