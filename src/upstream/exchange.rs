@@ -110,7 +110,7 @@ pub(super) async fn connection(
     proxy_line: Option<&[u8]>,
     may_reuse: bool,
 ) -> Result<(Conn, bool), UpstreamError> {
-    if let Some(c) = pool.take(&backend.addr).filter(|_| may_reuse) {
+    if let Some(c) = may_reuse.then(|| pool.take(&backend.addr)).flatten() {
         return Ok((c, true));
     }
     let mut conn = Conn::connect(&backend.addr, backend.connect_timeout)
