@@ -203,8 +203,9 @@ fn a_killed_backend_and_a_slow_one_under_load_fail_no_request() {
         )
         .expect("the active check takes the dead backend out");
     let took = out - killed;
-    // Two failed probes 200 ms apart, each refused at once.
-    assert!(took < Duration::from_millis(1500), "out after {took:?}");
+    // Two failed probes 200 ms apart, each refused at once (the log line says "2 in a row");
+    // the bound leaves room for a loaded machine.
+    assert!(took < Duration::from_millis(2500), "out after {took:?}");
     assert_eq!(backend_up(&f, &b_name, 0.0), 0.0);
 
     std::thread::sleep(Duration::from_millis(800));
@@ -216,7 +217,7 @@ fn a_killed_backend_and_a_slow_one_under_load_fail_no_request() {
             Duration::from_secs(5),
         )
         .expect("the restarted backend is put back");
-    assert!(back - restarted < Duration::from_millis(1500));
+    assert!(back - restarted < Duration::from_millis(2500));
     assert_eq!(backend_up(&f, &b_name, 1.0), 1.0);
 
     let r = load.finish(6);
