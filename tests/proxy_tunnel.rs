@@ -361,6 +361,132 @@ hosts:
     );
 }
 
+/// A backend named `tag` that takes any number of upgrades: each connection's bytes up to
+/// the end of its head (a PROXY line included) go to `heads`, then it answers `101` with
+/// `READY <tag>` and sends back what it reads in capitals until the client closes.
+fn tagged_shout_backend(tag: &'static str, heads: mpsc::Sender<(&'static str, String)>) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let (Ok(mut c), heads) = (c, heads.clone()) else {
+                continue;
+            };
+            std::thread::spawn(move || {
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if c.read_exact(&mut b).is_err() {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let _ = heads.send((tag, String::from_utf8_lossy(&head).into_owned()));
+                let ready = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: shout/1\r\n\r\nREADY {tag}\n"
+                );
+                c.write_all(ready.as_bytes()).unwrap();
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = c.read(&mut buf) {
+                    if c.write_all(&buf[..n].to_ascii_uppercase()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Opens a `shout/1` tunnel through `s` at `path`: the stream and the tag of the backend.
+fn open_shout(s: &Spate, path: &str) -> (TcpStream, String) {
+    let mut c = s.connect();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: shout/1\r\n\r\n"
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !(got.ends_with(b"\n") && got.windows(6).any(|w| w == b"READY ")) {
+        let n = c.read(&mut buf).expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
+    let tag = text.rsplit("READY ").next().unwrap().trim_end().to_string();
+    (c, tag)
+}
+
+#[test]
+fn tunnels_go_through_the_balancer_with_the_proxy_line() {
+    let (tx, heads) = mpsc::channel();
+    let a = tagged_shout_backend("a", tx.clone());
+    let b = tagged_shout_backend("b", tx);
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    // One worker: the balancer's counts are per worker.
+    let s = Spate::start(&format!(
+        "
+num-threads: 1
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /lc:
+        proxy.tunnel: ON
+        proxy.proxy-protocol: ON
+        proxy.timeout.keepalive: 0
+        proxy.reverse.url:
+          backends:
+            - {{url: http://127.0.0.1:{a}/, weight: 3}}
+            - http://127.0.0.1:{b}/
+          balancer: least-conn
+      /rr:
+        proxy.tunnel: ON
+        proxy.reverse.url: [http://127.0.0.1:{dead}/, http://127.0.0.1:{a}/]
+"
+    ));
+    // Least-conn, weights 3 and 1: the first goes to the heavier a. While it is open it
+    // counts, so the next goes to b (a tunnel that did not count would leave a tie, which
+    // the heavier a wins; round-robin would give a again too).
+    let (mut first, tag) = open_shout(&s, "/lc/1");
+    assert_eq!(tag, "a");
+    let (_second, tag) = open_shout(&s, "/lc/2");
+    assert_eq!(tag, "b");
+    first.write_all(b"still here\n").unwrap();
+    let mut buf = [0u8; 64];
+    let n = first.read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"STILL HERE\n");
+    // Each backend connection starts with the client's PROXY line.
+    for _ in 0..2 {
+        let (_, head) = heads.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(
+            head.starts_with("PROXY TCP4 127.0.0.1 127.0.0.1 "),
+            "{head}"
+        );
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("\r\nconnection: upgrade\r\nupgrade: shout/1\r\n"),
+            "{head}"
+        );
+    }
+    // A backend that cannot be reached is left for the next.
+    for i in 0..3 {
+        let (_c, tag) = open_shout(&s, &format!("/rr/{i}"));
+        assert_eq!(tag, "a");
+        let (_, head) = heads.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(
+            head.starts_with(&format!("GET /{i} HTTP/1.1\r\n")),
+            "{head}"
+        );
+    }
+}
+
 #[test]
 fn http2_reset_closes_the_backend_connection() {
     let ws = WsServer::start();

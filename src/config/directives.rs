@@ -161,6 +161,12 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("proxy.websocket.timeout", ALL),
     ("proxy.forward.close-connection", ALL),
     ("proxy.max-idle-connections", ALL),
+    ("proxy.max-response-head-size", ALL),
+    ("proxy.max-response-headers", ALL),
+    ("proxy.proxy-protocol", ALL),
+    ("proxy.max-fails", ALL),
+    ("proxy.fail-timeout", ALL),
+    ("proxy.health-check", ALL),
 ];
 
 /// h2o directives that later work will implement; today they are an error naming them.
@@ -213,7 +219,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "proxy.http2.max-concurrent-streams",
     "proxy.http2.max-concurrent_streams",
     "proxy.http3.ratio",
-    "proxy.proxy-protocol",
     "proxy.connect",
     "proxy.connect-udp",
     "proxy.connect.emit-proxy-status",
@@ -299,7 +304,6 @@ mod tests {
             "proxy.ssl.anything",
             "proxy.http2.ratio",
             "proxy.connect",
-            "proxy.proxy-protocol",
             "proxy.header.cookie.unset",
             "fastcgi.connect",
         ] {

@@ -3,13 +3,13 @@
 //! stream that reads the rest, still sending the request body if it has not all gone yet
 //! (a backend may answer before it has read everything).
 
+use super::balance::Lease;
 use super::conn::Conn;
 use super::pool::Pool;
+use super::proxy_line;
 use super::request::{Prepared, RequestWriter, SendError};
 use super::response::{Head, ReadError, ResponseReader};
-use super::{
-    is_idempotent, Backend, UpstreamError, UpstreamRequest, EXPECT_WAIT, MAX_RESPONSE_HEAD,
-};
+use super::{is_idempotent, Backend, UpstreamError, UpstreamRequest, EXPECT_WAIT};
 use crate::http::body::Next;
 use crate::http::{Body, BodyError, BodyStream, Frame, Method, Response, Side, StreamBody};
 use crate::proto::h1::{self, RequestFraming, ResponseFraming};
@@ -18,6 +18,7 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
+use tokio::io::AsyncWriteExt;
 use tokio::time::{Instant, Sleep};
 
 /// Sends `req` to `backend` and resolves to its response, or to the error the client gets
@@ -27,84 +28,180 @@ pub async fn send(
     backend: Rc<Backend>,
     req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
-    let result = exchange(&pool, &backend, req).await;
-    if let Some(e) = result
-        .as_ref()
-        .err()
-        .filter(|_| crate::log::emit_request_errors())
-    {
-        if e.side == Side::Upstream {
-            tracing::warn!(backend = %backend.name, "proxy: {e}");
-        } else {
-            tracing::info!(backend = %backend.name, "proxy: {e}");
-        }
-    }
-    result
+    let out = Outgoing::new(req, &backend);
+    let result = exchange(&pool, &backend, out, None, None).await;
+    result.map_err(|(e, _)| {
+        log_failure(&backend, &e);
+        e
+    })
 }
 
-async fn exchange(
+/// Logs why an exchange with `backend` failed (a warning when the backend is to blame).
+pub(super) fn log_failure(backend: &Backend, e: &UpstreamError) {
+    if !crate::log::emit_request_errors() {
+        return;
+    }
+    if e.side == Side::Upstream {
+        tracing::warn!(backend = %backend.name, "proxy: {e}");
+    } else {
+        tracing::info!(backend = %backend.name, "proxy: {e}");
+    }
+}
+
+/// A request ready to go to any backend of its list: the head serialized once.
+pub(super) struct Outgoing {
+    prepared: Prepared,
+    head_request: bool,
+    idempotent: bool,
+    /// `proxy.proxy-protocol`: the line each new connection starts with.
+    proxy_line: Option<Vec<u8>>,
+}
+
+impl Outgoing {
+    /// `backend` gives the settings the head depends on (keep-alive, `Expect`), the same for
+    /// every backend of a list.
+    pub(super) fn new(req: UpstreamRequest, backend: &Backend) -> Outgoing {
+        let UpstreamRequest {
+            method,
+            target,
+            headers,
+            body,
+            client_addrs,
+        } = req;
+        let framing = match &body {
+            None => RequestFraming::None,
+            Some(b) => match b.content_length() {
+                Some(n) => RequestFraming::Length(n),
+                None => RequestFraming::Chunked,
+            },
+        };
+        let has_body = !matches!(framing, RequestFraming::None | RequestFraming::Length(0));
+        let head = h1::RequestHead {
+            method: &method,
+            target: &target,
+            headers: &headers,
+            framing,
+            keep_alive: !backend.keepalive_timeout.is_zero(),
+            expect_continue: backend.expect && has_body,
+        };
+        let prepared = Prepared::new(&head, body);
+        // The fields were slices of the client's request buffer: it goes now.
+        Outgoing {
+            prepared,
+            head_request: method == Method::Head,
+            idempotent: is_idempotent(&method),
+            proxy_line: client_addrs
+                .filter(|_| backend.proxy_protocol)
+                .map(|(from, to)| proxy_line::v1(from, to)),
+        }
+    }
+
+    pub(super) fn proxy_line(&self) -> Option<&[u8]> {
+        self.proxy_line.as_deref()
+    }
+}
+
+/// A connection to `backend` ready for a request, and whether it was pooled: the newest idle
+/// one when `may_reuse`, else a new one, which gets `proxy_line` first. Nothing of the request
+/// has been sent when this fails.
+pub(super) async fn connection(
+    pool: &Pool,
+    backend: &Backend,
+    proxy_line: Option<&[u8]>,
+    may_reuse: bool,
+) -> Result<(Conn, bool), UpstreamError> {
+    if let Some(c) = may_reuse.then(|| pool.take(&backend.addr)).flatten() {
+        return Ok((c, true));
+    }
+    let mut conn = Conn::connect(&backend.addr, backend.connect_timeout)
+        .await
+        .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?;
+    if let Some(line) = proxy_line {
+        match tokio::time::timeout(backend.io_timeout, conn.write_all(line)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(UpstreamError::bad_gateway(format!(
+                    "cannot send the PROXY line: {e}"
+                )))
+            }
+            Err(_) => {
+                return Err(UpstreamError::bad_gateway(
+                    "cannot send the PROXY line within proxy.timeout.io",
+                ))
+            }
+        }
+    }
+    Ok((conn, false))
+}
+
+/// Sends `out` to `backend` on `first` (from [`connection`]) or a connection of its own, and
+/// reads up to the response head; a pooled connection found dead is replaced by a new one
+/// once. `lease` (a balancer's count of requests in flight) ends with the exchange. A failure
+/// to connect, or an idempotent request without a body sent whose new connection broke before
+/// any answer, gives the request back with the error: another backend may take it.
+pub(super) async fn exchange(
     pool: &Rc<Pool>,
     backend: &Rc<Backend>,
-    req: UpstreamRequest,
-) -> Result<Response, UpstreamError> {
-    let UpstreamRequest {
-        method,
-        target,
-        headers,
-        body,
-    } = req;
-    let head_request = method == Method::Head;
-    let idempotent = is_idempotent(&method);
-    let framing = match &body {
-        None => RequestFraming::None,
-        Some(b) => match b.content_length() {
-            Some(n) => RequestFraming::Length(n),
-            None => RequestFraming::Chunked,
-        },
-    };
-    let has_body = !matches!(framing, RequestFraming::None | RequestFraming::Length(0));
-    let head = h1::RequestHead {
-        method: &method,
-        target: &target,
-        headers: &headers,
-        framing,
-        keep_alive: !backend.keepalive_timeout.is_zero(),
-        expect_continue: backend.expect && has_body,
-    };
-    let mut prepared = Prepared::new(&head, body);
-    // The fields are slices of the client's request buffer: let it go now.
-    drop((target, headers));
+    out: Outgoing,
+    mut first: Option<(Conn, bool)>,
+    mut lease: Option<Lease>,
+) -> Result<Response, (UpstreamError, Option<Outgoing>)> {
+    let Outgoing {
+        mut prepared,
+        head_request,
+        idempotent,
+        proxy_line,
+    } = out;
     let mut may_reuse = true;
     loop {
-        let pooled = if may_reuse {
-            pool.take(&backend.addr)
-        } else {
-            None
-        };
-        let reused = pooled.is_some();
-        let conn = match pooled {
+        let (conn, reused) = match first.take() {
             Some(c) => c,
-            None => Conn::connect(&backend.addr, backend.connect_timeout)
-                .await
-                .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?,
+            None => match connection(pool, backend, proxy_line.as_deref(), may_reuse).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let out = Outgoing {
+                        prepared,
+                        head_request,
+                        idempotent,
+                        proxy_line,
+                    };
+                    return Err((e, Some(out)));
+                }
+            },
         };
         let mut ex = Exchange::new(conn, prepared, reused, head_request, pool, backend);
+        ex.lease = lease.take();
         match poll_fn(|cx| ex.poll_head(cx)).await {
-            Ok(head) => return ex.respond(head, head_request),
+            Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, None)),
+            Err(f) if !f.retryable => return Err((f.error, None)),
+            Err(f) if reused => {
+                lease = ex.lease.take();
+                let Some(p) = ex.writer.into_retry(idempotent) else {
+                    return Err((f.error, None));
+                };
+                tracing::debug!(
+                    backend = %backend.name,
+                    "proxy: pooled connection was dead ({}), retrying",
+                    f.error
+                );
+                prepared = p;
+                may_reuse = false;
+            }
+            // A new connection broke before any response byte: another backend may take an
+            // idempotent request none of whose body went out (as nginx's proxy_next_upstream
+            // error does).
             Err(f) => {
-                if reused && f.retryable {
-                    if let Some(p) = ex.writer.into_retry(idempotent) {
-                        tracing::debug!(
-                            backend = %backend.name,
-                            "proxy: pooled connection was dead ({}), retrying",
-                            f.error
-                        );
-                        prepared = p;
-                        may_reuse = false;
-                        continue;
-                    }
-                }
-                return Err(f.error);
+                let back = ex
+                    .writer
+                    .into_retry(false)
+                    .filter(|_| idempotent)
+                    .map(|prepared| Outgoing {
+                        prepared,
+                        head_request,
+                        idempotent,
+                        proxy_line,
+                    });
+                return Err((f.error, back));
             }
         }
     }
@@ -133,6 +230,8 @@ struct Exchange {
     /// Since when nothing has moved (the io timeout runs from then).
     stalled_since: Option<Instant>,
     timer: Timer,
+    /// A balancer's count of this request in flight: dropped with the exchange.
+    lease: Option<Lease>,
 }
 
 impl Exchange {
@@ -147,7 +246,12 @@ impl Exchange {
         Exchange {
             conn,
             writer: RequestWriter::new(prepared, reused, backend.io_size),
-            reader: ResponseReader::new(head_request, MAX_RESPONSE_HEAD, backend.io_size),
+            reader: ResponseReader::new(
+                head_request,
+                backend.max_response_head,
+                backend.max_response_fields,
+                backend.io_size,
+            ),
             pool: pool.clone(),
             backend: backend.clone(),
             keep_alive: false,
@@ -156,6 +260,7 @@ impl Exchange {
             sent_at: None,
             stalled_since: None,
             timer: Timer::default(),
+            lease: None,
         }
     }
 

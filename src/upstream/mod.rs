@@ -13,27 +13,31 @@
 // Peer input must never panic: outside tests, no unwrap or expect here.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod balance;
 mod conn;
 mod exchange;
+mod health;
 mod pool;
+mod probe;
+mod proxy_line;
 mod request;
 mod response;
 #[cfg(test)]
 pub(crate) mod tests;
 mod tunnel;
 
+pub use balance::{open_tunnel_balanced, send_balanced, Group};
 pub use exchange::send;
+pub use health::{backend_health, Board};
 pub use pool::Pool;
 pub use tunnel::{open_tunnel, TunnelRequest};
 
-use crate::config::{ProxyConf, UpstreamAddr};
+use crate::config::{ProxyConf, UpstreamAddr, UpstreamUrl};
 use crate::http::{BodyError, Method, RequestBody, Response, Side};
 use bytes::Bytes;
 use std::fmt;
+use std::net::SocketAddr;
 use std::time::Duration;
-
-/// The largest response head (status line and fields) accepted from a backend.
-pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
 /// How long a request sent with `Expect: 100-continue` waits for `100 Continue` before
 /// sending its body anyway (RFC 9110 10.1.1 lets a client stop waiting).
@@ -55,18 +59,21 @@ pub struct Backend {
     pub io_size: usize,
     /// Send `Expect: 100-continue` with request bodies.
     pub expect: bool,
+    /// `proxy.max-response-head-size`: also bounds a trailer section.
+    pub max_response_head: usize,
+    /// `proxy.max-response-headers`
+    pub max_response_fields: usize,
+    /// `proxy.proxy-protocol`: new connections start with a PROXY line.
+    pub proxy_protocol: bool,
 }
 
 impl Backend {
-    pub fn new(conf: &ProxyConf) -> Backend {
-        let addr = conf.upstream.addr.clone();
-        let name = match &addr {
-            UpstreamAddr::Tcp { host, port } => format!("{host}:{port}"),
-            UpstreamAddr::Unix(path) => format!("unix:{}", path.display()),
-        };
+    /// The backend at `url` with the settings of `conf`.
+    pub fn new(conf: &ProxyConf, url: &UpstreamUrl) -> Backend {
+        let addr = url.addr.clone();
         Backend {
+            name: display_name(&addr),
             addr,
-            name,
             connect_timeout: conf.connect_timeout,
             first_byte_timeout: conf.first_byte_timeout,
             io_timeout: conf.io_timeout,
@@ -75,7 +82,18 @@ impl Backend {
             // A bound on memory per exchange; reads beyond 64 KiB gain nothing.
             io_size: conf.max_buffer_size.clamp(1, 64 * 1024),
             expect: conf.expect,
+            max_response_head: conf.max_response_head_size,
+            max_response_fields: conf.max_response_headers,
+            proxy_protocol: conf.proxy_protocol,
         }
+    }
+}
+
+/// `host:port` or `unix:/path`, for logs.
+fn display_name(addr: &UpstreamAddr) -> String {
+    match addr {
+        UpstreamAddr::Tcp { host, port } => format!("{host}:{port}"),
+        UpstreamAddr::Unix(path) => format!("unix:{}", path.display()),
     }
 }
 
@@ -88,6 +106,8 @@ pub struct UpstreamRequest {
     /// Connection and Expect are written by the client.
     pub headers: Vec<(Bytes, Bytes)>,
     pub body: Option<RequestBody>,
+    /// With `proxy.proxy-protocol`: the client's address and the one it connected to.
+    pub client_addrs: Option<(SocketAddr, SocketAddr)>,
 }
 
 /// Why an exchange failed before a response could be given.

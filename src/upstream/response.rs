@@ -45,6 +45,8 @@ pub struct ResponseReader {
     head_request: bool,
     /// Limit on the head and the trailer section.
     max_head: usize,
+    /// Limit on the fields of a head.
+    max_fields: usize,
     /// How much one read may take (`proxy.max-buffer-size`, capped).
     read_size: usize,
     body: BodyState,
@@ -54,11 +56,17 @@ pub struct ResponseReader {
 }
 
 impl ResponseReader {
-    pub fn new(head_request: bool, max_head: usize, read_size: usize) -> ResponseReader {
+    pub fn new(
+        head_request: bool,
+        max_head: usize,
+        max_fields: usize,
+        read_size: usize,
+    ) -> ResponseReader {
         ResponseReader {
             buf: BytesMut::new(),
             head_request,
             max_head,
+            max_fields,
             read_size,
             body: BodyState::Done,
             received: false,
@@ -75,8 +83,13 @@ impl ResponseReader {
     ) -> Poll<Result<Head, ReadError>> {
         loop {
             if !self.buf.is_empty() {
-                let parsed = h1::parse_response_head(&self.buf, self.head_request, self.max_head)
-                    .map_err(|m| ReadError::Malformed(m.0))?;
+                let parsed = h1::parse_response_head(
+                    &self.buf,
+                    self.head_request,
+                    self.max_head,
+                    self.max_fields,
+                )
+                .map_err(|m| ReadError::Malformed(m.0))?;
                 if let Some(p) = parsed {
                     let bytes = self.buf.split_to(p.len).freeze();
                     let headers = p

@@ -153,6 +153,9 @@ pub(crate) fn conf(addr: SocketAddr) -> Backend {
         max_idle_connections: 8,
         io_size: 16 * 1024,
         expect: false,
+        max_response_head: 64 * 1024,
+        max_response_fields: 128,
+        proxy_protocol: false,
     }
 }
 
@@ -162,6 +165,7 @@ fn request(method: Method, target: &'static str, body: Option<RequestBody>) -> U
         target: Bytes::from_static(target.as_bytes()),
         headers: vec![(Bytes::from_static(b"Host"), Bytes::from_static(b"backend"))],
         body,
+        client_addrs: None,
     }
 }
 

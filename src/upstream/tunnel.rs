@@ -3,9 +3,12 @@
 //! either side closes or nothing moves for the tunnel's idle timeout. Any other answer is
 //! an ordinary response, read to its end; the connection is never pooled either way.
 
+use super::balance::Lease;
 use super::conn::Conn;
+use super::exchange::{connection, log_failure};
+use super::proxy_line;
 use super::response::{ReadError, ResponseReader};
-use super::{Backend, UpstreamError, MAX_RESPONSE_HEAD};
+use super::{Backend, Pool, UpstreamError};
 use crate::http::body::Next;
 use crate::http::{
     Body, BodyError, BodyStream, Frame, Method, RequestBody, Response, Side, StreamBody,
@@ -14,6 +17,7 @@ use crate::proto::h1::ResponseFraming;
 use bytes::{Buf, Bytes};
 use std::future::{poll_fn, Future};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -35,27 +39,54 @@ pub struct TunnelRequest {
     pub client: RequestBody,
     /// How long the open tunnel may carry nothing either way.
     pub idle_timeout: Duration,
+    /// With `proxy.proxy-protocol`: the client's address and the one it connected to.
+    pub client_addrs: Option<(SocketAddr, SocketAddr)>,
 }
 
 /// Opens a tunnel: the backend's `101` (its fields; the body is the backend's bytes, and
 /// the client's are sent as they come), or its other answer as it is.
 pub async fn open_tunnel(
+    pool: Rc<Pool>,
     backend: Rc<Backend>,
     req: TunnelRequest,
 ) -> Result<Response, UpstreamError> {
-    let result = exchange(&backend, req).await;
-    if let Err(e) = &result {
-        if crate::log::emit_request_errors() {
-            tracing::warn!(backend = %backend.name, "proxy: upgrade: {e}");
-        }
-    }
-    result
+    exchange(&pool, &backend, req, None)
+        .await
+        .map_err(|(e, _)| {
+            log_failure(&backend, &e);
+            e
+        })
 }
 
-async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, UpstreamError> {
-    let mut conn = Conn::connect(&backend.addr, backend.connect_timeout)
+/// The tunnel's exchange on a connection of its own (never pooled), which starts with the
+/// PROXY line when configured. `lease` (a balancer's count) lasts as long as the tunnel. A
+/// backend that cannot be reached gives the request back: nothing of it was sent.
+pub(super) async fn exchange(
+    pool: &Pool,
+    backend: &Backend,
+    req: TunnelRequest,
+    lease: Option<Lease>,
+) -> Result<Response, (UpstreamError, Option<TunnelRequest>)> {
+    let line = req
+        .client_addrs
+        .filter(|_| backend.proxy_protocol)
+        .map(|(from, to)| proxy_line::v1(from, to));
+    let conn = match connection(pool, backend, line.as_deref(), false).await {
+        Ok((conn, _)) => conn,
+        Err(e) => return Err((e, Some(req))),
+    };
+    opened(backend, conn, req, lease)
         .await
-        .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?;
+        .map_err(|e| (e, None))
+}
+
+/// Sends the upgrade request on `conn` and reads the backend's answer.
+async fn opened(
+    backend: &Backend,
+    mut conn: Conn,
+    req: TunnelRequest,
+    lease: Option<Lease>,
+) -> Result<Response, UpstreamError> {
     let head = request_head(&req);
     match tokio::time::timeout(backend.io_timeout, conn.write_all(&head)).await {
         Ok(Ok(())) => {}
@@ -66,7 +97,12 @@ async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, Ups
             ))
         }
     }
-    let mut reader = ResponseReader::new(false, MAX_RESPONSE_HEAD, backend.io_size);
+    let mut reader = ResponseReader::new(
+        false,
+        backend.max_response_head,
+        backend.max_response_fields,
+        backend.io_size,
+    );
     let read_head = async {
         loop {
             let head = poll_fn(|cx| reader.poll_head(&mut conn, cx)).await?;
@@ -102,14 +138,20 @@ async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, Ups
         };
         Body::Stream(StreamBody {
             len: None,
-            stream: Box::new(Passage::new(conn, reader, Some(tunnel), req.idle_timeout)),
+            stream: Box::new(Passage::new(
+                conn,
+                reader,
+                Some(tunnel),
+                req.idle_timeout,
+                lease,
+            )),
         })
     } else {
         match head.framing {
             ResponseFraming::None => Body::Empty,
             _ => Body::Stream(StreamBody {
                 len: head.content_length,
-                stream: Box::new(Passage::new(conn, reader, None, backend.io_timeout)),
+                stream: Box::new(Passage::new(conn, reader, None, backend.io_timeout, lease)),
             }),
         }
     };
@@ -155,6 +197,8 @@ struct Passage {
     last_moved: Instant,
     sleep: Option<Pin<Box<Sleep>>>,
     _open: Option<crate::metrics::OpenTunnel>,
+    /// Counts the tunnel (or the refused upgrade's body) in flight on its backend.
+    _lease: Option<Lease>,
 }
 
 impl Passage {
@@ -163,6 +207,7 @@ impl Passage {
         reader: ResponseReader,
         tunnel: Option<Tunnel>,
         idle_timeout: Duration,
+        lease: Option<Lease>,
     ) -> Passage {
         let open = tunnel.as_ref().map(|_| crate::metrics::OpenTunnel::open());
         Passage {
@@ -175,6 +220,7 @@ impl Passage {
             last_moved: Instant::now(),
             sleep: None,
             _open: open,
+            _lease: lease,
         }
     }
 
