@@ -191,7 +191,10 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
     }
     let handler = match handler {
         Some((Handler::File(dir), _, _)) => HandlerConf::File(scoped.file.build(dir)),
-        Some((Handler::Proxy(url), _, _)) => HandlerConf::Proxy(scoped.proxy.build(url)),
+        Some((Handler::Proxy(url), _, line)) => match scoped.proxy.build(ctx, line, url) {
+            Some(conf) => HandlerConf::Proxy(conf),
+            None => HandlerConf::None,
+        },
         Some((Handler::Done(h), _, _)) => h,
         None => HandlerConf::None,
     };

@@ -228,6 +228,34 @@ pub struct ProxyConf {
     /// spate's own `proxy.max-idle-connections` (default 1024): idle pooled connections kept per
     /// backend per worker.
     pub max_idle_connections: usize,
+    /// For an `https://` URL: `proxy.ssl.verify-peer` (ON), `proxy.ssl.cafile` (the system's
+    /// roots) and `proxy.ssl.session-cache` (ON) built into rustls configurations.
+    pub tls: Option<TlsClient>,
+    /// `proxy.http2.ratio` (0): the percentage of requests sent over HTTP/2 (over TLS by ALPN;
+    /// in cleartext only at 100 with `proxy.http2.force-cleartext`).
+    pub http2_ratio: u8,
+    /// `proxy.http2.max-concurrent-streams` (100): requests in flight on one HTTP/2 connection
+    /// to the backend (less if the backend's SETTINGS say so).
+    pub http2_max_concurrent_streams: u32,
+    /// `proxy.http2.force-cleartext` (OFF): HTTP/2 with prior knowledge to an `http://` URL.
+    pub http2_force_cleartext: bool,
+}
+
+/// The TLS client configuration of a path, built once at load and shared by every worker.
+#[derive(Clone)]
+pub struct TlsClient(pub std::sync::Arc<crate::tls::client::ClientTls>);
+
+impl std::fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TlsClient({:?})", self.0.server_name)
+    }
+}
+
+/// The same configuration, not merely an equal one (rustls' has no equality).
+impl PartialEq for TlsClient {
+    fn eq(&self, other: &TlsClient) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl ProxyConf {
@@ -249,6 +277,10 @@ impl ProxyConf {
             expect: false,
             forward_close_connection: false,
             max_idle_connections: ProxyConf::DEFAULT_MAX_IDLE_CONNECTIONS,
+            tls: None,
+            http2_ratio: 0,
+            http2_max_concurrent_streams: ProxyConf::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            http2_force_cleartext: false,
         }
     }
 
@@ -256,6 +288,9 @@ impl ProxyConf {
     pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_millis(2_000);
     pub const DEFAULT_MAX_BUFFER_SIZE: usize = 64 * 1024;
     pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 1024;
+    pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 100;
+    /// h2o's `proxy.ssl.session-cache: ON`.
+    pub const DEFAULT_SSL_SESSION_CACHE: usize = 4096;
 }
 
 /// The backend of `proxy.reverse.url`.
@@ -267,6 +302,8 @@ pub struct UpstreamUrl {
     pub authority: String,
     /// The URL's path, `/` when empty (`http://x:1` -> `/`, `http://x/app/` -> `/app/`).
     pub path: String,
+    /// `https://`: TLS to the backend (default port 443).
+    pub tls: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -3,9 +3,15 @@
 use super::headers;
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::{HeaderCommand, ProxyConf, UpstreamAddr, UpstreamUrl};
+use super::{HeaderCommand, ProxyConf, TlsClient, UpstreamAddr, UpstreamUrl};
+use crate::tls::{
+    self,
+    client::{ClientOptions, ClientTls},
+};
+use rustls::RootCertStore;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `proxy.*` options as set so far at some level; `None` means "not set here or above".
@@ -26,6 +32,14 @@ pub(super) struct ProxyOpts {
     expect: Option<bool>,
     forward_close_connection: Option<bool>,
     max_idle_connections: Option<usize>,
+    ssl_verify_peer: Option<bool>,
+    /// `proxy.ssl.cafile`, read where it is set (so its errors name that line).
+    ssl_roots: Option<Arc<RootCertStore>>,
+    /// `Some(None)`: `proxy.ssl.session-cache: OFF`.
+    ssl_session_cache: Option<Option<usize>>,
+    http2_ratio: Option<u8>,
+    http2_max_concurrent_streams: Option<u32>,
+    http2_force_cleartext: Option<bool>,
 }
 
 impl ProxyOpts {
@@ -69,18 +83,58 @@ impl ProxyOpts {
             "proxy.max-idle-connections" => {
                 set(&mut self.max_idle_connections, ctx.int(name, v, 0))
             }
+            "proxy.ssl.verify-peer" => set(&mut self.ssl_verify_peer, ctx.bool(name, v)),
+            "proxy.ssl.cafile" => {
+                let roots = ctx.path(name, v).and_then(|path| {
+                    tls::client::load_roots(&path)
+                        .map_err(|e| ctx.error(v.line, format!("{name}: {e}")))
+                        .ok()
+                });
+                set(&mut self.ssl_roots, roots.map(Arc::new));
+            }
+            "proxy.ssl.session-cache" => {
+                set(&mut self.ssl_session_cache, session_cache(ctx, name, v))
+            }
+            "proxy.http2.ratio" => set(
+                &mut self.http2_ratio,
+                ctx.int::<u8>(name, v, 0).filter(|r| {
+                    let ok = *r <= 100;
+                    if !ok {
+                        ctx.error(v.line, format!("{name} expects a percentage (0 to 100)"));
+                    }
+                    ok
+                }),
+            ),
+            "proxy.http2.max-concurrent-streams" | "proxy.http2.max-concurrent_streams" => {
+                set(&mut self.http2_max_concurrent_streams, ctx.int(name, v, 1))
+            }
+            "proxy.http2.force-cleartext" => {
+                set(&mut self.http2_force_cleartext, ctx.bool(name, v))
+            }
             _ => return false,
         }
         true
     }
 
-    /// The proxy handler of a path forwarding to `upstream`, with the defaults for what is unset.
-    pub fn build(&self, upstream: UpstreamUrl) -> ProxyConf {
+    /// The proxy handler of a path forwarding to `upstream`, with the defaults for what is
+    /// unset. For an `https://` URL the TLS client is built here (an error names `line`, the
+    /// URL's).
+    pub fn build(&self, ctx: &mut Ctx, line: u32, upstream: UpstreamUrl) -> Option<ProxyConf> {
+        let tls = match upstream.tls {
+            false => None,
+            true => match self.tls_client(&upstream) {
+                Ok(t) => Some(TlsClient(Arc::new(t))),
+                Err(e) => {
+                    ctx.error(line, format!("proxy.reverse.url: {e}"));
+                    return None;
+                }
+            },
+        };
         let d = ProxyConf::new(upstream);
         // As in h2o, `proxy.timeout.io` is also the connect and first-byte timeout unless
         // those are set.
         let io = self.io_timeout.unwrap_or(d.io_timeout);
-        ProxyConf {
+        Some(ProxyConf {
             preserve_host: self.preserve_host.unwrap_or(d.preserve_host),
             emit_x_forwarded_headers: self
                 .emit_x_forwarded_headers
@@ -103,7 +157,63 @@ impl ProxyOpts {
                 .forward_close_connection
                 .unwrap_or(d.forward_close_connection),
             max_idle_connections: self.max_idle_connections.unwrap_or(d.max_idle_connections),
+            tls,
+            http2_ratio: self.http2_ratio.unwrap_or(d.http2_ratio),
+            http2_max_concurrent_streams: self
+                .http2_max_concurrent_streams
+                .unwrap_or(d.http2_max_concurrent_streams),
+            http2_force_cleartext: self
+                .http2_force_cleartext
+                .unwrap_or(d.http2_force_cleartext),
             upstream: d.upstream,
+        })
+    }
+
+    fn tls_client(&self, upstream: &UpstreamUrl) -> Result<ClientTls, String> {
+        let UpstreamAddr::Tcp { host, .. } = &upstream.addr else {
+            return Err("https to a unix socket is not supported".into());
+        };
+        let roots = match (self.ssl_verify_peer.unwrap_or(true), &self.ssl_roots) {
+            (false, _) => None,
+            (true, Some(r)) => Some(r.clone()),
+            (true, None) => Some(Arc::new(
+                tls::client::load_roots(Path::new(tls::client::SYSTEM_CA_FILE)).map_err(|e| {
+                    format!("the system's trusted roots (set proxy.ssl.cafile, or proxy.ssl.verify-peer: OFF): {e}")
+                })?,
+            )),
+        };
+        let opts = ClientOptions {
+            roots,
+            session_cache: self
+                .ssl_session_cache
+                .unwrap_or(Some(ProxyConf::DEFAULT_SSL_SESSION_CACHE)),
+        };
+        ClientTls::new(host, &opts)
+    }
+}
+
+/// `proxy.ssl.session-cache`: ON, OFF, or `{lifetime: SECONDS, capacity: ENTRIES}` (both
+/// required, as in h2o). rustls expires entries by the lifetime the backend gives its
+/// tickets, so `lifetime` is checked but has no further effect.
+fn session_cache(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<usize>> {
+    if v.as_map().is_none() {
+        return ctx
+            .bool(name, v)
+            .map(|on| on.then_some(ProxyConf::DEFAULT_SSL_SESSION_CACHE));
+    }
+    let entries = ctx.map(name, v)?;
+    let (mut lifetime, mut capacity) = (None, None);
+    for (key, val) in ctx.known_keys(name, entries, &["lifetime", "capacity"]) {
+        match key {
+            "lifetime" => lifetime = ctx.uint(&format!("{name}.lifetime"), val, 1),
+            _ => capacity = ctx.int::<usize>(&format!("{name}.capacity"), val, 1),
+        }
+    }
+    match (lifetime, capacity) {
+        (Some(_), Some(c)) => Some(Some(c)),
+        _ => {
+            ctx.error(v.line, format!("{name} expects both lifetime and capacity"));
+            None
         }
     }
 }
@@ -176,14 +286,13 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             "\"{url}\" is not a URL (expected http://HOST[:PORT][/PATH])"
         ));
     };
-    if scheme.eq_ignore_ascii_case("https") {
-        return Err("proxy.reverse.url with https is not supported yet (issue 12)".into());
-    }
-    if !scheme.eq_ignore_ascii_case("http") {
+    let tls = scheme.eq_ignore_ascii_case("https");
+    if !tls && !scheme.eq_ignore_ascii_case("http") {
         return bad(format!(
-            "unknown scheme \"{scheme}\" in \"{url}\" (expected http)"
+            "unknown scheme \"{scheme}\" in \"{url}\" (expected http or https)"
         ));
     }
+    let default_port = if tls { 443 } else { 80 };
     if rest.contains(['?', '#']) {
         return bad(format!(
             "\"{url}\": a query or fragment is not supported (the request's own query is forwarded)"
@@ -229,7 +338,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             } else if inner.parse::<Ipv6Addr>().is_ok() {
                 UpstreamAddr::Tcp {
                     host: inner.to_ascii_lowercase(),
-                    port: port.unwrap_or(80),
+                    port: port.unwrap_or(default_port),
                 }
             } else {
                 return bad(format!(
@@ -250,7 +359,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             }
             UpstreamAddr::Tcp {
                 host: host.to_ascii_lowercase(),
-                port: port.unwrap_or(80),
+                port: port.unwrap_or(default_port),
             }
         }
     };
@@ -258,6 +367,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
         addr,
         authority: authority.to_owned(),
         path: if path.is_empty() { "/" } else { path }.to_owned(),
+        tls,
     })
 }
 
@@ -326,6 +436,7 @@ mod tests {
             },
             authority: authority.into(),
             path: path.into(),
+            tls: false,
         }
     }
 
@@ -334,6 +445,7 @@ mod tests {
             addr: UpstreamAddr::Unix(PathBuf::from(socket)),
             authority: authority.into(),
             path: path.into(),
+            tls: false,
         }
     }
 
@@ -388,12 +500,8 @@ mod tests {
                 "\"127.0.0.1:3001\" is not a URL (expected http://HOST[:PORT][/PATH])",
             ),
             (
-                "https://127.0.0.1/",
-                "proxy.reverse.url with https is not supported yet (issue 12)",
-            ),
-            (
                 "ftp://x/",
-                "unknown scheme \"ftp\" in \"ftp://x/\" (expected http)",
+                "unknown scheme \"ftp\" in \"ftp://x/\" (expected http or https)",
             ),
             ("http://", "\"http://\" has no host"),
             ("http:///app", "\"http:///app\" has no host"),
@@ -690,6 +798,76 @@ hosts:
     }
 
     #[test]
+    fn https_and_http2_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["b.internal".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(&ca, cert.pem()).unwrap();
+        let c = ok(&format!(
+            "\
+listen: 8080
+proxy.ssl.cafile: {}
+proxy.http2.ratio: 100
+hosts:
+  default:
+    paths:
+      /a:
+        proxy.reverse.url: https://B.internal/x
+        proxy.http2.max-concurrent-streams: 8
+      /b:
+        proxy.reverse.url: https://10.0.0.1:8443/
+        proxy.ssl.verify-peer: OFF
+        proxy.ssl.session-cache: {{lifetime: 3600, capacity: 10}}
+        proxy.http2.ratio: 0
+      /c:
+        proxy.reverse.url: http://10.0.0.1/
+        proxy.http2.force-cleartext: ON
+        proxy.ssl.session-cache: OFF
+",
+            ca.display()
+        ));
+        let a = proxy(&c, "/a");
+        assert_eq!(a.upstream, {
+            let mut u = tcp("b.internal", 443, "B.internal", "/x");
+            u.tls = true;
+            u
+        });
+        assert!(a.tls.is_some());
+        assert_eq!((a.http2_ratio, a.http2_max_concurrent_streams), (100, 8));
+        let b = proxy(&c, "/b");
+        assert!(b.tls.is_some() && b.http2_ratio == 0);
+        assert_eq!(b.http2_max_concurrent_streams, 100);
+        let c = proxy(&c, "/c");
+        assert!(c.tls.is_none() && c.http2_force_cleartext && !c.upstream.tls);
+
+        let e = errors(
+            "\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /a:
+        proxy.ssl.cafile: /nonexistent/ca.crt
+        proxy.ssl.session-cache: {lifetime: 10}
+        proxy.http2.max-concurrent-streams: 0
+        proxy.reverse.url: http://x/
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:6: proxy.ssl.cafile: /nonexistent/ca.crt: cannot read: No such file or directory (os error 2)",
+                "t.yaml:7: proxy.ssl.session-cache expects both lifetime and capacity",
+                "t.yaml:8: proxy.http2.max-concurrent-streams expects an integer >= 1, got \"0\"",
+            ]
+        );
+    }
+
+    #[test]
     fn one_url_in_a_sequence_is_that_url() {
         let c = ok("\
 listen: 8080
@@ -715,7 +893,7 @@ hosts:
     proxy.preserve-host: maybe
     paths:
       /https:
-        proxy.reverse.url: https://127.0.0.1/
+        proxy.reverse.url: https://[unix:/tmp/s]/
       /scheme:
         proxy.reverse.url: ws://127.0.0.1/
       /nohost:
@@ -734,8 +912,8 @@ hosts:
         file.dir: /srv
         proxy.reverse.url: http://x/
       /not-yet:
-        proxy.ssl.verify-peer: OFF
-        proxy.http2.ratio: 50
+        proxy.ssl.verify-peer: maybe
+        proxy.http2.ratio: 101
         proxy.tunnel: ON
         proxy.proxy-protocol: ON
         proxy.timout.io: 5
@@ -752,15 +930,15 @@ hosts:
                 "t.yaml:3: proxy.max-buffer-size expects an integer >= 1, got \"0\"",
                 "t.yaml:6: directive proxy.reverse.url cannot be used at the host level",
                 "t.yaml:7: proxy.preserve-host expects ON or OFF, got \"maybe\"",
-                "t.yaml:10: proxy.reverse.url with https is not supported yet (issue 12)",
-                "t.yaml:12: proxy.reverse.url: unknown scheme \"ws\" in \"ws://127.0.0.1/\" (expected http)",
+                "t.yaml:10: proxy.reverse.url: https to a unix socket is not supported",
+                "t.yaml:12: proxy.reverse.url: unknown scheme \"ws\" in \"ws://127.0.0.1/\" (expected http or https)",
                 "t.yaml:14: proxy.reverse.url: \"http:///x\" has no host",
                 "t.yaml:16: proxy.reverse.url: bad port \"99999\" in \"http://x:99999/\" (expected 1 to 65535)",
                 "t.yaml:19: proxy.reverse.url: several backends are not supported yet; give one URL",
                 "t.yaml:23: proxy.reverse.url: several backends are not supported yet; give one URL",
                 "t.yaml:27: path /two already has a handler (file.dir at line 26); proxy.reverse.url cannot be added",
-                "t.yaml:29: proxy.ssl.verify-peer is not supported yet",
-                "t.yaml:30: proxy.http2.ratio is not supported yet",
+                "t.yaml:29: proxy.ssl.verify-peer expects ON or OFF, got \"maybe\"",
+                "t.yaml:30: proxy.http2.ratio expects a percentage (0 to 100)",
                 "t.yaml:31: proxy.tunnel is not supported yet",
                 "t.yaml:32: proxy.proxy-protocol is not supported yet",
                 "t.yaml:33: unknown directive proxy.timout.io (did you mean proxy.timeout.io?)",

@@ -3,7 +3,7 @@
 //! stream that reads the rest, still sending the request body if it has not all gone yet
 //! (a backend may answer before it has read everything).
 
-use super::conn::Conn;
+use super::conn::{Conn, TlsStart};
 use super::pool::Pool;
 use super::request::{Prepared, RequestWriter, SendError};
 use super::response::{Head, ReadError, ResponseReader};
@@ -77,16 +77,22 @@ async fn exchange(
     let mut may_reuse = true;
     loop {
         let pooled = if may_reuse {
-            pool.take(&backend.addr)
+            pool.take(&backend.pool_key)
         } else {
             None
         };
         let reused = pooled.is_some();
         let conn = match pooled {
             Some(c) => c,
-            None => Conn::connect(&backend.addr, backend.connect_timeout)
-                .await
-                .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?,
+            None => {
+                let tls = backend.tls.as_ref().map(|t| TlsStart {
+                    client: &t.0,
+                    offer_h2: false,
+                });
+                Conn::connect(&backend.addr, tls, backend.connect_timeout)
+                    .await
+                    .map_err(|e| UpstreamError::bad_gateway(e.to_string()))?
+            }
         };
         let mut ex = Exchange::new(conn, prepared, reused, head_request, pool, backend);
         match poll_fn(|cx| ex.poll_head(cx)).await {
@@ -366,7 +372,7 @@ impl Exchange {
             && self.reader.is_clean_end();
         if clean {
             self.pool.put(
-                &self.backend.addr,
+                &self.backend.pool_key,
                 self.conn,
                 self.backend.keepalive_timeout,
                 self.backend.max_idle_connections,

@@ -22,9 +22,9 @@ mod response;
 pub(crate) mod tests;
 
 pub use exchange::send;
-pub use pool::Pool;
+pub use pool::{Pool, PoolKey};
 
-use crate::config::{ProxyConf, UpstreamAddr};
+use crate::config::{ProxyConf, TlsClient, UpstreamAddr};
 use crate::http::{BodyError, Method, RequestBody, Response, Side};
 use bytes::Bytes;
 use std::fmt;
@@ -53,16 +53,25 @@ pub struct Backend {
     pub io_size: usize,
     /// Send `Expect: 100-continue` with request bodies.
     pub expect: bool,
+    /// `https://`: the TLS client (SNI and verification from the URL's host).
+    pub tls: Option<TlsClient>,
+    /// Idle connections are pooled under the address and the scheme.
+    pub pool_key: PoolKey,
 }
 
 impl Backend {
     pub fn new(conf: &ProxyConf) -> Backend {
         let addr = conf.upstream.addr.clone();
         let name = match &addr {
+            UpstreamAddr::Tcp { host, port } if conf.tls.is_some() => {
+                format!("https://{host}:{port}")
+            }
             UpstreamAddr::Tcp { host, port } => format!("{host}:{port}"),
             UpstreamAddr::Unix(path) => format!("unix:{}", path.display()),
         };
         Backend {
+            pool_key: PoolKey::new(&addr, conf.tls.is_some()),
+            tls: conf.tls.clone(),
             addr,
             name,
             connect_timeout: conf.connect_timeout,

@@ -11,10 +11,26 @@ use tokio::time::Instant;
 
 pub struct Pool {
     /// Oldest first: they expire in that order.
-    idle: RefCell<HashMap<UpstreamAddr, VecDeque<Idle>>>,
+    idle: RefCell<HashMap<PoolKey, VecDeque<Idle>>>,
     /// Whether the task that closes expired connections is running.
     sweeping: Cell<bool>,
     me: Weak<Pool>,
+}
+
+/// What a pooled connection can be reused for: the same address in the same scheme.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    addr: UpstreamAddr,
+    tls: bool,
+}
+
+impl PoolKey {
+    pub fn new(addr: &UpstreamAddr, tls: bool) -> PoolKey {
+        PoolKey {
+            addr: addr.clone(),
+            tls,
+        }
+    }
 }
 
 struct Idle {
@@ -35,7 +51,7 @@ impl Pool {
     /// not probed (that would cost a syscall per request): a backend that closed it meanwhile
     /// makes the exchange fail before any byte comes back, and the exchange retries once on
     /// a fresh connection.
-    pub fn take(&self, addr: &UpstreamAddr) -> Option<Conn> {
+    pub fn take(&self, addr: &PoolKey) -> Option<Conn> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(addr)?;
         let c = list.pop_back()?;
@@ -48,7 +64,7 @@ impl Pool {
     }
 
     /// Keeps `conn` for reuse for `keepalive`, dropping the oldest beyond `max_idle`.
-    pub fn put(&self, addr: &UpstreamAddr, conn: Conn, keepalive: Duration, max_idle: usize) {
+    pub fn put(&self, addr: &PoolKey, conn: Conn, keepalive: Duration, max_idle: usize) {
         if keepalive.is_zero() || max_idle == 0 {
             return;
         }
@@ -71,7 +87,7 @@ impl Pool {
     }
 
     /// Idle connections kept for `addr`.
-    pub fn idle_count(&self, addr: &UpstreamAddr) -> usize {
+    pub fn idle_count(&self, addr: &PoolKey) -> usize {
         self.idle.borrow().get(addr).map_or(0, VecDeque::len)
     }
 

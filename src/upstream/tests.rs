@@ -139,13 +139,16 @@ impl Peer {
     }
 }
 
-pub(crate) fn conf(addr: SocketAddr) -> Backend {
+pub(crate) fn conf(sa: SocketAddr) -> Backend {
+    let addr = UpstreamAddr::Tcp {
+        host: sa.ip().to_string(),
+        port: sa.port(),
+    };
     Backend {
-        addr: UpstreamAddr::Tcp {
-            host: addr.ip().to_string(),
-            port: addr.port(),
-        },
-        name: addr.to_string(),
+        pool_key: super::PoolKey::new(&addr, false),
+        tls: None,
+        addr,
+        name: sa.to_string(),
         connect_timeout: Duration::from_secs(2),
         first_byte_timeout: Duration::from_secs(5),
         io_timeout: Duration::from_secs(5),
@@ -276,7 +279,7 @@ fn chunked_with_trailers() {
             "forbidden trailer fields are dropped"
         );
         assert_eq!(
-            pool.idle_count(&be.addr),
+            pool.idle_count(&be.pool_key),
             1,
             "a clean chunked response frees the connection"
         );
@@ -297,7 +300,7 @@ fn read_until_close() {
         let resp = send_to(&pool, &be, get("/")).await.unwrap();
         let (data, _) = collect(resp.body).await.unwrap();
         assert_eq!(data, b"until the end");
-        assert_eq!(pool.idle_count(&be.addr), 0);
+        assert_eq!(pool.idle_count(&be.pool_key), 0);
     });
 }
 
@@ -396,7 +399,7 @@ fn a_backend_dying_mid_body_ends_the_body_with_an_error() {
             let resp = send_to(&pool, &be, get("/")).await.unwrap();
             let e = collect(resp.body).await.unwrap_err();
             assert_eq!(e.side, Side::Upstream);
-            assert_eq!(pool.idle_count(&be.addr), 0);
+            assert_eq!(pool.idle_count(&be.pool_key), 0);
         });
     }
 }
@@ -436,7 +439,7 @@ fn the_pool_reuses_one_connection() {
             let resp = send_to(&pool, &be, get("/n")).await.unwrap();
             assert_eq!(collect(resp.body).await.unwrap().0, b"GET /n HTTP/1.1");
         }
-        assert_eq!(pool.idle_count(&be.addr), 1);
+        assert_eq!(pool.idle_count(&be.pool_key), 1);
     });
     assert_eq!(b.connections.load(Ordering::SeqCst), 1);
 }
@@ -461,9 +464,9 @@ fn idle_connections_expire_and_are_capped() {
             send_to(&pool, &be, get("/"))
         );
         assert!(a.is_ok() && b2.is_ok() && c3.is_ok());
-        assert_eq!(pool.idle_count(&be.addr), 2);
+        assert_eq!(pool.idle_count(&be.pool_key), 2);
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(pool.idle_count(&be.addr), 0, "the sweeper closed them");
+        assert_eq!(pool.idle_count(&be.pool_key), 0, "the sweeper closed them");
     });
     assert_eq!(b.connections.load(Ordering::SeqCst), 3);
 }
@@ -749,7 +752,7 @@ fn dropping_the_body_closes_the_connection() {
     run(async {
         let resp = send_to(&pool, &be, get("/")).await.unwrap();
         drop(resp);
-        assert_eq!(pool.idle_count(&be.addr), 0);
+        assert_eq!(pool.idle_count(&be.pool_key), 0);
         let resp = send_to(&pool, &be, get("/")).await.unwrap();
         drop(resp);
     });
@@ -777,6 +780,7 @@ fn unix_socket_backends() {
     });
     let mut c = conf(SocketAddr::from(([127, 0, 0, 1], 1)));
     c.addr = UpstreamAddr::Unix(path);
+    c.pool_key = super::PoolKey::new(&c.addr, false);
     let be = Rc::new(c);
     run(async {
         let resp = send_to(&Pool::new(), &be, get("/")).await.unwrap();

@@ -21,6 +21,7 @@ fn proxy_conf(addr: SocketAddr, path: &str) -> ProxyConf {
             },
             authority: addr.to_string(),
             path: path.into(),
+            tls: false,
         },
         preserve_host: false,
         emit_x_forwarded_headers: true,
@@ -36,6 +37,10 @@ fn proxy_conf(addr: SocketAddr, path: &str) -> ProxyConf {
         expect: false,
         forward_close_connection: false,
         max_idle_connections: 64,
+        tls: None,
+        http2_ratio: 0,
+        http2_max_concurrent_streams: 100,
+        http2_force_cleartext: false,
     }
 }
 

@@ -1,0 +1,215 @@
+//! The proxy's backends over TLS and HTTP/2 (issue 12): an `https://` backend verified
+//! against a CA file (spate itself with TLS, its certificate signed by a CA made here with
+//! rcgen), refused with a wrong CA or a wrong name, accepted with `proxy.ssl.verify-peer: OFF`;
+//! bodies both ways compared by hash.
+
+mod common;
+mod tls_support;
+
+use common::backend::Backend;
+use common::clients::*;
+use common::pattern;
+use common::*;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tls_support::wait_output;
+
+/// A CA and a leaf it signed for `localhost`, written to `dir` as `{stem}-ca.crt`,
+/// `{stem}.crt` and `{stem}.key`.
+fn ca_and_leaf(dir: &Path, stem: &str) {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, format!("spate test CA {stem}"));
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).expect("self-sign");
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let leaf_key = rcgen::KeyPair::generate().expect("key");
+    let mut leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+    leaf.distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost");
+    let leaf_cert = leaf.signed_by(&leaf_key, &issuer).expect("sign");
+    let write = |name: String, text: String| std::fs::write(dir.join(name), text).expect("write");
+    write(format!("{stem}-ca.crt"), ca_cert.pem());
+    write(format!("{stem}.crt"), leaf_cert.pem());
+    write(format!("{stem}.key"), leaf_key.serialize_pem());
+}
+
+/// spate on TLS (certificate `b.crt`, signed by `b-ca.crt`) proxying to the test backend:
+/// the `https://` backend of the fronts below.
+fn tls_middle(b: &Backend) -> Spate {
+    let dir = tempfile::tempdir().expect("tempdir");
+    ca_and_leaf(dir.path(), "b");
+    ca_and_leaf(dir.path(), "other");
+    Spate::start_in(
+        &format!(
+            "\
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: $DIR/b.crt
+    key-file: $DIR/b.key
+num-threads: 1
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: {}
+",
+            b.url("/")
+        ),
+        dir,
+    )
+}
+
+/// A cleartext front forwarding `/` to `url` with the `proxy.*` lines `extra`.
+fn front_to(url: &str, extra: &str) -> Spate {
+    Spate::start(&format!(
+        "\
+listen:
+  host: 127.0.0.1
+  port: 0
+num-threads: 1
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: {url}
+{extra}"
+    ))
+}
+
+fn https_url(m: &Spate, host: &str) -> String {
+    format!("https://{host}:{}/", m.addr.port())
+}
+
+/// Waits (briefly) for a line of `s`'s log containing every one of `words`.
+fn log_line(s: &Spate, words: &[&str]) -> Option<String> {
+    for _ in 0..50 {
+        if let Some(l) = s
+            .stderr_lines()
+            .into_iter()
+            .find(|l| words.iter().all(|w| l.contains(w)))
+        {
+            return Some(l);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn https_backend_verified_by_cafile() {
+    let b = Backend::start();
+    let m = tls_middle(&b);
+    let ca = m.path().join("b-ca.crt").display().to_string();
+    let f = front_to(
+        &https_url(&m, "localhost"),
+        &format!("        proxy.ssl.cafile: {ca}\n"),
+    );
+    // Several requests: the pooled TLS connection is reused.
+    for proto in [Proto::H1, Proto::H2c, Proto::H1] {
+        let r = fetch(&f, proto, "/text", &[]);
+        assert_eq!(r.status, 200, "{proto:?}: {r:?}");
+        assert_eq!(r.text(), "hello from the backend\n");
+    }
+    assert_eq!(b.accepted(), 1, "one connection from the TLS middle");
+    // Big bodies both ways, compared by hash.
+    let len = 8 * 1024 * 1024;
+    for proto in [Proto::H1, Proto::H2c] {
+        let out = curl(&[
+            "-s",
+            "-S",
+            "--max-time",
+            "30",
+            if proto == Proto::H1 {
+                "--http1.1"
+            } else {
+                "--http2-prior-knowledge"
+            },
+            &f.url(&format!("/pattern?len={len}")),
+        ]);
+        let (n, hash) = pattern::hash_reader(&mut &out.stdout[..]);
+        assert_eq!((n, hash), (len, pattern::pattern_hash(len)), "{proto:?}");
+        let r = upload(&f, proto, len);
+        assert_eq!(r, format!("{len} {:016x}\n", pattern::pattern_hash(len)));
+    }
+}
+
+/// POSTs `len` bytes of the pattern to `/upload` (chunked from a pipe over HTTP/1.1, without
+/// a length over h2c); gives the backend's `LEN HASH` line.
+pub fn upload(f: &Spate, proto: Proto, len: u64) -> String {
+    let mut child = std::process::Command::new("curl")
+        .args(["-s", "-S", "--max-time", "30", "-X", "POST", "-T", "-"])
+        .arg(if proto == Proto::H1 {
+            "--http1.1"
+        } else {
+            "--http2-prior-knowledge"
+        })
+        .arg(f.url("/upload"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run curl");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let feeder = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut pattern::Pattern::new(len), &mut stdin);
+    });
+    let out = wait_output(child, Duration::from_secs(40));
+    let _ = feeder.join();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn https_backend_with_a_wrong_ca_or_name_is_a_502_with_one_log_line() {
+    let b = Backend::start();
+    let m = tls_middle(&b);
+    let other = m.path().join("other-ca.crt").display().to_string();
+    let f = front_to(
+        &https_url(&m, "localhost"),
+        &format!("        proxy.ssl.cafile: {other}\n"),
+    );
+    let r = fetch(&f, Proto::H1, "/text", &[]);
+    assert_eq!(r.status, 502, "{r:?}");
+    let line = log_line(&f, &["TLS handshake failed", "UnknownIssuer"]);
+    assert!(line.is_some(), "no log line naming the failure");
+    assert!(
+        line.unwrap_or_default().contains("localhost"),
+        "names the backend"
+    );
+    // The right CA, but the URL names 127.0.0.1, which the certificate does not.
+    let ca = m.path().join("b-ca.crt").display().to_string();
+    let f = front_to(
+        &https_url(&m, "127.0.0.1"),
+        &format!("        proxy.ssl.cafile: {ca}\n"),
+    );
+    let r = fetch(&f, Proto::H1, "/text", &[]);
+    assert_eq!(r.status, 502, "{r:?}");
+    assert!(
+        log_line(&f, &["TLS handshake failed", "not valid for name"]).is_some(),
+        "no log line naming the failure"
+    );
+    assert_eq!(b.requests(), 0);
+}
+
+#[test]
+fn https_backend_without_verification() {
+    let b = Backend::start();
+    let m = tls_middle(&b);
+    let f = front_to(
+        &https_url(&m, "127.0.0.1"),
+        "        proxy.ssl.verify-peer: OFF\n        proxy.ssl.session-cache: OFF\n",
+    );
+    for _ in 0..2 {
+        let r = fetch(&f, Proto::H1, "/text", &[]);
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.text(), "hello from the backend\n");
+    }
+}
