@@ -43,19 +43,30 @@ fn ca_and_leaf(dir: &Path, stem: &str) {
 /// spate on TLS (certificate `b.crt`, signed by `b-ca.crt`) proxying to the test backend:
 /// the `https://` backend of the fronts below.
 fn tls_middle(b: &Backend) -> Spate {
+    middle(b, Some(true))
+}
+
+/// spate proxying to the test backend, the backend of the fronts below: on TLS
+/// (`Some(h2)`: certificate `b.crt` signed by `b-ca.crt`, offering h2 in ALPN or not) or in
+/// cleartext (`None`: HTTP/1.1 and h2c with prior knowledge).
+fn middle(b: &Backend, tls: Option<bool>) -> Spate {
     let dir = tempfile::tempdir().expect("tempdir");
     ca_and_leaf(dir.path(), "b");
     ca_and_leaf(dir.path(), "other");
+    let ssl = match tls {
+        None => String::new(),
+        Some(h2) => format!(
+            "  ssl:\n    certificate-file: $DIR/b.crt\n    key-file: $DIR/b.key\n    http2: {}\n",
+            if h2 { "ON" } else { "OFF" }
+        ),
+    };
     Spate::start_in(
         &format!(
             "\
 listen:
   host: 127.0.0.1
   port: 0
-  ssl:
-    certificate-file: $DIR/b.crt
-    key-file: $DIR/b.key
-num-threads: 1
+{ssl}num-threads: 1
 hosts:
   default:
     paths:
@@ -211,5 +222,58 @@ fn https_backend_without_verification() {
         let r = fetch(&f, Proto::H1, "/text", &[]);
         assert_eq!(r.status, 200, "{r:?}");
         assert_eq!(r.text(), "hello from the backend\n");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP/2 to the backend.
+
+/// The `proxy.*` lines sending every request over h2c.
+const H2C: &str = "        proxy.http2.ratio: 100\n        proxy.http2.force-cleartext: ON\n";
+
+/// The Via the echo backend saw: the middle's entry says which protocol the front used.
+fn hop_versions(f: &Spate, proto: Proto) -> String {
+    let r = fetch(f, proto, "/echo", &[]);
+    assert_eq!(r.status, 200, "{r:?}");
+    let e = common::backend::Echo::parse(&r.body).expect("an echo");
+    e.header("via").unwrap_or_default().to_string()
+}
+
+#[test]
+fn h2c_backend_carries_requests_trailers_and_bodies() {
+    let b = Backend::start();
+    let m = middle(&b, None);
+    let f = front_to(&format!("http://127.0.0.1:{}/", m.addr.port()), H2C);
+    for proto in [Proto::H1, Proto::H2c] {
+        let via = hop_versions(&f, proto);
+        assert!(
+            via.contains(", 2 127.0.0.1:"),
+            "{proto:?}: the front spoke HTTP/2: {via}"
+        );
+        let r = fetch(&f, proto, "/chunked?pieces=3", &[]);
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.text(), "piece 0\npiece 1\npiece 2\n");
+        if proto.is_h2() {
+            assert_eq!(r.trailer("x-trailer-one"), Some("done"), "{r:?}");
+        }
+    }
+    let len = 8 * 1024 * 1024;
+    for proto in [Proto::H1, Proto::H2c] {
+        let out = curl(&[
+            "-s",
+            "-S",
+            "--max-time",
+            "30",
+            proto.curl_args()[0],
+            &f.url(&format!("/pattern?len={len}")),
+        ]);
+        let (n, hash) = pattern::hash_reader(&mut &out.stdout[..]);
+        assert_eq!((n, hash), (len, pattern::pattern_hash(len)), "{proto:?}");
+        let r = upload(&f, proto, len);
+        assert_eq!(
+            r,
+            format!("{len} {:016x}\n", pattern::pattern_hash(len)),
+            "{proto:?}"
+        );
     }
 }

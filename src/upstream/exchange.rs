@@ -27,7 +27,14 @@ pub async fn send(
     backend: Rc<Backend>,
     req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
-    let result = exchange(&pool, &backend, req).await;
+    let result = match backend
+        .http2
+        .as_ref()
+        .filter(|h| h.pick(&pool, &backend.pool_key))
+    {
+        Some(h) => super::h2::exchange(&pool, &backend, req, h.max_concurrent_streams).await,
+        None => exchange(&pool, &backend, req, None).await,
+    };
     if let Some(e) = result
         .as_ref()
         .err()
@@ -42,10 +49,13 @@ pub async fn send(
     result
 }
 
-async fn exchange(
+/// Sends `req` over HTTP/1.1, on `first` if given (a TLS connection where ALPN did not choose
+/// h2), else on a pooled or new connection.
+pub(super) async fn exchange(
     pool: &Rc<Pool>,
     backend: &Rc<Backend>,
     req: UpstreamRequest,
+    mut first: Option<Conn>,
 ) -> Result<Response, UpstreamError> {
     let UpstreamRequest {
         method,
@@ -82,6 +92,7 @@ async fn exchange(
             None
         };
         let reused = pooled.is_some();
+        let pooled = pooled.or_else(|| first.take());
         let conn = match pooled {
             Some(c) => c,
             None => {
@@ -440,12 +451,12 @@ impl BodyStream for NoBody {
 /// One lazily created timer per exchange. A deadline that moves later does not reset it;
 /// it re-arms when it fires early.
 #[derive(Default)]
-struct Timer {
+pub(super) struct Timer {
     sleep: Option<Pin<Box<Sleep>>>,
 }
 
 impl Timer {
-    fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
+    pub(super) fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
         let sleep = match &mut self.sleep {
             Some(s) => {
                 if s.deadline() > at {

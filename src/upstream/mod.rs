@@ -15,6 +15,7 @@
 
 mod conn;
 mod exchange;
+mod h2;
 mod pool;
 mod request;
 mod response;
@@ -57,6 +58,43 @@ pub struct Backend {
     pub tls: Option<TlsClient>,
     /// Idle connections are pooled under the address and the scheme.
     pub pool_key: PoolKey,
+    /// HTTP/2 to the backend for a share of the requests (`proxy.http2.*`).
+    pub http2: Option<Http2>,
+}
+
+/// Which requests go over HTTP/2, and how many at once on a connection.
+#[derive(Debug)]
+pub struct Http2 {
+    /// `proxy.http2.ratio`, 1 to 100.
+    pub ratio: u8,
+    pub max_concurrent_streams: u32,
+    /// Accumulates `ratio` per request; a request goes over HTTP/2 each time it passes 100,
+    /// so the share is exact and evenly spread.
+    credit: std::cell::Cell<u32>,
+}
+
+impl Http2 {
+    /// `None` when no request goes over HTTP/2: a ratio of 0, or cleartext without
+    /// `proxy.http2.force-cleartext` and a ratio of 100 (as h2o).
+    pub fn new(conf: &ProxyConf) -> Option<Http2> {
+        let on = match conf.tls {
+            Some(_) => conf.http2_ratio > 0,
+            None => conf.http2_force_cleartext && conf.http2_ratio == 100,
+        };
+        on.then(|| Http2 {
+            ratio: conf.http2_ratio,
+            max_concurrent_streams: conf.http2_max_concurrent_streams,
+            credit: std::cell::Cell::new(0),
+        })
+    }
+
+    /// Whether this request goes over HTTP/2.
+    fn pick(&self, pool: &Pool, key: &PoolKey) -> bool {
+        let c = self.credit.get() + u32::from(self.ratio);
+        let h2 = c >= 100;
+        self.credit.set(if h2 { c - 100 } else { c });
+        h2 && !pool.speaks_no_h2(key)
+    }
 }
 
 impl Backend {
@@ -70,6 +108,7 @@ impl Backend {
             UpstreamAddr::Unix(path) => format!("unix:{}", path.display()),
         };
         Backend {
+            http2: Http2::new(conf),
             pool_key: PoolKey::new(&addr, conf.tls.is_some()),
             tls: conf.tls.clone(),
             addr,

@@ -2,9 +2,10 @@
 //! first, each closed after its `proxy.timeout.keepalive`, at most `max_idle` per backend.
 
 use super::conn::Conn;
+use super::h2::H2Conn;
 use crate::config::UpstreamAddr;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -12,6 +13,10 @@ use tokio::time::Instant;
 pub struct Pool {
     /// Oldest first: they expire in that order.
     idle: RefCell<HashMap<PoolKey, VecDeque<Idle>>>,
+    /// HTTP/2 connections, shared by the requests on them (each closes itself when idle).
+    h2: RefCell<HashMap<PoolKey, Vec<Rc<H2Conn>>>>,
+    /// TLS backends that did not choose h2 in ALPN.
+    no_h2: RefCell<HashSet<PoolKey>>,
     /// Whether the task that closes expired connections is running.
     sweeping: Cell<bool>,
     me: Weak<Pool>,
@@ -42,6 +47,8 @@ impl Pool {
     pub fn new() -> Rc<Pool> {
         Rc::new_cyclic(|me| Pool {
             idle: RefCell::new(HashMap::new()),
+            h2: RefCell::new(HashMap::new()),
+            no_h2: RefCell::new(HashSet::new()),
             sweeping: Cell::new(false),
             me: me.clone(),
         })
@@ -84,6 +91,43 @@ impl Pool {
             });
         }
         self.start_sweeping();
+    }
+
+    /// An HTTP/2 connection to `key` with room for one more request (or still connecting).
+    pub(super) fn h2_conn(&self, key: &PoolKey) -> Option<Rc<H2Conn>> {
+        let h2 = self.h2.borrow();
+        h2.get(key)?.iter().find(|c| c.usable()).cloned()
+    }
+
+    pub(super) fn add_h2(&self, key: &PoolKey, conn: Rc<H2Conn>) {
+        self.h2
+            .borrow_mut()
+            .entry(key.clone())
+            .or_default()
+            .push(conn);
+    }
+
+    /// Called by the connection's driver when it ends.
+    pub(super) fn remove_h2(&self, key: &PoolKey, conn: &Rc<H2Conn>) {
+        let mut h2 = self.h2.borrow_mut();
+        if let Some(list) = h2.get_mut(key) {
+            list.retain(|c| !Rc::ptr_eq(c, conn));
+            if list.is_empty() {
+                h2.remove(key);
+            }
+        }
+    }
+
+    pub(super) fn mark_no_h2(&self, key: &PoolKey) {
+        if !self.speaks_no_h2(key) {
+            tracing::info!("proxy: {:?} does not offer h2 in ALPN; using HTTP/1.1", key);
+            self.no_h2.borrow_mut().insert(key.clone());
+        }
+    }
+
+    pub(super) fn speaks_no_h2(&self, key: &PoolKey) -> bool {
+        let no = self.no_h2.borrow();
+        !no.is_empty() && no.contains(key)
     }
 
     /// Idle connections kept for `addr`.

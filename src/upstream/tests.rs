@@ -147,6 +147,7 @@ pub(crate) fn conf(sa: SocketAddr) -> Backend {
     Backend {
         pool_key: super::PoolKey::new(&addr, false),
         tls: None,
+        http2: None,
         addr,
         name: sa.to_string(),
         connect_timeout: Duration::from_secs(2),

@@ -2122,7 +2122,7 @@ impl Budget {
 
 /// Field names must be lowercase tokens; values must not contain NUL, CR, LF or start or end
 /// with whitespace (RFC 9113 section 8.2.1).
-fn valid_field(name: &[u8], value: &[u8]) -> bool {
+pub(super) fn valid_field(name: &[u8], value: &[u8]) -> bool {
     !name.is_empty()
         && name
             .iter()
