@@ -277,3 +277,136 @@ fn h2c_backend_carries_requests_trailers_and_bodies() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// gRPC through the proxy.
+
+/// The system Python (Debian's python3-grpcio belongs to it).
+fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+const GRPC_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/grpc_echo.py");
+
+/// The gRPC server of `grpc_echo.py`; stops when dropped (its stdin closes).
+struct GrpcServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl GrpcServer {
+    fn start() -> Option<GrpcServer> {
+        let have = std::process::Command::new(python())
+            .args(["-c", "import grpc"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !have {
+            eprintln!("SKIP: python3-grpcio is not installed (scripts/test installs it)");
+            return None;
+        }
+        let mut child = std::process::Command::new(python())
+            .args([GRPC_SCRIPT, "server"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("run the gRPC server");
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).expect("read port");
+        let port = line
+            .trim()
+            .strip_prefix("port ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("gRPC server said {line:?}"));
+        Some(GrpcServer { child, port })
+    }
+}
+
+impl Drop for GrpcServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the gRPC client of `grpc_echo.py` against `port` (TLS when `ca` is given).
+fn grpc_client(port: u16, ca: Option<&Path>) -> String {
+    let mut cmd = std::process::Command::new(python());
+    cmd.args([GRPC_SCRIPT, "client", &format!("127.0.0.1:{port}")]);
+    if let Some(ca) = ca {
+        cmd.arg(ca);
+    }
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the gRPC client");
+    let out = wait_output(child, Duration::from_secs(60));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "gRPC client failed:\n{text}");
+    text
+}
+
+#[test]
+fn grpc_through_h2c_and_tls_fronts_to_an_h2c_backend() {
+    let Some(g) = GrpcServer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (crt, _) = tls_support::cert(dir.path(), "a", "localhost", false);
+    for tls in [false, true] {
+        let listen = if tls {
+            "  ssl:\n    certificate-file: $DIR/a.crt\n    key-file: $DIR/a.key\n"
+        } else {
+            ""
+        };
+        let dir2 = tempfile::tempdir().expect("tempdir");
+        for f in ["a.crt", "a.key"] {
+            std::fs::copy(dir.path().join(f), dir2.path().join(f)).expect("copy");
+        }
+        let f = Spate::start_in(
+            &format!(
+                "\
+listen:
+  host: 127.0.0.1
+  port: 0
+{listen}num-threads: 1
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://127.0.0.1:{}/
+{H2C}",
+                g.port
+            ),
+            dir2,
+        );
+        let out = grpc_client(f.addr.port(), tls.then_some(crt.as_path()));
+        for check in [
+            "unary",
+            "unary-trailer",
+            "error-status",
+            "error-message",
+            "error-trailer",
+            "bidi-all",
+            "bidi-trailer",
+            "deadline",
+            "deadline-propagated",
+            "backend-cancelled",
+        ] {
+            assert!(
+                out.lines().any(|l| l == format!("ok {check}")),
+                "tls {tls}: {check} missing:\n{out}"
+            );
+        }
+    }
+}
