@@ -410,3 +410,139 @@ hosts:
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// HTTP/2 over TLS, ALPN, load and GOAWAY.
+
+#[test]
+fn https_backend_over_h2_by_alpn_and_http1_when_it_does_not_offer_h2() {
+    let b = Backend::start();
+    for h2 in [true, false] {
+        let m = middle(&b, Some(h2));
+        let ca = m.path().join("b-ca.crt").display().to_string();
+        let f = front_to(
+            &https_url(&m, "localhost"),
+            &format!("        proxy.ssl.cafile: {ca}\n        proxy.http2.ratio: 100\n"),
+        );
+        for proto in [Proto::H1, Proto::H2c, Proto::H1] {
+            let via = hop_versions(&f, proto);
+            let want = if h2 {
+                ", 2 localhost:"
+            } else {
+                ", 1.1 localhost:"
+            };
+            assert!(via.contains(want), "h2 offered: {h2}, {proto:?}: {via}");
+        }
+        let len = 3 * 1024 * 1024;
+        let r = upload(&f, Proto::H2c, len);
+        assert_eq!(r, format!("{len} {:016x}\n", pattern::pattern_hash(len)));
+    }
+}
+
+/// h2load's (succeeded, failed, errored, 2xx) from its summary.
+fn h2load_counts(text: &str) -> (u64, u64, u64, u64) {
+    let find = |prefix: &str, word: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| {
+                l.trim_start_matches(prefix)
+                    .split(", ")
+                    .find_map(|part| part.trim().strip_suffix(word)?.trim().parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    (
+        find("requests: ", " succeeded"),
+        find("requests: ", " failed"),
+        find("requests: ", " errored"),
+        find("status codes: ", " 2xx"),
+    )
+}
+
+/// Established TCP connections to `port` on the loopback.
+fn connections_to(port: u16) -> usize {
+    let out = std::process::Command::new("ss")
+        .args([
+            "-Htn",
+            "state",
+            "established",
+            &format!("( dport = :{port} )"),
+        ])
+        .output()
+        .expect("run ss");
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+/// spate serving a small file over HTTP/1.1 and h2c: the HTTP/2 backend of the load tests.
+fn file_backend() -> Spate {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_file(dir.path(), "htdocs/index.txt", &[b'x'; 1000]);
+    Spate::start_in(
+        "\
+listen:
+  host: 127.0.0.1
+  port: 0
+num-threads: 1
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/htdocs
+",
+        dir,
+    )
+}
+
+#[test]
+fn h2load_through_an_h2_backend_multiplexed_and_across_a_goaway() {
+    if !tls_support::need("h2load") {
+        return;
+    }
+    let backend = file_backend();
+    let port = backend.addr.port();
+    let f = front_to(
+        &format!("http://127.0.0.1:{port}/"),
+        &format!("{H2C}        proxy.http2.max-concurrent-streams: 64\n"),
+    );
+    let url = f.url("/index.txt");
+    // 4 clients x 16 streams: all of them fit on one connection to the backend.
+    let load = |n: &str| {
+        let url = url.clone();
+        let n = n.to_string();
+        std::thread::spawn(move || {
+            let out = std::process::Command::new("h2load")
+                .args(["-n", &n, "-c", "4", "-m", "16", "-t", "1", &url])
+                .output()
+                .expect("run h2load");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+    };
+    let run = load("40000");
+    let mut most = 0;
+    while !run.is_finished() {
+        most = most.max(connections_to(port));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = run.join().expect("h2load");
+    assert_eq!(h2load_counts(&text), (40000, 0, 0, 40000), "{text}");
+    assert_eq!(
+        most, 1,
+        "one connection to the backend carries every stream"
+    );
+
+    // The backend reloads mid-run: its old workers send GOAWAY and finish what they have;
+    // new requests go on a new connection.
+    let run = load("40000");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&backend.child, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&backend.child, libc::SIGHUP);
+    let text = run.join().expect("h2load");
+    assert_eq!(h2load_counts(&text), (40000, 0, 0, 40000), "{text}");
+    let reloads = backend
+        .stderr_lines()
+        .into_iter()
+        .filter(|l| l.contains("reload"))
+        .count();
+    assert!(reloads >= 2, "the backend reloaded twice");
+}
