@@ -804,3 +804,6 @@ fn is_connection_specific(name: &[u8]) -> bool {
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
     )
 }
+
+#[cfg(test)]
+mod tests;
