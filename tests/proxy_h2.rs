@@ -473,6 +473,24 @@ fn connections_to(port: u16) -> usize {
     String::from_utf8_lossy(&out.stdout).lines().count()
 }
 
+/// Runs h2load with `args` on `url` in the background while counting the connections to
+/// `port`: gives h2load's summary and the most connections seen at once.
+fn h2load_watching(url: &str, args: &[&str], port: u16, during: impl FnOnce()) -> (String, usize) {
+    let mut cmd = std::process::Command::new("h2load");
+    cmd.args(args).arg(url);
+    let run = std::thread::spawn(move || {
+        let out = cmd.output().expect("run h2load");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    during();
+    let mut most = 0;
+    while !run.is_finished() {
+        most = most.max(connections_to(port));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (run.join().expect("h2load"), most)
+}
+
 /// spate serving a small file over HTTP/1.1 and h2c: the HTTP/2 backend of the load tests.
 fn file_backend() -> Spate {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -506,24 +524,8 @@ fn h2load_through_an_h2_backend_multiplexed_and_across_a_goaway() {
     );
     let url = f.url("/index.txt");
     // 4 clients x 16 streams: all of them fit on one connection to the backend.
-    let load = |n: &str| {
-        let url = url.clone();
-        let n = n.to_string();
-        std::thread::spawn(move || {
-            let out = std::process::Command::new("h2load")
-                .args(["-n", &n, "-c", "4", "-m", "16", "-t", "1", &url])
-                .output()
-                .expect("run h2load");
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        })
-    };
-    let run = load("40000");
-    let mut most = 0;
-    while !run.is_finished() {
-        most = most.max(connections_to(port));
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let text = run.join().expect("h2load");
+    let args = ["-n", "40000", "-c", "4", "-m", "16", "-t", "1"];
+    let (text, most) = h2load_watching(&url, &args, port, || {});
     assert_eq!(h2load_counts(&text), (40000, 0, 0, 40000), "{text}");
     assert_eq!(
         most, 1,
@@ -532,12 +534,12 @@ fn h2load_through_an_h2_backend_multiplexed_and_across_a_goaway() {
 
     // The backend reloads mid-run: its old workers send GOAWAY and finish what they have;
     // new requests go on a new connection.
-    let run = load("40000");
-    std::thread::sleep(Duration::from_millis(300));
-    signal(&backend.child, libc::SIGHUP);
-    std::thread::sleep(Duration::from_millis(300));
-    signal(&backend.child, libc::SIGHUP);
-    let text = run.join().expect("h2load");
+    let (text, _) = h2load_watching(&url, &args, port, || {
+        std::thread::sleep(Duration::from_millis(300));
+        signal(&backend.child, libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(300));
+        signal(&backend.child, libc::SIGHUP);
+    });
     assert_eq!(h2load_counts(&text), (40000, 0, 0, 40000), "{text}");
     let reloads = backend
         .stderr_lines()
@@ -545,4 +547,93 @@ fn h2load_through_an_h2_backend_multiplexed_and_across_a_goaway() {
         .filter(|l| l.contains("reload"))
         .count();
     assert!(reloads >= 2, "the backend reloaded twice");
+}
+
+#[test]
+fn max_concurrent_streams_caps_each_backend_connection() {
+    if !tls_support::need("h2load") {
+        return;
+    }
+    let backend = file_backend();
+    let port = backend.addr.port();
+    let f = front_to(
+        &format!("http://127.0.0.1:{port}/"),
+        &format!("{H2C}        proxy.http2.max-concurrent-streams: 4\n"),
+    );
+    let args = ["-n", "20000", "-c", "1", "-m", "16"];
+    let (text, most) = h2load_watching(&f.url("/index.txt"), &args, port, || {});
+    assert_eq!(h2load_counts(&text), (20000, 0, 0, 20000), "{text}");
+    // 16 requests at once, 4 per connection.
+    assert!((2..=5).contains(&most), "{most} connections to the backend");
+}
+
+#[test]
+fn a_client_that_goes_away_resets_the_backend_stream() {
+    let b = Backend::start();
+    let m = middle(&b, None);
+    let f = front_to(&format!("http://127.0.0.1:{}/", m.addr.port()), H2C);
+    // 30 pieces 100 ms apart; the client gives up after half a second.
+    let out = curl(&[
+        "--http2-prior-knowledge",
+        "--max-time",
+        "0.5",
+        &f.url("/chunked?pieces=30&delay=100"),
+    ]);
+    assert!(!out.status.success(), "curl gave up");
+    // The front resets its stream to the middle, which drops its exchange with the backend.
+    let mut aborted = 0;
+    for _ in 0..60 {
+        aborted = b.aborted();
+        if aborted > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(aborted, 1, "the backend's answer was cut short");
+    // The connection to the middle is still good for the next request.
+    let r = fetch(&f, Proto::H2c, "/text", &[]);
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+/// Resident memory of `pid` in kB.
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_slow_client_holds_the_backend_back_through_http2() {
+    use std::io::{Read, Write};
+    let b = Backend::start();
+    let m = middle(&b, None);
+    let f = front_to(&format!("http://127.0.0.1:{}/", m.addr.port()), H2C);
+    let r = fetch(&f, Proto::H1, "/pattern?len=4000000", &["-o", "/dev/null"]);
+    assert_eq!(r.status, 200, "warm-up");
+    let (fpid, mpid) = (f.child.id(), m.child.id());
+    let (f0, m0) = (rss_kb(fpid), rss_kb(mpid));
+    let len: u64 = 200 * 1024 * 1024;
+    let mut s = f.connect();
+    s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    write!(
+        s,
+        "GET /pattern?len={len} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    // Nothing is read for a second: the front's stream window to the middle fills, so the
+    // middle stops reading from the backend; neither holds the body.
+    std::thread::sleep(Duration::from_secs(1));
+    let (f1, m1) = (rss_kb(fpid), rss_kb(mpid));
+    assert!(f1 < f0 + 16 * 1024, "front RSS {f0} -> {f1} kB");
+    assert!(m1 < m0 + 16 * 1024, "middle RSS {m0} -> {m1} kB");
+    let mut input = common::h1read::Input::new(s);
+    let head = input.read_head().expect("head").expect("a response");
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    let mut hash = pattern::Hash64::new();
+    let mut sink = |d: &[u8]| hash.update(d);
+    input.read_exact_to(len, &mut sink).expect("body");
+    assert_eq!(hash.finish(), pattern::pattern_hash(len));
 }

@@ -422,16 +422,7 @@ impl BodyStream for ProxyBody {
                 }
             }
             Some(Err(e)) => {
-                let name = &ex.backend.name;
-                match (crate::log::emit_request_errors(), e.side) {
-                    (false, _) => {}
-                    (true, Side::Upstream) => {
-                        tracing::warn!(backend = %name, "proxy: response body: {}", e.reason)
-                    }
-                    (true, _) => {
-                        tracing::info!(backend = %name, "proxy: request body: {}", e.reason)
-                    }
-                }
+                super::log_body_error(&ex.backend, e);
                 self.ex = None;
             }
         }

@@ -34,6 +34,8 @@ use tokio::time::Instant;
 
 /// Response bytes read from the backend at once.
 const READ_SIZE: usize = 16 * 1024;
+/// How long a new connection stays open for the requests that were waiting for it.
+const UNUSED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 /// The largest response header list accepted (as `MAX_RESPONSE_HEAD` for HTTP/1.1).
 const MAX_HEADER_LIST: u32 = super::MAX_RESPONSE_HEAD as u32;
 
@@ -221,12 +223,13 @@ fn poll_drive(
             return Poll::Pending;
         }
         let since = *idle.since.get_or_insert_with(Instant::now);
+        // A new connection waits for the request it was opened for, whatever the keep-alive.
+        let keep = match c.ever_used() {
+            true => backend.keepalive_timeout,
+            false => backend.keepalive_timeout.max(UNUSED_GRACE),
+        };
         drop(inner);
-        if idle
-            .timer
-            .poll_until(cx, since + backend.keepalive_timeout)
-            .is_pending()
-        {
+        if idle.timer.poll_until(cx, since + keep).is_pending() {
             return Poll::Pending;
         }
         me.inner.borrow_mut().conn.shut_down();
@@ -274,7 +277,7 @@ pub async fn exchange(
         match poll_fn(|cx| stream.poll_head(cx)).await {
             Ok(head) => return Ok(stream.respond(head, head_request)),
             Err(Failed::Refused(r)) if !fresh_only => {
-                tracing::debug!(backend = %backend.name, "proxy: stream refused, sending again");
+                tracing::debug!(backend = %backend.name, "proxy: stream refused or connection lost, sending again");
                 req = Some(r);
                 fresh_only = true;
             }
@@ -309,6 +312,8 @@ struct H2Stream {
     pending: Option<Bytes>,
     /// Some request body went (a refused stream cannot be sent again).
     body_started: bool,
+    /// The method may be sent twice (after a connection lost before the response).
+    idempotent: bool,
     /// The stream is forgotten (ended or reset): nothing to do on drop.
     done: bool,
     sent_at: Option<Instant>,
@@ -367,6 +372,7 @@ impl H2Stream {
                 body,
             });
         };
+        let idempotent = super::is_idempotent(&method);
         Ok(H2Stream {
             conn: conn.clone(),
             id,
@@ -375,6 +381,7 @@ impl H2Stream {
             body: if end_stream { None } else { body },
             pending: None,
             body_started: false,
+            idempotent,
             done: false,
             sent_at: end_stream.then(Instant::now),
             stalled_since: None,
@@ -467,10 +474,8 @@ impl H2Stream {
             }
             Some(Err(f)) => {
                 self.forget();
-                let replay = self
-                    .replay
-                    .take()
-                    .filter(|_| f.refused && !self.body_started);
+                let again = f.refused || f.connection_lost && self.idempotent;
+                let replay = self.replay.take().filter(|_| again && !self.body_started);
                 return Poll::Ready(Err(match replay {
                     Some((method, target, headers)) => Failed::Refused(UpstreamRequest {
                         method,
@@ -595,15 +600,7 @@ impl BodyStream for H2Body {
         };
         let next = std::task::ready!(s.poll_body(cx));
         if let Some(Err(e)) = &next {
-            if crate::log::emit_request_errors() {
-                let name = &s.backend.name;
-                match e.side {
-                    Side::Upstream => {
-                        tracing::warn!(backend = %name, "proxy: response body: {}", e.reason)
-                    }
-                    _ => tracing::info!(backend = %name, "proxy: request body: {}", e.reason),
-                }
-            }
+            super::log_body_error(&s.backend, e);
         }
         if !matches!(next, Some(Ok(Frame::Data(_)))) {
             self.stream = None;
@@ -612,16 +609,9 @@ impl BodyStream for H2Body {
     }
 }
 
+/// Fields not forwarded as they are: HTTP/2 forbids some, and the client writes framing itself.
 fn is_connection_specific(name: &[u8]) -> bool {
-    [
-        &b"connection"[..],
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"upgrade",
-        b"content-length",
-        b"expect",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
+    crate::proto::h2::conn::is_connection_specific(name)
+        || name.eq_ignore_ascii_case(b"content-length")
+        || name.eq_ignore_ascii_case(b"expect")
 }

@@ -182,6 +182,18 @@ impl fmt::Display for UpstreamError {
     }
 }
 
+/// Logs a body that broke off mid-way, once, naming the backend and the side that failed.
+fn log_body_error(backend: &Backend, e: &BodyError) {
+    if !crate::log::emit_request_errors() {
+        return;
+    }
+    let name = &backend.name;
+    match e.side {
+        Side::Upstream => tracing::warn!(backend = %name, "proxy: response body: {}", e.reason),
+        _ => tracing::info!(backend = %name, "proxy: request body: {}", e.reason),
+    }
+}
+
 /// Fields that must not travel as trailers (RFC 9110 6.5.1): framing, routing and
 /// connection fields. Dropped from trailers forwarded either way.
 pub fn is_forbidden_trailer(name: &[u8]) -> bool {

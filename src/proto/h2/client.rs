@@ -30,7 +30,7 @@
 //! Wakers live in the streams: whatever [`ClientConn::receive`] changes wakes the stream's
 //! reader, and a window opening wakes every stream (a sender may be waiting for it).
 
-use super::conn::valid_field;
+use super::conn::{is_connection_specific, valid_field};
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason};
 use super::hpack::{Decoder, Encoder, DEFAULT_TABLE_SIZE};
 use bytes::{Bytes, BytesMut};
@@ -77,6 +77,9 @@ pub struct StreamFailure {
     /// The backend did not process the request (REFUSED_STREAM, or above a GOAWAY's last id):
     /// it may be sent again.
     pub refused: bool,
+    /// The connection ended before the response head: the backend may or may not have
+    /// processed the request (an idempotent one may be sent again).
+    pub connection_lost: bool,
     pub reason: String,
 }
 
@@ -101,6 +104,8 @@ pub struct ClientConn {
     send_window: i64,
     /// Connection-level bytes received and consumed (or dropped) but not yet credited back.
     recv_unacked: u32,
+    /// What the backend may still send on the connection before our next WINDOW_UPDATE.
+    recv_window: i64,
     conn_window: u32,
     /// A header block being continued: stream, fragments so far, END_STREAM.
     continuation: Option<(u32, Vec<u8>, bool)>,
@@ -174,6 +179,7 @@ impl ClientConn {
             peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
             send_window: i64::from(frame::DEFAULT_WINDOW),
             recv_unacked: 0,
+            recv_window: i64::from(conn_window),
             conn_window,
             continuation: None,
             goaway: None,
@@ -211,6 +217,11 @@ impl ClientConn {
 
     pub fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
+    }
+
+    /// Whether a stream was ever opened here.
+    pub fn ever_used(&self) -> bool {
+        self.next_id > 1
     }
 
     pub fn stream_count(&self) -> usize {
@@ -376,6 +387,7 @@ impl ClientConn {
         let Some(s) = self.streams.get_mut(&id) else {
             return Received::Failed(StreamFailure {
                 refused: false,
+                connection_lost: false,
                 reason: "stream gone".into(),
             });
         };
@@ -417,7 +429,9 @@ impl ClientConn {
         }
         self.recv_unacked = self.recv_unacked.saturating_add(n);
         if self.recv_unacked >= self.conn_window / 2 {
-            frame::put_window_update(&mut self.out, 0, std::mem::take(&mut self.recv_unacked));
+            let inc = std::mem::take(&mut self.recv_unacked);
+            self.recv_window += i64::from(inc);
+            frame::put_window_update(&mut self.out, 0, inc);
         }
     }
 
@@ -455,6 +469,7 @@ impl ClientConn {
                 if !s.remote_end && s.failure.is_none() {
                     s.failure = Some(StreamFailure {
                         refused: false,
+                        connection_lost: s.head.is_none() && !s.head_seen,
                         reason: why.to_owned(),
                     });
                 }
@@ -502,6 +517,7 @@ impl ClientConn {
         if let Some(s) = self.streams.get_mut(&id) {
             s.failure = Some(StreamFailure {
                 refused: false,
+                connection_lost: false,
                 reason: format!("{why} (stream error {})", reason.name()),
             });
             s.local_end = true;
@@ -556,6 +572,7 @@ impl ClientConn {
                 if let Some(s) = self.streams.get_mut(&stream) {
                     s.failure = Some(StreamFailure {
                         refused: reason == Reason::REFUSED_STREAM,
+                        connection_lost: false,
                         reason: format!("the backend reset the stream ({})", reason.name()),
                     });
                     s.local_end = true;
@@ -583,6 +600,7 @@ impl ClientConn {
                     if *id > last_stream && s.failure.is_none() {
                         s.failure = Some(StreamFailure {
                             refused: true,
+                            connection_lost: false,
                             reason: format!(
                                 "the backend closed the connection (GOAWAY {})",
                                 reason.name()
@@ -639,7 +657,10 @@ impl ClientConn {
 
     fn on_data(&mut self, id: u32, end_stream: bool, data: Bytes, flow_len: u32) {
         // The connection window counts every DATA frame, whatever its stream.
-        let conn_left = i64::from(self.conn_window) - i64::from(self.recv_unacked);
+        self.recv_window -= i64::from(flow_len);
+        if self.recv_window < 0 {
+            return self.fail(Reason::FLOW_CONTROL_ERROR, "more data than the window");
+        }
         let Some(s) = self.streams.get_mut(&id) else {
             if id >= self.next_id {
                 return self.fail(Reason::PROTOCOL_ERROR, "DATA on an idle stream");
@@ -651,7 +672,7 @@ impl ClientConn {
             return self.stream_error(id, Reason::PROTOCOL_ERROR, "DATA before HEADERS");
         }
         s.recv_window -= i64::from(flow_len);
-        if s.recv_window < 0 || conn_left < i64::from(flow_len) {
+        if s.recv_window < 0 {
             return self.fail(Reason::FLOW_CONTROL_ERROR, "more data than the window");
         }
         s.received += data.len() as u64;
@@ -796,13 +817,6 @@ impl ClientConn {
             self.out.extend_from_slice(c);
         }
     }
-}
-
-fn is_connection_specific(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade"
-    )
 }
 
 #[cfg(test)]

@@ -2160,7 +2160,8 @@ fn repeats_per_resource(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"last-modified")
 }
 
-fn is_connection_specific(name: &[u8]) -> bool {
+/// Fields HTTP/2 forbids (RFC 9113 8.2.2), any case.
+pub(crate) fn is_connection_specific(name: &[u8]) -> bool {
     [
         &b"connection"[..],
         b"keep-alive",
