@@ -607,7 +607,7 @@ fn rss_kb(pid: u32) -> u64 {
 
 #[test]
 fn a_slow_client_holds_the_backend_back_through_http2() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let b = Backend::start();
     let m = middle(&b, None);
     let f = front_to(&format!("http://127.0.0.1:{}/", m.addr.port()), H2C);
