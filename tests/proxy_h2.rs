@@ -257,6 +257,16 @@ fn h2c_backend_carries_requests_trailers_and_bodies() {
             assert_eq!(r.trailer("x-trailer-one"), Some("done"), "{r:?}");
         }
     }
+    // Request trailers reach the backend (here through the middle's HTTP/1.1 chunked).
+    let r = h2_fetch(
+        f.addr,
+        H2Req::post("/echo", vec![b"abc".to_vec(), b"def".to_vec()])
+            .trailer("x-req-trailer", "yes"),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let e = common::backend::Echo::parse(&r.body).expect("an echo");
+    assert_eq!(e.body, b"abcdef");
+    assert_eq!(e.trailer("x-req-trailer"), Some("yes"), "{e:?}");
     let len = 8 * 1024 * 1024;
     for proto in [Proto::H1, Proto::H2c] {
         let out = curl(&[
