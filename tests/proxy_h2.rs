@@ -70,6 +70,8 @@ listen:
 hosts:
   default:
     paths:
+      /metrics:
+        metrics: ON
       /:
         proxy.reverse.url: {}
 ",
@@ -208,6 +210,46 @@ fn https_backend_with_a_wrong_ca_or_name_is_a_502_with_one_log_line() {
         "no log line naming the failure"
     );
     assert_eq!(b.requests(), 0);
+}
+
+/// The middle's count of TLS handshakes with `result`.
+fn handshakes(m: &Spate, result: &str) -> u64 {
+    let out = curl(&["-k", &format!("{}metrics", https_url(m, "127.0.0.1"))]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let key = format!("spate_tls_handshakes_total{{result=\"{result}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn tls_sessions_to_the_backend_are_resumed_unless_the_cache_is_off() {
+    let b = Backend::start();
+    let m = tls_middle(&b);
+    let ca = m.path().join("b-ca.crt").display().to_string();
+    for (cache, resumed) in [("ON", true), ("OFF", false)] {
+        // No keep-alive: a handshake per request.
+        let f = front_to(
+            &https_url(&m, "localhost"),
+            &format!(
+                "        proxy.ssl.cafile: {ca}\n        proxy.timeout.keepalive: 0\n        proxy.ssl.session-cache: {cache}\n"
+            ),
+        );
+        let before = handshakes(&m, "resumed");
+        for _ in 0..4 {
+            let r = fetch(&f, Proto::H1, "/text", &[]);
+            assert_eq!(r.status, 200, "{r:?}");
+        }
+        let after = handshakes(&m, "resumed");
+        if resumed {
+            assert!(
+                after >= before + 3,
+                "session-cache {cache}: {before} -> {after}"
+            );
+        } else {
+            assert_eq!(after, before, "session-cache {cache}");
+        }
+    }
 }
 
 #[test]
