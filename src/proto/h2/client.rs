@@ -115,6 +115,8 @@ pub struct ClientConn {
     failed: Option<String>,
     /// Every stream must be woken (a window opened, or the connection failed).
     wake_all: bool,
+    /// A sender stopped at `OUTPUT_HIGH_WATER`: wake the streams once the output is written.
+    output_blocked: bool,
 }
 
 struct Stream {
@@ -137,6 +139,13 @@ struct Stream {
     content_length: Option<u64>,
     waker: Option<Waker>,
 }
+
+/// Request body bytes queued in the output at most: beyond, senders wait for the socket (a
+/// backend that grants large windows but does not read cannot make us hold a whole body).
+pub const OUTPUT_HIGH_WATER: usize = 256 * 1024;
+/// Output a backend can make us queue without reading (PING and SETTINGS answers): beyond,
+/// the connection fails.
+const OUTPUT_LIMIT: usize = 4 * OUTPUT_HIGH_WATER;
 
 /// Frames on stream 0 and our own stream ids are odd; id space runs out at 2^31.
 const MAX_STREAM_ID: u32 = (1 << 31) - 1;
@@ -185,6 +194,7 @@ impl ClientConn {
             goaway: None,
             failed: None,
             wake_all: false,
+            output_blocked: false,
         }
     }
 
@@ -196,6 +206,10 @@ impl ClientConn {
     /// `n` bytes of the output were written.
     pub fn consume_output(&mut self, n: usize) {
         self.out.drain(..n.min(self.out.len()));
+        if self.out.is_empty() && std::mem::take(&mut self.output_blocked) {
+            self.wake_all = true;
+            self.wake();
+        }
     }
 
     /// Whether a new stream may be opened here.
@@ -288,8 +302,12 @@ impl ClientConn {
         }
         loop {
             let room = s.send_window.min(self.send_window).max(0) as usize;
-            let n = data.len().min(room).min(max_frame);
+            let queue_room = OUTPUT_HIGH_WATER.saturating_sub(self.out.len());
+            let n = data.len().min(room).min(max_frame).min(queue_room);
             if n == 0 && !data.is_empty() {
+                if queue_room == 0 {
+                    self.output_blocked = true;
+                }
                 return false;
             }
             let last = n == data.len() && end;
@@ -452,6 +470,13 @@ impl ClientConn {
             }
             let bytes = input.split_to(total).freeze();
             let payload = bytes.slice(frame::HEADER_LEN..);
+            if self.out.len() > OUTPUT_LIMIT {
+                self.fail(
+                    Reason::ENHANCE_YOUR_CALM,
+                    "the backend does not read its answers",
+                );
+                break;
+            }
             match frame::decode(head, &payload, frame::DEFAULT_MAX_FRAME_SIZE) {
                 Ok(f) => self.on_frame(f, &payload),
                 Err(FrameError::Connection(r)) => self.fail(r, "malformed frame"),

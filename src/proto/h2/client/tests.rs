@@ -384,3 +384,22 @@ fn pings_are_answered_and_window_settings_apply() {
     assert!(c.failure().is_some());
     assert!(matches!(c.take_head(id), Some(Err(_))));
 }
+
+#[test]
+fn request_body_waits_for_the_output_to_drain() {
+    let mut c = conn();
+    let id = c.open(&[(b":method", b"POST")], &[], false).unwrap();
+    let mut w = Vec::new();
+    put_settings(&mut w, &[(setting::INITIAL_WINDOW_SIZE, frame::MAX_WINDOW)]);
+    put_window_update(&mut w, 0, frame::MAX_WINDOW - frame::DEFAULT_WINDOW);
+    feed(&mut c, w);
+    sent(&mut c);
+    let mut body = Bytes::from(vec![1u8; 1 << 20]);
+    assert!(!c.send_data(id, &mut body, true));
+    assert!(c.output().len() <= OUTPUT_HIGH_WATER + frame::HEADER_LEN * 16);
+    let left = body.len();
+    assert!(left >= (1 << 20) - OUTPUT_HIGH_WATER);
+    sent(&mut c);
+    assert!(!c.send_data(id, &mut body, true));
+    assert!(body.len() < left, "more went once the output was written");
+}
