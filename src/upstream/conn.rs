@@ -96,22 +96,34 @@ impl Conn {
         }
     }
 
-    /// Reads what is there into `buf` (reserving `want` more bytes), waiting until
-    /// something comes. For TLS, which cannot be read by readiness alone.
+    /// Reads what is there into `buf` (room for at least `want` more bytes), waiting until
+    /// something comes.
     pub fn poll_read_buf(
         &mut self,
         cx: &mut Context<'_>,
         buf: &mut bytes::BytesMut,
         want: usize,
     ) -> Poll<io::Result<usize>> {
-        let start = buf.len();
-        buf.resize(start + want, 0);
-        let mut rb = ReadBuf::new(&mut buf[start..]);
-        let read = Pin::new(self).poll_read(cx, &mut rb);
-        let n = rb.filled().len();
-        buf.truncate(start + n);
-        std::task::ready!(read)?;
-        Poll::Ready(Ok(n))
+        if let Conn::Tls(_) = self {
+            // rustls decrypts into its own buffer and copies out: read through it.
+            let start = buf.len();
+            buf.resize(start + want, 0);
+            let mut rb = ReadBuf::new(&mut buf[start..]);
+            let read = Pin::new(self).poll_read(cx, &mut rb);
+            let n = rb.filled().len();
+            buf.truncate(start + n);
+            std::task::ready!(read)?;
+            return Poll::Ready(Ok(n));
+        }
+        // A socket: by readiness, straight into the spare capacity.
+        buf.reserve(want);
+        loop {
+            std::task::ready!(self.poll_read_ready(cx))?;
+            match self.try_read_buf(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
+        }
     }
 }
 

@@ -32,8 +32,10 @@ use std::task::{Context, Poll, Waker};
 use tokio::io::AsyncWrite;
 use tokio::time::Instant;
 
-/// Response bytes read from the backend at once.
+/// Response bytes read from the backend at once, at least.
 const READ_SIZE: usize = 16 * 1024;
+/// The read buffer grows by this much when it runs short.
+const READ_CHUNK: usize = 64 * 1024;
 /// How long a new connection stays open for the requests that were waiting for it.
 const UNUSED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 /// The largest response header list accepted (as `MAX_RESPONSE_HEAD` for HTTP/1.1).
@@ -202,6 +204,11 @@ fn poll_drive(
             && (c.failure().is_some() || c.is_closing() && c.stream_count() == 0)
         {
             return Poll::Ready(());
+        }
+        // Frames keep slices of the buffer alive until the client takes them: read into
+        // large chunks, so a new one is needed only every few reads.
+        if rbuf.capacity() - rbuf.len() < READ_SIZE {
+            rbuf.reserve(READ_CHUNK);
         }
         match io.poll_read_buf(cx, rbuf, READ_SIZE) {
             Poll::Ready(Ok(0)) => {
