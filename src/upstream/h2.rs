@@ -347,30 +347,24 @@ impl H2Stream {
         } else {
             b"http"
         };
-        let mut authority = Bytes::new();
-        let mut fields = Vec::with_capacity(headers.len() + 1);
-        for (name, value) in &headers {
-            if name.eq_ignore_ascii_case(b"host") {
-                authority = value.clone();
-            } else if !is_connection_specific(name) {
-                fields.push((name.clone(), value.clone()));
-            }
-        }
+        let is_host = |n: &Bytes| n.eq_ignore_ascii_case(b"host");
+        let authority = headers.iter().find(|(n, _)| is_host(n)).map(|(_, v)| v);
+        let fields = headers
+            .iter()
+            .filter(|(n, _)| !is_host(n) && !is_connection_specific(n))
+            .map(|(n, v)| (&n[..], &v[..]));
         let len = body.as_ref().and_then(RequestBody::content_length);
-        if let Some(n) = len {
-            fields.push((
-                Bytes::from_static(b"content-length"),
-                Bytes::from(n.to_string()),
-            ));
-        }
+        let mut digits = [0u8; 20];
+        let len_field = len.map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
+        let fields = fields.chain(len_field);
         let end_stream = body.is_none() || len == Some(0);
         let pseudo: [(&[u8], &[u8]); 4] = [
             (b":method", method.as_bytes()),
             (b":scheme", scheme),
-            (b":authority", &authority),
+            (b":authority", authority.map_or(&b""[..], |a| &a[..])),
             (b":path", &target),
         ];
-        let opened = conn.with(|c| c.open(&pseudo, &fields, end_stream));
+        let opened = conn.with(|c| c.open(&pseudo, fields, end_stream));
         let Ok(id) = opened else {
             return Err(UpstreamRequest {
                 method,
@@ -613,6 +607,19 @@ impl BodyStream for H2Body {
             self.stream = None;
         }
         Poll::Ready(next)
+    }
+}
+
+/// `n` in decimal, written at the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
     }
 }
 

@@ -117,6 +117,8 @@ pub struct ClientConn {
     wake_all: bool,
     /// A sender stopped at `OUTPUT_HIGH_WATER`: wake the streams once the output is written.
     output_blocked: bool,
+    /// Scratch space for encoding request heads.
+    block: Vec<u8>,
 }
 
 struct Stream {
@@ -195,6 +197,7 @@ impl ClientConn {
             failed: None,
             wake_all: false,
             output_blocked: false,
+            block: Vec::new(),
         }
     }
 
@@ -245,10 +248,10 @@ impl ClientConn {
     /// Opens a stream: `pseudo` are `:method`, `:scheme`, `:authority`, `:path` (in that
     /// order, empty values left out), `fields` the regular ones (already free of
     /// connection-specific fields). `end_stream`: there is no body.
-    pub fn open(
+    pub fn open<'f>(
         &mut self,
         pseudo: &[(&[u8], &[u8])],
-        fields: &[(Bytes, Bytes)],
+        fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>,
         end_stream: bool,
     ) -> Result<u32, OpenError> {
         if !self.has_capacity() {
@@ -256,7 +259,9 @@ impl ClientConn {
         }
         let id = self.next_id;
         self.next_id += 2;
-        let mut block = Vec::with_capacity(256);
+        // Encoded into a reused buffer, then cut into frames.
+        let mut block = std::mem::take(&mut self.block);
+        block.clear();
         {
             let mut b = self.enc.block(&mut block);
             for (name, value) in pseudo.iter().filter(|(_, v)| !v.is_empty()) {
@@ -267,6 +272,7 @@ impl ClientConn {
             }
         }
         self.put_header_block(id, &block, end_stream);
+        self.block = block;
         self.streams.insert(
             id,
             Stream {

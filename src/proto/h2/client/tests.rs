@@ -4,6 +4,9 @@ use super::*;
 use crate::proto::h2::frame::{put_head, put_settings, put_window_update};
 use crate::proto::h2::hpack;
 
+/// No regular fields.
+const NONE: [(&[u8], &[u8]); 0] = [];
+
 fn conn() -> ClientConn {
     let mut c = ClientConn::new(ClientSettings {
         max_concurrent_streams: 100,
@@ -71,7 +74,7 @@ fn get(c: &mut ClientConn) -> u32 {
         (b":authority", b"b"),
         (b":path", b"/x"),
     ];
-    c.open(&pseudo, &[], true).expect("room for a stream")
+    c.open(&pseudo, NONE, true).expect("room for a stream")
 }
 
 #[test]
@@ -103,8 +106,8 @@ fn request_head_response_body_and_trailers() {
         (b":authority", b"b.example"),
         (b":path", b"/upload?x=1"),
     ];
-    let fields = [(Bytes::from_static(b"X-Mixed"), Bytes::from_static(b"v"))];
-    let id = c.open(&pseudo, &fields, false).unwrap();
+    let fields: [(&[u8], &[u8]); 1] = [(b"X-Mixed", b"v")];
+    let id = c.open(&pseudo, fields, false).unwrap();
     assert_eq!(id, 1);
     let frames = sent(&mut c);
     assert_eq!(frames.len(), 1);
@@ -235,7 +238,7 @@ fn credit_goes_back_only_as_the_reader_takes_data() {
 fn request_body_waits_for_the_backends_windows() {
     let mut c = conn();
     let pseudo: [(&[u8], &[u8]); 1] = [(b":method", b"POST")];
-    let id = c.open(&pseudo, &[], false).unwrap();
+    let id = c.open(&pseudo, NONE, false).unwrap();
     sent(&mut c);
     let mut body = Bytes::from(vec![1u8; 100_000]);
     assert!(!c.send_data(id, &mut body, true));
@@ -280,7 +283,7 @@ fn goaway_refuses_later_streams_and_stops_new_ones() {
 
 fn get_err(c: &mut ClientConn) -> Result<u32, OpenError> {
     let pseudo: [(&[u8], &[u8]); 1] = [(b":method", b"GET")];
-    c.open(&pseudo, &[], true)
+    c.open(&pseudo, NONE, true)
 }
 
 #[test]
@@ -360,7 +363,7 @@ fn malformed_responses_reset_the_stream_only() {
 #[test]
 fn pings_are_answered_and_window_settings_apply() {
     let mut c = conn();
-    let id = c.open(&[(b":method", b"POST")], &[], false).unwrap();
+    let id = c.open(&[(b":method", b"POST")], NONE, false).unwrap();
     sent(&mut c);
     let mut p = Vec::new();
     frame::put_ping(&mut p, false, b"12345678");
@@ -388,7 +391,7 @@ fn pings_are_answered_and_window_settings_apply() {
 #[test]
 fn request_body_waits_for_the_output_to_drain() {
     let mut c = conn();
-    let id = c.open(&[(b":method", b"POST")], &[], false).unwrap();
+    let id = c.open(&[(b":method", b"POST")], NONE, false).unwrap();
     let mut w = Vec::new();
     put_settings(&mut w, &[(setting::INITIAL_WINDOW_SIZE, frame::MAX_WINDOW)]);
     put_window_update(&mut w, 0, frame::MAX_WINDOW - frame::DEFAULT_WINDOW);
