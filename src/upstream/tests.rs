@@ -842,3 +842,45 @@ fn a_send_that_failed_is_resent_whole() {
         assert!(got.ends_with("\r\n\r\nhelloworld"), "{got}");
     });
 }
+
+#[test]
+fn http2_ratio_is_an_exact_share_and_cleartext_needs_force_and_100() {
+    use crate::config::{TlsClient, UpstreamUrl};
+    use crate::tls::client::{ClientOptions, ClientTls};
+    let url = UpstreamUrl {
+        addr: UpstreamAddr::Tcp {
+            host: "b".into(),
+            port: 443,
+        },
+        authority: "b".into(),
+        path: "/".into(),
+        tls: true,
+    };
+    let tls = ClientTls::new(
+        "b",
+        &ClientOptions {
+            roots: None,
+            session_cache: None,
+        },
+    )
+    .unwrap();
+    let mut conf = crate::config::ProxyConf::new(url);
+    conf.tls = Some(TlsClient(Arc::new(tls)));
+    let pool = Pool::new();
+    let key = PoolKey::new(&conf.upstream.addr, true);
+    for ratio in [1u8, 30, 50, 99, 100] {
+        conf.http2_ratio = ratio;
+        let h2 = Http2::new(&conf).unwrap();
+        let n = (0..1000).filter(|_| h2.pick(&pool, &key)).count();
+        assert_eq!(n, usize::from(ratio) * 10, "ratio {ratio}");
+    }
+    conf.http2_ratio = 0;
+    assert!(Http2::new(&conf).is_none());
+    // Cleartext: only 100 with force-cleartext, as h2o.
+    conf.tls = None;
+    for (ratio, force, on) in [(100, true, true), (100, false, false), (50, true, false)] {
+        conf.http2_ratio = ratio;
+        conf.http2_force_cleartext = force;
+        assert_eq!(Http2::new(&conf).is_some(), on, "{ratio} {force}");
+    }
+}
