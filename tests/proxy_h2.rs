@@ -563,17 +563,24 @@ hosts:
     )
 }
 
+/// The file backend, and a front sending everything to it over h2c with at most `streams`
+/// per connection.
+fn h2c_to_file_backend(streams: u32) -> (Spate, Spate, u16) {
+    let backend = file_backend();
+    let port = backend.addr.port();
+    let f = front_to(
+        &format!("http://127.0.0.1:{port}/"),
+        &format!("{H2C}        proxy.http2.max-concurrent-streams: {streams}\n"),
+    );
+    (backend, f, port)
+}
+
 #[test]
 fn h2load_through_an_h2_backend_multiplexed_and_across_a_goaway() {
     if !tls_support::need("h2load") {
         return;
     }
-    let backend = file_backend();
-    let port = backend.addr.port();
-    let f = front_to(
-        &format!("http://127.0.0.1:{port}/"),
-        &format!("{H2C}        proxy.http2.max-concurrent-streams: 64\n"),
-    );
+    let (backend, f, port) = h2c_to_file_backend(64);
     let url = f.url("/index.txt");
     // 4 clients x 16 streams: all of them fit on one connection to the backend.
     let args = ["-n", "40000", "-c", "4", "-m", "16", "-t", "1"];
@@ -606,12 +613,7 @@ fn max_concurrent_streams_caps_each_backend_connection() {
     if !tls_support::need("h2load") {
         return;
     }
-    let backend = file_backend();
-    let port = backend.addr.port();
-    let f = front_to(
-        &format!("http://127.0.0.1:{port}/"),
-        &format!("{H2C}        proxy.http2.max-concurrent-streams: 4\n"),
-    );
+    let (_backend, f, port) = h2c_to_file_backend(4);
     let args = ["-n", "20000", "-c", "1", "-m", "16"];
     let (text, most) = h2load_watching(&f.url("/index.txt"), &args, port, || {});
     assert_eq!(h2load_counts(&text), (20000, 0, 0, 20000), "{text}");

@@ -355,7 +355,12 @@ impl H2Stream {
             .map(|(n, v)| (&n[..], &v[..]));
         let len = body.as_ref().and_then(RequestBody::content_length);
         let mut digits = [0u8; 20];
-        let len_field = len.map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
+        let len_field = len.map(|n| {
+            (
+                &b"content-length"[..],
+                crate::proto::h1::itoa(n, &mut digits),
+            )
+        });
         let fields = fields.chain(len_field);
         let end_stream = body.is_none() || len == Some(0);
         let pseudo: [(&[u8], &[u8]); 4] = [
@@ -607,19 +612,6 @@ impl BodyStream for H2Body {
             self.stream = None;
         }
         Poll::Ready(next)
-    }
-}
-
-/// `n` in decimal, written at the end of `buf`.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
     }
 }
 

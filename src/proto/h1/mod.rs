@@ -15,7 +15,7 @@ pub use client::{
 };
 pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
 pub use write::{
-    write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk, ResponseHead,
+    itoa, write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk, ResponseHead,
 };
 
 /// Why a request was rejected. Each maps to the status the client gets; after any of these the
