@@ -264,6 +264,14 @@ pub struct ProxyConf {
     pub fail_timeout: Duration,
     /// spate's `proxy.health-check` (none): active probes of every backend.
     pub health_check: Option<HealthCheck>,
+    /// `proxy.http2.ratio` (0): the percentage of requests sent over HTTP/2 (over TLS by ALPN;
+    /// in cleartext only at 100 with `proxy.http2.force-cleartext`).
+    pub http2_ratio: u8,
+    /// `proxy.http2.max-concurrent-streams` (100): requests in flight on one HTTP/2 connection
+    /// to the backend (less if the backend's SETTINGS say so).
+    pub http2_max_concurrent_streams: u32,
+    /// `proxy.http2.force-cleartext` (OFF): HTTP/2 with prior knowledge to an `http://` URL.
+    pub http2_force_cleartext: bool,
 }
 
 /// One backend of `proxy.reverse.url`.
@@ -272,6 +280,10 @@ pub struct BackendConf {
     pub url: UpstreamUrl,
     /// 1 to 256 (h2o's range), 1 unless given.
     pub weight: u32,
+    /// For an `https://` URL: `proxy.ssl.verify-peer` (ON), `proxy.ssl.cafile` (the system's
+    /// roots) and `proxy.ssl.session-cache` (ON) built into rustls configurations, with the
+    /// URL's host as the name to verify.
+    pub tls: Option<TlsClient>,
 }
 
 /// `proxy.reverse.url: {backends: [...], balancer: ...}`
@@ -310,6 +322,25 @@ impl HealthCheck {
     };
 }
 
+/// The TLS client configuration of a backend, built once at load and shared by every worker.
+#[derive(Clone)]
+pub struct TlsClient(pub std::sync::Arc<crate::tls::client::ClientTls>);
+
+impl std::fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TlsClient({:?})", self.0.server_name)
+    }
+}
+
+/// The same configuration, not merely an equal one (rustls' has no equality).
+impl PartialEq for TlsClient {
+    fn eq(&self, other: &TlsClient) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TlsClient {}
+
 impl ProxyConf {
     /// h2o's defaults (spate's for `max_buffer_size` and `max_idle_connections`) for `upstream`.
     pub fn new(upstream: UpstreamUrl) -> ProxyConf {
@@ -317,6 +348,7 @@ impl ProxyConf {
             backends: vec![BackendConf {
                 url: upstream,
                 weight: 1,
+                tls: None,
             }],
             balancer: Balancer::RoundRobin,
             preserve_host: false,
@@ -341,6 +373,18 @@ impl ProxyConf {
             max_fails: ProxyConf::DEFAULT_MAX_FAILS,
             fail_timeout: ProxyConf::DEFAULT_FAIL_TIMEOUT,
             health_check: None,
+            http2_ratio: 0,
+            http2_max_concurrent_streams: ProxyConf::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            http2_force_cleartext: false,
+        }
+    }
+
+    /// Whether requests may go over HTTP/2 to a backend (`tls`: an `https://` one): by ALPN
+    /// over TLS for a `ratio` above 0; in cleartext only at 100 with `force_cleartext`, as h2o.
+    pub fn speaks_http2(tls: bool, ratio: u8, force_cleartext: bool) -> bool {
+        match tls {
+            true => ratio > 0,
+            false => force_cleartext && ratio == 100,
         }
     }
 
@@ -360,6 +404,9 @@ impl ProxyConf {
     pub const MAX_RESPONSE_HEADERS_LIMIT: usize = 512;
     pub const DEFAULT_MAX_FAILS: u32 = 3;
     pub const DEFAULT_FAIL_TIMEOUT: Duration = Duration::from_millis(10_000);
+    pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 100;
+    /// h2o's `proxy.ssl.session-cache: ON`.
+    pub const DEFAULT_SSL_SESSION_CACHE: usize = 4096;
 }
 
 /// The backend of `proxy.reverse.url`.
@@ -371,6 +418,8 @@ pub struct UpstreamUrl {
     pub authority: String,
     /// The URL's path, `/` when empty (`http://x:1` -> `/`, `http://x/app/` -> `/app/`).
     pub path: String,
+    /// `https://`: TLS to the backend (default port 443).
+    pub tls: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

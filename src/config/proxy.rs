@@ -4,10 +4,17 @@ use super::headers;
 use super::value::{show, Ctx};
 use super::yaml::Node;
 use super::{
-    BackendConf, Balancer, HeaderCommand, HealthCheck, ProxyConf, UpstreamAddr, UpstreamUrl,
+    BackendConf, Balancer, HeaderCommand, HealthCheck, ProxyConf, TlsClient, UpstreamAddr,
+    UpstreamUrl,
 };
+use crate::tls::{
+    self,
+    client::{ClientOptions, ClientTls},
+};
+use rustls::RootCertStore;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `proxy.*` options as set so far at some level; `None` means "not set here or above".
@@ -37,6 +44,14 @@ pub(super) struct ProxyOpts {
     fail_timeout: Option<Duration>,
     /// `Some(None)`: turned OFF here.
     health_check: Option<Option<HealthCheck>>,
+    ssl_verify_peer: Option<bool>,
+    /// `proxy.ssl.cafile`, read where it is set (so its errors name that line).
+    ssl_roots: Option<Arc<RootCertStore>>,
+    /// `Some(None)`: `proxy.ssl.session-cache: OFF`.
+    ssl_session_cache: Option<Option<usize>>,
+    http2_ratio: Option<u8>,
+    http2_max_concurrent_streams: Option<u32>,
+    http2_force_cleartext: Option<bool>,
 }
 
 /// What `proxy.reverse.url` names: its backends and how to choose among them.
@@ -113,6 +128,34 @@ impl ProxyOpts {
                     self.health_check = Some(check);
                 }
             }
+            "proxy.ssl.verify-peer" => set(&mut self.ssl_verify_peer, ctx.bool(name, v)),
+            "proxy.ssl.cafile" => {
+                let roots = ctx.path(name, v).and_then(|path| {
+                    tls::client::load_roots(&path)
+                        .map_err(|e| ctx.error(v.line, format!("{name}: {e}")))
+                        .ok()
+                });
+                set(&mut self.ssl_roots, roots.map(Arc::new));
+            }
+            "proxy.ssl.session-cache" => {
+                set(&mut self.ssl_session_cache, session_cache(ctx, name, v))
+            }
+            "proxy.http2.ratio" => set(
+                &mut self.http2_ratio,
+                ctx.int::<u8>(name, v, 0).filter(|r| {
+                    let ok = *r <= 100;
+                    if !ok {
+                        ctx.error(v.line, format!("{name} expects a percentage (0 to 100)"));
+                    }
+                    ok
+                }),
+            ),
+            "proxy.http2.max-concurrent-streams" | "proxy.http2.max-concurrent_streams" => {
+                set(&mut self.http2_max_concurrent_streams, ctx.int(name, v, 1))
+            }
+            "proxy.http2.force-cleartext" => {
+                set(&mut self.http2_force_cleartext, ctx.bool(name, v))
+            }
             _ => return false,
         }
         true
@@ -121,7 +164,17 @@ impl ProxyOpts {
     /// The proxy handler of a path forwarding to `backends` (`proxy.reverse.url` at `line`),
     /// with the defaults for what is unset.
     pub fn build(&self, ctx: &mut Ctx, line: u32, backends: Backends) -> Option<ProxyConf> {
-        let Backends { list, balancer } = backends;
+        let Backends { mut list, balancer } = backends;
+        // Each `https://` backend gets its TLS client, verifying its own host name.
+        for b in list.iter_mut().filter(|b| b.url.tls) {
+            match self.tls_client(&b.url) {
+                Ok(t) => b.tls = Some(TlsClient(Arc::new(t))),
+                Err(e) => {
+                    ctx.error(line, format!("proxy.reverse.url: {e}"));
+                    return None;
+                }
+            }
+        }
         let mut d = ProxyConf::new(list[0].url.clone());
         d.backends = list;
         // As in h2o, `proxy.timeout.io` is also the connect and first-byte timeout unless
@@ -136,6 +189,23 @@ impl ProxyOpts {
                 line,
                 "proxy.proxy-protocol: ON needs proxy.timeout.keepalive: 0 (a kept connection \
                  would carry other clients' requests under the first client's addresses)",
+            );
+            return None;
+        }
+        let http2_ratio = self.http2_ratio.unwrap_or(d.http2_ratio);
+        let http2_force_cleartext = self
+            .http2_force_cleartext
+            .unwrap_or(d.http2_force_cleartext);
+        let http2_used = d
+            .backends
+            .iter()
+            .any(|b| ProxyConf::speaks_http2(b.url.tls, http2_ratio, http2_force_cleartext));
+        if proxy_protocol && http2_used {
+            // One HTTP/2 connection carries many clients' requests at once.
+            ctx.error(
+                line,
+                "proxy.proxy-protocol: ON cannot go with HTTP/2 to the backend (one HTTP/2 \
+                 connection carries many clients' requests under the first client's addresses)",
             );
             return None;
         }
@@ -173,8 +243,61 @@ impl ProxyOpts {
             max_fails: self.max_fails.unwrap_or(d.max_fails),
             fail_timeout: self.fail_timeout.unwrap_or(d.fail_timeout),
             health_check: self.health_check.clone().unwrap_or(d.health_check),
+            http2_ratio: http2_ratio,
+            http2_max_concurrent_streams: self
+                .http2_max_concurrent_streams
+                .unwrap_or(d.http2_max_concurrent_streams),
+            http2_force_cleartext,
             backends: d.backends,
         })
+    }
+
+    fn tls_client(&self, upstream: &UpstreamUrl) -> Result<ClientTls, String> {
+        let UpstreamAddr::Tcp { host, .. } = &upstream.addr else {
+            return Err("https to a unix socket is not supported".into());
+        };
+        let roots = match (self.ssl_verify_peer.unwrap_or(true), &self.ssl_roots) {
+            (false, _) => None,
+            (true, Some(r)) => Some(r.clone()),
+            (true, None) => Some(Arc::new(
+                tls::client::load_roots(Path::new(tls::client::SYSTEM_CA_FILE)).map_err(|e| {
+                    format!("the system's trusted roots (set proxy.ssl.cafile, or proxy.ssl.verify-peer: OFF): {e}")
+                })?,
+            )),
+        };
+        let opts = ClientOptions {
+            roots,
+            session_cache: self
+                .ssl_session_cache
+                .unwrap_or(Some(ProxyConf::DEFAULT_SSL_SESSION_CACHE)),
+        };
+        ClientTls::new(host, &opts)
+    }
+}
+
+/// `proxy.ssl.session-cache`: ON, OFF, or `{lifetime: SECONDS, capacity: ENTRIES}` (both
+/// required, as in h2o). rustls expires entries by the lifetime the backend gives its
+/// tickets, so `lifetime` is checked but has no further effect.
+fn session_cache(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<usize>> {
+    if v.as_map().is_none() {
+        return ctx
+            .bool(name, v)
+            .map(|on| on.then_some(ProxyConf::DEFAULT_SSL_SESSION_CACHE));
+    }
+    let entries = ctx.map(name, v)?;
+    let (mut lifetime, mut capacity) = (None, None);
+    for (key, val) in ctx.known_keys(name, entries, &["lifetime", "capacity"]) {
+        match key {
+            "lifetime" => lifetime = ctx.uint(&format!("{name}.lifetime"), val, 1),
+            _ => capacity = ctx.int::<usize>(&format!("{name}.capacity"), val, 1),
+        }
+    }
+    match (lifetime, capacity) {
+        (Some(_), Some(c)) => Some(Some(c)),
+        _ => {
+            ctx.error(v.line, format!("{name} expects both lifetime and capacity"));
+            None
+        }
     }
 }
 
@@ -305,7 +428,11 @@ fn backend(ctx: &mut Ctx, v: &Node) -> Option<BackendConf> {
         return None;
     };
     match parse_url(text, &ctx.base_dir) {
-        Ok(url) => Some(BackendConf { url, weight }),
+        Ok(url) => Some(BackendConf {
+            url,
+            weight,
+            tls: None,
+        }),
         Err(message) => {
             ctx.error(url_node.line, message);
             None
@@ -384,14 +511,13 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             "\"{url}\" is not a URL (expected http://HOST[:PORT][/PATH])"
         ));
     };
-    if scheme.eq_ignore_ascii_case("https") {
-        return Err("proxy.reverse.url with https is not supported yet (issue 12)".into());
-    }
-    if !scheme.eq_ignore_ascii_case("http") {
+    let tls = scheme.eq_ignore_ascii_case("https");
+    if !tls && !scheme.eq_ignore_ascii_case("http") {
         return bad(format!(
-            "unknown scheme \"{scheme}\" in \"{url}\" (expected http)"
+            "unknown scheme \"{scheme}\" in \"{url}\" (expected http or https)"
         ));
     }
+    let default_port = if tls { 443 } else { 80 };
     if rest.contains(['?', '#']) {
         return bad(format!(
             "\"{url}\": a query or fragment is not supported (the request's own query is forwarded)"
@@ -437,7 +563,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             } else if inner.parse::<Ipv6Addr>().is_ok() {
                 UpstreamAddr::Tcp {
                     host: inner.to_ascii_lowercase(),
-                    port: port.unwrap_or(80),
+                    port: port.unwrap_or(default_port),
                 }
             } else {
                 return bad(format!(
@@ -458,7 +584,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             }
             UpstreamAddr::Tcp {
                 host: host.to_ascii_lowercase(),
-                port: port.unwrap_or(80),
+                port: port.unwrap_or(default_port),
             }
         }
     };
@@ -466,6 +592,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
         addr,
         authority: authority.to_owned(),
         path: if path.is_empty() { "/" } else { path }.to_owned(),
+        tls,
     })
 }
 
@@ -534,6 +661,7 @@ mod tests {
             },
             authority: authority.into(),
             path: path.into(),
+            tls: false,
         }
     }
 
@@ -542,6 +670,7 @@ mod tests {
             addr: UpstreamAddr::Unix(PathBuf::from(socket)),
             authority: authority.into(),
             path: path.into(),
+            tls: false,
         }
     }
 
@@ -596,12 +725,8 @@ mod tests {
                 "\"127.0.0.1:3001\" is not a URL (expected http://HOST[:PORT][/PATH])",
             ),
             (
-                "https://127.0.0.1/",
-                "proxy.reverse.url with https is not supported yet (issue 12)",
-            ),
-            (
                 "ftp://x/",
-                "unknown scheme \"ftp\" in \"ftp://x/\" (expected http)",
+                "unknown scheme \"ftp\" in \"ftp://x/\" (expected http or https)",
             ),
             ("http://", "\"http://\" has no host"),
             ("http:///app", "\"http:///app\" has no host"),
@@ -898,6 +1023,94 @@ hosts:
     }
 
     #[test]
+    fn https_and_http2_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["b.internal".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(&ca, cert.pem()).unwrap();
+        let c = ok(&format!(
+            "\
+listen: 8080
+proxy.ssl.cafile: {}
+proxy.http2.ratio: 100
+hosts:
+  default:
+    paths:
+      /a:
+        proxy.reverse.url: https://B.internal/x
+        proxy.http2.max-concurrent-streams: 8
+      /b:
+        proxy.reverse.url: https://10.0.0.1:8443/
+        proxy.ssl.verify-peer: OFF
+        proxy.ssl.session-cache: {{lifetime: 3600, capacity: 10}}
+        proxy.http2.ratio: 0
+      /c:
+        proxy.reverse.url: http://10.0.0.1/
+        proxy.http2.force-cleartext: ON
+        proxy.ssl.session-cache: OFF
+      /mixed:
+        proxy.reverse.url: [http://10.0.0.1/, https://b.internal/, https://c.internal:8443/]
+",
+            ca.display()
+        ));
+        let a = proxy(&c, "/a");
+        assert_eq!(a.url(), &{
+            let mut u = tcp("b.internal", 443, "B.internal", "/x");
+            u.tls = true;
+            u
+        });
+        assert!(a.backends[0].tls.is_some());
+        assert_eq!((a.http2_ratio, a.http2_max_concurrent_streams), (100, 8));
+        let b = proxy(&c, "/b");
+        assert!(b.backends[0].tls.is_some() && b.http2_ratio == 0);
+        assert_eq!(b.http2_max_concurrent_streams, 100);
+        // Each backend of a list in its own scheme; a TLS one verifies its own name.
+        let names = proxy(&c, "/mixed")
+            .backends
+            .iter()
+            .map(|b| b.tls.as_ref().map(|t| format!("{:?}", t.0.server_name)))
+            .collect::<Vec<_>>();
+        assert_eq!(names[0], None);
+        assert!(names[1].as_ref().is_some_and(|n| n.contains("b.internal")));
+        assert!(names[2].as_ref().is_some_and(|n| n.contains("c.internal")));
+        let c = proxy(&c, "/c");
+        assert!(c.backends[0].tls.is_none() && c.http2_force_cleartext && !c.url().tls);
+
+        let e = errors(
+            "\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /a:
+        proxy.ssl.cafile: /nonexistent/ca.crt
+        proxy.ssl.session-cache: {lifetime: 10}
+        proxy.http2.max-concurrent-streams: 0
+        proxy.reverse.url: http://x/
+      /pp:
+        proxy.proxy-protocol: ON
+        proxy.timeout.keepalive: 0
+        proxy.ssl.verify-peer: OFF
+        proxy.http2.ratio: 50
+        proxy.reverse.url: [http://x/, https://y/]
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:6: proxy.ssl.cafile: /nonexistent/ca.crt: cannot read: No such file or directory (os error 2)",
+                "t.yaml:7: proxy.ssl.session-cache expects both lifetime and capacity",
+                "t.yaml:8: proxy.http2.max-concurrent-streams expects an integer >= 1, got \"0\"",
+                "t.yaml:15: proxy.proxy-protocol: ON cannot go with HTTP/2 to the backend (one HTTP/2 connection carries many clients' requests under the first client's addresses)",
+            ]
+        );
+    }
+
+    #[test]
     fn one_url_in_a_sequence_is_that_url() {
         let c = ok("\
 listen: 8080
@@ -1040,7 +1253,7 @@ hosts:
                 "t.yaml:10: unknown key balancr in proxy.reverse.url (did you mean balancer?)",
                 "t.yaml:12: proxy.reverse.url: weight must be an integer in range 1 - 256, got \"257\"",
                 "t.yaml:12: proxy.reverse.url: a backend mapping needs url",
-                "t.yaml:14: proxy.reverse.url: unknown scheme \"ftp\" in \"ftp://b/\" (expected http)",
+                "t.yaml:14: proxy.reverse.url: unknown scheme \"ftp\" in \"ftp://b/\" (expected http or https)",
                 "t.yaml:17: proxy.proxy-protocol: ON needs proxy.timeout.keepalive: 0 (a kept connection would carry other clients' requests under the first client's addresses)",
                 "t.yaml:23: unknown key falls in proxy.health-check (did you mean fall?)",
                 "t.yaml:23: proxy.health-check.path expects a path starting with /, got \"healthz\"",
@@ -1095,7 +1308,7 @@ hosts:
     proxy.preserve-host: maybe
     paths:
       /https:
-        proxy.reverse.url: https://127.0.0.1/
+        proxy.reverse.url: https://[unix:/tmp/s]/
       /scheme:
         proxy.reverse.url: ws://127.0.0.1/
       /nohost:
@@ -1115,8 +1328,8 @@ hosts:
         file.dir: /srv
         proxy.reverse.url: http://x/
       /not-yet:
-        proxy.ssl.verify-peer: OFF
-        proxy.http2.ratio: 50
+        proxy.ssl.verify-peer: maybe
+        proxy.http2.ratio: 101
         proxy.connect: ON
         proxy.timout.io: 5
         proxy.header.add: NoColon
@@ -1132,15 +1345,15 @@ hosts:
                 "t.yaml:3: proxy.max-buffer-size expects an integer >= 1, got \"0\"",
                 "t.yaml:6: directive proxy.reverse.url cannot be used at the host level",
                 "t.yaml:7: proxy.preserve-host expects ON or OFF, got \"maybe\"",
-                "t.yaml:10: proxy.reverse.url with https is not supported yet (issue 12)",
-                "t.yaml:12: proxy.reverse.url: unknown scheme \"ws\" in \"ws://127.0.0.1/\" (expected http)",
+                "t.yaml:10: proxy.reverse.url: https to a unix socket is not supported",
+                "t.yaml:12: proxy.reverse.url: unknown scheme \"ws\" in \"ws://127.0.0.1/\" (expected http or https)",
                 "t.yaml:14: proxy.reverse.url: \"http:///x\" has no host",
                 "t.yaml:16: proxy.reverse.url: bad port \"99999\" in \"http://x:99999/\" (expected 1 to 65535)",
                 "t.yaml:21: proxy.reverse.url: weight must be an integer in range 1 - 256, got \"0\"",
                 "t.yaml:25: proxy.reverse.url: balancer must be round-robin or least-conn, got \"fastest\"",
                 "t.yaml:28: path /two already has a handler (file.dir at line 27); proxy.reverse.url cannot be added",
-                "t.yaml:30: proxy.ssl.verify-peer is not supported yet",
-                "t.yaml:31: proxy.http2.ratio is not supported yet",
+                "t.yaml:30: proxy.ssl.verify-peer expects ON or OFF, got \"maybe\"",
+                "t.yaml:31: proxy.http2.ratio expects a percentage (0 to 100)",
                 "t.yaml:32: proxy.connect is not supported yet",
                 "t.yaml:33: unknown directive proxy.timout.io (did you mean proxy.timeout.io?)",
                 "t.yaml:34: proxy.header.add expects \"Name: value\", got \"NoColon\"",

@@ -67,7 +67,7 @@ impl ProxyHandler {
             (conf.backends.len() > 1 || conf.health_check.is_some()).then(|| Board::for_conf(conf));
         ProxyHandler {
             name: std::sync::Arc::from(url.authority.as_str()),
-            backend: Rc::new(Backend::new(conf, url)),
+            backend: Rc::new(Backend::new(conf, &conf.backends[0])),
             group: board
                 .clone()
                 .filter(|_| conf.backends.len() > 1)

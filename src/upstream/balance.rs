@@ -4,7 +4,7 @@
 //! The balancer state (smooth round-robin weights, requests in flight) belongs to one worker:
 //! plain cells, no lock and no atomic. Health is shared by the process ([`Board`]).
 
-use super::exchange::{connection, exchange, log_failure, Outgoing};
+use super::exchange::{attempt, log_failure, Unsent};
 use super::health::{Avail, Board};
 use super::tunnel::{self, TunnelRequest};
 use super::{Backend, Pool, UpstreamError, UpstreamRequest};
@@ -56,7 +56,7 @@ impl Group {
             .backends
             .iter()
             .map(|b| Member {
-                backend: Rc::new(Backend::new(conf, &b.url)),
+                backend: Rc::new(Backend::new(conf, b)),
                 label: Arc::from(b.url.authority.as_str()),
                 weight: i64::from(b.weight),
                 current: Cell::new(0),
@@ -160,11 +160,6 @@ impl Group {
             i,
         }
     }
-
-    /// The backend whose settings shape the request (the same for every member).
-    fn first(&self) -> &Backend {
-        &self.members[0].backend
-    }
 }
 
 /// Sends `req` to a backend of `group` and resolves to its response. A backend that cannot
@@ -176,15 +171,9 @@ pub async fn send_balanced(
     group: Rc<Group>,
     req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
-    let out = Outgoing::new(req, group.first());
-    through(&group, out, |backend, lease, out| {
+    through(&group, Unsent::Fields(req), |backend, lease, unsent| {
         let pool = pool.clone();
-        async move {
-            match connection(&pool, &backend, out.proxy_line(), true).await {
-                Ok(conn) => exchange(&pool, &backend, out, Some(conn), Some(lease)).await,
-                Err(e) => Err((e, Some(out))),
-            }
-        }
+        async move { attempt(&pool, &backend, unsent, Some(lease)).await }
     })
     .await
 }
@@ -257,6 +246,7 @@ mod tests {
             .map(|(i, &weight)| BackendConf {
                 url: url(i),
                 weight,
+                tls: None,
             })
             .collect();
         conf.balancer = balancer;
@@ -272,6 +262,7 @@ mod tests {
             },
             authority: format!("192.0.2.1:{}", 40000 + i),
             path: "/".into(),
+            tls: false,
         }
     }
 
@@ -332,6 +323,7 @@ mod tests {
             .map(|i| BackendConf {
                 url: url(i),
                 weight: 1,
+                tls: None,
             })
             .collect();
         conf.max_fails = 2;
@@ -358,6 +350,7 @@ mod tests {
             .map(|i| BackendConf {
                 url: url(i),
                 weight: 1,
+                tls: None,
             })
             .collect();
         conf.max_fails = 1;

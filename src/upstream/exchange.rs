@@ -4,7 +4,7 @@
 //! (a backend may answer before it has read everything).
 
 use super::balance::Lease;
-use super::conn::Conn;
+use super::conn::{Conn, TlsStart};
 use super::pool::Pool;
 use super::proxy_line;
 use super::request::{Prepared, RequestWriter, SendError};
@@ -15,10 +15,10 @@ use crate::http::{Body, BodyError, BodyStream, Frame, Method, Response, Side, St
 use crate::proto::h1::{self, RequestFraming, ResponseFraming};
 use std::future::{poll_fn, Future};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
-use tokio::io::AsyncWriteExt;
 use tokio::time::{Instant, Sleep};
 
 /// Sends `req` to `backend` and resolves to its response, or to the error the client gets
@@ -28,12 +28,57 @@ pub async fn send(
     backend: Rc<Backend>,
     req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
-    let out = Outgoing::new(req, &backend);
-    let result = exchange(&pool, &backend, out, None, None).await;
+    let result = attempt(&pool, &backend, Unsent::Fields(req), None).await;
     result.map_err(|(e, _)| {
         log_failure(&backend, &e);
         e
     })
+}
+
+/// A request on its way to a backend of a list, given back when a backend could not take
+/// it: its fields, or its HTTP/1.1 head once serialized (a new connection that broke before
+/// answering an idempotent request).
+pub(super) enum Unsent {
+    Fields(UpstreamRequest),
+    Serialized(Outgoing),
+}
+
+/// One try of `backend`: over HTTP/2 for its share of the requests (a request whose HTTP/1.1
+/// head was already made goes over HTTP/1.1), else over HTTP/1.1 on a pooled or new
+/// connection. `lease` lasts as long as the exchange. Gives the request back when the backend
+/// could not take it.
+pub(super) async fn attempt(
+    pool: &Rc<Pool>,
+    backend: &Rc<Backend>,
+    unsent: Unsent,
+    lease: Option<Lease>,
+) -> Result<Response, (UpstreamError, Option<Unsent>)> {
+    let req = match unsent {
+        Unsent::Serialized(out) => return exchange(pool, backend, out, None, lease).await,
+        Unsent::Fields(req) => req,
+    };
+    if let Some(h) = backend
+        .http2
+        .as_ref()
+        .filter(|h| h.pick(pool, &backend.pool_key))
+    {
+        return super::h2::exchange(pool, backend, req, h.max_concurrent_streams, lease).await;
+    }
+    // Connected before the head is made: a backend that cannot be reached gives the fields
+    // back, and the next one may take them over HTTP/2.
+    let line = Outgoing::proxy_line_for(backend, req.client_addrs);
+    let first = match connection(pool, backend, line.as_deref(), true).await {
+        Ok(c) => c,
+        Err(e) => return Err((e, Some(Unsent::Fields(req)))),
+    };
+    exchange(
+        pool,
+        backend,
+        Outgoing::new(req, backend),
+        Some(first),
+        lease,
+    )
+    .await
 }
 
 /// Logs why an exchange with `backend` failed (a warning when the backend is to blame).
@@ -90,14 +135,18 @@ impl Outgoing {
             prepared,
             head_request: method == Method::Head,
             idempotent: is_idempotent(&method),
-            proxy_line: client_addrs
-                .filter(|_| backend.proxy_protocol)
-                .map(|(from, to)| proxy_line::v1(from, to)),
+            proxy_line: Outgoing::proxy_line_for(backend, client_addrs),
         }
     }
 
-    pub(super) fn proxy_line(&self) -> Option<&[u8]> {
-        self.proxy_line.as_deref()
+    /// With `proxy.proxy-protocol`: the line a new connection to `backend` starts with.
+    pub(super) fn proxy_line_for(
+        backend: &Backend,
+        client_addrs: Option<(SocketAddr, SocketAddr)>,
+    ) -> Option<Vec<u8>> {
+        client_addrs
+            .filter(|_| backend.proxy_protocol)
+            .map(|(from, to)| proxy_line::v1(from, to))
     }
 }
 
@@ -110,31 +159,21 @@ pub(super) async fn connection(
     proxy_line: Option<&[u8]>,
     may_reuse: bool,
 ) -> Result<(Conn, bool), UpstreamError> {
-    if let Some(c) = may_reuse.then(|| pool.take(&backend.addr)).flatten() {
+    if let Some(c) = may_reuse.then(|| pool.take(&backend.pool_key)).flatten() {
         return Ok((c, true));
     }
-    let mut conn = Conn::connect(&backend.addr, backend.connect_timeout)
+    let tls = backend.tls.as_ref().map(|t| TlsStart {
+        client: &t.0,
+        offer_h2: false,
+    });
+    let conn = Conn::connect(&backend.addr, proxy_line, tls, backend.connect_timeout)
         .await
-        .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?;
-    if let Some(line) = proxy_line {
-        match tokio::time::timeout(backend.io_timeout, conn.write_all(line)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                return Err(UpstreamError::bad_gateway(format!(
-                    "cannot send the PROXY line: {e}"
-                )))
-            }
-            Err(_) => {
-                return Err(UpstreamError::bad_gateway(
-                    "cannot send the PROXY line within proxy.timeout.io",
-                ))
-            }
-        }
-    }
+        .map_err(|e| UpstreamError::bad_gateway(e.to_string()))?;
     Ok((conn, false))
 }
 
-/// Sends `out` to `backend` on `first` (from [`connection`]) or a connection of its own, and
+/// Sends `out` over HTTP/1.1 to `backend` on `first` (from [`connection`], or a TLS
+/// connection where ALPN did not choose h2) or a connection of its own, and
 /// reads up to the response head; a pooled connection found dead is replaced by a new one
 /// once. `lease` (a balancer's count of requests in flight) ends with the exchange. A failure
 /// to connect, or an idempotent request without a body sent whose new connection broke before
@@ -145,7 +184,7 @@ pub(super) async fn exchange(
     out: Outgoing,
     mut first: Option<(Conn, bool)>,
     mut lease: Option<Lease>,
-) -> Result<Response, (UpstreamError, Option<Outgoing>)> {
+) -> Result<Response, (UpstreamError, Option<Unsent>)> {
     let Outgoing {
         mut prepared,
         head_request,
@@ -165,7 +204,7 @@ pub(super) async fn exchange(
                         idempotent,
                         proxy_line,
                     };
-                    return Err((e, Some(out)));
+                    return Err((e, Some(Unsent::Serialized(out))));
                 }
             },
         };
@@ -195,11 +234,13 @@ pub(super) async fn exchange(
                     .writer
                     .into_retry(false)
                     .filter(|_| idempotent)
-                    .map(|prepared| Outgoing {
-                        prepared,
-                        head_request,
-                        idempotent,
-                        proxy_line,
+                    .map(|prepared| {
+                        Unsent::Serialized(Outgoing {
+                            prepared,
+                            head_request,
+                            idempotent,
+                            proxy_line,
+                        })
                     });
                 return Err((f.error, back));
             }
@@ -471,7 +512,7 @@ impl Exchange {
             && self.reader.is_clean_end();
         if clean {
             self.pool.put(
-                &self.backend.addr,
+                &self.backend.pool_key,
                 self.conn,
                 self.backend.keepalive_timeout,
                 self.backend.max_idle_connections,
@@ -510,16 +551,7 @@ impl BodyStream for ProxyBody {
                 }
             }
             Some(Err(e)) => {
-                let name = &ex.backend.name;
-                match (crate::log::emit_request_errors(), e.side) {
-                    (false, _) => {}
-                    (true, Side::Upstream) => {
-                        tracing::warn!(backend = %name, "proxy: response body: {}", e.reason)
-                    }
-                    (true, _) => {
-                        tracing::info!(backend = %name, "proxy: request body: {}", e.reason)
-                    }
-                }
+                super::log_body_error(&ex.backend, e);
                 self.ex = None;
             }
         }
@@ -539,12 +571,12 @@ impl BodyStream for NoBody {
 /// One lazily created timer per exchange. A deadline that moves later does not reset it;
 /// it re-arms when it fires early.
 #[derive(Default)]
-struct Timer {
+pub(super) struct Timer {
     sleep: Option<Pin<Box<Sleep>>>,
 }
 
 impl Timer {
-    fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
+    pub(super) fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
         let sleep = match &mut self.sleep {
             Some(s) => {
                 if s.deadline() > at {

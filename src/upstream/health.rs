@@ -12,7 +12,7 @@
 //! sleeps between probes and holds only a weak reference: it ends once no worker uses the board.
 
 use super::probe;
-use crate::config::{HealthCheck, ProxyConf, UpstreamAddr};
+use crate::config::{HealthCheck, ProxyConf, TlsClient, UpstreamAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -25,7 +25,8 @@ pub struct Board {
 /// What makes two boards the same: the backends and the health settings.
 #[derive(PartialEq)]
 struct Key {
-    addrs: Vec<(UpstreamAddr, String)>,
+    /// Address, authority, and whether over TLS.
+    addrs: Vec<(UpstreamAddr, String, bool)>,
     max_fails: u32,
     fail_timeout: Duration,
     check: Option<HealthCheck>,
@@ -38,6 +39,8 @@ struct State {
     label: String,
     /// `host:port` or `unix:/path`, for logs.
     name: String,
+    /// `https://`: probes go over TLS, verified as requests are.
+    tls: Option<TlsClient>,
     /// The active check's verdict (true until `fall` probes fail in a row).
     probe_up: AtomicBool,
     /// Proxied requests that failed in a row.
@@ -69,7 +72,7 @@ impl Board {
             addrs: conf
                 .backends
                 .iter()
-                .map(|b| (b.url.addr.clone(), b.url.authority.clone()))
+                .map(|b| (b.url.addr.clone(), b.url.authority.clone(), b.url.tls))
                 .collect(),
             max_fails: conf.max_fails,
             fail_timeout: conf.fail_timeout,
@@ -91,7 +94,8 @@ impl Board {
             .map(|b| State {
                 addr: b.url.addr.clone(),
                 label: b.url.authority.clone(),
-                name: super::display_name(&b.url.addr),
+                name: super::display_name(&b.url.addr, b.tls.is_some()),
+                tls: b.tls.clone(),
                 probe_up: AtomicBool::new(true),
                 fails: AtomicU32::new(0),
                 out_until: AtomicU64::new(0),
@@ -219,7 +223,8 @@ fn start_probes(board: Weak<Board>, i: usize, check: HealthCheck) {
                 let Some(b) = board.upgrade() else { return };
                 let s = &b.backends[i];
                 let up = s.probe_up.load(Relaxed);
-                match probe::run(&s.addr, &s.label, &check, b.key.proxy_protocol) {
+                let tls = s.tls.as_ref().map(|t| &*t.0);
+                match probe::run(&s.addr, &s.label, &check, b.key.proxy_protocol, tls) {
                     Ok(()) => {
                         (passed, failed) = (passed.saturating_add(1), 0);
                         if !up && passed >= check.rise {

@@ -16,6 +16,7 @@
 mod balance;
 mod conn;
 mod exchange;
+mod h2;
 mod health;
 mod pool;
 mod probe;
@@ -29,10 +30,11 @@ mod tunnel;
 pub use balance::{open_tunnel_balanced, send_balanced, Group};
 pub use exchange::send;
 pub use health::{backend_health, Board};
-pub use pool::Pool;
 pub use tunnel::{open_tunnel, TunnelRequest};
 
-use crate::config::{ProxyConf, UpstreamAddr, UpstreamUrl};
+pub use pool::{Pool, PoolKey};
+
+use crate::config::{BackendConf, ProxyConf, TlsClient, UpstreamAddr};
 use crate::http::{BodyError, Method, RequestBody, Response, Side};
 use bytes::Bytes;
 use std::fmt;
@@ -65,14 +67,55 @@ pub struct Backend {
     pub max_response_fields: usize,
     /// `proxy.proxy-protocol`: new connections start with a PROXY line.
     pub proxy_protocol: bool,
+    /// `https://`: the TLS client (SNI and verification from the URL's host).
+    pub tls: Option<TlsClient>,
+    /// Idle connections are pooled under the address and the scheme.
+    pub pool_key: PoolKey,
+    /// HTTP/2 to the backend for a share of the requests (`proxy.http2.*`).
+    pub http2: Option<Http2>,
+}
+
+/// Which requests go over HTTP/2, and how many at once on a connection.
+#[derive(Debug)]
+pub struct Http2 {
+    /// `proxy.http2.ratio`, 1 to 100.
+    pub ratio: u8,
+    pub max_concurrent_streams: u32,
+    /// Accumulates `ratio` per request; a request goes over HTTP/2 each time it passes 100,
+    /// so the share is exact and evenly spread.
+    credit: std::cell::Cell<u32>,
+}
+
+impl Http2 {
+    /// `None` when no request to this backend (`tls`: an `https://` one) goes over HTTP/2.
+    pub fn new(conf: &ProxyConf, tls: bool) -> Option<Http2> {
+        let on = ProxyConf::speaks_http2(tls, conf.http2_ratio, conf.http2_force_cleartext);
+        on.then(|| Http2 {
+            ratio: conf.http2_ratio,
+            max_concurrent_streams: conf.http2_max_concurrent_streams,
+            credit: std::cell::Cell::new(0),
+        })
+    }
+
+    /// Whether this request goes over HTTP/2.
+    fn pick(&self, pool: &Pool, key: &PoolKey) -> bool {
+        let c = self.credit.get() + u32::from(self.ratio);
+        let h2 = c >= 100;
+        self.credit.set(if h2 { c - 100 } else { c });
+        h2 && !pool.speaks_no_h2(key)
+    }
 }
 
 impl Backend {
-    /// The backend at `url` with the settings of `conf`.
-    pub fn new(conf: &ProxyConf, url: &UpstreamUrl) -> Backend {
-        let addr = url.addr.clone();
+    /// The backend `b` of a list with the settings of `conf`.
+    pub fn new(conf: &ProxyConf, b: &BackendConf) -> Backend {
+        let addr = b.url.addr.clone();
+        let tls = b.tls.is_some();
         Backend {
-            name: display_name(&addr),
+            name: display_name(&addr, tls),
+            http2: Http2::new(conf, tls),
+            pool_key: PoolKey::new(&addr, tls),
+            tls: b.tls.clone(),
             addr,
             connect_timeout: conf.connect_timeout,
             first_byte_timeout: conf.first_byte_timeout,
@@ -89,9 +132,10 @@ impl Backend {
     }
 }
 
-/// `host:port` or `unix:/path`, for logs.
-fn display_name(addr: &UpstreamAddr) -> String {
+/// `host:port` (`https://host:port` over TLS) or `unix:/path`, for logs.
+fn display_name(addr: &UpstreamAddr, tls: bool) -> String {
     match addr {
+        UpstreamAddr::Tcp { host, port } if tls => format!("https://{host}:{port}"),
         UpstreamAddr::Tcp { host, port } => format!("{host}:{port}"),
         UpstreamAddr::Unix(path) => format!("unix:{}", path.display()),
     }
@@ -153,6 +197,18 @@ impl UpstreamError {
 impl fmt::Display for UpstreamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.reason)
+    }
+}
+
+/// Logs a body that broke off mid-way, once, naming the backend and the side that failed.
+fn log_body_error(backend: &Backend, e: &BodyError) {
+    if !crate::log::emit_request_errors() {
+        return;
+    }
+    let name = &backend.name;
+    match e.side {
+        Side::Upstream => tracing::warn!(backend = %name, "proxy: response body: {}", e.reason),
+        _ => tracing::info!(backend = %name, "proxy: request body: {}", e.reason),
     }
 }
 

@@ -1,9 +1,12 @@
-//! One active health probe (`proxy.health-check`): `GET path` over a new connection, the
-//! status line read and compared, all within the check's timeout. Blocking: probes run on
-//! threads of their own, off the workers' event loops.
+//! One active health probe (`proxy.health-check`): `GET path` over a new connection (TLS to an
+//! `https://` backend, verified as requests are), the status line read and compared, all
+//! within the check's timeout. Blocking: probes run on threads of their own, off the workers'
+//! event loops.
 
 use super::proxy_line;
 use crate::config::{HealthCheck, UpstreamAddr};
+use crate::tls::client::ClientTls;
+use rustls::{ClientConnection, StreamOwned};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
@@ -19,11 +22,26 @@ pub fn run(
     host: &str,
     check: &HealthCheck,
     proxy_protocol: bool,
+    tls: Option<&ClientTls>,
 ) -> Result<(), String> {
     let deadline = Instant::now() + check.timeout;
-    let mut conn = connect(addr, deadline).map_err(|e| format!("cannot connect: {e}"))?;
+    let conn = connect(addr, deadline).map_err(|e| format!("cannot connect: {e}"))?;
+    let mut conn = match (conn, tls) {
+        (Probe::Tcp(s), Some(tls)) => {
+            // The PROXY line goes before the handshake, in the clear.
+            if proxy_protocol {
+                s.set_write_timeout(Some(left(deadline)?))
+                    .and_then(|()| (&s).write_all(proxy_line::UNKNOWN))
+                    .map_err(|e| format!("cannot send the PROXY line: {e}"))?;
+            }
+            let c = ClientConnection::new(tls.http1.clone(), tls.server_name.clone())
+                .map_err(|e| format!("TLS: {e}"))?;
+            Probe::Tls(Box::new(StreamOwned::new(c, s)))
+        }
+        (conn, _) => conn,
+    };
     let mut request = Vec::with_capacity(128);
-    if proxy_protocol {
+    if proxy_protocol && tls.is_none() {
         request.extend_from_slice(proxy_line::UNKNOWN);
     }
     request.extend_from_slice(
@@ -48,6 +66,8 @@ pub fn run(
 enum Probe {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// The handshake runs with the first write.
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
 }
 
 fn connect(addr: &UpstreamAddr, deadline: Instant) -> io::Result<Probe> {
@@ -79,6 +99,10 @@ impl Probe {
             Probe::Unix(s) => s
                 .set_read_timeout(Some(t))
                 .and_then(|()| s.set_write_timeout(Some(t))),
+            Probe::Tls(s) => s
+                .sock
+                .set_read_timeout(Some(t))
+                .and_then(|()| s.sock.set_write_timeout(Some(t))),
         }
     }
 
@@ -86,6 +110,7 @@ impl Probe {
         match self {
             Probe::Tcp(s) => s.write_all(b),
             Probe::Unix(s) => s.write_all(b),
+            Probe::Tls(s) => s.write_all(b).and_then(|()| s.flush()),
         }
     }
 
@@ -93,6 +118,7 @@ impl Probe {
         match self {
             Probe::Tcp(s) => s.read(b),
             Probe::Unix(s) => s.read(b),
+            Probe::Tls(s) => s.read(b),
         }
     }
 }

@@ -250,6 +250,15 @@ impl ResponseReader {
         cx: &mut Context<'_>,
         want: usize,
     ) -> Poll<io::Result<usize>> {
+        // TLS decrypts through rustls' own buffer: read through it.
+        if conn.is_tls() {
+            let n = std::task::ready!(conn.poll_read_buf(cx, &mut self.buf, want.max(1)))?;
+            if n > 0 {
+                self.received = true;
+                self.progressed = true;
+            }
+            return Poll::Ready(Ok(n));
+        }
         // Readiness first: nothing is allocated while the backend thinks.
         let n = loop {
             if let Err(e) = std::task::ready!(conn.poll_read_ready(cx)) {

@@ -1,12 +1,13 @@
 //! Tunnels to a backend (`proxy.tunnel`): a request with `Upgrade` on a connection of its
 //! own, and once the backend answers `101 Switching Protocols`, bytes both ways until
-//! either side closes or nothing moves for the tunnel's idle timeout. Any other answer is
+//! either side closes or nothing moves for the tunnel's idle timeout. The connection is
+//! HTTP/1.1 whatever `proxy.http2.*` says (over TLS to an `https://` backend, offering only
+//! `http/1.1` in ALPN): an upgrade exists only there. Any other answer is
 //! an ordinary response, read to its end; the connection is never pooled either way.
 
 use super::balance::Lease;
 use super::conn::Conn;
-use super::exchange::{connection, log_failure};
-use super::proxy_line;
+use super::exchange::{connection, log_failure, Outgoing};
 use super::response::{ReadError, ResponseReader};
 use super::{Backend, Pool, UpstreamError};
 use crate::http::body::Next;
@@ -67,10 +68,7 @@ pub(super) async fn exchange(
     req: TunnelRequest,
     lease: Option<Lease>,
 ) -> Result<Response, (UpstreamError, Option<TunnelRequest>)> {
-    let line = req
-        .client_addrs
-        .filter(|_| backend.proxy_protocol)
-        .map(|(from, to)| proxy_line::v1(from, to));
+    let line = Outgoing::proxy_line_for(backend, req.client_addrs);
     let conn = match connection(pool, backend, line.as_deref(), false).await {
         Ok((conn, _)) => conn,
         Err(e) => return Err((e, Some(req))),
@@ -224,9 +222,20 @@ impl Passage {
         }
     }
 
-    /// Writes what the client sent, as far as the backend takes it. Returns whether
-    /// anything moved.
+    /// Writes what the client sent, as far as the backend takes it, and flushes it (TLS holds
+    /// written records until flushed). Returns whether anything moved.
     fn send_client_bytes(&mut self, cx: &mut Context<'_>) -> Result<bool, BodyError> {
+        let moved = self.write_client_bytes(cx)?;
+        match Pin::new(&mut self.conn).poll_flush(cx) {
+            Poll::Ready(Err(e)) => Err(BodyError::new(
+                Side::Upstream,
+                format!("tunnel: write failed: {e}"),
+            )),
+            _ => Ok(moved),
+        }
+    }
+
+    fn write_client_bytes(&mut self, cx: &mut Context<'_>) -> Result<bool, BodyError> {
         let mut moved = false;
         let Some(client) = self.tunnel.as_mut().map(|t| &mut t.client) else {
             return Ok(false);
@@ -365,8 +374,11 @@ thread_local! {
 /// so that a short read marks the socket drained and the next poll waits for readiness
 /// instead of trying a read that would find nothing (one system call less per message).
 fn read_arena(conn: &mut Conn, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<Bytes>> {
-    // Nothing is reserved while the backend is quiet.
-    std::task::ready!(conn.poll_read_ready(cx))?;
+    // Nothing is reserved while the backend is quiet. Not over TLS: rustls may hold
+    // decrypted bytes the socket no longer shows.
+    if !conn.is_tls() {
+        std::task::ready!(conn.poll_read_ready(cx))?;
+    }
     ARENA.with_borrow_mut(|arena| {
         debug_assert!(arena.is_empty());
         if arena.capacity() < want {

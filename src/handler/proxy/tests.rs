@@ -37,6 +37,7 @@ fn proxy_conf(addr: SocketAddr, path: &str) -> ProxyConf {
             },
             authority: addr.to_string(),
             path: path.into(),
+            tls: false,
         })
     }
 }

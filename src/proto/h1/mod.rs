@@ -15,7 +15,7 @@ pub use client::{
 };
 pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
 pub use write::{
-    write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk,
+    itoa, write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk,
     write_switching_head, ResponseHead,
 };
 

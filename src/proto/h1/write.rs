@@ -136,7 +136,8 @@ fn write_status_line(out: &mut Vec<u8>, status: u16) {
     }
 }
 
-pub(super) fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+/// `n` in decimal, written at the end of `buf`.
+pub fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;

@@ -2138,7 +2138,7 @@ impl Budget {
 
 /// Field names must be lowercase tokens; values must not contain NUL, CR, LF or start or end
 /// with whitespace (RFC 9113 section 8.2.1).
-fn valid_field(name: &[u8], value: &[u8]) -> bool {
+pub(super) fn valid_field(name: &[u8], value: &[u8]) -> bool {
     !name.is_empty()
         && name
             .iter()
@@ -2176,7 +2176,8 @@ fn repeats_per_resource(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"last-modified")
 }
 
-fn is_connection_specific(name: &[u8]) -> bool {
+/// Fields HTTP/2 forbids (RFC 9113 8.2.2), any case.
+pub(crate) fn is_connection_specific(name: &[u8]) -> bool {
     [
         &b"connection"[..],
         b"keep-alive",
