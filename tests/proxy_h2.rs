@@ -691,3 +691,118 @@ fn a_slow_client_holds_the_backend_back_through_http2() {
     input.read_exact_to(len, &mut sink).expect("body");
     assert_eq!(hash.finish(), pattern::pattern_hash(len));
 }
+
+// ---------------------------------------------------------------------------------------
+// Lists of backends over TLS and HTTP/2.
+
+/// A front (one worker: the balancer's counts are per worker) with `/metrics`, and `/`
+/// proxied to the backends `list` (a YAML value) with the `proxy.*` lines `extra`.
+fn list_front(list: &str, extra: &str) -> Spate {
+    Spate::start(&format!(
+        "\
+listen:
+  host: 127.0.0.1
+  port: 0
+num-threads: 1
+hosts:
+  default:
+    paths:
+      /metrics:
+        metrics: ON
+      /:
+        proxy.reverse.url: {list}
+{extra}"
+    ))
+}
+
+/// The front's count of requests answered by `backend` (a URL's authority), once it is
+/// `want` (workers publish their counts every 200 ms) or after a few seconds.
+fn answered_by(f: &Spate, backend: &str, want: f64) -> f64 {
+    use common::prometheus::{sample, scrape_until};
+    let key = format!("spate_backend_requests_total{{backend={backend}}}");
+    sample(
+        &scrape_until(f, "/metrics", |s| sample(s, &key) == want),
+        &key,
+    )
+}
+
+#[test]
+fn a_list_mixes_http_and_https_backends_and_probes_the_https_one_over_tls() {
+    let b = Backend::start();
+    let tls = middle(&b, Some(true));
+    let plain = middle(&b, None);
+    let ca = tls.path().join("b-ca.crt").display().to_string();
+    let (t, p) = (tls.addr.port(), plain.addr.port());
+    let f = list_front(
+        &format!("[http://127.0.0.1:{p}/, https://localhost:{t}/]"),
+        &format!(
+            "        proxy.ssl.cafile: {ca}\n        proxy.http2.ratio: 100\n        \
+             proxy.health-check: {{path: /text, interval: 100, fall: 1, rise: 1}}\n"
+        ),
+    );
+    // Round-robin: in turn over HTTP/1.1 to the cleartext one (HTTP/2 there would need
+    // force-cleartext) and over HTTP/2 by ALPN to the TLS one. (Both get the first URL's
+    // authority as Host, as in h2o: the Via tells them apart by the version.)
+    let vias: Vec<String> = (0..4).map(|_| hop_versions(&f, Proto::H1)).collect();
+    let over = |want: &str| vias.iter().filter(|v| v.contains(want)).count();
+    assert_eq!(over(", 1.1 127.0.0.1:"), 2, "{vias:?}");
+    assert_eq!(over(", 2 127.0.0.1:"), 2, "{vias:?}");
+    assert_eq!(answered_by(&f, &format!("localhost:{t}"), 2.0), 2.0);
+    // The probes of the TLS backend are TLS handshakes that pass (a cleartext probe would
+    // fail, and with fall: 1 take it out at once).
+    // (Each look at the middle's metrics is a handshake too.)
+    let passed = || handshakes(&tls, "full") + handshakes(&tls, "resumed");
+    let before = passed();
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let mut after = before;
+    while after < before + 4 && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(200));
+        after = passed();
+    }
+    assert!(
+        after >= before + 4,
+        "probes over TLS: {before} then {after}"
+    );
+    let samples = common::prometheus::scrape_until(&f, "/metrics", |_| true);
+    for backend in [format!("localhost:{t}"), format!("127.0.0.1:{p}")] {
+        // Health is the process's: no publishing delay.
+        let key = format!("spate_backend_up{{backend={backend}}}");
+        assert_eq!(common::prometheus::sample(&samples, &key), 1.0, "{key}");
+    }
+}
+
+#[test]
+fn least_conn_counts_a_request_in_flight_on_a_multiplexed_http2_connection() {
+    let b = Backend::start();
+    let tls = middle(&b, Some(true));
+    let plain = middle(&b, None);
+    let ca = tls.path().join("b-ca.crt").display().to_string();
+    let (t, p) = (tls.addr.port(), plain.addr.port());
+    let f = list_front(
+        &format!(
+            "\n          backends:\n            - {{url: https://localhost:{t}/, weight: 3}}\n            \
+             - http://127.0.0.1:{p}/\n          balancer: least-conn"
+        ),
+        &format!("        proxy.ssl.cafile: {ca}\n        proxy.http2.ratio: 100\n"),
+    );
+    // Nothing in flight: the heavier TLS backend, over HTTP/2. While that slow request is in
+    // flight on its stream, the next one goes to the other backend: 1 of 3 against 0 of 1
+    // (a stream that did not count would leave a tie, which the heavier one wins).
+    let url = f.url("/delay?ms=3000");
+    let slow = std::thread::spawn(move || curl(&["-s", "--max-time", "30", &url]));
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    while b.requests() == 0 {
+        assert!(
+            std::time::Instant::now() < end,
+            "the slow request never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // (Both get the first URL's authority as Host: the version tells them apart.)
+    let via = hop_versions(&f, Proto::H1);
+    assert!(via.contains(", 1.1 localhost:"), "{via}");
+    let out = slow.join().expect("slow request");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "late\n");
+    assert_eq!(answered_by(&f, &format!("localhost:{t}"), 1.0), 1.0);
+    assert_eq!(answered_by(&f, &format!("127.0.0.1:{p}"), 1.0), 1.0);
+}

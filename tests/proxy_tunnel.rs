@@ -142,6 +142,79 @@ fn websocket_echo_over_http1_with_a_real_client() {
 }
 
 #[test]
+fn websocket_to_an_https_backend_goes_over_tls_as_http1() {
+    let ws = WsServer::start();
+    // The backend: spate on TLS offering h2 in ALPN, tunnelling to the echo server.
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "mid", "localhost", false);
+    let mid = Spate::start_in(
+        &format!(
+            "
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: mid.crt
+    key-file: mid.key
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://127.0.0.1:{}/
+        proxy.tunnel: ON
+",
+            ws.port
+        ),
+        dir,
+    );
+    // The front verifies it, and would send ordinary requests over HTTP/2: a tunnel still
+    // goes over HTTP/1.1 (an upgrade exists only there).
+    let s = Spate::start(&format!(
+        "
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /ws:
+        proxy.reverse.url: https://localhost:{}/
+        proxy.ssl.cafile: {}
+        proxy.http2.ratio: 100
+        proxy.tunnel: ON
+",
+        mid.addr.port(),
+        mid.path().join("mid.crt").display()
+    ));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ws/client.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(format!("ws://{}/ws/chat", s.addr))
+        .output()
+        .expect("run the WebSocket client");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "client failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ws.closed(), "closed 4001 server bye");
+    assert_eq!(ws.closed(), "closed 4002 client bye");
+    // And from an HTTP/2 client, by extended CONNECT.
+    let addr = s.addr;
+    runtime().block_on(async move {
+        let mut client = h2_client(addr).await;
+        let (resp, mut send) = client
+            .send_request(connect(addr, "/ws/"), false)
+            .expect("send CONNECT");
+        let resp = resp.await.expect("response");
+        assert_eq!(resp.status(), 200);
+        let mut recv = Frames::new(resp.into_body());
+        let payload = vec![b'z'; 200_000];
+        send.send_data(frame(1, &payload).into(), false).unwrap();
+        assert_eq!(recv.next().await, Some((1, payload)));
+    });
+}
+
+#[test]
 fn websocket_over_http2_extended_connect() {
     let ws = WsServer::start();
     let s = spate(&ws, "proxy.tunnel: ON");
