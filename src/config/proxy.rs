@@ -243,7 +243,7 @@ impl ProxyOpts {
             max_fails: self.max_fails.unwrap_or(d.max_fails),
             fail_timeout: self.fail_timeout.unwrap_or(d.fail_timeout),
             health_check: self.health_check.clone().unwrap_or(d.health_check),
-            http2_ratio: http2_ratio,
+            http2_ratio,
             http2_max_concurrent_streams: self
                 .http2_max_concurrent_streams
                 .unwrap_or(d.http2_max_concurrent_streams),

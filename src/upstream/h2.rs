@@ -284,7 +284,7 @@ pub async fn exchange(
             Ok(s) => s,
             // Filled up while this request waited: another connection.
             Err(r) => {
-                req = Some(r);
+                req = Some(*r);
                 continue;
             }
         };
@@ -353,7 +353,7 @@ impl H2Stream {
         conn: &Rc<H2Conn>,
         backend: &Rc<Backend>,
         req: UpstreamRequest,
-    ) -> Result<H2Stream, UpstreamRequest> {
+    ) -> Result<H2Stream, Box<UpstreamRequest>> {
         let UpstreamRequest {
             method,
             target,
@@ -390,13 +390,14 @@ impl H2Stream {
         ];
         let opened = conn.with(|c| c.open(&pseudo, fields, end_stream));
         let Ok(id) = opened else {
-            return Err(UpstreamRequest {
+            // Boxed: rare, and the request is large.
+            return Err(Box::new(UpstreamRequest {
                 method,
                 target,
                 headers,
                 body,
                 client_addrs,
-            });
+            }));
         };
         let idempotent = super::is_idempotent(&method);
         Ok(H2Stream {
