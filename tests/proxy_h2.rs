@@ -81,7 +81,8 @@ hosts:
     )
 }
 
-/// A cleartext front forwarding `/` to `url` with the `proxy.*` lines `extra`.
+/// A cleartext front (one worker) with `/metrics`, forwarding `/` to `url` (a YAML value)
+/// with the `proxy.*` lines `extra`.
 fn front_to(url: &str, extra: &str) -> Spate {
     Spate::start(&format!(
         "\
@@ -92,6 +93,8 @@ num-threads: 1
 hosts:
   default:
     paths:
+      /metrics:
+        metrics: ON
       /:
         proxy.reverse.url: {url}
 {extra}"
@@ -695,26 +698,6 @@ fn a_slow_client_holds_the_backend_back_through_http2() {
 // ---------------------------------------------------------------------------------------
 // Lists of backends over TLS and HTTP/2.
 
-/// A front (one worker: the balancer's counts are per worker) with `/metrics`, and `/`
-/// proxied to the backends `list` (a YAML value) with the `proxy.*` lines `extra`.
-fn list_front(list: &str, extra: &str) -> Spate {
-    Spate::start(&format!(
-        "\
-listen:
-  host: 127.0.0.1
-  port: 0
-num-threads: 1
-hosts:
-  default:
-    paths:
-      /metrics:
-        metrics: ON
-      /:
-        proxy.reverse.url: {list}
-{extra}"
-    ))
-}
-
 /// The front's count of requests answered by `backend` (a URL's authority), once it is
 /// `want` (workers publish their counts every 200 ms) or after a few seconds.
 fn answered_by(f: &Spate, backend: &str, want: f64) -> f64 {
@@ -733,7 +716,7 @@ fn a_list_mixes_http_and_https_backends_and_probes_the_https_one_over_tls() {
     let plain = middle(&b, None);
     let ca = tls.path().join("b-ca.crt").display().to_string();
     let (t, p) = (tls.addr.port(), plain.addr.port());
-    let f = list_front(
+    let f = front_to(
         &format!("[http://127.0.0.1:{p}/, https://localhost:{t}/]"),
         &format!(
             "        proxy.ssl.cafile: {ca}\n        proxy.http2.ratio: 100\n        \
@@ -778,7 +761,7 @@ fn least_conn_counts_a_request_in_flight_on_a_multiplexed_http2_connection() {
     let plain = middle(&b, None);
     let ca = tls.path().join("b-ca.crt").display().to_string();
     let (t, p) = (tls.addr.port(), plain.addr.port());
-    let f = list_front(
+    let f = front_to(
         &format!(
             "\n          backends:\n            - {{url: https://localhost:{t}/, weight: 3}}\n            \
              - http://127.0.0.1:{p}/\n          balancer: least-conn"
