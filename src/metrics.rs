@@ -19,16 +19,18 @@ pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
 pub enum Proto {
     Http1 = 0,
     Http2 = 1,
+    Http3 = 2,
 }
-const PROTOS: [&str; 2] = ["http/1.1", "h2"];
+const PROTOS: [&str; 3] = ["http/1.1", "h2", "h3"];
 
 /// Transports connections are counted by.
 #[derive(Clone, Copy)]
 pub enum Transport {
     Tcp = 0,
     Tls = 1,
+    Quic = 2,
 }
-const TRANSPORTS: [&str; 2] = ["tcp", "tls"];
+const TRANSPORTS: [&str; 3] = ["tcp", "tls", "quic"];
 
 /// TLS handshake outcomes.
 #[derive(Clone, Copy)]
@@ -62,13 +64,13 @@ const BUCKETS_US: [u64; 10] = [
 struct Local {
     on: Cell<bool>,
     /// Requests by protocol and status class (1xx .. 5xx).
-    requests: [[Cell<u64>; 5]; 2],
+    requests: [[Cell<u64>; 5]; 3],
     bytes_in: Cell<u64>,
     bytes_out: Cell<u64>,
-    open: [Cell<u64>; 2],
-    accepted: [Cell<u64>; 2],
+    open: [Cell<u64>; 3],
+    accepted: [Cell<u64>; 3],
     /// Open connections by protocol, once it is known (after TLS and ALPN, or the preface).
-    open_proto: [Cell<u64>; 2],
+    open_proto: [Cell<u64>; 3],
     handshakes: [Cell<u64>; 3],
     /// HTTP/2 RST_STREAM frames by direction and error code.
     resets: [[Cell<u64>; H2_CODES]; 2],
@@ -83,12 +85,12 @@ thread_local! {
     static LOCAL: Local = const {
         Local {
             on: Cell::new(false),
-            requests: [[const { Cell::new(0) }; 5], [const { Cell::new(0) }; 5]],
+            requests: [const { [const { Cell::new(0) }; 5] }; 3],
             bytes_in: Cell::new(0),
             bytes_out: Cell::new(0),
-            open: [const { Cell::new(0) }; 2],
-            accepted: [const { Cell::new(0) }; 2],
-            open_proto: [const { Cell::new(0) }; 2],
+            open: [const { Cell::new(0) }; 3],
+            accepted: [const { Cell::new(0) }; 3],
+            open_proto: [const { Cell::new(0) }; 3],
             handshakes: [const { Cell::new(0) }; 3],
             resets: [[const { Cell::new(0) }; H2_CODES], [const { Cell::new(0) }; H2_CODES]],
             duration: [const { Cell::new(0) }; 11],
@@ -351,12 +353,12 @@ pub fn backend(backend: &Arc<str>, failed: bool) {
 /// The counters of one worker (or a sum of them).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
-    pub requests: [[u64; 5]; 2],
+    pub requests: [[u64; 5]; 3],
     pub bytes_in: u64,
     pub bytes_out: u64,
-    pub open: [u64; 2],
-    pub accepted: [u64; 2],
-    pub open_proto: [u64; 2],
+    pub open: [u64; 3],
+    pub accepted: [u64; 3],
+    pub open_proto: [u64; 3],
     pub handshakes: [u64; 3],
     pub resets: [[u64; H2_CODES]; 2],
     pub duration: [u64; 11],
@@ -455,12 +457,12 @@ struct Registry {
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     slots: Vec::new(),
     retired: Snapshot {
-        requests: [[0; 5]; 2],
+        requests: [[0; 5]; 3],
         bytes_in: 0,
         bytes_out: 0,
-        open: [0; 2],
-        accepted: [0; 2],
-        open_proto: [0; 2],
+        open: [0; 3],
+        accepted: [0; 3],
+        open_proto: [0; 3],
         handshakes: [0; 3],
         resets: [[0; H2_CODES]; 2],
         duration: [0; 11],
@@ -515,8 +517,8 @@ impl Drop for Slot {
     /// The worker ends: its totals move to the retired sum; its open connections are gone.
     fn drop(&mut self) {
         let mut snap = Snapshot::local();
-        snap.open = [0; 2];
-        snap.open_proto = [0; 2];
+        snap.open = [0; 3];
+        snap.open_proto = [0; 3];
         snap.tunnels[1] = 0;
         OWN_SLOT.with(|own| *own.borrow_mut() = None);
         let mut r = registry();

@@ -7,7 +7,6 @@ mod common;
 mod tls_support;
 
 use common::*;
-use std::time::{Duration, Instant};
 use tls_support::*;
 
 /// The page and the assets it loads (see examples/site/index.html).
@@ -46,29 +45,5 @@ hosts:
     let url = format!("https://127.0.0.1:{}/", s.addr.port());
     chromium_screenshot(browser, s.path(), &url, &[]);
 
-    // Access log lines are flushed at least every second.
-    let log_path = s.path().join("access.log");
-    let expected_protocol = "HTTP/2";
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let log = loop {
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let all = FETCHED
-            .iter()
-            .all(|p| log.lines().any(|l| l.ends_with(&format!(" 200 {p}"))));
-        if all || Instant::now() > deadline {
-            break log;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    for p in FETCHED {
-        let line = log
-            .lines()
-            .find(|l| l.ends_with(&format!(" 200 {p}")))
-            .unwrap_or_else(|| panic!("{p} was not fetched; access log:\n{log}"));
-        assert_eq!(
-            line,
-            format!("{expected_protocol} 200 {p}"),
-            "access log:\n{log}"
-        );
-    }
+    expect_logged(&s.path().join("access.log"), FETCHED, "HTTP/2");
 }

@@ -59,7 +59,8 @@ def main(argv=None):
             args.server_cpu,
             _spate_path(args.spate),
             args.floor or _floor_path(),
-            _h2load_has_h3(),
+            _h3_h2load(args.h3_h2load),
+            _h2o_quic(args.h2o_quic),
         )
         settings = Settings(args.quick, reps, args.load_cpu, args.seconds)
         runner = Runner(env, settings, chosen, cases)
@@ -94,14 +95,23 @@ def main(argv=None):
     return 0
 
 
+KEEP_MARK = "<!-- bench/run --update-docs keeps what follows -->"
+
+
 def write_report(out_dir, rows, cases, meta, update_docs):
     text = report.markdown(rows, cases, meta)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(text)
     charts = report.charts(rows, cases, out_dir)
     if update_docs:
-        with open(os.path.join(REPO_DIR, "docs", "benchmarks.md"), "w") as f:
-            f.write(report.docs_page(text))
+        path = os.path.join(REPO_DIR, "docs", "benchmarks.md")
+        with open(path, "w+") if not os.path.exists(path) else open(path, "r+") as f:
+            # The hand-written part (other benches' tables) below KEEP_MARK stays.
+            old = f.read()
+            mark = old.find(KEEP_MARK)
+            f.seek(0)
+            f.truncate()
+            f.write(report.docs_page(text) + ("\n" + old[mark:] if mark >= 0 else ""))
     print(
         "bench: wrote %s (results.csv, report.md%s)"
         % (out_dir, ", %d charts" % charts if charts else ", no charts: matplotlib missing"),
@@ -141,6 +151,16 @@ def parse_args(argv):
     p.add_argument("--out", default=None, help="output dir (default bench/results/DATE-TIME)")
     p.add_argument("--spate", default=None, help="spate binary (default target/release/spate)")
     p.add_argument("--floor", default=None, help="floor binary (default bench/build/floor)")
+    p.add_argument(
+        "--h3-h2load",
+        default=None,
+        help="h2load with HTTP/3 (default ../shared/peers/bin/h2load, else h2load if it has it)",
+    )
+    p.add_argument(
+        "--h2o-quic",
+        default=None,
+        help="h2o with QUIC for the HTTP/3 rows (default ../shared/peers/h2o/bin/h2o)",
+    )
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--load-cpu", type=int, default=1)
     p.add_argument("--keep-run-dir", action="store_true", help="keep configs and server logs")
@@ -196,6 +216,7 @@ VERSION_COMMANDS = [
     ["nghttpx", "--version"],
     ["h2load", "--version"],
     ["wrk", "-v"],
+    ["caddy", "version"],
 ]
 
 
@@ -205,6 +226,8 @@ def _version(argv):
     except (OSError, subprocess.TimeoutExpired):
         return ""
     for line in p.stdout.decode("utf-8", "replace").splitlines():
+        if argv[0] == "caddy":  # "v2.6.2 h1:..."
+            return "caddy " + line.split(" ")[0]
         if "version" in line.lower() or line.startswith(("wrk", "h2load", "nghttp")):
             return line.split(" Copyright")[0].strip()
     return ""
@@ -229,6 +252,38 @@ def _spate_path(given):
 
 def _floor_path():
     return os.path.join(BENCH_DIR, "build", "floor")
+
+
+# Debian 12 has no HTTP/3 in its h2load nor its h2o: the shared peers next to the repository
+# (shared/peers/README.md) have both. Without them the HTTP/3 rows are n/a.
+PEERS_DIR = os.path.join(os.path.dirname(REPO_DIR), "shared", "peers")
+
+
+def _h3_h2load(given):
+    """The h2load that speaks HTTP/3, or None: `given`, the peers' build, or Debian's h2load
+    when it is linked with ngtcp2 (Debian's 1.52 is not)."""
+    for path in (given, os.path.join(PEERS_DIR, "bin", "h2load")):
+        if path and _runs([path, "--version"]):
+            return os.path.abspath(path)
+    return "h2load" if _h2load_has_h3() else None
+
+
+def _h2o_quic(given):
+    """An h2o with QUIC (the peers' build, which finds its share/ through H2O_ROOT), or None."""
+    path = given or os.path.join(PEERS_DIR, "h2o", "bin", "h2o")
+    return os.path.abspath(path) if _runs([path, "--version"]) else None
+
+
+def _runs(argv):
+    try:
+        return (
+            subprocess.run(
+                argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=5
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def _h2load_has_h3():

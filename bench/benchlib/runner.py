@@ -133,7 +133,7 @@ class Runner:
             inst.port,
             case.path,
         )
-        reason = probe(case, url, check_body=not server.canned)
+        reason = probe(case, url, check_body=not server.canned, h3_client=self.env.h3_client)
         if reason:
             self.skip(server, case, self.failure_status(server), "probe: %s" % reason)
             return None
@@ -196,7 +196,7 @@ class Runner:
             duration = 1 if warm else secs
             return ["wrk", "-t1", "-c%d" % case.conns, "-d%ds" % duration, "--timeout", "5s", url]
         argv = [
-            "h2load",
+            self.env.h3_client if case.listener == "quic" else "h2load",
             "-t1",
             "-c%d" % case.conns,
             "-m%d" % case.streams,
@@ -207,7 +207,7 @@ class Runner:
         if case.big_windows:
             argv += ["-w30", "-W30"]
         if case.listener == "quic":
-            argv += ["--npn-list", "h3"]
+            argv += ["--alpn-list=h3"]
         if case.encoding:
             argv += ["-H", "accept-encoding: %s" % case.encoding]
         return argv + [url]
@@ -315,12 +315,14 @@ class Progress:
         )
 
 
-def probe(case, url, check_body=True):
-    """One request the way the load will make it; None if it succeeded, else why not."""
+def probe(case, url, check_body=True, h3_client=None):
+    """One request the way the load will make it; None if it succeeded, else why not.
+    `h3_client`: the h2load that speaks HTTP/3, for QUIC cases."""
     if case.tool == "h2load":
-        argv = ["h2load", "-n1", "-c1", "-m1", "-T5"]
-        if case.listener == "quic":
-            argv += ["--npn-list", "h3"]
+        quic = case.listener == "quic"
+        argv = [h3_client if quic else "h2load", "-n1", "-c1", "-m1", "-T5"]
+        if quic:
+            argv += ["--alpn-list=h3"]
         if case.encoding:
             argv += ["-H", "accept-encoding: %s" % case.encoding]
         _, out = run_bounded(argv + [url], 15)

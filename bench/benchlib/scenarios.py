@@ -64,7 +64,7 @@ class Case:
         if self.big_windows:
             flags += " -w30 -W30"
         if self.listener == "quic":
-            flags += " --npn-list h3"
+            flags += " --alpn-list=h3"
         if self.encoding:
             flags += " -H 'accept-encoding: %s'" % self.encoding
         return flags
@@ -79,6 +79,8 @@ SCENARIOS = {
     "S6": 'server core: GET /answer -> 200 "42" (wrk -c10..800)',
     "S7": "TLS, 653-byte index.html and 90 KB JPEG, HTTP/1.1 (wrk) and HTTP/2 (h2load -c100)",
     "S8": "TLS reverse proxy to an HTTP/1.1 app answering 1000 B (h2load -m10 -c100/-c1000)",
+    "Q1": "S1's static files over HTTP/3 (QUIC; TLS and QUIC on one port) "
+    "(h2load --alpn-list=h3 -c100 -m10)",
     "C1": "on-the-fly compression of a 100 KB HTML page at br 6 / gzip 6, from a file and "
     "proxied, HTTP/2 over TLS (h2load -c100 -m10)",
 }
@@ -203,6 +205,9 @@ def all_cases():
                     10,
                 )
             )
+    for name, label in (("6b.txt", "6 B"), ("4k.txt", "4 KiB")):
+        short = name.split(".")[0]
+        cases.append(Case("Q1", "Q1-" + short, label, "h2load", "/" + name, "quic", "static", 100, 10))
     for mode, what in (("static", "file"), ("proxy", "proxied")):
         for encoding in ("br", "gzip"):
             cases.append(

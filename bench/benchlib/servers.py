@@ -7,6 +7,7 @@ serving (see bench/README.md, "Peer configurations"); the templates are in bench
 
 import os
 import resource
+import shutil
 import string
 
 from .procs import StartError, free_port
@@ -39,6 +40,7 @@ class Env:
         spate,
         floor,
         h3_client,
+        h2o_quic=None,
     ):
         self.run_dir = run_dir
         self.docroot = docroot
@@ -49,7 +51,8 @@ class Env:
         self.server_cpu = server_cpu
         self.spate = spate
         self.floor = floor
-        self.h3_client = h3_client  # does the load generator speak HTTP/3?
+        self.h3_client = h3_client  # the h2load that speaks HTTP/3, or None
+        self.h2o_quic = h2o_quic  # an h2o with QUIC (the peers' build), or None
         self.is_root = os.geteuid() == 0
 
 
@@ -89,7 +92,7 @@ class Server:
 
 
 def all_servers():
-    return [Spate(), H2o(), Nginx(), Nghttpd(), Nghttpx(), Apache(), Floor()]
+    return [Spate(), H2o(), Nginx(), Nghttpd(), Nghttpx(), Apache(), Caddy(), Floor()]
 
 
 def by_name(names):
@@ -105,7 +108,7 @@ def by_name(names):
 class H2oDialect(Server):
     """h2o and spate: one YAML dialect, one generator."""
 
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "Q1", "C1")
 
     def start(self, env, cases):
         case = cases[0]
@@ -115,21 +118,31 @@ class H2oDialect(Server):
         in_flight = max(c.conns * c.streams for c in cases)
         config = self.render(env, case, port, backend.ports if backend else None, in_flight)
         path = write(env, "%s-%s.yaml" % (self.name, case.scenario), config)
-        proc = env.launcher.start(self.name, self.argv(env, path), env.run_dir, env.server_cpu)
+        proc = env.launcher.start(
+            self.name, self.argv(env, path, case), env.run_dir, env.server_cpu
+        )
         inst = Instance(port, proc, backend.proc if backend else None)
         wait_or_stop(inst, port)
         return inst
 
     def render(self, env, case, port, backend_ports, in_flight=None):
         listen_extra, globals_, paths = [], self.extra_globals(case), []
-        if case.listener == "quic":
-            listen_extra += ["  type: quic"]
         if case.listener in ("tls", "quic"):
             listen_extra += [
                 "  ssl:",
                 "    certificate-file: %s" % env.cert,
                 "    key-file: %s" % env.key,
             ]
+        if case.listener == "quic":
+            # As seed-004: the TLS listen and a QUIC listen on the same port number (the load
+            # uses QUIC; the harness waits for the TCP side). No OCSP fetcher for a self-signed
+            # certificate.
+            listen_extra += ["    ocsp-update-interval: 0", "listen:"]
+            listen_extra += ["  host: 127.0.0.1", "  port: %d" % port, "  type: quic"]
+            listen_extra += listen_extra[:3] + ["    ocsp-update-interval: 0"]
+            # As max-connections for TCP: h2load leaves its QUIC connections to the idle
+            # timeout, so one run's 1,000 are still there when the next starts.
+            globals_ += ["max-quic-connections: 15000"]
         if case.mode == "proxy" and len(backend_ports) > 1:
             paths += ["      /:", "        proxy.reverse.url:", "          backends:"]
             paths += ["            - http://127.0.0.1:%d/" % p for p in backend_ports]
@@ -176,7 +189,7 @@ class H2oDialect(Server):
     def answer_paths(self):
         raise NotImplementedError
 
-    def argv(self, env, config_path):
+    def argv(self, env, config_path, case):
         raise NotImplementedError
 
 
@@ -212,7 +225,7 @@ class Spate(H2oDialect):
             "          methods: [GET]",
         ]
 
-    def argv(self, env, config_path):
+    def argv(self, env, config_path, case):
         return [env.spate, "-c", config_path]
 
 
@@ -220,8 +233,10 @@ class H2o(H2oDialect):
     name = "h2o"
 
     def unsupported(self, case, env):
-        if case.protocol == "h3":
-            return "h2o 2.2.5 has no HTTP/3"
+        if case.protocol == "h3" and not env.h2o_quic:
+            return "h2o 2.2.5 has no HTTP/3 (the peers' h2o with QUIC is not there)"
+        if case.protocol == "h3" and case.mode == "answer":
+            return "the peers' h2o is built without mruby"
         if case.backends > 1:
             return "h2o 2.2.5 has no balancer (h2o 2.3 has; see docs/benchmarks.md)"
         return super().unsupported(case, env)
@@ -244,7 +259,11 @@ class H2o(H2oDialect):
             "          end",
         ]
 
-    def argv(self, env, config_path):
+    def argv(self, env, config_path, case):
+        if case.protocol == "h3":
+            # The peers' h2o (HTTP/3) finds its share/ through H2O_ROOT.
+            root = os.path.dirname(os.path.dirname(env.h2o_quic))
+            return ["env", "H2O_ROOT=" + root, env.h2o_quic, "-c", config_path]
         return ["h2o", "-c", config_path]
 
 
@@ -422,6 +441,53 @@ class Apache(Server):
         path = write(env, "apache-%s.conf" % case.scenario, template("apache.conf", values))
         proc = env.launcher.start(
             self.name, ["apache2", "-f", path, "-DFOREGROUND"], env.run_dir, env.server_cpu
+        )
+        inst = Instance(port, proc, backend.proc if backend else None)
+        wait_or_stop(inst, port)
+        return inst
+
+
+class Caddy(Server):
+    """Caddy 2.6 (Debian's; quic-go): the HTTP/3 rows only, HTTP/1.1, HTTP/2 and HTTP/3 on one
+    port as its default. Its admin API, automatic HTTPS and logs are off; its state goes to
+    the run dir."""
+
+    name = "caddy"
+    scenarios = ("S8", "Q1")
+
+    def applies(self, case):
+        return super().applies(case) and case.protocol == "h3"
+
+    def unsupported(self, case, env):
+        if not shutil.which("caddy"):
+            return "no caddy (apt-get install caddy)"
+        return super().unsupported(case, env)
+
+    def start(self, env, cases):
+        case = cases[0]
+        port = free_port()
+        backend = start_backend(env, self.name) if case.mode == "proxy" else None
+        if backend:
+            handler = "reverse_proxy 127.0.0.1:%d" % backend.port
+        else:
+            handler = "root * %s\n\tfile_server" % env.docroot
+        config = (
+            "{\n\tadmin off\n\tauto_https off\n\tservers {\n\t\tprotocols h1 h2 h3\n\t}\n}\n"
+            "https://127.0.0.1:%d {\n\tbind 127.0.0.1\n\ttls %s %s\n\t%s\n}\n"
+            % (port, env.cert, env.key, handler)
+        )
+        path = write(env, "Caddyfile-%s" % case.scenario, config)
+        home = os.path.join(env.run_dir, "caddy-home")
+        os.makedirs(home, exist_ok=True)
+        argv = ["caddy", "run", "--config", path, "--adapter", "caddyfile"]
+        proc = env.launcher.start(
+            self.name,
+            argv,
+            env.run_dir,
+            env.server_cpu,
+            env=dict(
+                os.environ, HOME=home, XDG_DATA_HOME=home, XDG_CONFIG_HOME=home, GOMAXPROCS="1"
+            ),
         )
         inst = Instance(port, proc, backend.proc if backend else None)
         wait_or_stop(inst, port)

@@ -14,7 +14,8 @@ class FakeEnv:
     cert = "/run/cert.pem"
     key = "/run/key.pem"
     is_root = False
-    h3_client = False
+    h3_client = None
+    h2o_quic = None
     spate = "/nonexistent/spate"
     floor = "/nonexistent/floor"
 

@@ -112,3 +112,32 @@ def test_peer_templates_have_every_placeholder_filled():
         }
         text = servers.template(name, {k: "X" for k in keys})
         assert "$" not in text.replace("$-placeholders", "")
+
+
+def test_http3_rows_listen_on_tls_and_quic_at_one_port(env):
+    for c in select(["Q1", "S8"]):
+        if c.listener != "quic":
+            continue
+        for server in (servers.Spate(), servers.H2o()):
+            text = server.render(env, c, 8443, [9000])
+            assert text.count("listen:\n  host: 127.0.0.1\n  port: 8443\n") == 2, c.key
+            assert text.count("  type: quic\n") == 1, c.key
+            assert text.count("    certificate-file: /run/cert.pem\n") == 2, c.key
+            assert "\nmax-quic-connections: 15000\n" in text, c.key
+    q1 = [c.key for c in select(["Q1"])]
+    assert q1 == ["Q1-6b", "Q1-4k"]
+    assert {c.load_flags() for c in select(["Q1"])} == {"h2load -c100 -m10 --alpn-list=h3"}
+
+
+def test_http3_cells_need_the_http3_tools(env):
+    q1 = case("Q1-6b")
+    assert servers.Spate().unsupported(q1, env) == "h2load here has no HTTP/3 support"
+    assert "no HTTP/3" in servers.H2o().unsupported(q1, env)
+    env.h3_client, env.h2o_quic = "/peers/h2load", "/peers/h2o/bin/h2o"
+    assert servers.H2o().unsupported(q1, env) is None
+    argv = servers.H2o().argv(env, "/x/h2o.yaml", q1)
+    assert argv == ["env", "H2O_ROOT=/peers/h2o", "/peers/h2o/bin/h2o", "-c", "/x/h2o.yaml"]
+    assert servers.H2o().argv(env, "/x/h2o.yaml", case("S3-6b"))[0] == "h2o"
+    # Caddy has a column in the HTTP/3 rows only.
+    assert servers.Caddy().applies(q1) and servers.Caddy().applies(case("S8-3-c100"))
+    assert not servers.Caddy().applies(case("S8-2-c100"))

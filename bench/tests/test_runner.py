@@ -43,3 +43,12 @@ def test_planned_runs_count_only_servers_that_take_part():
     # S5 in quick mode: spate, h2o, nginx, apache and the floor; not nghttpd nor nghttpx.
     s5 = [c for c in r.cases if c.scenario == "S5"]
     assert sum(1 for c in s5 for s in r.servers if s.applies(c)) == 5
+
+
+def test_http3_runs_use_the_http3_h2load():
+    r = runner(quick=False)
+    r.env.h3_client = "/peers/h2load"
+    argv = r.load_argv(case("Q1-6b"), "https://127.0.0.1:1/6b.txt", requests=1000)
+    assert argv[0] == "/peers/h2load" and "--alpn-list=h3" in argv
+    argv = r.load_argv(case("S3-6b"), "https://127.0.0.1:1/6b.txt", requests=1000)
+    assert argv[0] == "h2load" and "--alpn-list=h3" not in argv

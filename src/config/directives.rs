@@ -110,6 +110,17 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http2-header-timeout", G),
     ("http2-max-resets-per-second", G),
     ("http2-max-control-frames-per-second", G),
+    // HTTP/3 (config/quic.rs).
+    ("http3-idle-timeout", G),
+    ("http3-input-window-size", G),
+    ("http3-graceful-shutdown-timeout", G),
+    ("http3-gso", G),
+    ("max-quic-connections", G),
+    ("http3-qpack-max-table-capacity", G),
+    ("http3-qpack-blocked-streams", G),
+    ("http3-max-streams-uni", G),
+    ("http3-0rtt", G),
+    ("http3-alt-svc", G),
     // Handlers.
     ("file.dir", P),
     ("respond", P),
@@ -206,9 +217,8 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "http2-latency-optimization-min-rtt",
     "http2-latency-optimization-max-additional-delay",
     "http2-latency-optimization-max-cwnd",
-    "http3-idle-timeout",
-    "http3-graceful-shutdown-timeout",
-    "http3-input-window-size",
+    "http3-max-concurrent-streaming-requests-per-connection",
+    "num-quic-threads",
     "mruby.handler",
     "mruby.handler-file",
     "fastcgi.connect",
@@ -234,7 +244,7 @@ const NOT_SUPPORTED_YET: &[&str] = &[
 ];
 
 /// The names above, and every `proxy.ssl.*`, `proxy.http2.*`, `proxy.http3.*`, `fastcgi.*`,
-/// `mruby.*`, `http3-*` and `http2-latency-optimization-*` directive, are h2o's and not
+/// `mruby.*` and `http2-latency-optimization-*` directive, are h2o's and not
 /// supported yet.
 fn is_not_supported_yet(name: &str) -> bool {
     NOT_SUPPORTED_YET.contains(&name)
@@ -243,7 +253,6 @@ fn is_not_supported_yet(name: &str) -> bool {
         || name.starts_with("proxy.http3.")
         || name.starts_with("fastcgi.")
         || name.starts_with("mruby.")
-        || name.starts_with("http3-")
         || name.starts_with("http2-latency-optimization-")
 }
 

@@ -1,7 +1,8 @@
 //! `listen`: where the server accepts connections.
 //!
 //! Forms: `80`, `"127.0.0.1:80"`, `"[::1]:80"`, a mapping with `port` (required), `host`,
-//! `type` (`tcp` or `quic`) and `ssl` (see `tls.rs`), or a sequence of those. Without `host` the listener
+//! `type` (`tcp` or `quic`), `ssl` (see `tls.rs`) and `quic` (see `quic.rs`; implies
+//! `type: quic`, as in h2o), or a sequence of those. Without `host` the listener
 //! binds every IPv4 address (`0.0.0.0`).
 
 use super::value::{show, Ctx};
@@ -102,7 +103,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "permission",
     "sndbuf",
     "rcvbuf",
-    "quic",
     "cc",
     "initcwnd",
     "reuseport",
@@ -127,6 +127,7 @@ fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
         addr,
         kind: ListenKind::Tcp,
         tls: None,
+        quic: None,
         at: ctx.at(v.line),
     })
 }
@@ -142,6 +143,7 @@ fn mapping(
     let mut kind = ListenKind::Tcp;
     let mut has_ssl = false;
     let mut tls = None;
+    let mut quic = None;
     let mut ok = true;
     for (k, _) in entries {
         if let Some(key) = k.as_str().filter(|key| NOT_SUPPORTED_YET.contains(key)) {
@@ -149,7 +151,7 @@ fn mapping(
             ok = false;
         }
     }
-    let allowed = ["port", "host", "type", "ssl"];
+    let allowed = ["port", "host", "type", "ssl", "quic"];
     let relevant: Vec<(Node, Node)> = entries
         .iter()
         .filter(|(k, _)| {
@@ -189,6 +191,11 @@ fn mapping(
                     ok = false;
                 }
             },
+            "quic" => {
+                quic = super::quic::parse(ctx, val);
+                ok &= quic.is_some();
+                kind = ListenKind::Quic;
+            }
             _ => {
                 has_ssl = true;
                 tls = super::tls::parse(ctx, val, host_name);
@@ -205,10 +212,14 @@ fn mapping(
         return None;
     }
     let port = port?;
+    if kind == ListenKind::Quic && quic.is_none() {
+        quic = Some(super::quic::QuicConf::default());
+    }
     ok.then(|| Listen {
         addr: SocketAddr::new(host, port),
         kind,
         tls,
+        quic,
         at: ctx.at(v.line),
     })
 }

@@ -5,7 +5,7 @@ use super::hosts::{self, Scoped};
 use super::listen::Listeners;
 use super::value::{show, Ctx};
 use super::yaml::{self, Node};
-use super::{http, tls, Config, ConfigError, Location};
+use super::{http, quic, tls, Config, ConfigError, Location};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -74,6 +74,7 @@ fn global(ctx: &mut Ctx, root: &Node) -> Config {
             "listen" => listeners.add(ctx, v, None),
             _ if scoped.apply(ctx, name, v) => {}
             _ if http::apply(ctx, name, v, &mut c) => {}
+            _ if quic::apply(ctx, name, v, &mut c.http3) => {}
             _ => server(ctx, name, v, &mut c),
         }
     }
@@ -210,7 +211,7 @@ pub(super) mod tests {
     }
 
     /// `text` with `$CRT` and `$KEY` replaced by a real certificate and key.
-    fn with_cert(text: &str) -> String {
+    pub(in crate::config) fn with_cert(text: &str) -> String {
         let (c, k) = cert();
         text.replace("$CRT", c).replace("$KEY", k)
     }

@@ -56,6 +56,8 @@ pub struct Config {
     pub emit_request_errors: bool,
     pub http1: Http1,
     pub http2: Http2,
+    /// `http3-*` directives and `max-quic-connections`.
+    pub http3: Http3,
     pub limits: Limits,
     /// `shutdown-timeout`: how long in-flight requests may run after SIGTERM (default 10 s).
     pub shutdown_timeout: Duration,
@@ -68,7 +70,7 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListenKind {
     Tcp,
-    /// `type: quic` (HTTP/3), accepted in configuration; not served yet.
+    /// `type: quic` or a `quic:` mapping: HTTP/3 over QUIC on UDP.
     Quic,
 }
 
@@ -98,6 +100,8 @@ pub struct Listen {
     pub kind: ListenKind,
     /// The `ssl` mapping: certificates (per host, for SNI) and handshake settings.
     pub tls: Option<TlsConf>,
+    /// The QUIC settings of a `quic` listener (`None` for TCP).
+    pub quic: Option<QuicConf>,
     pub at: Location,
 }
 
@@ -604,6 +608,7 @@ impl Config {
             emit_request_errors: true,
             http1: Http1::default(),
             http2: Http2::default(),
+            http3: Http3::default(),
             limits: Limits::default(),
             shutdown_timeout: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(10),
@@ -623,6 +628,7 @@ impl Config {
             addr,
             kind: ListenKind::Tcp,
             tls: None,
+            quic: None,
             at: at.clone(),
         });
         c.hosts.push(Host {
@@ -656,6 +662,7 @@ mod listen;
 mod load;
 mod log;
 mod proxy;
+mod quic;
 mod redirect;
 mod respond;
 mod tls;
@@ -663,6 +670,7 @@ mod value;
 mod yaml;
 
 pub use load::{load_file, load_str};
+pub use quic::{Http3, QuicConf};
 pub use tls::{
     Identity, SessionResumption, TlsConf, TlsVersion, KX_GROUPS, TLS12_SUITES, TLS13_SUITES,
 };

@@ -32,7 +32,7 @@ impl Handler for StatusHandler {
         );
         // h2o's `status.*` counters (from its "events" and "requests" sections).
         let classes: Vec<u64> = (0..5)
-            .map(|c| s.requests[0][c] + s.requests[1][c])
+            .map(|c| s.requests.iter().map(|p| p[c]).sum())
             .collect();
         let _ = write!(
             j,

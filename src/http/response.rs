@@ -126,6 +126,14 @@ impl FileRange {
         let end = start.checked_add(usize::try_from(self.len).ok()?)?;
         (end <= c.len()).then(|| c.slice(start..end))
     }
+
+    /// Like `cached_bytes`, borrowed.
+    pub fn cached_slice(&self) -> Option<&[u8]> {
+        let c = self.file.contents.as_ref()?;
+        let start = usize::try_from(self.offset).ok()?;
+        let end = start.checked_add(usize::try_from(self.len).ok()?)?;
+        c.get(start..end)
+    }
 }
 
 /// A file opened by the file handler and kept in the per-worker open-file cache.

@@ -4,3 +4,5 @@
 
 pub mod h1;
 pub mod h2;
+pub mod h3;
+pub mod request_head;

@@ -27,12 +27,12 @@ const COPY_BODY_MAX: usize = 16 * 1024;
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Serves one connection until it closes.
-pub(crate) async fn serve<T: Transport>(
+pub(crate) fn serve<'a, T: Transport + 'a>(
     stream: T,
     peer: SocketAddr,
     local: SocketAddr,
-    ctx: &WorkerCtx,
-) {
+    ctx: &'a WorkerCtx,
+) -> impl Future<Output = ()> + 'a {
     let mut conn = Conn {
         stream,
         peer,
@@ -46,41 +46,9 @@ pub(crate) async fn serve<T: Transport>(
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         stop: Box::pin(ctx.stop.notified()),
     };
-    conn.stop.as_mut().enable();
-    let open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1);
-    match conn.run().await {
-        Ok(()) => {
-            if let Some(upgrade) = conn.handoff.take() {
-                drop(open);
-                let Conn {
-                    mut stream,
-                    rbuf,
-                    wbuf,
-                    ..
-                } = conn;
-                ctx.buffers.give_write(wbuf);
-                // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
-                Box::pin(super::h2::serve(
-                    &mut stream,
-                    peer,
-                    local,
-                    ctx,
-                    rbuf,
-                    upgrade,
-                ))
-                .await;
-                // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
-                // that would reset the connection before it read our last responses.
-                transport::drain_input(&mut stream).await;
-                return;
-            }
-        }
-        Err(Close::Quietly) => {}
-        Err(Close::Io(e)) => tracing::debug!(peer = %peer, "connection closed: {e}"),
-        Err(Close::Linger) => conn.linger_close().await,
-    }
-    ctx.buffers.give_read(std::mem::take(&mut conn.rbuf));
-    ctx.buffers.give_write(std::mem::take(&mut conn.wbuf));
+    // A block that owns the connection holds one copy of it (an async fn would keep its
+    // arguments besides): this future lives as long as the connection.
+    async move { conn.serve().await }
 }
 
 struct Conn<'a, T> {
@@ -96,7 +64,7 @@ struct Conn<'a, T> {
     /// No request answered yet: the HTTP/2 preface may still come.
     fresh: bool,
     /// Set when the connection switches to HTTP/2 (prior knowledge, or an upgrade).
-    handoff: Option<Option<super::h2::Upgrade>>,
+    handoff: Option<Option<Box<super::h2::Upgrade>>>,
     /// The read deadline, reset for each wait.
     timer: Pin<Box<tokio::time::Sleep>>,
     /// Completes when the server begins to stop; registered once per connection.
@@ -126,7 +94,47 @@ enum Wait {
     Stopping,
 }
 
-impl<T: Transport> Conn<'_, T> {
+impl<'a, T: Transport> Conn<'a, T> {
+    async fn serve(&mut self) {
+        self.stop.as_mut().enable();
+        let ctx = self.ctx;
+        let open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1);
+        match self.run().await {
+            Ok(()) => {
+                if let Some(upgrade) = self.handoff.take() {
+                    drop(open);
+                    ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+                    let rbuf = std::mem::take(&mut self.rbuf);
+                    // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
+                    let waits = super::h2::Waits {
+                        timer: self.timer.as_mut(),
+                        stop: self.stop.as_mut(),
+                    };
+                    let addrs = (self.peer, self.local);
+                    Box::pin(super::h2::serve(
+                        &mut self.stream,
+                        addrs,
+                        ctx,
+                        rbuf,
+                        upgrade,
+                        waits,
+                    ))
+                    .await;
+                    // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
+                    // that would reset the connection before it read our last responses.
+                    Box::pin(transport::drain_input(&mut self.stream)).await;
+                    return;
+                }
+            }
+            Err(Close::Quietly) => {}
+            Err(Close::Io(e)) => tracing::debug!(peer = %self.peer, "connection closed: {e}"),
+            // Boxed, as the other rare states, to keep the connection's task small.
+            Err(Close::Linger) => Box::pin(self.linger_close()).await,
+        }
+        ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
+        ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+    }
+
     async fn run(&mut self) -> Result<(), Close> {
         let mut request_started: Option<Instant> = None;
         loop {
@@ -135,15 +143,16 @@ impl<T: Transport> Conn<'_, T> {
                 self.handoff = Some(None);
                 return Ok(());
             }
-            let parsed = if preface {
-                Ok(None)
-            } else {
-                h1::parse_head(&self.rbuf, &self.ctx.head_limits)
+            // The head is parsed and answered in `next` (not here), so it is not part of the
+            // task's state; neither is a borrow of `self` once the statement ends.
+            let outcome = match self.next(preface) {
+                Ok(Responded::Now(keep_alive)) => Ok(keep_alive),
+                Ok(Responded::Later(later)) => Ok(later.await?),
+                Err(not_yet) => Err(not_yet),
             };
-            match parsed {
-                Ok(Some(head)) => {
+            let not_yet = match outcome {
+                Ok(keep_alive) => {
                     request_started = None;
-                    let keep_alive = self.respond(head).await?;
                     if self.handoff.is_some() {
                         self.flush(false).await?;
                         return Ok(());
@@ -157,14 +166,17 @@ impl<T: Transport> Conn<'_, T> {
                     }
                     continue;
                 }
-                Ok(None) => {}
-                Err(_) if self.fresh && not_http(&self.rbuf) => {
+                Err(not_yet) => not_yet,
+            };
+            match not_yet {
+                NotYet::More => {}
+                NotYet::NotHttp => {
                     // Neither HTTP/1 nor the HTTP/2 preface: no HTTP/1 answer (which an
                     // HTTP/2 client would misread as a frame), just close.
                     self.log_request_error(400, "not an HTTP request");
                     return Err(Close::Quietly);
                 }
-                Err(e) => {
+                NotYet::Reject(e) => {
                     self.reject(e).await?;
                     return Err(Close::Linger);
                 }
@@ -197,9 +209,37 @@ impl<T: Transport> Conn<'_, T> {
         }
     }
 
-    /// Answers one request whose head is at the start of `rbuf`; returns whether the
-    /// connection stays open.
-    async fn respond(&mut self, head: h1::Head) -> Result<bool, Close> {
+    /// Parses the request head at the start of `rbuf` and answers it (see `respond`).
+    #[inline(always)]
+    fn next(&mut self, preface: bool) -> Result<Responded<'_>, NotYet> {
+        if preface {
+            return Err(NotYet::More);
+        }
+        match h1::parse_head(&self.rbuf, &self.ctx.head_limits) {
+            Ok(Some(head)) => Ok(self.respond(head)),
+            Ok(None) => Err(NotYet::More),
+            Err(_) if self.fresh && not_http(&self.rbuf) => Err(NotYet::NotHttp),
+            Err(e) => Err(NotYet::Reject(e)),
+        }
+    }
+
+    /// Answers one request whose head is at the start of `rbuf`: at once when its answer is
+    /// ready and small (`answer`), else with a boxed future, so that a connection's task,
+    /// which lives as long as the connection, only holds the small states of `run`.
+    #[inline(always)]
+    fn respond(&mut self, head: h1::Head) -> Responded<'_> {
+        match self.answer(head) {
+            Answered::Done(keep_alive) => Responded::Now(keep_alive),
+            Answered::Streaming(exchange, answer) => {
+                Responded::Later(self.respond_streaming_boxed(exchange, answer))
+            }
+            Answered::Waits(reply) => Responded::Later(self.reply_boxed(reply)),
+        }
+    }
+
+    /// Routes one request and, when its answer is ready and small, writes it.
+    #[inline(always)]
+    fn answer(&mut self, head: h1::Head) -> Answered<'a> {
         let head_len = head.len as u64;
         let head_bytes = self.rbuf.split_to(head.len).freeze();
         let keep_alive = head.keep_alive && !self.ctx.stopping.get();
@@ -223,11 +263,11 @@ impl<T: Transport> Conn<'_, T> {
                 self.wbuf.extend_from_slice(
                     b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
                 );
-                self.handoff = Some(Some(super::h2::Upgrade {
+                self.handoff = Some(Some(Box::new(super::h2::Upgrade {
                     request: req,
                     settings,
-                }));
-                return Ok(true);
+                })));
+                return Answered::Done(true);
             }
         }
 
@@ -259,56 +299,144 @@ impl<T: Transport> Conn<'_, T> {
                     expect_continue,
                     tunnel,
                 };
-                return self.respond_streaming_boxed(exchange, answer).await;
+                return Answered::Streaming(exchange, answer);
             }
         };
-        let log = route.and_then(|r| r.access_log.as_ref());
-        let received_at = log.map(|_| (SystemTime::now(), Instant::now()));
-        let counted = crate::metrics::start();
-        if expect_continue {
+        let reply = Reply {
+            req,
+            resp,
+            log: route.and_then(|r| r.access_log.as_ref()),
+            framing,
+            keep_alive,
+            expect_continue,
+            head_len,
+        };
+        // Inline: the body is copied, and the request body (if any) is all here already.
+        let body_here = match framing {
+            BodyFraming::None => true,
+            BodyFraming::Length(n) => self.rbuf.len() as u64 >= n,
+            BodyFraming::Chunked => false,
+        };
+        if !(body_here && (reply.sends_no_body() || copies(&reply.resp.body))) {
+            return Answered::Waits(reply);
+        }
+        let started = self.reply_started(&reply);
+        let total = self.write_copied(&reply);
+        self.reply_sent(&reply, reply.resp.body.len(), started, total);
+        if let BodyFraming::Length(n) = framing {
+            // The handler did not need the body; step past it to the next request.
+            let _ = self.rbuf.split_to(n as usize);
+        }
+        Answered::Done(keep_alive)
+    }
+
+    /// The answers that wait to be written, boxed (see `respond`), out of line.
+    #[inline(never)]
+    fn reply_boxed<'s>(
+        &'s mut self,
+        reply: Reply<'a>,
+    ) -> Pin<Box<dyn Future<Output = Result<bool, Close>> + 's>> {
+        Box::pin(self.reply(reply))
+    }
+
+    async fn reply(&mut self, mut reply: Reply<'a>) -> Result<bool, Close> {
+        let clock = self.reply_started(&reply);
+        let body = std::mem::take(&mut reply.resp.body);
+        let body_len = body.len();
+        let resp = &reply.resp;
+        let total = self
+            .send::<true>(
+                &reply.req,
+                resp.status,
+                &resp.headers,
+                body,
+                reply.keep_alive,
+            )
+            .await?;
+        self.reply_sent(&reply, body_len, clock, total);
+        // The handler did not need the body; read past it to reach the next request.
+        match reply.framing {
+            BodyFraming::None => {}
+            BodyFraming::Length(n) => self.discard_body(n).await?,
+            BodyFraming::Chunked => self.discard_chunked().await?,
+        }
+        Ok(reply.keep_alive)
+    }
+
+    /// Begins a reply: `100 Continue` when asked; the clock readings for the log and metrics.
+    fn reply_started(&mut self, reply: &Reply) -> ReplyClock {
+        if reply.expect_continue {
             h1::write_continue(&mut self.wbuf);
         }
-        let Response {
-            status,
-            headers,
-            body,
-        } = resp;
-        let body_len = if req.is_head() { 0 } else { body.len() };
-        let total = self
-            .send::<true>(&req, status, &headers, body, keep_alive)
-            .await?;
-        if let Some(started) = counted {
-            let body_in = match framing {
+        ReplyClock {
+            received_at: reply.log.map(|_| (SystemTime::now(), Instant::now())),
+            counted: crate::metrics::start(),
+        }
+    }
+
+    /// Counts and logs a reply of `total` bytes.
+    fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
+        let status = reply.resp.status;
+        if let Some(started) = clock.counted {
+            let body_in = match reply.framing {
                 BodyFraming::Length(n) => n,
                 _ => 0,
             };
             crate::metrics::request(
                 crate::metrics::Proto::Http1,
                 status,
-                head_len + body_in,
+                reply.head_len + body_in,
                 total,
                 started,
             );
         }
-        if let (Some(log), Some((at, started))) = (log, received_at) {
+        if let (Some(log), Some((at, started))) = (reply.log, clock.received_at) {
             log.borrow_mut().log(&LogRecord {
-                req: &req,
+                req: &reply.req,
                 status,
-                body_bytes: body_len,
+                body_bytes: if reply.req.is_head() { 0 } else { body_len },
                 total_bytes: total,
                 received_at: at,
                 duration: started.elapsed(),
-                resp_headers: &headers,
+                resp_headers: &reply.resp.headers,
             });
         }
         self.queued += 1;
-        // The handler did not need the body; read past it to reach the next request.
-        match framing {
-            BodyFraming::None => {}
-            BodyFraming::Length(n) => self.discard_body(n).await?,
-            BodyFraming::Chunked => self.discard_chunked().await?,
+    }
+
+    /// Writes the head and the (copied) body of an inline reply; returns its bytes.
+    fn write_copied(&mut self, reply: &Reply) -> u64 {
+        let resp = &reply.resp;
+        let head_len = h1::write_head(
+            &mut self.wbuf,
+            &ResponseHead {
+                status: resp.status,
+                headers: &resp.headers,
+                content_length: Some(resp.body.len()),
+                keep_alive: reply.keep_alive,
+                server_line: self.ctx.server_line(self.local.port()),
+                date: true,
+            },
+        ) as u64;
+        if reply.sends_no_body() {
+            return head_len;
         }
-        Ok(keep_alive)
+        let wbuf = &mut self.wbuf;
+        let mut copy = |b: &[u8]| wbuf.extend_from_slice(b);
+        match &resp.body {
+            Body::Bytes(b) => copy(b),
+            Body::File(f) => copy(f.cached_slice().unwrap_or_default()),
+            Body::Parts(parts) => {
+                for p in parts {
+                    match p {
+                        BodyPart::Bytes(b) => copy(b),
+                        BodyPart::File(f) => copy(f.cached_slice().unwrap_or_default()),
+                    }
+                }
+            }
+            Body::Empty | Body::Stream(_) => {}
+        }
+        head_len + resp.body.len()
     }
 
     /// Writes the head and body of `resp` into the write buffer, or straight to the socket
@@ -330,7 +458,7 @@ impl<T: Transport> Conn<'_, T> {
                 headers,
                 content_length: Some(body.len()),
                 keep_alive,
-                server_line: &self.ctx.server_line,
+                server_line: self.ctx.server_line(self.local.port()),
                 date: DATE,
             },
         ) as u64;
@@ -557,7 +685,7 @@ impl<T: Transport> Conn<'_, T> {
                 headers: &resp.headers,
                 content_length: Some(body.len() as u64),
                 keep_alive: false,
-                server_line: &self.ctx.server_line,
+                server_line: self.ctx.server_line(self.local.port()),
                 date: true,
             },
         );
@@ -575,6 +703,69 @@ impl<T: Transport> Conn<'_, T> {
     async fn linger_close(&mut self) {
         let _ = self.stream.shutdown_write();
         transport::drain_input(&mut self.stream).await;
+    }
+}
+
+/// Why the bytes read so far are not a request to answer.
+enum NotYet {
+    /// No complete request head yet.
+    More,
+    /// Neither HTTP/1 nor the HTTP/2 preface.
+    NotHttp,
+    Reject(h1::Error),
+}
+
+/// A request answered now (whether the connection stays open), or a future that answers it.
+enum Responded<'s> {
+    Now(bool),
+    Later(Pin<Box<dyn Future<Output = Result<bool, Close>> + 's>>),
+}
+
+/// What routing a request produced.
+enum Answered<'a> {
+    /// Answered inline (or switched to HTTP/2); whether the connection stays open.
+    Done(bool),
+    /// The slow path: a streamed body either way, or an answer that comes later.
+    Streaming(streaming::Exchange<'a>, Answer),
+    /// Ready, but writing it may wait: a large or file body, or a request body to read past.
+    Waits(Reply<'a>),
+}
+
+/// An answer ready now, with what its log line and metrics need.
+struct Reply<'a> {
+    req: Request,
+    resp: Response,
+    log: Option<&'a std::rc::Rc<std::cell::RefCell<crate::log::AccessLog>>>,
+    framing: BodyFraming,
+    keep_alive: bool,
+    expect_continue: bool,
+    head_len: u64,
+}
+
+impl Reply<'_> {
+    fn sends_no_body(&self) -> bool {
+        self.req.is_head() || self.resp.status == 304 || self.resp.status == 204
+    }
+}
+
+/// Clock readings taken when a reply begins, for the access log and the metrics.
+struct ReplyClock {
+    received_at: Option<(SystemTime, Instant)>,
+    counted: Option<crate::metrics::Mark>,
+}
+
+/// Whether a body goes into the write buffer as a copy (no wait, no sendfile).
+fn copies(body: &Body) -> bool {
+    let small = |n: usize| n <= COPY_BODY_MAX;
+    match body {
+        Body::Empty => true,
+        Body::Bytes(b) => small(b.len()),
+        Body::File(f) => f.cached_slice().is_some_and(|c| small(c.len())),
+        Body::Parts(parts) => parts.iter().all(|p| match p {
+            BodyPart::Bytes(b) => small(b.len()),
+            BodyPart::File(f) => f.cached_slice().is_some_and(|c| small(c.len())),
+        }),
+        Body::Stream(_) => false,
     }
 }
 

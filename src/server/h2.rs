@@ -7,6 +7,7 @@
 mod ends;
 mod work;
 
+use super::buffers::BufferPool;
 use super::transport::Transport;
 use super::worker::WorkerCtx;
 use crate::config::Config;
@@ -17,10 +18,14 @@ use crate::proto::h2::frame::Reason;
 use crate::proto::h2::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};
 use bytes::{Bytes, BytesMut};
 use ends::StreamEnds;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
+use tokio::sync::futures::Notified;
 use work::{LogStart, StreamWork};
 
 /// The read buffer starts this small (most turns of a busy connection read a few hundred
@@ -38,8 +43,56 @@ pub(crate) struct Upgrade {
     pub settings: Vec<u8>,
 }
 
-/// The connection settings for this configuration; built once per worker.
-pub(crate) fn settings(config: &Config) -> Settings {
+/// A worker's connection settings, shared by its connections.
+pub(crate) struct WorkerSettings {
+    plain: Arc<Settings>,
+    secure: Arc<Settings>,
+    /// Ports that also have a QUIC listener: their settings carry `alt-svc` (plain, secure).
+    alt_svc: Vec<(u16, [Arc<Settings>; 2])>,
+}
+
+impl WorkerSettings {
+    /// `alt_svc`: the `alt-svc` value of each port that has one.
+    pub fn new(config: &Config, alt_svc: &[(u16, bytes::Bytes)]) -> WorkerSettings {
+        let plain = settings(config);
+        let secure = Settings {
+            secure: true,
+            ..plain.clone()
+        };
+        let alt_svc = alt_svc
+            .iter()
+            .map(|(port, value)| {
+                let with = |s: &Settings| {
+                    Arc::new(Settings {
+                        alt_svc: Some(value.clone()),
+                        ..s.clone()
+                    })
+                };
+                (*port, [with(&plain), with(&secure)])
+            })
+            .collect();
+        WorkerSettings {
+            plain: Arc::new(plain),
+            secure: Arc::new(secure),
+            alt_svc,
+        }
+    }
+
+    /// The shared settings for a connection on local `port`.
+    fn for_connection(&self, secure: bool, port: u16) -> Arc<Settings> {
+        if let Some((_, both)) = self.alt_svc.iter().find(|(p, _)| *p == port) {
+            return both[usize::from(secure)].clone();
+        }
+        if secure {
+            self.secure.clone()
+        } else {
+            self.plain.clone()
+        }
+    }
+}
+
+/// The connection settings for this configuration.
+fn settings(config: &Config) -> Settings {
     let h2 = &config.http2;
     Settings {
         max_streams: h2.max_streams,
@@ -56,65 +109,98 @@ pub(crate) fn settings(config: &Config) -> Settings {
         server_name: config
             .send_server_name
             .then(|| Bytes::from(config.server_name.clone())),
+        alt_svc: None,
         secure: false,
         enable_connect_protocol: config.has_tunnel(),
     }
 }
 
-/// Serves one HTTP/2 connection until it closes. `rbuf` holds bytes already read (the
+/// Serves one HTTP/2 connection until it closes. `handed` holds bytes already read (the
 /// preface, when handed over by the HTTP/1 driver).
-pub(crate) async fn serve<T: Transport>(
+pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
     mut stream: T,
-    peer: SocketAddr,
-    local: SocketAddr,
-    ctx: &WorkerCtx,
+    (peer, local): (SocketAddr, SocketAddr),
+    ctx: &'a WorkerCtx,
     handed: BytesMut,
-    upgrade: Option<Upgrade>,
-) {
-    // The HTTP/1 driver's buffer is large; keep only the bytes it read.
-    let mut rbuf = BytesMut::with_capacity(READ_MIN.max(handed.len()));
-    rbuf.extend_from_slice(&handed);
-    drop(handed);
-    let now = Instant::now();
-    let mut cfg = ctx.h2.clone();
-    cfg.secure = stream.is_secure();
-    let conn = match upgrade {
-        None => Ok(Connection::new(cfg, peer, local, now)),
-        Some(u) => Connection::upgraded(cfg, peer, local, now, &u.settings, u.request),
+    upgrade: Option<Box<Upgrade>>,
+    waits: Waits<'s, 'a>,
+) -> impl Future<Output = ()> + use<'s, 'a, T> {
+    let mut rbuf = if T::WAITS_WITHOUT_BUFFER {
+        // The HTTP/1 driver's pooled buffer: it goes back to the pool while idle.
+        handed
+    } else {
+        // The HTTP/1 driver's buffer is large; keep only the bytes it read.
+        let mut rbuf = BytesMut::with_capacity(READ_MIN.max(handed.len()));
+        rbuf.extend_from_slice(&handed);
+        rbuf
     };
-    let mut conn = match conn {
-        Ok(c) => c,
-        Err(r) => {
-            tracing::debug!(peer = %peer, "bad HTTP2-Settings in upgrade: {r:?}");
+    let now = Instant::now();
+    let cfg = ctx.h2.for_connection(stream.is_secure(), local.port());
+    // Boxed: the connection's state is large and lives as long as the connection.
+    let conn = match upgrade {
+        None => Ok(Box::new(Connection::new(cfg, peer, local, now))),
+        Some(u) => {
+            Connection::upgraded(cfg, peer, local, now, &u.settings, u.request).map(Box::new)
+        }
+    };
+    // A block that owns what it needs holds one copy of it (an async fn would keep its
+    // arguments besides): this future lives as long as the connection.
+    async move {
+        let mut conn = match conn {
+            Ok(conn) => conn,
+            Err(r) => {
+                tracing::debug!(peer = %peer, "bad HTTP2-Settings in upgrade: {r:?}");
+                return;
+            }
+        };
+        let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
+        let mut work = StreamWork::default();
+        let mut ends = StreamEnds::new(crate::metrics::enabled());
+        let r = run(
+            &mut stream,
+            &mut conn,
+            ctx,
+            &mut rbuf,
+            &mut work,
+            &mut ends,
+            waits,
+        )
+        .await;
+        // Whatever is still open ends here: pending answers and bodies are dropped
+        // (cancelling their upstream work), request bodies aborted, and logged streams
+        // logged incomplete.
+        drop(work);
+        ctx.buffers.give_read(std::mem::take(&mut rbuf));
+        conn.close_streams();
+        ends.write_ended(&mut conn);
+        if let Err(e) = r {
+            tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
             return;
         }
-    };
-    let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
-    let mut work = StreamWork::default();
-    let mut ends = StreamEnds::new(crate::metrics::enabled());
-    let r = run(&mut stream, &mut conn, ctx, &mut rbuf, &mut work, &mut ends).await;
-    // Whatever is still open ends here: pending answers and bodies are dropped (cancelling
-    // their upstream work), request bodies aborted, and logged streams logged incomplete.
-    drop(work);
-    conn.close_streams();
-    ends.write_ended(&mut conn);
-    if let Err(e) = r {
-        tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
-        return;
-    }
-    match conn.closed() {
-        Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
-            if ctx.config.emit_request_errors {
-                tracing::info!(peer = %peer, "closed HTTP/2 connection with {r:?}: {why}");
+        match conn.closed() {
+            Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
+                if ctx.config.emit_request_errors {
+                    tracing::info!(peer = %peer, "closed HTTP/2 connection with {r:?}: {why}");
+                }
+                // Boxed, as a rare state, to keep the connection's future small.
+                Box::pin(linger_close(&mut stream)).await;
             }
-            linger_close(&mut stream).await;
-        }
-        _ => {
-            let _ = stream.shutdown_write();
+            _ => {
+                let _ = stream.shutdown_write();
+            }
         }
     }
 }
 
+/// What a connection waits on besides its socket, kept for its whole life (re-creating them
+/// each turn would cost a timer registration per turn and their room in the future): the
+/// timer, and the server's stop signal, registered (enabled) before the connection started.
+pub(crate) struct Waits<'s, 'a> {
+    pub timer: Pin<&'s mut tokio::time::Sleep>,
+    pub stop: Pin<&'s mut Notified<'a>>,
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run<'a, T: Transport>(
     stream: &mut T,
     conn: &mut Connection,
@@ -122,6 +208,7 @@ async fn run<'a, T: Transport>(
     rbuf: &mut BytesMut,
     work: &mut StreamWork<'a>,
     ends: &mut StreamEnds,
+    mut waits: Waits<'_, 'a>,
 ) -> std::io::Result<()> {
     let send_timeout = ctx.config.http1.send_timeout;
     let mut shutdown_deadline: Option<Instant> = None;
@@ -190,35 +277,39 @@ async fn run<'a, T: Transport>(
         }
 
         conn.release_idle_buffers();
-        sizer.prepare(rbuf);
+        // An idle connection waits without a read buffer where the transport allows it.
+        let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();
+        if bufferless {
+            ctx.buffers.give_read(std::mem::take(rbuf));
+        } else {
+            sizer.prepare(rbuf);
+        }
         let deadline = match (conn.poll_timeout(), shutdown_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let stop = ctx.stop.notified();
-        tokio::pin!(stop);
-        stop.as_mut().enable();
+        // The stop signal was registered before the flag is read (see `Waits`).
         let watch_stop = shutdown_deadline.is_none();
         if watch_stop && ctx.stopping.get() {
             continue;
         }
-        let sleep = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        let spare = rbuf.capacity() - rbuf.len();
+        if let Some(d) = deadline {
+            // Moving a registered timer is a store, not a timer-wheel operation.
+            waits.timer.as_mut().reset(d.into());
+        }
         tokio::select! {
-            r = stream.read_buf(rbuf) => {
-                let n = r?;
+            r = read_some(stream, rbuf, &ctx.buffers, bufferless) => {
+                let (n, spare) = r?;
                 if n == 0 {
                     return Ok(());
                 }
                 crate::metrics::received(n as u64);
+                if bufferless {
+                    sizer.alloc = rbuf.capacity();
+                }
                 sizer.record(n, spare);
             }
-            _ = sleep => {
+            _ = waits.timer.as_mut(), if deadline.is_some() => {
                 let now = Instant::now();
                 if shutdown_deadline.is_some_and(|d| now >= d) {
                     conn.abort(Reason::NO_ERROR, "graceful shutdown timeout");
@@ -226,12 +317,41 @@ async fn run<'a, T: Transport>(
                     conn.handle_timeout(now);
                 }
             }
-            _ = &mut stop, if watch_stop => {}
+            _ = waits.stop.as_mut(), if watch_stop => {}
             // A pending answer or a body was woken (a backend socket, a timer), or a body the
             // client has window for can be pulled.
             _ = std::future::poll_fn(|_| {
                 if work.ready(conn) { Poll::Ready(()) } else { Poll::Pending }
             }), if !work.is_empty() => {}
+        }
+    }
+}
+
+/// Reads into `rbuf`; returns the bytes read and the free space they were read into.
+/// `bufferless`: first waits for the socket to be readable, then reads into a buffer from
+/// the worker's pool (given back if the readiness was stale).
+async fn read_some<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut BytesMut,
+    pool: &BufferPool,
+    bufferless: bool,
+) -> std::io::Result<(usize, usize)> {
+    if !bufferless {
+        let spare = rbuf.capacity() - rbuf.len();
+        return Ok((stream.read_buf(rbuf).await?, spare));
+    }
+    loop {
+        stream.readable().await?;
+        *rbuf = pool.read_buffer();
+        let spare = rbuf.capacity();
+        let read = {
+            let fut = stream.read_buf(rbuf);
+            tokio::pin!(fut);
+            std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
+        };
+        match read {
+            Poll::Ready(r) => return Ok((r?, spare)),
+            Poll::Pending => pool.give_read(std::mem::take(rbuf)),
         }
     }
 }

@@ -15,7 +15,9 @@
 mod buffers;
 mod h1;
 mod h2;
+mod h3;
 mod listen;
+mod quic;
 mod tls_transport;
 mod transport;
 mod upgrade;
@@ -234,8 +236,11 @@ struct Bound {
     /// The address bound.
     addr: SocketAddr,
     tls: bool,
+    /// A QUIC listener: `udp` holds its sockets, `socks` is empty.
+    quic: bool,
     /// SO_REUSEPORT sockets, at least one per worker of the configuration that made them.
     socks: Vec<std::net::TcpListener>,
+    udp: Vec<std::net::UdpSocket>,
 }
 
 impl Bound {
@@ -246,53 +251,118 @@ impl Bound {
         let workers = config.num_threads.max(1);
         let mut out = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
-            if l.kind == ListenKind::Quic {
-                return Err(format!(
-                    "{}: listen type quic (HTTP/3) is not supported yet",
-                    l.at
-                ));
-            }
-            let bound =
-                match old.iter().find(|b| b.configured == l.addr) {
-                    Some(b) => {
-                        let mut socks = Vec::with_capacity(b.socks.len().max(workers));
-                        for s in &b.socks {
-                            socks.push(s.try_clone().map_err(|e| format!("{}: {e}", l.at))?);
-                        }
-                        while socks.len() < workers {
-                            socks.push(listen::bind(b.addr).map_err(|e| {
-                                format!("{}: cannot listen on {}: {e}", l.at, b.addr)
-                            })?);
-                        }
-                        Bound {
-                            configured: l.addr,
-                            addr: b.addr,
-                            tls: l.tls.is_some(),
-                            socks,
-                        }
+            let quic = l.kind == ListenKind::Quic;
+            let bound = match old
+                .iter()
+                .find(|b| b.configured == l.addr && b.quic == quic)
+            {
+                Some(b) => {
+                    let at = &l.at;
+                    let addr = b.addr;
+                    Bound {
+                        configured: l.addr,
+                        addr,
+                        tls: quic || l.tls.is_some(),
+                        quic,
+                        socks: keep_and_grow(&b.socks, workers, at, addr, listen::bind)?,
+                        udp: keep_and_grow(&b.udp, workers, at, addr, quic::bind)?,
                     }
-                    None => {
-                        let socks = listen::bind_fresh(l.addr, workers)
-                            .map_err(|e| format!("{}: {e}", l.at))?;
-                        let addr = match socks.first().map(|s| s.local_addr()) {
-                            Some(Ok(a)) => a,
-                            Some(Err(e)) => return Err(format!("{}: {e}", l.at)),
-                            None => return Err(format!("{}: no socket bound", l.at)),
-                        };
-                        Bound {
-                            configured: l.addr,
-                            addr,
-                            tls: l.tls.is_some(),
-                            socks,
-                        }
+                }
+                None if quic => {
+                    // Port 0: the TCP listener of the same configured address (bound above,
+                    // when listed first) gives the port, so both share one port number.
+                    let want = out
+                        .iter()
+                        .find(|b: &&Bound| b.configured == l.addr && !b.quic)
+                        .map_or(l.addr, |b| b.addr);
+                    let udp = quic::bind_fresh(want, workers)
+                        .map_err(|e| format!("{}: cannot listen on {want} (UDP): {e}", l.at))?;
+                    let addr = first_addr(&udp, &l.at)?;
+                    Bound {
+                        configured: l.addr,
+                        addr,
+                        tls: true,
+                        quic,
+                        socks: Vec::new(),
+                        udp,
                     }
-                };
+                }
+                None => {
+                    let socks = listen::bind_fresh(l.addr, workers)
+                        .map_err(|e| format!("{}: {e}", l.at))?;
+                    let addr = first_addr(&socks, &l.at)?;
+                    Bound {
+                        configured: l.addr,
+                        addr,
+                        tls: l.tls.is_some(),
+                        quic,
+                        socks,
+                        udp: Vec::new(),
+                    }
+                }
+            };
             out.push(bound);
         }
         if out.is_empty() {
             return Err("no listen address configured".into());
         }
         Ok(out)
+    }
+}
+
+/// Duplicates of `socks` (the same sockets: nothing queued is lost), and more bound while
+/// there are fewer than `workers` (none when `socks` is empty: the listener is of the other
+/// kind).
+fn keep_and_grow<S: SocketDup>(
+    socks: &[S],
+    workers: usize,
+    at: &crate::config::Location,
+    addr: SocketAddr,
+    bind: fn(SocketAddr) -> std::io::Result<S>,
+) -> Result<Vec<S>, String> {
+    let mut out = Vec::with_capacity(socks.len().max(workers));
+    for s in socks {
+        out.push(s.dup().map_err(|e| format!("{at}: {e}"))?);
+    }
+    while !out.is_empty() && out.len() < workers {
+        out.push(bind(addr).map_err(|e| format!("{at}: cannot listen on {addr}: {e}"))?);
+    }
+    Ok(out)
+}
+
+/// The address the first of `socks` is bound to (they all share it).
+fn first_addr<S: SocketDup>(
+    socks: &[S],
+    at: &crate::config::Location,
+) -> Result<SocketAddr, String> {
+    match socks.first().map(SocketDup::local_addr) {
+        Some(Ok(a)) => Ok(a),
+        Some(Err(e)) => Err(format!("{at}: {e}")),
+        None => Err(format!("{at}: no socket bound")),
+    }
+}
+
+/// A bound socket: TCP listeners and UDP sockets.
+trait SocketDup: Sized {
+    fn dup(&self) -> std::io::Result<Self>;
+    fn local_addr(&self) -> std::io::Result<SocketAddr>;
+}
+
+impl SocketDup for std::net::TcpListener {
+    fn dup(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        std::net::TcpListener::local_addr(self)
+    }
+}
+
+impl SocketDup for std::net::UdpSocket {
+    fn dup(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        std::net::UdpSocket::local_addr(self)
     }
 }
 
@@ -331,7 +401,14 @@ impl Generation {
         // resume whichever worker accepts the next connection. Built here, so a reload reads
         // the certificates and keys again.
         let mut acceptors = Vec::with_capacity(listeners.len());
+        let mut quic_settings = Vec::with_capacity(listeners.len());
         for l in &config.listeners {
+            if l.kind == ListenKind::Quic {
+                quic_settings.push(Some(quic::Settings::new(&config, l)?));
+                acceptors.push(None);
+                continue;
+            }
+            quic_settings.push(None);
             acceptors.push(match &l.tls {
                 Some(tls) => {
                     for w in &tls.warnings {
@@ -346,10 +423,18 @@ impl Generation {
         }
         // Worker i accepts on sockets i, i + workers, ...: every socket has a worker.
         let mut per_worker: Vec<Vec<worker::Socket>> = (0..workers).map(|_| Vec::new()).collect();
-        for (b, acceptor) in listeners.iter().zip(&acceptors) {
+        let mut quic_per_worker: Vec<Vec<worker::QuicSocket>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        for ((b, acceptor), quic) in listeners.iter().zip(&acceptors).zip(&quic_settings) {
             for (j, s) in b.socks.iter().enumerate() {
                 let dup = s.try_clone().map_err(|e| format!("{}: {e}", b.addr))?;
                 per_worker[j % workers].push((dup, acceptor.clone()));
+            }
+            if let Some(q) = quic {
+                for (j, s) in b.udp.iter().enumerate() {
+                    let dup = s.try_clone().map_err(|e| format!("{}: {e}", b.addr))?;
+                    quic_per_worker[j % workers].push((dup, q.clone()));
+                }
             }
         }
         let (phase, phase_rx) = watch::channel(Phase::Standby);
@@ -358,14 +443,14 @@ impl Generation {
             phase,
             threads: Vec::with_capacity(workers),
         };
-        for (i, sockets) in per_worker.into_iter().enumerate() {
+        for (i, (sockets, quic)) in per_worker.into_iter().zip(quic_per_worker).enumerate() {
             let config = config.clone();
             let shared = shared.clone();
             let phase = phase_rx.clone();
             let ready = ready_tx.clone();
             let t = std::thread::Builder::new()
                 .name(format!("spate-worker-{i}"))
-                .spawn(move || worker::run(config, sockets, shared, phase, ready));
+                .spawn(move || worker::run(config, sockets, quic, shared, phase, ready));
             match t {
                 Ok(t) => generation.threads.push(t),
                 Err(e) => {

@@ -24,32 +24,32 @@ const RECORD: usize = 16 * 1024;
 /// File bodies are read in chunks of this size.
 const FILE_CHUNK: usize = 64 * 1024;
 
-/// Runs the handshake on an accepted connection, then serves it with the protocol the client
-/// chose in ALPN. A failed or slow handshake is counted and logged at debug level.
-pub(crate) async fn serve(
+/// Runs the handshake on an accepted connection; `None` when it failed, timed out or the
+/// server stopped meanwhile. A failed or slow handshake is counted and logged at debug level.
+/// Its state is large and short-lived: the caller boxes it apart from [`serve`]'s.
+pub(crate) async fn handshake(
     stream: TcpStream,
     acceptor: TlsAcceptor,
     peer: SocketAddr,
-    local: SocketAddr,
     ctx: &WorkerCtx,
-) {
+) -> Option<Box<TlsStream<TcpStream>>> {
     let timeout = ctx.config.handshake_timeout;
     let stop = ctx.stop.notified();
     tokio::pin!(stop);
     stop.as_mut().enable();
     if ctx.close_idle.get() {
-        return;
+        return None;
     }
     let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
     tokio::pin!(handshake);
-    let tls = loop {
+    loop {
         let done = tokio::select! {
             r = &mut handshake => r,
             // A server stopping does not wait for handshakes: no request has started yet.
             // A reload does: the client is about to send one.
             _ = &mut stop => {
                 if ctx.close_idle.get() {
-                    return;
+                    return None;
                 }
                 stop.set(ctx.stop.notified());
                 stop.as_mut().enable();
@@ -63,29 +63,45 @@ pub(crate) async fn serve(
                     Some(rustls::HandshakeKind::Resumed) => crate::metrics::Handshake::Resumed,
                     _ => crate::metrics::Handshake::Full,
                 });
-                break tls;
+                // Boxed: moved into the connection's state, it is one pointer.
+                return Some(Box::new(tls));
             }
             Ok(Err(e)) => {
                 crate::tls::record_handshake_failure();
                 crate::metrics::handshake(crate::metrics::Handshake::Failed);
                 tracing::debug!(peer = %peer, "TLS handshake failed: {e}");
-                return;
+                return None;
             }
             Err(_) => {
                 crate::tls::record_handshake_failure();
                 crate::metrics::handshake(crate::metrics::Handshake::Failed);
                 tracing::debug!(peer = %peer, "TLS handshake not done within handshake-timeout");
-                return;
+                return None;
             }
         }
-    };
+    }
+}
+
+/// Serves a connection after its handshake with the protocol the client chose in ALPN.
+pub(crate) async fn serve(
+    tls: Box<TlsStream<TcpStream>>,
+    peer: SocketAddr,
+    local: SocketAddr,
+    ctx: &WorkerCtx,
+) {
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     let mut conn = TlsTransport::new(tls);
     match alpn.as_deref() {
         Some(b"h2") => {
-            super::h2::serve(&mut conn, peer, local, ctx, bytes::BytesMut::new(), None).await;
+            let timer = tokio::time::sleep_until(tokio::time::Instant::now());
+            let stop = ctx.stop.notified();
+            tokio::pin!(timer, stop);
+            stop.as_mut().enable();
+            let waits = super::h2::Waits { timer, stop };
+            let handed = bytes::BytesMut::new();
+            super::h2::serve(&mut conn, (peer, local), ctx, handed, None, waits).await;
             // As after a cleartext HTTP/2 connection (see `h1::serve`).
-            transport::drain_input(&mut conn).await;
+            Box::pin(transport::drain_input(&mut conn)).await;
         }
         Some(b"http/1.1") | None => h1::serve(conn, peer, local, ctx).await,
         // rustls only selects a protocol from `tls::alpn_protocols`.
@@ -99,19 +115,16 @@ pub(crate) async fn serve(
 
 /// A server-side TLS stream as a [`Transport`].
 pub(crate) struct TlsTransport {
-    inner: TlsStream<TcpStream>,
+    inner: Box<TlsStream<TcpStream>>,
     /// Plaintext held back because a body follows (`more`), sent with the body's start.
     held: Vec<u8>,
-    /// Reused for file bodies.
-    file_buf: Vec<u8>,
 }
 
 impl TlsTransport {
-    pub(crate) fn new(inner: TlsStream<TcpStream>) -> TlsTransport {
+    pub(crate) fn new(inner: Box<TlsStream<TcpStream>>) -> TlsTransport {
         TlsTransport {
             inner,
             held: Vec::new(),
-            file_buf: Vec::new(),
         }
     }
 
@@ -143,7 +156,7 @@ impl AsyncRead for TlsTransport {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        Pin::new(&mut *self.inner).poll_read(cx, buf)
     }
 }
 
@@ -178,10 +191,9 @@ impl Transport for TlsTransport {
         len: u64,
         timeout: Duration,
     ) -> io::Result<()> {
-        let mut buf = std::mem::take(&mut self.file_buf);
-        let r = self.copy_file(&mut buf, file, offset, len, timeout).await;
-        self.file_buf = buf;
-        r
+        // Allocated per file, not kept: an idle connection holds no file buffer.
+        let mut buf = Vec::new();
+        self.copy_file(&mut buf, file, offset, len, timeout).await
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {
@@ -199,6 +211,21 @@ impl Transport for TlsTransport {
 
     fn is_secure(&self) -> bool {
         true
+    }
+
+    const WAITS_WITHOUT_BUFFER: bool = true;
+
+    /// Ready at once when rustls holds decrypted bytes (or the peer's close); otherwise when
+    /// the socket is readable.
+    async fn readable(&mut self) -> io::Result<()> {
+        let (tcp, conn) = self.inner.get_mut();
+        match conn.process_new_packets() {
+            Ok(state) if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() => {
+                tcp.readable().await
+            }
+            // An error shows in the read that follows.
+            _ => Ok(()),
+        }
     }
 }
 

@@ -26,11 +26,12 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     fn is_secure(&self) -> bool {
         false
     }
-    /// Whether `readable` tells when a read will find data, so an idle connection can wait
-    /// without holding a buffer. Not for TLS, which may hold decrypted bytes already.
+    /// Whether `readable` tells when a read may find data, so an idle connection can wait
+    /// without holding a buffer.
     const WAITS_WITHOUT_BUFFER: bool = false;
-    /// Waits until the connection has data (only used when `WAITS_WITHOUT_BUFFER`).
-    async fn readable(&self) -> io::Result<()> {
+    /// Waits until a read may find data (only used when `WAITS_WITHOUT_BUFFER`). A read that
+    /// then finds none is fine: the caller goes back to waiting.
+    async fn readable(&mut self) -> io::Result<()> {
         Ok(())
     }
 }
@@ -56,7 +57,7 @@ impl Transport for TcpStream {
 
     const WAITS_WITHOUT_BUFFER: bool = true;
 
-    async fn readable(&self) -> io::Result<()> {
+    async fn readable(&mut self) -> io::Result<()> {
         TcpStream::readable(self).await
     }
 }
@@ -88,7 +89,7 @@ impl<T: Transport> Transport for &mut T {
 
     const WAITS_WITHOUT_BUFFER: bool = T::WAITS_WITHOUT_BUFFER;
 
-    async fn readable(&self) -> io::Result<()> {
+    async fn readable(&mut self) -> io::Result<()> {
         (**self).readable().await
     }
 }
@@ -138,7 +139,10 @@ async fn write_all(
         });
         match r {
             Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(stream, timeout).await?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Boxed: its timer would otherwise enlarge every connection's task.
+                Box::pin(writable(stream, timeout)).await?
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
@@ -184,7 +188,10 @@ async fn sendfile(
                     tokio::task::yield_now().await;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => writable(stream, timeout).await?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Boxed: its timer would otherwise enlarge every connection's task.
+                Box::pin(writable(stream, timeout)).await?
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

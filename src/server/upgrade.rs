@@ -3,7 +3,8 @@
 //! themselves, so no connection waiting in an accept queue is lost and no port is ever closed.
 //!
 //! The sockets travel as inherited descriptors named in `SPATE_INHERIT`
-//! (`CONFIGURED|BOUND|FD,FD;...`, one entry per listen address). The new process writes one
+//! (`CONFIGURED|BOUND|FD,FD;...`, one entry per listen address; `|udp` after the
+//! descriptors of a QUIC listener's UDP sockets). The new process writes one
 //! byte to the pipe named in `SPATE_READY_FD` once its workers serve; only then does the old
 //! one drain and exit. If the new one fails (a bad configuration, a crash, no answer within
 //! `UPGRADE_TIMEOUT`), the old one logs why and keeps serving.
@@ -27,9 +28,16 @@ pub(super) fn start(exe: &Path, listeners: &[Bound]) -> Result<u32, String> {
     let mut fds = Vec::new();
     let mut spec = Vec::with_capacity(listeners.len());
     for b in listeners {
-        let these: Vec<RawFd> = b.socks.iter().map(|s| s.as_raw_fd()).collect();
+        let mut these: Vec<RawFd> = b.socks.iter().map(|s| s.as_raw_fd()).collect();
+        these.extend(b.udp.iter().map(|s| s.as_raw_fd()));
         let list: Vec<String> = these.iter().map(|f| f.to_string()).collect();
-        spec.push(format!("{}|{}|{}", b.configured, b.addr, list.join(",")));
+        let kind = if b.udp.is_empty() { "" } else { "|udp" };
+        spec.push(format!(
+            "{}|{}|{}{kind}",
+            b.configured,
+            b.addr,
+            list.join(",")
+        ));
         fds.extend(these);
     }
     let (read_end, write_end) = pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
@@ -127,6 +135,29 @@ pub(super) fn inherited() -> Result<Vec<Bound>, String> {
         let configured: SocketAddr = configured.parse().map_err(|_| bad())?;
         let addr: SocketAddr = addr.parse().map_err(|_| bad())?;
         let mut socks = Vec::new();
+        if parts.next() == Some("udp") {
+            let mut udp = Vec::new();
+            for fd in fds.split(',') {
+                let fd: RawFd = fd.parse().map_err(|_| bad())?;
+                // SAFETY: as below; a bound UDP socket of a QUIC listener.
+                let sock = unsafe { std::net::UdpSocket::from_raw_fd(fd) };
+                match sock.local_addr() {
+                    Ok(a) if a == addr => {}
+                    _ => return Err(format!("{INHERIT_ENV}: descriptor {fd} is not {addr}")),
+                }
+                set_cloexec(fd);
+                udp.push(sock);
+            }
+            out.push(Bound {
+                configured,
+                addr,
+                tls: true,
+                quic: true,
+                socks,
+                udp,
+            });
+            continue;
+        }
         for fd in fds.split(',') {
             let fd: RawFd = fd.parse().map_err(|_| bad())?;
             // SAFETY: the previous process made this descriptor inheritable for us alone;
@@ -143,7 +174,9 @@ pub(super) fn inherited() -> Result<Vec<Bound>, String> {
             configured,
             addr,
             tls: false,
+            quic: false,
             socks,
+            udp: Vec::new(),
         });
     }
     Ok(out)

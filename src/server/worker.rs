@@ -24,10 +24,13 @@ pub(crate) struct WorkerCtx {
     pub config: Arc<Config>,
     pub router: Router,
     /// `Server: NAME\r\n`, or empty when `send-server-name` is OFF.
-    pub server_line: Vec<u8>,
+    server_line: Vec<u8>,
+    /// The Server line followed by `Alt-Svc: h3=":PORT"\r\n`, for each TCP port that has a
+    /// QUIC listener on the same port number (`http3-alt-svc`); usually empty.
+    alt_svc_lines: Vec<(u16, Vec<u8>)>,
     pub head_limits: HeadLimits,
     /// HTTP/2 connection settings from the configuration.
-    pub h2: crate::proto::h2::Settings,
+    pub h2: super::h2::WorkerSettings,
     /// Buffers of idle HTTP/1 connections, for reuse.
     pub buffers: super::buffers::BufferPool,
     /// Set once this worker drains or stops: connections close after their current response.
@@ -49,12 +52,16 @@ pub(crate) struct WorkerCtx {
 /// A listening socket of this worker, with its TLS acceptor if the listener is TLS.
 pub(crate) type Socket = (std::net::TcpListener, Option<TlsAcceptor>);
 
+/// A UDP socket of a QUIC listener, with the listener's QUIC settings.
+pub(crate) type QuicSocket = (std::net::UdpSocket, super::quic::Settings);
+
 /// Runs the worker until its generation is stopped. Called on the worker's own thread.
 /// `ready` gets one message once the worker is set up (or could not be); accepting starts
 /// when the phase becomes `Serving`.
 pub(crate) fn run(
     config: Arc<Config>,
     sockets: Vec<Socket>,
+    quic: Vec<QuicSocket>,
     shared: Arc<Shared>,
     mut phase: watch::Receiver<Phase>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
@@ -78,6 +85,8 @@ pub(crate) fn run(
         } else {
             Vec::new()
         };
+        let alt_svc = alt_svc_values(&config);
+        let h2 = super::h2::WorkerSettings::new(&config, &alt_svc);
         let head_limits = HeadLimits {
             head_size: config.limits.request_head,
             target_size: config.limits.request_target,
@@ -87,9 +96,19 @@ pub(crate) fn run(
         let ctx = Rc::new(WorkerCtx {
             config: config.clone(),
             router,
+            alt_svc_lines: alt_svc
+                .iter()
+                .map(|(port, v)| {
+                    let mut line = server_line.clone();
+                    line.extend_from_slice(b"Alt-Svc: ");
+                    line.extend_from_slice(v);
+                    line.extend_from_slice(b"\r\n");
+                    (*port, line)
+                })
+                .collect(),
             server_line,
             head_limits,
-            h2: super::h2::settings(&config),
+            h2,
             buffers: Default::default(),
             stopping: Cell::new(false),
             close_idle: Cell::new(false),
@@ -122,6 +141,9 @@ pub(crate) fn run(
         }
         for (listener, tls) in listeners {
             tokio::task::spawn_local(accept_loop(listener, tls, ctx.clone()));
+        }
+        for (sock, settings) in quic {
+            tokio::task::spawn_local(super::quic::serve(sock, settings, ctx.clone()));
         }
         let flusher = tokio::task::spawn_local(flush_logs_periodically(logs.clone()));
         let trimmer = tokio::task::spawn_local(trim_when_idle(ctx.clone()));
@@ -182,6 +204,45 @@ pub(crate) fn run(
     });
 }
 
+impl WorkerCtx {
+    /// The Server line for a response on local `port`, with `Alt-Svc` when a QUIC listener
+    /// shares the port. Preformatted: no allocation per response.
+    #[inline(always)]
+    pub fn server_line(&self, port: u16) -> &[u8] {
+        if self.alt_svc_lines.is_empty() {
+            return &self.server_line;
+        }
+        self.alt_svc_lines
+            .iter()
+            .find(|(p, _)| *p == port)
+            .map_or(&self.server_line[..], |(_, l)| &l[..])
+    }
+}
+
+/// `h3=":PORT"` for every port with both a TCP and a QUIC listener (as h2o advertises).
+fn alt_svc_values(config: &Config) -> Vec<(u16, bytes::Bytes)> {
+    use crate::config::ListenKind;
+    if !config.http3.alt_svc {
+        return Vec::new();
+    }
+    let mut out: Vec<(u16, bytes::Bytes)> = Vec::new();
+    for q in config
+        .listeners
+        .iter()
+        .filter(|l| l.kind == ListenKind::Quic)
+    {
+        let port = q.addr.port();
+        let tcp = config
+            .listeners
+            .iter()
+            .any(|l| l.kind == ListenKind::Tcp && l.addr.port() == port);
+        if tcp && port != 0 && !out.iter().any(|(p, _)| *p == port) {
+            out.push((port, bytes::Bytes::from(format!("h3=\":{port}\""))));
+        }
+    }
+    out
+}
+
 /// Waits until the phase satisfies `done`; a generation whose sender is gone is stopping.
 async fn wait_for(phase: &mut watch::Receiver<Phase>, done: impl Fn(Phase) -> bool) -> Phase {
     loop {
@@ -239,12 +300,15 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         let tls = tls.clone();
         tokio::task::spawn_local(async move {
             match tls {
-                // Boxed: the TLS state would otherwise enlarge every plain connection's task.
+                // Boxed: the TLS state would otherwise enlarge every plain connection's task;
+                // the handshake apart, so its larger state is freed once it is done.
                 Some(acceptor) => {
-                    Box::pin(tls_transport::serve(
-                        stream, acceptor, peer, local, &guard.ctx,
-                    ))
-                    .await
+                    let ctx = &guard.ctx;
+                    if let Some(tls) =
+                        Box::pin(tls_transport::handshake(stream, acceptor, peer, ctx)).await
+                    {
+                        Box::pin(tls_transport::serve(tls, peer, local, ctx)).await
+                    }
                 }
                 None => h1::serve(stream, peer, local, &guard.ctx).await,
             }
@@ -272,6 +336,30 @@ impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         crate::metrics::connection(self.transport, false);
         self.ctx.shared.closed();
+        self.ctx.active.set(self.ctx.active.get() - 1);
+        if self.ctx.active.get() == 0 {
+            self.ctx.went_idle.set(true);
+            self.ctx.all_closed.notify_waiters();
+        }
+    }
+}
+
+/// Counts a QUIC connection as open in this worker (a graceful stop waits for it), for its
+/// lifetime. QUIC connections have their own limit (`max-quic-connections`), so they take no
+/// `max-connections` slot.
+pub(crate) struct ActiveGuard<'a> {
+    ctx: &'a WorkerCtx,
+}
+
+impl ActiveGuard<'_> {
+    pub fn new(ctx: &WorkerCtx) -> ActiveGuard<'_> {
+        ctx.active.set(ctx.active.get() + 1);
+        ActiveGuard { ctx }
+    }
+}
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
         self.ctx.active.set(self.ctx.active.get() - 1);
         if self.ctx.active.get() == 0 {
             self.ctx.went_idle.set(true);

@@ -72,6 +72,27 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
+/// The TLS configuration of a QUIC listener: the same certificates, suites and groups as
+/// its `ssl` mapping (QUIC is TLS 1.3 only, so the TLS 1.2 settings do not apply), ALPN
+/// `h3`, and early data (0-RTT) only when `early_data`.
+pub fn quic_server_config(
+    tls: &TlsConf,
+    resumption: &SessionResumption,
+    early_data: bool,
+) -> Result<Arc<quinn_proto::crypto::rustls::QuicServerConfig>, String> {
+    let mut tls13 = tls.clone();
+    tls13.min_version = TlsVersion::Tls13;
+    tls13.max_version = TlsVersion::Tls13;
+    let base = server_config(&tls13, resumption)?;
+    let mut config = (*base).clone();
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.max_early_data_size = if early_data { u32::MAX } else { 0 };
+    let quic = quinn_proto::crypto::rustls::QuicServerConfig::try_from(config).map_err(|e| {
+        format!("{e} (QUIC needs TLS_AES_128_GCM_SHA256 among cipher-suite-tls1.3)")
+    })?;
+    Ok(Arc::new(quic))
+}
+
 /// Counts a failed or timed-out handshake (logged at debug level by the caller).
 pub fn record_handshake_failure() {
     HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);

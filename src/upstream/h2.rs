@@ -641,7 +641,7 @@ impl BodyStream for H2Body {
 
 /// Fields not forwarded as they are: HTTP/2 forbids some, and the client writes framing itself.
 fn is_connection_specific(name: &[u8]) -> bool {
-    crate::proto::h2::conn::is_connection_specific(name)
+    crate::proto::request_head::is_connection_specific(name)
         || name.eq_ignore_ascii_case(b"content-length")
         || name.eq_ignore_ascii_case(b"expect")
 }

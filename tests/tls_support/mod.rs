@@ -99,33 +99,67 @@ pub fn chromium() -> Option<&'static str> {
         .find(|c| super::common::have(c))
 }
 
-/// Headless `browser` with a profile under `dir`, certificate errors ignored, and nothing
-/// running that the test did not ask for.
+/// Headless `browser` over TCP (QUIC off), with a profile under `dir`, certificate errors
+/// ignored, and nothing running that the test did not ask for.
 pub fn chromium_headless(browser: &str, dir: &Path) -> Command {
+    headless(browser, dir, &TCP.map(String::from))
+}
+
+/// Chromium's flags for TCP only, any certificate accepted.
+const TCP: [&str; 2] = ["--disable-quic", "--ignore-certificate-errors"];
+
+/// Opens `url` in headless `browser` (certificate errors ignored, `extra` flags added, its
+/// profile and screenshot under `dir`) and returns the screenshot, checked to be a PNG of a
+/// rendered page.
+pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str]) -> Vec<u8> {
+    screenshot(browser, dir, url, &TCP.map(String::from), extra)
+}
+
+/// As `chromium_screenshot`, over HTTP/3: QUIC forced for `origin` (HOST:PORT), and the test
+/// certificate accepted by its SPKI hash (base64 SHA-256), the one way Chromium skips
+/// verification on QUIC.
+pub fn chromium_screenshot_quic(
+    browser: &str,
+    dir: &Path,
+    url: &str,
+    origin: &str,
+    spki: &str,
+) -> Vec<u8> {
+    let transport = [
+        "--enable-quic".to_string(),
+        format!("--origin-to-force-quic-on={origin}"),
+        format!("--ignore-certificate-errors-spki-list={spki}"),
+    ];
+    screenshot(browser, dir, url, &transport, &[])
+}
+
+fn headless(browser: &str, dir: &Path, transport: &[String]) -> Command {
     let mut cmd = Command::new(browser);
     cmd.args([
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
-        "--disable-quic",
         "--no-first-run",
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
         "--disable-default-apps",
         "--disable-extensions",
-        "--ignore-certificate-errors",
     ])
+    .args(transport)
     .arg(format!("--user-data-dir={}", dir.join("profile").display()));
     cmd
 }
 
-/// Opens `url` in headless `browser` (certificate errors ignored, `extra` flags added, its
-/// profile and screenshot under `dir`) and returns the screenshot, checked to be a PNG of a
-/// rendered page.
-pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str]) -> Vec<u8> {
+fn screenshot(
+    browser: &str,
+    dir: &Path,
+    url: &str,
+    transport: &[String],
+    extra: &[&str],
+) -> Vec<u8> {
     let shot = dir.join("shot.png");
-    let mut cmd = chromium_headless(browser, dir);
+    let mut cmd = headless(browser, dir, transport);
     cmd.arg("--window-size=1024,768")
         .args(extra)
         .arg(format!("--screenshot={}", shot.display()))
@@ -147,4 +181,29 @@ pub fn chromium_screenshot(browser: &str, dir: &Path, url: &str, extra: &[&str])
     // A rendered page, not a blank or error page: a real 1024x768 screenshot is several KiB.
     assert!(png.len() > 5_000, "screenshot is only {} bytes", png.len());
     png
+}
+
+/// Waits (up to 5 s: access log lines are flushed at least every second) until the `%H %s %U`
+/// access log at `path` shows a 200 for every one of `paths`, then checks each was served over
+/// `protocol` (`HTTP/2`, `HTTP/3`). Returns the log.
+pub fn expect_logged(path: &Path, paths: &[&str], protocol: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let log = loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        let all = paths
+            .iter()
+            .all(|p| log.lines().any(|l| l.ends_with(&format!(" 200 {p}"))));
+        if all || std::time::Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for p in paths {
+        let line = log
+            .lines()
+            .find(|l| l.ends_with(&format!(" 200 {p}")))
+            .unwrap_or_else(|| panic!("{p} was not fetched; access log:\n{log}"));
+        assert_eq!(line, format!("{protocol} 200 {p}"), "access log:\n{log}");
+    }
+    log
 }

@@ -12,11 +12,13 @@ use super::hpack::{self, DecodeError, HeaderField, Indexing};
 use super::stream::{BodySource, Priority, Recv, Send, Sent, Stream, StreamOut, Tail};
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
 use crate::http::request::RequestBuilder;
-use crate::http::{Body, Method, Request, Response, Version};
+use crate::http::{Body, Request, Response, Version};
 use crate::metrics::{self, Direction};
+use crate::proto::request_head;
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Stop pulling body bytes into the output once it holds this much: the driver writes it out
@@ -53,6 +55,8 @@ pub struct Settings {
     pub max_control_frames_per_second: u32,
     /// The `server` response header, if sent.
     pub server_name: Option<Bytes>,
+    /// An `alt-svc` value sent on every response (`h3=":PORT"`), if any.
+    pub alt_svc: Option<Bytes>,
     pub secure: bool,
     /// Advertise SETTINGS_ENABLE_CONNECT_PROTOCOL and accept extended CONNECT (RFC 8441);
     /// without it `:protocol` makes a request malformed.
@@ -74,6 +78,7 @@ impl Default for Settings {
             max_resets_per_second: 200,
             max_control_frames_per_second: 1000,
             server_name: None,
+            alt_svc: None,
             secure: false,
             enable_connect_protocol: false,
         }
@@ -109,7 +114,7 @@ pub struct StreamDone {
 
 /// One HTTP/2 server connection.
 pub struct Connection {
-    cfg: Settings,
+    cfg: Arc<Settings>,
     peer: SocketAddr,
     local: SocketAddr,
     phase: Phase,
@@ -245,7 +250,14 @@ const OUT_INITIAL: usize = 4 * 1024;
 impl Connection {
     /// A connection whose client starts with the preface. Our SETTINGS and connection
     /// WINDOW_UPDATE are already in the output.
-    pub fn new(cfg: Settings, peer: SocketAddr, local: SocketAddr, now: Instant) -> Connection {
+    /// `cfg` may be shared: a worker's connections hold one copy of it.
+    pub fn new(
+        cfg: impl Into<Arc<Settings>>,
+        peer: SocketAddr,
+        local: SocketAddr,
+        now: Instant,
+    ) -> Connection {
+        let cfg = cfg.into();
         let mut c = Connection {
             decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE, cfg.max_header_list),
             resets: Budget::new(cfg.max_resets_per_second, now),
@@ -315,7 +327,7 @@ impl Connection {
     /// HTTP2-Settings payload, `request` becomes stream 1, half-closed (remote). The client
     /// still sends the preface.
     pub fn upgraded(
-        cfg: Settings,
+        cfg: impl Into<Arc<Settings>>,
         peer: SocketAddr,
         local: SocketAddr,
         now: Instant,
@@ -1096,10 +1108,7 @@ impl Connection {
                 Ok(())
             }
             BlockUse::Trailers => {
-                let ok = self.fields.iter().all(|f| {
-                    let name = &self.hbuf[f.name.clone()];
-                    !name.starts_with(b":") && valid_field(name, &self.hbuf[f.value.clone()])
-                });
+                let ok = request_head::valid_trailers(&self.hbuf, &self.fields);
                 let Some(i) = self.index(id).filter(|_| ok) else {
                     self.hbuf.clear();
                     return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
@@ -1147,100 +1156,34 @@ impl Connection {
         }
     }
 
-    /// Validates the decoded fields (RFC 9113 section 8.3) and builds the request.
+    /// Validates the decoded fields (RFC 9113 section 8.3, shared with HTTP/3 in
+    /// `proto::request_head`) and builds the request.
     fn build_request(&mut self) -> Result<Parsed, ()> {
-        let mut method = None;
-        let mut scheme = false;
-        let mut path = None;
-        let mut authority = None;
-        let mut regular = Vec::with_capacity(self.fields.len());
-        let mut content_length = None;
-        let mut priority = None;
-        let mut expect_continue = false;
-        let mut protocol = None;
-        for f in &self.fields {
-            let name = &self.hbuf[f.name.clone()];
-            let value = &self.hbuf[f.value.clone()];
-            let (n, v) = (f.name.clone(), f.value.clone());
-            if let Some(pseudo) = name.strip_prefix(b":") {
-                if !regular.is_empty() {
-                    return Err(());
-                }
-                let slot = match pseudo {
-                    b"method" => &mut method,
-                    b"path" => &mut path,
-                    b"authority" => &mut authority,
-                    b"protocol" if self.cfg.enable_connect_protocol => &mut protocol,
-                    b"scheme" => {
-                        if scheme || value.is_empty() {
-                            return Err(());
-                        }
-                        scheme = true;
-                        continue;
-                    }
-                    _ => return Err(()),
-                };
-                if slot.replace(v).is_some() {
-                    return Err(());
-                }
-                continue;
-            }
-            if !valid_field(name, value) {
-                return Err(());
-            }
-            match name {
-                b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
-                | b"upgrade" => return Err(()),
-                b"te" if value != b"trailers" => return Err(()),
-                b"content-length" => {
-                    let len = parse_u64(value).ok_or(())?;
-                    if content_length.is_some_and(|l| l != len) {
-                        return Err(());
-                    }
-                    content_length = Some(len);
-                }
-                b"priority" => priority = Some(Priority::parse(value)),
-                b"expect" => expect_continue = value.eq_ignore_ascii_case(b"100-continue"),
-                _ => {}
-            }
-            regular.push((n, v));
-        }
-        let method_range = method.ok_or(())?;
-        let head = self.hbuf.split().freeze();
-        let method = Method::from_bytes(&head[method_range]);
-        let is_connect = method == Method::Connect;
-        if protocol.is_some() {
-            // Extended CONNECT (RFC 8441 section 4): a CONNECT with a full target.
-            if !is_connect || !scheme || path.as_ref().is_none_or(|p| p.is_empty()) {
-                return Err(());
-            }
-        } else if is_connect {
-            if authority.is_none() || scheme || path.is_some() {
-                return Err(());
-            }
-        } else if !scheme || path.as_ref().is_none_or(|p| p.is_empty()) {
+        let head = request_head::parse(&self.hbuf, &self.fields).map_err(|_| ())?;
+        if head.protocol.is_some() && !self.cfg.enable_connect_protocol {
+            // `:protocol` without SETTINGS_ENABLE_CONNECT_PROTOCOL is malformed (RFC 8441).
             return Err(());
         }
-        let target = path.unwrap_or(0..0);
+        let priority = head.priority.map(|r| Priority::parse(&self.hbuf[r]));
         let mut req = RequestBuilder {
-            method,
+            method: head.method,
             version: Version::Http2,
             secure: self.cfg.secure,
             peer: self.peer,
             local: self.local,
-            target,
-            authority,
-            fields: regular,
+            target: head.target,
+            authority: head.authority,
+            fields: head.fields,
         }
-        .build(head);
-        if let Some(p) = protocol {
+        .build(self.hbuf.split().freeze());
+        if let Some(p) = head.protocol {
             req.set_protocol(p);
         }
         Ok(Parsed {
             req,
-            content_length,
+            content_length: head.content_length,
             priority,
-            expect_continue,
+            expect_continue: head.expect_continue,
         })
     }
 
@@ -1615,13 +1558,17 @@ impl Connection {
                         b.field(b"server", server);
                         fields += 1;
                     }
+                    if let Some(alt_svc) = &self.cfg.alt_svc {
+                        b.field(b"alt-svc", alt_svc);
+                        fields += 1;
+                    }
                     // A proxied response keeps the backend's Date.
                     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"date")) {
                         b.field(b"date", &date);
                         fields += 1;
                     }
                     for (name, value) in headers {
-                        if is_connection_specific(name)
+                        if request_head::is_connection_specific(name)
                             || name.eq_ignore_ascii_case(b"content-length")
                         {
                             continue;
@@ -1667,7 +1614,7 @@ impl Connection {
         {
             let mut b = self.encoder.block(&mut self.out);
             for (name, value) in trailers {
-                if name.starts_with(b":") || is_connection_specific(name) {
+                if name.starts_with(b":") || request_head::is_connection_specific(name) {
                     continue;
                 }
                 b.field(name, value);
@@ -2136,66 +2083,9 @@ impl Budget {
     }
 }
 
-/// Field names must be lowercase tokens; values must not contain NUL, CR, LF or start or end
-/// with whitespace (RFC 9113 section 8.2.1).
-pub(super) fn valid_field(name: &[u8], value: &[u8]) -> bool {
-    !name.is_empty()
-        && name
-            .iter()
-            .all(|&b| BYTE_CLASS[b as usize] & LOWER_TCHAR != 0)
-        && value
-            .iter()
-            .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0)
-        && !matches!(value.first(), Some(b' ' | b'\t'))
-        && !matches!(value.last(), Some(b' ' | b'\t'))
-}
-
-/// `BYTE_CLASS` bits: one table lookup per header byte instead of a chain of comparisons.
-const LOWER_TCHAR: u8 = 1;
-const BAD_IN_VALUE: u8 = 2;
-
-static BYTE_CLASS: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        if matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
-        {
-            t[b] |= LOWER_TCHAR;
-        }
-        if matches!(c, 0 | b'\r' | b'\n') {
-            t[b] |= BAD_IN_VALUE;
-        }
-        b += 1;
-    }
-    t
-};
-
 /// Response fields whose value is the same each time one resource is served.
 fn repeats_per_resource(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"last-modified")
-}
-
-/// Fields HTTP/2 forbids (RFC 9113 8.2.2), any case.
-pub(crate) fn is_connection_specific(name: &[u8]) -> bool {
-    [
-        &b"connection"[..],
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"upgrade",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
-}
-
-fn parse_u64(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 19 {
-        return None;
-    }
-    v.iter().try_fold(0u64, |acc, &b| {
-        b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
-    })
 }
 
 fn itoa3(status: u16) -> [u8; 3] {

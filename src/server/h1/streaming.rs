@@ -336,7 +336,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 headers: &headers,
                 content_length: stream.len,
                 keep_alive: *keep_alive,
-                server_line: &self.ctx.server_line,
+                server_line: self.ctx.server_line(self.local.port()),
                 date: !has_date,
             },
         ) as u64;
@@ -360,8 +360,11 @@ impl<'a, T: Transport> Conn<'a, T> {
         sent: &mut Sent,
     ) -> Result<Out, Close> {
         sent.status = 101;
-        sent.total =
-            h1::write_switching_head(&mut self.wbuf, &self.ctx.server_line, &headers) as u64;
+        sent.total = h1::write_switching_head(
+            &mut self.wbuf,
+            self.ctx.server_line(self.local.port()),
+            &headers,
+        ) as u64;
         sent.headers = headers;
         self.flush(false).await?;
         Ok(Out::Streaming {

@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::http::Body;
+use crate::http::Method;
 use crate::proto::h2::hpack::{Decoder, Encoder};
+use crate::proto::request_head::valid_field;
 
 struct Peer {
     conn: Connection,

@@ -32,9 +32,11 @@
 
 mod decoder;
 mod encoder;
-mod huffman;
-mod integer;
-mod table;
+// Shared with QPACK (`proto::h3::qpack`), which uses the same integers, Huffman code and
+// dynamic table ring.
+pub(crate) mod huffman;
+pub(crate) mod integer;
+pub(crate) mod table;
 
 pub use decoder::{Decoder, HeaderField};
 pub use encoder::{BlockEncoder, Encoder, Indexing};

@@ -1,0 +1,276 @@
+//! HTTP/3 over QUIC: the listen's `quic:` mapping and the global `http3-*` directives.
+//!
+//! h2o's names and defaults: `http3-idle-timeout` (30 s), `http3-input-window-size`
+//! (16 MiB), `http3-graceful-shutdown-timeout` (0 = no limit of its own), `http3-gso` (ON),
+//! `max-quic-connections`; in `quic:`, `retry` (OFF), `amp-limit` (3),
+//! `max-streams-bidi` (100), `max-udp-payload-size` (1472), `ecn` (ON). spate's own:
+//! `http3-qpack-max-table-capacity` and `http3-qpack-blocked-streams` (what the client's
+//! QPACK encoder may use; the request field section is bounded by `max-request-head-size`),
+//! `http3-max-streams-uni` (the peer's unidirectional streams), `http3-0rtt` (OFF),
+//! `http3-alt-svc` (ON).
+
+use super::value::Ctx;
+use super::yaml::Node;
+use std::time::Duration;
+
+/// The listen's `quic:` mapping (also implied by `type: quic`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicConf {
+    /// `retry`: validate every client address with a Retry packet first.
+    pub retry: bool,
+    /// `amp-limit`: before the address is validated, send at most this many times what the
+    /// client sent (RFC 9000 section 8.1).
+    pub amp_limit: u32,
+    /// `max-streams-bidi`: concurrent client request streams per connection.
+    pub max_streams_bidi: u32,
+    /// `max-udp-payload-size`: the largest UDP payload we accept and send.
+    pub max_udp_payload_size: u16,
+    /// `ecn`: use ECN signals for congestion control.
+    pub ecn: bool,
+}
+
+impl Default for QuicConf {
+    fn default() -> Self {
+        QuicConf {
+            retry: false,
+            amp_limit: 3,
+            max_streams_bidi: 100,
+            max_udp_payload_size: 1472,
+            ecn: true,
+        }
+    }
+}
+
+/// The global `http3-*` directives and `max-quic-connections`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http3 {
+    /// `http3-idle-timeout` (seconds, default 30).
+    pub idle_timeout: Duration,
+    /// `http3-input-window-size` (default 16777216): a request stream's receive window; the
+    /// connection's is twice it.
+    pub input_window_size: u32,
+    /// `http3-graceful-shutdown-timeout` (seconds, default 0 = only `shutdown-timeout`).
+    pub graceful_shutdown_timeout: Duration,
+    /// `http3-gso` (default ON): send batches of packets with one segmentation-offload call.
+    pub gso: bool,
+    /// `max-quic-connections` (default 1024): QUIC connections across all workers,
+    /// handshakes included.
+    pub max_connections: usize,
+    /// `http3-qpack-max-table-capacity` (spate, default 4096): SETTINGS_QPACK_MAX_TABLE_CAPACITY.
+    pub qpack_max_table_capacity: u32,
+    /// `http3-qpack-blocked-streams` (spate, default 16): SETTINGS_QPACK_BLOCKED_STREAMS.
+    pub qpack_blocked_streams: u32,
+    /// `http3-max-streams-uni` (spate, default 10): unidirectional streams the client may
+    /// open (control, QPACK and the ones we ignore).
+    pub max_streams_uni: u32,
+    /// `http3-0rtt` (spate, default OFF): accept early data (replayable requests).
+    pub early_data: bool,
+    /// `http3-alt-svc` (spate, default ON): HTTP/1.1 and HTTP/2 responses on a TLS port that
+    /// also has a QUIC listener carry `Alt-Svc: h3=":PORT"`, as h2o sends.
+    pub alt_svc: bool,
+}
+
+impl Default for Http3 {
+    fn default() -> Self {
+        Http3 {
+            idle_timeout: Duration::from_secs(30),
+            input_window_size: 16_777_216,
+            graceful_shutdown_timeout: Duration::ZERO,
+            gso: true,
+            max_connections: 1024,
+            qpack_max_table_capacity: 4096,
+            qpack_blocked_streams: 16,
+            max_streams_uni: 10,
+            early_data: false,
+            alt_svc: true,
+        }
+    }
+}
+
+/// Applies one global HTTP/3 directive. Returns false when `name` is not one of them.
+pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Http3) -> bool {
+    match name {
+        "http3-idle-timeout" => set(&mut c.idle_timeout, ctx.seconds(name, v)),
+        "http3-input-window-size" => {
+            // QUIC flow control credit is a varint; below one packet's worth is useless.
+            match ctx.int::<u32>(name, v, 1500) {
+                Some(n) if n <= 0x7fff_ffff => c.input_window_size = n,
+                Some(_) => ctx.error(v.line, format!("{name} must be at most 2147483647")),
+                None => {}
+            }
+        }
+        "http3-graceful-shutdown-timeout" => {
+            set(&mut c.graceful_shutdown_timeout, ctx.seconds(name, v))
+        }
+        "http3-gso" => set(&mut c.gso, ctx.bool(name, v)),
+        "max-quic-connections" => set(&mut c.max_connections, ctx.int(name, v, 1)),
+        "http3-qpack-max-table-capacity" => {
+            set(&mut c.qpack_max_table_capacity, ctx.int(name, v, 0))
+        }
+        "http3-qpack-blocked-streams" => set(&mut c.qpack_blocked_streams, ctx.int(name, v, 0)),
+        // Control and two QPACK streams at least.
+        "http3-max-streams-uni" => set(&mut c.max_streams_uni, ctx.int(name, v, 3)),
+        "http3-0rtt" => set(&mut c.early_data, ctx.bool(name, v)),
+        "http3-alt-svc" => set(&mut c.alt_svc, ctx.bool(name, v)),
+        _ => return false,
+    }
+    true
+}
+
+/// h2o's `quic:` keys that spate does not implement.
+const NOT_SUPPORTED_YET: &[&str] = &[
+    "handshake-timeout-rtt-multiplier",
+    "jumpstart-default",
+    "jumpstart-max",
+    "max-initial-handshake-packets",
+    "pacing",
+    "qpack-decoder-table-capacity",
+    "qpack-encoder-table-capacity",
+    "qpack-encoder-refine",
+    "respect-app-limited",
+    "sndbuf",
+    "rcvbuf",
+];
+
+const KEYS: &[&str] = &[
+    "retry",
+    "amp-limit",
+    "max-streams-bidi",
+    "max-udp-payload-size",
+    "ecn",
+];
+
+/// Reads a listen's `quic:` mapping.
+pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<QuicConf> {
+    let entries = ctx.map("listen.quic", v)?;
+    let before = ctx.errors.len();
+    let mut relevant = Vec::with_capacity(entries.len());
+    for (k, val) in entries {
+        match k.as_str().filter(|key| NOT_SUPPORTED_YET.contains(key)) {
+            Some(key) => ctx.error(k.line, format!("listen.quic.{key} is not supported yet")),
+            None => relevant.push((k.clone(), val.clone())),
+        }
+    }
+    let mut q = QuicConf::default();
+    for (key, val) in ctx.known_keys("listen.quic", &relevant, KEYS) {
+        let name = format!("listen.quic.{key}");
+        match key {
+            "retry" => set(&mut q.retry, ctx.bool(&name, val)),
+            // quinn enforces the RFC's factor of 3; a lower one is met by validating first.
+            "amp-limit" => match ctx.int::<u32>(&name, val, 1) {
+                Some(n) if n <= 3 => q.amp_limit = n,
+                Some(_) => ctx.error(val.line, format!("{name} must be at most 3")),
+                None => {}
+            },
+            "max-streams-bidi" => set(&mut q.max_streams_bidi, ctx.int(&name, val, 1)),
+            // RFC 9000 section 18.2: 1200 is the smallest allowed.
+            "max-udp-payload-size" => match ctx.int::<u16>(&name, val, 1200) {
+                Some(n) if n <= 65527 => q.max_udp_payload_size = n,
+                Some(_) => ctx.error(val.line, format!("{name} must be at most 65527")),
+                None => {}
+            },
+            _ => set(&mut q.ecn, ctx.bool(&name, val)),
+        }
+    }
+    (ctx.errors.len() == before).then_some(q)
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load::tests::{errors, ok, with_cert};
+    use crate::config::ListenKind;
+
+    #[test]
+    fn quic_listen_forms_and_globals() {
+        let c = ok(&with_cert(
+            "\
+http3-idle-timeout: 5
+http3-gso: OFF
+max-quic-connections: 7
+listen: &l
+  port: 8443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+listen:
+  <<: *l
+  type: quic
+listen:
+  port: 9443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+  quic: {retry: ON, amp-limit: 2, max-streams-bidi: 10, max-udp-payload-size: 1350}
+hosts:
+  default:
+    paths:
+      /:
+        respond: {}
+",
+        ));
+        let kinds: Vec<(u16, &ListenKind)> = c
+            .listeners
+            .iter()
+            .map(|l| (l.addr.port(), &l.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (8443, &ListenKind::Tcp),
+                (8443, &ListenKind::Quic),
+                (9443, &ListenKind::Quic)
+            ]
+        );
+        assert_eq!(c.listeners[0].quic, None);
+        assert_eq!(c.listeners[1].quic, Some(QuicConf::default()));
+        assert_eq!(
+            c.listeners[2].quic,
+            Some(QuicConf {
+                retry: true,
+                amp_limit: 2,
+                max_streams_bidi: 10,
+                max_udp_payload_size: 1350,
+                ecn: true,
+            })
+        );
+        assert_eq!(c.http3.idle_timeout, Duration::from_secs(5));
+        assert!(!c.http3.gso);
+        assert_eq!(c.http3.max_connections, 7);
+        assert_eq!(c.http3.input_window_size, 16_777_216);
+    }
+
+    #[test]
+    fn bad_quic_keys_are_errors_with_their_line() {
+        let e = errors(&with_cert(
+            "\
+listen:
+  port: 8443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+  quic:
+    retyr: ON
+    pacing: ON
+    amp-limit: 4
+    max-udp-payload-size: 1000
+http3-input-window-size: 10
+hosts:
+  default:
+    paths:
+      /:
+        respond: {}
+",
+        ));
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:6: listen.quic.pacing is not supported yet",
+                "t.yaml:5: unknown key retyr in listen.quic (did you mean retry?)",
+                "t.yaml:7: listen.quic.amp-limit must be at most 3",
+                "t.yaml:8: listen.quic.max-udp-payload-size expects an integer >= 1200, got \"1000\"",
+                "t.yaml:9: http3-input-window-size expects an integer >= 1500, got \"10\"",
+            ]
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! The QPACK encoder for our responses and trailers: static table references and literals,
+//! never the dynamic table, so a section never blocks the peer and needs no acknowledgment.
+
+use bytes::BufMut;
+
+use super::static_table;
+use crate::proto::h2::hpack::{huffman, integer};
+
+/// Encodes field sections; holds only a scratch buffer for lowercasing names.
+#[derive(Debug, Default)]
+pub struct Encoder {
+    lower: Vec<u8>,
+}
+
+impl Encoder {
+    /// Appends an encoded field section for `fields`: the prefix (Required Insert Count 0,
+    /// Base 0), then one field line per field. Names are lowercased; sensitive fields carry
+    /// the N bit so intermediaries keep them out of their tables.
+    pub fn encode_section<'a, I>(&mut self, fields: I, out: &mut impl BufMut)
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        put_prefix(out);
+        for (name, value) in fields {
+            self.field(name, value, out);
+        }
+    }
+
+    /// Appends one field line.
+    pub fn field(&mut self, name: &[u8], value: &[u8], out: &mut impl BufMut) {
+        if name.iter().any(u8::is_ascii_uppercase) {
+            let mut lower = std::mem::take(&mut self.lower);
+            lower.clear();
+            lower.extend(name.iter().map(u8::to_ascii_lowercase));
+            put_field(&lower, value, out);
+            self.lower = lower;
+        } else {
+            put_field(name, value, out);
+        }
+    }
+}
+
+/// The section prefix of a section that uses no dynamic table entry.
+pub fn put_prefix(out: &mut impl BufMut) {
+    out.put_slice(&[0, 0]);
+}
+
+/// Appends the `:status` field line: one byte for the statuses the static table has.
+pub fn put_status(status: u16, out: &mut impl BufMut) {
+    let s = status.min(999);
+    let digits = [
+        b'0' + (s / 100) as u8,
+        b'0' + (s / 10 % 10) as u8,
+        b'0' + (s % 10) as u8,
+    ];
+    put_field(b":status", &digits, out);
+}
+
+fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) {
+    let never = sensitive(name);
+    match static_table::find(name, value) {
+        Some((index, true)) => {
+            // Indexed Field Line, static: 11xxxxxx.
+            integer::encode(index, 6, 0xc0, out);
+        }
+        Some((index, false)) => {
+            // Literal Field Line with Name Reference, static: 01N1xxxx.
+            let n = if never { 0x20 } else { 0 };
+            integer::encode(index, 4, 0x50 | n, out);
+            put_string(value, 7, 0, out);
+        }
+        None => {
+            // Literal Field Line with Literal Name: 001NHxxx.
+            let n = if never { 0x10 } else { 0 };
+            put_string(name, 3, 0x20 | n, out);
+            put_string(value, 7, 0, out);
+        }
+    }
+}
+
+/// Fields an intermediary must not put in a compression table (RFC 9204 section 7.1.3).
+fn sensitive(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"authorization" | b"proxy-authorization" | b"set-cookie" | b"cookie"
+    )
+}
+
+/// A string literal with a `prefix`-bit length; the H bit sits just above the prefix.
+/// Huffman-coded when that is shorter.
+fn put_string(s: &[u8], prefix: u8, flags: u8, out: &mut impl BufMut) {
+    let coded = huffman::encoded_len(s);
+    if coded < s.len() {
+        integer::encode(coded, prefix, flags | (1 << prefix), out);
+        huffman::encode(s, out);
+    } else {
+        integer::encode(s.len(), prefix, flags, out);
+        out.put_slice(s);
+    }
+}

@@ -1,0 +1,677 @@
+//! One HTTP/3 request stream: its request (head, body through the pipe, trailers), its
+//! handler's answer (now, or pending and polled when woken), and the response frames written
+//! as quinn accepts them. A stream is done when the response is fully handed to quinn (FIN
+//! queued, or reset) and the request side has ended or been stopped.
+
+use super::wake::StreamWake;
+use super::{varint, PIPE_HIGH_WATER, READ_BUDGET};
+use crate::handler::{Negotiated, PathRoute};
+use crate::http::body::{self, BodyStream, BodyWriter, Frame, Trailers};
+use crate::http::{Answer, Body, BodyError, Pending, Request, Response, Side};
+use crate::log::{AccessLog, LogRecord};
+use crate::metrics::Mark;
+use crate::proto::h2::stream::BodySource;
+use crate::proto::h3::{Error, ErrorCode, RequestEvent, Session};
+use crate::server::quic::Wakes;
+use crate::server::worker::WorkerCtx;
+use bytes::{Bytes, BytesMut};
+use quinn_proto::{Connection, ReadError, StreamId, VarInt, WriteError};
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+/// The largest DATA frame payload we make from a file or a fixed body.
+const CHUNK: usize = 16 * 1024;
+/// Frames produced per stream per drive, so a fast producer does not hog the turn.
+const DRIVE_BUDGET: usize = 64;
+
+/// What [`ReqStream::drive`] left.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// More to do later (a wake-up, writability, or the request's end).
+    Open,
+    /// More to do now: the turn's budget ran out with frames still coming.
+    Busy,
+    /// Both directions are finished: forget the stream.
+    Done,
+}
+
+pub(super) struct ReqStream<'a> {
+    id: StreamId,
+    ctx: &'a WorkerCtx,
+    peer: SocketAddr,
+    local: SocketAddr,
+    wake: StreamWake,
+    /// Received bytes the session has not consumed (a partial frame, a blocked HEADERS).
+    recv: BytesMut,
+    /// quinn reported the stream's FIN.
+    fin: bool,
+    /// The request side is over: its end came, or we stopped reading it.
+    recv_done: bool,
+    /// Stopped reading because the pipe was full.
+    paused: bool,
+    /// The request body, for a handler that reads it.
+    body: Option<BodyWriter>,
+    /// Request body bytes received (for `limit-request-body`).
+    body_received: u64,
+    trailers: Option<Trailers>,
+    /// A request whose handler runs once its (dropped) body has ended.
+    waiting: Option<Request>,
+    send: Send<'a>,
+    /// Frames quinn has not accepted yet.
+    out: Vec<Bytes>,
+    log: Option<Log>,
+    received_at: SystemTime,
+    started: Instant,
+    /// The request's start, when the worker counts requests.
+    mark: Option<Mark>,
+    /// The response status, and the bytes of its head (with frame headers) and body.
+    status: u16,
+    head_bytes: u64,
+    body_bytes: u64,
+}
+
+enum Send<'a> {
+    /// No answer yet: the request is not complete, or its handler not called.
+    Waiting,
+    Answer {
+        fut: Pending,
+        route: Option<&'a PathRoute>,
+        negotiated: Negotiated,
+    },
+    Source(BodySource),
+    Stream(Box<dyn BodyStream>),
+    /// Everything is in `out`; FIN follows it.
+    Tail,
+    /// FIN queued or the stream reset.
+    Done,
+}
+
+/// What [`ReqStream::produce`] made.
+enum Made {
+    Nothing,
+    Response(Response),
+    /// A DATA frame header and its payload.
+    Data(Bytes, Bytes),
+    /// A whole DATA frame, with its payload and header lengths.
+    Frame(Bytes, usize, usize),
+    Trailers(Trailers),
+    /// The body could not be produced: reset the stream.
+    Failed,
+    /// Everything is queued: FIN.
+    Fin,
+}
+
+fn data_header(len: usize) -> Bytes {
+    let mut head = BytesMut::with_capacity(9);
+    Session::data_frame_header(len as u64, &mut head);
+    head.freeze()
+}
+
+/// What the access log needs of a stream.
+struct Log {
+    file: Rc<RefCell<AccessLog>>,
+    req: Request,
+    headers: Vec<(Bytes, Bytes)>,
+}
+
+impl<'a> ReqStream<'a> {
+    pub fn new(
+        id: StreamId,
+        ctx: &'a WorkerCtx,
+        peer: SocketAddr,
+        local: SocketAddr,
+        conn: usize,
+        wakes: &Arc<Wakes>,
+    ) -> ReqStream<'a> {
+        ReqStream {
+            id,
+            ctx,
+            peer,
+            local,
+            wake: StreamWake::new(conn, wakes),
+            recv: BytesMut::new(),
+            fin: false,
+            recv_done: false,
+            paused: false,
+            body: None,
+            body_received: 0,
+            trailers: None,
+            waiting: None,
+            send: Send::Waiting,
+            out: Vec::new(),
+            log: None,
+            received_at: SystemTime::now(),
+            started: Instant::now(),
+            mark: None,
+            status: 0,
+            head_bytes: 0,
+            body_bytes: 0,
+        }
+    }
+
+    /// Whether reading stopped with data left in quinn (a full pipe, or the read budget)
+    /// and may go on now.
+    pub fn wants_read(&self) -> bool {
+        self.paused
+            && !self.recv_done
+            && self
+                .body
+                .as_ref()
+                .is_none_or(|w| w.buffered() < PIPE_HIGH_WATER)
+    }
+
+    /// Reads what quinn has for this stream (as far as the pipe has room) and acts on the
+    /// events. A connection error is returned; a stream error resets the stream here.
+    pub fn read(
+        &mut self,
+        conn: &mut Connection,
+        session: &mut Session,
+        events: &mut Vec<RequestEvent>,
+        now: Instant,
+    ) -> Result<(), Error> {
+        if self.recv_done {
+            return Ok(());
+        }
+        if self
+            .body
+            .as_ref()
+            .is_some_and(|w| w.buffered() >= PIPE_HIGH_WATER)
+        {
+            self.paused = true;
+            return Ok(());
+        }
+        self.paused = false;
+        let mut reset = None;
+        {
+            let mut rs = conn.recv_stream(self.id);
+            let Ok(mut chunks) = rs.read(true) else {
+                // quinn has closed the receive side: nothing more will come.
+                self.recv_done = true;
+                return session.stream_gone(self.id.into());
+            };
+            let mut budget = READ_BUDGET;
+            while budget > 0 {
+                match chunks.next(budget) {
+                    Ok(Some(c)) => {
+                        budget = budget.saturating_sub(c.bytes.len());
+                        self.recv.extend_from_slice(&c.bytes);
+                    }
+                    Ok(None) => {
+                        self.fin = true;
+                        break;
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(ReadError::Reset(code)) => {
+                        reset = Some(code);
+                        break;
+                    }
+                }
+            }
+            if budget == 0 {
+                // More may be buffered: read again after the others.
+                self.paused = true;
+            }
+            let _ = chunks.finalize();
+        }
+        if let Some(code) = reset {
+            self.on_peer_reset(conn, session, code);
+            return Ok(());
+        }
+        if self.recv.is_empty() && !self.fin {
+            return Ok(());
+        }
+        match session.on_request_stream(self.id.into(), &mut self.recv, self.fin, events) {
+            Ok(()) => {}
+            Err(Error::Stream(code, why)) => {
+                if self.ctx.config.emit_request_errors {
+                    tracing::info!(peer = %self.peer, "HTTP/3 stream error {:#x}: {why}", code.0);
+                }
+                self.abort(conn, code);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        // Whether a body follows the head: the stream goes on, or this batch carries one.
+        let body_follows = !self.fin
+            || events
+                .iter()
+                .any(|e| matches!(e, RequestEvent::Data(_) | RequestEvent::Trailers(_)));
+        for ev in events.drain(..) {
+            match ev {
+                RequestEvent::Head(head) => {
+                    let content_length = head.content_length;
+                    if head.expect_continue && body_follows {
+                        // The client waits for this before sending its body.
+                        let mut out = BytesMut::with_capacity(8);
+                        session.encode_response_head(100, std::iter::empty(), &mut out);
+                        self.out.push(out.freeze());
+                    }
+                    let req = head.into_request(self.peer, self.local);
+                    self.on_head(conn, session, req, content_length, body_follows, now);
+                }
+                RequestEvent::Data(data) => {
+                    self.body_received += data.len() as u64;
+                    if self.body_received > self.ctx.config.limits.request_body {
+                        self.too_large(conn, session);
+                        continue;
+                    }
+                    if let Some(w) = &self.body {
+                        w.push(data);
+                    }
+                }
+                RequestEvent::Trailers(t) => self.trailers = Some(t),
+                RequestEvent::End => {
+                    self.recv_done = true;
+                    if let Some(w) = self.body.take() {
+                        w.finish(self.trailers.take());
+                    }
+                    if let Some(req) = self.waiting.take() {
+                        self.answer(session, req, now);
+                    }
+                }
+                RequestEvent::Blocked => {}
+                RequestEvent::HeadTooLarge => {
+                    self.stop_reading(conn, session, ErrorCode::H3_NO_ERROR);
+                    self.respond(session, Response::error(431), false);
+                }
+            }
+        }
+        if self
+            .body
+            .as_ref()
+            .is_some_and(|w| w.buffered() >= PIPE_HIGH_WATER)
+        {
+            self.paused = true;
+        }
+        Ok(())
+    }
+
+    /// The request head: handlers that read bodies get it now, with the body streaming
+    /// behind; the others once the body (dropped) has ended.
+    fn on_head(
+        &mut self,
+        conn: &mut Connection,
+        session: &mut Session,
+        req: Request,
+        content_length: Option<u64>,
+        has_body: bool,
+        now: Instant,
+    ) {
+        self.received_at = SystemTime::now();
+        self.started = now;
+        self.mark = crate::metrics::start();
+        if content_length.is_some_and(|l| l > self.ctx.config.limits.request_body) {
+            self.too_large(conn, session);
+            return;
+        }
+        let mut req = req;
+        if has_body && self.ctx.router.streams_body(&req) {
+            let (writer, reader) = body::pipe(content_length);
+            req.set_body(reader);
+            self.body = Some(writer);
+            self.answer(session, req, now);
+        } else {
+            self.waiting = Some(req);
+        }
+    }
+
+    /// Routes the request.
+    fn answer(&mut self, session: &mut Session, req: Request, now: Instant) {
+        let ctx = self.ctx;
+        let (answer, route) = ctx.router.handle(&req);
+        let file = route.and_then(|r| r.access_log.clone());
+        let head = req.is_head();
+        match answer {
+            Answer::Now(resp) => {
+                if let Some(file) = file {
+                    self.log = Some(Log::new(file, req));
+                }
+                self.respond(session, resp, head);
+            }
+            Answer::Later(fut) => {
+                let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(&req));
+                if let Some(file) = file {
+                    self.log = Some(Log::new(file, req));
+                }
+                self.send = Send::Answer {
+                    fut,
+                    route,
+                    negotiated,
+                };
+                self.wake.mark();
+            }
+        }
+        let _ = now;
+    }
+
+    /// Queues the response head and sets up its body.
+    fn respond(&mut self, session: &mut Session, resp: Response, head_request: bool) {
+        let status = resp.status;
+        let no_body = head_request || status == 204 || status == 304 || status < 200;
+        let declared = resp.body.known_len();
+        let mut out = BytesMut::with_capacity(128);
+        let date = crate::http::date::with_now(|d| *d);
+        let has_date = resp
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(b"date"));
+        let mut digits = [0u8; 20];
+        let len = declared
+            .filter(|_| status != 204 && status != 304 && status >= 200)
+            .map(|l| crate::proto::h1::itoa(l, &mut digits));
+        let server = self
+            .ctx
+            .config
+            .send_server_name
+            .then_some(self.ctx.config.server_name.as_bytes());
+        let fields = server
+            .map(|s| (&b"server"[..], s))
+            .into_iter()
+            .chain((!has_date).then_some((&b"date"[..], &date[..])))
+            .chain(
+                resp.headers
+                    .iter()
+                    .filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"))
+                    .map(|(n, v)| (&n[..], &v[..])),
+            )
+            .chain(len.map(|l| (&b"content-length"[..], l)));
+        session.encode_response_head(status, fields, &mut out);
+        self.status = status;
+        self.head_bytes += out.len() as u64;
+        if let Some(log) = &mut self.log {
+            log.headers = resp.headers.clone();
+        }
+        self.out.push(out.freeze());
+        self.send = if no_body {
+            Send::Tail
+        } else {
+            match resp.body {
+                Body::Stream(s) => {
+                    self.wake.mark();
+                    Send::Stream(s.stream)
+                }
+                other => match BodySource::new(other) {
+                    Some(src) => Send::Source(src),
+                    None => Send::Tail,
+                },
+            }
+        };
+    }
+
+    /// Writes queued frames and produces more while quinn accepts them.
+    pub fn drive(&mut self, conn: &mut Connection, session: &mut Session) -> Step {
+        let mut budget = DRIVE_BUDGET;
+        loop {
+            if budget == 0 {
+                return Step::Busy;
+            }
+            budget -= 1;
+            if !self.flush(conn) {
+                return self.step();
+            }
+            match self.produce() {
+                Made::Nothing => break,
+                Made::Response(resp) => {
+                    let head = self.log.as_ref().is_some_and(|l| l.req.is_head());
+                    self.respond(session, resp, head);
+                }
+                Made::Data(head, data) => {
+                    self.count_body(data.len() as u64, head.len() as u64);
+                    self.out.push(head);
+                    self.out.push(data);
+                }
+                Made::Frame(frame, body, framing) => {
+                    self.count_body(body as u64, framing as u64);
+                    self.out.push(frame);
+                }
+                Made::Trailers(t) => {
+                    let mut out = BytesMut::new();
+                    session.encode_trailers(t.iter().map(|(n, v)| (&n[..], &v[..])), &mut out);
+                    self.out.push(out.freeze());
+                }
+                Made::Failed => self.reset(conn, ErrorCode::H3_INTERNAL_ERROR),
+                Made::Fin => {
+                    let _ = conn.send_stream(self.id).finish();
+                    self.send = Send::Done;
+                    self.write_log();
+                }
+            }
+        }
+        // A handler that answered without reading the whole body: stop the rest.
+        if matches!(self.send, Send::Done) && !self.recv_done && self.body.is_none() {
+            self.stop_reading(conn, session, ErrorCode::H3_NO_ERROR);
+        }
+        self.step()
+    }
+
+    /// The next thing to send: the pending answer, a body chunk, trailers or the end.
+    fn produce(&mut self) -> Made {
+        match &mut self.send {
+            Send::Waiting | Send::Done => Made::Nothing,
+            Send::Answer {
+                fut,
+                route,
+                negotiated,
+            } => {
+                if !self.wake.take() {
+                    return Made::Nothing;
+                }
+                let mut cx = Context::from_waker(self.wake.waker());
+                let Poll::Ready(mut resp) = fut.as_mut().poll(&mut cx) else {
+                    return Made::Nothing;
+                };
+                if let Some(r) = route {
+                    r.finish(*negotiated, &mut resp);
+                }
+                Made::Response(resp)
+            }
+            Send::Source(src) => {
+                // The frame header and its payload in one buffer: one allocation per chunk.
+                let want = CHUNK.min(usize::try_from(src.remaining()).unwrap_or(CHUNK));
+                let mut frame = Vec::with_capacity(want + 9);
+                crate::proto::h3::frame::put_header(
+                    crate::proto::h3::frame::DATA,
+                    want as u64,
+                    &mut frame,
+                );
+                let framing = frame.len();
+                match src.fill(&mut frame, want) {
+                    Ok(n) if n == want => {
+                        if src.remaining() == 0 {
+                            self.send = Send::Tail;
+                        }
+                        Made::Frame(Bytes::from(frame), n, framing)
+                    }
+                    Ok(_) => {
+                        tracing::warn!(
+                            "HTTP/3 response body shorter than declared; resetting the stream"
+                        );
+                        Made::Failed
+                    }
+                    Err(e) => {
+                        tracing::warn!("HTTP/3 response body: {e}; resetting the stream");
+                        Made::Failed
+                    }
+                }
+            }
+            Send::Stream(body) => {
+                if !self.wake.take() {
+                    return Made::Nothing;
+                }
+                let mut cx = Context::from_waker(self.wake.waker());
+                match body.poll_frame(&mut cx) {
+                    Poll::Pending => Made::Nothing,
+                    Poll::Ready(Some(Ok(Frame::Data(data)))) => {
+                        self.wake.mark();
+                        Made::Data(data_header(data.len()), data)
+                    }
+                    Poll::Ready(Some(Ok(Frame::Trailers(t)))) => {
+                        self.send = Send::Tail;
+                        Made::Trailers(t)
+                    }
+                    Poll::Ready(None) => {
+                        self.send = Send::Tail;
+                        Made::Fin
+                    }
+                    Poll::Ready(Some(Err(err))) => {
+                        if crate::log::emit_request_errors() {
+                            tracing::info!(
+                                "HTTP/3 response body failed ({err}); resetting the stream"
+                            );
+                        }
+                        Made::Failed
+                    }
+                }
+            }
+            Send::Tail => Made::Fin,
+        }
+    }
+
+    fn step(&self) -> Step {
+        if matches!(self.send, Send::Done) && self.out.is_empty() && self.recv_done {
+            Step::Done
+        } else {
+            Step::Open
+        }
+    }
+
+    /// Hands queued frames to quinn; true once all are taken.
+    fn flush(&mut self, conn: &mut Connection) -> bool {
+        if self.out.is_empty() {
+            return true;
+        }
+        let mut send = conn.send_stream(self.id);
+        match send.write_chunks(&mut self.out) {
+            Ok(w) => {
+                self.out.drain(..w.chunks);
+                self.out.is_empty()
+            }
+            Err(WriteError::Blocked) => false,
+            Err(WriteError::Stopped(code)) => {
+                self.peer_stopped(code);
+                true
+            }
+            Err(WriteError::ClosedStream) => {
+                self.out.clear();
+                self.send = Send::Done;
+                true
+            }
+        }
+    }
+
+    /// The peer sent STOP_SENDING: it wants no more of the response.
+    pub fn peer_stopped(&mut self, _code: VarInt) {
+        self.out.clear();
+        if !matches!(self.send, Send::Done) {
+            self.send = Send::Done;
+            self.write_log();
+        }
+    }
+
+    fn on_peer_reset(&mut self, conn: &mut Connection, session: &mut Session, _code: VarInt) {
+        self.recv_done = true;
+        let _ = session.stream_gone(self.id.into());
+        if let Some(w) = self.body.take() {
+            w.abort(BodyError::new(
+                Side::Downstream,
+                "the client reset the stream",
+            ));
+        }
+        // No answer needed any more: cancel pending work.
+        if !matches!(self.send, Send::Tail | Send::Done) {
+            self.reset(conn, ErrorCode::H3_REQUEST_CANCELLED);
+        }
+    }
+
+    /// A stream error: reset and stop the stream with `code`.
+    fn abort(&mut self, conn: &mut Connection, code: ErrorCode) {
+        self.recv_done = true;
+        let _ = conn.recv_stream(self.id).stop(varint(code));
+        if let Some(w) = self.body.take() {
+            w.abort(BodyError::new(Side::Downstream, "HTTP/3 stream error"));
+        }
+        self.waiting = None;
+        self.reset(conn, code);
+    }
+
+    fn reset(&mut self, conn: &mut Connection, code: ErrorCode) {
+        self.out.clear();
+        let _ = conn.send_stream(self.id).reset(varint(code));
+        if !matches!(self.send, Send::Done) {
+            self.send = Send::Done;
+            self.write_log();
+        }
+    }
+
+    /// Stops reading the request (STOP_SENDING with `code`).
+    fn stop_reading(&mut self, conn: &mut Connection, session: &mut Session, code: ErrorCode) {
+        if self.recv_done {
+            return;
+        }
+        self.recv_done = true;
+        let _ = conn.recv_stream(self.id).stop(varint(code));
+        let _ = session.stream_gone(self.id.into());
+        if let Some(w) = self.body.take() {
+            w.abort(BodyError::new(Side::Downstream, "request body not read"));
+        }
+    }
+
+    /// The body is over `limit-request-body`: 413 if nothing was answered yet.
+    fn too_large(&mut self, conn: &mut Connection, session: &mut Session) {
+        self.stop_reading(conn, session, ErrorCode::H3_NO_ERROR);
+        self.waiting = None;
+        if matches!(self.send, Send::Waiting) {
+            self.respond(session, Response::error(413), false);
+        }
+    }
+
+    fn count_body(&mut self, body: u64, framing: u64) {
+        self.body_bytes += body;
+        self.head_bytes += framing;
+    }
+
+    /// The response is over (sent, or reset): count it and write its log line.
+    fn write_log(&mut self) {
+        let total = self.head_bytes + self.body_bytes;
+        if let Some(mark) = self.mark.take() {
+            crate::metrics::request(crate::metrics::Proto::Http3, self.status, 0, total, mark);
+        }
+        let Some(l) = self.log.take() else { return };
+        l.file.borrow_mut().log(&LogRecord {
+            req: &l.req,
+            status: self.status,
+            body_bytes: self.body_bytes,
+            total_bytes: total,
+            received_at: self.received_at,
+            duration: self.started.elapsed(),
+            resp_headers: &l.headers,
+        });
+    }
+}
+
+impl Drop for ReqStream<'_> {
+    /// A stream dropped with its request body still open (the connection went away): the
+    /// handler, if anything still reads the body, sees it fail rather than wait forever.
+    fn drop(&mut self) {
+        if let Some(w) = self.body.take() {
+            w.abort(BodyError::new(
+                Side::Downstream,
+                "the HTTP/3 connection closed",
+            ));
+        }
+    }
+}
+
+impl Log {
+    fn new(file: Rc<RefCell<AccessLog>>, req: Request) -> Log {
+        Log {
+            file,
+            req,
+            headers: Vec::new(),
+        }
+    }
+}

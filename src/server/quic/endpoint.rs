@@ -1,0 +1,541 @@
+//! The endpoint driver: one task per worker and QUIC listener. It reads datagrams (GRO
+//! batches) from the worker's socket, hands each to quinn's endpoint or to the endpoint that
+//! owns it (`route`), lets every connection that got input, a timer or a wake-up do its HTTP/3
+//! work (`server::h3`), and sends what the connections produced (GSO batches). It waits on
+//! the socket, its inbox of forwarded datagrams, the earliest connection timer, the wake-ups
+//! of pending answers and bodies, and the worker's stop signal.
+
+use super::route::{self, Forwarded, Route};
+use super::Settings;
+use crate::server::h3::H3Conn;
+use crate::server::worker::{ActiveGuard, WorkerCtx};
+use bytes::BytesMut;
+use quinn_proto::{ConnectionHandle, DatagramEvent, Endpoint, Event, Incoming, Transmit};
+use quinn_udp::{RecvMeta, UdpSocketState};
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+use tokio::sync::Notify;
+
+/// Datagrams read per turn before the connections get to run.
+const READ_BUDGET: usize = 256;
+/// recvmmsg batch: how many (GRO) buffers one read fills.
+const RECV_BATCH: usize = 8;
+/// Transmits one connection may send per turn; it is driven again next turn if it has more.
+const SEND_BUDGET: usize = 32;
+/// HTTP/3's H3_NO_ERROR, for a graceful CONNECTION_CLOSE.
+const H3_NO_ERROR: u32 = 0x100;
+
+/// QUIC connections open across all workers and listeners (`max-quic-connections`).
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Serves one QUIC socket of this worker until the worker stops and its connections end.
+pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc<WorkerCtx>) {
+    let Some(route) = Route::register() else {
+        tracing::error!("too many QUIC endpoints in this process");
+        return;
+    };
+    let local = match sock.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("QUIC socket: {e}");
+            return;
+        }
+    };
+    let state = match UdpSocketState::new((&sock).into()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("QUIC socket {local}: {e}");
+            return;
+        }
+    };
+    let sock = match UdpSocket::from_std(sock) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("QUIC socket {local}: {e}");
+            return;
+        }
+    };
+    let endpoint = Endpoint::new(
+        Arc::new(super::endpoint_config(&settings.quic, route.tag)),
+        Some(settings.server.clone()),
+        true,
+        None,
+    );
+    let gso = if ctx.config.http3.gso {
+        state.max_gso_segments()
+    } else {
+        1
+    };
+    let gro = state.gro_segments().clamp(1, 64);
+    let payload = usize::from(settings.quic.max_udp_payload_size).max(1500);
+    let mut d = Driver {
+        ctx: &ctx,
+        settings: &settings,
+        local,
+        sock,
+        state,
+        endpoint,
+        conns: Vec::new(),
+        open: 0,
+        wakes: Arc::new(Wakes::default()),
+        dirty: Vec::new(),
+        recv_buf: vec![0; RECV_BATCH * payload * gro],
+        send_buf: Vec::with_capacity(payload * gso),
+        gso,
+        retry: settings.quic.retry || settings.quic.amp_limit < 3,
+        shutdown_at: None,
+    };
+    d.run(route).await;
+}
+
+/// Connections' wake-ups from pending answers and bodies: the connection's index, then a
+/// nudge to the driver.
+#[derive(Default)]
+pub(crate) struct Wakes {
+    woken: Mutex<Vec<usize>>,
+    notify: Notify,
+}
+
+impl Wakes {
+    /// Marks connection `conn` to be driven.
+    pub fn wake(&self, conn: usize) {
+        if let Ok(mut w) = self.woken.lock() {
+            w.push(conn);
+        }
+        self.notify.notify_one();
+    }
+
+    fn take(&self, into: &mut Vec<usize>) {
+        if let Ok(mut w) = self.woken.lock() {
+            into.append(&mut w);
+        }
+    }
+}
+
+struct Driver<'a> {
+    ctx: &'a WorkerCtx,
+    settings: &'a Settings,
+    local: SocketAddr,
+    sock: UdpSocket,
+    state: UdpSocketState,
+    endpoint: Endpoint,
+    /// By `ConnectionHandle` index.
+    conns: Vec<Option<Conn<'a>>>,
+    open: usize,
+    wakes: Arc<Wakes>,
+    /// Connections to drive this turn (may repeat).
+    dirty: Vec<usize>,
+    recv_buf: Vec<u8>,
+    send_buf: Vec<u8>,
+    /// Datagrams per send (1 without GSO).
+    gso: usize,
+    /// Validate every client address with Retry first.
+    retry: bool,
+    /// Set once the worker stops: connections still open then are closed.
+    shutdown_at: Option<Instant>,
+}
+
+struct Conn<'a> {
+    quic: quinn_proto::Connection,
+    h3: H3Conn<'a>,
+    /// Set when queued for this turn, so a connection is driven once per turn.
+    queued: bool,
+    /// GOAWAY sent.
+    closing: bool,
+    /// quinn's next timer, as of the last time the connection was driven.
+    timeout: Option<Instant>,
+    _active: ActiveGuard<'a>,
+    _open: crate::metrics::OpenConnection,
+}
+
+impl<'a> Driver<'a> {
+    async fn run(&mut self, mut route: Route) {
+        let mut forwarded = Vec::new();
+        let mut stop_seen = false;
+        loop {
+            let now = Instant::now();
+            while let Ok(f) = route.inbox.try_recv() {
+                forwarded.push(f);
+            }
+            for f in forwarded.drain(..) {
+                self.on_datagram(now, f.remote, f.local_ip, f.ecn, f.data);
+            }
+            let reading = self.reading();
+            if reading {
+                if let Err(e) = self.read_socket(now, route.tag) {
+                    tracing::warn!("QUIC socket {}: {e}", self.local);
+                }
+            }
+            if self.ctx.stopping.get() && !stop_seen {
+                stop_seen = true;
+                self.begin_shutdown(now);
+            }
+            self.on_timers(now);
+            self.take_wakes();
+            self.drive_dirty(now).await;
+            if stop_seen && self.open == 0 {
+                tracing::debug!("QUIC endpoint {}: stopped, no connection left", self.local);
+                return;
+            }
+
+            let deadline = self.next_timeout();
+            let stop = self.ctx.stop.notified();
+            tokio::pin!(stop);
+            stop.as_mut().enable();
+            if self.ctx.stopping.get() != stop_seen || !self.dirty.is_empty() {
+                continue;
+            }
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let reading = self.reading();
+            tokio::select! {
+                r = self.sock.readable(), if reading => {
+                    if let Err(e) = r {
+                        tracing::warn!("QUIC socket {}: {e}", self.local);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                f = route.inbox.recv() => forwarded.extend(f),
+                _ = sleep => {}
+                _ = self.wakes.notify.notified() => {}
+                _ = &mut stop, if !stop_seen => {}
+            }
+        }
+    }
+
+    /// Whether this endpoint reads its socket. A generation drained by a reload leaves the
+    /// socket to the new generation, which forwards the packets of our connections to us.
+    fn reading(&self) -> bool {
+        !self.ctx.stopping.get() || self.ctx.close_idle.get()
+    }
+
+    /// Reads until the socket is empty or the budget is spent.
+    fn read_socket(&mut self, now: Instant, our_tag: u16) -> io::Result<()> {
+        let mut metas = [RecvMeta::default(); RECV_BATCH];
+        let mut read = 0;
+        while read < READ_BUDGET {
+            let chunk = self.recv_buf.len() / RECV_BATCH;
+            let n = {
+                let mut bufs: Vec<IoSliceMut<'_>> = self
+                    .recv_buf
+                    .chunks_mut(chunk)
+                    .map(IoSliceMut::new)
+                    .collect();
+                let state = &self.state;
+                let sock = &self.sock;
+                match sock.try_io(Interest::READABLE, || {
+                    state.recv(sock.into(), &mut bufs, &mut metas)
+                }) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            };
+            // Out of `self` while its datagrams are handled.
+            let recv_buf = std::mem::take(&mut self.recv_buf);
+            for (i, meta) in metas.iter().enumerate().take(n) {
+                let buf = &recv_buf[i * chunk..i * chunk + meta.len];
+                let stride = meta.stride.max(1);
+                let ecn = meta
+                    .ecn
+                    .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+                for seg in buf.chunks(stride) {
+                    read += 1;
+                    let data = BytesMut::from(seg);
+                    if let Some(tag) = route::tag_of(seg).filter(|t| *t != our_tag) {
+                        let f = Forwarded {
+                            data,
+                            remote: meta.addr,
+                            local_ip: meta.dst_ip,
+                            ecn,
+                        };
+                        if route::forward(tag, f) {
+                            tracing::trace!(tag, from = %meta.addr, "forwarded a datagram to its endpoint");
+                            continue;
+                        }
+                        // No such endpoint (any more): quinn answers it.
+                        self.on_datagram(now, meta.addr, meta.dst_ip, ecn, BytesMut::from(seg));
+                        continue;
+                    }
+                    self.on_datagram(now, meta.addr, meta.dst_ip, ecn, data);
+                }
+            }
+            self.recv_buf = recv_buf;
+        }
+        Ok(())
+    }
+
+    fn on_datagram(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        local_ip: Option<IpAddr>,
+        ecn: Option<quinn_proto::EcnCodepoint>,
+        data: BytesMut,
+    ) {
+        crate::metrics::received(data.len() as u64);
+        let mut buf = Vec::new();
+        match self
+            .endpoint
+            .handle(now, remote, local_ip, ecn, data, &mut buf)
+        {
+            Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
+                if let Some(Some(c)) = self.conns.get_mut(ch.0) {
+                    c.quic.handle_event(ev);
+                    queue(&mut self.dirty, ch.0, c);
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => self.on_incoming(now, incoming),
+            Some(DatagramEvent::Response(t)) => self.send_one(&t, &buf),
+            None => {}
+        }
+    }
+
+    /// A new connection: refused past `max-quic-connections` or while stopping, sent a Retry
+    /// when the address is to be validated first, else accepted.
+    fn on_incoming(&mut self, now: Instant, incoming: Incoming) {
+        let mut buf = Vec::new();
+        let max = self.ctx.config.http3.max_connections;
+        if self.ctx.stopping.get() || OPEN.load(Ordering::Relaxed) >= max {
+            let t = self.endpoint.refuse(incoming, &mut buf);
+            self.send_one(&t, &buf);
+            return;
+        }
+        if self.retry && !incoming.remote_address_validated() && incoming.may_retry() {
+            match self.endpoint.retry(incoming, &mut buf) {
+                Ok(t) => self.send_one(&t, &buf),
+                Err(e) => self.endpoint.ignore(e.into_incoming()),
+            }
+            return;
+        }
+        let remote = incoming.remote_address();
+        match self.endpoint.accept(incoming, now, &mut buf, None) {
+            Ok((ch, quic)) => {
+                OPEN.fetch_add(1, Ordering::Relaxed);
+                self.open += 1;
+                let local = SocketAddr::new(
+                    quic.local_ip().unwrap_or(self.local.ip()),
+                    self.settings.port,
+                );
+                let conn = Conn {
+                    quic,
+                    h3: H3Conn::new(self.ctx, remote, local, ch.0, self.wakes.clone()),
+                    queued: false,
+                    closing: false,
+                    timeout: None,
+                    _active: ActiveGuard::new(self.ctx),
+                    _open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http3),
+                };
+                crate::metrics::connection(crate::metrics::Transport::Quic, true);
+                if self.conns.len() <= ch.0 {
+                    self.conns.resize_with(ch.0 + 1, || None);
+                }
+                self.conns[ch.0] = Some(conn);
+                self.dirty.push(ch.0);
+            }
+            Err(e) => {
+                tracing::debug!(peer = %remote, "QUIC connection not accepted: {}", e.cause);
+                if let Some(t) = e.response {
+                    self.send_one(&t, &buf);
+                }
+            }
+        }
+    }
+
+    /// Queues the connections whose streams were woken.
+    fn take_wakes(&mut self) {
+        let mut woken = Vec::new();
+        self.wakes.take(&mut woken);
+        for i in woken {
+            if let Some(Some(c)) = self.conns.get_mut(i) {
+                queue(&mut self.dirty, i, c);
+            }
+        }
+    }
+
+    /// Connections whose timer expired handle it.
+    fn on_timers(&mut self, now: Instant) {
+        for (i, slot) in self.conns.iter_mut().enumerate() {
+            let Some(c) = slot else { continue };
+            if c.timeout.is_some_and(|t| t <= now) {
+                c.quic.handle_timeout(now);
+                queue(&mut self.dirty, i, c);
+            }
+        }
+        if let Some(at) = self.shutdown_at.filter(|at| *at <= now) {
+            self.shutdown_at = None;
+            for (i, slot) in self.conns.iter_mut().enumerate() {
+                let Some(c) = slot else { continue };
+                c.quic.close(now, H3_NO_ERROR.into(), bytes::Bytes::new());
+                queue(&mut self.dirty, i, c);
+            }
+            tracing::debug!("http3-graceful-shutdown-timeout at {at:?}: closed what was open");
+        }
+    }
+
+    fn next_timeout(&self) -> Option<Instant> {
+        let mut next = self.shutdown_at;
+        for c in self.conns.iter().flatten() {
+            if let Some(t) = c.timeout {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        next
+    }
+
+    /// The worker stops or drains: every connection gets a GOAWAY, and
+    /// `http3-graceful-shutdown-timeout` (if set) bounds how long they may finish.
+    fn begin_shutdown(&mut self, now: Instant) {
+        let grace = self.ctx.config.http3.graceful_shutdown_timeout;
+        if !grace.is_zero() {
+            self.shutdown_at = Some(now + grace);
+        }
+        for (i, slot) in self.conns.iter_mut().enumerate() {
+            let Some(c) = slot else { continue };
+            queue(&mut self.dirty, i, c);
+        }
+    }
+
+    /// Lets every queued connection process its events, do its HTTP/3 work and send. One
+    /// that has more to send is queued again for the next turn, after reading the socket
+    /// (its acknowledgements) and the others.
+    async fn drive_dirty(&mut self, now: Instant) {
+        let end = self.dirty.len();
+        for k in 0..end {
+            let i = self.dirty[k];
+            let more = self.drive(i, now).await;
+            if let Some(Some(c)) = self.conns.get_mut(i) {
+                c.queued = more;
+                if more {
+                    self.dirty.push(i);
+                }
+            }
+        }
+        self.dirty.drain(..end);
+    }
+
+    /// Drives connection `i`; true if it has more to send.
+    async fn drive(&mut self, i: usize, now: Instant) -> bool {
+        let stopping = self.ctx.stopping.get();
+        let Some(Some(c)) = self.conns.get_mut(i) else {
+            return false;
+        };
+        while let Some(ev) = c.quic.poll() {
+            match ev {
+                Event::Connected => c.h3.on_connected(&mut c.quic),
+                Event::ConnectionLost { reason } => c.h3.on_lost(reason),
+                Event::Stream(s) => c.h3.on_stream_event(s),
+                _ => {}
+            }
+        }
+        c.h3.drive(&mut c.quic, now);
+        if stopping && !c.closing {
+            c.closing = true;
+            c.h3.shutdown(&mut c.quic);
+        }
+        if c.closing && !c.quic.is_closed() && c.h3.is_finished(&mut c.quic) {
+            tracing::debug!(
+                conn = i,
+                "HTTP/3 connection finished after GOAWAY: closing it"
+            );
+            c.quic.close(now, H3_NO_ERROR.into(), bytes::Bytes::new());
+        }
+        while let Some(ev) = c.quic.poll_endpoint_events() {
+            let drained = ev.is_drained();
+            if let Some(back) = self.endpoint.handle_event(ConnectionHandle(i), ev) {
+                c.quic.handle_event(back);
+            }
+            if drained {
+                self.conns[i] = None;
+                crate::metrics::connection(crate::metrics::Transport::Quic, false);
+                self.open -= 1;
+                OPEN.fetch_sub(1, Ordering::Relaxed);
+                return false;
+            }
+        }
+        // Send what the connection has, a GSO batch at a time.
+        let mut sent = 0;
+        loop {
+            let Some(Some(c)) = self.conns.get_mut(i) else {
+                return false;
+            };
+            self.send_buf.clear();
+            let Some(t) = c.quic.poll_transmit(now, self.gso, &mut self.send_buf) else {
+                // Its timers change only when it is driven: read them once, here.
+                c.timeout = c.quic.poll_timeout();
+                return false;
+            };
+            self.send(&t).await;
+            sent += 1;
+            if sent >= SEND_BUDGET {
+                if let Some(Some(c)) = self.conns.get_mut(i) {
+                    c.timeout = c.quic.poll_timeout();
+                }
+                return true;
+            }
+        }
+    }
+
+    /// Sends a transmit from `send_buf`, waiting for the socket if it is full.
+    async fn send(&mut self, t: &Transmit) {
+        let tx = udp_transmit(t, &self.send_buf[..t.size]);
+        loop {
+            let r = self.sock.try_io(Interest::WRITABLE, || {
+                self.state.send((&self.sock).into(), &tx)
+            });
+            match r {
+                Ok(()) => {
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.sock.writable().await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!("QUIC send to {}: {e}", t.destination);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sends an endpoint's own answer (Retry, refusal, version negotiation, stateless reset)
+    /// without waiting: if the socket is full, it is dropped like any lost packet.
+    fn send_one(&self, t: &Transmit, buf: &[u8]) {
+        let tx = udp_transmit(t, &buf[..t.size.min(buf.len())]);
+        let _ = self.sock.try_io(Interest::WRITABLE, || {
+            self.state.send((&self.sock).into(), &tx)
+        });
+    }
+}
+
+/// Queues connection `i` for this turn, once.
+fn queue(dirty: &mut Vec<usize>, i: usize, c: &mut Conn<'_>) {
+    if !c.queued {
+        c.queued = true;
+        dirty.push(i);
+    }
+}
+
+fn udp_transmit<'b>(t: &Transmit, contents: &'b [u8]) -> quinn_udp::Transmit<'b> {
+    quinn_udp::Transmit {
+        destination: t.destination,
+        ecn: t
+            .ecn
+            .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
+        contents,
+        segment_size: t.segment_size,
+        src_ip: t.src_ip,
+    }
+}

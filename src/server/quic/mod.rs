@@ -1,0 +1,87 @@
+//! QUIC: one UDP socket per worker and QUIC listener, a `quinn_proto::Endpoint` per socket,
+//! driven by one task of the worker's LocalSet (`endpoint.rs`); HTTP/3 on top is
+//! `server/h3.rs`. How packets find the worker that owns their connection, and what
+//! migration and reload do, is in LIFECYCLE.md beside this file.
+
+mod endpoint;
+mod route;
+mod socket;
+
+pub(crate) use endpoint::{serve, Wakes};
+pub(crate) use socket::{bind, bind_fresh};
+
+use crate::config::{Config, Listen, QuicConf};
+use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
+use std::sync::Arc;
+
+/// A QUIC listener's settings for one generation of workers, built once and shared by its
+/// workers: one TLS configuration and one Retry token key, so a token issued by one worker
+/// is accepted by all.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub server: Arc<ServerConfig>,
+    pub quic: QuicConf,
+    /// The listen's port, for `Alt-Svc` and requests' local address.
+    pub port: u16,
+}
+
+impl Settings {
+    /// Builds the QUIC server configuration of listener `l` (which has `tls` and `quic`).
+    pub fn new(config: &Config, l: &Listen) -> Result<Settings, String> {
+        let (Some(tls), Some(quic)) = (&l.tls, &l.quic) else {
+            return Err(format!("{}: a quic listen needs ssl", l.at));
+        };
+        let crypto = crate::tls::quic_server_config(
+            tls,
+            &config.session_resumption,
+            config.http3.early_data,
+        )
+        .map_err(|e| format!("{}: {e}", tls.at))?;
+        let mut server = ServerConfig::with_crypto(crypto);
+        server.transport_config(Arc::new(transport(config, quic)));
+        // Connections past `max-quic-connections` are refused before quinn keeps state.
+        server.max_incoming(config.http3.max_connections.min(1 << 16));
+        server.incoming_buffer_size(64 * 1024);
+        server.incoming_buffer_size_total(16 << 20);
+        Ok(Settings {
+            server: Arc::new(server),
+            quic: quic.clone(),
+            port: l.addr.port(),
+        })
+    }
+}
+
+/// The transport parameters of our connections.
+fn transport(config: &Config, quic: &QuicConf) -> TransportConfig {
+    let h3 = &config.http3;
+    let mut t = TransportConfig::default();
+    t.max_concurrent_bidi_streams(VarInt::from_u32(quic.max_streams_bidi));
+    t.max_concurrent_uni_streams(VarInt::from_u32(h3.max_streams_uni));
+    let idle = u64::try_from(h3.idle_timeout.as_millis()).unwrap_or(u64::MAX);
+    t.max_idle_timeout(
+        (idle > 0)
+            .then(|| IdleTimeout::try_from(h3.idle_timeout).ok())
+            .flatten(),
+    );
+    // A request stream may have a window of unread body; the connection, two of them (as
+    // `http2-input-window-size`), so one stalled stream does not starve the others.
+    t.stream_receive_window(VarInt::from_u32(h3.input_window_size));
+    t.receive_window(VarInt::from_u64(2 * u64::from(h3.input_window_size)).unwrap_or(VarInt::MAX));
+    // Response bytes quinn holds for one connection (sent, not yet acknowledged, or waiting
+    // for the client's flow control): what a client that does not read can pin.
+    t.send_window(4 << 20);
+    t.enable_segmentation_offload(h3.gso);
+    // No unreliable datagrams in HTTP/3 without the extension.
+    t.datagram_receive_buffer_size(None);
+    t.initial_mtu(1200.max(quic.max_udp_payload_size.min(1452)));
+    t
+}
+
+/// The endpoint settings of the endpoint registered as `tag`: connection IDs that name it,
+/// and the payload size.
+fn endpoint_config(quic: &QuicConf, tag: u16) -> EndpointConfig {
+    let mut c = EndpointConfig::default();
+    c.cid_generator(move || Box::new(route::TaggedCids::new(tag)));
+    let _ = c.max_udp_payload_size(quic.max_udp_payload_size);
+    c
+}

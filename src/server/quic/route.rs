@@ -1,0 +1,173 @@
+//! Which endpoint owns a packet. Every endpoint (one per worker and QUIC listener, in every
+//! generation alive) registers here and gets a 16-bit tag; the connection IDs it issues start
+//! with that tag (`TaggedCids`). A datagram read by one endpoint whose destination connection
+//! ID carries another endpoint's tag (the client's address changed, so SO_REUSEPORT's 4-tuple
+//! hash picked another socket; or a reload handed the socket to a new generation) is passed
+//! to its owner through a bounded channel. See LIFECYCLE.md.
+
+use bytes::BytesMut;
+use quinn_proto::{ConnectionId, ConnectionIdGenerator, EcnCodepoint};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Length of the connection IDs we issue: the 2-byte tag and 6 random bytes.
+pub const CID_LEN: usize = 8;
+/// Datagrams waiting for their owner; beyond this they are dropped (QUIC recovers a loss).
+const FORWARD_QUEUE: usize = 1024;
+
+/// A datagram passed from the endpoint that read it to the one that owns its connection.
+pub struct Forwarded {
+    pub data: BytesMut,
+    pub remote: SocketAddr,
+    pub local_ip: Option<IpAddr>,
+    pub ecn: Option<EcnCodepoint>,
+}
+
+/// Endpoints alive in this process, by tag. Touched when an endpoint starts or ends and when
+/// a packet carries another endpoint's tag; never for a packet of our own.
+static ROUTES: Mutex<Vec<Option<mpsc::Sender<Forwarded>>>> = Mutex::new(Vec::new());
+
+/// An endpoint's registration: its tag and the datagrams others forward to it. Dropping it
+/// frees the tag.
+pub struct Route {
+    pub tag: u16,
+    pub inbox: mpsc::Receiver<Forwarded>,
+}
+
+impl Route {
+    /// Registers an endpoint; `None` once 65536 endpoints are alive.
+    pub fn register() -> Option<Route> {
+        let (tx, rx) = mpsc::channel(FORWARD_QUEUE);
+        let mut routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner());
+        let tag = match routes.iter().position(Option::is_none) {
+            Some(i) => {
+                routes[i] = Some(tx);
+                i
+            }
+            None => {
+                routes.push(Some(tx));
+                routes.len() - 1
+            }
+        };
+        let tag = u16::try_from(tag).ok()?;
+        Some(Route { tag, inbox: rx })
+    }
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        let mut routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = routes.get_mut(usize::from(self.tag)) {
+            *slot = None;
+        }
+    }
+}
+
+/// Passes `d` to the endpoint with `tag`. False if there is none (the packet is then handled
+/// here: quinn answers an unknown connection ID with a stateless reset) or its queue is full.
+pub fn forward(tag: u16, d: Forwarded) -> bool {
+    let routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner());
+    match routes.get(usize::from(tag)) {
+        Some(Some(tx)) => tx.try_send(d).is_ok(),
+        _ => false,
+    }
+}
+
+/// The tag of the connection ID a packet is addressed to, when that ID is one we issued:
+/// short-header packets and long-header Handshake packets. Initial and 0-RTT packets carry an
+/// ID the client chose, and a Retry-validated Initial ours only by chance: those stay with
+/// the endpoint that read them.
+pub fn tag_of(packet: &[u8]) -> Option<u16> {
+    let first = *packet.first()?;
+    let cid = if first & 0x80 == 0 {
+        packet.get(1..1 + CID_LEN)?
+    } else {
+        // Long header: type in bits 4-5 (0 Initial, 1 0-RTT, 2 Handshake, 3 Retry).
+        if (first >> 4) & 0x03 != 2 {
+            return None;
+        }
+        let len = usize::from(*packet.get(5)?);
+        if len != CID_LEN {
+            return None;
+        }
+        packet.get(6..6 + CID_LEN)?
+    };
+    Some(u16::from_be_bytes([cid[0], cid[1]]))
+}
+
+/// Issues connection IDs that start with the endpoint's tag.
+pub struct TaggedCids {
+    tag: u16,
+}
+
+impl TaggedCids {
+    pub fn new(tag: u16) -> TaggedCids {
+        TaggedCids { tag }
+    }
+}
+
+impl ConnectionIdGenerator for TaggedCids {
+    fn generate_cid(&mut self) -> ConnectionId {
+        let mut id = [0u8; CID_LEN];
+        id[..2].copy_from_slice(&self.tag.to_be_bytes());
+        // The process's secure random source; on failure (never seen) the ID is still
+        // unique enough for routing, and quinn checks collisions.
+        let _ = rustls::crypto::aws_lc_rs::default_provider()
+            .secure_random
+            .fill(&mut id[2..]);
+        ConnectionId::new(&id)
+    }
+
+    fn cid_len(&self) -> usize {
+        CID_LEN
+    }
+
+    fn cid_lifetime(&self) -> Option<Duration> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_name_endpoints_and_packets_find_them() {
+        let a = Route::register().unwrap();
+        let mut b = Route::register().unwrap();
+        assert_ne!(a.tag, b.tag);
+        let cid = TaggedCids::new(b.tag).generate_cid();
+        assert_eq!(cid.len(), CID_LEN);
+        // A short-header packet to b's connection.
+        let mut pkt = vec![0x40];
+        pkt.extend_from_slice(&cid);
+        pkt.extend_from_slice(&[0; 20]);
+        assert_eq!(tag_of(&pkt), Some(b.tag));
+        let d = Forwarded {
+            data: BytesMut::from(&pkt[..]),
+            remote: "127.0.0.1:1".parse().unwrap(),
+            local_ip: None,
+            ecn: None,
+        };
+        assert!(forward(b.tag, d));
+        assert_eq!(b.inbox.try_recv().unwrap().data.len(), pkt.len());
+        // Initial packets stay where they were read.
+        let mut initial = vec![0xc0, 0, 0, 0, 1, CID_LEN as u8];
+        initial.extend_from_slice(&cid);
+        assert_eq!(tag_of(&initial), None);
+        initial[0] = 0xe0; // Handshake
+        assert_eq!(tag_of(&initial), Some(b.tag));
+        let tag = b.tag;
+        drop(b);
+        let d = Forwarded {
+            data: BytesMut::new(),
+            remote: "127.0.0.1:1".parse().unwrap(),
+            local_ip: None,
+            ecn: None,
+        };
+        assert!(!forward(tag, d), "a gone endpoint gets nothing");
+        drop(a);
+    }
+}
