@@ -30,9 +30,9 @@
 //! Wakers live in the streams: whatever [`ClientConn::receive`] changes wakes the stream's
 //! reader, and a window opening wakes every stream (a sender may be waiting for it).
 
-use crate::proto::request_head::{is_connection_specific, valid_field};
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason};
 use super::hpack::{Decoder, Encoder, DEFAULT_TABLE_SIZE};
+use crate::proto::request_head::{is_connection_specific, valid_field};
 use bytes::{Bytes, BytesMut};
 use std::collections::{HashMap, VecDeque};
 use std::task::Waker;
