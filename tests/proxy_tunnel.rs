@@ -195,12 +195,7 @@ hosts:
     let addr = s.addr;
     runtime().block_on(async move {
         let mut client = h2_client(addr).await;
-        let (resp, mut send) = client
-            .send_request(connect(addr, "/ws/"), false)
-            .expect("send CONNECT");
-        let resp = resp.await.expect("response");
-        assert_eq!(resp.status(), 200);
-        let mut recv = Frames::new(resp.into_body());
+        let (mut send, mut recv) = h2_tunnel(&mut client, addr, "/ws/").await;
         let payload = vec![b'z'; 200_000];
         send.send_data(frame(1, &payload).into(), false).unwrap();
         assert_eq!(recv.next().await, Some((1, payload)));
@@ -574,13 +569,8 @@ fn http2_reset_closes_the_backend_connection() {
     let addr = s.addr;
     runtime().block_on(async move {
         let mut client = h2_client(addr).await;
-        let (resp, mut send) = client
-            .send_request(connect(addr, "/ws/"), false)
-            .expect("send CONNECT");
-        let resp = resp.await.expect("response");
-        assert_eq!(resp.status(), 200);
+        let (mut send, mut recv) = h2_tunnel(&mut client, addr, "/ws/").await;
         send.send_data(frame(1, b"hi").into(), false).unwrap();
-        let mut recv = Frames::new(resp.into_body());
         assert_eq!(recv.next().await, Some((1, b"hi".to_vec())));
         send.send_reset(h2::Reason::CANCEL);
         // The connection stays usable.
@@ -795,6 +785,20 @@ fn connect(addr: SocketAddr, path: &str) -> http::Request<()> {
         .extension(h2::ext::Protocol::from_static("websocket"))
         .body(())
         .unwrap()
+}
+
+/// Opens a WebSocket by extended CONNECT to `path`: the send side and the server's frames.
+async fn h2_tunnel(
+    client: &mut h2::client::SendRequest<bytes::Bytes>,
+    addr: SocketAddr,
+    path: &str,
+) -> (h2::SendStream<bytes::Bytes>, Frames) {
+    let (resp, send) = client
+        .send_request(connect(addr, path), false)
+        .expect("send CONNECT");
+    let resp = resp.await.expect("response");
+    assert_eq!(resp.status(), 200);
+    (send, Frames::new(resp.into_body()))
 }
 
 /// An HTTP/1.1 WebSocket handshake (the key is RFC 6455's example).
