@@ -358,6 +358,41 @@ fn proxy_protocol_line_starts_each_backend_connection() {
 }
 
 #[test]
+fn proxy_protocol_line_goes_before_the_tls_handshake() {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let seen = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        // The line and what follows it; then the connection closes (the handshake fails).
+        while find(&got, b"\r\n").is_none_or(|i| got.len() < i + 3) {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        got
+    });
+    let f = front(
+        &format!("          https://127.0.0.1:{port}/"),
+        "        proxy.proxy-protocol: ON\n        proxy.timeout.keepalive: 0\n        \
+         proxy.ssl.verify-peer: OFF",
+    );
+    assert_eq!(h1_get(&f, "/x").status, 502);
+    let got = seen.join().expect("backend");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(
+        got.starts_with(b"PROXY TCP4 127.0.0.1 127.0.0.1 "),
+        "{text:?}"
+    );
+    // In the clear, then a TLS handshake record (the ClientHello).
+    let end = find(&got, b"\r\n").expect("the line") + 2;
+    assert_eq!(got.get(end), Some(&0x16), "{text:?}");
+}
+
+#[test]
 fn response_head_limits_are_directives() {
     let mut many = String::from("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n");
     for i in 0..150 {
