@@ -79,6 +79,8 @@ struct Local {
     duration_sum_us: Cell<u64>,
     /// Proxy tunnels (WebSocket and other upgrades): opened in all, open now.
     tunnels: [Cell<u64>; 2],
+    /// Connections closed because their handling panicked (contained, see server/panics.rs).
+    panics: Cell<u64>,
 }
 
 thread_local! {
@@ -96,6 +98,7 @@ thread_local! {
             duration: [const { Cell::new(0) }; 11],
             duration_sum_us: Cell::new(0),
             tunnels: [const { Cell::new(0) }; 2],
+            panics: Cell::new(0),
         }
     };
     /// Per backend (proxy URL): requests and errors (502/504 answered for it). Apart from
@@ -234,6 +237,12 @@ pub fn connection(t: Transport, opened: bool) {
     });
 }
 
+/// A connection's handling panicked; the panic was contained and the connection closed.
+/// Counted even when metrics are off: it is rare and always worth knowing.
+pub fn connection_panicked() {
+    LOCAL.with(|l| bump(&l.panics, 1));
+}
+
 /// A TLS handshake ended.
 pub fn handshake(h: Handshake) {
     LOCAL.with(|l| {
@@ -365,6 +374,7 @@ pub struct Snapshot {
     pub duration_sum_us: u64,
     /// Proxy tunnels opened in all, and open now.
     pub tunnels: [u64; 2],
+    pub panics: u64,
     pub backends: Vec<(Arc<str>, u64, u64)>,
     pub goaways: Vec<GoAways>,
 }
@@ -383,6 +393,7 @@ impl Snapshot {
             duration: l.duration.each_ref().map(Cell::get),
             duration_sum_us: l.duration_sum_us.get(),
             tunnels: l.tunnels.each_ref().map(Cell::get),
+            panics: l.panics.get(),
             backends: BACKENDS.with(|b| b.borrow().clone()),
             goaways: GOAWAYS.with(|g| g.borrow().clone()),
         })
@@ -414,6 +425,7 @@ impl Snapshot {
             }
         }
         self.duration_sum_us += o.duration_sum_us;
+        self.panics += o.panics;
         for (name, n, e) in &o.backends {
             match self.backends.iter_mut().find(|(m, _, _)| m == name) {
                 Some(b) => {
@@ -468,6 +480,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         duration: [0; 11],
         duration_sum_us: 0,
         tunnels: [0; 2],
+        panics: 0,
         backends: Vec::new(),
         goaways: Vec::new(),
     },
@@ -578,6 +591,12 @@ pub fn prometheus(s: &Snapshot) -> String {
         "spate_sent_bytes_total",
         "Response bytes sent, heads included.",
         s.bytes_out,
+    );
+    counter(
+        &mut o,
+        "spate_connection_panics_total",
+        "Connections closed because their handling panicked (a bug: see the error log).",
+        s.panics,
     );
     let _ = writeln!(
         o,

@@ -5,12 +5,11 @@
 mod common;
 
 use bytes::BytesMut;
+use common::h2raw::{self, Raw};
 use common::prometheus::{sample, scrape_until};
 use common::*;
-use spate::proto::h2::frame::{self, flag, kind, setting, Head};
-use spate::proto::h2::hpack::{Decoder, Encoder, Indexing};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use spate::proto::h2::frame::{self, flag, kind, setting};
+use spate::proto::h2::hpack::{Decoder, Indexing};
 use std::time::{Duration, Instant};
 
 const ENHANCE_YOUR_CALM: u32 = 0xb;
@@ -39,90 +38,6 @@ hosts:
     Spate::start_in(&conf, dir)
 }
 
-/// A raw HTTP/2 client: writes hand-made frames, reads frames back.
-struct Raw {
-    s: TcpStream,
-    enc: Encoder,
-    rbuf: Vec<u8>,
-}
-
-impl Raw {
-    fn connect(spate: &Spate, settings: &[(u16, u32)]) -> Raw {
-        let mut s = spate.connect();
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-        let mut out = frame::PREFACE.to_vec();
-        frame::put_settings(&mut out, settings);
-        s.write_all(&out).expect("preface");
-        Raw {
-            s,
-            enc: Encoder::default(),
-            rbuf: Vec::new(),
-        }
-    }
-
-    /// Sends; a server that already closed makes this fail, which floods ignore.
-    fn send(&mut self, b: &[u8]) -> bool {
-        self.s.write_all(b).is_ok()
-    }
-
-    /// A GET for `path` as a HEADERS frame.
-    fn get(&mut self, stream: u32, path: &str, end_stream: bool, out: &mut Vec<u8>) {
-        let mut block = Vec::new();
-        self.enc.encode(
-            [
-                (&b":method"[..], &b"GET"[..]),
-                (b":scheme", b"http"),
-                (b":authority", b"localhost"),
-                (b":path", path.as_bytes()),
-            ],
-            &mut block,
-        );
-        let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
-        frame::put_head(out, block.len(), kind::HEADERS, flags, stream);
-        out.extend_from_slice(&block);
-    }
-
-    /// The next frame, or `None` at end of stream or after the read timeout.
-    fn frame(&mut self) -> Option<(Head, Vec<u8>)> {
-        loop {
-            if self.rbuf.len() >= 9 {
-                let head = Head::parse(self.rbuf[..9].try_into().unwrap());
-                let total = 9 + head.len as usize;
-                if self.rbuf.len() >= total {
-                    let payload = self.rbuf[9..total].to_vec();
-                    self.rbuf.drain(..total);
-                    return Some((head, payload));
-                }
-            }
-            let mut buf = [0u8; 65536];
-            match self.s.read(&mut buf) {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => self.rbuf.extend_from_slice(&buf[..n]),
-            }
-        }
-    }
-
-    /// Reads until a GOAWAY and returns its error code.
-    fn goaway(&mut self) -> Option<u32> {
-        while let Some((h, p)) = self.frame() {
-            if h.kind == kind::GOAWAY {
-                return Some(u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
-            }
-        }
-        None
-    }
-}
-
-fn rss_kib(spate: &Spate) -> u64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", spate.child.id())).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// A legitimate HTTP/2 client gets its answer.
 fn assert_legit_client_served(spate: &Spate) {
     let out = curl(&["--http2-prior-knowledge", &spate.url("/6b.txt")]);
@@ -131,13 +46,13 @@ fn assert_legit_client_served(spate: &Spate) {
 
 /// Runs `attack` on a raw connection, checks the GOAWAY code, the legit client and memory.
 fn run_attack(spate: &Spate, settings: &[(u16, u32)], want: u32, attack: impl FnOnce(&mut Raw)) {
-    let before = rss_kib(spate);
+    let before = spate.rss_kib();
     let mut raw = Raw::connect(spate, settings);
     attack(&mut raw);
     assert_legit_client_served(spate);
     assert_eq!(raw.goaway(), Some(want), "expected GOAWAY {want:#x}");
     assert_legit_client_served(spate);
-    let after = rss_kib(spate);
+    let after = spate.rss_kib();
     assert!(
         after < before + 32 * 1024,
         "RSS grew from {before} KiB to {after} KiB"
@@ -154,20 +69,7 @@ fn goaways_sent(spate: &Spate, cause: &str) -> f64 {
 #[test]
 fn rapid_reset_is_stopped() {
     let s = start("http2-max-resets-per-second: 100");
-    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
-        let mut id = 1;
-        for _ in 0..50 {
-            let mut out = Vec::new();
-            for _ in 0..100 {
-                raw.get(id, "/big.bin", true, &mut out);
-                frame::put_rst_stream(&mut out, id, frame::Reason::CANCEL);
-                id += 2;
-            }
-            if !raw.send(&out) {
-                break;
-            }
-        }
-    });
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, h2raw::rapid_reset);
     // The attack shows in the metrics.
     assert_eq!(goaways_sent(&s, "too many stream resets"), 1.0);
     let samples = scrape_until(&s, "/metrics", |_| true);
@@ -183,58 +85,19 @@ fn made_you_reset_is_stopped() {
     // Each stream is made invalid after opening (WINDOW_UPDATE of 0): the server must reset
     // it, and those resets count against the same budget.
     let s = start("http2-max-resets-per-second: 100");
-    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
-        let mut id = 1;
-        for _ in 0..50 {
-            let mut out = Vec::new();
-            for _ in 0..100 {
-                raw.get(id, "/big.bin", false, &mut out);
-                frame::put_head(&mut out, 4, kind::WINDOW_UPDATE, 0, id);
-                out.extend_from_slice(&[0, 0, 0, 0]);
-                id += 2;
-            }
-            if !raw.send(&out) {
-                break;
-            }
-        }
-    });
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, h2raw::made_you_reset);
 }
 
 #[test]
 fn continuation_flood_is_stopped_by_size() {
     let s = start("");
-    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
-        let mut out = Vec::new();
-        raw.get(1, "/6b.txt", true, &mut out);
-        out[4] &= !flag::END_HEADERS;
-        raw.send(&out);
-        // Literal headers without indexing, forever.
-        let mut piece = Vec::new();
-        frame::put_head(&mut piece, 16_000, kind::CONTINUATION, 0, 1);
-        for _ in 0..1000 {
-            piece.extend_from_slice(&[0x00, 0x01, b'a', 0x0c]);
-            piece.extend_from_slice(b"xxxxxxxxxxxx");
-        }
-        for _ in 0..100 {
-            if !raw.send(&piece) {
-                break;
-            }
-        }
-    });
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, h2raw::continuation_flood);
 }
 
 #[test]
 fn empty_continuation_flood_is_stopped() {
     let s = start("http2-max-control-frames-per-second: 100");
-    run_attack(&s, &[], ENHANCE_YOUR_CALM, |raw| {
-        let mut out = Vec::new();
-        raw.get(1, "/6b.txt", true, &mut out);
-        out[4] &= !flag::END_HEADERS;
-        for _ in 0..10_000 {
-            frame::put_head(&mut out, 0, kind::CONTINUATION, 0, 1);
-        }
-        raw.send(&out);
-    });
+    run_attack(&s, &[], ENHANCE_YOUR_CALM, h2raw::empty_continuation_flood);
 }
 
 #[test]
@@ -286,7 +149,7 @@ fn hpack_bomb_is_refused_per_stream() {
     // 400 KB decoded from 100 bytes. The decoder's accounting refuses each with 431 and the
     // connection stays usable.
     let s = start("");
-    let before = rss_kib(&s);
+    let before = s.rss_kib();
     let mut raw = Raw::connect(&s, &[]);
     let big = vec![b'b'; 4000];
     let mut out = Vec::new();
@@ -330,7 +193,7 @@ fn hpack_bomb_is_refused_per_stream() {
     assert_eq!(statuses.len(), 20);
     assert!(statuses.iter().all(|s| s == b"431"), "{statuses:?}");
     assert_legit_client_served(&s);
-    assert!(rss_kib(&s) < before + 32 * 1024);
+    assert!(s.rss_kib() < before + 32 * 1024);
 }
 
 #[test]
@@ -338,7 +201,7 @@ fn zero_length_header_names_are_malformed() {
     // CVE-2019-9516: empty header names, each costing the server an allocation. They are
     // malformed: the stream is reset; doing it over and over spends the reset budget.
     let s = start("http2-max-resets-per-second: 50");
-    let before = rss_kib(&s);
+    let before = s.rss_kib();
     let mut raw = Raw::connect(&s, &[]);
     let mut first_rst = None;
     let mut out = Vec::new();
@@ -378,7 +241,7 @@ fn zero_length_header_names_are_malformed() {
     assert_eq!(first_rst, Some(PROTOCOL_ERROR));
     assert_eq!(goaway, Some(ENHANCE_YOUR_CALM));
     assert_legit_client_served(&s);
-    assert!(rss_kib(&s) < before + 32 * 1024);
+    assert!(s.rss_kib() < before + 32 * 1024);
 }
 
 #[test]

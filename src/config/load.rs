@@ -176,6 +176,15 @@ pub(super) mod tests {
         }
     }
 
+    /// Found by the `config` fuzz target: a lone CR ends a line in YAML, so errors after
+    /// one are reported on the line an editor shows, and the loader does not panic.
+    #[test]
+    fn lone_cr_line_breaks_count_in_error_lines() {
+        let e = errors("listen: 8080\rbogus-directive: 1\r\r\rerror-log: [1]\n");
+        assert!(e.iter().any(|e| e.starts_with("t.yaml:2: ")), "{e:?}");
+        assert!(e.iter().any(|e| e.starts_with("t.yaml:5: ")), "{e:?}");
+    }
+
     fn path<'a>(c: &'a Config, host: usize, prefix: &str) -> &'a PathConf {
         match c.hosts[host].paths.iter().find(|p| p.prefix == prefix) {
             Some(p) => p,

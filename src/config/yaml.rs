@@ -138,7 +138,8 @@ impl Builder {
         let mut parser = Parser::new_from_str(text);
         while let Some(ev) = parser.next_event() {
             let (ev, span) = ev.map_err(|e| YamlError {
-                line: line_of(e.marker().line()),
+                // The scanner may place an error at the end of input one line past the last.
+                line: line_of(e.marker().line()).min(last_line(text)),
                 message: format!("YAML syntax error: {}", e.info()),
             })?;
             let line = line_of(span.start.line());
@@ -351,6 +352,15 @@ fn too_large(line: u32) -> YamlError {
     }
 }
 
+/// The number of the text's last line, counting line breaks as YAML does (LF, CRLF, lone CR).
+fn last_line(text: &str) -> u32 {
+    let b = text.as_bytes();
+    let breaks = (0..b.len())
+        .filter(|&i| b[i] == b'\n' || (b[i] == b'\r' && b.get(i + 1) != Some(&b'\n')))
+        .count();
+    line_of(breaks + 1)
+}
+
 fn line_of(line: usize) -> u32 {
     u32::try_from(line).unwrap_or(u32::MAX)
 }
@@ -399,6 +409,17 @@ mod tests {
             .map(|(_, v)| v.as_u64())
             .collect();
         assert_eq!(values, vec![Some(80), Some(81)]);
+    }
+
+    #[test]
+    fn errors_at_the_end_of_input_name_the_last_line() {
+        // Found by the `config` fuzz target: the error was reported on line 2 of a 1-line file.
+        for (text, line) in [("%___", 1), ("%", 1), ("a: b\n%x", 2), ("a: b\r%x", 2)] {
+            match parse(text) {
+                Err(e) => assert_eq!(e.line, line, "{text:?}: {}", e.message),
+                Ok(n) => panic!("{text:?} parsed: {n:?}"),
+            }
+        }
     }
 
     #[test]

@@ -26,6 +26,17 @@ mod range;
 pub use cache::{OpenFileCache, DEFAULT_CAPACITY, DEFAULT_REVALIDATE_AFTER, SMALL_FILE};
 pub use range::MAX_RANGES;
 
+/// The parsers of request fields and paths behind the file handler, public only for the fuzz
+/// targets in fuzz/.
+#[doc(hidden)]
+pub mod parsers {
+    pub use super::conditional::{
+        if_range_matches, match_allows, modified_after, none_match, not_modified_since,
+    };
+    pub use super::path::{append_normalized, PathError};
+    pub use super::range::{parse as parse_range, Ranges};
+}
+
 use crate::config::FileConf;
 use crate::http::response::BodyPart;
 use crate::http::{Answer, Body, FileRange, Handler, Method, Request, Response};

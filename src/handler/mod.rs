@@ -98,6 +98,8 @@ impl Router {
     /// now (for one that comes later, the driver calls [`PathRoute::finish`] with what
     /// [`PathRoute::negotiate`] said). Returns the path route for logging.
     pub fn handle(&self, req: &Request) -> (Answer, Option<&PathRoute>) {
+        #[cfg(debug_assertions)]
+        crate::server::panics::debug_panic_trigger(req.path());
         match self.route(req) {
             Some(route) => {
                 let mut answer = route.handler.handle(req);

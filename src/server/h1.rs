@@ -234,6 +234,10 @@ impl<'a, T: Transport> Conn<'a, T> {
                 Responded::Later(self.respond_streaming_boxed(exchange, answer))
             }
             Answered::Waits(reply) => Responded::Later(self.reply_boxed(reply)),
+            Answered::Rejected(e) => Responded::Later(Box::pin(async move {
+                self.reject(e).await?;
+                Err(Close::Linger)
+            })),
         }
     }
 
@@ -286,6 +290,13 @@ impl<'a, T: Transport> Conn<'a, T> {
         } else {
             None
         };
+        if framing == BodyFraming::Chunked && writer.is_none() {
+            // Check what already came of a body the handler will not read before answering:
+            // a malformed one gets 400 and a close, as nginx does, not the handler's answer.
+            if let Err(e) = self.check_chunked_prefix() {
+                return Answered::Rejected(e);
+            }
+        }
         let (answer, route) = ctx.router.handle(&req);
         let resp = match answer {
             Answer::Now(resp) if writer.is_none() && !matches!(resp.body, Body::Stream(_)) => resp,
@@ -654,6 +665,22 @@ impl<'a, T: Transport> Conn<'a, T> {
         }
     }
 
+    /// Decodes the chunked body bytes already in `rbuf` without consuming them, reporting
+    /// malformed framing. The body is decoded again as it is discarded; keeping no decoder
+    /// here keeps the connection's future small.
+    fn check_chunked_prefix(&self) -> Result<(), h1::Error> {
+        let mut dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
+        let mut rest = &self.rbuf[..];
+        while !rest.is_empty() {
+            let r = dec.decode(rest)?;
+            if r.done || r.consumed == 0 {
+                break;
+            }
+            rest = &rest[r.consumed..];
+        }
+        Ok(())
+    }
+
     /// Reads more of a body; a silence longer than `http1-request-io-timeout` ends the
     /// connection. Responses are flushed first: the client may wait for them (or for 100).
     async fn read_body_bytes(&mut self) -> Result<(), Close> {
@@ -729,6 +756,8 @@ enum Answered<'a> {
     Streaming(streaming::Exchange<'a>, Answer),
     /// Ready, but writing it may wait: a large or file body, or a request body to read past.
     Waits(Reply<'a>),
+    /// The request is malformed after all (its body's framing): an error answer, then close.
+    Rejected(h1::Error),
 }
 
 /// An answer ready now, with what its log line and metrics need.

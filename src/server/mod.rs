@@ -17,6 +17,7 @@ mod h1;
 mod h2;
 mod h3;
 mod listen;
+pub(crate) mod panics;
 mod quic;
 mod tls_transport;
 mod transport;

@@ -1,7 +1,7 @@
 //! One worker thread: a current-thread runtime that accepts on its own sockets and runs one
 //! task per connection. Everything here is thread-local; nothing is locked per request.
 
-use super::{h1, tls_transport, Phase, Shared};
+use super::{h1, panics, tls_transport, Phase, Shared};
 use crate::config::Config;
 use crate::handler::Router;
 use crate::log::AccessLog;
@@ -76,6 +76,7 @@ pub(crate) fn run(
             return;
         }
     };
+    panics::install_hook();
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let mut logs = Vec::new();
@@ -298,22 +299,31 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         };
         let guard = ConnectionGuard::new(ctx.clone(), transport);
         let tls = tls.clone();
-        tokio::task::spawn_local(async move {
-            match tls {
-                // Boxed: the TLS state would otherwise enlarge every plain connection's task;
-                // the handshake apart, so its larger state is freed once it is done.
-                Some(acceptor) => {
-                    let ctx = &guard.ctx;
-                    if let Some(tls) =
-                        Box::pin(tls_transport::handshake(stream, acceptor, peer, ctx)).await
-                    {
-                        Box::pin(tls_transport::serve(tls, peer, local, ctx)).await
+        let task = async move {
+            {
+                // Pinned in place, so that the connection's future is stored once in the task.
+                let conn = std::pin::pin!(async {
+                    match tls {
+                        // Boxed: the TLS state would otherwise enlarge every plain connection's
+                        // task; the handshake apart, so its larger state is freed once it is done.
+                        Some(acceptor) => {
+                            let ctx = &guard.ctx;
+                            if let Some(tls) =
+                                Box::pin(tls_transport::handshake(stream, acceptor, peer, ctx))
+                                    .await
+                            {
+                                Box::pin(tls_transport::serve(tls, peer, local, ctx)).await
+                            }
+                        }
+                        None => h1::serve(stream, peer, local, &guard.ctx).await,
                     }
-                }
-                None => h1::serve(stream, peer, local, &guard.ctx).await,
+                });
+                // A panic closes this connection only; the guard still frees its slot.
+                panics::contain(conn, &peer).await;
             }
             drop(guard);
-        });
+        };
+        tokio::task::spawn_local(task);
     }
 }
 

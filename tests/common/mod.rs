@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod clients;
 pub mod h1read;
+pub mod h2raw;
 pub mod load;
 pub mod nginx;
 pub mod pattern;
@@ -37,6 +38,11 @@ impl Spate {
 
     /// As `start`, with a directory prepared by the caller.
     pub fn start_in(yaml: &str, dir: tempfile::TempDir) -> Spate {
+        Spate::start_in_env(yaml, dir, &[])
+    }
+
+    /// As `start_in`, with extra environment variables for the server.
+    pub fn start_in_env(yaml: &str, dir: tempfile::TempDir, env: &[(&str, &str)]) -> Spate {
         let yaml = yaml.replace("$DIR", &dir.path().display().to_string());
         if let Ok(h2o) = std::env::var("SPATE_TESTS_H2O") {
             return Spate::start_h2o(&h2o, &yaml, dir);
@@ -47,6 +53,7 @@ impl Spate {
             .arg("-c")
             .arg(&conf)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -186,6 +193,24 @@ impl Spate {
         let mut s = self.connect();
         s.write_all(raw).expect("write");
         read_to_close(&mut s)
+    }
+
+    /// The server's resident memory (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// How many descriptors the server has open.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .expect("proc fd")
+            .count()
     }
 
     /// Lines spate wrote to standard error so far.

@@ -1,0 +1,91 @@
+//! Panic containment for connections. A panic while handling one connection (a bug: peer input
+//! never panics by design) must not end the worker and its other connections: the connection's
+//! future is polled inside `catch_unwind`, a panic closes that connection only (its future is
+//! dropped, which closes the socket and frees its slot), is logged once with the peer's address
+//! and counted in `spate_connection_panics_total`.
+//!
+//! The release profile unwinds (no `panic = "abort"` in Cargo.toml); this relies on it.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::Poll;
+
+thread_local! {
+    /// Set while a connection's future is being polled: its panics are reported by `contain`.
+    static IN_CONNECTION: Cell<bool> = const { Cell::new(false) };
+    /// Where the last contained panic happened and what it said, from the panic hook.
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs the process's panic hook (once): panics inside a contained connection are recorded
+/// for `contain` to log with the peer's address; any other panic is reported as before.
+pub(crate) fn install_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_CONNECTION.with(Cell::get) {
+                let at = info
+                    .location()
+                    .map_or_else(String::new, |l| format!(" at {l}"));
+                let what = message(info.payload());
+                LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{what}{at}")));
+            } else {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// Runs a connection's future; a panic inside it ends only this connection.
+/// Takes the future pinned by the caller so that it is stored once, in the caller's task.
+pub(crate) async fn contain<F: Future<Output = ()>>(mut conn: Pin<&mut F>, peer: &SocketAddr) {
+    let outcome = std::future::poll_fn(|cx| {
+        let was = IN_CONNECTION.with(|c| c.replace(true));
+        let polled = catch_unwind(AssertUnwindSafe(|| conn.as_mut().poll(cx)));
+        IN_CONNECTION.with(|c| c.set(was));
+        match polled {
+            Ok(Poll::Ready(())) => Poll::Ready(None),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Some(payload)),
+        }
+    })
+    .await;
+    if let Some(payload) = outcome {
+        let what = LAST_PANIC
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| message(&*payload));
+        tracing::error!(%peer, "connection handling panicked: {what}; connection closed");
+        crate::metrics::connection_panicked();
+    }
+}
+
+fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+/// Test-only trigger, compiled into debug builds only (never into a release build): with the
+/// environment variable `SPATE_DEBUG_PANIC_PATH` set, a request for exactly that path panics
+/// inside its connection's handling, so the integration tests can show the containment.
+#[cfg(debug_assertions)]
+pub(crate) fn debug_panic_trigger(path: &[u8]) {
+    static PATH: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    let armed = PATH.get_or_init(|| {
+        std::env::var_os("SPATE_DEBUG_PANIC_PATH").map(|v| {
+            use std::os::unix::ffi::OsStrExt;
+            v.as_bytes().to_vec()
+        })
+    });
+    if armed.as_deref() == Some(path) {
+        panic!("SPATE_DEBUG_PANIC_PATH requested");
+    }
+}
