@@ -265,7 +265,7 @@ impl FileHandler {
         let modified = rep.file.modified;
         let mut resp = Response {
             status: 200,
-            headers: Vec::with_capacity(7),
+            headers: crate::http::recycle::header_list(7),
             body: Body::Empty,
         };
         // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since, may fail with 412.

@@ -40,12 +40,14 @@ impl RespondHandler {
         if !self.methods.is_empty() && !self.methods.iter().any(|m| m == method) {
             return Response::error(404);
         }
+        let mut headers = crate::http::recycle::header_list(1);
+        headers.push((
+            Bytes::from_static(b"Content-Type"),
+            self.content_type.clone(),
+        ));
         Response {
             status: self.status,
-            headers: vec![(
-                Bytes::from_static(b"Content-Type"),
-                self.content_type.clone(),
-            )],
+            headers,
             body: Body::Bytes(self.body.clone()),
         }
     }

@@ -3,6 +3,7 @@
 pub mod accept_encoding;
 pub mod body;
 pub mod date;
+pub mod recycle;
 pub mod request;
 pub mod response;
 

@@ -115,12 +115,19 @@ pub struct Request {
     head: Bytes,
     target: Span,
     authority: Option<Span>,
-    fields: Vec<(Span, Span)>,
+    fields: super::recycle::FieldList,
     /// HTTP/2 `:protocol` of an extended CONNECT (RFC 8441), set by the codec.
     protocol: Option<Span>,
 }
 
 impl Request {
+    /// Drops the request and keeps its field list for the next one ([`super::recycle`]).
+    /// Called where the fast paths are done with a request; not a `Drop` impl, which would
+    /// make every move of a request (and of a stream holding one) a copy through memory.
+    pub fn recycle(mut self) {
+        super::recycle::give_field_list(std::mem::take(&mut self.fields));
+    }
+
     /// The request target as sent, in origin form (`/path?query`); an absolute-form target has
     /// been split into authority and this.
     pub fn target(&self) -> &[u8] {

@@ -41,7 +41,7 @@ pub fn parse(buf: &[u8], fields: &[HeaderField]) -> Result<RequestHead, Malforme
     let mut path: Option<Range<usize>> = None;
     let mut authority = None;
     let mut protocol = None;
-    let mut regular = Vec::with_capacity(fields.len());
+    let mut regular = crate::http::recycle::field_list(fields.len());
     let mut content_length = None;
     let mut priority = None;
     let mut expect_continue = false;

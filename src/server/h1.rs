@@ -334,6 +334,8 @@ impl<'a, T: Transport> Conn<'a, T> {
         let started = self.reply_started(&reply);
         let total = self.write_copied(&reply);
         self.reply_sent(&reply, reply.resp.body.len(), started, total);
+        crate::http::recycle::give_header_list(reply.resp.headers);
+        reply.req.recycle();
         if let BodyFraming::Length(n) = framing {
             // The handler did not need the body; step past it to the next request.
             let _ = self.rbuf.split_to(n as usize);

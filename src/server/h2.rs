@@ -416,7 +416,10 @@ fn answer<'a>(
     match answer {
         Answer::Now(resp) => {
             let body = match (file, mark) {
-                (None, None) => conn.respond(id, resp),
+                (None, None) => {
+                    req.recycle();
+                    conn.respond(id, resp)
+                }
                 (file, mark) => {
                     if let Some(file) = file {
                         let start = LogStart {

@@ -6,7 +6,7 @@
 use super::encoding::Coding;
 use crate::http::OpenFile;
 use bytes::Bytes;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::ffi::OsStr;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
@@ -26,7 +26,9 @@ pub const SMALL_FILE: u64 = 16 * 1024;
 pub struct OpenFileCache {
     /// Key -> index into `entries`. The indirection lets a hit be one lookup that can still
     /// evict a stale entry without a second one.
-    map: HashMap<Box<[u8]>, usize>,
+    /// Fx, not SipHash: the keys are files that exist (a peer cannot fill the map with
+    /// colliding keys), and the hash is on every request's path.
+    map: FxHashMap<Box<[u8]>, usize>,
     entries: Vec<Slot>,
     capacity: usize,
     revalidate_after: Duration,
@@ -50,7 +52,7 @@ impl OpenFileCache {
 
     pub fn with_capacity(capacity: usize) -> OpenFileCache {
         OpenFileCache {
-            map: HashMap::new(),
+            map: FxHashMap::default(),
             entries: Vec::new(),
             capacity: capacity.max(1),
             revalidate_after: DEFAULT_REVALIDATE_AFTER,

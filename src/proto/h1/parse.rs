@@ -100,7 +100,7 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error
     let authority = authority.map(range_of);
 
     let mut framing = Framing::default();
-    let mut fields = Vec::with_capacity(req.headers.len());
+    let mut fields = crate::http::recycle::field_list(req.headers.len());
     for h in req.headers.iter() {
         framing.observe(h.name, h.value)?;
         fields.push((range_of(h.name.as_bytes()), range_of(h.value)));

@@ -487,6 +487,7 @@ impl Connection {
         };
         let end_stream = source.is_none();
         let head = self.write_headers(id, resp.status, &resp.headers, Some(body_len), end_stream);
+        crate::http::recycle::give_header_list(resp.headers);
         if track.is_some() {
             self.count_head(i, head);
         }
