@@ -705,6 +705,22 @@ pub fn prometheus(s: &Snapshot) -> String {
         s.duration_sum_us as f64 / 1e6
     );
     let _ = writeln!(o, "spate_request_duration_seconds_count {cumulative}");
+    let health = crate::upstream::backend_health();
+    if !health.is_empty() {
+        let _ = writeln!(
+            o,
+            "# HELP spate_backend_up Whether a backend of a list or with a health check is in service (1) or taken out by its checks (0)."
+        );
+        let _ = writeln!(o, "# TYPE spate_backend_up gauge");
+        for (name, up) in &health {
+            let _ = writeln!(
+                o,
+                "spate_backend_up{{backend=\"{}\"}} {}",
+                label(name),
+                u8::from(*up)
+            );
+        }
+    }
     if !s.backends.is_empty() {
         let _ = writeln!(
             o,

@@ -36,6 +36,29 @@ fn help_and_version() {
 }
 
 #[test]
+fn dash_t_names_the_line_of_a_bad_backend_list() {
+    let (ok, _, err) = check(
+        "listen: 8080
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url:
+          backends:
+            - {url: http://10.0.0.1/, weight: 300}
+          balancer: random
+",
+    );
+    assert!(!ok);
+    for want in [
+        "conf.yaml:8: proxy.reverse.url: weight must be an integer in range 1 - 256, got \"300\"",
+        "conf.yaml:9: proxy.reverse.url: balancer must be round-robin or least-conn, got \"random\"",
+    ] {
+        assert!(err.contains(want), "{err}");
+    }
+}
+
+#[test]
 fn dash_t_accepts_a_valid_file() {
     let (ok, out, err) =
         check("listen: 8080\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: /tmp\n");

@@ -267,6 +267,7 @@ fn test_backend_behaves_as_documented() {
     // A backend that closes idle connections does so, and counts the new ones.
     let quick = Backend::start_with(Options {
         idle_close: Some(Duration::from_millis(100)),
+        ..Options::default()
     });
     let mut c = TcpStream::connect(quick.addr.expect("tcp")).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(5))).ok();
@@ -1247,6 +1248,7 @@ fn backend_closing_idle_connections_causes_no_error() {
     // The backend drops a connection idle for 100 ms; the pool keeps them for 2 s (default).
     let b = Backend::start_with(Options {
         idle_close: Some(Duration::from_millis(100)),
+        ..Options::default()
     });
     let f = front(&b);
     let mut c = h1_conn(&f, Duration::from_secs(10));

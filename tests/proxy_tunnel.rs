@@ -108,10 +108,9 @@ hosts:
     )
 }
 
-#[test]
-fn websocket_echo_over_http1_with_a_real_client() {
-    let ws = WsServer::start();
-    let s = spate(&ws, "proxy.tunnel: ON");
+/// Runs tests/ws/client.py (Python `websockets`) against `/ws/chat` of `s`: messages, pings
+/// and both closes, on two connections.
+fn python_client_echoes(s: &Spate, ws: &WsServer) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ws/client.py");
     let out = Command::new(python())
         .arg(script)
@@ -128,6 +127,13 @@ fn websocket_echo_over_http1_with_a_real_client() {
     // closed the second with its own code, which reached the server.
     assert_eq!(ws.closed(), "closed 4001 server bye");
     assert_eq!(ws.closed(), "closed 4002 client bye");
+}
+
+#[test]
+fn websocket_echo_over_http1_with_a_real_client() {
+    let ws = WsServer::start();
+    let s = spate(&ws, "proxy.tunnel: ON");
+    python_client_echoes(&s, &ws);
     let metrics = get(&s, "/metrics").text();
     assert!(
         metrics.contains("spate_proxy_tunnels_total 2\n"),
@@ -139,6 +145,61 @@ fn websocket_echo_over_http1_with_a_real_client() {
             .contains("spate_proxy_tunnels_open 0\n")
     });
     assert!(open, "tunnels still counted open");
+}
+
+#[test]
+fn websocket_to_an_https_backend_goes_over_tls_as_http1() {
+    let ws = WsServer::start();
+    // The backend: spate on TLS offering h2 in ALPN, tunnelling to the echo server.
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "mid", "localhost", false);
+    let mid = Spate::start_in(
+        &format!(
+            "
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: mid.crt
+    key-file: mid.key
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://127.0.0.1:{}/
+        proxy.tunnel: ON
+",
+            ws.port
+        ),
+        dir,
+    );
+    // The front verifies it, and would send ordinary requests over HTTP/2: a tunnel still
+    // goes over HTTP/1.1 (an upgrade exists only there).
+    let s = Spate::start(&format!(
+        "
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /ws:
+        proxy.reverse.url: https://localhost:{}/
+        proxy.ssl.cafile: {}
+        proxy.http2.ratio: 100
+        proxy.tunnel: ON
+",
+        mid.addr.port(),
+        mid.path().join("mid.crt").display()
+    ));
+    python_client_echoes(&s, &ws);
+    // And from an HTTP/2 client, by extended CONNECT.
+    let addr = s.addr;
+    runtime().block_on(async move {
+        let mut client = h2_client(addr).await;
+        let (mut send, mut recv) = h2_tunnel(&mut client, addr, "/ws/").await;
+        let payload = vec![b'z'; 200_000];
+        send.send_data(frame(1, &payload).into(), false).unwrap();
+        assert_eq!(recv.next().await, Some((1, payload)));
+    });
 }
 
 #[test]
@@ -206,15 +267,27 @@ fn chromium_opens_a_websocket_over_http2_with_tls() {
         dir.path(),
         "site/index.html",
         br#"<!doctype html><title>ws</title><p id=out>waiting</p><script>
+// Virtual time does not wait for a WebSocket but does for a pending fetch: one is held
+// open until the socket has closed.
+const hold = new AbortController();
+fetch("/hold", {signal: hold.signal}).catch(() => {});
 const ws = new WebSocket("wss://" + location.host + "/ws/chat", ["chat"]);
 ws.onopen = () => ws.send("hello from chromium");
 ws.onmessage = (e) => {
   document.getElementById("out").textContent = "echo:" + e.data + ":" + ws.protocol;
   ws.close(4010, "chromium");
 };
-ws.onerror = () => { document.getElementById("out").textContent = "error"; };
+ws.onclose = () => hold.abort();
+ws.onerror = () => { document.getElementById("out").textContent = "error"; hold.abort(); };
 </script>"#,
     );
+    // The page's held fetch: a backend that accepts and never answers.
+    let hold = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let hold_port = hold.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let held: Vec<_> = hold.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
     let s = Spate::start_in(
         &format!(
             "
@@ -233,6 +306,8 @@ hosts:
       /ws:
         proxy.reverse.url: http://127.0.0.1:{}/
         proxy.tunnel: ON
+      /hold:
+        proxy.reverse.url: http://127.0.0.1:{hold_port}/
       /:
         file.dir: $DIR/site
 ",
@@ -240,8 +315,8 @@ hosts:
         ),
         dir,
     );
-    // Virtual time does not wait for a WebSocket: on a loaded machine the page may be dumped
-    // before the echo came back, so a few tries are allowed (each one a new socket).
+    // A few tries all the same (each one a new socket), for a browser that fails to start
+    // on a loaded machine.
     let mut dom = String::new();
     for _ in 0..3 {
         let out = tls_support::chromium_headless(browser, s.path())
@@ -361,6 +436,132 @@ hosts:
     );
 }
 
+/// A backend named `tag` that takes any number of upgrades: each connection's bytes up to
+/// the end of its head (a PROXY line included) go to `heads`, then it answers `101` with
+/// `READY <tag>` and sends back what it reads in capitals until the client closes.
+fn tagged_shout_backend(tag: &'static str, heads: mpsc::Sender<(&'static str, String)>) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let (Ok(mut c), heads) = (c, heads.clone()) else {
+                continue;
+            };
+            std::thread::spawn(move || {
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if c.read_exact(&mut b).is_err() {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let _ = heads.send((tag, String::from_utf8_lossy(&head).into_owned()));
+                let ready = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: shout/1\r\n\r\nREADY {tag}\n"
+                );
+                c.write_all(ready.as_bytes()).unwrap();
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = c.read(&mut buf) {
+                    if c.write_all(&buf[..n].to_ascii_uppercase()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Opens a `shout/1` tunnel through `s` at `path`: the stream and the tag of the backend.
+fn open_shout(s: &Spate, path: &str) -> (TcpStream, String) {
+    let mut c = s.connect();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: shout/1\r\n\r\n"
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !(got.ends_with(b"\n") && got.windows(6).any(|w| w == b"READY ")) {
+        let n = c.read(&mut buf).expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
+    let tag = text.rsplit("READY ").next().unwrap().trim_end().to_string();
+    (c, tag)
+}
+
+#[test]
+fn tunnels_go_through_the_balancer_with_the_proxy_line() {
+    let (tx, heads) = mpsc::channel();
+    let a = tagged_shout_backend("a", tx.clone());
+    let b = tagged_shout_backend("b", tx);
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    // One worker: the balancer's counts are per worker.
+    let s = Spate::start(&format!(
+        "
+num-threads: 1
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /lc:
+        proxy.tunnel: ON
+        proxy.proxy-protocol: ON
+        proxy.timeout.keepalive: 0
+        proxy.reverse.url:
+          backends:
+            - {{url: http://127.0.0.1:{a}/, weight: 3}}
+            - http://127.0.0.1:{b}/
+          balancer: least-conn
+      /rr:
+        proxy.tunnel: ON
+        proxy.reverse.url: [http://127.0.0.1:{dead}/, http://127.0.0.1:{a}/]
+"
+    ));
+    // Least-conn, weights 3 and 1: the first goes to the heavier a. While it is open it
+    // counts, so the next goes to b (a tunnel that did not count would leave a tie, which
+    // the heavier a wins; round-robin would give a again too).
+    let (mut first, tag) = open_shout(&s, "/lc/1");
+    assert_eq!(tag, "a");
+    let (_second, tag) = open_shout(&s, "/lc/2");
+    assert_eq!(tag, "b");
+    first.write_all(b"still here\n").unwrap();
+    let mut buf = [0u8; 64];
+    let n = first.read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"STILL HERE\n");
+    // Each backend connection starts with the client's PROXY line.
+    for _ in 0..2 {
+        let (_, head) = heads.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(
+            head.starts_with("PROXY TCP4 127.0.0.1 127.0.0.1 "),
+            "{head}"
+        );
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("\r\nconnection: upgrade\r\nupgrade: shout/1\r\n"),
+            "{head}"
+        );
+    }
+    // A backend that cannot be reached is left for the next.
+    for i in 0..3 {
+        let (_c, tag) = open_shout(&s, &format!("/rr/{i}"));
+        assert_eq!(tag, "a");
+        let (_, head) = heads.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(
+            head.starts_with(&format!("GET /{i} HTTP/1.1\r\n")),
+            "{head}"
+        );
+    }
+}
+
 #[test]
 fn http2_reset_closes_the_backend_connection() {
     let ws = WsServer::start();
@@ -368,13 +569,8 @@ fn http2_reset_closes_the_backend_connection() {
     let addr = s.addr;
     runtime().block_on(async move {
         let mut client = h2_client(addr).await;
-        let (resp, mut send) = client
-            .send_request(connect(addr, "/ws/"), false)
-            .expect("send CONNECT");
-        let resp = resp.await.expect("response");
-        assert_eq!(resp.status(), 200);
+        let (mut send, mut recv) = h2_tunnel(&mut client, addr, "/ws/").await;
         send.send_data(frame(1, b"hi").into(), false).unwrap();
-        let mut recv = Frames::new(resp.into_body());
         assert_eq!(recv.next().await, Some((1, b"hi".to_vec())));
         send.send_reset(h2::Reason::CANCEL);
         // The connection stays usable.
@@ -589,6 +785,20 @@ fn connect(addr: SocketAddr, path: &str) -> http::Request<()> {
         .extension(h2::ext::Protocol::from_static("websocket"))
         .body(())
         .unwrap()
+}
+
+/// Opens a WebSocket by extended CONNECT to `path`: the send side and the server's frames.
+async fn h2_tunnel(
+    client: &mut h2::client::SendRequest<bytes::Bytes>,
+    addr: SocketAddr,
+    path: &str,
+) -> (h2::SendStream<bytes::Bytes>, Frames) {
+    let (resp, send) = client
+        .send_request(connect(addr, path), false)
+        .expect("send CONNECT");
+    let resp = resp.await.expect("response");
+    assert_eq!(resp.status(), 200);
+    (send, Frames::new(resp.into_body()))
 }
 
 /// An HTTP/1.1 WebSocket handshake (the key is RFC 6455's example).

@@ -39,6 +39,8 @@ class Case:
     # Requests of the first warm-up round; 0: 20 per connection, at least 10,000 (cheap
     # requests, where that round is mostly connection setup).
     warm_requests: int = 0
+    # Proxy cases: backends behind the front (issue 12); above 1, balanced by least-conn.
+    backends: int = 1
 
     @property
     def protocol(self):
@@ -50,7 +52,7 @@ class Case:
     @property
     def group(self):
         """Cases with the same group are served by one server instance."""
-        return (self.scenario, self.listener, self.mode)
+        return (self.scenario, self.listener, self.mode, self.backends)
 
     def load_flags(self):
         """The shape of the load as the seeds wrote it (for the report)."""
@@ -144,6 +146,21 @@ def all_cases():
                     quick=False,
                 )
             )
+    # Issue 12: four backends (four ports of the backend nginx) balanced by least-conn.
+    cases.append(
+        Case(
+            "S4",
+            "S4-clear-4k-lc4",
+            "h2c 4 KiB, 4 backends least-conn",
+            "h2load",
+            "/4k.txt",
+            "clear",
+            "proxy",
+            100,
+            100,
+            backends=4,
+        )
+    )
     cases.append(Case("S5", "S5", "612 B", "wrk", "/index.html", "clear", "static", 100))
     for conns in (10, 100, 200, 400, 800):
         cases.append(

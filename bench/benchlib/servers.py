@@ -113,10 +113,10 @@ class H2oDialect(Server):
     def start(self, env, cases):
         case = cases[0]
         port = free_port()
-        backend = start_backend(env, self.name) if case.mode == "proxy" else None
+        backend = start_backend(env, self.name, case.backends) if case.mode == "proxy" else None
         # Requests in flight at once: each holds one backend connection (HTTP/1.1).
         in_flight = max(c.conns * c.streams for c in cases)
-        config = self.render(env, case, port, backend.port if backend else None, in_flight)
+        config = self.render(env, case, port, backend.ports if backend else None, in_flight)
         path = write(env, "%s-%s.yaml" % (self.name, case.scenario), config)
         proc = env.launcher.start(
             self.name, self.argv(env, path, case), env.run_dir, env.server_cpu
@@ -125,7 +125,7 @@ class H2oDialect(Server):
         wait_or_stop(inst, port)
         return inst
 
-    def render(self, env, case, port, backend_port, in_flight=None):
+    def render(self, env, case, port, backend_ports, in_flight=None):
         listen_extra, globals_, paths = [], self.extra_globals(case), []
         if case.listener in ("tls", "quic"):
             listen_extra += [
@@ -143,8 +143,16 @@ class H2oDialect(Server):
             # As max-connections for TCP: h2load leaves its QUIC connections to the idle
             # timeout, so one run's 1,000 are still there when the next starts.
             globals_ += ["max-quic-connections: 15000"]
-        if case.mode == "proxy":
-            paths += ["      /:", "        proxy.reverse.url: http://127.0.0.1:%d/" % backend_port]
+        if case.mode == "proxy" and len(backend_ports) > 1:
+            paths += ["      /:", "        proxy.reverse.url:", "          backends:"]
+            paths += ["            - http://127.0.0.1:%d/" % p for p in backend_ports]
+            paths += ["          balancer: least-conn"]
+            paths += self.proxy_extras(in_flight or case.conns * case.streams)
+        elif case.mode == "proxy":
+            paths += [
+                "      /:",
+                "        proxy.reverse.url: http://127.0.0.1:%d/" % backend_ports[0],
+            ]
             paths += self.proxy_extras(in_flight or case.conns * case.streams)
             if case.scenario == "S8":
                 # As the seed's config: brotli configured (h2load asks for no encoding).
@@ -229,6 +237,8 @@ class H2o(H2oDialect):
             return "h2o 2.2.5 has no HTTP/3 (the peers' h2o with QUIC is not there)"
         if case.protocol == "h3" and case.mode == "answer":
             return "the peers' h2o is built without mruby"
+        if case.backends > 1:
+            return "h2o 2.2.5 has no balancer (h2o 2.3 has; see docs/benchmarks.md)"
         return super().unsupported(case, env)
 
     def user_line(self, env):
@@ -271,14 +281,14 @@ class Nginx(Server):
     def start(self, env, cases):
         case = cases[0]
         port = free_port()
-        backend = start_backend(env, self.name) if case.mode == "proxy" else None
-        block = self.server_block(cases, port, backend.port if backend else None)
+        backend = start_backend(env, self.name, case.backends) if case.mode == "proxy" else None
+        block = self.server_block(cases, port, backend.ports if backend else None)
         proc = start_nginx(env, self.name, case.scenario, **block)
         inst = Instance(port, proc, backend.proc if backend else None)
         wait_or_stop(inst, port)
         return inst
 
-    def server_block(self, cases, port, backend_port):
+    def server_block(self, cases, port, backend_ports):
         """What nginx.conf says for `cases` (one group): start_nginx's keyword arguments."""
         case = cases[0]
         if case.listener == "tls":
@@ -293,8 +303,10 @@ class Nginx(Server):
                 'proxy_set_header Connection ""; }'
             )
             # Keep every upstream connection the load can use: the others keep theirs too.
-            upstream = "upstream backend { server 127.0.0.1:%d; keepalive %d; }" % (
-                backend_port,
+            servers = " ".join("server 127.0.0.1:%d;" % p for p in backend_ports)
+            upstream = "upstream backend { %s%s keepalive %d; }" % (
+                "least_conn; " if len(backend_ports) > 1 else "",
+                servers,
                 max(c.conns * c.streams for c in cases),
             )
         elif case.mode == "answer":
@@ -349,6 +361,8 @@ class Nghttpx(Server):
     def unsupported(self, case, env):
         if case.protocol == "h3":
             return "Debian's nghttpx is built without HTTP/3"
+        if case.backends > 1:
+            return "nghttpx has no least-conn balancer"
         return super().unsupported(case, env)
 
     def start(self, env, cases):
@@ -384,6 +398,8 @@ class Apache(Server):
     def unsupported(self, case, env):
         if case.protocol == "h3":
             return "Apache has no HTTP/3"
+        if case.backends > 1:
+            return "not set up: mod_proxy_balancer's bybusyness is not configured here"
         return super().unsupported(case, env)
 
     def start(self, env, cases):
@@ -498,31 +514,34 @@ class Floor(Server):
 
 
 class Backend:
-    def __init__(self, port, proc):
-        self.port = port
+    def __init__(self, ports, proc):
+        self.ports = ports
+        self.port = ports[0]
         self.proc = proc
 
 
-def start_backend(env, front):
+def start_backend(env, front, count=1):
     """The HTTP/1.1 backend of a proxy case: nginx serving the document root, on the server CPU
-    too (its CPU is reported apart from the proxy's)."""
-    port = free_port()
+    too (its CPU is reported apart from the proxy's). `count` ports: as many backends for a
+    balancer, all served by one nginx, so the backend side costs the same in every row."""
+    ports = [free_port() for _ in range(count)]
     # The seeds' proxies open a backend connection per in-flight request (c100 x m100).
     proc = start_nginx(
         env,
         "backend-" + front,
         "backend",
-        "listen 127.0.0.1:%d;" % port,
+        " ".join("listen 127.0.0.1:%d;" % p for p in ports),
         "location / { }",
         "",
         15000,
     )
     try:
-        proc.wait_listening(port)
+        for p in ports:
+            proc.wait_listening(p)
     except StartError:
         proc.stop()
         raise
-    return Backend(port, proc)
+    return Backend(ports, proc)
 
 
 def compress_directives(module):

@@ -54,15 +54,15 @@ def test_h2o_and_spate_compress_at_the_same_levels_for_file_and_proxy(env):
     levels = "\ncompress:\n  br: 6\n  gzip: 6\n"
     for key in ("C1-file-br", "C1-proxied-gzip"):
         case = c1(key)
-        h2o = servers.H2o().render(env, case, 8443, 9000, 1000)
-        spate = servers.Spate().render(env, case, 8443, 9000, 1000)
+        h2o = servers.H2o().render(env, case, 8443, [9000], 1000)
+        spate = servers.Spate().render(env, case, 8443, [9000], 1000)
         for text in (h2o, spate):
             assert levels in text, key
             assert "  ssl:\n    certificate-file: /run/cert.pem" in text
         # Line for line the same, but for spate's idle backend connections (h2o keeps all).
         assert spate.replace("        proxy.max-idle-connections: 1000\n", "") == h2o
     assert "file.dir: /run/htdocs" in servers.H2o().render(env, c1("C1-file-br"), 1, None)
-    proxied = servers.H2o().render(env, c1("C1-proxied-br"), 1, 9000)
+    proxied = servers.H2o().render(env, c1("C1-proxied-br"), 1, [9000])
     assert "proxy.reverse.url: http://127.0.0.1:9000/" in proxied
     # Other scenarios stay uncompressed (S8 keeps the seed's br only).
     assert "compress" not in servers.Spate().render(env, select(["S7"])[0], 1, None)
@@ -75,7 +75,7 @@ def test_nginx_compresses_with_gzip_and_debians_brotli_filter_at_the_same_levels
     module.write_bytes(b"")
     monkeypatch.setattr(servers, "NGINX_BROTLI", str(module))
     for group in ([c1("C1-file-br"), c1("C1-file-gzip")], [c1("C1-proxied-br")]):
-        block = servers.Nginx().server_block(group, 8443, 9000)
+        block = servers.Nginx().server_block(group, 8443, [9000])
         text = servers.nginx_config(env, "/tmp/x/ngx", **block)
         assert text.startswith("# nginx") and "\nload_module %s;\n" % module in text
         assert "gzip on; gzip_comp_level 6; gzip_proxied any; gzip_vary on;" in text
@@ -83,7 +83,7 @@ def test_nginx_compresses_with_gzip_and_debians_brotli_filter_at_the_same_levels
         assert "listen 127.0.0.1:8443 ssl http2;" in text
         assert "$" not in text.replace("$-placeholders", "")
     proxied = servers.nginx_config(
-        env, "/t", **servers.Nginx().server_block([c1("C1-proxied-gzip")], 1, 9000)
+        env, "/t", **servers.Nginx().server_block([c1("C1-proxied-gzip")], 1, [9000])
     )
     assert "server 127.0.0.1:9000; keepalive 1000;" in proxied
     # The static peers and the proxies' backend send the page as it is.

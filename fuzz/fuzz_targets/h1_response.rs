@@ -4,14 +4,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use spate::proto::h1::{parse_response_head, ChunkedDecoder};
+use spate::proto::h1::{parse_response_head, ChunkedDecoder, MAX_RESPONSE_FIELDS};
 
 fuzz_target!(|data: &[u8]| {
     // The first byte picks a response to HEAD or not; the rest is the backend's bytes.
     let Some((&flags, data)) = data.split_first() else {
         return;
     };
-    if let Ok(Some(head)) = parse_response_head(data, flags & 1 == 1, 8192) {
+    if let Ok(Some(head)) = parse_response_head(data, flags & 1 == 1, 8192, MAX_RESPONSE_FIELDS) {
         assert!(head.len <= data.len());
         for (n, v) in &head.fields {
             assert!(n.end <= head.len && v.end <= head.len);

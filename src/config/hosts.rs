@@ -12,7 +12,7 @@ use super::proxy::{self, ProxyOpts};
 use super::value::{show, Ctx};
 use super::yaml::Node;
 use super::{headers, log, redirect, respond};
-use super::{AccessLogConf, HandlerConf, HeaderCommand, Host, PathConf, UpstreamUrl};
+use super::{AccessLogConf, HandlerConf, HeaderCommand, Host, PathConf};
 
 /// Options that a level passes on to the levels inside it.
 #[derive(Debug, Clone, Default)]
@@ -191,7 +191,9 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
     }
     let handler = match handler {
         Some((Handler::File(dir), _, _)) => HandlerConf::File(scoped.file.build(dir)),
-        Some((Handler::Proxy(url), _, _)) => HandlerConf::Proxy(scoped.proxy.build(url)),
+        Some((Handler::Proxy(backends), _, line)) => {
+            HandlerConf::Proxy(scoped.proxy.build(ctx, line, backends)?)
+        }
         Some((Handler::Done(h), _, _)) => h,
         None => HandlerConf::None,
     };
@@ -205,11 +207,13 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
     })
 }
 
+// One per path while the configuration is read: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Handler {
     /// `file.dir`: built once the path's `file.*` options are all read.
     File(std::path::PathBuf),
     /// `proxy.reverse.url`: built once the path's `proxy.*` options are all read.
-    Proxy(UpstreamUrl),
+    Proxy(proxy::Backends),
     Done(HandlerConf),
 }
 

@@ -345,6 +345,7 @@ pub(super) mod tests {
                         },
                         authority: "127.0.0.1:18001".into(),
                         path: "/".into(),
+                        tls: false,
                     })
                 ),
                 other => panic!("not a proxy: {other:?}"),

@@ -208,7 +208,11 @@ pub struct RedirectConf {
 /// `proxy.reverse.url` and the `proxy.*` options in effect for a path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProxyConf {
-    pub upstream: UpstreamUrl,
+    /// `proxy.reverse.url`: the backends in the order written (at least one). As in h2o, the
+    /// first one's URL gives the Host and path sent to whichever backend is chosen.
+    pub backends: Vec<BackendConf>,
+    /// `balancer` of the mapping form (round-robin).
+    pub balancer: Balancer,
     /// `proxy.preserve-host` (OFF): send the client's Host instead of the URL's authority.
     pub preserve_host: bool,
     /// `proxy.emit-x-forwarded-headers` (ON)
@@ -248,13 +252,109 @@ pub struct ProxyConf {
     /// How long a tunnel may carry nothing either way: h2o 2.2's `proxy.websocket.timeout`
     /// (ms) when set, else `proxy.timeout.io`, as current h2o does.
     pub tunnel_timeout: Duration,
+    /// spate's `proxy.max-response-head-size` (65536): the largest response head (status line
+    /// and fields) accepted from a backend, and the largest trailer section.
+    pub max_response_head_size: usize,
+    /// spate's `proxy.max-response-headers` (128): the most fields in a backend's response head.
+    pub max_response_headers: usize,
+    /// `proxy.proxy-protocol` (OFF): a PROXY protocol v1 line with the client's addresses
+    /// starts every connection to the backend.
+    pub proxy_protocol: bool,
+    /// spate's `proxy.max-fails` (3; 0 disables): consecutive connect or request failures that
+    /// take a backend of several out of service for `fail_timeout`.
+    pub max_fails: u32,
+    /// spate's `proxy.fail-timeout` (10000 ms): how long a failing backend stays out before one
+    /// trial request.
+    pub fail_timeout: Duration,
+    /// spate's `proxy.health-check` (none): active probes of every backend.
+    pub health_check: Option<HealthCheck>,
+    /// `proxy.http2.ratio` (0): the percentage of requests sent over HTTP/2 (over TLS by ALPN;
+    /// in cleartext only at 100 with `proxy.http2.force-cleartext`).
+    pub http2_ratio: u8,
+    /// `proxy.http2.max-concurrent-streams` (100): requests in flight on one HTTP/2 connection
+    /// to the backend (less if the backend's SETTINGS say so).
+    pub http2_max_concurrent_streams: u32,
+    /// `proxy.http2.force-cleartext` (OFF): HTTP/2 with prior knowledge to an `http://` URL.
+    pub http2_force_cleartext: bool,
 }
+
+/// One backend of `proxy.reverse.url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendConf {
+    pub url: UpstreamUrl,
+    /// 1 to 256 (h2o's range), 1 unless given.
+    pub weight: u32,
+    /// For an `https://` URL: `proxy.ssl.verify-peer` (ON), `proxy.ssl.cafile` (the system's
+    /// roots) and `proxy.ssl.session-cache` (ON) built into rustls configurations, with the
+    /// URL's host as the name to verify.
+    pub tls: Option<TlsClient>,
+}
+
+/// `proxy.reverse.url: {backends: [...], balancer: ...}`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Balancer {
+    /// Smooth weighted round-robin: weights interleave (5,1,1 gives a a b a c a a).
+    RoundRobin,
+    /// Fewest requests in flight in this worker, relative to weight.
+    LeastConn,
+}
+
+/// `proxy.health-check`: what an active probe sends and expects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HealthCheck {
+    /// Request target of the probe (`GET`), `/` unless given.
+    pub path: String,
+    pub interval: Duration,
+    /// For the whole probe: connect, request, status line.
+    pub timeout: Duration,
+    /// The status a healthy backend answers.
+    pub status: u16,
+    /// Consecutive passing probes that put a backend back in service.
+    pub rise: u32,
+    /// Consecutive failing probes that take it out.
+    pub fall: u32,
+}
+
+impl HealthCheck {
+    pub const DEFAULT: HealthCheck = HealthCheck {
+        path: String::new(),
+        interval: Duration::from_millis(5_000),
+        timeout: Duration::from_millis(2_000),
+        status: 200,
+        rise: 2,
+        fall: 3,
+    };
+}
+
+/// The TLS client configuration of a backend, built once at load and shared by every worker.
+#[derive(Clone)]
+pub struct TlsClient(pub std::sync::Arc<crate::tls::client::ClientTls>);
+
+impl std::fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TlsClient({:?})", self.0.server_name)
+    }
+}
+
+/// The same configuration, not merely an equal one (rustls' has no equality).
+impl PartialEq for TlsClient {
+    fn eq(&self, other: &TlsClient) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TlsClient {}
 
 impl ProxyConf {
     /// h2o's defaults (spate's for `max_buffer_size` and `max_idle_connections`) for `upstream`.
     pub fn new(upstream: UpstreamUrl) -> ProxyConf {
         ProxyConf {
-            upstream,
+            backends: vec![BackendConf {
+                url: upstream,
+                weight: 1,
+                tls: None,
+            }],
+            balancer: Balancer::RoundRobin,
             preserve_host: false,
             emit_x_forwarded_headers: true,
             emit_via_header: true,
@@ -271,13 +371,46 @@ impl ProxyConf {
             max_idle_connections: ProxyConf::DEFAULT_MAX_IDLE_CONNECTIONS,
             tunnel: false,
             tunnel_timeout: ProxyConf::DEFAULT_IO_TIMEOUT,
+            max_response_head_size: ProxyConf::DEFAULT_MAX_RESPONSE_HEAD_SIZE,
+            max_response_headers: ProxyConf::DEFAULT_MAX_RESPONSE_HEADERS,
+            proxy_protocol: false,
+            max_fails: ProxyConf::DEFAULT_MAX_FAILS,
+            fail_timeout: ProxyConf::DEFAULT_FAIL_TIMEOUT,
+            health_check: None,
+            http2_ratio: 0,
+            http2_max_concurrent_streams: ProxyConf::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            http2_force_cleartext: false,
         }
+    }
+
+    /// Whether requests may go over HTTP/2 to a backend (`tls`: an `https://` one): by ALPN
+    /// over TLS for a `ratio` above 0; in cleartext only at 100 with `force_cleartext`, as h2o.
+    pub fn speaks_http2(tls: bool, ratio: u8, force_cleartext: bool) -> bool {
+        match tls {
+            true => ratio > 0,
+            false => force_cleartext && ratio == 100,
+        }
+    }
+
+    /// The first backend's URL: the Host and path sent, and what a `Location` to rewrite names.
+    pub fn url(&self) -> &UpstreamUrl {
+        // The loader refuses an empty list.
+        &self.backends[0].url
     }
 
     pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_millis(30_000);
     pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_millis(2_000);
     pub const DEFAULT_MAX_BUFFER_SIZE: usize = 64 * 1024;
     pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 1024;
+    pub const DEFAULT_MAX_RESPONSE_HEAD_SIZE: usize = 64 * 1024;
+    pub const DEFAULT_MAX_RESPONSE_HEADERS: usize = 128;
+    /// The most `proxy.max-response-headers` may be (parser slots on the stack).
+    pub const MAX_RESPONSE_HEADERS_LIMIT: usize = 512;
+    pub const DEFAULT_MAX_FAILS: u32 = 3;
+    pub const DEFAULT_FAIL_TIMEOUT: Duration = Duration::from_millis(10_000);
+    pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 100;
+    /// h2o's `proxy.ssl.session-cache: ON`.
+    pub const DEFAULT_SSL_SESSION_CACHE: usize = 4096;
 }
 
 /// The backend of `proxy.reverse.url`.
@@ -289,6 +422,8 @@ pub struct UpstreamUrl {
     pub authority: String,
     /// The URL's path, `/` when empty (`http://x:1` -> `/`, `http://x/app/` -> `/app/`).
     pub path: String,
+    /// `https://`: TLS to the backend (default port 443).
+    pub tls: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -3,9 +3,18 @@
 use super::headers;
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::{HeaderCommand, ProxyConf, UpstreamAddr, UpstreamUrl};
+use super::{
+    BackendConf, Balancer, HeaderCommand, HealthCheck, ProxyConf, TlsClient, UpstreamAddr,
+    UpstreamUrl,
+};
+use crate::tls::{
+    self,
+    client::{ClientOptions, ClientTls},
+};
+use rustls::RootCertStore;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `proxy.*` options as set so far at some level; `None` means "not set here or above".
@@ -28,6 +37,28 @@ pub(super) struct ProxyOpts {
     max_idle_connections: Option<usize>,
     tunnel: Option<bool>,
     websocket_timeout: Option<Duration>,
+    max_response_head_size: Option<usize>,
+    max_response_headers: Option<usize>,
+    proxy_protocol: Option<bool>,
+    max_fails: Option<u32>,
+    fail_timeout: Option<Duration>,
+    /// `Some(None)`: turned OFF here.
+    health_check: Option<Option<HealthCheck>>,
+    ssl_verify_peer: Option<bool>,
+    /// `proxy.ssl.cafile`, read where it is set (so its errors name that line).
+    ssl_roots: Option<Arc<RootCertStore>>,
+    /// `Some(None)`: `proxy.ssl.session-cache: OFF`.
+    ssl_session_cache: Option<Option<usize>>,
+    http2_ratio: Option<u8>,
+    http2_max_concurrent_streams: Option<u32>,
+    http2_force_cleartext: Option<bool>,
+}
+
+/// What `proxy.reverse.url` names: its backends and how to choose among them.
+#[derive(Debug)]
+pub(super) struct Backends {
+    list: Vec<BackendConf>,
+    balancer: Balancer,
 }
 
 impl ProxyOpts {
@@ -74,18 +105,112 @@ impl ProxyOpts {
             // h2o 2.2 named the switch `proxy.websocket`; current h2o `proxy.tunnel`.
             "proxy.tunnel" | "proxy.websocket" => set(&mut self.tunnel, ctx.bool(name, v)),
             "proxy.websocket.timeout" => set(&mut self.websocket_timeout, millis(ctx, name, v, 1)),
+            // A head must hold at least a status line; more fields than the parser has slots
+            // for would be refused anyway.
+            "proxy.max-response-head-size" => {
+                set(&mut self.max_response_head_size, ctx.int(name, v, 256))
+            }
+            "proxy.max-response-headers" => match ctx.int::<usize>(name, v, 1) {
+                Some(n) if n > ProxyConf::MAX_RESPONSE_HEADERS_LIMIT => ctx.error(
+                    v.line,
+                    format!(
+                        "{name}: at most {}, got {n}",
+                        ProxyConf::MAX_RESPONSE_HEADERS_LIMIT
+                    ),
+                ),
+                n => set(&mut self.max_response_headers, n),
+            },
+            "proxy.proxy-protocol" => set(&mut self.proxy_protocol, ctx.bool(name, v)),
+            "proxy.max-fails" => set(&mut self.max_fails, ctx.int(name, v, 0)),
+            "proxy.fail-timeout" => set(&mut self.fail_timeout, millis(ctx, name, v, 1)),
+            "proxy.health-check" => {
+                if let Some(check) = health_check(ctx, name, v) {
+                    self.health_check = Some(check);
+                }
+            }
+            "proxy.ssl.verify-peer" => set(&mut self.ssl_verify_peer, ctx.bool(name, v)),
+            "proxy.ssl.cafile" => {
+                let roots = ctx.path(name, v).and_then(|path| {
+                    tls::client::load_roots(&path)
+                        .map_err(|e| ctx.error(v.line, format!("{name}: {e}")))
+                        .ok()
+                });
+                set(&mut self.ssl_roots, roots.map(Arc::new));
+            }
+            "proxy.ssl.session-cache" => {
+                set(&mut self.ssl_session_cache, session_cache(ctx, name, v))
+            }
+            "proxy.http2.ratio" => set(
+                &mut self.http2_ratio,
+                ctx.int::<u8>(name, v, 0).filter(|r| {
+                    let ok = *r <= 100;
+                    if !ok {
+                        ctx.error(v.line, format!("{name} expects a percentage (0 to 100)"));
+                    }
+                    ok
+                }),
+            ),
+            "proxy.http2.max-concurrent-streams" | "proxy.http2.max-concurrent_streams" => {
+                set(&mut self.http2_max_concurrent_streams, ctx.int(name, v, 1))
+            }
+            "proxy.http2.force-cleartext" => {
+                set(&mut self.http2_force_cleartext, ctx.bool(name, v))
+            }
             _ => return false,
         }
         true
     }
 
-    /// The proxy handler of a path forwarding to `upstream`, with the defaults for what is unset.
-    pub fn build(&self, upstream: UpstreamUrl) -> ProxyConf {
-        let d = ProxyConf::new(upstream);
+    /// The proxy handler of a path forwarding to `backends` (`proxy.reverse.url` at `line`),
+    /// with the defaults for what is unset.
+    pub fn build(&self, ctx: &mut Ctx, line: u32, backends: Backends) -> Option<ProxyConf> {
+        let Backends { mut list, balancer } = backends;
+        // Each `https://` backend gets its TLS client, verifying its own host name.
+        for b in list.iter_mut().filter(|b| b.url.tls) {
+            match self.tls_client(&b.url) {
+                Ok(t) => b.tls = Some(TlsClient(Arc::new(t))),
+                Err(e) => {
+                    ctx.error(line, format!("proxy.reverse.url: {e}"));
+                    return None;
+                }
+            }
+        }
+        let mut d = ProxyConf::new(list[0].url.clone());
+        d.backends = list;
         // As in h2o, `proxy.timeout.io` is also the connect and first-byte timeout unless
         // those are set.
         let io = self.io_timeout.unwrap_or(d.io_timeout);
-        ProxyConf {
+        let keepalive_timeout = self.keepalive_timeout.unwrap_or(d.keepalive_timeout);
+        let proxy_protocol = self.proxy_protocol.unwrap_or(d.proxy_protocol);
+        if proxy_protocol && !keepalive_timeout.is_zero() {
+            // h2o's rule: a kept connection would carry later clients' requests under the
+            // first client's addresses.
+            ctx.error(
+                line,
+                "proxy.proxy-protocol: ON needs proxy.timeout.keepalive: 0 (a kept connection \
+                 would carry other clients' requests under the first client's addresses)",
+            );
+            return None;
+        }
+        let http2_ratio = self.http2_ratio.unwrap_or(d.http2_ratio);
+        let http2_force_cleartext = self
+            .http2_force_cleartext
+            .unwrap_or(d.http2_force_cleartext);
+        let http2_used = d
+            .backends
+            .iter()
+            .any(|b| ProxyConf::speaks_http2(b.url.tls, http2_ratio, http2_force_cleartext));
+        if proxy_protocol && http2_used {
+            // One HTTP/2 connection carries many clients' requests at once.
+            ctx.error(
+                line,
+                "proxy.proxy-protocol: ON cannot go with HTTP/2 to the backend (one HTTP/2 \
+                 connection carries many clients' requests under the first client's addresses)",
+            );
+            return None;
+        }
+        Some(ProxyConf {
+            balancer,
             preserve_host: self.preserve_host.unwrap_or(d.preserve_host),
             emit_x_forwarded_headers: self
                 .emit_x_forwarded_headers
@@ -101,7 +226,7 @@ impl ProxyOpts {
             connect_timeout: self.connect_timeout.unwrap_or(io),
             first_byte_timeout: self.first_byte_timeout.unwrap_or(io),
             io_timeout: io,
-            keepalive_timeout: self.keepalive_timeout.unwrap_or(d.keepalive_timeout),
+            keepalive_timeout,
             max_buffer_size: self.max_buffer_size.unwrap_or(d.max_buffer_size),
             expect: self.expect.unwrap_or(d.expect),
             forward_close_connection: self
@@ -110,7 +235,68 @@ impl ProxyOpts {
             max_idle_connections: self.max_idle_connections.unwrap_or(d.max_idle_connections),
             tunnel: self.tunnel.unwrap_or(d.tunnel),
             tunnel_timeout: self.websocket_timeout.unwrap_or(io),
-            upstream: d.upstream,
+            max_response_head_size: self
+                .max_response_head_size
+                .unwrap_or(d.max_response_head_size),
+            max_response_headers: self.max_response_headers.unwrap_or(d.max_response_headers),
+            proxy_protocol,
+            max_fails: self.max_fails.unwrap_or(d.max_fails),
+            fail_timeout: self.fail_timeout.unwrap_or(d.fail_timeout),
+            health_check: self.health_check.clone().unwrap_or(d.health_check),
+            http2_ratio,
+            http2_max_concurrent_streams: self
+                .http2_max_concurrent_streams
+                .unwrap_or(d.http2_max_concurrent_streams),
+            http2_force_cleartext,
+            backends: d.backends,
+        })
+    }
+
+    fn tls_client(&self, upstream: &UpstreamUrl) -> Result<ClientTls, String> {
+        let UpstreamAddr::Tcp { host, .. } = &upstream.addr else {
+            return Err("https to a unix socket is not supported".into());
+        };
+        let roots = match (self.ssl_verify_peer.unwrap_or(true), &self.ssl_roots) {
+            (false, _) => None,
+            (true, Some(r)) => Some(r.clone()),
+            (true, None) => Some(Arc::new(
+                tls::client::load_roots(Path::new(tls::client::SYSTEM_CA_FILE)).map_err(|e| {
+                    format!("the system's trusted roots (set proxy.ssl.cafile, or proxy.ssl.verify-peer: OFF): {e}")
+                })?,
+            )),
+        };
+        let opts = ClientOptions {
+            roots,
+            session_cache: self
+                .ssl_session_cache
+                .unwrap_or(Some(ProxyConf::DEFAULT_SSL_SESSION_CACHE)),
+        };
+        ClientTls::new(host, &opts)
+    }
+}
+
+/// `proxy.ssl.session-cache`: ON, OFF, or `{lifetime: SECONDS, capacity: ENTRIES}` (both
+/// required, as in h2o). rustls expires entries by the lifetime the backend gives its
+/// tickets, so `lifetime` is checked but has no further effect.
+fn session_cache(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<usize>> {
+    if v.as_map().is_none() {
+        return ctx
+            .bool(name, v)
+            .map(|on| on.then_some(ProxyConf::DEFAULT_SSL_SESSION_CACHE));
+    }
+    let entries = ctx.map(name, v)?;
+    let (mut lifetime, mut capacity) = (None, None);
+    for (key, val) in ctx.known_keys(name, entries, &["lifetime", "capacity"]) {
+        match key {
+            "lifetime" => lifetime = ctx.uint(&format!("{name}.lifetime"), val, 1),
+            _ => capacity = ctx.int::<usize>(&format!("{name}.capacity"), val, 1),
+        }
+    }
+    match (lifetime, capacity) {
+        (Some(_), Some(c)) => Some(Some(c)),
+        _ => {
+            ctx.error(v.line, format!("{name} expects both lifetime and capacity"));
+            None
         }
     }
 }
@@ -125,41 +311,183 @@ fn millis(ctx: &mut Ctx, name: &str, v: &Node, min: u64) -> Option<Duration> {
     ctx.uint(name, v, min).map(Duration::from_millis)
 }
 
-/// `proxy.reverse.url: http://HOST[:PORT][/PATH]` or `http://[unix:/path/to/socket][/PATH]`.
-/// h2o's forms with several backends (a sequence or a mapping) are refused, but a sequence of
-/// exactly one URL is that URL.
-pub(super) fn reverse_url(ctx: &mut Ctx, v: &Node) -> Option<UpstreamUrl> {
-    let node = match v.as_seq() {
-        Some([one]) if one.as_str().is_some() => one,
-        Some(_) => return several(ctx, v),
-        None if v.as_map().is_some() => return several(ctx, v),
-        None => v,
+/// `proxy.reverse.url`, in h2o's three forms: one URL (`http://HOST[:PORT][/PATH]` or
+/// `http://[unix:/path/to/socket][/PATH]`); a sequence of URLs or of `{url, weight}` mappings;
+/// a mapping with `backends` (either of those) and `balancer: round-robin | least-conn`.
+pub(super) fn reverse_url(ctx: &mut Ctx, v: &Node) -> Option<Backends> {
+    let before = ctx.errors.len();
+    let (items, balancer) = match v.as_map() {
+        Some(entries) => {
+            let keys = ctx.known_keys("proxy.reverse.url", entries, &["backends", "balancer"]);
+            let mut backends = None;
+            let mut balancer = Balancer::RoundRobin;
+            for (key, val) in keys {
+                if key == "backends" {
+                    backends = Some(val);
+                    continue;
+                }
+                match val.as_str() {
+                    Some("round-robin") => balancer = Balancer::RoundRobin,
+                    Some("least-conn") => balancer = Balancer::LeastConn,
+                    // Reported; the backends are still checked.
+                    _ => ctx.error(
+                        val.line,
+                        format!(
+                            "proxy.reverse.url: balancer must be round-robin or least-conn, got {}",
+                            show(val)
+                        ),
+                    ),
+                }
+            }
+            let Some(backends) = backends else {
+                ctx.error(v.line, "proxy.reverse.url: the mapping form needs backends");
+                return None;
+            };
+            if backends.as_map().is_some() {
+                ctx.error(
+                    backends.line,
+                    "proxy.reverse.url: backends must be a URL or a sequence of them",
+                );
+                return None;
+            }
+            (backends, balancer)
+        }
+        None => (v, Balancer::RoundRobin),
     };
-    let Some(text) = node.as_str().filter(|s| !s.is_empty()) else {
+    let nodes = match items.as_seq() {
+        Some(seq) => seq,
+        None => std::slice::from_ref(items),
+    };
+    if nodes.is_empty() {
         ctx.error(
-            node.line,
+            items.line,
+            "proxy.reverse.url: at least one backend URL must be set",
+        );
+        return None;
+    }
+    if nodes.len() > MAX_BACKENDS {
+        ctx.error(
+            items.line,
+            format!(
+                "proxy.reverse.url: at most {MAX_BACKENDS} backends, got {}",
+                nodes.len()
+            ),
+        );
+        return None;
+    }
+    let list: Vec<BackendConf> = nodes.iter().filter_map(|n| backend(ctx, n)).collect();
+    (ctx.errors.len() == before).then_some(Backends { list, balancer })
+}
+
+/// Backends one `proxy.reverse.url` may list (a request remembers which it tried in a u64).
+pub const MAX_BACKENDS: usize = 64;
+
+/// One backend: a URL, or `{url: URL, weight: 1-256}`.
+fn backend(ctx: &mut Ctx, v: &Node) -> Option<BackendConf> {
+    let (url_node, weight) = match v.as_map() {
+        Some(entries) => {
+            let mut url = None;
+            let mut weight = 1;
+            for (key, val) in
+                ctx.known_keys("a proxy.reverse.url backend", entries, &["url", "weight"])
+            {
+                if key == "url" {
+                    url = Some(val);
+                } else {
+                    match val.as_u64() {
+                        Some(w @ 1..=256) => weight = w as u32,
+                        _ => {
+                            ctx.error(
+                                val.line,
+                                format!(
+                                    "proxy.reverse.url: weight must be an integer in range 1 - 256, got {}",
+                                    show(val)
+                                ),
+                            );
+                            return None;
+                        }
+                    }
+                }
+            }
+            let Some(url) = url else {
+                ctx.error(v.line, "proxy.reverse.url: a backend mapping needs url");
+                return None;
+            };
+            (url, weight)
+        }
+        None => (v, 1),
+    };
+    let Some(text) = url_node.as_str().filter(|s| !s.is_empty()) else {
+        ctx.error(
+            url_node.line,
             format!(
                 "proxy.reverse.url expects a URL (http://HOST[:PORT][/PATH]), got {}",
-                show(node)
+                show(url_node)
             ),
         );
         return None;
     };
     match parse_url(text, &ctx.base_dir) {
-        Ok(u) => Some(u),
+        Ok(url) => Some(BackendConf {
+            url,
+            weight,
+            tls: None,
+        }),
         Err(message) => {
-            ctx.error(node.line, message);
+            ctx.error(url_node.line, message);
             None
         }
     }
 }
 
-fn several(ctx: &mut Ctx, v: &Node) -> Option<UpstreamUrl> {
-    ctx.error(
-        v.line,
-        "proxy.reverse.url: several backends are not supported yet; give one URL",
-    );
-    None
+/// `proxy.health-check: {path, interval, timeout, status, rise, fall}` (every key optional),
+/// or `OFF` to drop one set above. `None`: an error was reported.
+fn health_check(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<HealthCheck>> {
+    if v.as_bool() == Some(false) {
+        return Some(None);
+    }
+    let entries = ctx.map(name, v)?;
+    let mut check = HealthCheck {
+        path: "/".into(),
+        ..HealthCheck::DEFAULT
+    };
+    let before = ctx.errors.len();
+    let keys = ["path", "interval", "timeout", "status", "rise", "fall"];
+    for (key, val) in ctx.known_keys(name, entries, &keys) {
+        let what = format!("{name}.{key}");
+        match key {
+            "path" => match val.as_str() {
+                Some(p)
+                    if p.starts_with('/')
+                        && !p.bytes().any(|b| b.is_ascii_control() || b == b' ') =>
+                {
+                    check.path = p.to_owned()
+                }
+                _ => ctx.error(
+                    val.line,
+                    format!("{what} expects a path starting with /, got {}", show(val)),
+                ),
+            },
+            "interval" => set_to(&mut check.interval, millis(ctx, &what, val, 1)),
+            "timeout" => set_to(&mut check.timeout, millis(ctx, &what, val, 1)),
+            "status" => match val.as_u64() {
+                Some(s @ 100..=599) => check.status = s as u16,
+                _ => ctx.error(
+                    val.line,
+                    format!("{what} expects a status code (100-599), got {}", show(val)),
+                ),
+            },
+            "rise" => set_to(&mut check.rise, ctx.int(&what, val, 1)),
+            _ => set_to(&mut check.fall, ctx.int(&what, val, 1)),
+        }
+    }
+    (ctx.errors.len() == before).then_some(Some(check))
+}
+
+fn set_to<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
 }
 
 /// Room for the socket path in `sockaddr_un` on Linux, less the terminating NUL.
@@ -183,14 +511,13 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             "\"{url}\" is not a URL (expected http://HOST[:PORT][/PATH])"
         ));
     };
-    if scheme.eq_ignore_ascii_case("https") {
-        return Err("proxy.reverse.url with https is not supported yet (issue 12)".into());
-    }
-    if !scheme.eq_ignore_ascii_case("http") {
+    let tls = scheme.eq_ignore_ascii_case("https");
+    if !tls && !scheme.eq_ignore_ascii_case("http") {
         return bad(format!(
-            "unknown scheme \"{scheme}\" in \"{url}\" (expected http)"
+            "unknown scheme \"{scheme}\" in \"{url}\" (expected http or https)"
         ));
     }
+    let default_port = if tls { 443 } else { 80 };
     if rest.contains(['?', '#']) {
         return bad(format!(
             "\"{url}\": a query or fragment is not supported (the request's own query is forwarded)"
@@ -236,7 +563,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             } else if inner.parse::<Ipv6Addr>().is_ok() {
                 UpstreamAddr::Tcp {
                     host: inner.to_ascii_lowercase(),
-                    port: port.unwrap_or(80),
+                    port: port.unwrap_or(default_port),
                 }
             } else {
                 return bad(format!(
@@ -257,7 +584,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
             }
             UpstreamAddr::Tcp {
                 host: host.to_ascii_lowercase(),
-                port: port.unwrap_or(80),
+                port: port.unwrap_or(default_port),
             }
         }
     };
@@ -265,6 +592,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
         addr,
         authority: authority.to_owned(),
         path: if path.is_empty() { "/" } else { path }.to_owned(),
+        tls,
     })
 }
 
@@ -333,6 +661,7 @@ mod tests {
             },
             authority: authority.into(),
             path: path.into(),
+            tls: false,
         }
     }
 
@@ -341,6 +670,7 @@ mod tests {
             addr: UpstreamAddr::Unix(PathBuf::from(socket)),
             authority: authority.into(),
             path: path.into(),
+            tls: false,
         }
     }
 
@@ -395,12 +725,8 @@ mod tests {
                 "\"127.0.0.1:3001\" is not a URL (expected http://HOST[:PORT][/PATH])",
             ),
             (
-                "https://127.0.0.1/",
-                "proxy.reverse.url with https is not supported yet (issue 12)",
-            ),
-            (
                 "ftp://x/",
-                "unknown scheme \"ftp\" in \"ftp://x/\" (expected http)",
+                "unknown scheme \"ftp\" in \"ftp://x/\" (expected http or https)",
             ),
             ("http://", "\"http://\" has no host"),
             ("http:///app", "\"http:///app\" has no host"),
@@ -565,8 +891,8 @@ hosts:
 ");
         let conf = proxy(&c, "/app");
         assert_eq!(
-            conf.upstream,
-            unix("/run/app.sock", "[unix:/run/app.sock]", "/v1/")
+            conf.url(),
+            &unix("/run/app.sock", "[unix:/run/app.sock]", "/v1/")
         );
         assert!(conf.preserve_host && conf.preserve_x_forwarded_proto);
         assert!(!conf.emit_x_forwarded_headers && !conf.emit_via_header);
@@ -654,7 +980,7 @@ hosts:
             ]
         );
         let b = proxy(&c, "/b");
-        assert_eq!(b.upstream, tcp("b.internal", 8081, "b.internal:8081", "/"));
+        assert_eq!(b.url(), &tcp("b.internal", 8081, "b.internal:8081", "/"));
         assert_eq!(b.io_timeout, Duration::from_millis(5000));
         assert_eq!(b.connect_timeout, Duration::from_millis(5000));
         assert_eq!(b.first_byte_timeout, Duration::from_millis(7000));
@@ -697,6 +1023,94 @@ hosts:
     }
 
     #[test]
+    fn https_and_http2_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["b.internal".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(&ca, cert.pem()).unwrap();
+        let c = ok(&format!(
+            "\
+listen: 8080
+proxy.ssl.cafile: {}
+proxy.http2.ratio: 100
+hosts:
+  default:
+    paths:
+      /a:
+        proxy.reverse.url: https://B.internal/x
+        proxy.http2.max-concurrent-streams: 8
+      /b:
+        proxy.reverse.url: https://10.0.0.1:8443/
+        proxy.ssl.verify-peer: OFF
+        proxy.ssl.session-cache: {{lifetime: 3600, capacity: 10}}
+        proxy.http2.ratio: 0
+      /c:
+        proxy.reverse.url: http://10.0.0.1/
+        proxy.http2.force-cleartext: ON
+        proxy.ssl.session-cache: OFF
+      /mixed:
+        proxy.reverse.url: [http://10.0.0.1/, https://b.internal/, https://c.internal:8443/]
+",
+            ca.display()
+        ));
+        let a = proxy(&c, "/a");
+        assert_eq!(a.url(), &{
+            let mut u = tcp("b.internal", 443, "B.internal", "/x");
+            u.tls = true;
+            u
+        });
+        assert!(a.backends[0].tls.is_some());
+        assert_eq!((a.http2_ratio, a.http2_max_concurrent_streams), (100, 8));
+        let b = proxy(&c, "/b");
+        assert!(b.backends[0].tls.is_some() && b.http2_ratio == 0);
+        assert_eq!(b.http2_max_concurrent_streams, 100);
+        // Each backend of a list in its own scheme; a TLS one verifies its own name.
+        let names = proxy(&c, "/mixed")
+            .backends
+            .iter()
+            .map(|b| b.tls.as_ref().map(|t| format!("{:?}", t.0.server_name)))
+            .collect::<Vec<_>>();
+        assert_eq!(names[0], None);
+        assert!(names[1].as_ref().is_some_and(|n| n.contains("b.internal")));
+        assert!(names[2].as_ref().is_some_and(|n| n.contains("c.internal")));
+        let c = proxy(&c, "/c");
+        assert!(c.backends[0].tls.is_none() && c.http2_force_cleartext && !c.url().tls);
+
+        let e = errors(
+            "\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /a:
+        proxy.ssl.cafile: /nonexistent/ca.crt
+        proxy.ssl.session-cache: {lifetime: 10}
+        proxy.http2.max-concurrent-streams: 0
+        proxy.reverse.url: http://x/
+      /pp:
+        proxy.proxy-protocol: ON
+        proxy.timeout.keepalive: 0
+        proxy.ssl.verify-peer: OFF
+        proxy.http2.ratio: 50
+        proxy.reverse.url: [http://x/, https://y/]
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:6: proxy.ssl.cafile: /nonexistent/ca.crt: cannot read: No such file or directory (os error 2)",
+                "t.yaml:7: proxy.ssl.session-cache expects both lifetime and capacity",
+                "t.yaml:8: proxy.http2.max-concurrent-streams expects an integer >= 1, got \"0\"",
+                "t.yaml:15: proxy.proxy-protocol: ON cannot go with HTTP/2 to the backend (one HTTP/2 connection carries many clients' requests under the first client's addresses)",
+            ]
+        );
+    }
+
+    #[test]
     fn one_url_in_a_sequence_is_that_url() {
         let c = ok("\
 listen: 8080
@@ -706,7 +1120,150 @@ hosts:
       /:
         proxy.reverse.url: [\"http://127.0.0.1:3001/\"]
 ");
-        assert_eq!(proxy(&c, "/").upstream.authority, "127.0.0.1:3001");
+        assert_eq!(proxy(&c, "/").url().authority, "127.0.0.1:3001");
+    }
+
+    #[test]
+    fn several_backends_in_h2o_forms() {
+        let c = ok("\
+listen: 8080
+proxy.health-check:
+  path: /healthz
+  interval: 500
+  fall: 2
+hosts:
+  default:
+    paths:
+      /seq:
+        proxy.reverse.url: [\"http://10.0.0.1/a/\", \"http://10.0.0.2:81/\"]
+      /weighted:
+        proxy.reverse.url:
+          - url: http://10.0.0.1/
+            weight: 256
+          - http://10.0.0.2/
+      /mapping:
+        proxy.health-check: OFF
+        proxy.reverse.url:
+          backends:
+            - {url: http://10.0.0.3/, weight: 3}
+            - http://10.0.0.4/
+          balancer: least-conn
+      /one-in-mapping:
+        proxy.max-fails: 0
+        proxy.fail-timeout: 250
+        proxy.max-response-head-size: 1024
+        proxy.max-response-headers: 512
+        proxy.reverse.url:
+          backends: http://10.0.0.5/
+");
+        let weights = |p: &str| {
+            let conf = proxy(&c, p);
+            conf.backends
+                .iter()
+                .map(|b| (b.url.authority.clone(), b.weight))
+                .collect::<Vec<_>>()
+        };
+        let seq = proxy(&c, "/seq");
+        assert_eq!(seq.balancer, Balancer::RoundRobin);
+        assert_eq!(
+            weights("/seq"),
+            vec![("10.0.0.1".into(), 1), ("10.0.0.2:81".into(), 1)]
+        );
+        // The first URL gives the path (and Host) sent, as in h2o.
+        assert_eq!(seq.url().path, "/a/");
+        assert_eq!(
+            weights("/weighted"),
+            vec![("10.0.0.1".into(), 256), ("10.0.0.2".into(), 1)]
+        );
+        let mapping = proxy(&c, "/mapping");
+        assert_eq!(mapping.balancer, Balancer::LeastConn);
+        assert_eq!(
+            weights("/mapping"),
+            vec![("10.0.0.3".into(), 3), ("10.0.0.4".into(), 1)]
+        );
+        assert_eq!(mapping.health_check, None);
+        assert_eq!(
+            seq.health_check,
+            Some(HealthCheck {
+                path: "/healthz".into(),
+                interval: Duration::from_millis(500),
+                timeout: Duration::from_millis(2000),
+                status: 200,
+                rise: 2,
+                fall: 2,
+            })
+        );
+        assert_eq!(
+            (seq.max_fails, seq.fail_timeout),
+            (3, Duration::from_secs(10))
+        );
+        assert_eq!(
+            (seq.max_response_head_size, seq.max_response_headers),
+            (65536, 128)
+        );
+        let one = proxy(&c, "/one-in-mapping");
+        assert_eq!(weights("/one-in-mapping"), vec![("10.0.0.5".into(), 1)]);
+        assert_eq!(
+            (one.max_fails, one.fail_timeout),
+            (0, Duration::from_millis(250))
+        );
+        assert_eq!(
+            (one.max_response_head_size, one.max_response_headers),
+            (1024, 512)
+        );
+    }
+
+    #[test]
+    fn several_backends_errors() {
+        let e = errors(
+            "\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /empty:
+        proxy.reverse.url: []
+      /no-backends:
+        proxy.reverse.url: {balancer: round-robin}
+      /key:
+        proxy.reverse.url: {backends: [http://a/], balancr: least-conn}
+      /weight:
+        proxy.reverse.url: [{url: http://a/, weight: 257}, {weight: 2}]
+      /bad-url:
+        proxy.reverse.url: [http://a/, ftp://b/]
+      /pp:
+        proxy.proxy-protocol: ON
+        proxy.reverse.url: http://a/
+      /pp-ok:
+        proxy.proxy-protocol: ON
+        proxy.timeout.keepalive: 0
+        proxy.reverse.url: http://a/
+      /check:
+        proxy.health-check: {path: healthz, interval: 0, status: 99, rise: 0, falls: 2}
+        proxy.max-response-headers: 513
+        proxy.max-response-head-size: 100
+        proxy.reverse.url: http://a/
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:6: proxy.reverse.url: at least one backend URL must be set",
+                "t.yaml:8: proxy.reverse.url: the mapping form needs backends",
+                "t.yaml:10: unknown key balancr in proxy.reverse.url (did you mean balancer?)",
+                "t.yaml:12: proxy.reverse.url: weight must be an integer in range 1 - 256, got \"257\"",
+                "t.yaml:12: proxy.reverse.url: a backend mapping needs url",
+                "t.yaml:14: proxy.reverse.url: unknown scheme \"ftp\" in \"ftp://b/\" (expected http or https)",
+                "t.yaml:17: proxy.proxy-protocol: ON needs proxy.timeout.keepalive: 0 (a kept connection would carry other clients' requests under the first client's addresses)",
+                "t.yaml:23: unknown key falls in proxy.health-check (did you mean fall?)",
+                "t.yaml:23: proxy.health-check.path expects a path starting with /, got \"healthz\"",
+                "t.yaml:23: proxy.health-check.interval expects an integer >= 1, got \"0\"",
+                "t.yaml:23: proxy.health-check.status expects a status code (100-599), got \"99\"",
+                "t.yaml:23: proxy.health-check.rise expects an integer >= 1, got \"0\"",
+                "t.yaml:24: proxy.max-response-headers: at most 512, got 513",
+                "t.yaml:25: proxy.max-response-head-size expects an integer >= 256, got \"100\"",
+            ]
+        );
     }
 
     #[test]
@@ -751,7 +1308,7 @@ hosts:
     proxy.preserve-host: maybe
     paths:
       /https:
-        proxy.reverse.url: https://127.0.0.1/
+        proxy.reverse.url: https://[unix:/tmp/s]/
       /scheme:
         proxy.reverse.url: ws://127.0.0.1/
       /nohost:
@@ -761,19 +1318,19 @@ hosts:
       /many:
         proxy.reverse.url:
           - http://10.0.0.1/
-          - http://10.0.0.2/
+          - url: http://10.0.0.2/
+            weight: 0
       /balanced:
         proxy.reverse.url:
           backends: [http://10.0.0.1/]
-          balancer: least-conn
+          balancer: fastest
       /two:
         file.dir: /srv
         proxy.reverse.url: http://x/
       /not-yet:
-        proxy.ssl.verify-peer: OFF
-        proxy.http2.ratio: 50
+        proxy.ssl.verify-peer: maybe
+        proxy.http2.ratio: 101
         proxy.connect: ON
-        proxy.proxy-protocol: ON
         proxy.timout.io: 5
         proxy.header.add: NoColon
         proxy.header.unsetunless: \"Bad Name\"
@@ -788,17 +1345,16 @@ hosts:
                 "t.yaml:3: proxy.max-buffer-size expects an integer >= 1, got \"0\"",
                 "t.yaml:6: directive proxy.reverse.url cannot be used at the host level",
                 "t.yaml:7: proxy.preserve-host expects ON or OFF, got \"maybe\"",
-                "t.yaml:10: proxy.reverse.url with https is not supported yet (issue 12)",
-                "t.yaml:12: proxy.reverse.url: unknown scheme \"ws\" in \"ws://127.0.0.1/\" (expected http)",
+                "t.yaml:10: proxy.reverse.url: https to a unix socket is not supported",
+                "t.yaml:12: proxy.reverse.url: unknown scheme \"ws\" in \"ws://127.0.0.1/\" (expected http or https)",
                 "t.yaml:14: proxy.reverse.url: \"http:///x\" has no host",
                 "t.yaml:16: proxy.reverse.url: bad port \"99999\" in \"http://x:99999/\" (expected 1 to 65535)",
-                "t.yaml:19: proxy.reverse.url: several backends are not supported yet; give one URL",
-                "t.yaml:23: proxy.reverse.url: several backends are not supported yet; give one URL",
-                "t.yaml:27: path /two already has a handler (file.dir at line 26); proxy.reverse.url cannot be added",
-                "t.yaml:29: proxy.ssl.verify-peer is not supported yet",
-                "t.yaml:30: proxy.http2.ratio is not supported yet",
-                "t.yaml:31: proxy.connect is not supported yet",
-                "t.yaml:32: proxy.proxy-protocol is not supported yet",
+                "t.yaml:21: proxy.reverse.url: weight must be an integer in range 1 - 256, got \"0\"",
+                "t.yaml:25: proxy.reverse.url: balancer must be round-robin or least-conn, got \"fastest\"",
+                "t.yaml:28: path /two already has a handler (file.dir at line 27); proxy.reverse.url cannot be added",
+                "t.yaml:30: proxy.ssl.verify-peer expects ON or OFF, got \"maybe\"",
+                "t.yaml:31: proxy.http2.ratio expects a percentage (0 to 100)",
+                "t.yaml:32: proxy.connect is not supported yet",
                 "t.yaml:33: unknown directive proxy.timout.io (did you mean proxy.timeout.io?)",
                 "t.yaml:34: proxy.header.add expects \"Name: value\", got \"NoColon\"",
                 "t.yaml:35: proxy.header.unsetunless: \"Bad Name\" is not a valid header name",

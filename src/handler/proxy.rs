@@ -14,18 +14,25 @@ mod websocket;
 use crate::config::ProxyConf;
 use crate::handler::headers::HeaderRewriter;
 use crate::http::{Answer, Handler, Request, Version};
-use crate::upstream::{self, Backend, Pool, UpstreamRequest};
+use crate::upstream::{self, Backend, Board, Group, Pool, UpstreamRequest};
 use bytes::Bytes;
 use std::rc::Rc;
 
 pub struct ProxyHandler {
     /// The backend's authority, as metrics label it.
     name: std::sync::Arc<str>,
+    /// The first backend: the only one unless `group` is set.
     backend: Rc<Backend>,
+    /// Several backends: the balancer chooses.
+    group: Option<Rc<Group>>,
+    /// Their health; kept for a single backend too while an active check probes it.
+    _board: Option<std::sync::Arc<Board>>,
     pool: Rc<Pool>,
     conv: Rc<Conversion>,
     /// `proxy.tunnel`: upgrades become tunnels that close after this long idle.
     tunnel_timeout: Option<std::time::Duration>,
+    /// `proxy.proxy-protocol`: the client's addresses go with each request.
+    proxy_protocol: bool,
 }
 
 /// What the header conversion needs, shared by the handler and its pending answers.
@@ -57,13 +64,23 @@ impl ProxyHandler {
     /// `prefix` is the path the handler is configured on; `pool` the worker's idle backend
     /// connections.
     pub fn new(conf: &ProxyConf, prefix: &str, pool: Rc<Pool>) -> ProxyHandler {
+        let url = conf.url();
+        // One backend goes straight to it; an active check still watches it (logs, metrics).
+        let board =
+            (conf.backends.len() > 1 || conf.health_check.is_some()).then(|| Board::for_conf(conf));
         ProxyHandler {
-            name: std::sync::Arc::from(conf.upstream.authority.as_str()),
-            backend: Rc::new(Backend::new(conf)),
+            name: std::sync::Arc::from(url.authority.as_str()),
+            backend: Rc::new(Backend::new(conf, &conf.backends[0])),
+            group: board
+                .clone()
+                .filter(|_| conf.backends.len() > 1)
+                .map(|b| Group::new(conf, b)),
+            _board: board,
             pool,
+            proxy_protocol: conf.proxy_protocol,
             conv: Rc::new(Conversion {
-                upstream_authority: Bytes::from(conf.upstream.authority.clone()),
-                url_path: conf.upstream.path.clone(),
+                upstream_authority: Bytes::from(url.authority.clone()),
+                url_path: url.path.clone(),
                 prefix: prefix.trim_end_matches('/').to_string(),
                 preserve_host: conf.preserve_host,
                 emit_x_forwarded_headers: conf.emit_x_forwarded_headers,
@@ -88,14 +105,24 @@ impl Handler for ProxyHandler {
             target: self.conv.target(req.target()),
             headers: self.conv.request_headers(req),
             body: req.take_body(),
+            client_addrs: self.proxy_protocol.then_some((req.peer, req.local)),
         };
         let client = Client {
             secure: req.secure,
             authority: req.authority().map(Bytes::copy_from_slice),
             version: req.version,
         };
-        let (pool, backend, conv) = (self.pool.clone(), self.backend.clone(), self.conv.clone());
-        let name = self.name.clone();
+        let (pool, conv) = (self.pool.clone(), self.conv.clone());
+        if let Some(group) = &self.group {
+            let group = group.clone();
+            return Answer::Later(Box::pin(async move {
+                match upstream::send_balanced(pool, group, up).await {
+                    Ok(resp) => conv.client_response(resp, &client),
+                    Err(e) => e.response(),
+                }
+            }));
+        }
+        let (backend, name) = (self.backend.clone(), self.name.clone());
         Answer::Later(Box::pin(async move {
             let sent = upstream::send(pool, backend, up).await;
             crate::metrics::backend(&name, sent.is_err());

@@ -9,6 +9,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cert;
+pub mod client;
 mod resolver;
 #[cfg(test)]
 pub(crate) mod testcert;

@@ -3,18 +3,19 @@
 //! stream that reads the rest, still sending the request body if it has not all gone yet
 //! (a backend may answer before it has read everything).
 
-use super::conn::Conn;
+use super::balance::Lease;
+use super::conn::{Conn, TlsStart};
 use super::pool::Pool;
+use super::proxy_line;
 use super::request::{Prepared, RequestWriter, SendError};
 use super::response::{Head, ReadError, ResponseReader};
-use super::{
-    is_idempotent, Backend, UpstreamError, UpstreamRequest, EXPECT_WAIT, MAX_RESPONSE_HEAD,
-};
+use super::{is_idempotent, Backend, UpstreamError, UpstreamRequest, EXPECT_WAIT};
 use crate::http::body::Next;
 use crate::http::{Body, BodyError, BodyStream, Frame, Method, Response, Side, StreamBody};
 use crate::proto::h1::{self, RequestFraming, ResponseFraming};
 use std::future::{poll_fn, Future};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
@@ -27,84 +28,221 @@ pub async fn send(
     backend: Rc<Backend>,
     req: UpstreamRequest,
 ) -> Result<Response, UpstreamError> {
-    let result = exchange(&pool, &backend, req).await;
-    if let Some(e) = result
-        .as_ref()
-        .err()
-        .filter(|_| crate::log::emit_request_errors())
-    {
-        if e.side == Side::Upstream {
-            tracing::warn!(backend = %backend.name, "proxy: {e}");
-        } else {
-            tracing::info!(backend = %backend.name, "proxy: {e}");
-        }
-    }
-    result
+    let result = attempt(&pool, &backend, Unsent::Fields(req), None).await;
+    result.map_err(|(e, _)| {
+        log_failure(&backend, &e);
+        e
+    })
 }
 
-async fn exchange(
+/// A request on its way to a backend of a list, given back when a backend could not take
+/// it: its fields, or its HTTP/1.1 head once serialized (a new connection that broke before
+/// answering an idempotent request).
+pub(super) enum Unsent {
+    Fields(UpstreamRequest),
+    Serialized(Outgoing),
+}
+
+/// One try of `backend`: over HTTP/2 for its share of the requests (a request whose HTTP/1.1
+/// head was already made goes over HTTP/1.1), else over HTTP/1.1 on a pooled or new
+/// connection. `lease` lasts as long as the exchange. Gives the request back when the backend
+/// could not take it.
+pub(super) async fn attempt(
     pool: &Rc<Pool>,
     backend: &Rc<Backend>,
-    req: UpstreamRequest,
-) -> Result<Response, UpstreamError> {
-    let UpstreamRequest {
-        method,
-        target,
-        headers,
-        body,
-    } = req;
-    let head_request = method == Method::Head;
-    let idempotent = is_idempotent(&method);
-    let framing = match &body {
-        None => RequestFraming::None,
-        Some(b) => match b.content_length() {
-            Some(n) => RequestFraming::Length(n),
-            None => RequestFraming::Chunked,
-        },
+    unsent: Unsent,
+    lease: Option<Lease>,
+) -> Result<Response, (UpstreamError, Option<Unsent>)> {
+    let req = match unsent {
+        Unsent::Serialized(out) => return exchange(pool, backend, out, None, lease).await,
+        Unsent::Fields(req) => req,
     };
-    let has_body = !matches!(framing, RequestFraming::None | RequestFraming::Length(0));
-    let head = h1::RequestHead {
-        method: &method,
-        target: &target,
-        headers: &headers,
-        framing,
-        keep_alive: !backend.keepalive_timeout.is_zero(),
-        expect_continue: backend.expect && has_body,
+    if let Some(h) = backend
+        .http2
+        .as_ref()
+        .filter(|h| h.pick(pool, &backend.pool_key))
+    {
+        return super::h2::exchange(pool, backend, req, h.max_concurrent_streams, lease).await;
+    }
+    // Connected before the head is made: a backend that cannot be reached gives the fields
+    // back, and the next one may take them over HTTP/2.
+    let line = Outgoing::proxy_line_for(backend, req.client_addrs);
+    let first = match connection(pool, backend, line.as_deref(), true).await {
+        Ok(c) => c,
+        Err(e) => return Err((e, Some(Unsent::Fields(req)))),
     };
-    let mut prepared = Prepared::new(&head, body);
-    // The fields are slices of the client's request buffer: let it go now.
-    drop((target, headers));
+    exchange(
+        pool,
+        backend,
+        Outgoing::new(req, backend),
+        Some(first),
+        lease,
+    )
+    .await
+}
+
+/// Logs why an exchange with `backend` failed (a warning when the backend is to blame).
+pub(super) fn log_failure(backend: &Backend, e: &UpstreamError) {
+    if !crate::log::emit_request_errors() {
+        return;
+    }
+    if e.side == Side::Upstream {
+        tracing::warn!(backend = %backend.name, "proxy: {e}");
+    } else {
+        tracing::info!(backend = %backend.name, "proxy: {e}");
+    }
+}
+
+/// A request ready to go to any backend of its list: the head serialized once.
+pub(super) struct Outgoing {
+    prepared: Prepared,
+    head_request: bool,
+    idempotent: bool,
+    /// `proxy.proxy-protocol`: the line each new connection starts with.
+    proxy_line: Option<Vec<u8>>,
+}
+
+impl Outgoing {
+    /// `backend` gives the settings the head depends on (keep-alive, `Expect`), the same for
+    /// every backend of a list.
+    pub(super) fn new(req: UpstreamRequest, backend: &Backend) -> Outgoing {
+        let UpstreamRequest {
+            method,
+            target,
+            headers,
+            body,
+            client_addrs,
+        } = req;
+        let framing = match &body {
+            None => RequestFraming::None,
+            Some(b) => match b.content_length() {
+                Some(n) => RequestFraming::Length(n),
+                None => RequestFraming::Chunked,
+            },
+        };
+        let has_body = !matches!(framing, RequestFraming::None | RequestFraming::Length(0));
+        let head = h1::RequestHead {
+            method: &method,
+            target: &target,
+            headers: &headers,
+            framing,
+            keep_alive: !backend.keepalive_timeout.is_zero(),
+            expect_continue: backend.expect && has_body,
+        };
+        let prepared = Prepared::new(&head, body);
+        // The fields were slices of the client's request buffer: it goes now.
+        Outgoing {
+            prepared,
+            head_request: method == Method::Head,
+            idempotent: is_idempotent(&method),
+            proxy_line: Outgoing::proxy_line_for(backend, client_addrs),
+        }
+    }
+
+    /// With `proxy.proxy-protocol`: the line a new connection to `backend` starts with.
+    pub(super) fn proxy_line_for(
+        backend: &Backend,
+        client_addrs: Option<(SocketAddr, SocketAddr)>,
+    ) -> Option<Vec<u8>> {
+        client_addrs
+            .filter(|_| backend.proxy_protocol)
+            .map(|(from, to)| proxy_line::v1(from, to))
+    }
+}
+
+/// A connection to `backend` ready for a request, and whether it was pooled: the newest idle
+/// one when `may_reuse`, else a new one, which gets `proxy_line` first. Nothing of the request
+/// has been sent when this fails.
+pub(super) async fn connection(
+    pool: &Pool,
+    backend: &Backend,
+    proxy_line: Option<&[u8]>,
+    may_reuse: bool,
+) -> Result<(Conn, bool), UpstreamError> {
+    if let Some(c) = may_reuse.then(|| pool.take(&backend.pool_key)).flatten() {
+        return Ok((c, true));
+    }
+    let tls = backend.tls.as_ref().map(|t| TlsStart {
+        client: &t.0,
+        offer_h2: false,
+    });
+    let conn = Conn::connect(&backend.addr, proxy_line, tls, backend.connect_timeout)
+        .await
+        .map_err(|e| UpstreamError::bad_gateway(e.to_string()))?;
+    Ok((conn, false))
+}
+
+/// Sends `out` over HTTP/1.1 to `backend` on `first` (from [`connection`], or a TLS
+/// connection where ALPN did not choose h2) or a connection of its own, and
+/// reads up to the response head; a pooled connection found dead is replaced by a new one
+/// once. `lease` (a balancer's count of requests in flight) ends with the exchange. A failure
+/// to connect, or an idempotent request without a body sent whose new connection broke before
+/// any answer, gives the request back with the error: another backend may take it.
+pub(super) async fn exchange(
+    pool: &Rc<Pool>,
+    backend: &Rc<Backend>,
+    out: Outgoing,
+    mut first: Option<(Conn, bool)>,
+    mut lease: Option<Lease>,
+) -> Result<Response, (UpstreamError, Option<Unsent>)> {
+    let Outgoing {
+        mut prepared,
+        head_request,
+        idempotent,
+        proxy_line,
+    } = out;
     let mut may_reuse = true;
     loop {
-        let pooled = if may_reuse {
-            pool.take(&backend.addr)
-        } else {
-            None
-        };
-        let reused = pooled.is_some();
-        let conn = match pooled {
+        let (conn, reused) = match first.take() {
             Some(c) => c,
-            None => Conn::connect(&backend.addr, backend.connect_timeout)
-                .await
-                .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?,
+            None => match connection(pool, backend, proxy_line.as_deref(), may_reuse).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let out = Outgoing {
+                        prepared,
+                        head_request,
+                        idempotent,
+                        proxy_line,
+                    };
+                    return Err((e, Some(Unsent::Serialized(out))));
+                }
+            },
         };
         let mut ex = Exchange::new(conn, prepared, reused, head_request, pool, backend);
+        ex.lease = lease.take();
         match poll_fn(|cx| ex.poll_head(cx)).await {
-            Ok(head) => return ex.respond(head, head_request),
+            Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, None)),
+            Err(f) if !f.retryable => return Err((f.error, None)),
+            Err(f) if reused => {
+                lease = ex.lease.take();
+                let Some(p) = ex.writer.into_retry(idempotent) else {
+                    return Err((f.error, None));
+                };
+                tracing::debug!(
+                    backend = %backend.name,
+                    "proxy: pooled connection was dead ({}), retrying",
+                    f.error
+                );
+                prepared = p;
+                may_reuse = false;
+            }
+            // A new connection broke before any response byte: another backend may take an
+            // idempotent request none of whose body went out (as nginx's proxy_next_upstream
+            // error does).
             Err(f) => {
-                if reused && f.retryable {
-                    if let Some(p) = ex.writer.into_retry(idempotent) {
-                        tracing::debug!(
-                            backend = %backend.name,
-                            "proxy: pooled connection was dead ({}), retrying",
-                            f.error
-                        );
-                        prepared = p;
-                        may_reuse = false;
-                        continue;
-                    }
-                }
-                return Err(f.error);
+                let back = ex
+                    .writer
+                    .into_retry(false)
+                    .filter(|_| idempotent)
+                    .map(|prepared| {
+                        Unsent::Serialized(Outgoing {
+                            prepared,
+                            head_request,
+                            idempotent,
+                            proxy_line,
+                        })
+                    });
+                return Err((f.error, back));
             }
         }
     }
@@ -133,6 +271,8 @@ struct Exchange {
     /// Since when nothing has moved (the io timeout runs from then).
     stalled_since: Option<Instant>,
     timer: Timer,
+    /// A balancer's count of this request in flight: dropped with the exchange.
+    lease: Option<Lease>,
 }
 
 impl Exchange {
@@ -147,7 +287,12 @@ impl Exchange {
         Exchange {
             conn,
             writer: RequestWriter::new(prepared, reused, backend.io_size),
-            reader: ResponseReader::new(head_request, MAX_RESPONSE_HEAD, backend.io_size),
+            reader: ResponseReader::new(
+                head_request,
+                backend.max_response_head,
+                backend.max_response_fields,
+                backend.io_size,
+            ),
             pool: pool.clone(),
             backend: backend.clone(),
             keep_alive: false,
@@ -156,6 +301,7 @@ impl Exchange {
             sent_at: None,
             stalled_since: None,
             timer: Timer::default(),
+            lease: None,
         }
     }
 
@@ -366,7 +512,7 @@ impl Exchange {
             && self.reader.is_clean_end();
         if clean {
             self.pool.put(
-                &self.backend.addr,
+                &self.backend.pool_key,
                 self.conn,
                 self.backend.keepalive_timeout,
                 self.backend.max_idle_connections,
@@ -405,16 +551,7 @@ impl BodyStream for ProxyBody {
                 }
             }
             Some(Err(e)) => {
-                let name = &ex.backend.name;
-                match (crate::log::emit_request_errors(), e.side) {
-                    (false, _) => {}
-                    (true, Side::Upstream) => {
-                        tracing::warn!(backend = %name, "proxy: response body: {}", e.reason)
-                    }
-                    (true, _) => {
-                        tracing::info!(backend = %name, "proxy: request body: {}", e.reason)
-                    }
-                }
+                super::log_body_error(&ex.backend, e);
                 self.ex = None;
             }
         }
@@ -434,12 +571,12 @@ impl BodyStream for NoBody {
 /// One lazily created timer per exchange. A deadline that moves later does not reset it;
 /// it re-arms when it fires early.
 #[derive(Default)]
-struct Timer {
+pub(super) struct Timer {
     sleep: Option<Pin<Box<Sleep>>>,
 }
 
 impl Timer {
-    fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
+    pub(super) fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
         let sleep = match &mut self.sleep {
             Some(s) => {
                 if s.deadline() > at {

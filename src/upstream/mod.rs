@@ -1,5 +1,6 @@
-//! The client side of the proxy: HTTP/1.1 to backends over TCP or Unix sockets, with a
-//! per-worker connection pool.
+//! The client side of the proxy: HTTP/1.1 (and HTTP/2, [`h2`]) to backends over TCP, TLS or
+//! Unix sockets, with a per-worker connection pool; lists of backends ([`balance`]) with
+//! their health ([`health`]); tunnels ([`tunnel`]).
 //!
 //! [`send`] is polled by the client connection's own task (no task per request): it takes a
 //! pooled connection or opens one, sends the request head and streams the request body while
@@ -13,27 +14,33 @@
 // Peer input must never panic: outside tests, no unwrap or expect here.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod balance;
 mod conn;
 mod exchange;
+mod h2;
+mod health;
 mod pool;
+mod probe;
+mod proxy_line;
 mod request;
 mod response;
 #[cfg(test)]
 pub(crate) mod tests;
 mod tunnel;
 
+pub use balance::{open_tunnel_balanced, send_balanced, Group};
 pub use exchange::send;
-pub use pool::Pool;
+pub use health::{backend_health, Board};
 pub use tunnel::{open_tunnel, TunnelRequest};
 
-use crate::config::{ProxyConf, UpstreamAddr};
+pub use pool::{Pool, PoolKey};
+
+use crate::config::{BackendConf, ProxyConf, TlsClient, UpstreamAddr};
 use crate::http::{BodyError, Method, RequestBody, Response, Side};
 use bytes::Bytes;
 use std::fmt;
+use std::net::SocketAddr;
 use std::time::Duration;
-
-/// The largest response head (status line and fields) accepted from a backend.
-pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
 /// How long a request sent with `Expect: 100-continue` waits for `100 Continue` before
 /// sending its body anyway (RFC 9110 10.1.1 lets a client stop waiting).
@@ -55,18 +62,62 @@ pub struct Backend {
     pub io_size: usize,
     /// Send `Expect: 100-continue` with request bodies.
     pub expect: bool,
+    /// `proxy.max-response-head-size`: also bounds a trailer section.
+    pub max_response_head: usize,
+    /// `proxy.max-response-headers`
+    pub max_response_fields: usize,
+    /// `proxy.proxy-protocol`: new connections start with a PROXY line.
+    pub proxy_protocol: bool,
+    /// `https://`: the TLS client (SNI and verification from the URL's host).
+    pub tls: Option<TlsClient>,
+    /// Idle connections are pooled under the address and the scheme.
+    pub pool_key: PoolKey,
+    /// HTTP/2 to the backend for a share of the requests (`proxy.http2.*`).
+    pub http2: Option<Http2>,
+}
+
+/// Which requests go over HTTP/2, and how many at once on a connection.
+#[derive(Debug)]
+pub struct Http2 {
+    /// `proxy.http2.ratio`, 1 to 100.
+    pub ratio: u8,
+    pub max_concurrent_streams: u32,
+    /// Accumulates `ratio` per request; a request goes over HTTP/2 each time it passes 100,
+    /// so the share is exact and evenly spread.
+    credit: std::cell::Cell<u32>,
+}
+
+impl Http2 {
+    /// `None` when no request to this backend (`tls`: an `https://` one) goes over HTTP/2.
+    pub fn new(conf: &ProxyConf, tls: bool) -> Option<Http2> {
+        let on = ProxyConf::speaks_http2(tls, conf.http2_ratio, conf.http2_force_cleartext);
+        on.then(|| Http2 {
+            ratio: conf.http2_ratio,
+            max_concurrent_streams: conf.http2_max_concurrent_streams,
+            credit: std::cell::Cell::new(0),
+        })
+    }
+
+    /// Whether this request goes over HTTP/2.
+    fn pick(&self, pool: &Pool, key: &PoolKey) -> bool {
+        let c = self.credit.get() + u32::from(self.ratio);
+        let h2 = c >= 100;
+        self.credit.set(if h2 { c - 100 } else { c });
+        h2 && !pool.speaks_no_h2(key)
+    }
 }
 
 impl Backend {
-    pub fn new(conf: &ProxyConf) -> Backend {
-        let addr = conf.upstream.addr.clone();
-        let name = match &addr {
-            UpstreamAddr::Tcp { host, port } => format!("{host}:{port}"),
-            UpstreamAddr::Unix(path) => format!("unix:{}", path.display()),
-        };
+    /// The backend `b` of a list with the settings of `conf`.
+    pub fn new(conf: &ProxyConf, b: &BackendConf) -> Backend {
+        let addr = b.url.addr.clone();
+        let tls = b.tls.is_some();
         Backend {
+            name: display_name(&addr, tls),
+            http2: Http2::new(conf, tls),
+            pool_key: PoolKey::new(&addr, tls),
+            tls: b.tls.clone(),
             addr,
-            name,
             connect_timeout: conf.connect_timeout,
             first_byte_timeout: conf.first_byte_timeout,
             io_timeout: conf.io_timeout,
@@ -75,7 +126,19 @@ impl Backend {
             // A bound on memory per exchange; reads beyond 64 KiB gain nothing.
             io_size: conf.max_buffer_size.clamp(1, 64 * 1024),
             expect: conf.expect,
+            max_response_head: conf.max_response_head_size,
+            max_response_fields: conf.max_response_headers,
+            proxy_protocol: conf.proxy_protocol,
         }
+    }
+}
+
+/// `host:port` (`https://host:port` over TLS) or `unix:/path`, for logs.
+fn display_name(addr: &UpstreamAddr, tls: bool) -> String {
+    match addr {
+        UpstreamAddr::Tcp { host, port } if tls => format!("https://{host}:{port}"),
+        UpstreamAddr::Tcp { host, port } => format!("{host}:{port}"),
+        UpstreamAddr::Unix(path) => format!("unix:{}", path.display()),
     }
 }
 
@@ -88,6 +151,8 @@ pub struct UpstreamRequest {
     /// Connection and Expect are written by the client.
     pub headers: Vec<(Bytes, Bytes)>,
     pub body: Option<RequestBody>,
+    /// With `proxy.proxy-protocol`: the client's address and the one it connected to.
+    pub client_addrs: Option<(SocketAddr, SocketAddr)>,
 }
 
 /// Why an exchange failed before a response could be given.
@@ -133,6 +198,18 @@ impl UpstreamError {
 impl fmt::Display for UpstreamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.reason)
+    }
+}
+
+/// Logs a body that broke off mid-way, once, naming the backend and the side that failed.
+fn log_body_error(backend: &Backend, e: &BodyError) {
+    if !crate::log::emit_request_errors() {
+        return;
+    }
+    let name = &backend.name;
+    match e.side {
+        Side::Upstream => tracing::warn!(backend = %name, "proxy: response body: {}", e.reason),
+        _ => tracing::info!(backend = %name, "proxy: request body: {}", e.reason),
     }
 }
 

@@ -2,19 +2,40 @@
 //! first, each closed after its `proxy.timeout.keepalive`, at most `max_idle` per backend.
 
 use super::conn::Conn;
+use super::h2::H2Conn;
 use crate::config::UpstreamAddr;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 
 pub struct Pool {
     /// Oldest first: they expire in that order.
-    idle: RefCell<HashMap<UpstreamAddr, VecDeque<Idle>>>,
+    idle: RefCell<HashMap<PoolKey, VecDeque<Idle>>>,
+    /// HTTP/2 connections, shared by the requests on them (each closes itself when idle).
+    h2: RefCell<HashMap<PoolKey, Vec<Rc<H2Conn>>>>,
+    /// TLS backends that did not choose h2 in ALPN.
+    no_h2: RefCell<HashSet<PoolKey>>,
     /// Whether the task that closes expired connections is running.
     sweeping: Cell<bool>,
     me: Weak<Pool>,
+}
+
+/// What a pooled connection can be reused for: the same address in the same scheme.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    addr: UpstreamAddr,
+    tls: bool,
+}
+
+impl PoolKey {
+    pub fn new(addr: &UpstreamAddr, tls: bool) -> PoolKey {
+        PoolKey {
+            addr: addr.clone(),
+            tls,
+        }
+    }
 }
 
 struct Idle {
@@ -26,6 +47,8 @@ impl Pool {
     pub fn new() -> Rc<Pool> {
         Rc::new_cyclic(|me| Pool {
             idle: RefCell::new(HashMap::new()),
+            h2: RefCell::new(HashMap::new()),
+            no_h2: RefCell::new(HashSet::new()),
             sweeping: Cell::new(false),
             me: me.clone(),
         })
@@ -35,7 +58,7 @@ impl Pool {
     /// not probed (that would cost a syscall per request): a backend that closed it meanwhile
     /// makes the exchange fail before any byte comes back, and the exchange retries once on
     /// a fresh connection.
-    pub fn take(&self, addr: &UpstreamAddr) -> Option<Conn> {
+    pub fn take(&self, addr: &PoolKey) -> Option<Conn> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(addr)?;
         let c = list.pop_back()?;
@@ -48,7 +71,7 @@ impl Pool {
     }
 
     /// Keeps `conn` for reuse for `keepalive`, dropping the oldest beyond `max_idle`.
-    pub fn put(&self, addr: &UpstreamAddr, conn: Conn, keepalive: Duration, max_idle: usize) {
+    pub fn put(&self, addr: &PoolKey, conn: Conn, keepalive: Duration, max_idle: usize) {
         if keepalive.is_zero() || max_idle == 0 {
             return;
         }
@@ -70,8 +93,45 @@ impl Pool {
         self.start_sweeping();
     }
 
+    /// An HTTP/2 connection to `key` with room for one more request (or still connecting).
+    pub(super) fn h2_conn(&self, key: &PoolKey) -> Option<Rc<H2Conn>> {
+        let h2 = self.h2.borrow();
+        h2.get(key)?.iter().find(|c| c.usable()).cloned()
+    }
+
+    pub(super) fn add_h2(&self, key: &PoolKey, conn: Rc<H2Conn>) {
+        self.h2
+            .borrow_mut()
+            .entry(key.clone())
+            .or_default()
+            .push(conn);
+    }
+
+    /// Called by the connection's driver when it ends.
+    pub(super) fn remove_h2(&self, key: &PoolKey, conn: &Rc<H2Conn>) {
+        let mut h2 = self.h2.borrow_mut();
+        if let Some(list) = h2.get_mut(key) {
+            list.retain(|c| !Rc::ptr_eq(c, conn));
+            if list.is_empty() {
+                h2.remove(key);
+            }
+        }
+    }
+
+    pub(super) fn mark_no_h2(&self, key: &PoolKey) {
+        if !self.speaks_no_h2(key) {
+            tracing::info!("proxy: {:?} does not offer h2 in ALPN; using HTTP/1.1", key);
+            self.no_h2.borrow_mut().insert(key.clone());
+        }
+    }
+
+    pub(super) fn speaks_no_h2(&self, key: &PoolKey) -> bool {
+        let no = self.no_h2.borrow();
+        !no.is_empty() && no.contains(key)
+    }
+
     /// Idle connections kept for `addr`.
-    pub fn idle_count(&self, addr: &UpstreamAddr) -> usize {
+    pub fn idle_count(&self, addr: &PoolKey) -> usize {
         self.idle.borrow().get(addr).map_or(0, VecDeque::len)
     }
 

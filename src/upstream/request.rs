@@ -84,6 +84,8 @@ pub struct RequestWriter {
     /// Stop taking body pieces once this much is queued (`proxy.max-buffer-size`).
     high_water: usize,
     progressed: bool,
+    /// TLS held records the socket did not take when everything else was written.
+    unflushed: bool,
 }
 
 impl RequestWriter {
@@ -117,6 +119,7 @@ impl RequestWriter {
             replay_len: 0,
             high_water,
             progressed: false,
+            unflushed: false,
         };
         w.push(p.head);
         for f in p.replay {
@@ -139,7 +142,23 @@ impl RequestWriter {
                 return Poll::Ready(Err(SendError::Io(e)));
             }
             match self.state {
-                State::Done if self.out_len == 0 => return Poll::Ready(Ok(())),
+                // Sent once TLS, too, has written out the records it holds.
+                State::Done if self.out_len == 0 => {
+                    return match Pin::new(&mut *conn).poll_flush(cx) {
+                        Poll::Ready(Ok(())) => {
+                            self.unflushed = false;
+                            Poll::Ready(Ok(()))
+                        }
+                        Poll::Ready(Err(e)) => {
+                            self.fail();
+                            Poll::Ready(Err(SendError::Io(e)))
+                        }
+                        Poll::Pending => {
+                            self.unflushed = true;
+                            Poll::Pending
+                        }
+                    };
+                }
                 State::Done | State::AwaitContinue | State::Failed => return Poll::Pending,
                 State::Body => {}
             }
@@ -188,7 +207,7 @@ impl RequestWriter {
 
     /// Bytes are queued that the backend has not accepted yet.
     pub fn is_blocked(&self) -> bool {
-        self.out_len > 0 && self.state != State::Failed
+        (self.out_len > 0 || self.unflushed) && self.state != State::Failed
     }
 
     /// Whether bytes moved since the last call.

@@ -45,6 +45,8 @@ pub struct ResponseReader {
     head_request: bool,
     /// Limit on the head and the trailer section.
     max_head: usize,
+    /// Limit on the fields of a head.
+    max_fields: usize,
     /// How much one read may take (`proxy.max-buffer-size`, capped).
     read_size: usize,
     body: BodyState,
@@ -54,11 +56,17 @@ pub struct ResponseReader {
 }
 
 impl ResponseReader {
-    pub fn new(head_request: bool, max_head: usize, read_size: usize) -> ResponseReader {
+    pub fn new(
+        head_request: bool,
+        max_head: usize,
+        max_fields: usize,
+        read_size: usize,
+    ) -> ResponseReader {
         ResponseReader {
             buf: BytesMut::new(),
             head_request,
             max_head,
+            max_fields,
             read_size,
             body: BodyState::Done,
             received: false,
@@ -75,8 +83,13 @@ impl ResponseReader {
     ) -> Poll<Result<Head, ReadError>> {
         loop {
             if !self.buf.is_empty() {
-                let parsed = h1::parse_response_head(&self.buf, self.head_request, self.max_head)
-                    .map_err(|m| ReadError::Malformed(m.0))?;
+                let parsed = h1::parse_response_head(
+                    &self.buf,
+                    self.head_request,
+                    self.max_head,
+                    self.max_fields,
+                )
+                .map_err(|m| ReadError::Malformed(m.0))?;
                 if let Some(p) = parsed {
                     let bytes = self.buf.split_to(p.len).freeze();
                     let headers = p
@@ -237,6 +250,15 @@ impl ResponseReader {
         cx: &mut Context<'_>,
         want: usize,
     ) -> Poll<io::Result<usize>> {
+        // TLS decrypts through rustls' own buffer: read through it.
+        if conn.is_tls() {
+            let n = std::task::ready!(conn.poll_read_buf(cx, &mut self.buf, want.max(1)))?;
+            if n > 0 {
+                self.received = true;
+                self.progressed = true;
+            }
+            return Poll::Ready(Ok(n));
+        }
         // Readiness first: nothing is allocated while the backend thinks.
         let n = loop {
             if let Err(e) = std::task::ready!(conn.poll_read_ready(cx)) {

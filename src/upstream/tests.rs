@@ -139,13 +139,17 @@ impl Peer {
     }
 }
 
-pub(crate) fn conf(addr: SocketAddr) -> Backend {
+pub(crate) fn conf(sa: SocketAddr) -> Backend {
+    let addr = UpstreamAddr::Tcp {
+        host: sa.ip().to_string(),
+        port: sa.port(),
+    };
     Backend {
-        addr: UpstreamAddr::Tcp {
-            host: addr.ip().to_string(),
-            port: addr.port(),
-        },
-        name: addr.to_string(),
+        pool_key: super::PoolKey::new(&addr, false),
+        tls: None,
+        http2: None,
+        addr,
+        name: sa.to_string(),
         connect_timeout: Duration::from_secs(2),
         first_byte_timeout: Duration::from_secs(5),
         io_timeout: Duration::from_secs(5),
@@ -153,6 +157,9 @@ pub(crate) fn conf(addr: SocketAddr) -> Backend {
         max_idle_connections: 8,
         io_size: 16 * 1024,
         expect: false,
+        max_response_head: 64 * 1024,
+        max_response_fields: 128,
+        proxy_protocol: false,
     }
 }
 
@@ -162,6 +169,7 @@ fn request(method: Method, target: &'static str, body: Option<RequestBody>) -> U
         target: Bytes::from_static(target.as_bytes()),
         headers: vec![(Bytes::from_static(b"Host"), Bytes::from_static(b"backend"))],
         body,
+        client_addrs: None,
     }
 }
 
@@ -276,7 +284,7 @@ fn chunked_with_trailers() {
             "forbidden trailer fields are dropped"
         );
         assert_eq!(
-            pool.idle_count(&be.addr),
+            pool.idle_count(&be.pool_key),
             1,
             "a clean chunked response frees the connection"
         );
@@ -297,7 +305,7 @@ fn read_until_close() {
         let resp = send_to(&pool, &be, get("/")).await.unwrap();
         let (data, _) = collect(resp.body).await.unwrap();
         assert_eq!(data, b"until the end");
-        assert_eq!(pool.idle_count(&be.addr), 0);
+        assert_eq!(pool.idle_count(&be.pool_key), 0);
     });
 }
 
@@ -396,7 +404,7 @@ fn a_backend_dying_mid_body_ends_the_body_with_an_error() {
             let resp = send_to(&pool, &be, get("/")).await.unwrap();
             let e = collect(resp.body).await.unwrap_err();
             assert_eq!(e.side, Side::Upstream);
-            assert_eq!(pool.idle_count(&be.addr), 0);
+            assert_eq!(pool.idle_count(&be.pool_key), 0);
         });
     }
 }
@@ -436,7 +444,7 @@ fn the_pool_reuses_one_connection() {
             let resp = send_to(&pool, &be, get("/n")).await.unwrap();
             assert_eq!(collect(resp.body).await.unwrap().0, b"GET /n HTTP/1.1");
         }
-        assert_eq!(pool.idle_count(&be.addr), 1);
+        assert_eq!(pool.idle_count(&be.pool_key), 1);
     });
     assert_eq!(b.connections.load(Ordering::SeqCst), 1);
 }
@@ -461,9 +469,9 @@ fn idle_connections_expire_and_are_capped() {
             send_to(&pool, &be, get("/"))
         );
         assert!(a.is_ok() && b2.is_ok() && c3.is_ok());
-        assert_eq!(pool.idle_count(&be.addr), 2);
+        assert_eq!(pool.idle_count(&be.pool_key), 2);
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(pool.idle_count(&be.addr), 0, "the sweeper closed them");
+        assert_eq!(pool.idle_count(&be.pool_key), 0, "the sweeper closed them");
     });
     assert_eq!(b.connections.load(Ordering::SeqCst), 3);
 }
@@ -749,7 +757,7 @@ fn dropping_the_body_closes_the_connection() {
     run(async {
         let resp = send_to(&pool, &be, get("/")).await.unwrap();
         drop(resp);
-        assert_eq!(pool.idle_count(&be.addr), 0);
+        assert_eq!(pool.idle_count(&be.pool_key), 0);
         let resp = send_to(&pool, &be, get("/")).await.unwrap();
         drop(resp);
     });
@@ -777,6 +785,7 @@ fn unix_socket_backends() {
     });
     let mut c = conf(SocketAddr::from(([127, 0, 0, 1], 1)));
     c.addr = UpstreamAddr::Unix(path);
+    c.pool_key = super::PoolKey::new(&c.addr, false);
     let be = Rc::new(c);
     run(async {
         let resp = send_to(&Pool::new(), &be, get("/")).await.unwrap();
@@ -836,4 +845,45 @@ fn a_send_that_failed_is_resent_whole() {
         );
         assert!(got.ends_with("\r\n\r\nhelloworld"), "{got}");
     });
+}
+
+#[test]
+fn http2_ratio_is_an_exact_share_and_cleartext_needs_force_and_100() {
+    use crate::config::{TlsClient, UpstreamUrl};
+    use crate::tls::client::{ClientOptions, ClientTls};
+    let url = UpstreamUrl {
+        addr: UpstreamAddr::Tcp {
+            host: "b".into(),
+            port: 443,
+        },
+        authority: "b".into(),
+        path: "/".into(),
+        tls: true,
+    };
+    let tls = ClientTls::new(
+        "b",
+        &ClientOptions {
+            roots: None,
+            session_cache: None,
+        },
+    )
+    .unwrap();
+    let mut conf = crate::config::ProxyConf::new(url);
+    conf.backends[0].tls = Some(TlsClient(Arc::new(tls)));
+    let pool = Pool::new();
+    let key = PoolKey::new(&conf.url().addr, true);
+    for ratio in [1u8, 30, 50, 99, 100] {
+        conf.http2_ratio = ratio;
+        let h2 = Http2::new(&conf, true).unwrap();
+        let n = (0..1000).filter(|_| h2.pick(&pool, &key)).count();
+        assert_eq!(n, usize::from(ratio) * 10, "ratio {ratio}");
+    }
+    conf.http2_ratio = 0;
+    assert!(Http2::new(&conf, true).is_none());
+    // Cleartext: only 100 with force-cleartext, as h2o.
+    for (ratio, force, on) in [(100, true, true), (100, false, false), (50, true, false)] {
+        conf.http2_ratio = ratio;
+        conf.http2_force_cleartext = force;
+        assert_eq!(Http2::new(&conf, false).is_some(), on, "{ratio} {force}");
+    }
 }

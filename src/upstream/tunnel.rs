@@ -1,11 +1,15 @@
 //! Tunnels to a backend (`proxy.tunnel`): a request with `Upgrade` on a connection of its
 //! own, and once the backend answers `101 Switching Protocols`, bytes both ways until
-//! either side closes or nothing moves for the tunnel's idle timeout. Any other answer is
+//! either side closes or nothing moves for the tunnel's idle timeout. The connection is
+//! HTTP/1.1 whatever `proxy.http2.*` says (over TLS to an `https://` backend, offering only
+//! `http/1.1` in ALPN): an upgrade exists only there. Any other answer is
 //! an ordinary response, read to its end; the connection is never pooled either way.
 
+use super::balance::Lease;
 use super::conn::Conn;
+use super::exchange::{connection, log_failure, Outgoing};
 use super::response::{ReadError, ResponseReader};
-use super::{Backend, UpstreamError, MAX_RESPONSE_HEAD};
+use super::{Backend, Pool, UpstreamError};
 use crate::http::body::Next;
 use crate::http::{
     Body, BodyError, BodyStream, Frame, Method, RequestBody, Response, Side, StreamBody,
@@ -14,6 +18,7 @@ use crate::proto::h1::ResponseFraming;
 use bytes::{Buf, Bytes};
 use std::future::{poll_fn, Future};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -35,27 +40,51 @@ pub struct TunnelRequest {
     pub client: RequestBody,
     /// How long the open tunnel may carry nothing either way.
     pub idle_timeout: Duration,
+    /// With `proxy.proxy-protocol`: the client's address and the one it connected to.
+    pub client_addrs: Option<(SocketAddr, SocketAddr)>,
 }
 
 /// Opens a tunnel: the backend's `101` (its fields; the body is the backend's bytes, and
 /// the client's are sent as they come), or its other answer as it is.
 pub async fn open_tunnel(
+    pool: Rc<Pool>,
     backend: Rc<Backend>,
     req: TunnelRequest,
 ) -> Result<Response, UpstreamError> {
-    let result = exchange(&backend, req).await;
-    if let Err(e) = &result {
-        if crate::log::emit_request_errors() {
-            tracing::warn!(backend = %backend.name, "proxy: upgrade: {e}");
-        }
-    }
-    result
+    exchange(&pool, &backend, req, None)
+        .await
+        .map_err(|(e, _)| {
+            log_failure(&backend, &e);
+            e
+        })
 }
 
-async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, UpstreamError> {
-    let mut conn = Conn::connect(&backend.addr, backend.connect_timeout)
+/// The tunnel's exchange on a connection of its own (never pooled), which starts with the
+/// PROXY line when configured. `lease` (a balancer's count) lasts as long as the tunnel. A
+/// backend that cannot be reached gives the request back: nothing of it was sent.
+pub(super) async fn exchange(
+    pool: &Pool,
+    backend: &Backend,
+    req: TunnelRequest,
+    lease: Option<Lease>,
+) -> Result<Response, (UpstreamError, Option<TunnelRequest>)> {
+    let line = Outgoing::proxy_line_for(backend, req.client_addrs);
+    let conn = match connection(pool, backend, line.as_deref(), false).await {
+        Ok((conn, _)) => conn,
+        Err(e) => return Err((e, Some(req))),
+    };
+    opened(backend, conn, req, lease)
         .await
-        .map_err(|e| UpstreamError::bad_gateway(format!("cannot connect: {e}")))?;
+        .map_err(|e| (e, None))
+}
+
+/// Sends the upgrade request on `conn` and reads the backend's answer.
+async fn opened(
+    backend: &Backend,
+    mut conn: Conn,
+    req: TunnelRequest,
+    lease: Option<Lease>,
+) -> Result<Response, UpstreamError> {
     let head = request_head(&req);
     match tokio::time::timeout(backend.io_timeout, conn.write_all(&head)).await {
         Ok(Ok(())) => {}
@@ -66,7 +95,12 @@ async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, Ups
             ))
         }
     }
-    let mut reader = ResponseReader::new(false, MAX_RESPONSE_HEAD, backend.io_size);
+    let mut reader = ResponseReader::new(
+        false,
+        backend.max_response_head,
+        backend.max_response_fields,
+        backend.io_size,
+    );
     let read_head = async {
         loop {
             let head = poll_fn(|cx| reader.poll_head(&mut conn, cx)).await?;
@@ -102,14 +136,20 @@ async fn exchange(backend: &Backend, req: TunnelRequest) -> Result<Response, Ups
         };
         Body::Stream(StreamBody {
             len: None,
-            stream: Box::new(Passage::new(conn, reader, Some(tunnel), req.idle_timeout)),
+            stream: Box::new(Passage::new(
+                conn,
+                reader,
+                Some(tunnel),
+                req.idle_timeout,
+                lease,
+            )),
         })
     } else {
         match head.framing {
             ResponseFraming::None => Body::Empty,
             _ => Body::Stream(StreamBody {
                 len: head.content_length,
-                stream: Box::new(Passage::new(conn, reader, None, backend.io_timeout)),
+                stream: Box::new(Passage::new(conn, reader, None, backend.io_timeout, lease)),
             }),
         }
     };
@@ -155,6 +195,8 @@ struct Passage {
     last_moved: Instant,
     sleep: Option<Pin<Box<Sleep>>>,
     _open: Option<crate::metrics::OpenTunnel>,
+    /// Counts the tunnel (or the refused upgrade's body) in flight on its backend.
+    _lease: Option<Lease>,
 }
 
 impl Passage {
@@ -163,6 +205,7 @@ impl Passage {
         reader: ResponseReader,
         tunnel: Option<Tunnel>,
         idle_timeout: Duration,
+        lease: Option<Lease>,
     ) -> Passage {
         let open = tunnel.as_ref().map(|_| crate::metrics::OpenTunnel::open());
         Passage {
@@ -175,12 +218,24 @@ impl Passage {
             last_moved: Instant::now(),
             sleep: None,
             _open: open,
+            _lease: lease,
         }
     }
 
-    /// Writes what the client sent, as far as the backend takes it. Returns whether
-    /// anything moved.
+    /// Writes what the client sent, as far as the backend takes it, and flushes it (TLS holds
+    /// written records until flushed). Returns whether anything moved.
     fn send_client_bytes(&mut self, cx: &mut Context<'_>) -> Result<bool, BodyError> {
+        let moved = self.write_client_bytes(cx)?;
+        match Pin::new(&mut self.conn).poll_flush(cx) {
+            Poll::Ready(Err(e)) => Err(BodyError::new(
+                Side::Upstream,
+                format!("tunnel: write failed: {e}"),
+            )),
+            _ => Ok(moved),
+        }
+    }
+
+    fn write_client_bytes(&mut self, cx: &mut Context<'_>) -> Result<bool, BodyError> {
         let mut moved = false;
         let Some(client) = self.tunnel.as_mut().map(|t| &mut t.client) else {
             return Ok(false);
@@ -319,8 +374,11 @@ thread_local! {
 /// so that a short read marks the socket drained and the next poll waits for readiness
 /// instead of trying a read that would find nothing (one system call less per message).
 fn read_arena(conn: &mut Conn, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<Bytes>> {
-    // Nothing is reserved while the backend is quiet.
-    std::task::ready!(conn.poll_read_ready(cx))?;
+    // Nothing is reserved while the backend is quiet. Not over TLS: rustls may hold
+    // decrypted bytes the socket no longer shows.
+    if !conn.is_tls() {
+        std::task::ready!(conn.poll_read_ready(cx))?;
+    }
     ARENA.with_borrow_mut(|arena| {
         debug_assert!(arena.is_empty());
         if arena.capacity() < want {

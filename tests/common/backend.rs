@@ -33,7 +33,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -48,6 +48,10 @@ const DYING: Duration = Duration::from_millis(300);
 pub struct Options {
     /// Close a keep-alive connection that has been idle this long.
     pub idle_close: Option<Duration>,
+    /// Wait this many ms before every answer; may change while the backend runs.
+    pub delay_ms: Option<Arc<AtomicU64>>,
+    /// Listen here (to come back on the port of a stopped backend) instead of a free port.
+    pub addr: Option<SocketAddr>,
 }
 
 /// A TCP or unix stream.
@@ -146,7 +150,10 @@ impl Backend {
     }
 
     pub fn start_with(opts: Options) -> Backend {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind backend");
+        let at = opts
+            .addr
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let l = TcpListener::bind(at).expect("bind backend");
         let addr = l.local_addr().expect("backend address");
         Backend::run(Listener::Tcp(l), Some(addr), None, opts)
     }
@@ -344,6 +351,9 @@ fn serve(sock: Sock, shared: &Shared) {
         };
         input.get_ref().set_read_timeout(READ_TIMEOUT);
         shared.requests.fetch_add(1, Ordering::SeqCst);
+        if let Some(ms) = &shared.opts.delay_ms {
+            std::thread::sleep(Duration::from_millis(ms.load(Ordering::SeqCst)));
+        }
         let (line, headers) = h1read::parse_head(&head);
         let mut parts = line.split(' ');
         let req = Req {

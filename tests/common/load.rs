@@ -76,8 +76,13 @@ impl Load {
     }
 
     fn spawn_h2load(url: &str, duration: &str) -> Load {
+        Load::h2load_with(url, &["-c100", "-m10", "-t1", "-D", duration])
+    }
+
+    /// h2load with `args` (connections, streams, duration or count) against `url`.
+    pub fn h2load_with(url: &str, args: &[&str]) -> Load {
         let child = Command::new("h2load")
-            .args(["-c100", "-m10", "-t1", "-D", duration])
+            .args(args)
             .arg(url)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

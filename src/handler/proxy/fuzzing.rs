@@ -6,7 +6,7 @@ use super::{Client, ProxyHandler};
 use crate::config::HandlerConf;
 use crate::http::request::RequestBuilder;
 use crate::http::Response;
-use crate::proto::h1::{parse_head, parse_response_head, HeadLimits};
+use crate::proto::h1::{parse_head, parse_response_head, HeadLimits, MAX_RESPONSE_FIELDS};
 use crate::upstream::Pool;
 use bytes::Bytes;
 use std::net::SocketAddr;
@@ -55,7 +55,7 @@ pub fn convert(request: &[u8], response: &[u8], preserve_host: bool) -> Option<C
         fields: head.fields,
     }
     .build(Bytes::copy_from_slice(&request[..head.len]));
-    let parsed = parse_response_head(response, false, 8192).ok()??;
+    let parsed = parse_response_head(response, false, 8192, MAX_RESPONSE_FIELDS).ok()??;
     let mut resp = Response::new(parsed.status);
     resp.headers = parsed
         .fields

@@ -14,14 +14,6 @@ use std::time::Duration;
 
 fn proxy_conf(addr: SocketAddr, path: &str) -> ProxyConf {
     ProxyConf {
-        upstream: UpstreamUrl {
-            addr: UpstreamAddr::Tcp {
-                host: addr.ip().to_string(),
-                port: addr.port(),
-            },
-            authority: addr.to_string(),
-            path: path.into(),
-        },
         preserve_host: false,
         emit_x_forwarded_headers: true,
         emit_via_header: true,
@@ -38,6 +30,15 @@ fn proxy_conf(addr: SocketAddr, path: &str) -> ProxyConf {
         max_idle_connections: 64,
         tunnel: false,
         tunnel_timeout: Duration::from_secs(5),
+        ..ProxyConf::new(UpstreamUrl {
+            addr: UpstreamAddr::Tcp {
+                host: addr.ip().to_string(),
+                port: addr.port(),
+            },
+            authority: addr.to_string(),
+            path: path.into(),
+            tls: false,
+        })
     }
 }
 
@@ -127,7 +128,7 @@ fn targets_are_the_url_path_and_the_path_below_the_prefix() {
     let conf = proxy_conf("127.0.0.1:1".parse().unwrap(), "/x/");
     let t = |prefix: &str, url_path: &str, target: &str| {
         let mut c = conf.clone();
-        c.upstream.path = url_path.into();
+        c.backends[0].url.path = url_path.into();
         let h = handler(&c, prefix);
         String::from_utf8(h.conv.target(target.as_bytes()).to_vec()).unwrap()
     };

@@ -77,16 +77,25 @@ impl ProxyHandler {
             upgrade: protocol,
             client: client_bytes,
             idle_timeout,
+            client_addrs: self.proxy_protocol.then_some((req.peer, req.local)),
         };
         let client = Client {
             secure: req.secure,
             authority: req.authority().map(Bytes::copy_from_slice),
             version: req.version,
         };
-        let (backend, conv, name) = (self.backend.clone(), self.conv.clone(), self.name.clone());
+        let (pool, conv) = (self.pool.clone(), self.conv.clone());
+        let (backend, group, name) = (self.backend.clone(), self.group.clone(), self.name.clone());
         Some(Answer::Later(Box::pin(async move {
-            let opened = upstream::open_tunnel(backend, up).await;
-            crate::metrics::backend(&name, opened.is_err());
+            // Through the balancer when there are several backends, as other requests go.
+            let opened = match group {
+                Some(group) => upstream::open_tunnel_balanced(pool, group, up).await,
+                None => {
+                    let opened = upstream::open_tunnel(pool, backend, up).await;
+                    crate::metrics::backend(&name, opened.is_err());
+                    opened
+                }
+            };
             let resp = match opened {
                 Ok(r) => r,
                 Err(e) => return e.response(),

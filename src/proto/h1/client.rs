@@ -4,10 +4,11 @@
 use super::framing::{self, FramingError, MessageFraming};
 use super::write::itoa;
 use crate::http::{Method, Version};
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
-/// The most header fields a response head may have.
-pub const MAX_RESPONSE_FIELDS: usize = 128;
+/// The most header fields a response head may have (`proxy.max-response-headers` at most).
+pub const MAX_RESPONSE_FIELDS: usize = 512;
 
 /// How the body of a request sent upstream is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,15 +96,21 @@ pub struct MalformedResponse(pub &'static str);
 
 /// Parses a response head from the start of `buf`. `Ok(None)` means more bytes are needed.
 /// `head_request`: the request was HEAD, so the response has no body whatever it says.
-/// `max_len` bounds the head; it may have [`MAX_RESPONSE_FIELDS`] fields.
+/// `max_len` bounds the head; it may have `max_fields` fields (at most
+/// [`MAX_RESPONSE_FIELDS`]).
 pub fn parse_response_head(
     buf: &[u8],
     head_request: bool,
     max_len: usize,
+    max_fields: usize,
 ) -> Result<Option<ParsedResponseHead>, MalformedResponse> {
-    let mut slots = [httparse::EMPTY_HEADER; MAX_RESPONSE_FIELDS];
-    let mut resp = httparse::Response::new(&mut slots);
-    let len = match resp.parse(buf) {
+    // Uninitialised stack slots: no zeroing per response, whatever the limit.
+    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_RESPONSE_FIELDS];
+    let slots = &mut slots[..max_fields.min(MAX_RESPONSE_FIELDS)];
+    let mut resp = httparse::Response::new(&mut []);
+    let parsed =
+        httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, buf, slots);
+    let len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > max_len => {
             return Err(MalformedResponse("response head too large"))
@@ -189,7 +196,7 @@ mod tests {
     use bytes::Bytes;
 
     fn parse(s: &str) -> Result<Option<ParsedResponseHead>, MalformedResponse> {
-        parse_response_head(s.as_bytes(), false, 4096)
+        parse_response_head(s.as_bytes(), false, 4096, 128)
     }
 
     fn ok(s: &str) -> ParsedResponseHead {
@@ -229,7 +236,12 @@ mod tests {
         ] {
             assert_eq!(ok(bodiless).body, ResponseFraming::None, "{bodiless}");
         }
-        let head = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true, 99);
+        let head = parse_response_head(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n",
+            true,
+            99,
+            128,
+        );
         assert_eq!(head.unwrap().unwrap().body, ResponseFraming::None);
     }
 

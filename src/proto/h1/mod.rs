@@ -137,7 +137,7 @@ mod tests {
                     }
                 }
             }
-            if let Ok(Some(head)) = parse_response_head(&input, false, 512) {
+            if let Ok(Some(head)) = parse_response_head(&input, false, 512, 128) {
                 assert!(head.len <= input.len());
                 assert!(head
                     .fields

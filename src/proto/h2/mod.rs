@@ -1,7 +1,9 @@
 //! HTTP/2 (RFC 9113), sans-IO: the frame codec ([`frame`]), HPACK ([`hpack`]), streams
 //! ([`stream`]) and the connection state machine ([`conn`]). The socket side is
-//! `server::h2`. See `LIFECYCLE.md` for the states and where each transition happens.
+//! `server::h2`; the client side of a connection to a backend is [`client`] (driven by
+//! `upstream::h2`). See `LIFECYCLE.md` for the states and where each transition happens.
 
+pub mod client;
 pub mod conn;
 pub mod frame;
 pub mod hpack;
