@@ -9,6 +9,7 @@
 
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
+use super::ready::{self, ReadyQueues};
 use super::stream::{BodySource, Priority, Recv, Send, Sent, Stream, StreamOut, Tail};
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
 use crate::http::request::RequestBuilder;
@@ -150,7 +151,7 @@ pub struct Connection {
     ids: Vec<u32>,
     streams: Vec<Stream>,
     /// Streams with body bytes to send, by urgency.
-    ready: [VecDeque<u32>; 8],
+    ready: ReadyQueues,
     /// Streams whose request is complete, in arrival order.
     requests: VecDeque<u32>,
     /// Requests handed out and not yet answered.
@@ -640,8 +641,11 @@ impl Connection {
             self.credit_consumed();
         }
         let mut urgency = 0;
-        while self.out.len() < OUTPUT_HIGH_WATER && self.send_conn_window > 0 && urgency < 8 {
-            let Some(id) = self.ready[urgency].pop_front() else {
+        while self.out.len() < OUTPUT_HIGH_WATER
+            && self.send_conn_window > 0
+            && urgency < ready::URGENCIES
+        {
+            let Some(id) = self.ready.pop_front(urgency) else {
                 urgency += 1;
                 continue;
             };
@@ -670,7 +674,7 @@ impl Connection {
 
     /// Whether [`Connection::fill`] would produce more bytes now.
     pub fn wants_fill(&self) -> bool {
-        self.send_conn_window > 0 && self.ready.iter().any(|q| !q.is_empty())
+        self.send_conn_window > 0 && !self.ready.is_empty()
     }
 
     /// Some streamed body has window for more: it waits on its producer, not on the client.
@@ -1718,9 +1722,9 @@ impl Connection {
         let u = s.priority.urgency as usize & 7;
         s.queued = true;
         if s.priority.incremental {
-            self.ready[u].push_back(s.id);
+            self.ready.push_back(u, s.id);
         } else {
-            self.ready[u].push_front(s.id);
+            self.ready.push_front(u, s.id);
         }
     }
 
@@ -1843,7 +1847,7 @@ impl Connection {
         let s = &mut self.streams[i];
         if !s.queued && s.sendable() {
             s.queued = true;
-            self.ready[s.priority.urgency as usize & 7].push_back(s.id);
+            self.ready.push_back(s.priority.urgency as usize, s.id);
         }
     }
 

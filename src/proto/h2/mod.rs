@@ -5,6 +5,7 @@
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+mod ready;
 pub mod stream;
 
 pub use conn::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};
