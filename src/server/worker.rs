@@ -298,6 +298,9 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         };
         let guard = ConnectionGuard::new(ctx.clone(), transport);
         let tls = tls.clone();
+        // The task's own copies, lent to the connection (see `h1::serve`).
+        let mut stream = stream;
+        let addrs = (peer, local);
         tokio::task::spawn_local(async move {
             match tls {
                 // Boxed: the TLS state would otherwise enlarge every plain connection's task;
@@ -305,12 +308,12 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
                 Some(acceptor) => {
                     let ctx = &guard.ctx;
                     if let Some(tls) =
-                        Box::pin(tls_transport::handshake(stream, acceptor, peer, ctx)).await
+                        Box::pin(tls_transport::handshake(stream, acceptor, addrs.0, ctx)).await
                     {
-                        Box::pin(tls_transport::serve(tls, peer, local, ctx)).await
+                        Box::pin(tls_transport::serve(tls, &addrs, ctx)).await
                     }
                 }
-                None => h1::serve(stream, peer, local, &guard.ctx).await,
+                None => h1::serve(&mut stream, &addrs, &guard.ctx).await,
             }
             drop(guard);
         });
