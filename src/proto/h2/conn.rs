@@ -2052,7 +2052,7 @@ struct Parsed {
 /// token-nanoseconds so frequent small refills are not lost to rounding.
 struct Budget {
     tokens: u64,
-    cap: u64,
+    /// Tokens a second; the bucket holds at most `rate * TOKEN`.
     rate: u64,
     last: Instant,
 }
@@ -2064,7 +2064,6 @@ impl Budget {
         let rate = u64::from(rate.max(1));
         Budget {
             tokens: rate * TOKEN,
-            cap: rate * TOKEN,
             rate,
             last: now,
         }
@@ -2077,7 +2076,7 @@ impl Budget {
         self.tokens = self
             .tokens
             .saturating_add(elapsed.saturating_mul(self.rate))
-            .min(self.cap);
+            .min(self.rate * TOKEN);
         if self.tokens >= TOKEN {
             self.tokens -= TOKEN;
             true
