@@ -247,6 +247,10 @@ const RECENT_RESETS: usize = 16;
 const REQUEST_BATCH: usize = 16;
 /// The output buffer's first allocation, enough for a batch of small responses.
 const OUT_INITIAL: usize = 4 * 1024;
+/// How long after the client's last frame the response headers cache is dropped: it matches
+/// only responses of the same second (their Date), so a connection quiet that long would
+/// just keep its bytes (the headers and their encoded block) while idle.
+const HEADERS_CACHE_LIFE: Duration = Duration::from_secs(1);
 
 impl Connection {
     /// A connection whose client starts with the preface. Our SETTINGS and connection
@@ -763,6 +767,9 @@ impl Connection {
         if self.waits_on_client() {
             at(self.last_frame_at + self.cfg.idle_timeout);
         }
+        if self.headers_cache.holds_memory() {
+            at(self.last_frame_at + HEADERS_CACHE_LIFE);
+        }
         t
     }
 
@@ -770,6 +777,10 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.closed.is_some() {
             return;
+        }
+        if self.headers_cache.holds_memory() && now >= self.last_frame_at + HEADERS_CACHE_LIFE {
+            // Its Date is stale by now: it would only hold memory while the connection idles.
+            self.headers_cache = HeadersCache::default();
         }
         if self
             .partial
@@ -1995,6 +2006,10 @@ struct HeadersCache {
 }
 
 impl HeadersCache {
+    fn holds_memory(&self) -> bool {
+        self.headers.capacity() > 0 || self.block.capacity() > 0
+    }
+
     fn matches(
         &self,
         status: u16,

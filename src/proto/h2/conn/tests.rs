@@ -1404,3 +1404,30 @@ fn tunnel_data_is_not_cut_by_the_body_limit() {
         kinds(&f)
     );
 }
+
+#[test]
+fn an_idle_connection_drops_its_response_headers_cache() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    // The same response twice: the second block is all indexes and gets cached.
+    for id in [1, 3] {
+        let req = p.get(id, "/", true);
+        p.feed(&req);
+        let (id, _) = p.conn.next_request().unwrap();
+        let mut resp = Response::new(200);
+        resp.headers.push((
+            Bytes::from_static(b"content-type"),
+            Bytes::from_static(b"text/plain"),
+        ));
+        resp.body = Body::Bytes(Bytes::from_static(b"hello"));
+        p.conn.respond(id, resp);
+        p.turn(b"");
+    }
+    assert!(p.conn.headers_cache.holds_memory());
+    let due = p.conn.poll_timeout().unwrap();
+    assert!(due <= p.now + HEADERS_CACHE_LIFE);
+    p.conn.handle_timeout(due);
+    assert!(!p.conn.headers_cache.holds_memory());
+    assert!(p.conn.closed().is_none(), "only the cache goes");
+    assert!(p.conn.poll_timeout().unwrap() > due);
+}
