@@ -184,6 +184,9 @@ pub struct Connection {
     /// A graceful shutdown began before the client's preface and SETTINGS: it starts once
     /// they came.
     drain_when_open: bool,
+    /// Input came since the last trim: trim once the client stays quiet for [`QUIET_TRIM`].
+    /// Set by input only, so a trim that found nothing to do is not retried in a loop.
+    trim_when_quiet: bool,
 
     /// Streams we reset lately: frames the client sent before it saw the reset are ignored.
     recently_reset: VecDeque<u32>,
@@ -247,10 +250,11 @@ const RECENT_RESETS: usize = 16;
 const REQUEST_BATCH: usize = 16;
 /// The output buffer's first allocation, enough for a batch of small responses.
 const OUT_INITIAL: usize = 4 * 1024;
-/// How long after the client's last frame the response headers cache is dropped: it matches
-/// only responses of the same second (their Date), so a connection quiet that long would
-/// just keep its bytes (the headers and their encoded block) while idle.
-const HEADERS_CACHE_LIFE: Duration = Duration::from_secs(1);
+/// How long after the client's last frame an idle connection trims what it keeps for the
+/// next request: the response headers cache (it matches only responses of the same second,
+/// their Date) and the HPACK tables' spare capacity. Later than a busy client's next
+/// request, so the trimming costs a busy connection nothing.
+const QUIET_TRIM: Duration = Duration::from_secs(1);
 
 impl Connection {
     /// A connection whose client starts with the preface. Our SETTINGS and connection
@@ -306,6 +310,7 @@ impl Connection {
             recv_paused: false,
             batch_opened: 0,
             drain_when_open: false,
+            trim_when_quiet: false,
             recently_reset: VecDeque::new(),
         };
         let settings = [
@@ -392,6 +397,7 @@ impl Connection {
         self.date = None;
         self.recv_paused = false;
         self.batch_opened = 0;
+        self.trim_when_quiet = true;
         if self.out.capacity() == 0 {
             self.out.reserve(OUT_INITIAL);
         }
@@ -705,7 +711,8 @@ impl Connection {
 
     /// Frees the buffers a busy turn grew (output, stream table, decoded headers) when the
     /// connection has nothing in flight. Call before waiting for input: an idle connection
-    /// then holds little more than its HPACK tables, and the next turn allocates again.
+    /// then holds little more than its HPACK tables, and the next turn allocates again. A
+    /// connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
     pub fn release_idle_buffers(&mut self) {
         if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
             return;
@@ -767,8 +774,8 @@ impl Connection {
         if self.waits_on_client() {
             at(self.last_frame_at + self.cfg.idle_timeout);
         }
-        if self.headers_cache.holds_memory() {
-            at(self.last_frame_at + HEADERS_CACHE_LIFE);
+        if self.trim_when_quiet {
+            at(self.last_frame_at + QUIET_TRIM);
         }
         t
     }
@@ -778,9 +785,11 @@ impl Connection {
         if self.closed.is_some() {
             return;
         }
-        if self.headers_cache.holds_memory() && now >= self.last_frame_at + HEADERS_CACHE_LIFE {
-            // Its Date is stale by now: it would only hold memory while the connection idles.
+        if self.trim_when_quiet && now >= self.last_frame_at + QUIET_TRIM {
+            self.trim_when_quiet = false;
             self.headers_cache = HeadersCache::default();
+            self.decoder.shrink_to_fit();
+            self.encoder.shrink_to_fit();
         }
         if self
             .partial
@@ -2006,10 +2015,6 @@ struct HeadersCache {
 }
 
 impl HeadersCache {
-    fn holds_memory(&self) -> bool {
-        self.headers.capacity() > 0 || self.block.capacity() > 0
-    }
-
     fn matches(
         &self,
         status: u16,

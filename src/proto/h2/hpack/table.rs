@@ -162,6 +162,17 @@ impl DynamicTable {
         name_match.map(|i| (i, false))
     }
 
+    /// Gives back the spare capacity (and the evicted prefix) the ring and the arena grew:
+    /// for a connection going idle, whose table stays but may not grow for a long time.
+    /// A no-op when they already fit.
+    pub fn shrink_to_fit(&mut self) {
+        if self.base > 0 {
+            self.compact();
+        }
+        self.arena.shrink_to_fit();
+        self.entries.shrink_to_fit();
+    }
+
     fn evict(&mut self) {
         let Some(old) = self.entries.pop_back() else {
             return;
@@ -354,6 +365,23 @@ mod tests {
         assert_eq!(static_entry(0), None);
         assert_eq!(static_entry(61), Some((&b"www-authenticate"[..], &b""[..])));
         assert_eq!(static_entry(62), None);
+    }
+
+    #[test]
+    fn shrinking_keeps_the_entries() {
+        let mut t = DynamicTable::new(100);
+        t.insert(b"a", b"1");
+        t.insert(b"b", b"22");
+        t.insert(b"c", b"333"); // evicts "a": a dead prefix in the arena
+        t.shrink_to_fit();
+        assert_eq!(t.arena.capacity(), 7);
+        assert_eq!(t.entries.capacity(), 2);
+        assert_eq!(t.size(), 71);
+        assert_eq!(t.get(0), Some((&b"c"[..], &b"333"[..])));
+        assert_eq!(t.get(1), Some((&b"b"[..], &b"22"[..])));
+        t.insert(b"d", b"4");
+        assert_eq!(t.get(0), Some((&b"d"[..], &b"4"[..])));
+        assert_eq!(t.get(1), Some((&b"c"[..], &b"333"[..])));
     }
 
     #[test]
