@@ -774,7 +774,7 @@ impl Connection {
         if self.waits_on_client() {
             at(self.last_frame_at + self.cfg.idle_timeout);
         }
-        if self.trim_when_quiet {
+        if self.trim_when_quiet && self.ids.is_empty() {
             at(self.last_frame_at + QUIET_TRIM);
         }
         t
@@ -785,7 +785,7 @@ impl Connection {
         if self.closed.is_some() {
             return;
         }
-        if self.trim_when_quiet && now >= self.last_frame_at + QUIET_TRIM {
+        if self.trim_when_quiet && self.ids.is_empty() && now >= self.last_frame_at + QUIET_TRIM {
             self.trim_when_quiet = false;
             self.headers_cache = HeadersCache::default();
             self.decoder.shrink_to_fit();

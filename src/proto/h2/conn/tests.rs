@@ -456,6 +456,11 @@ fn timeouts_idle_and_stalled() {
     };
     let mut p = Peer::new(cfg.clone(), &[]);
     p.turn(b"");
+    // First the trim of a quiet idle connection, which keeps it open.
+    let t = p.conn.poll_timeout().unwrap();
+    assert_eq!(t, p.now + QUIET_TRIM);
+    p.conn.handle_timeout(t);
+    assert!(p.conn.closed().is_none());
     let t = p.conn.poll_timeout().unwrap();
     assert_eq!(t, p.now + Duration::from_secs(5));
     p.conn.handle_timeout(t);
