@@ -95,14 +95,16 @@ fn h2_connection(s: &Spate) -> TcpStream {
 fn an_idle_http1_connection_holds_little_memory() {
     let s = server();
     let per = growth_per_connection(&s, h1_connection);
-    // Was 5.6 KB (release) when a connection's task held every state of the request path.
-    assert!(per < 2500, "{per} bytes per idle HTTP/1.1 connection");
+    // Was 5.6 KB (release) when a connection's task held every state of the request path;
+    // about 1.4 KB in this debug build now.
+    assert!(per < 2000, "{per} bytes per idle HTTP/1.1 connection");
 }
 
 #[test]
 fn an_idle_h2c_connection_holds_little_memory() {
     let s = server();
     let per = growth_per_connection(&s, h2_connection);
-    // Was 12-14 KB (release) with a read buffer held while idle.
-    assert!(per < 6500, "{per} bytes per idle h2c connection");
+    // Was 12-14 KB (release) with a read buffer held while idle; about 3.5 KB in this debug
+    // build now.
+    assert!(per < 4500, "{per} bytes per idle h2c connection");
 }

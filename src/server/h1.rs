@@ -26,17 +26,19 @@ const COPY_BODY_MAX: usize = 16 * 1024;
 /// The HTTP/2 client preface, which switches a new connection to HTTP/2 (prior knowledge).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Serves one connection until it closes.
+/// A connection's peer and local addresses.
+pub(crate) type Addrs = (SocketAddr, SocketAddr);
+
+/// Serves one connection until it closes. The addresses are borrowed (and the socket may be):
+/// the task that owns them keeps them anyway, a copy here would double them per connection.
 pub(crate) fn serve<'a, T: Transport + 'a>(
     stream: T,
-    peer: SocketAddr,
-    local: SocketAddr,
+    addrs: &'a Addrs,
     ctx: &'a WorkerCtx,
 ) -> impl Future<Output = ()> + 'a {
     let mut conn = Conn {
         stream,
-        peer,
-        local,
+        addrs,
         ctx,
         rbuf: ctx.buffers.read_buffer(),
         wbuf: ctx.buffers.write_buffer(),
@@ -53,8 +55,8 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
 
 struct Conn<'a, T> {
     stream: T,
-    peer: SocketAddr,
-    local: SocketAddr,
+    /// Peer, local.
+    addrs: &'a Addrs,
     ctx: &'a WorkerCtx,
     rbuf: BytesMut,
     /// Responses not yet written.
@@ -110,7 +112,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                         timer: self.timer.as_mut(),
                         stop: self.stop.as_mut(),
                     };
-                    let addrs = (self.peer, self.local);
+                    let addrs = *self.addrs;
                     Box::pin(super::h2::serve(
                         &mut self.stream,
                         addrs,
@@ -127,7 +129,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 }
             }
             Err(Close::Quietly) => {}
-            Err(Close::Io(e)) => tracing::debug!(peer = %self.peer, "connection closed: {e}"),
+            Err(Close::Io(e)) => tracing::debug!(peer = %self.addrs.0, "connection closed: {e}"),
             // Boxed, as the other rare states, to keep the connection's task small.
             Err(Close::Linger) => Box::pin(self.linger_close()).await,
         }
@@ -254,8 +256,8 @@ impl<'a, T: Transport> Conn<'a, T> {
             method: head.method,
             version: head.version,
             secure: self.stream.is_secure(),
-            peer: self.peer,
-            local: self.local,
+            peer: self.addrs.0,
+            local: self.addrs.1,
             target: head.target,
             authority: head.authority,
             fields: head.fields,
@@ -427,7 +429,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 headers: &resp.headers,
                 content_length: Some(resp.body.len()),
                 keep_alive: reply.keep_alive,
-                server_line: self.ctx.server_line(self.local.port()),
+                server_line: self.ctx.server_line(self.addrs.1.port()),
                 date: true,
             },
         ) as u64;
@@ -471,7 +473,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 headers,
                 content_length: Some(body.len()),
                 keep_alive,
-                server_line: self.ctx.server_line(self.local.port()),
+                server_line: self.ctx.server_line(self.addrs.1.port()),
                 date: DATE,
             },
         ) as u64;
@@ -714,7 +716,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 headers: &resp.headers,
                 content_length: Some(body.len() as u64),
                 keep_alive: false,
-                server_line: self.ctx.server_line(self.local.port()),
+                server_line: self.ctx.server_line(self.addrs.1.port()),
                 date: true,
             },
         );
@@ -723,7 +725,7 @@ impl<'a, T: Transport> Conn<'a, T> {
 
     fn log_request_error(&self, status: u16, reason: &str) {
         if self.ctx.config.emit_request_errors {
-            tracing::info!(peer = %self.peer, "rejected request with {status}: {reason}");
+            tracing::info!(peer = %self.addrs.0, "rejected request with {status}: {reason}");
         }
     }
 

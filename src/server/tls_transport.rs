@@ -83,12 +83,7 @@ pub(crate) async fn handshake(
 }
 
 /// Serves a connection after its handshake with the protocol the client chose in ALPN.
-pub(crate) async fn serve(
-    tls: Box<TlsStream<TcpStream>>,
-    peer: SocketAddr,
-    local: SocketAddr,
-    ctx: &WorkerCtx,
-) {
+pub(crate) async fn serve(tls: Box<TlsStream<TcpStream>>, addrs: &h1::Addrs, ctx: &WorkerCtx) {
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     let mut conn = TlsTransport::new(tls);
     match alpn.as_deref() {
@@ -99,14 +94,14 @@ pub(crate) async fn serve(
             stop.as_mut().enable();
             let waits = super::h2::Waits { timer, stop };
             let handed = bytes::BytesMut::new();
-            super::h2::serve(&mut conn, (peer, local), ctx, handed, None, waits).await;
+            super::h2::serve(&mut conn, *addrs, ctx, handed, None, waits).await;
             // As after a cleartext HTTP/2 connection (see `h1::serve`).
             Box::pin(transport::drain_input(&mut conn)).await;
         }
-        Some(b"http/1.1") | None => h1::serve(conn, peer, local, ctx).await,
+        Some(b"http/1.1") | None => h1::serve(conn, addrs, ctx).await,
         // rustls only selects a protocol from `tls::alpn_protocols`.
         Some(other) => tracing::debug!(
-            peer = %peer,
+            peer = %addrs.0,
             "no driver for ALPN protocol {:?}",
             String::from_utf8_lossy(other)
         ),

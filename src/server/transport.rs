@@ -65,18 +65,25 @@ impl Transport for TcpStream {
 /// A borrowed transport is one too: a driver that ends a connection (the HTTP/2 one) leaves
 /// the socket with its caller, which may still [`drain_input`].
 impl<T: Transport> Transport for &mut T {
-    async fn write_all(&mut self, buf: &[u8], more: bool, timeout: Duration) -> io::Result<()> {
-        (**self).write_all(buf, more, timeout).await
+    // The callee's futures themselves, not async wrappers around them: no extra state
+    // machine to poll per read and write.
+    fn write_all(
+        &mut self,
+        buf: &[u8],
+        more: bool,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = io::Result<()>> {
+        (**self).write_all(buf, more, timeout)
     }
 
-    async fn send_file(
+    fn send_file(
         &mut self,
         file: &std::fs::File,
         offset: u64,
         len: u64,
         timeout: Duration,
-    ) -> io::Result<()> {
-        (**self).send_file(file, offset, len, timeout).await
+    ) -> impl std::future::Future<Output = io::Result<()>> {
+        (**self).send_file(file, offset, len, timeout)
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {
@@ -89,8 +96,8 @@ impl<T: Transport> Transport for &mut T {
 
     const WAITS_WITHOUT_BUFFER: bool = T::WAITS_WITHOUT_BUFFER;
 
-    async fn readable(&mut self) -> io::Result<()> {
-        (**self).readable().await
+    fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>> {
+        (**self).readable()
     }
 }
 

@@ -299,6 +299,9 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
         };
         let guard = ConnectionGuard::new(ctx.clone(), transport);
         let tls = tls.clone();
+        // The task's own copies, lent to the connection (see `h1::serve`).
+        let mut stream = stream;
+        let addrs = (peer, local);
         let task = async move {
             {
                 // Pinned in place, so that the connection's future is stored once in the task.
@@ -309,17 +312,17 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
                         Some(acceptor) => {
                             let ctx = &guard.ctx;
                             if let Some(tls) =
-                                Box::pin(tls_transport::handshake(stream, acceptor, peer, ctx))
+                                Box::pin(tls_transport::handshake(stream, acceptor, addrs.0, ctx))
                                     .await
                             {
-                                Box::pin(tls_transport::serve(tls, peer, local, ctx)).await
+                                Box::pin(tls_transport::serve(tls, &addrs, ctx)).await
                             }
                         }
-                        None => h1::serve(stream, peer, local, &guard.ctx).await,
+                        None => h1::serve(&mut stream, &addrs, &guard.ctx).await,
                     }
                 });
                 // A panic closes this connection only; the guard still frees its slot.
-                panics::contain(conn, &peer).await;
+                panics::contain(conn, &addrs.0).await;
             }
             drop(guard);
         };

@@ -9,6 +9,7 @@
 
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
+use super::ready::{self, ReadyQueues};
 use super::stream::{BodySource, Priority, Recv, Send, Sent, Stream, StreamOut, Tail};
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
 use crate::http::request::RequestBuilder;
@@ -150,7 +151,7 @@ pub struct Connection {
     ids: Vec<u32>,
     streams: Vec<Stream>,
     /// Streams with body bytes to send, by urgency.
-    ready: [VecDeque<u32>; 8],
+    ready: ReadyQueues,
     /// Streams whose request is complete, in arrival order.
     requests: VecDeque<u32>,
     /// Requests handed out and not yet answered.
@@ -183,6 +184,9 @@ pub struct Connection {
     /// A graceful shutdown began before the client's preface and SETTINGS: it starts once
     /// they came.
     drain_when_open: bool,
+    /// Input came since the last trim: trim once the client stays quiet for [`QUIET_TRIM`].
+    /// Set by input only, so a trim that found nothing to do is not retried in a loop.
+    trim_when_quiet: bool,
 
     /// Streams we reset lately: frames the client sent before it saw the reset are ignored.
     recently_reset: VecDeque<u32>,
@@ -246,6 +250,11 @@ const RECENT_RESETS: usize = 16;
 const REQUEST_BATCH: usize = 16;
 /// The output buffer's first allocation, enough for a batch of small responses.
 const OUT_INITIAL: usize = 4 * 1024;
+/// How long after the client's last frame an idle connection trims what it keeps for the
+/// next request: the response headers cache (it matches only responses of the same second,
+/// their Date) and the HPACK tables' spare capacity. Later than a busy client's next
+/// request, so the trimming costs a busy connection nothing.
+const QUIET_TRIM: Duration = Duration::from_secs(1);
 
 impl Connection {
     /// A connection whose client starts with the preface. Our SETTINGS and connection
@@ -301,6 +310,7 @@ impl Connection {
             recv_paused: false,
             batch_opened: 0,
             drain_when_open: false,
+            trim_when_quiet: false,
             recently_reset: VecDeque::new(),
         };
         let settings = [
@@ -387,6 +397,7 @@ impl Connection {
         self.date = None;
         self.recv_paused = false;
         self.batch_opened = 0;
+        self.trim_when_quiet = true;
         if self.out.capacity() == 0 {
             self.out.reserve(OUT_INITIAL);
         }
@@ -641,8 +652,11 @@ impl Connection {
             self.credit_consumed();
         }
         let mut urgency = 0;
-        while self.out.len() < OUTPUT_HIGH_WATER && self.send_conn_window > 0 && urgency < 8 {
-            let Some(id) = self.ready[urgency].pop_front() else {
+        while self.out.len() < OUTPUT_HIGH_WATER
+            && self.send_conn_window > 0
+            && urgency < ready::URGENCIES
+        {
+            let Some(id) = self.ready.pop_front(urgency) else {
                 urgency += 1;
                 continue;
             };
@@ -671,7 +685,7 @@ impl Connection {
 
     /// Whether [`Connection::fill`] would produce more bytes now.
     pub fn wants_fill(&self) -> bool {
-        self.send_conn_window > 0 && self.ready.iter().any(|q| !q.is_empty())
+        self.send_conn_window > 0 && !self.ready.is_empty()
     }
 
     /// Some streamed body has window for more: it waits on its producer, not on the client.
@@ -698,7 +712,8 @@ impl Connection {
 
     /// Frees the buffers a busy turn grew (output, stream table, decoded headers) when the
     /// connection has nothing in flight. Call before waiting for input: an idle connection
-    /// then holds little more than its HPACK tables, and the next turn allocates again.
+    /// then holds little more than its HPACK tables, and the next turn allocates again. A
+    /// connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
     pub fn release_idle_buffers(&mut self) {
         if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
             return;
@@ -760,6 +775,9 @@ impl Connection {
         if self.waits_on_client() {
             at(self.last_frame_at + self.cfg.idle_timeout);
         }
+        if self.trim_when_quiet && self.ids.is_empty() {
+            at(self.last_frame_at + QUIET_TRIM);
+        }
         t
     }
 
@@ -767,6 +785,12 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.closed.is_some() {
             return;
+        }
+        if self.trim_when_quiet && self.ids.is_empty() && now >= self.last_frame_at + QUIET_TRIM {
+            self.trim_when_quiet = false;
+            self.headers_cache = HeadersCache::default();
+            self.decoder.shrink_to_fit();
+            self.encoder.shrink_to_fit();
         }
         if self
             .partial
@@ -1719,9 +1743,9 @@ impl Connection {
         let u = s.priority.urgency as usize & 7;
         s.queued = true;
         if s.priority.incremental {
-            self.ready[u].push_back(s.id);
+            self.ready.push_back(u, s.id);
         } else {
-            self.ready[u].push_front(s.id);
+            self.ready.push_front(u, s.id);
         }
     }
 
@@ -1844,7 +1868,7 @@ impl Connection {
         let s = &mut self.streams[i];
         if !s.queued && s.sendable() {
             s.queued = true;
-            self.ready[s.priority.urgency as usize & 7].push_back(s.id);
+            self.ready.push_back(s.priority.urgency as usize, s.id);
         }
     }
 
@@ -2049,7 +2073,7 @@ struct Parsed {
 /// token-nanoseconds so frequent small refills are not lost to rounding.
 struct Budget {
     tokens: u64,
-    cap: u64,
+    /// Tokens a second; the bucket holds at most `rate * TOKEN`.
     rate: u64,
     last: Instant,
 }
@@ -2061,7 +2085,6 @@ impl Budget {
         let rate = u64::from(rate.max(1));
         Budget {
             tokens: rate * TOKEN,
-            cap: rate * TOKEN,
             rate,
             last: now,
         }
@@ -2074,7 +2097,7 @@ impl Budget {
         self.tokens = self
             .tokens
             .saturating_add(elapsed.saturating_mul(self.rate))
-            .min(self.cap);
+            .min(self.rate * TOKEN);
         if self.tokens >= TOKEN {
             self.tokens -= TOKEN;
             true

@@ -7,6 +7,7 @@ pub mod client;
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+mod ready;
 pub mod stream;
 
 pub use conn::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};

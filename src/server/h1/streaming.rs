@@ -239,7 +239,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 Step::Failed(e) => {
                     // Never a complete-looking response: what was sent goes out, then the
                     // connection closes short of its length or last chunk.
-                    tracing::debug!(peer = %self.peer, "response body failed: {e}");
+                    tracing::debug!(peer = %self.addrs.0, "response body failed: {e}");
                     let _ = self.flush(false).await;
                     return Err(Close::Quietly);
                 }
@@ -336,7 +336,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 headers: &headers,
                 content_length: stream.len,
                 keep_alive: *keep_alive,
-                server_line: self.ctx.server_line(self.local.port()),
+                server_line: self.ctx.server_line(self.addrs.1.port()),
                 date: !has_date,
             },
         ) as u64;
@@ -362,7 +362,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         sent.status = 101;
         sent.total = h1::write_switching_head(
             &mut self.wbuf,
-            self.ctx.server_line(self.local.port()),
+            self.ctx.server_line(self.addrs.1.port()),
             &headers,
         ) as u64;
         sent.headers = headers;

@@ -456,6 +456,11 @@ fn timeouts_idle_and_stalled() {
     };
     let mut p = Peer::new(cfg.clone(), &[]);
     p.turn(b"");
+    // First the trim of a quiet idle connection, which keeps it open.
+    let t = p.conn.poll_timeout().unwrap();
+    assert_eq!(t, p.now + QUIET_TRIM);
+    p.conn.handle_timeout(t);
+    assert!(p.conn.closed().is_none());
     let t = p.conn.poll_timeout().unwrap();
     assert_eq!(t, p.now + Duration::from_secs(5));
     p.conn.handle_timeout(t);
@@ -1404,4 +1409,33 @@ fn tunnel_data_is_not_cut_by_the_body_limit() {
         "{:?}",
         kinds(&f)
     );
+}
+
+#[test]
+fn a_quiet_idle_connection_drops_its_response_headers_cache() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    // The same response twice: the second block is all indexes and gets cached.
+    for id in [1, 3] {
+        let req = p.get(id, "/", true);
+        p.feed(&req);
+        let (id, _) = p.conn.next_request().unwrap();
+        let mut resp = Response::new(200);
+        resp.headers.push((
+            Bytes::from_static(b"content-type"),
+            Bytes::from_static(b"text/plain"),
+        ));
+        resp.body = Body::Bytes(Bytes::from_static(b"hello"));
+        p.conn.respond(id, resp);
+        p.turn(b"");
+    }
+    assert!(p.conn.headers_cache.headers.capacity() > 0);
+    let due = p.conn.poll_timeout().unwrap();
+    assert!(due <= p.now + QUIET_TRIM);
+    p.conn.handle_timeout(due);
+    assert_eq!(p.conn.headers_cache.headers.capacity(), 0);
+    assert_eq!(p.conn.headers_cache.block.capacity(), 0);
+    assert!(p.conn.closed().is_none(), "only the cache goes");
+    // Done until the client sends again: no timer spinning on an idle connection.
+    assert!(p.conn.poll_timeout().unwrap() > due + QUIET_TRIM);
 }

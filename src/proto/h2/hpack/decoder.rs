@@ -56,6 +56,11 @@ impl Decoder {
         self.max_header_list_size = size;
     }
 
+    /// Frees the table's spare capacity (see [`super::table::DynamicTable::shrink_to_fit`]).
+    pub fn shrink_to_fit(&mut self) {
+        self.table.shrink_to_fit();
+    }
+
     /// The dynamic table's current size in RFC 7541 terms.
     pub fn table_size(&self) -> usize {
         self.table.size()

@@ -63,6 +63,11 @@ impl Encoder {
         }
     }
 
+    /// Frees the table's spare capacity (see [`super::table::DynamicTable::shrink_to_fit`]).
+    pub fn shrink_to_fit(&mut self) {
+        self.table.shrink_to_fit();
+    }
+
     /// Applies the peer's SETTINGS_HEADER_TABLE_SIZE. A resulting change of our table size is
     /// signalled at the start of the next block (the smallest size reached first, if it went
     /// down and up again).

@@ -47,12 +47,35 @@ pub struct DynamicTable {
     max_size: usize,
 }
 
+/// Offsets into the arena: 32-bit, so a small table's ring costs 12 B per entry, not 24.
+/// [`MAX_TABLE_SIZE`] keeps them in range.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    start: usize,
-    name_len: usize,
-    value_len: usize,
+    start: u32,
+    name_len: u32,
+    value_len: u32,
 }
+
+impl Entry {
+    fn name(&self) -> std::ops::Range<usize> {
+        let start = self.start as usize;
+        start..start + self.name_len as usize
+    }
+
+    fn value(&self) -> std::ops::Range<usize> {
+        let name_end = self.name().end;
+        name_end..name_end + self.value_len as usize
+    }
+
+    /// Size in RFC 7541 terms.
+    fn size(&self) -> usize {
+        self.name_len as usize + self.value_len as usize + ENTRY_OVERHEAD
+    }
+}
+
+/// The largest table kept whatever the settings say (no peer gets near it: tables are sized
+/// by our own settings). The arena stays within a few times this: well inside 32-bit offsets.
+const MAX_TABLE_SIZE: usize = 1 << 28;
 
 impl DynamicTable {
     pub fn new(max_size: usize) -> DynamicTable {
@@ -61,7 +84,7 @@ impl DynamicTable {
             arena: Vec::new(),
             base: 0,
             size: 0,
-            max_size,
+            max_size: max_size.min(MAX_TABLE_SIZE),
         }
     }
 
@@ -81,7 +104,7 @@ impl DynamicTable {
 
     /// Changes the maximum size, evicting the oldest entries until the table fits.
     pub fn set_max_size(&mut self, max_size: usize) {
-        self.max_size = max_size;
+        self.max_size = max_size.min(MAX_TABLE_SIZE);
         while self.size > max_size {
             self.evict();
         }
@@ -90,11 +113,7 @@ impl DynamicTable {
     /// Entry `index` (0 = newest).
     pub fn get(&self, index: usize) -> Option<(&[u8], &[u8])> {
         let e = self.entries.get(index)?;
-        let name_end = e.start + e.name_len;
-        Some((
-            &self.arena[e.start..name_end],
-            &self.arena[name_end..name_end + e.value_len],
-        ))
+        Some((&self.arena[e.name()], &self.arena[e.value()]))
     }
 
     /// Adds an entry, evicting as RFC 7541 section 4.4 says: an entry bigger than the whole
@@ -118,10 +137,11 @@ impl DynamicTable {
         let start = self.arena.len();
         self.arena.extend_from_slice(name);
         self.arena.extend_from_slice(value);
+        // In range: `cost` is at most `max_size`, and the arena a few times that.
         self.entries.push_front(Entry {
-            start,
-            name_len: name.len(),
-            value_len: value.len(),
+            start: start as u32,
+            name_len: name.len() as u32,
+            value_len: value.len() as u32,
         });
         self.size += cost;
     }
@@ -131,14 +151,10 @@ impl DynamicTable {
     pub fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
         let mut name_match = None;
         for (i, e) in self.entries.iter().enumerate() {
-            if e.name_len != name.len() {
+            if e.name_len as usize != name.len() || &self.arena[e.name()] != name {
                 continue;
             }
-            let name_end = e.start + e.name_len;
-            if &self.arena[e.start..name_end] != name {
-                continue;
-            }
-            if &self.arena[name_end..name_end + e.value_len] == value {
+            if &self.arena[e.value()] == value {
                 return Some((i, true));
             }
             name_match.get_or_insert(i);
@@ -146,13 +162,24 @@ impl DynamicTable {
         name_match.map(|i| (i, false))
     }
 
+    /// Gives back the spare capacity (and the evicted prefix) the ring and the arena grew:
+    /// for a connection going idle, whose table stays but may not grow for a long time.
+    /// A no-op when they already fit.
+    pub fn shrink_to_fit(&mut self) {
+        if self.base > 0 {
+            self.compact();
+        }
+        self.arena.shrink_to_fit();
+        self.entries.shrink_to_fit();
+    }
+
     fn evict(&mut self) {
         let Some(old) = self.entries.pop_back() else {
             return;
         };
-        self.size -= old.name_len + old.value_len + ENTRY_OVERHEAD;
+        self.size -= old.size();
         match self.entries.back() {
-            Some(next) => self.base = next.start,
+            Some(next) => self.base = next.start as usize,
             None => {
                 self.arena.clear();
                 self.base = 0;
@@ -172,7 +199,7 @@ impl DynamicTable {
         self.arena.copy_within(base.., 0);
         self.arena.truncate(self.arena.len() - base);
         for e in &mut self.entries {
-            e.start -= base;
+            e.start -= base as u32;
         }
         self.base = 0;
     }
@@ -338,6 +365,23 @@ mod tests {
         assert_eq!(static_entry(0), None);
         assert_eq!(static_entry(61), Some((&b"www-authenticate"[..], &b""[..])));
         assert_eq!(static_entry(62), None);
+    }
+
+    #[test]
+    fn shrinking_keeps_the_entries() {
+        let mut t = DynamicTable::new(100);
+        t.insert(b"a", b"1");
+        t.insert(b"b", b"22");
+        t.insert(b"c", b"333"); // evicts "a": a dead prefix in the arena
+        t.shrink_to_fit();
+        assert_eq!(t.arena.capacity(), 7);
+        assert_eq!(t.entries.capacity(), 2);
+        assert_eq!(t.size(), 71);
+        assert_eq!(t.get(0), Some((&b"c"[..], &b"333"[..])));
+        assert_eq!(t.get(1), Some((&b"b"[..], &b"22"[..])));
+        t.insert(b"d", b"4");
+        assert_eq!(t.get(0), Some((&b"d"[..], &b"4"[..])));
+        assert_eq!(t.get(1), Some((&b"c"[..], &b"333"[..])));
     }
 
     #[test]
