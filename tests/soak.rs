@@ -67,8 +67,8 @@ fn soak() {
     // Warm-up: one round of every client, so caches, pools and buffers exist.
     round(&t, &tally, 0);
     std::thread::sleep(Duration::from_secs(3));
-    let (fds0, rss0) = (s.open_fds(), s.rss_kib());
-    eprintln!("soak: baseline {fds0} descriptors, {rss0} KiB RSS; running {secs} s");
+    let (fds0, rss0) = (s.open_sockets(), s.rss_kib());
+    eprintln!("soak: baseline {fds0} sockets, {rss0} KiB RSS; running {secs} s");
 
     let end = Instant::now() + Duration::from_secs(secs);
     let mut peak = rss0;
@@ -99,7 +99,7 @@ fn soak() {
     let (mut fds1, mut rss1);
     loop {
         std::thread::sleep(Duration::from_millis(500));
-        (fds1, rss1) = (s.open_fds(), s.rss_kib());
+        (fds1, rss1) = (s.open_sockets(), s.rss_kib());
         if (fds1 <= fds0 && rss1 <= rss0 + 8 * 1024) || Instant::now() > settle {
             break;
         }
@@ -107,7 +107,7 @@ fn soak() {
     let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
     eprintln!(
         "soak: {secs} s; {} answers checked, {} h2load runs, {} slow readers, {} vanished, \
-         {} malformed, {} floods; descriptors {fds0} -> {fds1}; RSS {rss0} KiB -> peak {peak} \
+         {} malformed, {} floods; sockets {fds0} -> {fds1}; RSS {rss0} KiB -> peak {peak} \
          KiB -> {rss1} KiB",
         n(&tally.checked),
         n(&tally.h2load),
@@ -118,7 +118,7 @@ fn soak() {
     );
     let wrong = tally.wrong.lock().unwrap_or_else(|e| e.into_inner());
     assert!(wrong.is_empty(), "wrong answers: {wrong:#?}");
-    assert!(fds1 <= fds0, "descriptors {fds0} -> {fds1}");
+    assert!(fds1 <= fds0, "sockets {fds0} -> {fds1}");
     assert!(
         rss1 <= rss0 + 16 * 1024,
         "RSS {rss0} KiB -> {rss1} KiB after the clients left"

@@ -213,6 +213,16 @@ impl Spate {
             .count()
     }
 
+    /// How many of its descriptors are sockets: what a connection leak shows in, unlike the
+    /// files each worker's open-file cache keeps open once it has served them.
+    pub fn open_sockets(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .expect("proc fd")
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
+            .count()
+    }
+
     /// Lines spate wrote to standard error so far.
     pub fn stderr_lines(&self) -> Vec<String> {
         self.stderr.try_iter().collect()
