@@ -100,8 +100,7 @@ impl StreamEnds {
 mod tests {
     use super::*;
     use crate::config::AccessLogConf;
-    use crate::http::request::RequestBuilder;
-    use crate::http::{Body, Method, Version};
+    use crate::http::{Body, Method, Request};
     use crate::proto::h2::frame;
     use crate::proto::h2::Settings;
     use bytes::BytesMut;
@@ -117,17 +116,7 @@ mod tests {
             escape: crate::log::Escape::Apache,
         })));
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let req = RequestBuilder {
-            method: Method::Get,
-            version: Version::Http2,
-            secure: false,
-            peer: addr,
-            local: addr,
-            target: 0..1,
-            authority: None,
-            fields: Vec::new(),
-        }
-        .build(Bytes::from_static(b"/"));
+        let req = Request::for_test(Method::Get, "/", &[]);
         let now = Instant::now();
         // INITIAL_WINDOW_SIZE 4: the 10-byte body needs a WINDOW_UPDATE to finish.
         let settings = [0, 4, 0, 0, 0, 4];

@@ -297,8 +297,7 @@ impl<'a> StreamWork<'a> {
 mod tests {
     use super::*;
     use crate::http::body::{Next, StreamBody};
-    use crate::http::request::RequestBuilder;
-    use crate::http::{Body, Method, Response, Version};
+    use crate::http::{Body, Method, Request, Response};
     use crate::proto::h2::frame::{self, flag, kind, Head};
     use crate::proto::h2::Settings;
     use bytes::{Bytes, BytesMut};
@@ -377,17 +376,7 @@ mod tests {
     #[test]
     fn only_woken_work_is_polled_and_bodies_follow_the_window() {
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let req = RequestBuilder {
-            method: Method::Get,
-            version: Version::Http2,
-            secure: false,
-            peer: addr,
-            local: addr,
-            target: 0..1,
-            authority: None,
-            fields: Vec::new(),
-        }
-        .build(Bytes::from_static(b"/"));
+        let req = Request::for_test(Method::Get, "/", &[]);
         let now = Instant::now();
         // INITIAL_WINDOW_SIZE 2500: the client takes two and a half chunks.
         let settings = [0, 4, 0, 0, 0x09, 0xc4];
@@ -462,17 +451,7 @@ mod tests {
     #[test]
     fn cancelled_streams_drop_their_work() {
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let req = RequestBuilder {
-            method: Method::Get,
-            version: Version::Http2,
-            secure: false,
-            peer: addr,
-            local: addr,
-            target: 0..1,
-            authority: None,
-            fields: Vec::new(),
-        }
-        .build(Bytes::from_static(b"/"));
+        let req = Request::for_test(Method::Get, "/", &[]);
         let now = Instant::now();
         let mut conn =
             Connection::upgraded(Settings::default(), addr, addr, now, &[], req).unwrap();

@@ -505,17 +505,7 @@ fn cached_header_blocks_stay_in_sync_with_the_decoder() {
 #[test]
 fn upgraded_request_is_stream_one() {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-    let req = RequestBuilder {
-        method: Method::Get,
-        version: Version::Http11,
-        secure: false,
-        peer: addr,
-        local: addr,
-        target: 0..1,
-        authority: None,
-        fields: Vec::new(),
-    }
-    .build(Bytes::from_static(b"/"));
+    let req = Request::for_test(Method::Get, "/", &[]);
     let settings = [0, 4, 0, 0, 0, 5]; // INITIAL_WINDOW_SIZE 5
     let mut c = Connection::upgraded(
         Settings::default(),
@@ -545,17 +535,7 @@ fn upgraded_request_is_stream_one() {
         addr,
         Instant::now(),
         &[0, 4],
-        RequestBuilder {
-            method: Method::Get,
-            version: Version::Http11,
-            secure: false,
-            peer: addr,
-            local: addr,
-            target: 0..1,
-            authority: None,
-            fields: Vec::new(),
-        }
-        .build(Bytes::from_static(b"/")),
+        Request::for_test(Method::Get, "/", &[]),
     )
     .is_err());
 }
