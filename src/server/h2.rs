@@ -15,7 +15,7 @@ use crate::handler::Negotiated;
 use crate::http::{Answer, Request};
 use crate::metrics::Mark;
 use crate::proto::h2::frame::Reason;
-use crate::proto::h2::{Closed, Connection, Settings, OUTPUT_HIGH_WATER};
+use crate::proto::h2::{Closed, Connection, Parked, Settings, OUTPUT_HIGH_WATER};
 use bytes::{Bytes, BytesMut};
 use ends::StreamEnds;
 use std::future::Future;
@@ -156,16 +156,34 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
         let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
         let mut work = StreamWork::default();
         let mut ends = StreamEnds::new(crate::metrics::enabled());
-        let r = run(
-            &mut stream,
-            &mut conn,
-            ctx,
-            &mut rbuf,
-            &mut work,
-            &mut ends,
-            waits,
-        )
-        .await;
+        let mut waits = waits;
+        let r = loop {
+            let r = run(
+                &mut stream,
+                &mut conn,
+                ctx,
+                &mut rbuf,
+                &mut work,
+                &mut ends,
+                &mut waits,
+            )
+            .await;
+            if !matches!(r, Ok(Pause::Quiet)) {
+                break r.map(|_| ());
+            }
+            // Quiet: wait for the client in the connection's compact form.
+            let deadline = conn.poll_timeout();
+            let parked = park(conn);
+            let woke = wait_parked(&mut stream, ctx, &mut rbuf, &mut waits, deadline).await;
+            let now = Instant::now();
+            conn = Box::new(Connection::unpark(*parked, now));
+            match woke {
+                Ok(Woke::Turn) => {}
+                Ok(Woke::Timer) => conn.handle_timeout(now),
+                Ok(Woke::Closed) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
         // Whatever is still open ends here: pending answers and bodies are dropped
         // (cancelling their upstream work), request bodies aborted, and logged streams
         // logged incomplete.
@@ -208,8 +226,8 @@ async fn run<'a, T: Transport>(
     rbuf: &mut BytesMut,
     work: &mut StreamWork<'a>,
     ends: &mut StreamEnds,
-    mut waits: Waits<'_, 'a>,
-) -> std::io::Result<()> {
+    waits: &mut Waits<'_, 'a>,
+) -> std::io::Result<Pause> {
     let send_timeout = ctx.config.http1.send_timeout;
     let mut shutdown_deadline: Option<Instant> = None;
     let mut sizer = ReadSizer::new(rbuf.capacity());
@@ -269,7 +287,7 @@ async fn run<'a, T: Transport>(
             tokio::task::yield_now().await;
         }
         if conn.closed().is_some() {
-            return Ok(());
+            return Ok(Pause::Closed);
         }
         if conn.recv_paused() {
             // Complete frames are still buffered: no need to wait for the socket.
@@ -293,6 +311,9 @@ async fn run<'a, T: Transport>(
         if watch_stop && ctx.stopping.get() {
             continue;
         }
+        if watch_stop && rbuf.is_empty() && work.is_empty() && conn.parkable() {
+            return Ok(Pause::Quiet);
+        }
         if let Some(d) = deadline {
             // Moving a registered timer is a store, not a timer-wheel operation.
             waits.timer.as_mut().reset(d.into());
@@ -301,7 +322,7 @@ async fn run<'a, T: Transport>(
             r = read_some(stream, rbuf, &ctx.buffers, bufferless) => {
                 let (n, spare) = r?;
                 if n == 0 {
-                    return Ok(());
+                    return Ok(Pause::Closed);
                 }
                 crate::metrics::received(n as u64);
                 if bufferless {
@@ -324,6 +345,56 @@ async fn run<'a, T: Transport>(
                 if work.ready(conn) { Poll::Ready(()) } else { Poll::Pending }
             }), if !work.is_empty() => {}
         }
+    }
+}
+
+/// `conn` in its compact form; its own allocation is freed before the wait begins.
+fn park(conn: Box<Connection>) -> Box<Parked> {
+    Box::new((*conn).park())
+}
+
+/// Why [`run`] returned.
+enum Pause {
+    /// The connection is over (closed by either side).
+    Closed,
+    /// The connection is [`Connection::parkable`]: quiet, with nothing in flight.
+    Quiet,
+}
+
+/// What ended a parked wait.
+enum Woke {
+    /// Bytes arrived (in the read buffer), or the server began to stop: run a turn.
+    Turn,
+    /// The connection's deadline passed.
+    Timer,
+    /// The client closed the connection.
+    Closed,
+}
+
+/// Waits for the client while the connection is parked: until bytes arrive, `deadline`
+/// passes, or the server begins to stop (which the next turn of [`run`] sees).
+async fn wait_parked<'a, T: Transport>(
+    stream: &mut T,
+    ctx: &'a WorkerCtx,
+    rbuf: &mut BytesMut,
+    waits: &mut Waits<'_, 'a>,
+    deadline: Option<Instant>,
+) -> std::io::Result<Woke> {
+    let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();
+    if let Some(d) = deadline {
+        waits.timer.as_mut().reset(d.into());
+    }
+    tokio::select! {
+        r = read_some(stream, rbuf, &ctx.buffers, bufferless) => {
+            let (n, _) = r?;
+            if n == 0 {
+                return Ok(Woke::Closed);
+            }
+            crate::metrics::received(n as u64);
+            Ok(Woke::Turn)
+        }
+        _ = waits.timer.as_mut(), if deadline.is_some() => Ok(Woke::Timer),
+        _ = waits.stop.as_mut() => Ok(Woke::Turn),
     }
 }
 

@@ -22,6 +22,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod park;
+pub use park::Parked;
+
 /// Stop pulling body bytes into the output once it holds this much: the driver writes it out
 /// first, so memory per connection stays bounded whatever the windows are.
 pub const OUTPUT_HIGH_WATER: usize = 128 * 1024;
@@ -266,53 +269,8 @@ impl Connection {
         local: SocketAddr,
         now: Instant,
     ) -> Connection {
-        let cfg = cfg.into();
-        let mut c = Connection {
-            decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE, cfg.max_header_list),
-            resets: Budget::new(cfg.max_resets_per_second, now),
-            control: Budget::new(cfg.max_control_frames_per_second, now),
-            cfg,
-            peer,
-            local,
-            phase: Phase::Preface,
-            closed: None,
-            out: Vec::with_capacity(OUT_INITIAL),
-            hbuf: BytesMut::new(),
-            fields: Vec::new(),
-            partial: None,
-            block: Vec::new(),
-            recv_conn_window: frame::DEFAULT_WINDOW,
-            recv_conn_unacked: 0,
-            max_client_stream: 0,
-            last_frame_at: now,
-            peer_goaway: false,
-            encoder: hpack::Encoder::default(),
-            headers_cache: HeadersCache::default(),
-            peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
-            peer_initial_window: frame::DEFAULT_WINDOW,
-            send_conn_window: i64::from(frame::DEFAULT_WINDOW),
-            stalled_since: None,
-            date: None,
-            ids: Vec::new(),
-            streams: Vec::new(),
-            ready: Default::default(),
-            requests: VecDeque::new(),
-            in_handler: 0,
-            sending: 0,
-            streaming: 0,
-            body_pipes: 0,
-            unread_total: 0,
-            credit_held: 0,
-            opened_with_body: None,
-            cancelled: Vec::new(),
-            done: Vec::new(),
-            closed_unwritten: 0,
-            recv_paused: false,
-            batch_opened: 0,
-            drain_when_open: false,
-            trim_when_quiet: false,
-            recently_reset: VecDeque::new(),
-        };
+        let mut c = Connection::from_parked(Parked::fresh(cfg.into(), peer, local, now), now);
+        c.out.reserve(OUT_INITIAL);
         let settings = [
             (setting::MAX_CONCURRENT_STREAMS, c.cfg.max_streams),
             (setting::INITIAL_WINDOW_SIZE, c.cfg.input_window),

@@ -1419,3 +1419,113 @@ fn a_quiet_idle_connection_drops_its_response_headers_cache() {
     // Done until the client sends again: no timer spinning on an idle connection.
     assert!(p.conn.poll_timeout().unwrap() > due + QUIET_TRIM);
 }
+
+/// Decoded (name, value) pairs.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Sends a GET with an `x-token` header (every field indexed by the client's encoder when
+/// `index`), answers it with an `etag`, and returns the request's header block, the request
+/// as received and the response's decoded fields.
+fn indexed_exchange(p: &mut Peer, id: u32, index: bool) -> (Vec<u8>, Request, Fields) {
+    let fields: [(&[u8], &[u8]); 5] = [
+        (b":method", b"GET"),
+        (b":scheme", b"http"),
+        (b":authority", b"example.com"),
+        (b":path", b"/a"),
+        (b"x-token", b"abc123"),
+    ];
+    let mut block = Vec::new();
+    let mut b = p.enc.block(&mut block);
+    for (n, v) in fields {
+        let how = if index {
+            Indexing::Incremental
+        } else {
+            Indexing::Auto
+        };
+        b.field_with(n, v, how);
+    }
+    let mut f = Vec::new();
+    frame::put_head(
+        &mut f,
+        block.len(),
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        id,
+    );
+    f.extend_from_slice(&block);
+    p.feed(&f);
+    let (got, req) = p.conn.next_request().unwrap();
+    assert_eq!(got, id);
+    let mut resp = Response::new(200);
+    resp.headers
+        .push((Bytes::from_static(b"etag"), Bytes::from_static(b"\"v1\"")));
+    resp.body = Body::Bytes(Bytes::from_static(b"hello"));
+    p.conn.respond(id, resp);
+    let out = p.turn(b"");
+    let (_, rblock) = out.iter().find(|(h, _)| h.kind == kind::HEADERS).unwrap();
+    let mut buf = BytesMut::new();
+    let mut decoded = Vec::new();
+    p.dec.decode(rblock, &mut buf, |f| decoded.push(f)).unwrap();
+    let fields = decoded
+        .iter()
+        .map(|f| (buf[f.name.clone()].to_vec(), buf[f.value.clone()].to_vec()))
+        .collect();
+    (block, req, fields)
+}
+
+#[test]
+fn a_parked_connection_keeps_its_hpack_contexts_and_serves_on() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let (_, req, resp) = indexed_exchange(&mut p, 1, true);
+    assert_eq!(req.header(b"x-token"), Some(&b"abc123"[..]));
+    assert!(resp.contains(&(b"etag".to_vec(), b"\"v1\"".to_vec())));
+    assert!(!p.conn.parkable(), "not before the quiet trim");
+    let due = p.conn.poll_timeout().unwrap();
+    p.conn.handle_timeout(due);
+    assert!(p.conn.parkable());
+    assert!(size_of::<Parked>() * 2 < size_of::<Connection>());
+
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let conn = std::mem::replace(
+        &mut p.conn,
+        Connection::new(Settings::default(), addr, addr, p.now),
+    );
+    let parked = conn.park();
+    p.now += Duration::from_secs(5);
+    p.conn = Connection::unpark(parked, p.now);
+
+    // Every field of the same request is in the tables now: the block is indexes only.
+    let (block, req, resp) = indexed_exchange(&mut p, 3, false);
+    assert!(block.iter().all(|b| b & 0x80 != 0), "{block:02x?}");
+    assert_eq!(req.authority(), Some(&b"example.com"[..]));
+    assert_eq!(req.header(b"x-token"), Some(&b"abc123"[..]));
+    assert!(resp.contains(&(b"etag".to_vec(), b"\"v1\"".to_vec())));
+    // Stream ids still must grow: 1 was used before the connection was parked.
+    let reuse = headers_frame(
+        &mut p,
+        1,
+        &[
+            (b":method", b"GET"),
+            (b":scheme", b"http"),
+            (b":path", b"/"),
+        ],
+        true,
+    );
+    p.feed(&reuse);
+    let out = p.turn(b"");
+    assert_eq!(goaway_code(&out), Some(Reason::STREAM_CLOSED.0));
+}
+
+#[test]
+fn only_a_quiet_open_connection_is_parkable() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let req = p.get(1, "/", false);
+    p.feed(&req);
+    let due = p.conn.poll_timeout().unwrap();
+    p.conn.handle_timeout(due.min(p.now + QUIET_TRIM));
+    assert!(!p.conn.parkable(), "a request is in progress");
+    p.conn.shutdown();
+    assert!(!p.conn.parkable());
+}

@@ -1,0 +1,215 @@
+//! A quiet connection's compact form. Once a connection has had no stream and no input for
+//! [`super::QUIET_TRIM`] (its tables already trimmed), the driver may [`Connection::park`] it:
+//! what outlives streams (addresses, HPACK contexts, flow-control windows, the highest stream
+//! id, recent resets) moves into a [`Parked`] less than half the connection's size, and the
+//! rest, which only matters while streams are open, is dropped. [`Connection::unpark`] puts
+//! it back with that rest at its initial values when the client sends again.
+
+use super::{Budget, Connection, HeadersCache, Phase};
+use crate::proto::h2::hpack;
+use bytes::BytesMut;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The state of an open connection that survives while it has no stream.
+pub struct Parked {
+    cfg: Arc<super::Settings>,
+    peer: SocketAddr,
+    local: SocketAddr,
+    decoder: hpack::Decoder,
+    encoder: hpack::Encoder,
+    recv_conn_window: u32,
+    recv_conn_unacked: u32,
+    max_client_stream: u32,
+    peer_max_frame: u32,
+    peer_initial_window: u32,
+    send_conn_window: i64,
+    last_frame_at: Instant,
+    peer_goaway: bool,
+    /// Frames for these may still be in flight (empty almost always: no allocation).
+    recently_reset: VecDeque<u32>,
+}
+
+impl Parked {
+    /// A connection that has not started: what [`Connection::new`] begins from.
+    pub(super) fn fresh(
+        cfg: Arc<super::Settings>,
+        peer: SocketAddr,
+        local: SocketAddr,
+        now: Instant,
+    ) -> Parked {
+        Parked {
+            decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE, cfg.max_header_list),
+            cfg,
+            peer,
+            local,
+            encoder: hpack::Encoder::default(),
+            recv_conn_window: super::frame::DEFAULT_WINDOW,
+            recv_conn_unacked: 0,
+            max_client_stream: 0,
+            peer_max_frame: super::frame::DEFAULT_MAX_FRAME_SIZE,
+            peer_initial_window: super::frame::DEFAULT_WINDOW,
+            send_conn_window: i64::from(super::frame::DEFAULT_WINDOW),
+            last_frame_at: now,
+            peer_goaway: false,
+            recently_reset: VecDeque::new(),
+        }
+    }
+}
+
+impl Connection {
+    /// Whether [`Connection::park`] loses nothing: open, quiet and trimmed, with no stream,
+    /// no output, no header block or request in progress and no credit held back. Everything
+    /// [`Parked`] leaves out is at its initial value then.
+    pub fn parkable(&self) -> bool {
+        self.phase == Phase::Open
+            && self.closed.is_none()
+            && !self.trim_when_quiet
+            && !self.drain_when_open
+            && !self.recv_paused
+            && self.ids.is_empty()
+            && self.out.is_empty()
+            && self.partial.is_none()
+            && self.requests.is_empty()
+            && self.stalled_since.is_none()
+            && self.in_handler == 0
+            && self.sending == 0
+            && self.streaming == 0
+            && self.body_pipes == 0
+            && self.unread_total == 0
+            && self.credit_held == 0
+            && self.opened_with_body.is_none()
+            && self.cancelled.is_empty()
+            && self.done.is_empty()
+            && self.ready.is_empty()
+    }
+
+    /// The compact form of a [`Connection::parkable`] connection.
+    pub fn park(self) -> Parked {
+        debug_assert!(self.parkable());
+        // Exhaustive: a field added to `Connection` must say here whether it survives.
+        let Connection {
+            cfg,
+            peer,
+            local,
+            phase: _,
+            closed: _,
+            out: _,
+            decoder,
+            hbuf: _,
+            fields: _,
+            partial: _,
+            block: _,
+            recv_conn_window,
+            recv_conn_unacked,
+            max_client_stream,
+            last_frame_at,
+            peer_goaway,
+            encoder,
+            headers_cache: _,
+            peer_max_frame,
+            peer_initial_window,
+            send_conn_window,
+            stalled_since: _,
+            date: _,
+            ids: _,
+            streams: _,
+            ready: _,
+            requests: _,
+            in_handler: _,
+            sending: _,
+            streaming: _,
+            body_pipes: _,
+            unread_total: _,
+            credit_held: _,
+            opened_with_body: _,
+            cancelled: _,
+            done: _,
+            closed_unwritten: _,
+            recv_paused: _,
+            batch_opened: _,
+            drain_when_open: _,
+            trim_when_quiet: _,
+            recently_reset,
+            // Full again: they refill completely within a second, and a parked connection
+            // has been quiet for longer.
+            resets: _,
+            control: _,
+        } = self;
+        Parked {
+            cfg,
+            peer,
+            local,
+            decoder,
+            encoder,
+            recv_conn_window,
+            recv_conn_unacked,
+            max_client_stream,
+            peer_max_frame,
+            peer_initial_window,
+            send_conn_window,
+            last_frame_at,
+            peer_goaway,
+            recently_reset,
+        }
+    }
+
+    /// The open connection `p` was parked from, as of `now`.
+    pub fn unpark(p: Parked, now: Instant) -> Connection {
+        let mut c = Connection::from_parked(p, now);
+        c.phase = Phase::Open;
+        c
+    }
+
+    /// `p`'s state, everything else initial; in [`Phase::Preface`].
+    pub(super) fn from_parked(p: Parked, now: Instant) -> Connection {
+        Connection {
+            resets: Budget::new(p.cfg.max_resets_per_second, now),
+            control: Budget::new(p.cfg.max_control_frames_per_second, now),
+            cfg: p.cfg,
+            peer: p.peer,
+            local: p.local,
+            phase: Phase::Preface,
+            closed: None,
+            out: Vec::new(),
+            decoder: p.decoder,
+            hbuf: BytesMut::new(),
+            fields: Vec::new(),
+            partial: None,
+            block: Vec::new(),
+            recv_conn_window: p.recv_conn_window,
+            recv_conn_unacked: p.recv_conn_unacked,
+            max_client_stream: p.max_client_stream,
+            last_frame_at: p.last_frame_at,
+            peer_goaway: p.peer_goaway,
+            encoder: p.encoder,
+            headers_cache: HeadersCache::default(),
+            peer_max_frame: p.peer_max_frame,
+            peer_initial_window: p.peer_initial_window,
+            send_conn_window: p.send_conn_window,
+            stalled_since: None,
+            date: None,
+            ids: Vec::new(),
+            streams: Vec::new(),
+            ready: Default::default(),
+            requests: VecDeque::new(),
+            in_handler: 0,
+            sending: 0,
+            streaming: 0,
+            body_pipes: 0,
+            unread_total: 0,
+            credit_held: 0,
+            opened_with_body: None,
+            cancelled: Vec::new(),
+            done: Vec::new(),
+            closed_unwritten: 0,
+            recv_paused: false,
+            batch_opened: 0,
+            drain_when_open: false,
+            trim_when_quiet: false,
+            recently_reset: p.recently_reset,
+        }
+    }
+}
