@@ -123,7 +123,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
     ctx: &'a WorkerCtx,
     handed: BytesMut,
     upgrade: Option<Box<Upgrade>>,
-    waits: Waits<'s, 'a>,
+    mut waits: Waits<'s, 'a>,
 ) -> impl Future<Output = ()> + use<'s, 'a, T> {
     let mut rbuf = if T::WAITS_WITHOUT_BUFFER {
         // The HTTP/1 driver's pooled buffer: it goes back to the pool while idle.
@@ -138,27 +138,26 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
     let cfg = ctx.h2.for_connection(stream.is_secure(), local.port());
     // Boxed: the connection's state is large and lives as long as the connection.
     let conn = match upgrade {
-        None => Ok(Box::new(Connection::new(cfg, peer, local, now))),
-        Some(u) => {
-            Connection::upgraded(cfg, peer, local, now, &u.settings, u.request).map(Box::new)
-        }
-    };
-    // A block that owns what it needs holds one copy of it (an async fn would keep its
-    // arguments besides): this future lives as long as the connection.
-    async move {
-        let mut conn = match conn {
-            Ok(conn) => conn,
+        None => Some(Box::new(Connection::new(cfg, peer, local, now))),
+        Some(u) => match Connection::upgraded(cfg, peer, local, now, &u.settings, u.request) {
+            Ok(conn) => Some(Box::new(conn)),
             Err(r) => {
                 tracing::debug!(peer = %peer, "bad HTTP2-Settings in upgrade: {r:?}");
-                return;
+                None
             }
-        };
+        },
+    };
+    // A block that owns what it needs holds one copy of it (an async fn would keep its
+    // arguments besides): this future lives as long as the connection. It waits in its
+    // smallest state while the connection is parked; the busy states are in `run`'s boxed
+    // future, allocated when the connection wakes.
+    async move {
+        let Some(mut conn) = conn else { return };
         let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
         let mut work = StreamWork::default();
         let mut ends = StreamEnds::new(crate::metrics::enabled());
-        let mut waits = waits;
         let r = loop {
-            let r = run(
+            let r = Box::pin(run(
                 &mut stream,
                 &mut conn,
                 ctx,
@@ -166,7 +165,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
                 &mut work,
                 &mut ends,
                 &mut waits,
-            )
+            ))
             .await;
             if !matches!(r, Ok(Pause::Quiet)) {
                 break r.map(|_| ());
@@ -192,13 +191,13 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
         conn.close_streams();
         ends.write_ended(&mut conn);
         if let Err(e) = r {
-            tracing::debug!(peer = %peer, "HTTP/2 connection closed: {e}");
+            tracing::debug!(peer = %conn.peer(), "HTTP/2 connection closed: {e}");
             return;
         }
         match conn.closed() {
             Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
                 if ctx.config.emit_request_errors {
-                    tracing::info!(peer = %peer, "closed HTTP/2 connection with {r:?}: {why}");
+                    tracing::info!(peer = %conn.peer(), "closed HTTP/2 connection with {r:?}: {why}");
                 }
                 // Boxed, as a rare state, to keep the connection's future small.
                 Box::pin(linger_close(&mut stream)).await;
@@ -311,7 +310,12 @@ async fn run<'a, T: Transport>(
         if watch_stop && ctx.stopping.get() {
             continue;
         }
-        if watch_stop && rbuf.is_empty() && work.is_empty() && conn.parkable() {
+        if T::WAITS_WITHOUT_BUFFER
+            && watch_stop
+            && rbuf.is_empty()
+            && work.is_empty()
+            && conn.parkable()
+        {
             return Ok(Pause::Quiet);
         }
         if let Some(d) = deadline {
@@ -371,8 +375,10 @@ enum Woke {
     Closed,
 }
 
-/// Waits for the client while the connection is parked: until bytes arrive, `deadline`
-/// passes, or the server begins to stop (which the next turn of [`run`] sees).
+/// Waits for the client while the connection is parked: until bytes arrive (read into a
+/// buffer from the worker's pool), `deadline` passes, or the server begins to stop (which the
+/// next turn of [`run`] sees). It polls the socket's readiness instead of awaiting a read,
+/// so the connection's future holds next to nothing for this wait.
 async fn wait_parked<'a, T: Transport>(
     stream: &mut T,
     ctx: &'a WorkerCtx,
@@ -380,22 +386,30 @@ async fn wait_parked<'a, T: Transport>(
     waits: &mut Waits<'_, 'a>,
     deadline: Option<Instant>,
 ) -> std::io::Result<Woke> {
-    let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();
     if let Some(d) = deadline {
         waits.timer.as_mut().reset(d.into());
     }
-    tokio::select! {
-        r = read_some(stream, rbuf, &ctx.buffers, bufferless) => {
-            let (n, _) = r?;
-            if n == 0 {
-                return Ok(Woke::Closed);
+    std::future::poll_fn(|cx| {
+        while let Poll::Ready(r) = stream.poll_readable(cx) {
+            r?;
+            if let Some(r) = read_pooled(stream, rbuf, &ctx.buffers, cx) {
+                let (n, _) = r?;
+                if n == 0 {
+                    return Poll::Ready(Ok(Woke::Closed));
+                }
+                crate::metrics::received(n as u64);
+                return Poll::Ready(Ok(Woke::Turn));
             }
-            crate::metrics::received(n as u64);
-            Ok(Woke::Turn)
         }
-        _ = waits.timer.as_mut(), if deadline.is_some() => Ok(Woke::Timer),
-        _ = waits.stop.as_mut() => Ok(Woke::Turn),
-    }
+        if deadline.is_some() && waits.timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(Woke::Timer));
+        }
+        if waits.stop.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(Woke::Turn));
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Reads into `rbuf`; returns the bytes read and the free space they were read into.
@@ -411,18 +425,39 @@ async fn read_some<T: Transport>(
         let spare = rbuf.capacity() - rbuf.len();
         return Ok((stream.read_buf(rbuf).await?, spare));
     }
-    loop {
-        stream.readable().await?;
-        *rbuf = pool.read_buffer();
-        let spare = rbuf.capacity();
-        let read = {
-            let fut = stream.read_buf(rbuf);
-            tokio::pin!(fut);
-            std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
-        };
-        match read {
-            Poll::Ready(r) => return Ok((r?, spare)),
-            Poll::Pending => pool.give_read(std::mem::take(rbuf)),
+    std::future::poll_fn(|cx| loop {
+        if let Err(e) = std::task::ready!(stream.poll_readable(cx)) {
+            return Poll::Ready(Err(e));
+        }
+        if let Some(r) = read_pooled(stream, rbuf, pool, cx) {
+            return Poll::Ready(r);
+        }
+    })
+    .await
+}
+
+/// Once the socket is readable: one read into a buffer from `pool`, which goes back if the
+/// readiness was stale (`None`; the read registered `cx` for the next). Returns the bytes
+/// read and the buffer's free space.
+fn read_pooled<T: Transport>(
+    stream: &mut T,
+    rbuf: &mut BytesMut,
+    pool: &BufferPool,
+    cx: &mut std::task::Context<'_>,
+) -> Option<std::io::Result<(usize, usize)>> {
+    *rbuf = pool.read_buffer();
+    let spare = rbuf.capacity();
+    // A read future keeps nothing between polls: made and polled once, here.
+    let read = {
+        let fut = stream.read_buf(rbuf);
+        tokio::pin!(fut);
+        fut.poll(cx)
+    };
+    match read {
+        Poll::Ready(r) => Some(r.map(|n| (n, spare))),
+        Poll::Pending => {
+            pool.give_read(std::mem::take(rbuf));
+            None
         }
     }
 }

@@ -222,6 +222,16 @@ impl Transport for TlsTransport {
             _ => Ok(()),
         }
     }
+
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let (tcp, conn) = self.inner.get_mut();
+        match conn.process_new_packets() {
+            Ok(state) if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() => {
+                tcp.poll_read_ready(cx)
+            }
+            _ => Poll::Ready(Ok(())),
+        }
+    }
 }
 
 impl TlsTransport {

@@ -4,6 +4,7 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, Interest};
 use tokio::net::TcpStream;
@@ -34,6 +35,11 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     async fn readable(&mut self) -> io::Result<()> {
         Ok(())
     }
+    /// [`Transport::readable`] as a poll: it registers the task's waker and keeps no future,
+    /// so a connection that waits this way (a parked HTTP/2 one) holds nothing for the wait.
+    fn poll_readable(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl Transport for TcpStream {
@@ -59,6 +65,10 @@ impl Transport for TcpStream {
 
     async fn readable(&mut self) -> io::Result<()> {
         TcpStream::readable(self).await
+    }
+
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_read_ready(cx)
     }
 }
 
@@ -98,6 +108,10 @@ impl<T: Transport> Transport for &mut T {
 
     fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>> {
         (**self).readable()
+    }
+
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        (**self).poll_readable(cx)
     }
 }
 

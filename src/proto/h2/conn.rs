@@ -686,6 +686,11 @@ impl Connection {
         self.ready = Default::default();
     }
 
+    /// The client's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
     /// Set once the connection is over: write the output, then close.
     pub fn closed(&self) -> Option<Closed> {
         self.closed
