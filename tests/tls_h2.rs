@@ -95,3 +95,37 @@ fn h2spec_over_tls_passes_every_test() {
             .join("\n")
     );
 }
+
+/// A parked TLS connection (see tests/h2.rs) wakes on the records the client sends and
+/// decodes them against the HPACK tables it kept.
+#[test]
+fn a_parked_tls_connection_serves_requests_that_refer_to_its_hpack_tables() {
+    let s = server();
+    let addr = s.addr;
+    let ca = std::fs::read(s.dir.path().join("a.crt")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&ca) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = connector.connect(name, tcp).await.unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let url = format!("https://localhost:{}/index.html", addr.port());
+        common::clients::h2_requests_across_parking(tls, &url, b"<h1>h2 over tls</h1>\n").await;
+    });
+}

@@ -362,3 +362,57 @@ pub fn h1_conn(s: &Spate, read_timeout: Duration) -> TcpStream {
     c.set_read_timeout(Some(read_timeout)).ok();
     c
 }
+
+/// Over one HTTP/2 connection on `io`: GET `url` (a file of `body`), then the same request
+/// conditional on its ETag (304), then twice: wait past the server's quiet trim (the
+/// connection is parked), and send both again. The `h2` client's encoder refers to its
+/// dynamic table for the repeated fields, so the server must have kept its decoder's table
+/// across the parking, and the client decodes our responses against its own.
+pub async fn h2_requests_across_parking<T>(io: T, url: &str, body: &[u8])
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (client, conn) = h2::client::handshake(io).await.expect("h2 handshake");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let get = |if_none_match: Option<http::HeaderValue>| {
+        let client = client.clone();
+        let mut req = http::Request::get(url).header("x-token", "abc123");
+        if let Some(v) = if_none_match {
+            req = req.header("if-none-match", v);
+        }
+        async move {
+            let mut client = client.ready().await.expect("ready");
+            let req = req.body(()).expect("request");
+            let (resp, _) = client.send_request(req, true).expect("send");
+            let (head, mut data) = resp.await.expect("response").into_parts();
+            let mut got = Vec::new();
+            while let Some(chunk) = data.data().await {
+                got.extend_from_slice(&chunk.expect("body"));
+            }
+            (head, got)
+        }
+    };
+    let (head, got) = get(None).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(got, body);
+    let etag = head.headers.get("etag").expect("etag").clone();
+    // Indexed by both sides now: the conditional request's fields and the 304's.
+    let (head, _) = get(Some(etag.clone())).await;
+    assert_eq!(head.status, 304);
+    for _ in 0..2 {
+        // Past the quiet trim (1 s): the connection parks, and wakes for the next request.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let (head, _) = get(Some(etag.clone())).await;
+        assert_eq!(
+            head.status, 304,
+            "if-none-match decoded from the dynamic table"
+        );
+        assert_eq!(head.headers.get("etag"), Some(&etag));
+        let (head, got) = get(None).await;
+        assert_eq!(head.status, 200);
+        assert_eq!(got, body);
+        assert_eq!(head.headers.get("etag"), Some(&etag));
+    }
+}

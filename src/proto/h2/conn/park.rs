@@ -28,8 +28,9 @@ pub struct Parked {
     send_conn_window: i64,
     last_frame_at: Instant,
     peer_goaway: bool,
-    /// Frames for these may still be in flight (empty almost always: no allocation).
-    recently_reset: VecDeque<u32>,
+    /// Streams reset lately, whose frames may still be in flight; `None` when there are
+    /// none (almost always).
+    recently_reset: Option<Box<VecDeque<u32>>>,
 }
 
 impl Parked {
@@ -54,7 +55,7 @@ impl Parked {
             send_conn_window: i64::from(super::frame::DEFAULT_WINDOW),
             last_frame_at: now,
             peer_goaway: false,
-            recently_reset: VecDeque::new(),
+            recently_reset: None,
         }
     }
 }
@@ -152,7 +153,7 @@ impl Connection {
             send_conn_window,
             last_frame_at,
             peer_goaway,
-            recently_reset,
+            recently_reset: (!recently_reset.is_empty()).then(|| Box::new(recently_reset)),
         }
     }
 
@@ -209,7 +210,7 @@ impl Connection {
             batch_opened: 0,
             drain_when_open: false,
             trim_when_quiet: false,
-            recently_reset: p.recently_reset,
+            recently_reset: p.recently_reset.map(|r| *r).unwrap_or_default(),
         }
     }
 }

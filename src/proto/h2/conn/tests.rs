@@ -1529,3 +1529,36 @@ fn only_a_quiet_open_connection_is_parkable() {
     p.conn.shutdown();
     assert!(!p.conn.parkable());
 }
+
+#[test]
+fn a_parked_connection_still_ignores_late_frames_of_streams_it_reset() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let fields: [(&[u8], &[u8]); 4] = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", b"/"),
+        (b"connection", b"close"),
+    ];
+    let bad = headers_frame(&mut p, 1, &fields, false);
+    p.feed(&bad);
+    assert_eq!(kinds(&p.turn(b"")), vec![(kind::RST_STREAM, 1)]);
+    let due = p.conn.poll_timeout().unwrap();
+    p.conn.handle_timeout(due);
+    assert!(p.conn.parkable());
+    let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let conn = std::mem::replace(
+        &mut p.conn,
+        Connection::new(Settings::default(), addr, addr, p.now),
+    );
+    p.conn = Connection::unpark(conn.park(), p.now);
+    // DATA the client sent before it saw the reset: ignored, not answered with another.
+    p.feed(&data(1, 10, true));
+    let f = p.turn(b"");
+    assert!(
+        f.iter()
+            .all(|(h, _)| h.kind != kind::RST_STREAM && h.kind != kind::GOAWAY),
+        "{:?}",
+        kinds(&f)
+    );
+}

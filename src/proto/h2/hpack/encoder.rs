@@ -63,9 +63,11 @@ impl Encoder {
         }
     }
 
-    /// Frees the table's spare capacity (see [`super::table::DynamicTable::shrink_to_fit`]).
+    /// Frees the table's spare capacity (see [`super::table::DynamicTable::shrink_to_fit`])
+    /// and the scratch space for lowercasing names.
     pub fn shrink_to_fit(&mut self) {
         self.table.shrink_to_fit();
+        self.lower = Vec::new();
     }
 
     /// Applies the peer's SETTINGS_HEADER_TABLE_SIZE. A resulting change of our table size is
