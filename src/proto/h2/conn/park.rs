@@ -30,7 +30,7 @@ pub struct Parked {
     peer_goaway: bool,
     /// Streams reset lately, whose frames may still be in flight; `None` when there are
     /// none (almost always).
-    recently_reset: Option<Box<VecDeque<u32>>>,
+    recently_reset: Option<Box<[u32]>>,
 }
 
 impl Parked {
@@ -153,7 +153,8 @@ impl Connection {
             send_conn_window,
             last_frame_at,
             peer_goaway,
-            recently_reset: (!recently_reset.is_empty()).then(|| Box::new(recently_reset)),
+            recently_reset: (!recently_reset.is_empty())
+                .then(|| Vec::from(recently_reset).into_boxed_slice()),
         }
     }
 
@@ -210,7 +211,9 @@ impl Connection {
             batch_opened: 0,
             drain_when_open: false,
             trim_when_quiet: false,
-            recently_reset: p.recently_reset.map(|r| *r).unwrap_or_default(),
+            recently_reset: p
+                .recently_reset
+                .map_or_else(VecDeque::new, |r| Vec::from(r).into()),
         }
     }
 }
