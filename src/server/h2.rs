@@ -154,19 +154,8 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
     async move {
         let Some(mut conn) = conn else { return };
         let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
-        let mut work = StreamWork::default();
-        let mut ends = StreamEnds::new(crate::metrics::enabled());
         let r = loop {
-            let r = Box::pin(run(
-                &mut stream,
-                &mut conn,
-                ctx,
-                &mut rbuf,
-                &mut work,
-                &mut ends,
-                &mut waits,
-            ))
-            .await;
+            let r = Box::pin(run(&mut stream, &mut conn, ctx, &mut rbuf, &mut waits)).await;
             if !matches!(r, Ok(Pause::Quiet)) {
                 break r.map(|_| ());
             }
@@ -183,13 +172,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
                 Err(e) => break Err(e),
             }
         };
-        // Whatever is still open ends here: pending answers and bodies are dropped
-        // (cancelling their upstream work), request bodies aborted, and logged streams
-        // logged incomplete.
-        drop(work);
         ctx.buffers.give_read(std::mem::take(&mut rbuf));
-        conn.close_streams();
-        ends.write_ended(&mut conn);
         if let Err(e) = r {
             tracing::debug!(peer = %conn.peer(), "HTTP/2 connection closed: {e}");
             return;
@@ -217,8 +200,30 @@ pub(crate) struct Waits<'s, 'a> {
     pub stop: Pin<&'s mut Notified<'a>>,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Serves turns until the connection closes or goes quiet. What is still open when it
+/// closes ends here: pending answers and bodies are dropped (cancelling their upstream
+/// work), request bodies aborted, and logged streams logged incomplete. The streams' work
+/// lives in this future, not in the connection's: a parked connection holds none.
 async fn run<'a, T: Transport>(
+    stream: &mut T,
+    conn: &mut Connection,
+    ctx: &'a WorkerCtx,
+    rbuf: &mut BytesMut,
+    waits: &mut Waits<'_, 'a>,
+) -> std::io::Result<Pause> {
+    let mut work = StreamWork::default();
+    let mut ends = StreamEnds::new(crate::metrics::enabled());
+    let r = turns(stream, conn, ctx, rbuf, &mut work, &mut ends, waits).await;
+    if !matches!(r, Ok(Pause::Quiet)) {
+        drop(work);
+        conn.close_streams();
+        ends.write_ended(conn);
+    }
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn turns<'a, T: Transport>(
     stream: &mut T,
     conn: &mut Connection,
     ctx: &'a WorkerCtx,
@@ -314,6 +319,7 @@ async fn run<'a, T: Transport>(
             && watch_stop
             && rbuf.is_empty()
             && work.is_empty()
+            && ends.is_empty()
             && conn.parkable()
         {
             return Ok(Pause::Quiet);

@@ -39,6 +39,11 @@ impl StreamEnds {
         }
     }
 
+    /// No tracked stream is waiting for its end.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
     /// Stream `id` is about to be answered with `resp` (then `respond_tracked`).
     pub fn start(
         &mut self,
