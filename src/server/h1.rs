@@ -29,13 +29,40 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// A connection's peer and local addresses.
 pub(crate) type Addrs = (SocketAddr, SocketAddr);
 
-/// Serves one connection until it closes. The addresses are borrowed (and the socket may be):
-/// the task that owns them keeps them anyway, a copy here would double them per connection.
+/// A connection that waited `http1-idle-park-delay` for its next request and can be parked
+/// (`park.rs`): its keep-alive deadline, and what its next task needs.
+pub(crate) struct Idle {
+    pub until: Instant,
+    resume: Resume,
+}
+
+/// What a parked connection's next task takes over: whether a request was answered yet, and
+/// its place in the open-connection count, which it kept while parked.
+pub(crate) struct Resume {
+    fresh: bool,
+    open: crate::metrics::OpenConnection,
+}
+
+impl Idle {
+    pub fn resume(self) -> Resume {
+        self.resume
+    }
+}
+
+/// Serves one connection until it closes, or until it has been idle long enough to park: then
+/// it returns `Idle` and the caller parks the socket. `resumed` is a parked connection's.
+/// The addresses are borrowed (and the socket may be): the task that owns them keeps them
+/// anyway, a copy here would double them per connection.
 pub(crate) fn serve<'a, T: Transport + 'a>(
     stream: T,
     addrs: &'a Addrs,
     ctx: &'a WorkerCtx,
-) -> impl Future<Output = ()> + 'a {
+    resumed: Option<Resume>,
+) -> impl Future<Output = Option<Idle>> + 'a {
+    let (fresh, open) = match resumed {
+        Some(r) => (r.fresh, Some(r.open)),
+        None => (true, None),
+    };
     let mut conn = Conn {
         stream,
         addrs,
@@ -43,14 +70,14 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         rbuf: ctx.buffers.read_buffer(),
         wbuf: ctx.buffers.write_buffer(),
         queued: 0,
-        fresh: true,
+        fresh,
         handoff: None,
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         stop: Box::pin(ctx.stop.notified()),
     };
     // A block that owns the connection holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection.
-    async move { conn.serve().await }
+    async move { conn.serve(open).await }
 }
 
 struct Conn<'a, T> {
@@ -80,6 +107,9 @@ enum Close {
     Io(std::io::Error),
     /// An error response was written: stop reading requests, drain a little, close.
     Linger,
+    /// Idle for `http1-idle-park-delay`: hand the socket back to be parked, until the
+    /// keep-alive deadline.
+    Park(Instant),
 }
 
 impl From<std::io::Error> for Close {
@@ -94,13 +124,16 @@ enum Wait {
     Eof,
     TimedOut,
     Stopping,
+    /// The park delay passed; the keep-alive deadline.
+    Park(Instant),
 }
 
 impl<'a, T: Transport> Conn<'a, T> {
-    async fn serve(&mut self) {
+    async fn serve(&mut self, open: Option<crate::metrics::OpenConnection>) -> Option<Idle> {
         self.stop.as_mut().enable();
         let ctx = self.ctx;
-        let open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1);
+        let open = open
+            .unwrap_or_else(|| crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1));
         match self.run().await {
             Ok(()) => {
                 if let Some(upgrade) = self.handoff.take() {
@@ -125,8 +158,17 @@ impl<'a, T: Transport> Conn<'a, T> {
                     // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
                     // that would reset the connection before it read our last responses.
                     Box::pin(transport::drain_input(&mut self.stream)).await;
-                    return;
+                    return None;
                 }
+            }
+            Err(Close::Park(until)) => {
+                ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
+                ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+                let resume = Resume {
+                    fresh: self.fresh,
+                    open,
+                };
+                return Some(Idle { until, resume });
             }
             Err(Close::Quietly) => {}
             Err(Close::Io(e)) => tracing::debug!(peer = %self.addrs.0, "connection closed: {e}"),
@@ -135,6 +177,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         }
         ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
         ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+        None
     }
 
     async fn run(&mut self) -> Result<(), Close> {
@@ -200,6 +243,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             match self.read_until(deadline, idle).await? {
                 Wait::Data => {}
                 Wait::Eof | Wait::Stopping => return Ok(()),
+                Wait::Park(until) => return Err(Close::Park(until)),
                 Wait::TimedOut if self.rbuf.is_empty() => return Ok(()),
                 Wait::TimedOut => {
                     self.log_request_error(408, "request head not received in time");
@@ -539,17 +583,27 @@ impl<'a, T: Transport> Conn<'a, T> {
 
     /// Reads into `rbuf` until data arrives or the deadline passes. When `idle` (between
     /// requests), a server stop also ends the wait, and on plain TCP the connection waits
-    /// without buffers: they go back to the worker's pool meanwhile.
+    /// without buffers: they go back to the worker's pool meanwhile, and after
+    /// `http1-idle-park-delay` the wait ends with `Wait::Park`.
     async fn read_until(&mut self, deadline: Instant, idle: bool) -> Result<Wait, Close> {
+        let bufferless = idle && T::WAITS_WITHOUT_BUFFER && self.wbuf.is_empty();
+        let park_at = match &self.ctx.parking {
+            Some(parking) if bufferless => parking.park_at(deadline),
+            _ => None,
+        };
         // One timer per connection, moved rather than re-created: extending a registered
-        // timer is a store, not a timer-wheel operation.
-        self.timer.as_mut().reset(deadline.into());
+        // timer is a store, not a timer-wheel operation. A parking wait sets it to the park
+        // time only (never to the deadline in between), so it still only moves later.
+        self.timer
+            .as_mut()
+            .reset(park_at.unwrap_or(deadline).into());
         if idle {
             if self.ctx.close_idle.get() {
                 return Ok(Wait::Stopping);
             }
-            if T::WAITS_WITHOUT_BUFFER && self.wbuf.is_empty() {
-                return self.wait_bufferless().await;
+            if bufferless {
+                let parks = park_at.map(|_| deadline);
+                return self.wait_bufferless(parks).await;
             }
         }
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
@@ -585,7 +639,9 @@ impl<'a, T: Transport> Conn<'a, T> {
         false
     }
 
-    async fn wait_bufferless(&mut self) -> Result<Wait, Close> {
+    /// Waits for readiness without buffers. With `parks` (the keep-alive deadline), the
+    /// timer is the park time: when it fires, the connection parks rather than times out.
+    async fn wait_bufferless(&mut self, parks: Option<Instant>) -> Result<Wait, Close> {
         loop {
             self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
             self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
@@ -593,9 +649,12 @@ impl<'a, T: Transport> Conn<'a, T> {
             let waited = tokio::select! {
                 biased;
                 r = self.stream.readable() => r.map(|()| Wait::Data),
-                _ = self.timer.as_mut() => Ok(Wait::TimedOut),
+                _ = self.timer.as_mut() => Ok(parks.map_or(Wait::TimedOut, Wait::Park)),
                 _ = self.stop.as_mut() => Ok(Wait::Stopping),
             };
+            if let Ok(Wait::Park(until)) = waited {
+                return Ok(Wait::Park(until));
+            }
             self.rbuf = self.ctx.buffers.read_buffer();
             self.wbuf = self.ctx.buffers.write_buffer();
             match waited? {
@@ -692,7 +751,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         let deadline = Instant::now() + self.ctx.config.http1.request_io_timeout;
         match self.read_until(deadline, false).await? {
             Wait::Data => Ok(()),
-            Wait::Eof | Wait::TimedOut | Wait::Stopping => Err(Close::Quietly),
+            Wait::Eof | Wait::TimedOut | Wait::Stopping | Wait::Park(_) => Err(Close::Quietly),
         }
     }
 
