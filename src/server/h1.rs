@@ -29,24 +29,12 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// A connection's peer and local addresses.
 pub(crate) type Addrs = (SocketAddr, SocketAddr);
 
-/// A connection that waited `http1-idle-park-delay` for its next request and can be parked
-/// (`park.rs`): its keep-alive deadline, and what its next task needs.
+/// A connection that waited `http1-idle-park-delay` for its next request, to be parked
+/// (`park.rs`): what its next task takes over. Whether a request was answered yet, and its
+/// place in the open-connection count, which it keeps while parked.
 pub(crate) struct Idle {
-    pub until: Instant,
-    resume: Resume,
-}
-
-/// What a parked connection's next task takes over: whether a request was answered yet, and
-/// its place in the open-connection count, which it kept while parked.
-pub(crate) struct Resume {
     fresh: bool,
     open: crate::metrics::OpenConnection,
-}
-
-impl Idle {
-    pub fn resume(self) -> Resume {
-        self.resume
-    }
 }
 
 /// Serves one connection until it closes, or until it has been idle long enough to park: then
@@ -57,7 +45,7 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
     stream: T,
     addrs: &'a Addrs,
     ctx: &'a WorkerCtx,
-    resumed: Option<Resume>,
+    resumed: Option<Idle>,
 ) -> impl Future<Output = Option<Idle>> + 'a {
     let (fresh, open) = match resumed {
         Some(r) => (r.fresh, Some(r.open)),
@@ -107,9 +95,8 @@ enum Close {
     Io(std::io::Error),
     /// An error response was written: stop reading requests, drain a little, close.
     Linger,
-    /// Idle for `http1-idle-park-delay`: hand the socket back to be parked, until the
-    /// keep-alive deadline.
-    Park(Instant),
+    /// Idle for `http1-idle-park-delay`: hand the socket back to be parked.
+    Park,
 }
 
 impl From<std::io::Error> for Close {
@@ -124,8 +111,8 @@ enum Wait {
     Eof,
     TimedOut,
     Stopping,
-    /// The park delay passed; the keep-alive deadline.
-    Park(Instant),
+    /// The park delay passed.
+    Park,
 }
 
 impl<'a, T: Transport> Conn<'a, T> {
@@ -161,14 +148,11 @@ impl<'a, T: Transport> Conn<'a, T> {
                     return None;
                 }
             }
-            Err(Close::Park(until)) => {
+            Err(Close::Park) => {
                 ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
                 ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
-                let resume = Resume {
-                    fresh: self.fresh,
-                    open,
-                };
-                return Some(Idle { until, resume });
+                let fresh = self.fresh;
+                return Some(Idle { fresh, open });
             }
             Err(Close::Quietly) => {}
             Err(Close::Io(e)) => tracing::debug!(peer = %self.addrs.0, "connection closed: {e}"),
@@ -234,16 +218,21 @@ impl<'a, T: Transport> Conn<'a, T> {
             let http1 = &self.ctx.config.http1;
             let now = Instant::now();
             let idle = self.rbuf.is_empty();
-            let deadline = if idle {
+            // A plain connection waits the park delay rather than the keep-alive timeout, and
+            // then is parked (`park.rs`), which keeps the deadline.
+            let parks = idle && T::WAITS_WITHOUT_BUFFER && self.ctx.parking.is_some();
+            let deadline = if parks {
+                now + http1.idle_park_delay
+            } else if idle {
                 now + http1.keepalive_timeout
             } else {
                 let started = *request_started.get_or_insert(now);
                 (started + http1.request_timeout).min(now + http1.request_io_timeout)
             };
-            match self.read_until(deadline, idle).await? {
+            match self.read_until(deadline, idle, parks).await? {
                 Wait::Data => {}
                 Wait::Eof | Wait::Stopping => return Ok(()),
-                Wait::Park(until) => return Err(Close::Park(until)),
+                Wait::Park => return Err(Close::Park),
                 Wait::TimedOut if self.rbuf.is_empty() => return Ok(()),
                 Wait::TimedOut => {
                     self.log_request_error(408, "request head not received in time");
@@ -583,29 +572,27 @@ impl<'a, T: Transport> Conn<'a, T> {
 
     /// Reads into `rbuf` until data arrives or the deadline passes. When `idle` (between
     /// requests), a server stop also ends the wait, and on plain TCP the connection waits
-    /// without buffers: they go back to the worker's pool meanwhile, and after
-    /// `http1-idle-park-delay` the wait ends with `Wait::Park`.
-    async fn read_until(&mut self, deadline: Instant, idle: bool) -> Result<Wait, Close> {
-        let bufferless = idle && T::WAITS_WITHOUT_BUFFER && self.wbuf.is_empty();
-        let park_at = match &self.ctx.parking {
-            Some(parking) if bufferless => parking.park_at(deadline),
-            _ => None,
-        };
+    /// without buffers: they go back to the worker's pool meanwhile. When it `parks`, the
+    /// deadline is the park time: the wait then ends with `Wait::Park`.
+    async fn read_until(
+        &mut self,
+        deadline: Instant,
+        idle: bool,
+        parks: bool,
+    ) -> Result<Wait, Close> {
         // One timer per connection, moved rather than re-created: extending a registered
-        // timer is a store, not a timer-wheel operation. A parking wait sets it to the park
-        // time only (never to the deadline in between), so it still only moves later.
-        self.timer
-            .as_mut()
-            .reset(park_at.unwrap_or(deadline).into());
+        // timer is a store, not a timer-wheel operation.
+        self.timer.as_mut().reset(deadline.into());
         if idle {
             if self.ctx.close_idle.get() {
                 return Ok(Wait::Stopping);
             }
-            if bufferless {
-                let parks = park_at.map(|_| deadline);
+            if T::WAITS_WITHOUT_BUFFER && self.wbuf.is_empty() {
                 return self.wait_bufferless(parks).await;
             }
         }
+        // Only a bufferless wait parks (responses are flushed before an idle wait).
+        debug_assert!(!parks);
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(READ_BUFFER);
         }
@@ -639,9 +626,9 @@ impl<'a, T: Transport> Conn<'a, T> {
         false
     }
 
-    /// Waits for readiness without buffers. With `parks` (the keep-alive deadline), the
-    /// timer is the park time: when it fires, the connection parks rather than times out.
-    async fn wait_bufferless(&mut self, parks: Option<Instant>) -> Result<Wait, Close> {
+    /// Waits for readiness without buffers. When it `parks`, the timer is the park time: when
+    /// it fires, the connection parks rather than times out.
+    async fn wait_bufferless(&mut self, parks: bool) -> Result<Wait, Close> {
         loop {
             self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
             self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
@@ -649,11 +636,11 @@ impl<'a, T: Transport> Conn<'a, T> {
             let waited = tokio::select! {
                 biased;
                 r = self.stream.readable() => r.map(|()| Wait::Data),
-                _ = self.timer.as_mut() => Ok(parks.map_or(Wait::TimedOut, Wait::Park)),
+                _ = self.timer.as_mut() => Ok(if parks { Wait::Park } else { Wait::TimedOut }),
                 _ = self.stop.as_mut() => Ok(Wait::Stopping),
             };
-            if let Ok(Wait::Park(until)) = waited {
-                return Ok(Wait::Park(until));
+            if let Ok(Wait::Park) = waited {
+                return Ok(Wait::Park);
             }
             self.rbuf = self.ctx.buffers.read_buffer();
             self.wbuf = self.ctx.buffers.write_buffer();
@@ -749,9 +736,9 @@ impl<'a, T: Transport> Conn<'a, T> {
     async fn read_body_bytes(&mut self) -> Result<(), Close> {
         self.flush(false).await?;
         let deadline = Instant::now() + self.ctx.config.http1.request_io_timeout;
-        match self.read_until(deadline, false).await? {
+        match self.read_until(deadline, false, false).await? {
             Wait::Data => Ok(()),
-            Wait::Eof | Wait::TimedOut | Wait::Stopping | Wait::Park(_) => Err(Close::Quietly),
+            Wait::Eof | Wait::TimedOut | Wait::Stopping | Wait::Park => Err(Close::Quietly),
         }
     }
 

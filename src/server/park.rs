@@ -32,13 +32,15 @@ const TRIM_INTERVAL: Duration = Duration::from_secs(1);
 
 /// This worker's parked connections.
 pub(crate) struct Parking {
-    /// How much earlier than its keep-alive deadline a waiting connection parks.
+    /// The keep-alive timeout less the park delay: what is left of a parked connection's wait.
     lead: Duration,
     /// The epoll instance holding the parked sockets, one-shot each, watched by tokio.
     epoll: AsyncFd<OwnedFd>,
     parked: RefCell<Parked>,
-    /// Wakes `watch` when its next deadline may have changed (a first record, a trim due).
+    /// Wakes `watch` when it must look again: it sleeps without a deadline, or a trim is due.
     changed: tokio::sync::Notify,
+    /// The next keep-alive deadline `watch` wakes for; `None` while it has none to keep.
+    next_wake: Cell<Option<Instant>>,
     /// Connections parked since the allocator was last trimmed.
     since_trim: Cell<usize>,
 }
@@ -59,6 +61,8 @@ struct Record {
     addrs: Addrs,
     guard: ConnectionGuard,
     idle: Idle,
+    /// The keep-alive deadline.
+    until: Instant,
     /// Tells this record from a later one in the same slot.
     serial: u32,
 }
@@ -100,14 +104,9 @@ impl Parking {
             epoll,
             parked: RefCell::default(),
             changed: tokio::sync::Notify::new(),
+            next_wake: Cell::new(None),
             since_trim: Cell::new(0),
         })
-    }
-
-    /// When a connection waiting for a request until `deadline` parks instead.
-    #[inline(always)]
-    pub fn park_at(&self, deadline: Instant) -> Option<Instant> {
-        deadline.checked_sub(self.lead)
     }
 
     /// Closes every parked connection (the server stops, or the worker ends).
@@ -129,6 +128,8 @@ impl Parking {
         guard: ConnectionGuard,
         idle: Idle,
     ) -> io::Result<()> {
+        // The park delay just passed: the keep-alive deadline is what is left of the wait.
+        let until = Instant::now() + self.lead;
         let fd = socket.as_raw_fd();
         let mut p = self.parked.borrow_mut();
         p.serial = p.serial.wrapping_add(1);
@@ -151,14 +152,15 @@ impl Parking {
             addrs,
             guard,
             idle,
+            until,
             serial,
         });
-        let first = p.order.is_empty();
         p.order.push_back((slot, serial));
         drop(p);
         let parks = self.since_trim.get() + 1;
         self.since_trim.set(parks);
-        if first || parks == TRIM_AFTER_PARKS {
+        // A deadline `watch` keeps comes before this one (park order): it needs no wake-up.
+        if self.next_wake.get().is_none() || parks == TRIM_AFTER_PARKS {
             self.changed.notify_one();
         }
         Ok(())
@@ -274,15 +276,13 @@ impl Parking {
         loop {
             let mut p = self.parked.borrow_mut();
             let &(slot, serial) = p.order.front()?;
-            let current = p.records[slot as usize]
-                .as_ref()
-                .filter(|r| r.serial == serial)
-                .map(|r| r.idle.until);
-            match current {
+            let entry = p.records.get_mut(slot as usize);
+            let current = entry.and_then(|e| e.as_ref().filter(|r| r.serial == serial));
+            match current.map(|r| r.until) {
                 Some(until) if until > now => return Some(until),
                 Some(_) => {
                     p.order.pop_front();
-                    let record = p.records[slot as usize].take();
+                    let record = p.records.get_mut(slot as usize).and_then(Option::take);
                     p.free.push(slot);
                     drop(p);
                     drop(record);
@@ -340,7 +340,7 @@ fn resume(record: Record) {
         }
     }
     match TcpStream::from_std(socket) {
-        Ok(stream) => worker::spawn_connection(stream, addrs, guard, None, Some(idle.resume())),
+        Ok(stream) => worker::spawn_connection(stream, addrs, guard, None, Some(idle)),
         Err(e) => tracing::debug!(peer = %addrs.0, "cannot resume a parked connection: {e}"),
     }
 }
@@ -374,6 +374,7 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        parking.next_wake.set(next);
         let sleep = async {
             match wake_at {
                 Some(t) => tokio::time::sleep_until(t.into()).await,

@@ -319,7 +319,7 @@ pub(super) fn spawn_connection(
     addrs: h1::Addrs,
     guard: ConnectionGuard,
     tls: Option<TlsAcceptor>,
-    resumed: Option<h1::Resume>,
+    resumed: Option<h1::Idle>,
 ) {
     match tls {
         Some(acceptor) => {
@@ -337,7 +337,7 @@ async fn serve_plain(
     mut stream: TcpStream,
     addrs: h1::Addrs,
     guard: ConnectionGuard,
-    resumed: Option<h1::Resume>,
+    resumed: Option<h1::Idle>,
 ) {
     // The task's own copies of the socket and addresses, lent to the connection (see
     // `h1::serve`).
