@@ -295,3 +295,47 @@ fn thousands_of_parked_connections_are_all_reused() {
     assert_eq!(s.open_sockets(), sockets);
     assert_eq!(parked(&s), 0);
 }
+
+#[test]
+fn a_parked_fresh_connection_can_still_start_http2() {
+    let s = server("");
+    let mut c = s.connect();
+    assert_eq!(wait_parked(&s, |n| n == 1), 1, "parked before its first byte");
+    // The HTTP/2 preface and an empty SETTINGS frame (prior knowledge, as h2load sends).
+    write_all(
+        &mut c,
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00",
+    );
+    let mut head = [0u8; 9];
+    c.read_exact(&mut head).unwrap();
+    assert_eq!(head[3], 4, "the server's SETTINGS frame: {head:?}");
+}
+
+#[test]
+fn parked_connections_keep_their_max_connections_slot() {
+    let s = server("max-connections: 2");
+    let mut a = s.connect();
+    let mut b = s.connect();
+    let mut pending = Vec::new();
+    assert_eq!(ask(&mut a, &mut pending).text(), "42");
+    assert_eq!(ask(&mut b, &mut pending).text(), "42");
+    assert_eq!(wait_parked(&s, |n| n == 2), 2);
+    // A third connection waits in the kernel's queue while both slots are held by parked ones.
+    let mut third = s.connect();
+    write_all(&mut third, b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n");
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(
+        third.read(&mut buf).is_err(),
+        "answered while two parked connections held the slots"
+    );
+    drop(a);
+    third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut pending = Vec::new();
+    assert_eq!(read_response(&mut third, &mut pending, false).text(), "42");
+    // The other parked connection is still served.
+    let mut pending = Vec::new();
+    assert_eq!(ask(&mut b, &mut pending).text(), "42");
+}
