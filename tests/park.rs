@@ -6,6 +6,7 @@
 //! `Connection: close` during a reload drain, counted in the metrics.
 
 mod common;
+mod tls_support;
 
 use common::prometheus::{sample, scrape_until};
 use common::*;
@@ -338,4 +339,61 @@ fn parked_connections_keep_their_max_connections_slot() {
     // The other parked connection is still served.
     let mut pending = Vec::new();
     assert_eq!(ask(&mut b, &mut pending).text(), "42");
+}
+
+#[test]
+fn a_tls_connection_is_not_parked_and_stays_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let s = Spate::start_in(
+        &format!(
+            r#"
+num-threads: 1
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+http1-idle-park-delay: {DELAY_MS}
+hosts:
+  default:
+    paths:
+      /answer:
+        respond:
+          body: "42"
+"#
+        ),
+        dir,
+    );
+    // Python's ssl (OpenSSL): a request, an idle spell past the delay, a second request on the
+    // same connection.
+    let script = format!(
+        r#"
+import socket, ssl, time
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", {port}), timeout=10),
+                    server_hostname="localhost")
+def ask():
+    s.sendall(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+    data = b""
+    while not data.endswith(b"\r\n\r\n42"):
+        chunk = s.recv(4096)
+        if not chunk:
+            return "closed after %r" % data
+        data += chunk
+    return "42"
+print(ask())
+time.sleep({wait})
+print(ask())
+"#,
+        port = s.addr.port(),
+        wait = DELAY_MS as f64 * 4.0 / 1000.0,
+    );
+    let out = system_python(&script, b"");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.trim(), "42\n42", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(parked(&s), 0);
 }

@@ -220,7 +220,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             let idle = self.rbuf.is_empty();
             // A plain connection waits the park delay rather than the keep-alive timeout, and
             // then is parked (`park.rs`), which keeps the deadline.
-            let parks = idle && T::WAITS_WITHOUT_BUFFER && self.ctx.parking.is_some();
+            let parks = idle && T::PARKS && self.ctx.parking.is_some();
             let deadline = if parks {
                 now + http1.idle_park_delay
             } else if idle {

@@ -98,7 +98,7 @@ pub(crate) async fn serve(tls: Box<TlsStream<TcpStream>>, addrs: &h1::Addrs, ctx
             // As after a cleartext HTTP/2 connection (see `h1::serve`).
             Box::pin(transport::drain_input(&mut conn)).await;
         }
-        // A TLS connection never parks (`Transport::WAITS_WITHOUT_BUFFER` is false).
+        // A TLS connection never parks (`Transport::PARKS`): rustls keeps its state.
         Some(b"http/1.1") | None => {
             h1::serve(conn, addrs, ctx, None).await;
         }
