@@ -301,7 +301,11 @@ fn thousands_of_parked_connections_are_all_reused() {
 fn a_parked_fresh_connection_can_still_start_http2() {
     let s = server("");
     let mut c = s.connect();
-    assert_eq!(wait_parked(&s, |n| n == 1), 1, "parked before its first byte");
+    assert_eq!(
+        wait_parked(&s, |n| n == 1),
+        1,
+        "parked before its first byte"
+    );
     // The HTTP/2 preface and an empty SETTINGS frame (prior knowledge, as h2load sends).
     write_all(
         &mut c,
@@ -333,7 +337,9 @@ fn parked_connections_keep_their_max_connections_slot() {
         "answered while two parked connections held the slots"
     );
     drop(a);
-    third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut pending = Vec::new();
     assert_eq!(read_response(&mut third, &mut pending, false).text(), "42");
     // The other parked connection is still served.
@@ -394,6 +400,11 @@ print(ask())
     );
     let out = system_python(&script, b"");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.trim(), "42\n42", "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        text.trim(),
+        "42\n42",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(parked(&s), 0);
 }

@@ -181,8 +181,9 @@ impl Parking {
         }
     }
 
-    /// Takes the record an event names, if it is still parked.
-    fn take(&self, data: u64) -> Option<Record> {
+    /// Takes the record an event names, if it is still parked, with its slot; the slot stays
+    /// reserved until `put_back` or `release`.
+    fn take(&self, data: u64) -> Option<(u32, Record)> {
         let slot = (data & u64::from(u32::MAX)) as u32;
         let serial = (data >> 32) as u32;
         let mut p = self.parked.borrow_mut();
@@ -190,34 +191,27 @@ impl Parking {
         if entry.as_ref().is_none_or(|r| r.serial != serial) {
             return None;
         }
-        let record = entry.take();
-        p.free.push(slot);
-        record
+        Some((slot, entry.take()?))
     }
 
     /// Puts back a record whose wake-up found nothing to read; its place in the order stays.
-    fn put_back(&self, record: Record) {
-        let slot = {
-            let mut p = self.parked.borrow_mut();
-            // The slot freed by `take` is the last one pushed.
-            match p.free.pop() {
-                Some(s) => s,
-                None => return,
-            }
-        };
+    fn put_back(&self, slot: u32, record: Record) {
+        let fd = record.socket.as_raw_fd();
         if self
-            .arm(
-                record.socket.as_raw_fd(),
-                libc::EPOLL_CTL_MOD,
-                slot,
-                record.serial,
-            )
+            .arm(fd, libc::EPOLL_CTL_MOD, slot, record.serial)
             .is_ok()
         {
-            self.parked.borrow_mut().records[slot as usize] = Some(record);
-        } else {
-            self.parked.borrow_mut().free.push(slot);
+            if let Some(entry) = self.parked.borrow_mut().records.get_mut(slot as usize) {
+                *entry = Some(record);
+                return;
+            }
         }
+        self.release(slot);
+    }
+
+    /// Frees a slot whose record left (resumed or closed).
+    fn release(&self, slot: u32) {
+        self.parked.borrow_mut().free.push(slot);
     }
 
     /// Handles the readiness events waiting in the epoll instance; false when there were
@@ -243,8 +237,8 @@ impl Parking {
         }
         let n = n as usize;
         for ev in &events[..n] {
-            if let Some(record) = self.take(ev.u64) {
-                self.wake(record, ctx);
+            if let Some((slot, record)) = self.take(ev.u64) {
+                self.wake(slot, record, ctx);
             }
         }
         Ok(n == EVENTS_PER_CALL)
@@ -252,7 +246,7 @@ impl Parking {
 
     /// A parked socket became readable: resume it if a request waits, close it at end of
     /// stream or on an error, park it again if the wake-up was spurious.
-    fn wake(&self, record: Record, ctx: &WorkerCtx) {
+    fn wake(&self, slot: u32, record: Record, ctx: &WorkerCtx) {
         let mut byte = 0u8;
         // SAFETY: `byte` is valid for one byte; the fd is the record's own.
         let n = unsafe {
@@ -263,10 +257,13 @@ impl Parking {
                 libc::MSG_PEEK | libc::MSG_DONTWAIT,
             )
         };
+        let spurious = n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
+        if spurious && !ctx.close_idle.get() {
+            return self.put_back(slot, record);
+        }
+        self.release(slot);
         if n > 0 && !ctx.close_idle.get() {
             resume(record);
-        } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock {
-            self.put_back(record);
         }
         // Otherwise the record drops here: the peer closed (or reset), or the server stops.
     }
