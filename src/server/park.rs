@@ -402,3 +402,18 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a parked connection costs its worker: keep it small (the slab holds one per
+    /// parked connection, the FIFO one entry per park).
+    #[test]
+    fn a_parked_connection_is_a_small_record() {
+        let record = std::mem::size_of::<Option<Record>>();
+        eprintln!("parked record: {record} B");
+        assert!(record <= 128, "{record} B");
+        assert_eq!(std::mem::size_of::<(u32, u32)>(), 8);
+    }
+}
