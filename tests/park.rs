@@ -17,14 +17,20 @@ use std::time::{Duration, Instant};
 /// The park delay the tests use: short, so that they wait little.
 const DELAY_MS: u64 = 200;
 
+/// One worker, parking after DELAY_MS unless `extra` sets the delay.
 fn server(extra: &str) -> Spate {
+    let delay = if extra.contains("http1-idle-park-delay") {
+        String::new()
+    } else {
+        format!("http1-idle-park-delay: {DELAY_MS}")
+    };
     Spate::start(&format!(
         r#"
 num-threads: 1
 listen:
   host: 127.0.0.1
   port: 0
-http1-idle-park-delay: {DELAY_MS}
+{delay}
 {extra}
 hosts:
   default:
@@ -92,6 +98,20 @@ fn baseline_sockets(s: &Spate) -> usize {
     s.open_sockets()
 }
 
+/// A connection that made one request and is now parked, with its read-ahead buffer.
+fn parked_connection(s: &Spate, parked_before: usize) -> (TcpStream, Vec<u8>) {
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    assert_eq!(ask(&mut c, &mut pending).text(), "42");
+    let want = parked_before + 1;
+    assert_eq!(
+        wait_parked(s, |n| n == want),
+        want,
+        "the idle connection parks"
+    );
+    (c, pending)
+}
+
 fn ask(c: &mut TcpStream, pending: &mut Vec<u8>) -> RawResponse {
     write_all(c, b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n");
     read_response(c, pending, false)
@@ -100,10 +120,7 @@ fn ask(c: &mut TcpStream, pending: &mut Vec<u8>) -> RawResponse {
 #[test]
 fn a_parked_connection_is_reused_and_parks_again() {
     let s = server("");
-    let mut c = s.connect();
-    let mut pending = Vec::new();
-    assert_eq!(ask(&mut c, &mut pending).text(), "42");
-    assert_eq!(wait_parked(&s, |n| n == 1), 1, "the idle connection parks");
+    let (mut c, mut pending) = parked_connection(&s, 0);
     for _ in 0..3 {
         let r = ask(&mut c, &mut pending);
         assert_eq!((r.status, r.text().as_str()), (200, "42"));
@@ -143,10 +160,7 @@ fn parking_off_keeps_the_task() {
 #[test]
 fn pipelined_requests_sent_to_a_parked_connection_are_all_answered() {
     let s = server("");
-    let mut c = s.connect();
-    let mut pending = Vec::new();
-    assert_eq!(ask(&mut c, &mut pending).text(), "42");
-    assert_eq!(wait_parked(&s, |n| n == 1), 1);
+    let (mut c, mut pending) = parked_connection(&s, 0);
     let three = b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n".repeat(3);
     // Split mid-request: the first bytes resume the connection, the rest follow.
     write_all(&mut c, &three[..50]);
@@ -179,10 +193,7 @@ fn the_keep_alive_timeout_closes_a_parked_connection() {
 fn a_parked_client_that_half_closes_is_closed() {
     let s = server("");
     let sockets = baseline_sockets(&s);
-    let mut c = s.connect();
-    let mut pending = Vec::new();
-    assert_eq!(ask(&mut c, &mut pending).text(), "42");
-    assert_eq!(wait_parked(&s, |n| n == 1), 1);
+    let (mut c, _) = parked_connection(&s, 0);
     c.shutdown(Shutdown::Write).unwrap();
     let start = Instant::now();
     let mut buf = [0u8; 16];
@@ -199,10 +210,7 @@ fn a_parked_client_that_half_closes_is_closed() {
 #[test]
 fn a_parked_connection_keeps_its_place_in_the_metrics() {
     let s = server("");
-    let mut c = s.connect();
-    let mut pending = Vec::new();
-    assert_eq!(ask(&mut c, &mut pending).text(), "42");
-    assert_eq!(wait_parked(&s, |n| n == 1), 1);
+    let (c, _) = parked_connection(&s, 0);
     // The scrape's own connection is the other one.
     let samples = scrape_until(&s, "/metrics", |m| {
         sample(m, "spate_connections{transport=tcp}") == 2.0
@@ -226,10 +234,7 @@ fn a_parked_connection_keeps_its_place_in_the_metrics() {
 #[test]
 fn a_stop_closes_parked_connections_promptly() {
     let mut s = server("");
-    let mut c = s.connect();
-    let mut pending = Vec::new();
-    assert_eq!(ask(&mut c, &mut pending).text(), "42");
-    assert_eq!(wait_parked(&s, |n| n == 1), 1);
+    let (mut c, _) = parked_connection(&s, 0);
     let start = Instant::now();
     assert!(s.stop().success());
     assert!(start.elapsed() < Duration::from_secs(5));
@@ -240,10 +245,7 @@ fn a_stop_closes_parked_connections_promptly() {
 #[test]
 fn a_parked_connection_reused_during_a_reload_drain_is_answered_with_close() {
     let s = server("shutdown-timeout: 10");
-    let mut c = s.connect();
-    let mut pending = Vec::new();
-    assert_eq!(ask(&mut c, &mut pending).text(), "42");
-    assert_eq!(wait_parked(&s, |n| n == 1), 1);
+    let (mut c, mut pending) = parked_connection(&s, 0);
     // Same configuration: the new generation takes over the listener, the old one drains.
     signal(&s.child, libc::SIGHUP);
     let end = Instant::now() + Duration::from_secs(10);
@@ -319,12 +321,8 @@ fn a_parked_fresh_connection_can_still_start_http2() {
 #[test]
 fn parked_connections_keep_their_max_connections_slot() {
     let s = server("max-connections: 2");
-    let mut a = s.connect();
-    let mut b = s.connect();
-    let mut pending = Vec::new();
-    assert_eq!(ask(&mut a, &mut pending).text(), "42");
-    assert_eq!(ask(&mut b, &mut pending).text(), "42");
-    assert_eq!(wait_parked(&s, |n| n == 2), 2);
+    let (a, _) = parked_connection(&s, 0);
+    let (mut b, mut pending_b) = parked_connection(&s, 1);
     // A third connection waits in the kernel's queue while both slots are held by parked ones.
     let mut third = s.connect();
     write_all(&mut third, b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n");
@@ -343,8 +341,7 @@ fn parked_connections_keep_their_max_connections_slot() {
     let mut pending = Vec::new();
     assert_eq!(read_response(&mut third, &mut pending, false).text(), "42");
     // The other parked connection is still served.
-    let mut pending = Vec::new();
-    assert_eq!(ask(&mut b, &mut pending).text(), "42");
+    assert_eq!(ask(&mut b, &mut pending_b).text(), "42");
 }
 
 #[test]
