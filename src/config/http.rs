@@ -3,11 +3,12 @@
 //! Units follow h2o: `http1-request-timeout`, `http2-idle-timeout` and
 //! `http2-graceful-shutdown-timeout` are seconds; `http1-request-io-timeout` is milliseconds.
 //! spate's own timeouts (`http1-keepalive-timeout`, `send-timeout`, `shutdown-timeout`) are
-//! seconds.
+//! seconds; `http1-idle-park-delay` (spate) is milliseconds, as the finer HTTP/1 timeout.
 
 use super::value::Ctx;
 use super::yaml::Node;
 use super::Config;
+use std::time::Duration;
 
 /// Applies one protocol or limit directive. Returns false when `name` is not one of them.
 pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool {
@@ -16,6 +17,13 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool
         "http1-request-io-timeout" => set(&mut c.http1.request_io_timeout, ctx.millis(name, v)),
         "http1-keepalive-timeout" => set(&mut c.http1.keepalive_timeout, ctx.seconds(name, v)),
         "send-timeout" => set(&mut c.http1.send_timeout, ctx.seconds(name, v)),
+        "http1-idle-park-delay" => {
+            let delay = match v.as_str() {
+                Some("OFF") => Some(Duration::ZERO),
+                _ => ctx.millis(name, v),
+            };
+            set(&mut c.http1.idle_park_delay, delay)
+        }
         "http1-upgrade-to-http2" => set(&mut c.http1.upgrade_to_http2, ctx.bool(name, v)),
         "http2-max-concurrent-requests-per-connection" => set(
             &mut c.http2.max_concurrent_requests_per_connection,

@@ -656,6 +656,7 @@ limit-request-body: 1024
 http1-request-timeout: 20
 http1-request-io-timeout: 250
 http1-keepalive-timeout: 3
+http1-idle-park-delay: 1500
 http1-upgrade-to-http2: OFF
 http2-max-concurrent-requests-per-connection: 7
 http2-max-streams: 8
@@ -682,6 +683,7 @@ hosts:
         assert_eq!(c.http1.request_timeout, Duration::from_secs(20));
         assert_eq!(c.http1.request_io_timeout, Duration::from_millis(250));
         assert_eq!(c.http1.keepalive_timeout, Duration::from_secs(3));
+        assert_eq!(c.http1.idle_park_delay, Duration::from_millis(1500));
         assert!(!c.http1.upgrade_to_http2);
         assert_eq!(
             c.http2,

@@ -492,6 +492,9 @@ pub struct Http1 {
     /// `send-timeout` (spate, seconds): longest wait for a peer to accept more response
     /// bytes (default 60 s, as nginx's send_timeout).
     pub send_timeout: Duration,
+    /// `http1-idle-park-delay` (spate, milliseconds; default 1000, 0 or OFF: never): a plain
+    /// TCP keep-alive connection idle this long is parked, its task ended, until it is readable.
+    pub idle_park_delay: Duration,
 }
 
 /// HTTP/2 directives.
@@ -558,6 +561,7 @@ impl Default for Http1 {
             keepalive_timeout: Duration::from_secs(10),
             upgrade_to_http2: true,
             send_timeout: Duration::from_secs(60),
+            idle_park_delay: Duration::from_secs(1),
         }
     }
 }

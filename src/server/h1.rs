@@ -29,13 +29,28 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// A connection's peer and local addresses.
 pub(crate) type Addrs = (SocketAddr, SocketAddr);
 
-/// Serves one connection until it closes. The addresses are borrowed (and the socket may be):
-/// the task that owns them keeps them anyway, a copy here would double them per connection.
+/// A connection that waited `http1-idle-park-delay` for its next request, to be parked
+/// (`park.rs`): what its next task takes over. Whether a request was answered yet, and its
+/// place in the open-connection count, which it keeps while parked.
+pub(crate) struct Idle {
+    fresh: bool,
+    open: crate::metrics::OpenConnection,
+}
+
+/// Serves one connection until it closes, or until it has been idle long enough to park: then
+/// it returns `Idle` and the caller parks the socket. `resumed` is a parked connection's.
+/// The addresses are borrowed (and the socket may be): the task that owns them keeps them
+/// anyway, a copy here would double them per connection.
 pub(crate) fn serve<'a, T: Transport + 'a>(
     stream: T,
     addrs: &'a Addrs,
     ctx: &'a WorkerCtx,
-) -> impl Future<Output = ()> + 'a {
+    resumed: Option<Idle>,
+) -> impl Future<Output = Option<Idle>> + 'a {
+    let (fresh, open) = match resumed {
+        Some(r) => (r.fresh, Some(r.open)),
+        None => (true, None),
+    };
     let mut conn = Conn {
         stream,
         addrs,
@@ -43,14 +58,14 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         rbuf: ctx.buffers.read_buffer(),
         wbuf: ctx.buffers.write_buffer(),
         queued: 0,
-        fresh: true,
+        fresh,
         handoff: None,
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         stop: Box::pin(ctx.stop.notified()),
     };
     // A block that owns the connection holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection.
-    async move { conn.serve().await }
+    async move { conn.serve(open).await }
 }
 
 struct Conn<'a, T> {
@@ -80,6 +95,8 @@ enum Close {
     Io(std::io::Error),
     /// An error response was written: stop reading requests, drain a little, close.
     Linger,
+    /// Idle for `http1-idle-park-delay`: hand the socket back to be parked.
+    Park,
 }
 
 impl From<std::io::Error> for Close {
@@ -94,13 +111,16 @@ enum Wait {
     Eof,
     TimedOut,
     Stopping,
+    /// The park delay passed.
+    Park,
 }
 
 impl<'a, T: Transport> Conn<'a, T> {
-    async fn serve(&mut self) {
+    async fn serve(&mut self, open: Option<crate::metrics::OpenConnection>) -> Option<Idle> {
         self.stop.as_mut().enable();
         let ctx = self.ctx;
-        let open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1);
+        let open = open
+            .unwrap_or_else(|| crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1));
         match self.run().await {
             Ok(()) => {
                 if let Some(upgrade) = self.handoff.take() {
@@ -125,8 +145,14 @@ impl<'a, T: Transport> Conn<'a, T> {
                     // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
                     // that would reset the connection before it read our last responses.
                     Box::pin(transport::drain_input(&mut self.stream)).await;
-                    return;
+                    return None;
                 }
+            }
+            Err(Close::Park) => {
+                ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
+                ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+                let fresh = self.fresh;
+                return Some(Idle { fresh, open });
             }
             Err(Close::Quietly) => {}
             Err(Close::Io(e)) => tracing::debug!(peer = %self.addrs.0, "connection closed: {e}"),
@@ -135,6 +161,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         }
         ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
         ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+        None
     }
 
     async fn run(&mut self) -> Result<(), Close> {
@@ -191,15 +218,21 @@ impl<'a, T: Transport> Conn<'a, T> {
             let http1 = &self.ctx.config.http1;
             let now = Instant::now();
             let idle = self.rbuf.is_empty();
-            let deadline = if idle {
+            // A plain connection waits the park delay rather than the keep-alive timeout, and
+            // then is parked (`park.rs`), which keeps the deadline.
+            let parks = idle && T::PARKS && self.ctx.parking.is_some();
+            let deadline = if parks {
+                now + http1.idle_park_delay
+            } else if idle {
                 now + http1.keepalive_timeout
             } else {
                 let started = *request_started.get_or_insert(now);
                 (started + http1.request_timeout).min(now + http1.request_io_timeout)
             };
-            match self.read_until(deadline, idle).await? {
+            match self.read_until(deadline, idle, parks).await? {
                 Wait::Data => {}
                 Wait::Eof | Wait::Stopping => return Ok(()),
+                Wait::Park => return Err(Close::Park),
                 Wait::TimedOut if self.rbuf.is_empty() => return Ok(()),
                 Wait::TimedOut => {
                     self.log_request_error(408, "request head not received in time");
@@ -539,8 +572,14 @@ impl<'a, T: Transport> Conn<'a, T> {
 
     /// Reads into `rbuf` until data arrives or the deadline passes. When `idle` (between
     /// requests), a server stop also ends the wait, and on plain TCP the connection waits
-    /// without buffers: they go back to the worker's pool meanwhile.
-    async fn read_until(&mut self, deadline: Instant, idle: bool) -> Result<Wait, Close> {
+    /// without buffers: they go back to the worker's pool meanwhile. When it `parks`, the
+    /// deadline is the park time: the wait then ends with `Wait::Park`.
+    async fn read_until(
+        &mut self,
+        deadline: Instant,
+        idle: bool,
+        parks: bool,
+    ) -> Result<Wait, Close> {
         // One timer per connection, moved rather than re-created: extending a registered
         // timer is a store, not a timer-wheel operation.
         self.timer.as_mut().reset(deadline.into());
@@ -549,9 +588,11 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Ok(Wait::Stopping);
             }
             if T::WAITS_WITHOUT_BUFFER && self.wbuf.is_empty() {
-                return self.wait_bufferless().await;
+                return self.wait_bufferless(parks).await;
             }
         }
+        // Only a bufferless wait parks (responses are flushed before an idle wait).
+        debug_assert!(!parks);
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(READ_BUFFER);
         }
@@ -585,7 +626,9 @@ impl<'a, T: Transport> Conn<'a, T> {
         false
     }
 
-    async fn wait_bufferless(&mut self) -> Result<Wait, Close> {
+    /// Waits for readiness without buffers. When it `parks`, the timer is the park time: when
+    /// it fires, the connection parks rather than times out.
+    async fn wait_bufferless(&mut self, parks: bool) -> Result<Wait, Close> {
         loop {
             self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
             self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
@@ -593,9 +636,12 @@ impl<'a, T: Transport> Conn<'a, T> {
             let waited = tokio::select! {
                 biased;
                 r = self.stream.readable() => r.map(|()| Wait::Data),
-                _ = self.timer.as_mut() => Ok(Wait::TimedOut),
+                _ = self.timer.as_mut() => Ok(if parks { Wait::Park } else { Wait::TimedOut }),
                 _ = self.stop.as_mut() => Ok(Wait::Stopping),
             };
+            if let Ok(Wait::Park) = waited {
+                return Ok(Wait::Park);
+            }
             self.rbuf = self.ctx.buffers.read_buffer();
             self.wbuf = self.ctx.buffers.write_buffer();
             match waited? {
@@ -690,9 +736,9 @@ impl<'a, T: Transport> Conn<'a, T> {
     async fn read_body_bytes(&mut self) -> Result<(), Close> {
         self.flush(false).await?;
         let deadline = Instant::now() + self.ctx.config.http1.request_io_timeout;
-        match self.read_until(deadline, false).await? {
+        match self.read_until(deadline, false, false).await? {
             Wait::Data => Ok(()),
-            Wait::Eof | Wait::TimedOut | Wait::Stopping => Err(Close::Quietly),
+            Wait::Eof | Wait::TimedOut | Wait::Stopping | Wait::Park => Err(Close::Quietly),
         }
     }
 

@@ -18,6 +18,7 @@ mod h2;
 mod h3;
 mod listen;
 pub(crate) mod panics;
+mod park;
 mod quic;
 mod tls_transport;
 mod transport;

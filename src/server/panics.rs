@@ -40,27 +40,39 @@ pub(crate) fn install_hook() {
     });
 }
 
-/// Runs a connection's future; a panic inside it ends only this connection.
+/// Runs a connection's future; a panic inside it ends only this connection (and gives `None`).
 /// Takes the future pinned by the caller so that it is stored once, in the caller's task.
-pub(crate) async fn contain<F: Future<Output = ()>>(mut conn: Pin<&mut F>, peer: &SocketAddr) {
+pub(crate) async fn contain<T, F: Future<Output = T>>(
+    mut conn: Pin<&mut F>,
+    peer: &SocketAddr,
+) -> Option<T> {
     let outcome = std::future::poll_fn(|cx| {
         let was = IN_CONNECTION.with(|c| c.replace(true));
         let polled = catch_unwind(AssertUnwindSafe(|| conn.as_mut().poll(cx)));
         IN_CONNECTION.with(|c| c.set(was));
         match polled {
-            Ok(Poll::Ready(())) => Poll::Ready(None),
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
             Ok(Poll::Pending) => Poll::Pending,
-            Err(payload) => Poll::Ready(Some(payload)),
+            Err(payload) => Poll::Ready(Err(payload)),
         }
     })
     .await;
-    if let Some(payload) = outcome {
-        let what = LAST_PANIC
-            .with(|p| p.borrow_mut().take())
-            .unwrap_or_else(|| message(&*payload));
-        tracing::error!(%peer, "connection handling panicked: {what}; connection closed");
-        crate::metrics::connection_panicked();
+    match outcome {
+        Ok(out) => Some(out),
+        Err(payload) => {
+            report(payload, peer);
+            None
+        }
     }
+}
+
+/// Logs and counts a contained panic.
+fn report(payload: Box<dyn std::any::Any + Send>, peer: &SocketAddr) {
+    let what = LAST_PANIC
+        .with(|p| p.borrow_mut().take())
+        .unwrap_or_else(|| message(&*payload));
+    tracing::error!(%peer, "connection handling panicked: {what}; connection closed");
+    crate::metrics::connection_panicked();
 }
 
 fn message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -98,7 +98,10 @@ pub(crate) async fn serve(tls: Box<TlsStream<TcpStream>>, addrs: &h1::Addrs, ctx
             // As after a cleartext HTTP/2 connection (see `h1::serve`).
             Box::pin(transport::drain_input(&mut conn)).await;
         }
-        Some(b"http/1.1") | None => h1::serve(conn, addrs, ctx).await,
+        // A TLS connection never parks (`Transport::PARKS`): rustls keeps its state.
+        Some(b"http/1.1") | None => {
+            h1::serve(conn, addrs, ctx, None).await;
+        }
         // rustls only selects a protocol from `tls::alpn_protocols`.
         Some(other) => tracing::debug!(
             peer = %addrs.0,

@@ -30,6 +30,9 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     /// Whether `readable` tells when a read may find data, so an idle connection can wait
     /// without holding a buffer.
     const WAITS_WITHOUT_BUFFER: bool = false;
+    /// Whether an idle connection may be parked without its task (`park.rs`): only a plain
+    /// TCP socket, whose state is all in the kernel.
+    const PARKS: bool = false;
     /// Waits until a read may find data (only used when `WAITS_WITHOUT_BUFFER`). A read that
     /// then finds none is fine: the caller goes back to waiting.
     async fn readable(&mut self) -> io::Result<()> {
@@ -62,6 +65,8 @@ impl Transport for TcpStream {
     }
 
     const WAITS_WITHOUT_BUFFER: bool = true;
+
+    const PARKS: bool = true;
 
     async fn readable(&mut self) -> io::Result<()> {
         TcpStream::readable(self).await
@@ -105,6 +110,8 @@ impl<T: Transport> Transport for &mut T {
     }
 
     const WAITS_WITHOUT_BUFFER: bool = T::WAITS_WITHOUT_BUFFER;
+
+    const PARKS: bool = T::PARKS;
 
     fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>> {
         (**self).readable()

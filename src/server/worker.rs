@@ -1,7 +1,7 @@
 //! One worker thread: a current-thread runtime that accepts on its own sockets and runs one
 //! task per connection. Everything here is thread-local; nothing is locked per request.
 
-use super::{h1, panics, tls_transport, Phase, Shared};
+use super::{h1, panics, park, tls_transport, Phase, Shared};
 use crate::config::Config;
 use crate::handler::Router;
 use crate::log::AccessLog;
@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 
@@ -41,6 +41,9 @@ pub(crate) struct WorkerCtx {
     /// Wakes idle connections when draining or stopping begins, and again when a drain turns
     /// into a stop.
     pub stop: Notify,
+    /// Idle HTTP/1.1 connections parked without their task (`http1-idle-park-delay`);
+    /// `None` when parking is off.
+    pub parking: Option<park::Parking>,
     /// Open connections of this worker, to know when a graceful stop is complete.
     active: Cell<usize>,
     /// The last connection closed since the allocator was last trimmed.
@@ -114,6 +117,7 @@ pub(crate) fn run(
             stopping: Cell::new(false),
             close_idle: Cell::new(false),
             stop: Notify::new(),
+            parking: park::Parking::new(&config),
             active: Cell::new(0),
             went_idle: Cell::new(false),
             all_closed: Notify::new(),
@@ -148,6 +152,7 @@ pub(crate) fn run(
         }
         let flusher = tokio::task::spawn_local(flush_logs_periodically(logs.clone()));
         let trimmer = tokio::task::spawn_local(trim_when_idle(ctx.clone()));
+        let parker = tokio::task::spawn_local(park::watch(ctx.clone()));
         let publisher = crate::metrics::enabled().then(|| {
             tokio::task::spawn_local(async move {
                 let mut tick = tokio::time::interval(crate::metrics::PUBLISH_INTERVAL);
@@ -198,6 +203,11 @@ pub(crate) fn run(
         }
         flusher.abort();
         trimmer.abort();
+        parker.abort();
+        // The records hold the context (their guards): close them now, not never.
+        if let Some(parking) = &ctx.parking {
+            parking.close_all();
+        }
         if let Some(p) = publisher {
             p.abort();
         }
@@ -298,41 +308,78 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
             crate::metrics::Transport::Tcp
         };
         let guard = ConnectionGuard::new(ctx.clone(), transport);
-        let tls = tls.clone();
-        // The task's own copies, lent to the connection (see `h1::serve`).
-        let mut stream = stream;
-        let addrs = (peer, local);
-        let task = async move {
-            {
-                // Pinned in place, so that the connection's future is stored once in the task.
-                let conn = std::pin::pin!(async {
-                    match tls {
-                        // Boxed: the TLS state would otherwise enlarge every plain connection's
-                        // task; the handshake apart, so its larger state is freed once it is done.
-                        Some(acceptor) => {
-                            let ctx = &guard.ctx;
-                            if let Some(tls) =
-                                Box::pin(tls_transport::handshake(stream, acceptor, addrs.0, ctx))
-                                    .await
-                            {
-                                Box::pin(tls_transport::serve(tls, &addrs, ctx)).await
-                            }
-                        }
-                        None => h1::serve(&mut stream, &addrs, &guard.ctx).await,
-                    }
-                });
-                // A panic closes this connection only; the guard still frees its slot.
-                panics::contain(conn, &addrs.0).await;
-            }
-            drop(guard);
-        };
-        tokio::task::spawn_local(task);
+        spawn_connection(stream, (peer, local), guard, tls.clone(), None);
     }
 }
 
-/// Holds a connection's slot for its lifetime, also if its task is dropped at shutdown.
-struct ConnectionGuard {
-    ctx: Rc<WorkerCtx>,
+/// Spawns the task that serves a connection: a new one (TLS when `tls`), or a parked one
+/// that became readable (`resumed`).
+pub(super) fn spawn_connection(
+    stream: TcpStream,
+    addrs: h1::Addrs,
+    guard: ConnectionGuard,
+    tls: Option<TlsAcceptor>,
+    resumed: Option<h1::Idle>,
+) {
+    match tls {
+        Some(acceptor) => {
+            tokio::task::spawn_local(serve_tls(stream, addrs, guard, acceptor));
+        }
+        None => {
+            tokio::task::spawn_local(serve_plain(stream, addrs, guard, resumed));
+        }
+    }
+}
+
+/// A plain TCP connection's task. A connection the HTTP/1 driver returns idle is parked
+/// (`park.rs`) as the task ends.
+async fn serve_plain(
+    mut stream: TcpStream,
+    addrs: h1::Addrs,
+    guard: ConnectionGuard,
+    resumed: Option<h1::Idle>,
+) {
+    // The task's own copies of the socket and addresses, lent to the connection (see
+    // `h1::serve`).
+    let idle = {
+        // Pinned in place, so that the connection's future is stored once in the task.
+        let conn = std::pin::pin!(h1::serve(&mut stream, &addrs, &guard.ctx, resumed));
+        // A panic closes this connection only; the guard still frees its slot.
+        panics::contain(conn, &addrs.0).await.flatten()
+    };
+    match idle {
+        Some(idle) => park::park(stream, addrs, guard, idle),
+        None => drop(guard),
+    }
+}
+
+/// A TLS connection's task: the handshake, then the protocol ALPN chose. Boxed: the TLS state
+/// would otherwise enlarge the task; the handshake apart, so its larger state is freed once
+/// it is done.
+async fn serve_tls(
+    stream: TcpStream,
+    addrs: h1::Addrs,
+    guard: ConnectionGuard,
+    acceptor: TlsAcceptor,
+) {
+    {
+        let conn = std::pin::pin!(async {
+            let ctx = &guard.ctx;
+            if let Some(tls) =
+                Box::pin(tls_transport::handshake(stream, acceptor, addrs.0, ctx)).await
+            {
+                Box::pin(tls_transport::serve(tls, &addrs, ctx)).await
+            }
+        });
+        panics::contain(conn, &addrs.0).await;
+    }
+    drop(guard);
+}
+
+/// Holds a connection's slot for its lifetime, also if its task is dropped at shutdown (or
+/// while the connection is parked).
+pub(super) struct ConnectionGuard {
+    pub ctx: Rc<WorkerCtx>,
     transport: crate::metrics::Transport,
 }
 
@@ -395,7 +442,7 @@ async fn trim_when_idle(ctx: Rc<WorkerCtx>) {
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim_allocator() {
+pub(super) fn trim_allocator() {
     // SAFETY: malloc_trim only releases free heap memory; it has no preconditions.
     unsafe {
         libc::malloc_trim(0);
@@ -403,7 +450,7 @@ fn trim_allocator() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_allocator() {}
+pub(super) fn trim_allocator() {}
 
 /// Writes buffered access-log lines out every second, and reopens the files when asked
 /// (SIGUSR1).

@@ -1,0 +1,419 @@
+//! Parked HTTP/1.1 connections. A plain-TCP keep-alive connection that has waited
+//! `http1-idle-park-delay` for its next request gives up its task: the task's future, tokio's
+//! I/O registration, its timer and stop signal (about 1.3 KB) are freed, and what remains is a
+//! small record in this worker's `Parking`, with the socket in a per-worker epoll instance.
+//!
+//! One task per worker (`watch`) serves all parked connections: readiness resumes a connection
+//! (its socket goes back to tokio and a new connection task reads the waiting request), the
+//! keep-alive deadline closes it, and so does a server stop. Parked connections keep their
+//! `max-connections` slot and their place in the metrics (the guard and the open-connection
+//! count travel with the record). Deadlines come in park order, as every connection of a worker
+//! has the same keep-alive timeout: a FIFO sweep, no timer per connection.
+
+use super::h1::{Addrs, Idle};
+use super::worker::{self, ConnectionGuard, WorkerCtx};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tokio::io::unix::AsyncFd;
+use tokio::net::TcpStream;
+
+/// Readiness events taken from the epoll instance per call.
+const EVENTS_PER_CALL: usize = 64;
+/// Parked connections since the last trim after which the freed tasks are given back to the
+/// system (see `watch`); fewer are not worth a `malloc_trim`.
+const TRIM_AFTER_PARKS: usize = 64;
+/// At most one trim per this interval, so a server parking connections all the time pays
+/// for one walk of its heap per second at most.
+const TRIM_INTERVAL: Duration = Duration::from_secs(1);
+
+/// This worker's parked connections.
+pub(crate) struct Parking {
+    /// The keep-alive timeout less the park delay: what is left of a parked connection's wait.
+    lead: Duration,
+    /// The epoll instance holding the parked sockets, one-shot each, watched by tokio.
+    epoll: AsyncFd<OwnedFd>,
+    parked: RefCell<Parked>,
+    /// Wakes `watch` when it must look again: it sleeps without a deadline, or a trim is due.
+    changed: tokio::sync::Notify,
+    /// The next keep-alive deadline `watch` wakes for; `None` while it has none to keep.
+    next_wake: Cell<Option<Instant>>,
+    /// Connections parked since the allocator was last trimmed.
+    since_trim: Cell<usize>,
+}
+
+/// The records, in a slab, with the order they were parked in.
+#[derive(Default)]
+struct Parked {
+    records: Vec<Option<Record>>,
+    free: Vec<u32>,
+    /// (slot, serial) in park order; entries of records resumed since are skipped.
+    order: VecDeque<(u32, u32)>,
+    serial: u32,
+}
+
+/// What a parked connection keeps.
+struct Record {
+    socket: std::net::TcpStream,
+    addrs: Addrs,
+    guard: ConnectionGuard,
+    idle: Idle,
+    /// The keep-alive deadline.
+    until: Instant,
+    /// Tells this record from a later one in the same slot.
+    serial: u32,
+}
+
+impl Parking {
+    /// The parking of a worker with `config`, or `None` when parking is off (a zero delay, or
+    /// one that is not shorter than the keep-alive timeout) or the epoll instance cannot be
+    /// made. Call inside the worker's runtime.
+    pub fn new(config: &crate::config::Config) -> Option<Parking> {
+        let http1 = &config.http1;
+        let delay = http1.idle_park_delay;
+        if delay.is_zero() || delay >= http1.keepalive_timeout {
+            return None;
+        }
+        // SAFETY: epoll_create1 has no memory preconditions; the result is checked.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            tracing::warn!(
+                "http1-idle-park-delay: no epoll instance ({}); idle connections keep their task",
+                io::Error::last_os_error()
+            );
+            return None;
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: the OwnedFd is owned by the AsyncFd from here on and returns the same open
+        // fd for as long as it lives.
+        let registered =
+            unsafe { AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) };
+        let epoll = match registered {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("http1-idle-park-delay: cannot watch the epoll instance ({e})");
+                return None;
+            }
+        };
+        Some(Parking {
+            lead: http1.keepalive_timeout - delay,
+            epoll,
+            parked: RefCell::default(),
+            changed: tokio::sync::Notify::new(),
+            next_wake: Cell::new(None),
+            since_trim: Cell::new(0),
+        })
+    }
+
+    /// Closes every parked connection (the server stops, or the worker ends).
+    pub fn close_all(&self) {
+        let records = {
+            let mut p = self.parked.borrow_mut();
+            p.order.clear();
+            p.free.clear();
+            std::mem::take(&mut p.records)
+        };
+        // Dropped outside the borrow: a guard's drop may wake other code of this worker.
+        drop(records);
+    }
+
+    fn insert(
+        &self,
+        socket: std::net::TcpStream,
+        addrs: Addrs,
+        guard: ConnectionGuard,
+        idle: Idle,
+    ) -> io::Result<()> {
+        // The park delay just passed: the keep-alive deadline is what is left of the wait.
+        let until = Instant::now() + self.lead;
+        let fd = socket.as_raw_fd();
+        let mut p = self.parked.borrow_mut();
+        p.serial = p.serial.wrapping_add(1);
+        let serial = p.serial;
+        let slot = match p.free.pop() {
+            Some(s) => s,
+            None => {
+                let s = u32::try_from(p.records.len())
+                    .map_err(|_| io::Error::other("too many parked connections"))?;
+                p.records.push(None);
+                s
+            }
+        };
+        if let Err(e) = self.arm(fd, libc::EPOLL_CTL_ADD, slot, serial) {
+            p.free.push(slot);
+            return Err(e);
+        }
+        p.records[slot as usize] = Some(Record {
+            socket,
+            addrs,
+            guard,
+            idle,
+            until,
+            serial,
+        });
+        p.order.push_back((slot, serial));
+        drop(p);
+        let parks = self.since_trim.get() + 1;
+        self.since_trim.set(parks);
+        // A deadline `watch` keeps comes before this one (park order): it needs no wake-up.
+        if self.next_wake.get().is_none() || parks == TRIM_AFTER_PARKS {
+            self.changed.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Adds `fd` to the epoll instance (or re-arms it), reporting one readiness event.
+    fn arm(&self, fd: RawFd, op: libc::c_int, slot: u32, serial: u32) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32,
+            u64: (u64::from(serial) << 32) | u64::from(slot),
+        };
+        // SAFETY: both fds are open; `ev` is a valid event for the duration of the call.
+        let r = unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut ev) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Takes the record an event names, if it is still parked, with its slot; the slot stays
+    /// reserved until `put_back` or `release`.
+    fn take(&self, data: u64) -> Option<(u32, Record)> {
+        let slot = (data & u64::from(u32::MAX)) as u32;
+        let serial = (data >> 32) as u32;
+        let mut p = self.parked.borrow_mut();
+        let entry = p.records.get_mut(slot as usize)?;
+        if entry.as_ref().is_none_or(|r| r.serial != serial) {
+            return None;
+        }
+        Some((slot, entry.take()?))
+    }
+
+    /// Puts back a record whose wake-up found nothing to read; its place in the order stays.
+    fn put_back(&self, slot: u32, record: Record) {
+        let fd = record.socket.as_raw_fd();
+        if self
+            .arm(fd, libc::EPOLL_CTL_MOD, slot, record.serial)
+            .is_ok()
+        {
+            if let Some(entry) = self.parked.borrow_mut().records.get_mut(slot as usize) {
+                *entry = Some(record);
+                return;
+            }
+        }
+        self.release(slot);
+    }
+
+    /// Frees a slot whose record left (resumed or closed).
+    fn release(&self, slot: u32) {
+        self.parked.borrow_mut().free.push(slot);
+    }
+
+    /// Handles the readiness events waiting in the epoll instance; false when there were
+    /// fewer than a full batch (the instance is drained).
+    fn wake_ready(&self, ctx: &WorkerCtx) -> io::Result<bool> {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS_PER_CALL];
+        // SAFETY: `events` has room for EVENTS_PER_CALL entries; timeout 0 never blocks.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                EVENTS_PER_CALL as libc::c_int,
+                0,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(true)
+            } else {
+                Err(e)
+            };
+        }
+        let n = n as usize;
+        for ev in &events[..n] {
+            if let Some((slot, record)) = self.take(ev.u64) {
+                self.wake(slot, record, ctx);
+            }
+        }
+        Ok(n == EVENTS_PER_CALL)
+    }
+
+    /// A parked socket became readable: resume it if a request waits, close it at end of
+    /// stream or on an error, park it again if the wake-up was spurious.
+    fn wake(&self, slot: u32, record: Record, ctx: &WorkerCtx) {
+        let mut byte = 0u8;
+        // SAFETY: `byte` is valid for one byte; the fd is the record's own.
+        let n = unsafe {
+            libc::recv(
+                record.socket.as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        let spurious = n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
+        if spurious && !ctx.close_idle.get() {
+            return self.put_back(slot, record);
+        }
+        self.release(slot);
+        if n > 0 && !ctx.close_idle.get() {
+            resume(record);
+        }
+        // Otherwise the record drops here: the peer closed (or reset), or the server stops.
+    }
+
+    /// Closes the connections whose keep-alive deadline passed; returns the next deadline.
+    fn expire(&self, now: Instant) -> Option<Instant> {
+        loop {
+            let mut p = self.parked.borrow_mut();
+            let &(slot, serial) = p.order.front()?;
+            let entry = p.records.get_mut(slot as usize);
+            let current = entry.and_then(|e| e.as_ref().filter(|r| r.serial == serial));
+            match current.map(|r| r.until) {
+                Some(until) if until > now => return Some(until),
+                Some(_) => {
+                    p.order.pop_front();
+                    let record = p.records.get_mut(slot as usize).and_then(Option::take);
+                    p.free.push(slot);
+                    drop(p);
+                    drop(record);
+                }
+                // Resumed or re-parked since: a stale entry.
+                None => {
+                    p.order.pop_front();
+                }
+            }
+        }
+    }
+}
+
+/// Parks a connection whose driver returned it idle (`h1::serve`); closes it instead when that
+/// fails or the server is stopping.
+pub(super) fn park(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, idle: Idle) {
+    let ctx = guard.ctx.clone();
+    let Some(parking) = ctx.parking.as_ref() else {
+        return;
+    };
+    if ctx.close_idle.get() {
+        return;
+    }
+    let socket = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(peer = %addrs.0, "cannot park a connection: {e}");
+            return;
+        }
+    };
+    if let Err(e) = parking.insert(socket, addrs, guard, idle) {
+        tracing::debug!(peer = %addrs.0, "cannot park a connection: {e}");
+    }
+}
+
+/// Gives a parked connection a task again; it reads the request that woke it.
+fn resume(record: Record) {
+    let Record {
+        socket,
+        addrs,
+        guard,
+        idle,
+        ..
+    } = record;
+    // Leave the parking epoll instance before tokio's takes the socket.
+    if let Some(parking) = guard.ctx.parking.as_ref() {
+        // SAFETY: both fds are open; a null event is allowed for EPOLL_CTL_DEL.
+        unsafe {
+            libc::epoll_ctl(
+                parking.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                socket.as_raw_fd(),
+                std::ptr::null_mut(),
+            );
+        }
+    }
+    match TcpStream::from_std(socket) {
+        Ok(stream) => worker::spawn_connection(stream, addrs, guard, None, Some(idle)),
+        Err(e) => tracing::debug!(peer = %addrs.0, "cannot resume a parked connection: {e}"),
+    }
+}
+
+/// Serves this worker's parked connections until the worker ends: readiness, keep-alive
+/// deadlines, a server stop, and giving the memory of parked tasks back to the system.
+pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
+    let Some(parking) = ctx.parking.as_ref() else {
+        return;
+    };
+    let mut last_trim = Instant::now();
+    loop {
+        let stop = ctx.stop.notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
+        if ctx.close_idle.get() {
+            parking.close_all();
+        }
+        let now = Instant::now();
+        let next = parking.expire(now);
+        // A trim is due once enough tasks were freed, at most once per TRIM_INTERVAL.
+        let trim_at =
+            (parking.since_trim.get() >= TRIM_AFTER_PARKS).then(|| last_trim + TRIM_INTERVAL);
+        if trim_at.is_some_and(|t| t <= now) {
+            worker::trim_allocator();
+            parking.since_trim.set(0);
+            last_trim = now;
+            continue;
+        }
+        let wake_at = match (next, trim_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        parking.next_wake.set(next);
+        let sleep = async {
+            match wake_at {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            ready = parking.epoll.readable() => {
+                let Ok(mut ready) = ready else {
+                    tracing::warn!("parked connections: the epoll instance failed; closing them");
+                    parking.close_all();
+                    return;
+                };
+                match parking.wake_ready(&ctx) {
+                    Ok(true) => {}
+                    Ok(false) => ready.clear_ready(),
+                    Err(e) => {
+                        tracing::warn!("parked connections: epoll_wait failed ({e}); closing them");
+                        parking.close_all();
+                        return;
+                    }
+                }
+            }
+            _ = sleep => {}
+            _ = parking.changed.notified() => {}
+            _ = &mut stop => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a parked connection costs its worker: keep it small (the slab holds one per
+    /// parked connection, the FIFO one entry per park).
+    #[test]
+    fn a_parked_connection_is_a_small_record() {
+        let record = std::mem::size_of::<Option<Record>>();
+        eprintln!("parked record: {record} B");
+        assert!(record <= 128, "{record} B");
+        assert_eq!(std::mem::size_of::<(u32, u32)>(), 8);
+    }
+}
