@@ -162,10 +162,6 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
             // Quiet: wait for the client in the connection's compact form.
             let deadline = conn.poll_timeout();
             let parked = park(conn);
-            if let Some(parking) = &ctx.parking {
-                // What it freed goes back to the system with the parked HTTP/1 tasks'.
-                parking.freed_elsewhere();
-            }
             let woke = wait_parked(&mut stream, ctx, &mut rbuf, &mut waits, deadline).await;
             let now = Instant::now();
             conn = Box::new(Connection::unpark(*parked, now));

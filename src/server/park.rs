@@ -109,16 +109,6 @@ impl Parking {
         })
     }
 
-    /// A connection of another kind was parked (HTTP/2: `server::h2`), freeing its busy
-    /// state: it counts toward the next trim like a parked task.
-    pub fn freed_elsewhere(&self) {
-        let parks = self.since_trim.get() + 1;
-        self.since_trim.set(parks);
-        if parks == TRIM_AFTER_PARKS {
-            self.changed.notify_one();
-        }
-    }
-
     /// Closes every parked connection (the server stops, or the worker ends).
     pub fn close_all(&self) {
         let records = {
