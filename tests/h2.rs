@@ -263,3 +263,43 @@ fn a_parked_connection_serves_requests_that_refer_to_its_hpack_tables() {
         common::clients::h2_requests_across_parking(tcp, &url, b"<html>index</html>\n").await;
     });
 }
+
+/// A parked connection keeps its idle deadline: it still gets GOAWAY(NO_ERROR) and is closed
+/// at `http2-idle-timeout`, counted from the client's last frame.
+#[test]
+fn a_parked_connection_closes_at_its_idle_timeout() {
+    use common::h2raw::Raw;
+    use spate::proto::h2::frame::{self, flag, kind};
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_file(dir.path(), "www/6b.txt", b"hello\n");
+    let s = Spate::start_in(&format!("{CONF}http2-idle-timeout: 3\n"), dir);
+    let mut raw = Raw::connect(&s, &[]);
+    let mut out = Vec::new();
+    raw.get(1, "/6b.txt", true, &mut out);
+    raw.send(&out);
+    loop {
+        let (h, _) = raw.frame().expect("the response");
+        if h.kind == kind::SETTINGS && h.flags & flag::ACK == 0 {
+            let mut ack = Vec::new();
+            frame::put_head(&mut ack, 0, kind::SETTINGS, flag::ACK, 0);
+            raw.send(&ack);
+        }
+        if h.stream == 1 && h.flags & flag::END_STREAM != 0 {
+            break;
+        }
+    }
+    let asked = std::time::Instant::now();
+    // Parked after 1 s of quiet; the deadline comes 3 s after the last frame (the ACK).
+    assert_eq!(
+        raw.goaway(),
+        Some(0),
+        "GOAWAY(NO_ERROR) at the idle timeout"
+    );
+    let waited = asked.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(2500)
+            && waited < std::time::Duration::from_secs(5),
+        "{waited:?}"
+    );
+    assert!(raw.frame().is_none(), "closed after the GOAWAY");
+}
