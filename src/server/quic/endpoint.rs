@@ -243,7 +243,8 @@ impl<'a> Driver<'a> {
     fn read_socket(&mut self, now: Instant, our_tag: u16) -> io::Result<()> {
         let mut metas = [RecvMeta::default(); RECV_BATCH];
         let mut read = 0;
-        while read < READ_BUDGET {
+        let mut drained = false;
+        while read < READ_BUDGET && !drained {
             let chunk = self.recv_buf.len() / RECV_BATCH;
             let n = {
                 let mut bufs: Vec<IoSliceMut<'_>> = self
@@ -253,11 +254,24 @@ impl<'a> Driver<'a> {
                     .collect();
                 let state = &self.state;
                 let sock = &self.sock;
-                match sock.try_io(Interest::READABLE, || {
-                    state.recv(sock.into(), &mut bufs, &mut metas)
-                }) {
+                let mut got = 0;
+                // A batch that came back short took every datagram queued: the readiness is
+                // cleared with it (as by a `WouldBlock`), so the next turn waits for the next
+                // datagram instead of a recvmmsg that finds nothing.
+                let r = sock.try_io(Interest::READABLE, || {
+                    got = state.recv(sock.into(), &mut bufs, &mut metas)?;
+                    if got < RECV_BATCH {
+                        Err(io::ErrorKind::WouldBlock.into())
+                    } else {
+                        Ok(got)
+                    }
+                });
+                match r {
                     Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        drained = true;
+                        got
+                    }
                     Err(e) => return Err(e),
                 }
             };
