@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::client::TlsStream;
 
@@ -132,6 +132,30 @@ impl Conn {
     }
 }
 
+/// Reads with `read` inside the socket's `try_io`. A read that leaves part of its room empty
+/// took all the socket had: the readiness is cleared with it (tokio clears only the readiness
+/// of the event it saw, and keeps a closed state), so the next read waits for the next event
+/// instead of costing a syscall that finds nothing: on a kept-alive backend connection, one
+/// `WouldBlock` per response.
+fn read_clearing(
+    buf: &mut bytes::BytesMut,
+    read: impl Fn(&mut bytes::BytesMut) -> io::Result<usize>,
+    try_io: impl FnOnce(&mut dyn FnMut() -> io::Result<usize>) -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut got = None;
+    let r = try_io(&mut || {
+        let room = buf.capacity() - buf.len();
+        let n = read(buf)?;
+        got = Some(n);
+        if n > 0 && n < room {
+            Err(io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(n)
+        }
+    });
+    got.map_or(r, Ok)
+}
+
 async fn send_preface(
     s: &mut (impl AsyncWrite + Unpin),
     preface: Option<&[u8]>,
@@ -155,11 +179,20 @@ impl Conn {
         }
     }
 
-    /// Reads what is there without waiting; `WouldBlock` clears the readiness.
+    /// Reads what is there without waiting; `WouldBlock` clears the readiness, and so does a
+    /// read that took all the socket had (see [`read_clearing`]).
     pub fn try_read_buf(&self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
         match self {
-            Conn::Tcp(s) => s.try_read_buf(buf),
-            Conn::Unix(s) => s.try_read_buf(buf),
+            Conn::Tcp(s) => read_clearing(
+                buf,
+                |b| s.try_read_buf(b),
+                |f| s.try_io(Interest::READABLE, f),
+            ),
+            Conn::Unix(s) => read_clearing(
+                buf,
+                |b| s.try_read_buf(b),
+                |f| s.try_io(Interest::READABLE, f),
+            ),
             Conn::Tls(_) => Err(io::ErrorKind::Unsupported.into()),
         }
     }

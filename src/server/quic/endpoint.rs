@@ -30,6 +30,8 @@ const RECV_BATCH: usize = 8;
 const SEND_BUDGET: usize = 32;
 /// HTTP/3's H3_NO_ERROR, for a graceful CONNECTION_CLOSE.
 const H3_NO_ERROR: u32 = 0x100;
+/// Turns the driver runs back to back before it lets the worker's other tasks run.
+const TURNS_PER_YIELD: u32 = 8;
 
 /// QUIC connections open across all workers and listeners (`max-quic-connections`).
 static OPEN: AtomicUsize = AtomicUsize::new(0);
@@ -92,7 +94,12 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         retry: settings.quic.retry || settings.quic.amp_limit < 3,
         shutdown_at: None,
     };
-    d.run(route).await;
+    // The driver polls every request's handler and body itself, inside this one task: under
+    // tokio's cooperative budget (128 I/O operations per task poll, meant for one connection)
+    // the streams of a busy turn would find every socket "not ready" once it is spent and be
+    // woken again at once, polled a dozen times per request. The driver bounds its own turns
+    // instead (TURNS_PER_YIELD, and the read and send budgets).
+    tokio::task::unconstrained(d.run(route)).await;
 }
 
 /// Connections' wake-ups from pending answers and bodies: the connection's index, then a
@@ -166,7 +173,14 @@ impl<'a> Driver<'a> {
         let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
         tokio::pin!(sleep);
         let mut armed: Option<Instant> = None;
+        let mut turns = 0u32;
         loop {
+            turns += 1;
+            if turns % TURNS_PER_YIELD == 0 {
+                // Unconstrained, the driver never runs out of budget: let the worker's TCP
+                // connections run between busy turns.
+                tokio::task::yield_now().await;
+            }
             let now = Instant::now();
             while let Ok(f) = route.inbox.try_recv() {
                 forwarded.push(f);
@@ -229,7 +243,8 @@ impl<'a> Driver<'a> {
     fn read_socket(&mut self, now: Instant, our_tag: u16) -> io::Result<()> {
         let mut metas = [RecvMeta::default(); RECV_BATCH];
         let mut read = 0;
-        while read < READ_BUDGET {
+        let mut drained = false;
+        while read < READ_BUDGET && !drained {
             let chunk = self.recv_buf.len() / RECV_BATCH;
             let n = {
                 let mut bufs: Vec<IoSliceMut<'_>> = self
@@ -239,11 +254,24 @@ impl<'a> Driver<'a> {
                     .collect();
                 let state = &self.state;
                 let sock = &self.sock;
-                match sock.try_io(Interest::READABLE, || {
-                    state.recv(sock.into(), &mut bufs, &mut metas)
-                }) {
+                let mut got = 0;
+                // A batch that came back short took every datagram queued: the readiness is
+                // cleared with it (as by a `WouldBlock`), so the next turn waits for the next
+                // datagram instead of a recvmmsg that finds nothing.
+                let r = sock.try_io(Interest::READABLE, || {
+                    got = state.recv(sock.into(), &mut bufs, &mut metas)?;
+                    if got < RECV_BATCH {
+                        Err(io::ErrorKind::WouldBlock.into())
+                    } else {
+                        Ok(got)
+                    }
+                });
+                match r {
                     Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        drained = true;
+                        got
+                    }
                     Err(e) => return Err(e),
                 }
             };

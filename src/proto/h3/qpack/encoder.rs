@@ -3,13 +3,14 @@
 
 use bytes::BufMut;
 
-use super::static_table;
+use super::{memo, static_table};
 use crate::proto::h2::hpack::{huffman, integer};
 
-/// Encodes field sections; holds only a scratch buffer for lowercasing names.
+/// Encodes field sections; holds only scratch buffers (a lowercased name, a field line).
 #[derive(Debug, Default)]
 pub struct Encoder {
     lower: Vec<u8>,
+    line: Vec<u8>,
 }
 
 impl Encoder {
@@ -26,16 +27,36 @@ impl Encoder {
         }
     }
 
-    /// Appends one field line.
+    /// Appends one field line: the worker's memo has most of them (`memo.rs`).
     pub fn field(&mut self, name: &[u8], value: &[u8], out: &mut impl BufMut) {
+        if name.len() + value.len() > memo::MAX_FIELD {
+            self.encode_field(name, value, out);
+            return;
+        }
+        if memo::get(name, value, |line| out.put_slice(line)) {
+            return;
+        }
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        let keep = self.encode_field(name, value, &mut line);
+        out.put_slice(&line);
+        if keep {
+            memo::put(name, value, &line);
+        }
+        self.line = line;
+    }
+
+    /// Encodes one field line; false if the field is sensitive (not to be kept anywhere).
+    fn encode_field(&mut self, name: &[u8], value: &[u8], out: &mut impl BufMut) -> bool {
         if name.iter().any(u8::is_ascii_uppercase) {
             let mut lower = std::mem::take(&mut self.lower);
             lower.clear();
             lower.extend(name.iter().map(u8::to_ascii_lowercase));
-            put_field(&lower, value, out);
+            let keep = put_field(&lower, value, out);
             self.lower = lower;
+            keep
         } else {
-            put_field(name, value, out);
+            put_field(name, value, out)
         }
     }
 }
@@ -53,10 +74,11 @@ pub fn put_status(status: u16, out: &mut impl BufMut) {
         b'0' + (s / 10 % 10) as u8,
         b'0' + (s % 10) as u8,
     ];
-    put_field(b":status", &digits, out);
+    let _ = put_field(b":status", &digits, out);
 }
 
-fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) {
+/// Appends the field line of a lowercase `name`; false if the field is sensitive.
+fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) -> bool {
     let never = sensitive(name);
     match static_table::find(name, value) {
         Some((index, true)) => {
@@ -76,6 +98,7 @@ fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) {
             put_string(value, 7, 0, out);
         }
     }
+    !never
 }
 
 /// Fields an intermediary must not put in a compression table (RFC 9204 section 7.1.3).

@@ -16,6 +16,7 @@
 
 pub(crate) mod decoder;
 pub(crate) mod encoder;
+mod memo;
 mod static_table;
 
 pub use crate::proto::h2::hpack::HeaderField;

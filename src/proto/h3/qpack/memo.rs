@@ -1,0 +1,96 @@
+//! Field lines the encoder made recently, by field: responses repeat most of their fields
+//! (a proxied backend's `server`, `content-type`, `etag`, `last-modified`; `date` for a
+//! second), and a line made afresh costs a static-table lookup, a lowercased copy of the name
+//! and a Huffman pass. Our field lines use the static table only, so a line depends on
+//! nothing but its field: the connections of a worker thread share one memo. Bounded: a fixed
+//! number of slots, each keeping a short field only, and never a sensitive one.
+
+use std::cell::RefCell;
+
+/// Slots of the memo (a power of two: the slot is picked by the top bits of a hash).
+const SLOTS: usize = 64;
+/// Name and value bytes of the longest field kept.
+pub(super) const MAX_FIELD: usize = 128;
+
+#[derive(Default)]
+struct Slot {
+    /// The field's name then its value, as given.
+    key: Vec<u8>,
+    name_len: usize,
+    /// Its encoded field line.
+    line: Vec<u8>,
+}
+
+thread_local! {
+    // Per worker thread: a worker's connections encode on its thread.
+    static MEMO: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Calls `hit` with the line kept for (`name`, `value`), if there is one; true if it did.
+pub(super) fn get(name: &[u8], value: &[u8], hit: impl FnOnce(&[u8])) -> bool {
+    MEMO.with(|m| {
+        let m = m.borrow();
+        let Some(s) = m.get(slot_of(name, value)) else {
+            return false;
+        };
+        let (n, v) = s.key.split_at(s.name_len.min(s.key.len()));
+        if n == name && v == value {
+            hit(&s.line);
+            true
+        } else {
+            false
+        }
+    })
+}
+
+/// Keeps `line` as the encoding of (`name`, `value`), in place of what its slot held.
+pub(super) fn put(name: &[u8], value: &[u8], line: &[u8]) {
+    if name.len() + value.len() > MAX_FIELD {
+        return;
+    }
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.is_empty() {
+            m.resize_with(SLOTS, Slot::default);
+        }
+        let i = slot_of(name, value);
+        let Some(s) = m.get_mut(i) else { return };
+        s.key.clear();
+        s.key.extend_from_slice(name);
+        s.key.extend_from_slice(value);
+        s.name_len = name.len();
+        s.line.clear();
+        s.line.extend_from_slice(line);
+    })
+}
+
+/// The slot of a field: a hash of the lengths, the name's first byte and the value's last
+/// bytes (where dates, lengths and validators of one name differ), cheap next to encoding.
+fn slot_of(name: &[u8], value: &[u8]) -> usize {
+    let mut h = ((name.len() as u64) << 32) ^ value.len() as u64;
+    let tail = &value[value.len().saturating_sub(8)..];
+    for &b in name.iter().take(1).chain(tail) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_line_comes_back_for_its_field_only() {
+        put(b"server", b"memo-test", b"line-a");
+        let mut got = Vec::new();
+        assert!(get(b"server", b"memo-test", |l| got.extend_from_slice(l)));
+        assert_eq!(got, b"line-a");
+        // Same bytes split elsewhere between name and value: another field.
+        assert!(!get(b"serverm", b"emo-test", |_| {}));
+        assert!(!get(b"server", b"memo-tesT", |_| {}));
+        // Too long to keep.
+        let long = vec![b'x'; MAX_FIELD];
+        put(b"etag", &long, b"line-b");
+        assert!(!get(b"etag", &long, |_| {}));
+    }
+}
