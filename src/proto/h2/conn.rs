@@ -250,6 +250,11 @@ const RECENT_RESETS: usize = 16;
 const REQUEST_BATCH: usize = 16;
 /// The output buffer's first allocation, enough for a batch of small responses.
 const OUT_INITIAL: usize = 4 * 1024;
+/// New streams in the last `recv` from which a connection keeps its buffers between turns
+/// (see [`Connection::release_idle_buffers`]).
+const KEEP_BUFFERS_BATCH: usize = 2;
+/// The largest output buffer kept between turns.
+const OUT_KEEP: usize = 16 * 1024;
 /// How long after the client's last frame an idle connection trims what it keeps for the
 /// next request: the response headers cache (it matches only responses of the same second,
 /// their Date) and the HPACK tables' spare capacity. Later than a busy client's next
@@ -714,7 +719,23 @@ impl Connection {
     /// connection has nothing in flight. Call before waiting for input: an idle connection
     /// then holds little more than its HPACK tables, and the next turn allocates again. A
     /// connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
+    ///
+    /// A turn that opened several streams keeps them until that quiet trim instead: a client
+    /// that multiplexes sends its next requests within microseconds, and freeing and regrowing
+    /// the table and queues every turn cost more than decoding the requests.
     pub fn release_idle_buffers(&mut self) {
+        if self.batch_opened >= KEEP_BUFFERS_BATCH && self.trim_when_quiet {
+            // Large bodies' output is not kept: a quiet second would hold it per connection.
+            if self.out.is_empty() && self.out.capacity() > OUT_KEEP {
+                self.out = Vec::new();
+            }
+            return;
+        }
+        self.free_buffers();
+    }
+
+    /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
+    fn free_buffers(&mut self) {
         if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
             return;
         }
@@ -788,6 +809,7 @@ impl Connection {
         }
         if self.trim_when_quiet && self.ids.is_empty() && now >= self.last_frame_at + QUIET_TRIM {
             self.trim_when_quiet = false;
+            self.free_buffers();
             self.headers_cache = HeadersCache::default();
             self.decoder.shrink_to_fit();
             self.encoder.shrink_to_fit();
