@@ -220,6 +220,7 @@ async fn run<'a, T: Transport>(
         let mark = crate::metrics::start();
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write.
+        conn.lend_output(|| ctx.buffers.write_buffer());
         loop {
             if !rbuf.is_empty() {
                 conn.recv_with(rbuf, now, &streams_body);
@@ -276,6 +277,9 @@ async fn run<'a, T: Transport>(
             continue;
         }
 
+        if let Some(out) = conn.take_idle_output() {
+            ctx.buffers.give_write(out);
+        }
         conn.release_idle_buffers();
         // An idle connection waits without a read buffer where the transport allows it.
         let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();

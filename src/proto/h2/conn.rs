@@ -715,6 +715,22 @@ impl Connection {
         self.closed_unwritten = 0;
     }
 
+    /// The output buffer, empty, for the driver to keep while the connection waits for input:
+    /// a worker's connections then share a few warm buffers instead of each growing its own
+    /// every turn. `None` while output is pending or there is no buffer.
+    pub fn take_idle_output(&mut self) -> Option<Vec<u8>> {
+        (self.out.is_empty() && self.out.capacity() > 0).then(|| std::mem::take(&mut self.out))
+    }
+
+    /// Gives the connection an empty output buffer for its next turn if it has none (see
+    /// [`Connection::take_idle_output`]).
+    pub fn lend_output(&mut self, take: impl FnOnce() -> Vec<u8>) {
+        if self.out.capacity() == 0 {
+            self.out = take();
+            self.out.clear();
+        }
+    }
+
     /// Frees the buffers a busy turn grew (output, stream table, decoded headers) when the
     /// connection has nothing in flight. Call before waiting for input: an idle connection
     /// then holds little more than its HPACK tables, and the next turn allocates again. A

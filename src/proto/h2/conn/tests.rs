@@ -663,6 +663,31 @@ fn idle_buffers_are_released_and_regrown() {
 }
 
 #[test]
+fn the_output_buffer_is_lent_between_turns() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let out = p
+        .conn
+        .take_idle_output()
+        .expect("an empty buffer with room");
+    assert!(out.is_empty() && out.capacity() > 0);
+    assert_eq!(p.conn.out.capacity(), 0);
+    assert!(p.conn.take_idle_output().is_none(), "nothing left to take");
+    let ptr = out.as_ptr();
+    p.conn.lend_output(|| out);
+    assert_eq!(p.conn.out.as_ptr(), ptr);
+    // A connection that has a buffer keeps it and does not take another.
+    p.conn.lend_output(|| unreachable!());
+    let req = p.get(1, "/", true);
+    p.feed(&req);
+    p.conn.next_request().unwrap();
+    p.conn.respond(1, Response::new(200));
+    assert!(p.conn.take_idle_output().is_none(), "output pending");
+    let f = p.turn(b"");
+    assert_eq!(kinds(&f)[0], (kind::HEADERS, 1));
+}
+
+#[test]
 fn a_multiplexing_turn_keeps_its_buffers_until_the_quiet_trim() {
     let mut p = Peer::new(Settings::default(), &[]);
     p.turn(b"");
