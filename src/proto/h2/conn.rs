@@ -715,19 +715,22 @@ impl Connection {
         self.closed_unwritten = 0;
     }
 
-    /// The output buffer, empty, for the driver to keep while the connection waits for input:
-    /// a worker's connections then share a few warm buffers instead of each growing its own
-    /// every turn. `None` while output is pending or there is no buffer.
+    /// The output buffer, empty, when a turn of large responses grew it past what a waiting
+    /// connection keeps ([`OUT_KEEP`]): the driver keeps it in the worker's pool, so that the
+    /// next such turn, of any connection, starts with room instead of regrowing from 4 KiB.
     pub fn take_idle_output(&mut self) -> Option<Vec<u8>> {
-        (self.out.is_empty() && self.out.capacity() > 0).then(|| std::mem::take(&mut self.out))
+        (self.out.is_empty() && self.out.capacity() > OUT_KEEP)
+            .then(|| std::mem::take(&mut self.out))
     }
 
-    /// Gives the connection an empty output buffer for its next turn if it has none (see
-    /// [`Connection::take_idle_output`]).
-    pub fn lend_output(&mut self, take: impl FnOnce() -> Vec<u8>) {
+    /// Gives the connection a pooled output buffer (see [`Connection::take_idle_output`]) for
+    /// its next turn if it has none; `take` is only asked then.
+    pub fn lend_output(&mut self, take: impl FnOnce() -> Option<Vec<u8>>) {
         if self.out.capacity() == 0 {
-            self.out = take();
-            self.out.clear();
+            if let Some(mut buf) = take() {
+                buf.clear();
+                self.out = buf;
+            }
         }
     }
 
@@ -1041,7 +1044,14 @@ impl Connection {
         block: &[u8],
         now: Instant,
     ) -> Res {
-        let usage = match self.index(id) {
+        // Every stream in the table has an id up to `max_client_stream`: a new one (a
+        // request, the common case) needs no search of the table or of the recent resets.
+        let known = if id > self.max_client_stream {
+            None
+        } else {
+            self.index(id)
+        };
+        let usage = match known {
             Some(i) => match self.streams[i].recv {
                 Recv::Body { .. } if end_stream => BlockUse::Trailers,
                 Recv::Body { .. } => {
@@ -1054,7 +1064,9 @@ impl Connection {
                     BlockUse::Discard
                 }
             },
-            None if self.recently_reset.contains(&id) => BlockUse::Discard,
+            None if id <= self.max_client_stream && self.recently_reset.contains(&id) => {
+                BlockUse::Discard
+            }
             None if id <= self.max_client_stream => {
                 return Err(Fail::Conn(
                     Reason::STREAM_CLOSED,

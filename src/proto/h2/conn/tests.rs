@@ -663,28 +663,35 @@ fn idle_buffers_are_released_and_regrown() {
 }
 
 #[test]
-fn the_output_buffer_is_lent_between_turns() {
+fn a_large_output_buffer_is_lent_between_turns() {
     let mut p = Peer::new(Settings::default(), &[]);
     p.turn(b"");
+    // A small buffer stays with the connection.
+    assert!(p.conn.take_idle_output().is_none());
+    static BODY: [u8; 30_000] = [5; 30_000];
+    let req = p.get(1, "/", true);
+    p.feed(&req);
+    p.turn(&BODY);
     let out = p
         .conn
         .take_idle_output()
         .expect("an empty buffer with room");
-    assert!(out.is_empty() && out.capacity() > 0);
+    assert!(out.is_empty() && out.capacity() > OUT_KEEP);
     assert_eq!(p.conn.out.capacity(), 0);
     assert!(p.conn.take_idle_output().is_none(), "nothing left to take");
     let ptr = out.as_ptr();
-    p.conn.lend_output(|| out);
+    p.conn.lend_output(|| Some(out));
     assert_eq!(p.conn.out.as_ptr(), ptr);
-    // A connection that has a buffer keeps it and does not take another.
+    // A connection that has a buffer keeps it and takes no other.
     p.conn.lend_output(|| unreachable!());
-    let req = p.get(1, "/", true);
+    let req = p.get(3, "/", true);
     p.feed(&req);
     p.conn.next_request().unwrap();
-    p.conn.respond(1, Response::new(200));
+    p.conn.respond(3, Response::new(200));
     assert!(p.conn.take_idle_output().is_none(), "output pending");
     let f = p.turn(b"");
-    assert_eq!(kinds(&f)[0], (kind::HEADERS, 1));
+    assert_eq!(kinds(&f)[0], (kind::HEADERS, 3));
+    assert_eq!(p.conn.out.as_ptr(), ptr);
 }
 
 #[test]
