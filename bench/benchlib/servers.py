@@ -531,9 +531,7 @@ class Floor(Server):
     scenarios = ("S5", "S6")
 
     def unsupported(self, case, env):
-        if not env.floor or not os.access(env.floor, os.X_OK):
-            return "no floor binary at %s (run bench/setup)" % env.floor
-        return None
+        return missing_binary(self.name, env.floor)
 
     def start(self, env, cases):
         port = free_port()
@@ -553,9 +551,7 @@ class H2Floor(Server):
     scenarios = ("S1", "S2")
 
     def unsupported(self, case, env):
-        if not env.h2floor or not os.access(env.h2floor, os.X_OK):
-            return "no h2floor binary at %s (run bench/setup)" % env.h2floor
-        return None
+        return missing_binary(self.name, env.h2floor)
 
     def start(self, env, cases):
         by_key = {}
@@ -578,6 +574,13 @@ class H2Floor(Server):
     def argv(env, port, case):
         """`h2floor PORT BODYSIZE`: the size of the file the case requests."""
         return [env.h2floor, str(port), str(FILES[case.path.lstrip("/")])]
+
+
+def missing_binary(name, path):
+    """Why an anchor built by bench/setup cannot run, or None."""
+    if not path or not os.access(path, os.X_OK):
+        return "no %s binary at %s (run bench/setup)" % (name, path)
+    return None
 
 
 class Backend:
