@@ -18,7 +18,6 @@ const KEEP_WRITE_MAX: usize = 256 * 1024;
 pub(crate) struct BufferPool {
     read: RefCell<Vec<BytesMut>>,
     write: RefCell<Vec<Vec<u8>>>,
-    h2_output: RefCell<Option<Vec<u8>>>,
 }
 
 impl BufferPool {
@@ -38,20 +37,6 @@ impl BufferPool {
             .borrow_mut()
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(WRITE_BUFFER))
-    }
-
-    /// The kept HTTP/2 output buffer, if any (see [`BufferPool::give_h2_output`]).
-    pub fn take_h2_output(&self) -> Option<Vec<u8>> {
-        self.h2_output.borrow_mut().take()
-    }
-
-    /// Keeps the output buffer an HTTP/2 turn of large responses grew, for the next such
-    /// turn of any connection: one, since a worker runs one connection at a time.
-    pub fn give_h2_output(&self, b: Vec<u8>) {
-        let mut slot = self.h2_output.borrow_mut();
-        if slot.is_none() && b.capacity() <= KEEP_WRITE_MAX {
-            *slot = Some(b);
-        }
     }
 
     /// Takes back a read buffer; only an empty one is kept.
@@ -100,19 +85,5 @@ mod tests {
         assert_eq!(w.as_ptr(), ptr);
         pool.give_write(Vec::with_capacity(KEEP_WRITE_MAX + 1));
         assert!(pool.write.borrow().is_empty());
-    }
-
-    #[test]
-    fn keeps_one_h2_output_buffer() {
-        let pool = BufferPool::default();
-        assert!(pool.take_h2_output().is_none());
-        let first = Vec::with_capacity(64 * 1024);
-        let ptr = first.as_ptr();
-        pool.give_h2_output(first);
-        pool.give_h2_output(Vec::with_capacity(64 * 1024)); // one is kept, not two
-        assert_eq!(pool.take_h2_output().map(|b| b.as_ptr()), Some(ptr));
-        assert!(pool.take_h2_output().is_none());
-        pool.give_h2_output(Vec::with_capacity(KEEP_WRITE_MAX + 1));
-        assert!(pool.take_h2_output().is_none());
     }
 }

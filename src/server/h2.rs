@@ -220,7 +220,6 @@ async fn run<'a, T: Transport>(
         let mark = crate::metrics::start();
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write.
-        conn.lend_output(|| ctx.buffers.take_h2_output());
         loop {
             if !rbuf.is_empty() {
                 conn.recv_with(rbuf, now, &streams_body);
@@ -277,7 +276,6 @@ async fn run<'a, T: Transport>(
             continue;
         }
 
-        keep_idle_output(conn, &ctx.buffers);
         conn.release_idle_buffers();
         // An idle connection waits without a read buffer where the transport allows it.
         let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();
@@ -326,15 +324,6 @@ async fn run<'a, T: Transport>(
                 if work.ready(conn) { Poll::Ready(()) } else { Poll::Pending }
             }), if !work.is_empty() => {}
         }
-    }
-}
-
-/// A large output buffer goes to the worker's pool while the connection waits (see
-/// [`Connection::take_idle_output`]). Not inlined into `run`: nothing of it lives across a wait.
-#[inline(never)]
-fn keep_idle_output(conn: &mut Connection, pool: &BufferPool) {
-    if let Some(out) = conn.take_idle_output() {
-        pool.give_h2_output(out);
     }
 }
 

@@ -253,8 +253,8 @@ const OUT_INITIAL: usize = 4 * 1024;
 /// New streams in the last `recv` from which a connection keeps its buffers between turns
 /// (see [`Connection::release_idle_buffers`]).
 const KEEP_BUFFERS_BATCH: usize = 2;
-/// The largest output buffer kept between turns.
-const OUT_KEEP: usize = 16 * 1024;
+/// The largest output buffer of a turn whose buffers are kept.
+const KEEP_OUTPUT_MAX: usize = 16 * 1024;
 /// How long after the client's last frame an idle connection trims what it keeps for the
 /// next request: the response headers cache (it matches only responses of the same second,
 /// their Date) and the HPACK tables' spare capacity. Later than a busy client's next
@@ -715,39 +715,21 @@ impl Connection {
         self.closed_unwritten = 0;
     }
 
-    /// The output buffer, empty, when a turn of large responses grew it past what a waiting
-    /// connection keeps ([`OUT_KEEP`]): the driver keeps it in the worker's pool, so that the
-    /// next such turn, of any connection, starts with room instead of regrowing from 4 KiB.
-    pub fn take_idle_output(&mut self) -> Option<Vec<u8>> {
-        (self.out.is_empty() && self.out.capacity() > OUT_KEEP)
-            .then(|| std::mem::take(&mut self.out))
-    }
-
-    /// Gives the connection a pooled output buffer (see [`Connection::take_idle_output`]) for
-    /// its next turn if it has none; `take` is only asked then.
-    pub fn lend_output(&mut self, take: impl FnOnce() -> Option<Vec<u8>>) {
-        if self.out.capacity() == 0 {
-            if let Some(mut buf) = take() {
-                buf.clear();
-                self.out = buf;
-            }
-        }
-    }
-
     /// Frees the buffers a busy turn grew (output, stream table, decoded headers) when the
     /// connection has nothing in flight. Call before waiting for input: an idle connection
     /// then holds little more than its HPACK tables, and the next turn allocates again. A
     /// connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
     ///
-    /// A turn that opened several streams keeps them until that quiet trim instead: a client
-    /// that multiplexes sends its next requests within microseconds, and freeing and regrowing
-    /// the table and queues every turn cost more than decoding the requests.
+    /// A turn that opened several streams for small answers keeps them until that quiet trim
+    /// instead: a client that multiplexes sends its next requests within microseconds, and
+    /// freeing and regrowing the table and queues every turn cost more than decoding the
+    /// requests.
     pub fn release_idle_buffers(&mut self) {
-        if self.batch_opened >= KEEP_BUFFERS_BATCH && self.trim_when_quiet {
-            // Large bodies' output is not kept: a quiet second would hold it per connection.
-            if self.out.is_empty() && self.out.capacity() > OUT_KEEP {
-                self.out = Vec::new();
-            }
+        // The output's room is the turn's largest write: large bodies free everything as
+        // before, since their output grows in place only on a heap the kept buffers do not
+        // break up, and it would be held for a quiet second.
+        let small_answers = self.out.capacity() <= KEEP_OUTPUT_MAX;
+        if self.batch_opened >= KEEP_BUFFERS_BATCH && small_answers && self.trim_when_quiet {
             return;
         }
         self.free_buffers();
