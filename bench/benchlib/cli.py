@@ -58,9 +58,10 @@ def main(argv=None):
             launcher,
             args.server_cpu,
             _spate_path(args.spate),
-            args.floor or _floor_path(),
+            args.floor or _floor_path("floor"),
             _h3_h2load(args.h3_h2load),
             _h2o_quic(args.h2o_quic),
+            args.h2floor or _floor_path("h2floor"),
         )
         settings = Settings(args.quick, reps, args.load_cpu, args.seconds)
         runner = Runner(env, settings, chosen, cases)
@@ -142,7 +143,7 @@ def parse_args(argv):
     p.add_argument(
         "--servers",
         type=_csv_list,
-        default=["spate", "h2o", "nginx", "nghttpd", "nghttpx", "apache", "floor"],
+        default=["spate", "h2o", "nginx", "nghttpd", "nghttpx", "apache", "floor", "h2floor"],
     )
     p.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
     p.add_argument(
@@ -151,6 +152,9 @@ def parse_args(argv):
     p.add_argument("--out", default=None, help="output dir (default bench/results/DATE-TIME)")
     p.add_argument("--spate", default=None, help="spate binary (default target/release/spate)")
     p.add_argument("--floor", default=None, help="floor binary (default bench/build/floor)")
+    p.add_argument(
+        "--h2floor", default=None, help="HTTP/2 floor binary (default bench/build/h2floor)"
+    )
     p.add_argument(
         "--h3-h2load",
         default=None,
@@ -250,8 +254,9 @@ def _spate_path(given):
     return os.path.abspath(given) if given else os.path.join(REPO_DIR, "target", "release", "spate")
 
 
-def _floor_path():
-    return os.path.join(BENCH_DIR, "build", "floor")
+def _floor_path(name):
+    """Where bench/setup builds floor.c and h2floor.c."""
+    return os.path.join(BENCH_DIR, "build", name)
 
 
 # Debian 12 has no HTTP/3 in its h2load nor its h2o: the shared peers next to the repository

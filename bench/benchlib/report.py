@@ -13,7 +13,7 @@ from .scenarios import FILES, SCENARIOS
 from .servers import all_servers
 
 SUBJECT = "spate"
-ANCHORS = ("floor",)  # shown for reference, never "the best peer"
+ANCHORS = ("floor", "h2floor")  # shown for reference, never "the best peer"
 
 
 class Cell:

@@ -94,8 +94,9 @@ class Runner:
                             self.skip(server, case, self.failure_status(server), "start: %s" % e)
                 for case in cases:
                     ready = []
-                    for server, inst, runnable in started:
+                    for server, group_inst, runnable in started:
                         if case in runnable:
+                            inst = group_inst.for_case(case)
                             prepared = self.prepare_case(server, inst, case)
                             if prepared:
                                 ready.append((server, inst, prepared))

@@ -11,7 +11,7 @@ import shutil
 import string
 
 from .procs import StartError, free_port
-from .scenarios import COMPRESS_LEVELS
+from .scenarios import COMPRESS_LEVELS, FILES
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates")
 APACHE_MODULES = "/usr/lib/apache2/modules"
@@ -41,6 +41,7 @@ class Env:
         floor,
         h3_client,
         h2o_quic=None,
+        h2floor=None,
     ):
         self.run_dir = run_dir
         self.docroot = docroot
@@ -51,6 +52,7 @@ class Env:
         self.server_cpu = server_cpu
         self.spate = spate
         self.floor = floor
+        self.h2floor = h2floor  # the HTTP/2 floor binary, or None
         self.h3_client = h3_client  # the h2load that speaks HTTP/3, or None
         self.h2o_quic = h2o_quic  # an h2o with QUIC (the peers' build), or None
         self.is_root = os.geteuid() == 0
@@ -68,6 +70,25 @@ class Instance:
         self.proc.stop()
         if self.backend:
             self.backend.stop()
+
+    def for_case(self, case):
+        """The instance that serves `case`: this one."""
+        return self
+
+
+class PerCase:
+    """One instance per case of a group, for a server whose answer is fixed at start (the HTTP/2
+    floor's body size): the group's cases still run interleaved with the other servers."""
+
+    def __init__(self, by_key):
+        self.by_key = by_key
+
+    def for_case(self, case):
+        return self.by_key[case.key]
+
+    def stop(self):
+        for inst in self.by_key.values():
+            inst.stop()
 
 
 class Server:
@@ -92,7 +113,17 @@ class Server:
 
 
 def all_servers():
-    return [Spate(), H2o(), Nginx(), Nghttpd(), Nghttpx(), Apache(), Caddy(), Floor()]
+    return [
+        Spate(),
+        H2o(),
+        Nginx(),
+        Nghttpd(),
+        Nghttpx(),
+        Apache(),
+        Caddy(),
+        Floor(),
+        H2Floor(),
+    ]
 
 
 def by_name(names):
@@ -500,9 +531,7 @@ class Floor(Server):
     scenarios = ("S5", "S6")
 
     def unsupported(self, case, env):
-        if not env.floor or not os.access(env.floor, os.X_OK):
-            return "no floor binary at %s (run bench/setup)" % env.floor
-        return None
+        return missing_binary(self.name, env.floor)
 
     def start(self, env, cases):
         port = free_port()
@@ -511,6 +540,47 @@ class Floor(Server):
         )
         wait_or_stop(inst, port)
         return inst
+
+
+class H2Floor(Server):
+    """h2floor.c: canned HEADERS + DATA for every request over h2c, the body size given at start
+    (so one process per case)."""
+
+    name = "h2floor"
+    canned = True
+    scenarios = ("S1", "S2")
+
+    def unsupported(self, case, env):
+        return missing_binary(self.name, env.h2floor)
+
+    def start(self, env, cases):
+        by_key = {}
+        try:
+            for case in cases:
+                port = free_port()
+                by_key[case.key] = Instance(
+                    port,
+                    env.launcher.start(
+                        self.name, self.argv(env, port, case), env.run_dir, env.server_cpu
+                    ),
+                )
+                by_key[case.key].proc.wait_listening(port)
+        except StartError:
+            PerCase(by_key).stop()
+            raise
+        return PerCase(by_key)
+
+    @staticmethod
+    def argv(env, port, case):
+        """`h2floor PORT BODYSIZE`: the size of the file the case requests."""
+        return [env.h2floor, str(port), str(FILES[case.path.lstrip("/")])]
+
+
+def missing_binary(name, path):
+    """Why an anchor built by bench/setup cannot run, or None."""
+    if not path or not os.access(path, os.X_OK):
+        return "no %s binary at %s (run bench/setup)" % (name, path)
+    return None
 
 
 class Backend:

@@ -18,6 +18,7 @@ class FakeEnv:
     h2o_quic = None
     spate = "/nonexistent/spate"
     floor = "/nonexistent/floor"
+    h2floor = "/nonexistent/h2floor"
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ def test_cell_with_only_flagged_runs_is_flagged():
     assert cell.reasons == ["3 errored"]
 
 
-def test_ratio_against_best_clean_peer_ignores_floor_and_flagged():
+def test_ratio_against_best_clean_peer_ignores_the_floors_and_flagged():
     cells = report.summarize(
         [
             row("spate", rps=400.0, cpu=1.0),
@@ -54,6 +54,7 @@ def test_ratio_against_best_clean_peer_ignores_floor_and_flagged():
             row("nginx", rps=500.0, cpu=4.0),
             row("nghttpd", status="flagged", rps=900.0, cpu=0.5, reason="1 failed"),
             row("floor", rps=1000.0, cpu=0.2),
+            row("h2floor", rps=2000.0, cpu=0.1),
         ]
     )["S1-6b"]
     cpu_ratio, rps_ratio, best_cpu, best_rps = report.ratios(cells)

@@ -148,11 +148,36 @@ pub fn valid_field(name: &[u8], value: &[u8]) -> bool {
         && name
             .iter()
             .all(|&b| BYTE_CLASS[b as usize] & LOWER_TCHAR != 0)
-        && value
-            .iter()
-            .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0)
+        && value_bytes_allowed(value)
         && !matches!(value.first(), Some(b' ' | b'\t'))
         && !matches!(value.last(), Some(b' ' | b'\t'))
+}
+
+/// No NUL, CR or LF in `value`: eight bytes at a time (values are the long part of a head),
+/// then the table for the tail.
+fn value_bytes_allowed(value: &[u8]) -> bool {
+    let mut words = value.chunks_exact(8);
+    for w in &mut words {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(w);
+        let x = u64::from_le_bytes(x);
+        if has_zero_byte(x) || has_zero_byte(x ^ SPLAT_CR) || has_zero_byte(x ^ SPLAT_LF) {
+            return false;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0)
+}
+
+const SPLAT_CR: u64 = 0x0d0d_0d0d_0d0d_0d0d;
+const SPLAT_LF: u64 = 0x0a0a_0a0a_0a0a_0a0a;
+
+/// Whether a byte of `x` is zero (the classic bit trick: exact, no false positives when
+/// asked only whether any byte is zero).
+fn has_zero_byte(x: u64) -> bool {
+    x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080 != 0
 }
 
 /// `BYTE_CLASS` bits: one table lookup per header byte instead of a chain of comparisons.
@@ -213,6 +238,27 @@ mod tests {
         (":authority", "a.example"),
         (":path", "/x"),
     ];
+
+    #[test]
+    fn value_bytes_checked_word_by_word_and_in_the_tail() {
+        for len in 0..40 {
+            let ok = vec![b'a'; len];
+            assert!(value_bytes_allowed(&ok));
+            for at in 0..len {
+                for bad in [0u8, b'\r', b'\n'] {
+                    let mut v = ok.clone();
+                    v[at] = bad;
+                    assert!(!value_bytes_allowed(&v), "{len} {at} {bad}");
+                }
+                // Every other byte passes, in a word or in the tail.
+                for fine in (0..=255u8).filter(|b| ![0, b'\r', b'\n'].contains(b)) {
+                    let mut v = ok.clone();
+                    v[at] = fine;
+                    assert!(value_bytes_allowed(&v), "{len} {at} {fine}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_plain_request() {

@@ -253,6 +253,11 @@ const RECENT_RESETS: usize = 16;
 const REQUEST_BATCH: usize = 16;
 /// The output buffer's first allocation, enough for a batch of small responses.
 const OUT_INITIAL: usize = 4 * 1024;
+/// New streams in the last `recv` from which a connection keeps its buffers between turns
+/// (see [`Connection::release_idle_buffers`]).
+const KEEP_BUFFERS_BATCH: usize = 2;
+/// The largest output buffer of a turn whose buffers are kept.
+const KEEP_OUTPUT_MAX: usize = 16 * 1024;
 /// How long after the client's last frame an idle connection trims what it keeps for the
 /// next request: the response headers cache (it matches only responses of the same second,
 /// their Date) and the HPACK tables' spare capacity. Later than a busy client's next
@@ -672,7 +677,24 @@ impl Connection {
     /// connection has nothing in flight. Call before waiting for input: an idle connection
     /// then holds little more than its HPACK tables, and the next turn allocates again. A
     /// connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
+    ///
+    /// A turn that opened several streams for small answers keeps them until that quiet trim
+    /// instead: a client that multiplexes sends its next requests within microseconds, and
+    /// freeing and regrowing the table and queues every turn cost more than decoding the
+    /// requests.
     pub fn release_idle_buffers(&mut self) {
+        // The output's room is the turn's largest write: large bodies free everything as
+        // before, since their output grows in place only on a heap the kept buffers do not
+        // break up, and it would be held for a quiet second.
+        let small_answers = self.out.capacity() <= KEEP_OUTPUT_MAX;
+        if self.batch_opened >= KEEP_BUFFERS_BATCH && small_answers && self.trim_when_quiet {
+            return;
+        }
+        self.free_buffers();
+    }
+
+    /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
+    fn free_buffers(&mut self) {
         if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
             return;
         }
@@ -751,6 +773,7 @@ impl Connection {
         }
         if self.trim_when_quiet && self.ids.is_empty() && now >= self.last_frame_at + QUIET_TRIM {
             self.trim_when_quiet = false;
+            self.free_buffers();
             self.headers_cache = HeadersCache::default();
             self.decoder.shrink_to_fit();
             self.encoder.shrink_to_fit();
@@ -966,7 +989,14 @@ impl Connection {
         block: &[u8],
         now: Instant,
     ) -> Res {
-        let usage = match self.index(id) {
+        // Every stream in the table has an id up to `max_client_stream`: a new one (a
+        // request, the common case) needs no search of the table or of the recent resets.
+        let known = if id > self.max_client_stream {
+            None
+        } else {
+            self.index(id)
+        };
+        let usage = match known {
             Some(i) => match self.streams[i].recv {
                 Recv::Body { .. } if end_stream => BlockUse::Trailers,
                 Recv::Body { .. } => {
@@ -979,7 +1009,9 @@ impl Connection {
                     BlockUse::Discard
                 }
             },
-            None if self.recently_reset.contains(&id) => BlockUse::Discard,
+            None if id <= self.max_client_stream && self.recently_reset.contains(&id) => {
+                BlockUse::Discard
+            }
             None if id <= self.max_client_stream => {
                 return Err(Fail::Conn(
                     Reason::STREAM_CLOSED,

@@ -663,6 +663,41 @@ fn idle_buffers_are_released_and_regrown() {
 }
 
 #[test]
+fn a_multiplexing_turn_keeps_its_buffers_until_the_quiet_trim() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let mut two = p.get(1, "/a", true);
+    two.extend(p.get(3, "/b", true));
+    p.feed(&two);
+    let f = p.turn(b"ok");
+    assert_eq!(f.iter().filter(|(h, _)| h.kind == kind::DATA).count(), 2);
+    p.conn.release_idle_buffers();
+    assert!(p.conn.streams.capacity() > 0, "kept for the next turn");
+    assert!(p.conn.out.capacity() > 0);
+
+    // The next turn reuses them; a quiet second frees them with the rest.
+    let req = p.get(5, "/c", true);
+    p.feed(&req);
+    p.turn(b"ok");
+    let t = p.conn.poll_timeout().unwrap();
+    assert_eq!(t, p.now + QUIET_TRIM);
+    p.conn.handle_timeout(t);
+    assert_eq!(p.conn.streams.capacity(), 0);
+    assert_eq!(p.conn.out.capacity(), 0);
+    assert!(p.conn.closed().is_none());
+
+    // Large answers free everything at once, as a single stream does.
+    static BODY: [u8; 30_000] = [5; 30_000];
+    let mut two = p.get(7, "/a", true);
+    two.extend(p.get(9, "/b", true));
+    p.feed(&two);
+    p.turn(&BODY);
+    p.conn.release_idle_buffers();
+    assert_eq!(p.conn.streams.capacity(), 0);
+    assert_eq!(p.conn.out.capacity(), 0);
+}
+
+#[test]
 fn field_validation_follows_section_8_2_1() {
     assert!(valid_field(b"x-a.b~c", b"any value: \x01 \x7f \xff ok"));
     assert!(valid_field(b"accept", b""));
