@@ -107,15 +107,20 @@ fn sha256_hex(data: &[u8]) -> String {
 
 /// TLS and QUIC on the same port (the seed-004 form), a static site and an access log.
 fn h3_server(port: u16, extra: &str) -> Spate {
+    h3_server_env(port, 2, extra, &[])
+}
+
+/// As `h3_server`, with `threads` workers and extra environment variables for the server.
+fn h3_server_env(port: u16, threads: usize, extra: &str, env: &[(&str, &str)]) -> Spate {
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);
     write_file(dir.path(), "htdocs/index.html", b"<h1>over QUIC</h1>\n");
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
     write_file(dir.path(), "htdocs/big.bin", &big);
-    Spate::start_in(
+    Spate::start_in_env(
         &format!(
             "
-num-threads: 2
+num-threads: {threads}
 access-log:
   path: $DIR/access.log
   format: '%H %s %b %r'
@@ -137,6 +142,7 @@ hosts:
 "
         ),
         dir,
+        env,
     )
 }
 
@@ -175,6 +181,31 @@ fn aioquic_fetches_files_over_http3() {
         lines.contains(&"HTTP/3 404 10 GET /missing HTTP/3"),
         "{log}"
     );
+}
+
+/// A panic while handling one HTTP/3 connection (the debug-only trigger of src/server/panics.rs)
+/// closes that connection only: the worker's QUIC endpoint, which drives all of its
+/// connections in one task, goes on serving new ones, and the panic is logged once.
+#[test]
+fn a_panic_in_one_http3_connection_closes_only_that_one() {
+    let Some(py) = aioquic_python() else { return };
+    let s = h3_server_env(0, 1, "", &[("SPATE_DEBUG_PANIC_PATH", "/panic")]);
+    let port = s.addr.port();
+    let out = aioquic_run(&py, port, &["/panic"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("error code 0x102"),
+        "the panicking connection is closed with H3_INTERNAL_ERROR: {said}"
+    );
+    for _ in 0..3 {
+        let got = aioquic_get(&py, port, &["/index.html"]);
+        assert_eq!(got[0].status, 200);
+        assert_eq!(got[0].text, "<h1>over QUIC</h1>\\n");
+    }
+    let lines = s.stderr_lines();
+    let hits: Vec<_> = lines.iter().filter(|l| l.contains("panicked")).collect();
+    assert_eq!(hits.len(), 1, "{lines:?}");
+    assert!(hits[0].contains("SPATE_DEBUG_PANIC_PATH"), "{hits:?}");
 }
 
 #[test]

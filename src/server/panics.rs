@@ -66,6 +66,22 @@ pub(crate) async fn contain<T, F: Future<Output = T>>(
     }
 }
 
+/// Runs one step of a connection's handling that is not a future of its own (an HTTP/3
+/// connection's work, done inside the QUIC endpoint's task for all of them); a panic inside it
+/// is logged and counted as in `contain`, and `None` tells the caller to close that connection.
+pub(crate) fn contain_step<T>(peer: &SocketAddr, step: impl FnOnce() -> T) -> Option<T> {
+    let was = IN_CONNECTION.with(|c| c.replace(true));
+    let out = catch_unwind(AssertUnwindSafe(step));
+    IN_CONNECTION.with(|c| c.set(was));
+    match out {
+        Ok(v) => Some(v),
+        Err(payload) => {
+            report(payload, peer);
+            None
+        }
+    }
+}
+
 /// Logs and counts a contained panic.
 fn report(payload: Box<dyn std::any::Any + Send>, peer: &SocketAddr) {
     let what = LAST_PANIC

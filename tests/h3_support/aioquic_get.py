@@ -18,6 +18,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated
 
 
 class Client(QuicConnectionProtocol):
@@ -46,6 +47,13 @@ class Client(QuicConnectionProtocol):
         return await done
 
     def quic_event_received(self, event):
+        if isinstance(event, ConnectionTerminated):
+            # Requests still waiting fail at once, saying how the server closed.
+            why = f"connection closed by the server: error code {event.error_code:#x}"
+            print(why, file=sys.stderr)
+            for r in self.waiting.values():
+                if not r["done"].done():
+                    r["done"].set_exception(ConnectionError(why))
         for ev in self.h3.handle_event(event):
             r = self.waiting.get(ev.stream_id) if hasattr(ev, "stream_id") else None
             if r is None:

@@ -30,6 +30,8 @@ const RECV_BATCH: usize = 8;
 const SEND_BUDGET: usize = 32;
 /// HTTP/3's H3_NO_ERROR, for a graceful CONNECTION_CLOSE.
 const H3_NO_ERROR: u32 = 0x100;
+/// HTTP/3's H3_INTERNAL_ERROR, for a connection whose handling failed (a contained panic).
+const H3_INTERNAL_ERROR: u32 = 0x102;
 /// Turns the driver runs back to back before it lets the worker's other tasks run.
 const TURNS_PER_YIELD: u32 = 8;
 
@@ -159,6 +161,9 @@ struct Conn<'a> {
     queued: bool,
     /// GOAWAY sent.
     closing: bool,
+    /// Its HTTP/3 handling panicked: it is being closed (H3_INTERNAL_ERROR) and its HTTP/3
+    /// state is not touched again.
+    broken: bool,
     /// quinn's next timer, as of the last time the connection was driven.
     timeout: Option<Instant>,
     _active: ActiveGuard<'a>,
@@ -366,6 +371,7 @@ impl<'a> Driver<'a> {
                     h3: H3Conn::new(self.ctx, remote, local, ch.0, self.wakes.clone()),
                     queued: false,
                     closing: false,
+                    broken: false,
                     timeout: None,
                     _active: ActiveGuard::new(self.ctx),
                     _open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http3),
@@ -468,15 +474,29 @@ impl<'a> Driver<'a> {
         let Some(Some(c)) = self.conns.get_mut(i) else {
             return false;
         };
-        while let Some(ev) = c.quic.poll() {
-            match ev {
-                Event::Connected => c.h3.on_connected(&mut c.quic),
-                Event::ConnectionLost { reason } => c.h3.on_lost(reason),
-                Event::Stream(s) => c.h3.on_stream_event(s),
-                _ => {}
+        if c.broken {
+            while c.quic.poll().is_some() {}
+        } else {
+            // A panic in one connection's HTTP/3 work (a bug) closes that connection only.
+            let peer = c.quic.remote_address();
+            let worked = crate::server::panics::contain_step(&peer, || {
+                while let Some(ev) = c.quic.poll() {
+                    match ev {
+                        Event::Connected => c.h3.on_connected(&mut c.quic),
+                        Event::ConnectionLost { reason } => c.h3.on_lost(reason),
+                        Event::Stream(s) => c.h3.on_stream_event(s),
+                        _ => {}
+                    }
+                }
+                c.h3.drive(&mut c.quic, now);
+            });
+            if worked.is_none() {
+                c.broken = true;
+                c.closing = true;
+                c.quic
+                    .close(now, H3_INTERNAL_ERROR.into(), bytes::Bytes::new());
             }
         }
-        c.h3.drive(&mut c.quic, now);
         if stopping && !c.closing {
             c.closing = true;
             c.h3.shutdown(&mut c.quic);
