@@ -136,13 +136,16 @@ struct Builder {
 impl Builder {
     fn run(mut self, text: &str) -> Result<Option<Node>, YamlError> {
         let mut parser = Parser::new_from_str(text);
+        let last = last_line(text);
         while let Some(ev) = parser.next_event() {
             let (ev, span) = ev.map_err(|e| YamlError {
                 // The scanner may place an error at the end of input one line past the last.
-                line: line_of(e.marker().line()).min(last_line(text)),
+                line: line_of(e.marker().line()).min(last),
                 message: format!("YAML syntax error: {}", e.info()),
             })?;
-            let line = line_of(span.start.line());
+            // An implied empty value at the end of input (`? key` on the last line) starts one
+            // line past the last, as errors there do.
+            let line = line_of(span.start.line()).min(last);
             match ev {
                 Event::DocumentStart(_) => {
                     self.documents += 1;
@@ -368,6 +371,28 @@ fn line_of(line: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `config` fuzz target: an error about the null value of a complex key on
+    /// the last line named a line past the end of the file.
+    #[test]
+    fn an_empty_value_at_the_end_of_input_is_on_the_last_line() {
+        let text = "hosts:\n  a:\n    listen:\n  ?    ty";
+        let root = parse(text).expect("parses").expect("a document");
+        let mut lines = Vec::new();
+        fn walk(n: &Node, out: &mut Vec<u32>) {
+            out.push(n.line);
+            match &n.kind {
+                NodeKind::Seq(items) => items.iter().for_each(|i| walk(i, out)),
+                NodeKind::Map(entries) => entries.iter().for_each(|(k, v)| {
+                    walk(k, out);
+                    walk(v, out);
+                }),
+                _ => {}
+            }
+        }
+        walk(&root, &mut lines);
+        assert!(lines.iter().all(|&l| (1..=4).contains(&l)), "{lines:?}");
+    }
 
     fn root(text: &str) -> Node {
         match parse(text) {
