@@ -17,6 +17,12 @@ thread_local! {
 
 /// Calls `f` with the current date as an IMF-fixdate.
 pub fn with_now<R>(f: impl FnOnce(&[u8; DATE_LEN]) -> R) -> R {
+    with_now_second(|_, text| f(text))
+}
+
+/// Calls `f` with the current second since the epoch and the date as an IMF-fixdate: a copy
+/// of the text is current as long as the second is the same.
+pub fn with_now_second<R>(f: impl FnOnce(u64, &[u8; DATE_LEN]) -> R) -> R {
     let now = SystemTime::now();
     let second = now
         .duration_since(UNIX_EPOCH)
@@ -32,7 +38,7 @@ pub fn with_now<R>(f: impl FnOnce(&[u8; DATE_LEN]) -> R) -> R {
             }
             c.second = second;
         }
-        f(&c.text)
+        f(second, &c.text)
     })
 }
 

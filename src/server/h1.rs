@@ -455,7 +455,7 @@ impl<'a, T: Transport> Conn<'a, T> {
     /// Writes the head and the (copied) body of an inline reply; returns its bytes.
     fn write_copied(&mut self, reply: &Reply) -> u64 {
         let resp = &reply.resp;
-        let head_len = h1::write_head(
+        let head_len = self.ctx.head_memo.borrow_mut().write(
             &mut self.wbuf,
             &ResponseHead {
                 status: resp.status,
@@ -499,7 +499,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         body: Body,
         keep_alive: bool,
     ) -> Result<u64, Close> {
-        let head_len = h1::write_head(
+        let head_len = self.ctx.head_memo.borrow_mut().write(
             &mut self.wbuf,
             &ResponseHead {
                 status,

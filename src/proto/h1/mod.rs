@@ -5,6 +5,7 @@
 mod chunked;
 mod client;
 mod framing;
+mod head_memo;
 mod parse;
 mod write;
 
@@ -13,6 +14,7 @@ pub use client::{
     parse_response_head, write_request_head, MalformedResponse, ParsedResponseHead, RequestFraming,
     RequestHead, ResponseFraming, MAX_RESPONSE_FIELDS,
 };
+pub use head_memo::HeadMemo;
 pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
 pub use write::{
     itoa, write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk,

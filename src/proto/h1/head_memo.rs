@@ -1,0 +1,253 @@
+//! Response heads written before, kept rendered: a server answering the same route or file
+//! over and over writes the same head but for its Date, so the head is rendered once and
+//! copied after, with the Date patched when the second changes.
+//!
+//! A head is recognised by the identity of its header fields: handlers clone them from their
+//! configuration or the open-file cache, so the `Bytes` of one answer point where the last
+//! one's did. The memo keeps clones of the fields it was rendered from; while it holds them
+//! their bytes cannot change or be freed, so the same address and length mean the same bytes
+//! and a hit writes exactly what `write_head` would.
+
+use super::write::{write_head_dated, ResponseHead};
+use crate::http::date::{self, DATE_LEN};
+use bytes::Bytes;
+
+/// Heads kept; a slot is chosen by a hash of the head, so a few answers that alternate (a
+/// page and its assets) each keep theirs.
+const SLOTS: usize = 8;
+/// Longer heads are written as usual and not kept (many or long fields).
+const HEAD_MAX: usize = 1024;
+
+/// Rendered response heads of one worker.
+pub struct HeadMemo {
+    slots: Box<[Slot; SLOTS]>,
+}
+
+/// One rendered head and what it was rendered from.
+#[derive(Default)]
+struct Slot {
+    status: u16,
+    content_length: Option<u64>,
+    keep_alive: bool,
+    server_line: Vec<u8>,
+    /// Clones of the fields, which keep their bytes alive; empty when the slot is unused
+    /// (an unused slot never matches: its `rendered` is empty).
+    headers: Vec<(Bytes, Bytes)>,
+    rendered: Vec<u8>,
+    /// Where the Date value is in `rendered`, and the second it was written for.
+    date_at: usize,
+    second: u64,
+}
+
+impl HeadMemo {
+    pub fn new() -> HeadMemo {
+        HeadMemo {
+            slots: Box::default(),
+        }
+    }
+
+    /// Appends the head of `head` to `out`, as `write_head` does; returns its length.
+    #[inline]
+    pub fn write(&mut self, out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
+        // A head without our Date (a proxied response) has nothing to patch: not kept.
+        if !head.date {
+            return write_head_dated(out, head).0;
+        }
+        let slot = &mut self.slots[slot_of(head)];
+        if !slot.matches(head) {
+            return slot.render(out, head);
+        }
+        date::with_now_second(|second, text| {
+            if second != slot.second {
+                slot.rendered[slot.date_at..slot.date_at + DATE_LEN].copy_from_slice(text);
+                slot.second = second;
+            }
+        });
+        out.extend_from_slice(&slot.rendered);
+        slot.rendered.len()
+    }
+}
+
+impl Default for HeadMemo {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Slot {
+    #[inline]
+    fn matches(&self, head: &ResponseHead<'_>) -> bool {
+        let same = |a: &Bytes, b: &Bytes| a.as_ptr() == b.as_ptr() && a.len() == b.len();
+        !self.rendered.is_empty()
+            && self.status == head.status
+            && self.content_length == head.content_length
+            && self.keep_alive == head.keep_alive
+            && self.headers.len() == head.headers.len()
+            && self.server_line == head.server_line
+            && self
+                .headers
+                .iter()
+                .zip(head.headers)
+                .all(|((n, v), (hn, hv))| same(n, hn) && same(v, hv))
+    }
+
+    /// Writes the head in full and keeps it in this slot. Out of line: the miss.
+    #[inline(never)]
+    fn render(&mut self, out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
+        let start = out.len();
+        let (len, date_at) = write_head_dated(out, head);
+        let Some(date_at) = date_at else {
+            return len;
+        };
+        self.rendered.clear();
+        self.headers.clear();
+        if len > HEAD_MAX {
+            return len;
+        }
+        self.rendered.extend_from_slice(&out[start..]);
+        self.headers.extend_from_slice(head.headers);
+        self.server_line.clear();
+        self.server_line.extend_from_slice(head.server_line);
+        self.status = head.status;
+        self.content_length = head.content_length;
+        self.keep_alive = head.keep_alive;
+        self.date_at = date_at;
+        // Unknown: the next hit writes the current date in.
+        self.second = u64::MAX;
+        len
+    }
+}
+
+/// The slot for a head: a hash of what tells heads apart most often (the field values'
+/// addresses, the length, the status).
+#[inline]
+fn slot_of(head: &ResponseHead<'_>) -> usize {
+    let mut h = u64::from(head.status) ^ head.content_length.unwrap_or(u64::MAX);
+    for (_, v) in head.headers {
+        h = h.rotate_left(7) ^ (v.as_ptr() as u64 >> 3);
+    }
+    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % SLOTS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::write::write_head;
+    use super::*;
+
+    fn head<'a>(headers: &'a [(Bytes, Bytes)], len: u64, keep_alive: bool) -> ResponseHead<'a> {
+        ResponseHead {
+            status: 200,
+            headers,
+            content_length: Some(len),
+            keep_alive,
+            server_line: b"Server: spate\r\n",
+            date: true,
+        }
+    }
+
+    fn memo_text(memo: &mut HeadMemo, h: &ResponseHead<'_>) -> Vec<u8> {
+        let mut out = b"before".to_vec();
+        let n = memo.write(&mut out, h);
+        assert_eq!(n, out.len() - 6);
+        out.split_off(6)
+    }
+
+    fn plain_text(h: &ResponseHead<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_head(&mut out, h);
+        out
+    }
+
+    /// The memo writes what `write_head` writes (in the same second: either side of it).
+    fn assert_same(memo: &mut HeadMemo, h: &ResponseHead<'_>) {
+        let before = plain_text(h);
+        let got = memo_text(memo, h);
+        let after = plain_text(h);
+        assert!(
+            got == before || got == after,
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
+    }
+
+    #[test]
+    fn a_hit_writes_what_write_head_writes() {
+        let ct = Bytes::from(b"text/plain".to_vec());
+        let fields = [(Bytes::from_static(b"Content-Type"), ct.clone())];
+        let mut memo = HeadMemo::new();
+        for _ in 0..3 {
+            let h = head(&fields, 2, true);
+            assert_same(&mut memo, &h);
+        }
+        // Same bytes at another address: still the same head (a miss, rendered anew).
+        let other = [(
+            Bytes::from_static(b"Content-Type"),
+            Bytes::from(b"text/plain".to_vec()),
+        )];
+        let h = head(&other, 2, true);
+        assert_same(&mut memo, &h);
+    }
+
+    #[test]
+    fn any_difference_is_written_as_is() {
+        let a = Bytes::from(b"text/plain".to_vec());
+        let b = Bytes::from(b"text/html".to_vec());
+        let fa = [(Bytes::from_static(b"Content-Type"), a.clone())];
+        let fb = [(Bytes::from_static(b"Content-Type"), b.clone())];
+        let two = [
+            (Bytes::from_static(b"Content-Type"), a.clone()),
+            (Bytes::from_static(b"ETag"), Bytes::from_static(b"\"x\"")),
+        ];
+        let mut memo = HeadMemo::new();
+        let heads = [
+            head(&fa, 2, true),
+            head(&fb, 2, true),
+            head(&fa, 3, true),
+            head(&fa, 2, false),
+            head(&two, 2, true),
+            ResponseHead {
+                status: 404,
+                ..head(&fa, 2, true)
+            },
+            ResponseHead {
+                status: 304,
+                ..head(&fa, 2, true)
+            },
+            ResponseHead {
+                server_line: b"",
+                ..head(&fa, 2, true)
+            },
+            ResponseHead {
+                content_length: None,
+                ..head(&fa, 2, true)
+            },
+            ResponseHead {
+                date: false,
+                ..head(&fa, 2, true)
+            },
+        ];
+        // Twice round, each after every other: every hit and miss is checked.
+        for _ in 0..2 {
+            for h in &heads {
+                assert_same(&mut memo, h);
+            }
+        }
+    }
+
+    #[test]
+    fn a_stale_date_is_patched() {
+        let fields = [(
+            Bytes::from_static(b"Content-Type"),
+            Bytes::from_static(b"text/plain"),
+        )];
+        let h = head(&fields, 2, true);
+        let mut memo = HeadMemo::new();
+        memo_text(&mut memo, &h);
+        let slot = &mut memo.slots[slot_of(&h)];
+        // As if rendered a second earlier, with another date in it.
+        slot.second = 1;
+        let at = slot.date_at;
+        slot.rendered[at..at + DATE_LEN].copy_from_slice(b"Thu, 01 Jan 1970 00:00:01 GMT");
+        assert_same(&mut memo, &h);
+    }
+}
