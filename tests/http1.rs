@@ -117,6 +117,21 @@ fn connection_close_is_honoured() {
     assert!(out.contains("Connection: close\r\n"));
 }
 
+/// An h2c upgrade needs `upgrade` among the Connection options (RFC 9110 7.8): without it
+/// the `Upgrade` field is not for this hop, and the request is answered on HTTP/1.1.
+#[test]
+fn h2c_upgrade_without_connection_upgrade_is_answered_on_http1() {
+    let s = answer_server("");
+    let settings = "HTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n";
+    let out = s.raw(
+        format!("GET /answer HTTP/1.1\r\nHost: a\r\nUpgrade: h2c\r\n{settings}Connection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(out.ends_with("\r\n\r\n42"), "{out}");
+    // With it, the upgrade happens: `curl --http2` in tests/h2.rs.
+}
+
 #[test]
 fn pipelined_requests_are_answered_in_order_in_one_write() {
     let s = answer_server("");

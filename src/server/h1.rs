@@ -297,7 +297,9 @@ impl<'a, T: Transport> Conn<'a, T> {
         }
         .build(head_bytes);
         self.fresh = false;
-        if framing == BodyFraming::None && self.ctx.config.http1.upgrade_to_http2 {
+        // `upgrade`: `Connection: upgrade` on a bodiless HTTP/1.1 request, which an h2c
+        // upgrade needs (RFC 9110 7.8); without it, no header is looked at.
+        if upgrade && self.ctx.config.http1.upgrade_to_http2 {
             if let Some(settings) = h2c_upgrade(&req) {
                 self.wbuf.extend_from_slice(
                     b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
