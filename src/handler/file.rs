@@ -268,24 +268,28 @@ impl FileHandler {
             headers: crate::http::recycle::header_list(7),
             body: Body::Empty,
         };
+        let asked = Asked::of(req);
         // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since, may fail with 412.
-        let mut im = req.header_all(b"if-match").peekable();
-        let precondition_ok = if im.peek().is_some() {
-            conditional::match_allows(im, etag.map(|e| &e[..]))
+        let precondition_ok = if asked.if_match {
+            conditional::match_allows(req.header_all(b"if-match"), etag.map(|e| &e[..]))
         } else {
-            req.header(b"if-unmodified-since")
+            asked
+                .if_unmodified_since
                 .is_none_or(|v| !conditional::modified_after(v, modified))
         };
         if !precondition_ok {
             return Response::error(412);
         }
         let h = &mut resp.headers;
-        let mut inm = req.header_all(b"if-none-match").peekable();
-        let not_modified = if inm.peek().is_some() {
+        let not_modified = if asked.if_none_match {
             // An empty tag matches nothing but `*`.
-            conditional::none_match(inm, etag.map_or(&b""[..], |e| e))
+            conditional::none_match(
+                req.header_all(b"if-none-match"),
+                etag.map_or(&b""[..], |e| e),
+            )
         } else {
-            req.header(b"if-modified-since")
+            asked
+                .if_modified_since
                 .is_some_and(|v| conditional::not_modified_since(v, modified))
         };
         if not_modified {
@@ -295,10 +299,10 @@ impl FileHandler {
         }
 
         let size = rep.file.size;
-        let ranges = match req.header(b"range") {
+        let ranges = match asked.range {
             Some(r)
                 if coding.is_none()
-                    && req.header(b"if-range").is_none_or(|v| {
+                    && asked.if_range.is_none_or(|v| {
                         conditional::if_range_matches(v, etag.map(|e| &e[..]), modified)
                     }) =>
             {
@@ -383,6 +387,46 @@ impl FileHandler {
             Some(ty) => with_charset(ty).map_or(Bytes::from_static(ty.as_bytes()), Bytes::from),
             None => Bytes::from_static(b"application/octet-stream"),
         }
+    }
+}
+
+/// The request fields that make an answer conditional or partial, found in one pass over the
+/// header (most requests have none of them). The value of each is the first field's; the
+/// tag lists (`If-Match`, `If-None-Match`) are read in full when present.
+#[derive(Default)]
+struct Asked<'a> {
+    if_match: bool,
+    if_none_match: bool,
+    if_unmodified_since: Option<&'a [u8]>,
+    if_modified_since: Option<&'a [u8]>,
+    range: Option<&'a [u8]>,
+    if_range: Option<&'a [u8]>,
+}
+
+impl<'a> Asked<'a> {
+    fn of(req: &'a Request) -> Asked<'a> {
+        let mut a = Asked::default();
+        for (n, v) in req.headers() {
+            let is = |name: &[u8]| n.eq_ignore_ascii_case(name);
+            // By length first: one compare rules out most fields.
+            let first = match n.len() {
+                5 if is(b"range") => &mut a.range,
+                8 if is(b"if-match") => {
+                    a.if_match = true;
+                    continue;
+                }
+                8 if is(b"if-range") => &mut a.if_range,
+                13 if is(b"if-none-match") => {
+                    a.if_none_match = true;
+                    continue;
+                }
+                17 if is(b"if-modified-since") => &mut a.if_modified_since,
+                19 if is(b"if-unmodified-since") => &mut a.if_unmodified_since,
+                _ => continue,
+            };
+            first.get_or_insert(v);
+        }
+        a
     }
 }
 
