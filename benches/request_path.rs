@@ -25,7 +25,7 @@ use bytes::{Bytes, BytesMut};
 use spate::handler::Router;
 use spate::http::request::RequestBuilder;
 use spate::http::{Answer, Body};
-use spate::proto::h1::{self, HeadLimits, ResponseHead};
+use spate::proto::h1::{self, HeadLimits, HeadMemo, ResponseHead};
 use spate::proto::h2::{self, hpack, Connection};
 
 #[path = "common/counting.rs"]
@@ -254,19 +254,20 @@ fn h1_row(router: &Router, path: &str) -> Row {
     };
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut wbuf = Vec::with_capacity(16 * 1024);
-    h1_requests(router, &limits, request.as_bytes(), &mut rbuf, &mut wbuf);
-    counted(|| h1_requests(router, &limits, request.as_bytes(), &mut rbuf, &mut wbuf))
+    let mut memo = HeadMemo::new();
+    let mut bufs = (&mut rbuf, &mut wbuf, &mut memo);
+    h1_requests(router, &limits, request.as_bytes(), &mut bufs);
+    counted(|| h1_requests(router, &limits, request.as_bytes(), &mut bufs))
 }
 
 /// What the HTTP/1 fast path does per request (`server::h1` `next`, `answer`,
-/// `write_copied`). Returns the bytes written.
+/// `write_copied` with the worker's head memo). Returns the bytes written.
 #[inline(never)]
 fn h1_requests(
     router: &Router,
     limits: &HeadLimits,
     request: &[u8],
-    rbuf: &mut BytesMut,
-    wbuf: &mut Vec<u8>,
+    (rbuf, wbuf, memo): &mut (&mut BytesMut, &mut Vec<u8>, &mut HeadMemo),
 ) -> usize {
     let (peer, local) = addrs();
     let mut out = 0;
@@ -294,7 +295,7 @@ fn h1_requests(
             Answer::Later(_) => panic!("a pending answer on the fast path"),
         };
         req.recycle();
-        h1::write_head(
+        memo.write(
             wbuf,
             &ResponseHead {
                 status: resp.status,
