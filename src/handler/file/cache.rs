@@ -63,6 +63,9 @@ impl OpenFileCache {
     /// How long an entry is trusted without a `stat`; zero checks on every request.
     pub fn set_revalidate_after(&mut self, after: Duration) {
         self.revalidate_after = after;
+        for slot in &mut self.entries {
+            slot.entry.fresh_until = fresh_until(slot.entry.checked, after);
+        }
     }
 
     /// Number of cached entries.
@@ -97,9 +100,7 @@ impl OpenFileCache {
     /// The entry for `key` if it is still valid: fresh, or stale but unchanged on disk.
     pub(super) fn lookup(&mut self, key: &[u8], now: Instant) -> Option<&mut Entry> {
         let i = *self.map.get(key)?;
-        let stale =
-            now.saturating_duration_since(self.entries[i].entry.checked) >= self.revalidate_after;
-        if stale {
+        if now >= self.entries[i].entry.fresh_until {
             let entry = &mut self.entries[i].entry;
             let same = match std::fs::metadata(OsStr::from_bytes(&entry.path)) {
                 Ok(meta) => entry.main.id == FileId::of(&meta),
@@ -112,6 +113,7 @@ impl OpenFileCache {
             // The siblings may have changed on their own: probe them again when asked.
             entry.variants = None;
             entry.checked = now;
+            entry.fresh_until = fresh_until(now, self.revalidate_after);
         }
         let entry = &mut self.entries[i].entry;
         entry.used = now;
@@ -119,7 +121,8 @@ impl OpenFileCache {
     }
 
     /// Stores `entry` under `key`, dropping the least recently used entry when full.
-    pub(super) fn insert(&mut self, key: &[u8], entry: Entry) -> &mut Entry {
+    pub(super) fn insert(&mut self, key: &[u8], mut entry: Entry) -> &mut Entry {
+        entry.fresh_until = fresh_until(entry.checked, self.revalidate_after);
         if let Some(&i) = self.map.get(key) {
             self.entries[i].entry = entry;
             return &mut self.entries[i].entry;
@@ -157,6 +160,12 @@ impl Default for OpenFileCache {
     }
 }
 
+/// When an entry checked at `checked` is next checked; far intervals that do not fit an
+/// `Instant` check at once (the safe side).
+fn fresh_until(checked: Instant, after: Duration) -> Instant {
+    checked.checked_add(after).unwrap_or(checked)
+}
+
 /// One cached answer: the file a request key resolves to.
 pub(super) struct Entry {
     /// The file's path (for a directory key, the index file's).
@@ -168,6 +177,9 @@ pub(super) struct Entry {
     /// Precompressed siblings by [`Coding::index`]; `None` until probed.
     pub variants: Option<[Option<Representation>; 2]>,
     checked: Instant,
+    /// `checked` plus the revalidation interval: compared as it is on every hit, where
+    /// subtracting instants would normalise a `Duration`.
+    fresh_until: Instant,
     used: Instant,
 }
 
@@ -181,6 +193,7 @@ impl Entry {
             profile,
             variants: None,
             checked: now,
+            fresh_until: now,
             used: now,
         }
     }
