@@ -82,6 +82,11 @@ enum SegmentKind {
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 fn decode_segment(seg: &[u8], out: &mut Vec<u8>) -> Result<SegmentKind, PathError> {
+    // Most segments have nothing to decode: copied whole rather than byte by byte.
+    if !seg.iter().any(|&b| b == b'%' || b == 0) {
+        out.extend_from_slice(seg);
+        return Ok(SegmentKind::Plain);
+    }
     let mut kind = SegmentKind::Plain;
     let mut i = 0;
     while i < seg.len() {
