@@ -247,7 +247,8 @@ impl<'a, T: Transport> Conn<'a, T> {
     /// Parses the request head at the start of `rbuf` and answers it (see `respond`).
     #[inline(always)]
     fn next(&mut self, preface: bool) -> Result<Responded<'_>, NotYet> {
-        if preface {
+        // Empty after the last request was answered (the usual case): nothing to parse.
+        if preface || self.rbuf.is_empty() {
             return Err(NotYet::More);
         }
         match h1::parse_head(&self.rbuf, &self.ctx.head_limits) {
