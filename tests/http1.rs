@@ -446,6 +446,34 @@ fn idle_keep_alive_connections_are_closed() {
     );
 }
 
+/// The keep-alive deadline moves with each request: a connection in use past its first
+/// deadline stays open (the timer set for that deadline fires and is set again), and closes
+/// one timeout after its last request.
+#[test]
+fn the_keepalive_deadline_follows_the_last_request() {
+    let s = answer_server("http1-keepalive-timeout: 1");
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    let first = Instant::now();
+    while first.elapsed() < Duration::from_millis(2500) {
+        c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    let last = Instant::now();
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(&mut buf).unwrap_or(0), 0, "closed");
+    let waited = last.elapsed();
+    assert!(
+        waited >= Duration::from_millis(800) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+}
+
 #[test]
 fn max_connections_pauses_accept_instead_of_failing() {
     let s = answer_server("max-connections: 2");

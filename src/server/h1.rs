@@ -229,7 +229,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 let started = *request_started.get_or_insert(now);
                 (started + http1.request_timeout).min(now + http1.request_io_timeout)
             };
-            match self.read_until(deadline, idle, parks).await? {
+            match self.read_until(now, deadline, idle, parks).await? {
                 Wait::Data => {}
                 Wait::Eof | Wait::Stopping => return Ok(()),
                 Wait::Park => return Err(Close::Park),
@@ -576,22 +576,22 @@ impl<'a, T: Transport> Conn<'a, T> {
     /// Reads into `rbuf` until data arrives or the deadline passes. When `idle` (between
     /// requests), a server stop also ends the wait, and on plain TCP the connection waits
     /// without buffers: they go back to the worker's pool meanwhile. When it `parks`, the
-    /// deadline is the park time: the wait then ends with `Wait::Park`.
+    /// deadline is the park time: the wait then ends with `Wait::Park`. `now` is when the
+    /// deadline was computed.
     async fn read_until(
         &mut self,
+        now: Instant,
         deadline: Instant,
         idle: bool,
         parks: bool,
     ) -> Result<Wait, Close> {
-        // One timer per connection, moved rather than re-created: extending a registered
-        // timer is a store, not a timer-wheel operation.
-        self.timer.as_mut().reset(deadline.into());
+        self.arm_timer(now, deadline);
         if idle {
             if self.ctx.close_idle.get() {
                 return Ok(Wait::Stopping);
             }
             if T::WAITS_WITHOUT_BUFFER && self.wbuf.is_empty() {
-                return self.wait_bufferless(parks).await;
+                return self.wait_bufferless(deadline, parks).await;
             }
         }
         // Only a bufferless wait parks (responses are flushed before an idle wait).
@@ -610,10 +610,33 @@ impl<'a, T: Transport> Conn<'a, T> {
                 _ = self.timer.as_mut() => Wait::TimedOut,
                 _ = self.stop.as_mut(), if idle => Wait::Stopping,
             };
-            if !matches!(waited, Wait::Stopping) || self.stop_closes_idle() {
-                return Ok(waited);
+            match waited {
+                Wait::TimedOut if !self.timer_expired(deadline) => {}
+                Wait::Stopping if !self.stop_closes_idle() => {}
+                waited => return Ok(waited),
             }
         }
+    }
+
+    /// Sets the connection's one timer for `deadline` (`now` or later). Moving a timer to a
+    /// later time costs as much as parsing a request head, and an idle connection's deadline
+    /// moves later with every request: so a timer still set for a time to come, before
+    /// `deadline`, is left as it is. It fires early, and `timer_expired` sets it again.
+    fn arm_timer(&mut self, now: Instant, deadline: Instant) {
+        let set_for = self.timer.deadline().into_std();
+        if set_for <= now || set_for > deadline {
+            self.timer.as_mut().reset(deadline.into());
+        }
+    }
+
+    /// The timer fired: whether `deadline` has passed. If not (it was set early, see
+    /// `arm_timer`), it is set again for `deadline`.
+    fn timer_expired(&mut self, deadline: Instant) -> bool {
+        if Instant::now() >= deadline {
+            return true;
+        }
+        self.timer.as_mut().reset(deadline.into());
+        false
     }
 
     /// The stop signal fired: says whether an idle connection closes now (the server stops)
@@ -630,8 +653,9 @@ impl<'a, T: Transport> Conn<'a, T> {
     }
 
     /// Waits for readiness without buffers. When it `parks`, the timer is the park time: when
-    /// it fires, the connection parks rather than times out.
-    async fn wait_bufferless(&mut self, parks: bool) -> Result<Wait, Close> {
+    /// it fires, the connection parks rather than times out. The timer is set for `deadline`
+    /// or earlier (`arm_timer`).
+    async fn wait_bufferless(&mut self, deadline: Instant, parks: bool) -> Result<Wait, Close> {
         loop {
             self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
             self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
@@ -642,6 +666,11 @@ impl<'a, T: Transport> Conn<'a, T> {
                 _ = self.timer.as_mut() => Ok(if parks { Wait::Park } else { Wait::TimedOut }),
                 _ = self.stop.as_mut() => Ok(Wait::Stopping),
             };
+            if let Ok(Wait::Park | Wait::TimedOut) = waited {
+                if !self.timer_expired(deadline) {
+                    continue;
+                }
+            }
             if let Ok(Wait::Park) = waited {
                 return Ok(Wait::Park);
             }
@@ -738,8 +767,9 @@ impl<'a, T: Transport> Conn<'a, T> {
     /// connection. Responses are flushed first: the client may wait for them (or for 100).
     async fn read_body_bytes(&mut self) -> Result<(), Close> {
         self.flush(false).await?;
-        let deadline = Instant::now() + self.ctx.config.http1.request_io_timeout;
-        match self.read_until(deadline, false, false).await? {
+        let now = Instant::now();
+        let deadline = now + self.ctx.config.http1.request_io_timeout;
+        match self.read_until(now, deadline, false, false).await? {
             Wait::Data => Ok(()),
             Wait::Eof | Wait::TimedOut | Wait::Stopping | Wait::Park => Err(Close::Quietly),
         }
