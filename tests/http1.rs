@@ -132,6 +132,83 @@ fn h2c_upgrade_without_connection_upgrade_is_answered_on_http1() {
     // With it, the upgrade happens: `curl --http2` in tests/h2.rs.
 }
 
+/// A worker keeps the parse of a repeated request head (`ParseMemo`): requests after it
+/// that differ in a byte, alone or pipelined behind a repeat, are answered and logged as
+/// themselves; so are repeats after them.
+#[test]
+fn repeated_and_changed_heads_are_each_answered_as_sent() {
+    let mut s = Spate::start(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+num-threads: 1
+hosts:
+  default:
+    access-log:
+      path: $DIR/access.log
+      format: "%r %s %b %{x-tag}i"
+    paths:
+      /answer:
+        respond: {body: "42", methods: [GET]}
+      /answex:
+        respond: {body: "x"}
+"#,
+    );
+    let head = |path: &str, tag: &str, conn: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: a\r\nX-Tag: {tag}\r\nConnection: {conn}\r\n\r\n")
+    };
+    let a = head("/answer", "aa", "keep-alive");
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    // Three times the same head: parsed in full, kept, then a hit.
+    for _ in 0..3 {
+        c.write_all(a.as_bytes()).unwrap();
+        assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    }
+    // The same length, another path, then another method.
+    c.write_all(head("/answex", "aa", "keep-alive").as_bytes())
+        .unwrap();
+    assert_eq!(read_response(&mut c, &mut pending, false).text(), "x");
+    c.write_all(a.replacen("GET", "PUT", 1).as_bytes()).unwrap();
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!(r.status, 404);
+    // Kept again; then pipelined: a repeat (a hit with another head behind it), a changed
+    // header value, a repeat.
+    for _ in 0..2 {
+        c.write_all(a.as_bytes()).unwrap();
+        assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    }
+    let batch = [a.clone(), head("/answer", "bb", "keep-alive"), a.clone()].concat();
+    c.write_all(batch.as_bytes()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    }
+    // The same length and path, but `Connection: close`: the connection ends after it.
+    c.write_all(head("/answer", "cc", "close     ").as_bytes())
+        .unwrap();
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!(r.header("connection"), Some("close"));
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    let dir = s.path().to_path_buf();
+    assert!(s.stop().success());
+    let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
+    let want = [
+        "GET /answer HTTP/1.1 200 2 aa",
+        "GET /answer HTTP/1.1 200 2 aa",
+        "GET /answer HTTP/1.1 200 2 aa",
+        "GET /answex HTTP/1.1 200 1 aa",
+        "PUT /answer HTTP/1.1 404 10 aa",
+        "GET /answer HTTP/1.1 200 2 aa",
+        "GET /answer HTTP/1.1 200 2 aa",
+        "GET /answer HTTP/1.1 200 2 aa",
+        "GET /answer HTTP/1.1 200 2 bb",
+        "GET /answer HTTP/1.1 200 2 aa",
+        "GET /answer HTTP/1.1 200 2 cc",
+    ];
+    assert_eq!(log.lines().collect::<Vec<_>>(), want, "{log}");
+}
+
 #[test]
 fn pipelined_requests_are_answered_in_order_in_one_write() {
     let s = answer_server("");

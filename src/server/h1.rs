@@ -251,7 +251,8 @@ impl<'a, T: Transport> Conn<'a, T> {
         if preface || self.rbuf.is_empty() {
             return Err(NotYet::More);
         }
-        match h1::parse_head(&self.rbuf, &self.ctx.head_limits) {
+        let parsed = (self.ctx.parse_memo.borrow_mut()).parse(&self.rbuf, &self.ctx.head_limits);
+        match parsed {
             Ok(Some(head)) => Ok(self.respond(head)),
             Ok(None) => Err(NotYet::More),
             Err(_) if self.fresh && not_http(&self.rbuf) => Err(NotYet::NotHttp),

@@ -5,7 +5,7 @@ use super::{h1, panics, park, tls_transport, Phase, Shared};
 use crate::config::Config;
 use crate::handler::Router;
 use crate::log::AccessLog;
-use crate::proto::h1::{HeadLimits, HeadMemo};
+use crate::proto::h1::{HeadLimits, HeadMemo, ParseMemo};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -29,6 +29,8 @@ pub(crate) struct WorkerCtx {
     /// QUIC listener on the same port number (`http3-alt-svc`); usually empty.
     alt_svc_lines: Vec<(u16, Vec<u8>)>,
     pub head_limits: HeadLimits,
+    /// The parse of the last request head repeated on this worker (under `head_limits`).
+    pub parse_memo: RefCell<ParseMemo>,
     /// HTTP/1 response heads this worker wrote, kept rendered for the next ones alike.
     pub head_memo: RefCell<HeadMemo>,
     /// HTTP/2 connection settings from the configuration.
@@ -114,6 +116,7 @@ pub(crate) fn run(
                 .collect(),
             server_line,
             head_limits,
+            parse_memo: RefCell::new(ParseMemo::new()),
             head_memo: RefCell::new(HeadMemo::new()),
             h2,
             buffers: Default::default(),

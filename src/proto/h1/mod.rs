@@ -7,6 +7,7 @@ mod client;
 mod framing;
 mod head_memo;
 mod parse;
+mod parse_memo;
 mod write;
 
 pub use chunked::{ChunkedDecoder, Decoded};
@@ -16,6 +17,7 @@ pub use client::{
 };
 pub use head_memo::HeadMemo;
 pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
+pub use parse_memo::ParseMemo;
 pub use write::{
     itoa, write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk,
     write_switching_head, ResponseHead,
