@@ -2,7 +2,8 @@
 //! sans-IO codecs, the router and the handlers, as the worker drives them per request.
 //!
 //! Rows: h2c 6 B and 4 KiB files (the HTTP/2 connection core with HPACK both ways, the open-file
-//! cache, the file handler), HTTP/1.1 `/answer` (S6: a `respond` path) and a 612 B file (S5).
+//! cache, the file handler), HTTP/1.1 `/answer` (S6: a `respond` path) and a 612 B file (S5),
+//! and `/answer` with a different head each time (`h1-varied`: no memo of the head helps).
 //! Each row prints time and heap allocations per request, so a change shows what it costs.
 //!
 //! `cargo bench --bench request_path` (allocation counts are the same in any profile:
@@ -14,8 +15,8 @@
 //! valgrind --tool=callgrind --toggle-collect='*measured*' target/release/deps/request_path-* ROW
 //! ```
 //!
-//! where ROW (`h2-6b`, `h2-4k`, `h1-answer`, `h1-612b`) runs just that row; divide the total
-//! by the request count it prints (the warm-up is not counted).
+//! where ROW (`h2-6b`, `h2-4k`, `h1-answer`, `h1-612b`, `h1-varied`) runs just that row;
+//! divide the total by the request count it prints (the warm-up is not counted).
 
 use std::hint::black_box;
 use std::net::SocketAddr;
@@ -25,7 +26,7 @@ use bytes::{Bytes, BytesMut};
 use spate::handler::Router;
 use spate::http::request::RequestBuilder;
 use spate::http::{Answer, Body};
-use spate::proto::h1::{self, HeadLimits, HeadMemo, ResponseHead};
+use spate::proto::h1::{HeadLimits, HeadMemo, ParseMemo, ResponseHead};
 use spate::proto::h2::{self, hpack, Connection};
 
 #[path = "common/counting.rs"]
@@ -54,11 +55,12 @@ fn main() {
     let conf = spate::config::load_str(&text, "bench.yaml").unwrap();
     let router = Router::new(&conf, &mut Vec::new());
     type RunRow = fn(&Router, &str) -> Row;
-    let rows: [(&str, RunRow, &str); 4] = [
+    let rows: [(&str, RunRow, &str); 5] = [
         ("h2-6b", h2_row, "/6b.txt"),
         ("h2-4k", h2_row, "/4k.bin"),
         ("h1-answer", h1_row, "/answer"),
         ("h1-612b", h1_row, "/index.html"),
+        ("h1-varied", h1_varied_row, "/answer"),
     ];
     for (name, run, path) in rows {
         if only.as_deref().is_some_and(|o| o != name) {
@@ -241,11 +243,29 @@ fn frame(buf: &mut BytesMut, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
 
 // ---- HTTP/1.1 ----
 
-/// A keep-alive connection as wrk drives it: one request per read.
+/// A keep-alive connection as wrk drives it: one request per read, the same each time.
 fn h1_row(router: &Router, path: &str) -> Row {
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n"
     );
+    h1_run(router, &[request.into_bytes()])
+}
+
+/// As `h1_row`, but no two requests in a row are the same (their User-Agent differs, not
+/// their length): the worst case for the worker's parse memo, which keeps each and never hits.
+fn h1_varied_row(router: &Router, path: &str) -> Row {
+    let requests: Vec<Vec<u8>> = (0..64)
+        .map(|i| {
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: wrk{i:02}\r\nAccept: */*\r\n\r\n"
+            )
+            .into_bytes()
+        })
+        .collect();
+    h1_run(router, &requests)
+}
+
+fn h1_run(router: &Router, requests: &[Vec<u8>]) -> Row {
     let limits = HeadLimits {
         head_size: 64 * 1024,
         target_size: 8 * 1024,
@@ -254,26 +274,30 @@ fn h1_row(router: &Router, path: &str) -> Row {
     };
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut wbuf = Vec::with_capacity(16 * 1024);
-    let mut memo = HeadMemo::new();
-    let mut bufs = (&mut rbuf, &mut wbuf, &mut memo);
-    h1_requests(router, &limits, request.as_bytes(), &mut bufs);
-    counted(|| h1_requests(router, &limits, request.as_bytes(), &mut bufs))
+    let mut memos = (ParseMemo::new(), HeadMemo::new());
+    let mut bufs = (&mut rbuf, &mut wbuf, &mut memos);
+    h1_requests(router, &limits, requests, &mut bufs);
+    counted(|| h1_requests(router, &limits, requests, &mut bufs))
 }
 
 /// What the HTTP/1 fast path does per request (`server::h1` `next`, `answer`,
-/// `write_copied` with the worker's head memo). Returns the bytes written.
+/// `write_copied`, with the worker's parse and head memos). Returns the bytes written.
 #[inline(never)]
 fn h1_requests(
     router: &Router,
     limits: &HeadLimits,
-    request: &[u8],
-    (rbuf, wbuf, memo): &mut (&mut BytesMut, &mut Vec<u8>, &mut HeadMemo),
+    requests: &[Vec<u8>],
+    (rbuf, wbuf, (parse_memo, head_memo)): &mut (
+        &mut BytesMut,
+        &mut Vec<u8>,
+        &mut (ParseMemo, HeadMemo),
+    ),
 ) -> usize {
     let (peer, local) = addrs();
     let mut out = 0;
-    for _ in 0..REQUESTS {
-        rbuf.extend_from_slice(request);
-        let head = match h1::parse_head(rbuf, limits) {
+    for i in 0..REQUESTS {
+        rbuf.extend_from_slice(&requests[i % requests.len()]);
+        let head = match parse_memo.parse(rbuf, limits) {
             Ok(Some(head)) => head,
             _ => panic!("bad request"),
         };
@@ -295,7 +319,7 @@ fn h1_requests(
             Answer::Later(_) => panic!("a pending answer on the fast path"),
         };
         req.recycle();
-        memo.write(
+        head_memo.write(
             wbuf,
             &ResponseHead {
                 status: resp.status,
