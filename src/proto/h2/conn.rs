@@ -457,6 +457,15 @@ impl Connection {
             return self.respond_streamed(i, resp, no_body);
         }
         let body_len = resp.body.len();
+        if !no_body && self.fits_one_frame(i, body_len) {
+            if let Some(data) = in_memory(&resp.body) {
+                let head =
+                    self.write_headers(id, resp.status, &resp.headers, Some(body_len), false);
+                crate::http::recycle::give_header_list(resp.headers);
+                self.send_whole(i, data, head);
+                return None;
+            }
+        }
         let source = if no_body {
             None
         } else {
@@ -477,6 +486,43 @@ impl Connection {
             None => self.finish_send(i),
         }
         None
+    }
+
+    /// Whether stream `i` can send a body of `len` bytes now in one DATA frame: the windows
+    /// and the peer's frame size allow it, and no other stream waits to send (which would
+    /// go first under `fill`'s order).
+    #[inline(always)]
+    fn fits_one_frame(&self, i: usize, len: u64) -> bool {
+        len > 0
+            && len <= u64::from(self.peer_max_frame)
+            && i64::try_from(len)
+                .is_ok_and(|n| n <= self.streams[i].send_window && n <= self.send_conn_window)
+            && self.ready.is_empty()
+            && self.out.len() < OUTPUT_HIGH_WATER
+    }
+
+    /// The whole body of stream `i`, after its HEADERS (`head` bytes of header block): one
+    /// DATA frame with END_STREAM, built in the output, and the stream is done. The small
+    /// answer's path: no body source, no ready queue, no second visit in `fill`.
+    #[inline(always)]
+    fn send_whole(&mut self, i: usize, data: &[u8], head: u64) {
+        let s = &mut self.streams[i];
+        frame::put_head(
+            &mut self.out,
+            data.len(),
+            kind::DATA,
+            flag::END_STREAM,
+            s.id,
+        );
+        self.out.extend_from_slice(data);
+        let n = data.len() as u64;
+        s.send_window -= n as i64;
+        self.send_conn_window -= n as i64;
+        if let Some(sent) = &mut s.sent {
+            sent.head += head;
+            sent.body += n;
+        }
+        self.finish_send(i);
     }
 
     /// `respond` with a streamed body: kept out of the inline path's way.
@@ -2173,6 +2219,15 @@ impl Budget {
         } else {
             false
         }
+    }
+}
+
+/// A body already in memory (bytes, or a file the open-file cache holds), as one slice.
+fn in_memory(body: &Body) -> Option<&[u8]> {
+    match body {
+        Body::Bytes(b) => Some(b),
+        Body::File(f) => f.cached_slice(),
+        _ => None,
     }
 }
 
