@@ -1608,7 +1608,9 @@ fn raw_request(id: u32, block: &[u8]) -> Vec<u8> {
 }
 
 /// What a handler sees of a request: method, target, authority, header fields.
-fn seen(r: &Request) -> (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<(Vec<u8>, Vec<u8>)>) {
+type Seen = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<(Vec<u8>, Vec<u8>)>);
+
+fn seen(r: &Request) -> Seen {
     (
         r.method.as_bytes().to_vec(),
         r.target().to_vec(),
