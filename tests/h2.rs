@@ -303,3 +303,88 @@ fn a_parked_connection_closes_at_its_idle_timeout() {
     );
     assert!(raw.frame().is_none(), "closed after the GOAWAY");
 }
+
+/// A multiplexing client's repeated requests send the same header block bytes again, which
+/// spate answers from the connection's memo of the last request; the same bytes mean another
+/// field once the client's encoder inserted an entry: spate answers and logs what the table
+/// says, not what the bytes meant before.
+#[test]
+fn repeated_header_block_follows_the_hpack_table() {
+    use spate::proto::h2::frame::{self, flag, kind};
+    let s = start_logged();
+    let mut raw = common::h2raw::Raw::connect(&s, &[]);
+    // GET, http, path /6b.txt as a literal without indexing; then `x-n` inserted (0x40) or
+    // referred to as the newest dynamic entry (0xbe).
+    let base = [&[0x82, 0x86, 0x04, 7][..], b"/6b.txt"].concat();
+    let insert = |n: u8| [&base[..], &[0x40, 3], b"x-n", &[1, n]].concat();
+    let repeat = [&base[..], &[0xbe]].concat();
+    let last = [&[0x82, 0x86, 0x04, 11][..], b"/index.html", &[0xbe]].concat();
+    let blocks = [
+        insert(b'1'),
+        repeat.clone(),
+        repeat.clone(),
+        insert(b'2'),
+        repeat.clone(),
+        repeat,
+        last,
+    ];
+    // In one write: decoded in one turn, as a multiplexing client's requests are.
+    let mut out = Vec::new();
+    for (i, block) in blocks.iter().enumerate() {
+        let id = 1 + 2 * i as u32;
+        frame::put_head(
+            &mut out,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            id,
+        );
+        out.extend_from_slice(block);
+    }
+    assert!(raw.send(&out));
+    let mut ended = 0;
+    while ended < blocks.len() {
+        let (h, _) = raw.frame().expect("a response");
+        if h.stream != 0 && h.flags & flag::END_STREAM != 0 {
+            ended += 1;
+        }
+    }
+    let want = "200 /6b.txt 1\n".repeat(3) + &"200 /6b.txt 2\n".repeat(3) + "200 /index.html 2\n";
+    assert_log(&s, "/index.html", &want);
+}
+
+const LOGGED: &str = "
+listen:
+  host: 127.0.0.1
+  port: 0
+num-threads: 1
+access-log:
+  path: $DIR/access.log
+  format: '%s %U %{x-n}i'
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/www
+";
+
+fn start_logged() -> Spate {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_file(dir.path(), "www/6b.txt", b"hello\n");
+    write_file(dir.path(), "www/index.html", b"<html>index</html>\n");
+    Spate::start_in(LOGGED, dir)
+}
+
+/// The access log once it has a line with `last`, which must equal `want`.
+fn assert_log(s: &Spate, last: &str, want: &str) {
+    let log = s.path().join("access.log");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains(last) || std::time::Instant::now() > end {
+            assert_eq!(text, want);
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -139,6 +139,27 @@ impl Request {
         super::recycle::give_field_list(std::mem::take(&mut self.fields));
     }
 
+    /// The same request again, for a codec that received the same head again (HTTP/2's
+    /// repeated header block): the head is shared, the field list comes from the recycled
+    /// ones ([`super::recycle`]). It has no body.
+    pub fn repeat(&self) -> Request {
+        let mut fields = super::recycle::field_list(self.fields.len());
+        fields.extend_from_slice(&self.fields);
+        Request {
+            method: self.method.clone(),
+            version: self.version,
+            secure: self.secure,
+            peer: self.peer,
+            local: self.local,
+            body: BodySlot::default(),
+            head: self.head.clone(),
+            target: self.target.clone(),
+            authority: self.authority.clone(),
+            fields,
+            protocol: self.protocol.clone(),
+        }
+    }
+
     /// The request target as sent, in origin form (`/path?query`); an absolute-form target has
     /// been split into authority and this.
     pub fn target(&self) -> &[u8] {

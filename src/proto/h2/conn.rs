@@ -133,6 +133,9 @@ pub struct Connection {
     /// A header block waiting for CONTINUATION frames.
     partial: Option<Partial>,
     block: Vec<u8>,
+    /// The last request whose header block left the HPACK table as it was, to repeat for
+    /// the same block bytes.
+    memo: RequestMemo,
     recv_conn_window: u32,
     recv_conn_unacked: u32,
     /// The highest stream id the client opened.
@@ -454,6 +457,15 @@ impl Connection {
             return self.respond_streamed(i, resp, no_body);
         }
         let body_len = resp.body.len();
+        if !no_body && self.fits_one_frame(i, body_len) {
+            if let Some(data) = in_memory(&resp.body) {
+                let head =
+                    self.write_headers(id, resp.status, &resp.headers, Some(body_len), false);
+                crate::http::recycle::give_header_list(resp.headers);
+                self.send_whole(i, data, head);
+                return None;
+            }
+        }
         let source = if no_body {
             None
         } else {
@@ -474,6 +486,43 @@ impl Connection {
             None => self.finish_send(i),
         }
         None
+    }
+
+    /// Whether stream `i` can send a body of `len` bytes now in one DATA frame: the windows
+    /// and the peer's frame size allow it, and no other stream waits to send (which would
+    /// go first under `fill`'s order).
+    #[inline(always)]
+    fn fits_one_frame(&self, i: usize, len: u64) -> bool {
+        len > 0
+            && len <= u64::from(self.peer_max_frame)
+            && i64::try_from(len)
+                .is_ok_and(|n| n <= self.streams[i].send_window && n <= self.send_conn_window)
+            && self.ready.is_empty()
+            && self.out.len() < OUTPUT_HIGH_WATER
+    }
+
+    /// The whole body of stream `i`, after its HEADERS (`head` bytes of header block): one
+    /// DATA frame with END_STREAM, built in the output, and the stream is done. The small
+    /// answer's path: no body source, no ready queue, no second visit in `fill`.
+    #[inline(always)]
+    fn send_whole(&mut self, i: usize, data: &[u8], head: u64) {
+        let s = &mut self.streams[i];
+        frame::put_head(
+            &mut self.out,
+            data.len(),
+            kind::DATA,
+            flag::END_STREAM,
+            s.id,
+        );
+        self.out.extend_from_slice(data);
+        let n = data.len() as u64;
+        s.send_window -= n as i64;
+        self.send_conn_window -= n as i64;
+        if let Some(sent) = &mut s.sent {
+            sent.head += head;
+            sent.body += n;
+        }
+        self.finish_send(i);
     }
 
     /// `respond` with a streamed body: kept out of the inline path's way.
@@ -704,6 +753,8 @@ impl Connection {
         self.hbuf = BytesMut::new();
         self.fields = Vec::new();
         self.block = Vec::new();
+        // It holds a part of the decoded headers' buffer.
+        self.memo = RequestMemo::default();
         self.requests = VecDeque::new();
         self.ready = Default::default();
     }
@@ -1088,6 +1139,11 @@ impl Connection {
         block: &[u8],
         now: Instant,
     ) -> Res {
+        if usage == BlockUse::Request && self.decoder.kept_table() {
+            if let Some(parsed) = self.memo.repeat(block) {
+                return self.open_stream(id, end_stream, Some(parsed));
+            }
+        }
         self.fields.clear();
         let fields = &mut self.fields;
         // Empty: the previous request took its bytes with `split`, leaving spare capacity;
@@ -1100,6 +1156,10 @@ impl Connection {
         let decoded = self
             .decoder
             .decode(block, &mut self.hbuf, |f| fields.push(f));
+        if !self.decoder.kept_table() {
+            // Its indexes may mean other fields now.
+            self.memo.clear();
+        }
         match decoded {
             Ok(()) => {}
             Err(DecodeError::HeaderListTooLarge) => {
@@ -1166,7 +1226,12 @@ impl Connection {
                     return Ok(());
                 }
                 match self.build_request() {
-                    Ok(parsed) => self.open_stream(id, end_stream, Some(parsed)),
+                    Ok(parsed) => {
+                        if self.decoder.kept_table() {
+                            self.memo.store(block, &parsed);
+                        }
+                        self.open_stream(id, end_stream, Some(parsed))
+                    }
                     Err(()) => {
                         self.hbuf.clear();
                         self.stream_error(id, Reason::PROTOCOL_ERROR, now)
@@ -2056,12 +2121,67 @@ fn same_bytes(a: &Bytes, b: &Bytes) -> bool {
     a.len() == b.len() && (a.is_empty() || a.as_ptr() == b.as_ptr() || a[..] == b[..])
 }
 
+/// The last request decoded from a header block that left the HPACK table as it was (indexed
+/// fields and literals without indexing only). The same block bytes, while no block since
+/// changed the table ([`hpack::Decoder::kept_table`]), decode to the same fields: the same
+/// size against the list limit, the same validation, the same request. So the request is
+/// repeated instead, costing a field-list copy rather than decoding and checking each field.
+/// Any block that changes the table clears it.
+#[derive(Default)]
+struct RequestMemo {
+    block: Vec<u8>,
+    parsed: Option<Parsed>,
+}
+
+/// Longer blocks are not kept: a client repeating a request sends a few dozen bytes.
+const MEMO_BLOCK_MAX: usize = 256;
+
+impl RequestMemo {
+    /// The request `block` gives, when it is the remembered block.
+    #[inline]
+    fn repeat(&self, block: &[u8]) -> Option<Parsed> {
+        let p = self.parsed.as_ref()?;
+        if self.block[..] != *block {
+            return None;
+        }
+        Some(p.repeat())
+    }
+
+    /// Remembers `parsed`, just decoded from `block` without changing the table.
+    fn store(&mut self, block: &[u8], parsed: &Parsed) {
+        if block.len() > MEMO_BLOCK_MAX {
+            return self.clear();
+        }
+        self.clear();
+        self.block.extend_from_slice(block);
+        self.parsed = Some(parsed.repeat());
+    }
+
+    fn clear(&mut self) {
+        self.block.clear();
+        if let Some(p) = self.parsed.take() {
+            p.req.recycle();
+        }
+    }
+}
+
 /// A request that passed validation, with what the connection needs to know about it.
 struct Parsed {
     req: Request,
     content_length: Option<u64>,
     priority: Option<Priority>,
     expect_continue: bool,
+}
+
+impl Parsed {
+    fn repeat(&self) -> Parsed {
+        Parsed {
+            req: self.req.repeat(),
+            content_length: self.content_length,
+            priority: self.priority,
+            expect_continue: self.expect_continue,
+        }
+    }
 }
 
 /// A token bucket: `rate` tokens a second, holding at most `rate`. Counted in
@@ -2099,6 +2219,15 @@ impl Budget {
         } else {
             false
         }
+    }
+}
+
+/// A body already in memory (bytes, or a file the open-file cache holds), as one slice.
+fn in_memory(body: &Body) -> Option<&[u8]> {
+    match body {
+        Body::Bytes(b) => Some(b),
+        Body::File(f) => f.cached_slice(),
+        _ => None,
     }
 }
 

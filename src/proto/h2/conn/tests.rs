@@ -1597,3 +1597,126 @@ fn a_parked_connection_still_ignores_late_frames_of_streams_it_reset() {
         kinds(&f)
     );
 }
+
+/// A HEADERS frame with END_STREAM carrying `block` as is.
+fn raw_request(id: u32, block: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let flags = flag::END_HEADERS | flag::END_STREAM;
+    frame::put_head(&mut out, block.len(), kind::HEADERS, flags, id);
+    out.extend_from_slice(block);
+    out
+}
+
+/// What a handler sees of a request: method, target, authority, header fields.
+type Seen = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<(Vec<u8>, Vec<u8>)>);
+
+fn seen(r: &Request) -> Seen {
+    (
+        r.method.as_bytes().to_vec(),
+        r.target().to_vec(),
+        r.authority().map(<[u8]>::to_vec),
+        r.headers().map(|(n, v)| (n.to_vec(), v.to_vec())).collect(),
+    )
+}
+
+/// A header block repeated byte for byte is answered from the connection's memo only while
+/// the HPACK table stays as it was: every request is what full decoding gives, after a
+/// literal with indexing changed what an index means, and after a table size update.
+#[test]
+fn repeated_header_block_decodes_as_the_table_says() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    // GET, http, path "/", `x-a: 1` inserted at index 62.
+    let mut first = vec![0x82, 0x86, 0x84, 0x40, 3];
+    first.extend_from_slice(b"x-a\x011");
+    // GET, http, path "/b" as a literal without indexing, index 62: keeps the table.
+    let mut repeat = vec![0x82, 0x86, 0x04, 2];
+    repeat.extend_from_slice(b"/b");
+    repeat.push(0xbe);
+    // Changes only the literal: another request from the same table.
+    let mut other = repeat.clone();
+    other[5] = b'c';
+    // `x-b: 2` inserted: index 62 now means it.
+    let mut shift = vec![0x82, 0x86, 0x84, 0x40, 3];
+    shift.extend_from_slice(b"x-b\x012");
+    let field = |n: &str, v: &str| (n.as_bytes().to_vec(), v.as_bytes().to_vec());
+    let mut id = 1;
+    let mut send = |p: &mut Peer, block: &[u8]| {
+        p.feed(&raw_request(id, block));
+        id += 2;
+        let (_, r) = p.conn.next_request().expect("a request");
+        let s = seen(&r);
+        r.recycle();
+        p.turn(b"");
+        s
+    };
+    let a = send(&mut p, &first);
+    assert_eq!(a.1, b"/");
+    assert_eq!(a.3, vec![field("x-a", "1")]);
+    let b1 = send(&mut p, &repeat);
+    assert_eq!(
+        (b1.0.as_slice(), b1.1.as_slice()),
+        (&b"GET"[..], &b"/b"[..])
+    );
+    assert_eq!(b1.3, vec![field("x-a", "1")]);
+    // The memo's answer is the decoded one.
+    assert_eq!(send(&mut p, &repeat), b1);
+    assert_eq!(send(&mut p, &repeat), b1);
+    // A changed block after a memo hit, then the first again.
+    assert_eq!(send(&mut p, &other).1, b"/c");
+    assert_eq!(send(&mut p, &repeat), b1);
+    // After an insertion the same bytes name another field.
+    assert_eq!(send(&mut p, &shift).3, vec![field("x-b", "2")]);
+    assert_eq!(send(&mut p, &repeat).3, vec![field("x-b", "2")]);
+    assert_eq!(send(&mut p, &repeat).3, vec![field("x-b", "2")]);
+    // A block the memo may not answer for (a literal with indexing) sent twice: the second
+    // still inserts, so index 62 is its copy and 63 the first.
+    let mut twice = vec![0x82, 0x86, 0x84, 0x40, 3];
+    twice.extend_from_slice(b"x-c\x013");
+    send(&mut p, &twice);
+    send(&mut p, &twice);
+    let mut both = vec![0x82, 0x86, 0x84, 0xbe, 0xbf, 0xc0];
+    assert_eq!(
+        send(&mut p, &both).3,
+        vec![field("x-c", "3"), field("x-c", "3"), field("x-b", "2")]
+    );
+    // A table size update empties the table: the remembered bytes now name no entry, which
+    // full decoding answers with COMPRESSION_ERROR.
+    send(&mut p, &repeat);
+    both.truncate(3);
+    both.insert(0, 0x20);
+    send(&mut p, &both);
+    p.feed(&raw_request(id, &repeat));
+    assert_eq!(goaway_code(&p.turn(b"")), Some(Reason::COMPRESSION_ERROR.0));
+}
+
+/// A block refused once is refused each time it comes again, memo or not.
+#[test]
+fn repeated_malformed_block_is_refused_each_time() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    // An uppercase name, as a literal without indexing: malformed, keeps the table.
+    let mut bad = vec![0x82, 0x86, 0x84, 0x00, 3];
+    bad.extend_from_slice(b"X-A\x011");
+    for id in [1, 3, 5] {
+        p.feed(&raw_request(id, &bad));
+        assert!(p.conn.next_request().is_none());
+        assert_eq!(kinds(&p.turn(b"")), vec![(kind::RST_STREAM, id)]);
+    }
+    // Too many fields for the limit: 431 each time.
+    let cfg = Settings {
+        max_header_fields: 1,
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg, &[]);
+    p.turn(b"");
+    let mut many = vec![0x82, 0x86, 0x84, 0x00, 1];
+    many.extend_from_slice(b"a\x011\x00\x01b\x012");
+    for id in [1, 3, 5] {
+        p.feed(&raw_request(id, &many));
+        assert!(p.conn.next_request().is_none());
+        let f = p.turn(b"");
+        assert_eq!(kinds(&f)[0], (kind::HEADERS, id));
+        assert_eq!(p.status_of(&f[0].1.clone()), b"431");
+    }
+}

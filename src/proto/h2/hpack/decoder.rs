@@ -26,6 +26,9 @@ pub struct Decoder {
     max_header_list_size: usize,
     /// We lowered `max_table_size` below the table's size; the peer owes us an update.
     update_required: bool,
+    /// The last block decoded without error changed nothing in the dynamic table (no size
+    /// update, no literal with incremental indexing).
+    kept_table: bool,
 }
 
 impl Decoder {
@@ -40,6 +43,7 @@ impl Decoder {
             max_table_size,
             max_header_list_size,
             update_required: false,
+            kept_table: false,
         }
     }
 
@@ -49,6 +53,8 @@ impl Decoder {
         self.max_table_size = size;
         if size < self.table.max_size() {
             self.update_required = true;
+            // The next block must start with a size update: no block decodes as before.
+            self.kept_table = false;
         }
     }
 
@@ -59,6 +65,13 @@ impl Decoder {
     /// Frees the table's spare capacity (see [`super::table::DynamicTable::shrink_to_fit`]).
     pub fn shrink_to_fit(&mut self) {
         self.table.shrink_to_fit();
+    }
+
+    /// Whether the last block decoded without error left the dynamic table as it was: only
+    /// indexed fields and literals without indexing. Decoding the same bytes again, with no
+    /// other block decoded in between, then gives the same fields.
+    pub fn kept_table(&self) -> bool {
+        self.kept_table
     }
 
     /// The dynamic table's current size in RFC 7541 terms.
@@ -85,9 +98,11 @@ impl Decoder {
         F: FnMut(HeaderField),
     {
         let entry_len = buf.len();
+        self.kept_table = !self.update_required;
         let result = self.decode_block(block, buf, &mut emit);
         if result.is_err() {
             buf.truncate(entry_len);
+            self.kept_table = false;
         }
         result
     }
@@ -118,6 +133,7 @@ impl Decoder {
                 }
                 self.table.set_max_size(size);
                 self.update_required = false;
+                self.kept_table = false;
                 continue;
             }
             if self.update_required {
@@ -190,6 +206,7 @@ impl Decoder {
             };
             if indexing {
                 self.table.insert(&buf[name.clone()], &buf[value.clone()]);
+                self.kept_table = false;
             }
             if over {
                 buf.truncate(mark);
