@@ -148,48 +148,55 @@ impl TlsTransport {
         Ok(())
     }
 
-    /// Encrypts `head` then `body` and writes their records out, in one `writev` when they
-    /// fit `FLUSHED_WRITE_MAX`; returns once the socket took them all.
-    async fn write_flushed(
-        &mut self,
-        head: &[u8],
-        body: &[u8],
-        timeout: Duration,
-    ) -> io::Result<()> {
-        let len = head.len().saturating_add(body.len());
+    /// Encrypts the held bytes, then `buf`, and writes their records out: in one `writev` when
+    /// they fit `FLUSHED_WRITE_MAX`. Returns once the socket took them all.
+    async fn write_flushed(&mut self, mut buf: &[u8], timeout: Duration) -> io::Result<()> {
+        let len = self.held.len().saturating_add(buf.len());
         let limit = len
             .saturating_add(RECORD)
             .clamp(SEND_BUFFER, FLUSHED_WRITE_MAX);
         self.inner.get_mut().1.set_buffer_limit(Some(limit));
-        let r = self.encrypt_and_flush(head, body, timeout).await;
+        // One await point: this future is part of every TLS connection's state.
+        let mut held = 0;
+        let r = loop {
+            let before = (held, buf.len());
+            if let Err(e) = self.encrypt(&mut held, &mut buf) {
+                break Err(e);
+            }
+            let progress = (held, buf.len()) != before;
+            if let Err(e) = self.flush(timeout).await {
+                break Err(e);
+            }
+            if held == self.held.len() && buf.is_empty() {
+                break Ok(());
+            }
+            if !progress {
+                // rustls took nothing although its buffer was just written out.
+                break Err(io::ErrorKind::WriteZero.into());
+            }
+        };
         self.inner.get_mut().1.set_buffer_limit(Some(SEND_BUFFER));
+        self.held.clear();
         r
     }
 
-    async fn encrypt_and_flush(
-        &mut self,
-        head: &[u8],
-        body: &[u8],
-        timeout: Duration,
-    ) -> io::Result<()> {
-        for mut part in [head, body] {
-            let mut flushed = false;
-            while !part.is_empty() {
-                // Into rustls' buffer only: nothing is written to the socket until the flush.
-                let n = io::Write::write(&mut self.inner.get_mut().1.writer(), part)?;
-                part = &part[n..];
-                if n > 0 {
-                    flushed = false;
-                } else if flushed {
-                    // Full again right after a flush: rustls takes nothing more.
-                    return Err(io::ErrorKind::WriteZero.into());
-                } else {
-                    self.flush(timeout).await?;
-                    flushed = true;
-                }
+    /// Hands rustls as much as it takes of the held bytes from `held` on, then of `buf`;
+    /// nothing is written to the socket here.
+    fn encrypt(&mut self, held: &mut usize, buf: &mut &[u8]) -> io::Result<()> {
+        let mut writer = self.inner.get_mut().1.writer();
+        while *held < self.held.len() {
+            match io::Write::write(&mut writer, &self.held[*held..])? {
+                0 => return Ok(()),
+                n => *held += n,
             }
         }
-        self.flush(timeout).await
+        while !buf.is_empty() {
+            match io::Write::write(&mut writer, buf)? {
+                0 => return Ok(()),
+                n => *buf = &buf[n..],
+            }
+        }
+        Ok(())
     }
 
     /// Writes out every record rustls still buffers.
@@ -214,11 +221,7 @@ impl AsyncRead for TlsTransport {
 impl Transport for TlsTransport {
     async fn write_all(&mut self, mut buf: &[u8], more: bool, timeout: Duration) -> io::Result<()> {
         if !more {
-            let held = std::mem::take(&mut self.held);
-            let r = self.write_flushed(&held, buf, timeout).await;
-            self.held = held;
-            self.held.clear();
-            return r;
+            return self.write_flushed(buf, timeout).await;
         }
         if !self.held.is_empty() || buf.len() < RECORD {
             // Fill the held record from the front of `buf`.
