@@ -23,6 +23,15 @@ use tokio_rustls::TlsAcceptor;
 const RECORD: usize = 16 * 1024;
 /// File bodies are read in chunks of this size.
 const FILE_CHUNK: usize = 64 * 1024;
+/// rustls' own limit on the records it buffers (its default): a write that is not flushed at
+/// once (`more`) waits for the socket beyond it, so a client that does not read holds at most
+/// this much here.
+const SEND_BUFFER: usize = 64 * 1024;
+/// A write that is flushed at once is encrypted whole, up to this much, and goes out in one
+/// `writev` of its records instead of one per `SEND_BUFFER`: the caller holds these bytes
+/// until the flush anyway. It covers an HTTP/2 turn's output (`OUTPUT_HIGH_WATER`, 128 KiB,
+/// plus one frame).
+const FLUSHED_WRITE_MAX: usize = 160 * 1024;
 
 /// Runs the handshake on an accepted connection; `None` when it failed, timed out or the
 /// server stopped meanwhile. A failed or slow handshake is counted and logged at debug level.
@@ -139,6 +148,57 @@ impl TlsTransport {
         Ok(())
     }
 
+    /// Encrypts the held bytes, then `buf`, and writes their records out: in one `writev` when
+    /// they fit `FLUSHED_WRITE_MAX`. Returns once the socket took them all.
+    async fn write_flushed(&mut self, mut buf: &[u8], timeout: Duration) -> io::Result<()> {
+        let len = self.held.len().saturating_add(buf.len());
+        let limit = len
+            .saturating_add(RECORD)
+            .clamp(SEND_BUFFER, FLUSHED_WRITE_MAX);
+        self.inner.get_mut().1.set_buffer_limit(Some(limit));
+        // One await point: this future is part of every TLS connection's state.
+        let mut held = 0;
+        let r = loop {
+            let before = (held, buf.len());
+            if let Err(e) = self.encrypt(&mut held, &mut buf) {
+                break Err(e);
+            }
+            let progress = (held, buf.len()) != before;
+            if let Err(e) = self.flush(timeout).await {
+                break Err(e);
+            }
+            if held == self.held.len() && buf.is_empty() {
+                break Ok(());
+            }
+            if !progress {
+                // rustls took nothing although its buffer was just written out.
+                break Err(io::ErrorKind::WriteZero.into());
+            }
+        };
+        self.inner.get_mut().1.set_buffer_limit(Some(SEND_BUFFER));
+        self.held.clear();
+        r
+    }
+
+    /// Hands rustls as much as it takes of the held bytes from `held` on, then of `buf`;
+    /// nothing is written to the socket here.
+    fn encrypt(&mut self, held: &mut usize, buf: &mut &[u8]) -> io::Result<()> {
+        let mut writer = self.inner.get_mut().1.writer();
+        while *held < self.held.len() {
+            match io::Write::write(&mut writer, &self.held[*held..])? {
+                0 => return Ok(()),
+                n => *held += n,
+            }
+        }
+        while !buf.is_empty() {
+            match io::Write::write(&mut writer, buf)? {
+                0 => return Ok(()),
+                n => *buf = &buf[n..],
+            }
+        }
+        Ok(())
+    }
+
     /// Writes out every record rustls still buffers.
     async fn flush(&mut self, timeout: Duration) -> io::Result<()> {
         match tokio::time::timeout(timeout, self.inner.flush()).await {
@@ -160,12 +220,15 @@ impl AsyncRead for TlsTransport {
 
 impl Transport for TlsTransport {
     async fn write_all(&mut self, mut buf: &[u8], more: bool, timeout: Duration) -> io::Result<()> {
-        if !self.held.is_empty() || (more && buf.len() < RECORD) {
+        if !more {
+            return self.write_flushed(buf, timeout).await;
+        }
+        if !self.held.is_empty() || buf.len() < RECORD {
             // Fill the held record from the front of `buf`.
             let take = RECORD.saturating_sub(self.held.len()).min(buf.len());
             self.held.extend_from_slice(&buf[..take]);
             buf = &buf[take..];
-            if more && buf.is_empty() && self.held.len() < RECORD {
+            if buf.is_empty() && self.held.len() < RECORD {
                 return Ok(());
             }
             let held = std::mem::take(&mut self.held);
@@ -174,12 +237,7 @@ impl Transport for TlsTransport {
             self.held.clear();
             r?;
         }
-        self.write_plain(buf, timeout).await?;
-        if more {
-            Ok(())
-        } else {
-            self.flush(timeout).await
-        }
+        self.write_plain(buf, timeout).await
     }
 
     async fn send_file(
@@ -291,4 +349,78 @@ fn send_timed_out() -> io::Error {
         io::ErrorKind::TimedOut,
         "peer did not read within send-timeout",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tokio::io::AsyncReadExt;
+
+    /// A server configuration with a fresh self-signed certificate for localhost, and a client
+    /// configuration that trusts it.
+    fn configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let der = cert.der().clone();
+        let key = rustls_pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+        let server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![der.clone()], key.into())
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(der).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        (Arc::new(server), Arc::new(client))
+    }
+
+    /// Flushed writes far beyond what rustls takes at once (`FLUSHED_WRITE_MAX`), one that
+    /// follows a held head (`more`), and a small one reach a client that reads slower than
+    /// they are written, whole and in order.
+    #[test]
+    fn large_writes_arrive_whole_and_in_order() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (server, client) = configs();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let body: Vec<u8> = (0..4_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+            let expected = [&b"head"[..], &body, &body, &body[..100]].concat();
+            let len = expected.len();
+            let reader = tokio::spawn(async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+                let connector = tokio_rustls::TlsConnector::from(client);
+                let mut tls = connector.connect(name, tcp).await.unwrap();
+                let mut got = vec![0; len];
+                for chunk in got.chunks_mut(64 * 1024) {
+                    tls.read_exact(chunk).await.unwrap();
+                    tokio::task::yield_now().await;
+                }
+                got
+            });
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = TlsAcceptor::from(server).accept(tcp).await.unwrap();
+            let mut conn = TlsTransport::new(Box::new(tls));
+            let t = Duration::from_secs(10);
+            conn.write_all(b"head", true, t).await.unwrap();
+            conn.write_all(&body, false, t).await.unwrap();
+            conn.write_all(&body, false, t).await.unwrap();
+            conn.write_all(&body[..100], false, t).await.unwrap();
+            assert!(reader.await.unwrap() == expected);
+        });
+    }
 }
