@@ -6,6 +6,7 @@
 mod endpoint;
 mod route;
 mod socket;
+mod unpad;
 
 pub(crate) use endpoint::{serve, Wakes};
 pub(crate) use socket::{bind, bind_fresh};
@@ -37,7 +38,8 @@ impl Settings {
             config.http3.early_data,
         )
         .map_err(|e| format!("{}: {e}", tls.at))?;
-        let mut server = ServerConfig::with_crypto(crypto);
+        // Client packets reach quinn without their trailing padding (`unpad.rs`).
+        let mut server = ServerConfig::with_crypto(unpad::wrap(crypto));
         server.transport_config(Arc::new(transport(config, quic)));
         // Connections past `max-quic-connections` are refused before quinn keeps state.
         server.max_incoming(config.http3.max_connections.min(1 << 16));
