@@ -2,8 +2,10 @@
 //! [`super::QUIET_TRIM`] (its tables already trimmed), the driver may [`Connection::park`] it:
 //! what outlives streams (addresses, HPACK contexts, flow-control windows, the highest stream
 //! id, recent resets) moves into a [`Parked`] less than half the connection's size, and the
-//! rest, which only matters while streams are open, is dropped. [`Connection::unpark`] puts
-//! it back with that rest at its initial values when the client sends again.
+//! rest, which only matters while streams are open, is dropped. The response side's HPACK
+//! table is emptied ([`hpack::Encoder::forget`]); the request side's is the peer's to keep.
+//! [`Connection::unpark`] puts it back with that rest at its initial values when the client
+//! sends again.
 
 use super::{Budget, Connection, HeadersCache, Phase};
 use crate::proto::h2::hpack;
@@ -139,6 +141,10 @@ impl Connection {
             resets: _,
             control: _,
         } = self;
+        // The peer forgets its copy at our next block: the fields of a response given a
+        // second or more ago are not worth their bytes for as long as the connection idles.
+        let mut encoder = encoder;
+        encoder.forget();
         Parked {
             cfg,
             peer,
