@@ -219,7 +219,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
                     let now = Instant::now();
                     let Asleep { conn, open: o, .. } = *asleep;
                     open = o;
-                    let mut conn = Box::new(Connection::unpark(conn, now));
+                    let mut conn = Box::new(Connection::unpark(conn, peer, local, now));
                     match woke {
                         Ok(Woke::Turn) => {}
                         Ok(Woke::Timer) => conn.handle_timeout(now),
