@@ -529,3 +529,21 @@ fn a_reload_sends_a_goaway_to_parked_h2c_connections() {
     );
     assert!(start.elapsed() < Duration::from_secs(5));
 }
+
+/// A parked h2c connection's idle timeout applies on time also when HTTP/1.1 connections
+/// with a later keep-alive deadline were parked before it: GOAWAY(NO_ERROR), then closed.
+#[test]
+fn a_parked_h2c_connection_closes_at_its_idle_timeout_among_http1_ones() {
+    let s = server("http2-idle-timeout: 2\nhttp1-keepalive-timeout: 30");
+    let (_h1, _) = parked_connection(&s, 0);
+    let (mut raw, _) = h2c_connection(&s);
+    let asked = Instant::now();
+    assert_eq!(wait_parked(&s, |n| n == 2), 2);
+    assert!(
+        h2c_graceful_goaway(&mut raw),
+        "GOAWAY(NO_ERROR), then closed"
+    );
+    let waited = asked.elapsed();
+    assert!(waited < Duration::from_millis(3500), "{waited:?}");
+    assert_eq!(wait_parked(&s, |n| n == 1), 1, "the HTTP/1.1 one stays");
+}

@@ -13,7 +13,9 @@
 //! metrics (the guard and the open-connection count travel with the record). Deadlines come in
 //! park order, as every connection of a worker has the same keep-alive timeout, and every
 //! HTTP/2 connection the same idle timeout (parking a second after its last frame): a FIFO
-//! sweep per protocol, no timer per connection.
+//! sweep per protocol, no timer per connection. (An HTTP/2 connection whose last response
+//! outlasted the client's last frame parks later than that; its idle timeout may then pass
+//! late by as much, when the connection before it in the FIFO expires.)
 
 use super::h1::{Addrs, Idle};
 use super::worker::{self, ConnectionGuard, WorkerCtx};
@@ -184,8 +186,10 @@ impl Parking {
         drop(p);
         let parks = self.since_trim.get() + 1;
         self.since_trim.set(parks);
-        // A deadline `watch` keeps comes before this one (park order): it needs no wake-up.
-        if self.next_wake.get().is_none() || parks == TRIM_AFTER_PARKS {
+        // A deadline `watch` keeps that comes before this one (as in park order within a
+        // protocol) needs no wake-up; an HTTP/2 deadline may come before an HTTP/1.1 one.
+        let sooner = self.next_wake.get().is_none_or(|w| in_order && until < w);
+        if sooner || parks == TRIM_AFTER_PARKS {
             self.changed.notify_one();
         }
         Ok(())
