@@ -405,3 +405,145 @@ print(ask())
     );
     assert_eq!(parked(&s), 0);
 }
+
+/// An h2c connection that made one GET of /answer and read the answer; the client's HPACK
+/// decoder keeps the server's table.
+fn h2c_connection(s: &Spate) -> (common::h2raw::Raw, spate::proto::h2::hpack::Decoder) {
+    let mut raw = common::h2raw::Raw::connect(s, &[]);
+    let mut dec = spate::proto::h2::hpack::Decoder::new(4096, 64 * 1024);
+    assert_eq!(h2c_get(&mut raw, &mut dec, 1), (200, b"42".to_vec()));
+    (raw, dec)
+}
+
+/// GET /answer on `stream`: the status and body. The request's `:authority` refers to the
+/// client's dynamic table after the first request, the response's fields to the server's.
+fn h2c_get(
+    raw: &mut common::h2raw::Raw,
+    dec: &mut spate::proto::h2::hpack::Decoder,
+    stream: u32,
+) -> (u16, Vec<u8>) {
+    use spate::proto::h2::frame::{self, flag, kind};
+    let mut out = Vec::new();
+    raw.get(stream, "/answer", true, &mut out);
+    raw.send(&out);
+    let (mut status, mut body) = (0, Vec::new());
+    loop {
+        let (h, payload) = raw.frame().expect("the response");
+        if h.kind == kind::SETTINGS && h.flags & flag::ACK == 0 {
+            let mut ack = Vec::new();
+            frame::put_head(&mut ack, 0, kind::SETTINGS, flag::ACK, 0);
+            raw.send(&ack);
+        }
+        if h.kind == kind::GOAWAY {
+            panic!("GOAWAY {payload:?}");
+        }
+        if h.stream != stream {
+            continue;
+        }
+        if h.kind == kind::HEADERS {
+            let mut buf = bytes::BytesMut::new();
+            let mut fields = Vec::new();
+            dec.decode(&payload, &mut buf, |f| fields.push(f))
+                .expect("the response's header block");
+            for f in fields {
+                if &buf[f.name.clone()] == b":status" {
+                    status = std::str::from_utf8(&buf[f.value]).unwrap().parse().unwrap();
+                }
+            }
+        }
+        if h.kind == kind::DATA {
+            body.extend_from_slice(&payload);
+        }
+        if h.flags & flag::END_STREAM != 0 {
+            return (status, body);
+        }
+    }
+}
+
+/// A quiet h2c connection (no stream, no frame for a second) parks in the worker as HTTP/1.1
+/// connections do, its compact state in the record, and serves on when the client sends
+/// again: its HPACK tables (both sides) and stream ids survive, and it parks again.
+#[test]
+fn a_quiet_h2c_connection_parks_and_serves_on() {
+    let s = server("");
+    let (mut raw, mut dec) = h2c_connection(&s);
+    for stream in [3, 5] {
+        assert_eq!(wait_parked(&s, |n| n == 1), 1, "the quiet connection parks");
+        assert_eq!(h2c_get(&mut raw, &mut dec, stream), (200, b"42".to_vec()));
+    }
+    assert_eq!(wait_parked(&s, |n| n == 1), 1, "and parks again");
+    drop(raw);
+    assert_eq!(
+        wait_parked(&s, |n| n == 0),
+        0,
+        "a client that closes is closed"
+    );
+}
+
+/// Reads until the server closes, answering its PINGs: whether a GOAWAY(NO_ERROR) came.
+fn h2c_graceful_goaway(raw: &mut common::h2raw::Raw) -> bool {
+    use spate::proto::h2::frame::{self, flag, kind};
+    let mut goaway = false;
+    while let Some((h, payload)) = raw.frame() {
+        match h.kind {
+            kind::GOAWAY => goaway |= payload[4..8] == [0, 0, 0, 0],
+            kind::PING if h.flags & flag::ACK == 0 => {
+                let mut ack = Vec::new();
+                frame::put_head(&mut ack, 8, kind::PING, flag::ACK, 0);
+                ack.extend_from_slice(&payload);
+                raw.send(&ack);
+            }
+            _ => {}
+        }
+    }
+    goaway
+}
+
+/// A stop gives a parked h2c connection its graceful GOAWAY(NO_ERROR), then closes it.
+#[test]
+fn a_stop_sends_a_goaway_to_parked_h2c_connections() {
+    let mut s = server("");
+    let (mut raw, _) = h2c_connection(&s);
+    assert_eq!(wait_parked(&s, |n| n == 1), 1);
+    let start = Instant::now();
+    signal(&s.child, libc::SIGTERM);
+    assert!(
+        h2c_graceful_goaway(&mut raw),
+        "GOAWAY(NO_ERROR), then closed"
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(s.stop().success());
+}
+
+/// A reload drains a parked h2c connection the same way, while the old generation runs on.
+#[test]
+fn a_reload_sends_a_goaway_to_parked_h2c_connections() {
+    let s = server("shutdown-timeout: 10");
+    let (mut raw, _) = h2c_connection(&s);
+    assert_eq!(wait_parked(&s, |n| n == 1), 1);
+    let start = Instant::now();
+    signal(&s.child, libc::SIGHUP);
+    assert!(
+        h2c_graceful_goaway(&mut raw),
+        "GOAWAY(NO_ERROR), then closed"
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+/// A parked h2c connection's idle timeout applies on time also when HTTP/1.1 connections
+/// with a later keep-alive deadline were parked before it: GOAWAY(NO_ERROR), then closed.
+#[test]
+fn a_parked_h2c_connection_closes_at_its_idle_timeout_among_http1_ones() {
+    let s = server("http2-idle-timeout: 2\nhttp1-keepalive-timeout: 30");
+    let (_h1, _) = parked_connection(&s, 0);
+    let (mut raw, _) = h2c_connection(&s);
+    let asked = Instant::now();
+    assert_eq!(wait_parked(&s, |n| n == 2), 2);
+    assert!(
+        h2c_graceful_goaway(&mut raw),
+        "GOAWAY(NO_ERROR), then closed"
+    );
+    let waited = asked.elapsed();
+    assert!(waited < Duration::from_millis(3500), "{waited:?}");
+    assert_eq!(wait_parked(&s, |n| n == 1), 1, "the HTTP/1.1 one stays");
+}

@@ -29,12 +29,16 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// A connection's peer and local addresses.
 pub(crate) type Addrs = (SocketAddr, SocketAddr);
 
-/// A connection that waited `http1-idle-park-delay` for its next request, to be parked
-/// (`park.rs`): what its next task takes over. Whether a request was answered yet, and its
-/// place in the open-connection count, which it keeps while parked.
-pub(crate) struct Idle {
-    fresh: bool,
-    open: crate::metrics::OpenConnection,
+/// A connection to be parked (`park.rs`): what its next task takes over.
+pub(crate) enum Idle {
+    /// It waited `http1-idle-park-delay` for its next request: whether a request was
+    /// answered yet, and its place in the open-connection count, which it keeps while parked.
+    Http1 {
+        fresh: bool,
+        open: crate::metrics::OpenConnection,
+    },
+    /// It switched to HTTP/2 and has been quiet (`h2::Asleep`).
+    Http2(Box<super::h2::Asleep>),
 }
 
 /// Serves one connection until it closes, or until it has been idle long enough to park: then
@@ -47,9 +51,10 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
     ctx: &'a WorkerCtx,
     resumed: Option<Idle>,
 ) -> impl Future<Output = Option<Idle>> + 'a {
-    let (fresh, open) = match resumed {
-        Some(r) => (r.fresh, Some(r.open)),
-        None => (true, None),
+    let (fresh, open, handoff) = match resumed {
+        Some(Idle::Http1 { fresh, open }) => (fresh, Some(open), None),
+        Some(Idle::Http2(asleep)) => (false, None, Some(super::h2::Start::Resumed(asleep))),
+        None => (true, None, None),
     };
     let mut conn = Conn {
         stream,
@@ -59,7 +64,7 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         wbuf: ctx.buffers.write_buffer(),
         queued: 0,
         fresh,
-        handoff: None,
+        handoff,
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         stop: Box::pin(ctx.stop.notified()),
     };
@@ -80,8 +85,9 @@ struct Conn<'a, T> {
     queued: usize,
     /// No request answered yet: the HTTP/2 preface may still come.
     fresh: bool,
-    /// Set when the connection switches to HTTP/2 (prior knowledge, or an upgrade).
-    handoff: Option<Option<Box<super::h2::Upgrade>>>,
+    /// Set when the connection switches to HTTP/2 (prior knowledge, or an upgrade), or
+    /// resumes as HTTP/2.
+    handoff: Option<super::h2::Start>,
     /// The read deadline, reset for each wait.
     timer: Pin<Box<tokio::time::Sleep>>,
     /// Completes when the server begins to stop; registered once per connection.
@@ -121,9 +127,15 @@ impl<'a, T: Transport> Conn<'a, T> {
         let ctx = self.ctx;
         let open = open
             .unwrap_or_else(|| crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1));
-        match self.run().await {
+        // A resumed HTTP/2 connection goes straight to its driver.
+        let r = if self.handoff.is_some() {
+            Ok(())
+        } else {
+            self.run().await
+        };
+        match r {
             Ok(()) => {
-                if let Some(upgrade) = self.handoff.take() {
+                if let Some(start) = self.handoff.take() {
                     drop(open);
                     ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
                     let rbuf = std::mem::take(&mut self.rbuf);
@@ -133,15 +145,18 @@ impl<'a, T: Transport> Conn<'a, T> {
                         stop: self.stop.as_mut(),
                     };
                     let addrs = *self.addrs;
-                    Box::pin(super::h2::serve(
+                    let asleep = Box::pin(super::h2::serve(
                         &mut self.stream,
                         addrs,
                         ctx,
                         rbuf,
-                        upgrade,
+                        start,
                         waits,
                     ))
                     .await;
+                    if let Some(asleep) = asleep {
+                        return Some(Idle::Http2(asleep));
+                    }
                     // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
                     // that would reset the connection before it read our last responses.
                     Box::pin(transport::drain_input(&mut self.stream)).await;
@@ -152,7 +167,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
                 ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
                 let fresh = self.fresh;
-                return Some(Idle { fresh, open });
+                return Some(Idle::Http1 { fresh, open });
             }
             Err(Close::Quietly) => {}
             Err(Close::Io(e)) => tracing::debug!(peer = %self.addrs.0, "connection closed: {e}"),
@@ -169,7 +184,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         loop {
             let preface = self.fresh && is_preface_prefix(&self.rbuf);
             if preface && self.rbuf.len() >= PREFACE.len() {
-                self.handoff = Some(None);
+                self.handoff = Some(super::h2::Start::New);
                 return Ok(());
             }
             // The head is parsed and answered in `next` (not here), so it is not part of the
@@ -306,7 +321,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 self.wbuf.extend_from_slice(
                     b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
                 );
-                self.handoff = Some(Some(Box::new(super::h2::Upgrade {
+                self.handoff = Some(super::h2::Start::Upgrade(Box::new(super::h2::Upgrade {
                     request: req,
                     settings,
                 })));

@@ -115,16 +115,46 @@ fn settings(config: &Config) -> Settings {
     }
 }
 
-/// Serves one HTTP/2 connection until it closes. `handed` holds bytes already read (the
-/// preface, when handed over by the HTTP/1 driver).
+/// How an HTTP/2 connection begins in its task.
+pub(crate) enum Start {
+    /// With the client preface (prior knowledge, or TLS with ALPN `h2`).
+    New,
+    /// With an HTTP/1.1 request upgraded with `Upgrade: h2c`.
+    Upgrade(Box<Upgrade>),
+    /// Where it left its previous task: quiet, parked by the worker (`server/park.rs`).
+    Resumed(Box<Asleep>),
+}
+
+/// A quiet connection in its compact form ([`Parked`]), out of any task: the worker keeps
+/// it with its socket until the client sends again, its deadline passes or the server stops,
+/// and then gives it a task again ([`Start::Resumed`]). Only sockets that park
+/// (`Transport::PARKS`) leave their task so; the others wait in it (`wait_parked`).
+pub(crate) struct Asleep {
+    conn: Parked,
+    /// The connection's next deadline (its idle timeout).
+    deadline: Option<Instant>,
+    /// Its place in the open-connection count, kept while it sleeps.
+    open: Option<crate::metrics::OpenConnection>,
+}
+
+impl Asleep {
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+}
+
+/// Serves one HTTP/2 connection until it closes, or until it is quiet and its socket can be
+/// parked by the worker: then it returns the connection [`Asleep`] and the caller parks the
+/// socket. `handed` holds bytes already read (the preface, when handed over by the HTTP/1
+/// driver).
 pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
     mut stream: T,
     (peer, local): (SocketAddr, SocketAddr),
     ctx: &'a WorkerCtx,
     handed: BytesMut,
-    upgrade: Option<Box<Upgrade>>,
+    start: Start,
     mut waits: Waits<'s, 'a>,
-) -> impl Future<Output = ()> + use<'s, 'a, T> {
+) -> impl Future<Output = Option<Box<Asleep>>> + use<'s, 'a, T> {
     let mut rbuf = if T::WAITS_WITHOUT_BUFFER {
         // The HTTP/1 driver's pooled buffer: it goes back to the pool while idle.
         handed
@@ -135,47 +165,86 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
         rbuf
     };
     let now = Instant::now();
-    let cfg = ctx.h2.for_connection(stream.is_secure(), local.port());
+    let cfg = || ctx.h2.for_connection(stream.is_secure(), local.port());
     // Boxed: the connection's state is large and lives as long as the connection.
-    let conn = match upgrade {
-        None => Some(Box::new(Connection::new(cfg, peer, local, now))),
-        Some(u) => match Connection::upgraded(cfg, peer, local, now, &u.settings, u.request) {
-            Ok(conn) => Some(Box::new(conn)),
-            Err(r) => {
-                tracing::debug!(peer = %peer, "bad HTTP2-Settings in upgrade: {r:?}");
-                None
+    let state = match start {
+        Start::New => Some(State::Awake(Box::new(Connection::new(
+            cfg(),
+            peer,
+            local,
+            now,
+        )))),
+        Start::Upgrade(u) => {
+            match Connection::upgraded(cfg(), peer, local, now, &u.settings, u.request) {
+                Ok(conn) => Some(State::Awake(Box::new(conn))),
+                Err(r) => {
+                    tracing::debug!(peer = %peer, "bad HTTP2-Settings in upgrade: {r:?}");
+                    None
+                }
             }
-        },
+        }
+        Start::Resumed(asleep) => {
+            // It waits without a buffer, as it did while parked.
+            if rbuf.is_empty() {
+                ctx.buffers.give_read(std::mem::take(&mut rbuf));
+            }
+            Some(State::Asleep(asleep))
+        }
     };
+    // The worker parks the socket of a quiet connection, which then leaves this task.
+    let leaves_task = T::PARKS && ctx.parking.is_some();
     // A block that owns what it needs holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection. It waits in its
     // smallest state while the connection is parked; the busy states are in `run`'s boxed
     // future, allocated when the connection wakes.
     async move {
-        let Some(mut conn) = conn else { return };
-        let _open = crate::metrics::OpenConnection::new(crate::metrics::Proto::Http2);
-        let r = loop {
+        let mut state = state?;
+        let mut open = match state {
+            State::Awake(_) => Some(crate::metrics::OpenConnection::new(
+                crate::metrics::Proto::Http2,
+            )),
+            State::Asleep(_) => None,
+        };
+        let (r, conn) = loop {
+            let mut conn = match state {
+                State::Awake(conn) => conn,
+                State::Asleep(asleep) => {
+                    // A resumed connection's stop signal began after the server's stop.
+                    let woke = if ctx.stopping.get() {
+                        Ok(Woke::Turn)
+                    } else {
+                        let deadline = asleep.deadline;
+                        wait_parked(&mut stream, ctx, &mut rbuf, &mut waits, deadline).await
+                    };
+                    let now = Instant::now();
+                    let Asleep { conn, open: o, .. } = *asleep;
+                    open = o;
+                    let mut conn = Box::new(Connection::unpark(conn, peer, local, now));
+                    match woke {
+                        Ok(Woke::Turn) => {}
+                        Ok(Woke::Timer) => conn.handle_timeout(now),
+                        Ok(Woke::Closed) => break (Ok(()), conn),
+                        Err(e) => break (Err(e), conn),
+                    }
+                    conn
+                }
+            };
             let r = Box::pin(run(&mut stream, &mut conn, ctx, &mut rbuf, &mut waits)).await;
             if !matches!(r, Ok(Pause::Quiet)) {
-                break r.map(|_| ());
+                break (r.map(|_| ()), conn);
             }
-            // Quiet: wait for the client in the connection's compact form.
-            let deadline = conn.poll_timeout();
-            let parked = park(conn);
-            let woke = wait_parked(&mut stream, ctx, &mut rbuf, &mut waits, deadline).await;
-            let now = Instant::now();
-            conn = Box::new(Connection::unpark(*parked, now));
-            match woke {
-                Ok(Woke::Turn) => {}
-                Ok(Woke::Timer) => conn.handle_timeout(now),
-                Ok(Woke::Closed) => break Ok(()),
-                Err(e) => break Err(e),
+            // Quiet: wait for the client in the connection's compact form, here or parked
+            // by the worker.
+            let asleep = park(conn, open.take());
+            if leaves_task {
+                return Some(asleep);
             }
+            state = State::Asleep(asleep);
         };
         ctx.buffers.give_read(std::mem::take(&mut rbuf));
         if let Err(e) = r {
             tracing::debug!(peer = %conn.peer(), "HTTP/2 connection closed: {e}");
-            return;
+            return None;
         }
         match conn.closed() {
             Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
@@ -189,7 +258,15 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
                 let _ = stream.shutdown_write();
             }
         }
+        drop(open);
+        None
     }
+}
+
+/// A connection in its task: serving turns, or waiting quiet in its compact form.
+enum State {
+    Awake(Box<Connection>),
+    Asleep(Box<Asleep>),
 }
 
 /// What a connection waits on besides its socket, kept for its whole life (re-creating them
@@ -358,9 +435,15 @@ async fn turns<'a, T: Transport>(
     }
 }
 
-/// `conn` in its compact form; its own allocation is freed before the wait begins.
-fn park(conn: Box<Connection>) -> Box<Parked> {
-    Box::new((*conn).park())
+/// `conn` in its compact form, with its deadline; its own allocation is freed before the
+/// wait begins.
+fn park(conn: Box<Connection>, open: Option<crate::metrics::OpenConnection>) -> Box<Asleep> {
+    let deadline = conn.poll_timeout();
+    Box::new(Asleep {
+        conn: (*conn).park(),
+        deadline,
+        open,
+    })
 }
 
 /// Why [`run`] returned.

@@ -1,14 +1,21 @@
-//! Parked HTTP/1.1 connections. A plain-TCP keep-alive connection that has waited
+//! Parked connections. A plain-TCP keep-alive connection that has waited
 //! `http1-idle-park-delay` for its next request gives up its task: the task's future, tokio's
 //! I/O registration, its timer and stop signal (about 1.3 KB) are freed, and what remains is a
 //! small record in this worker's `Parking`, with the socket in a per-worker epoll instance.
+//! So does a cleartext HTTP/2 connection once it is quiet (`h2::Asleep`, no stream and no frame
+//! for a second): its record also holds the connection's compact state.
 //!
 //! One task per worker (`watch`) serves all parked connections: readiness resumes a connection
 //! (its socket goes back to tokio and a new connection task reads the waiting request), the
-//! keep-alive deadline closes it, and so does a server stop. Parked connections keep their
-//! `max-connections` slot and their place in the metrics (the guard and the open-connection
-//! count travel with the record). Deadlines come in park order, as every connection of a worker
-//! has the same keep-alive timeout: a FIFO sweep, no timer per connection.
+//! keep-alive deadline closes it, and so does a server stop. An HTTP/2 connection is resumed
+//! for its deadline (idle timeout) and for a server stop instead, so that its task can send
+//! the GOAWAY. Parked connections keep their `max-connections` slot and their place in the
+//! metrics (the guard and the open-connection count travel with the record). Deadlines come in
+//! park order, as every connection of a worker has the same keep-alive timeout, and every
+//! HTTP/2 connection the same idle timeout (parking a second after its last frame): a FIFO
+//! sweep per protocol, no timer per connection. (An HTTP/2 connection whose last response
+//! outlasted the client's last frame parks later than that; its idle timeout may then pass
+//! late by as much, when the connection before it in the FIFO expires.)
 
 use super::h1::{Addrs, Idle};
 use super::worker::{self, ConnectionGuard, WorkerCtx};
@@ -23,6 +30,8 @@ use tokio::net::TcpStream;
 
 /// Readiness events taken from the epoll instance per call.
 const EVENTS_PER_CALL: usize = 64;
+/// The deadline of a record that has none (an HTTP/2 connection without idle timeout).
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// Parked connections since the last trim after which the freed tasks are given back to the
 /// system (see `watch`); fewer are not worth a `malloc_trim`.
 const TRIM_AFTER_PARKS: usize = 64;
@@ -50,8 +59,11 @@ pub(crate) struct Parking {
 struct Parked {
     records: Vec<Option<Record>>,
     free: Vec<u32>,
-    /// (slot, serial) in park order; entries of records resumed since are skipped.
+    /// (slot, serial) of HTTP/1.1 records in park order; entries of records resumed since
+    /// are skipped.
     order: VecDeque<(u32, u32)>,
+    /// The same for HTTP/2 records with a deadline.
+    order_h2: VecDeque<(u32, u32)>,
     serial: u32,
 }
 
@@ -61,7 +73,7 @@ struct Record {
     addrs: Addrs,
     guard: ConnectionGuard,
     idle: Idle,
-    /// The keep-alive deadline.
+    /// The keep-alive deadline (HTTP/1.1), or the connection's own deadline (HTTP/2).
     until: Instant,
     /// Tells this record from a later one in the same slot.
     serial: u32,
@@ -114,6 +126,7 @@ impl Parking {
         let records = {
             let mut p = self.parked.borrow_mut();
             p.order.clear();
+            p.order_h2.clear();
             p.free.clear();
             std::mem::take(&mut p.records)
         };
@@ -129,7 +142,15 @@ impl Parking {
         idle: Idle,
     ) -> io::Result<()> {
         // The park delay just passed: the keep-alive deadline is what is left of the wait.
-        let until = Instant::now() + self.lead;
+        let now = Instant::now();
+        let (until, in_order) = match &idle {
+            Idle::Http1 { .. } => (now + self.lead, true),
+            Idle::Http2(asleep) => match asleep.deadline() {
+                Some(d) => (d, true),
+                None => (now + FAR_FUTURE, false),
+            },
+        };
+        let h2 = matches!(idle, Idle::Http2(_));
         let fd = socket.as_raw_fd();
         let mut p = self.parked.borrow_mut();
         p.serial = p.serial.wrapping_add(1);
@@ -155,12 +176,20 @@ impl Parking {
             until,
             serial,
         });
-        p.order.push_back((slot, serial));
+        if in_order {
+            if h2 {
+                p.order_h2.push_back((slot, serial));
+            } else {
+                p.order.push_back((slot, serial));
+            }
+        }
         drop(p);
         let parks = self.since_trim.get() + 1;
         self.since_trim.set(parks);
-        // A deadline `watch` keeps comes before this one (park order): it needs no wake-up.
-        if self.next_wake.get().is_none() || parks == TRIM_AFTER_PARKS {
+        // A deadline `watch` keeps that comes before this one (as in park order within a
+        // protocol) needs no wake-up; an HTTP/2 deadline may come before an HTTP/1.1 one.
+        let sooner = self.next_wake.get().is_none_or(|w| in_order && until < w);
+        if sooner || parks == TRIM_AFTER_PARKS {
             self.changed.notify_one();
         }
         Ok(())
@@ -268,27 +297,70 @@ impl Parking {
         // Otherwise the record drops here: the peer closed (or reset), or the server stops.
     }
 
-    /// Closes the connections whose keep-alive deadline passed; returns the next deadline.
+    /// Closes the HTTP/1.1 connections whose keep-alive deadline passed and resumes the
+    /// HTTP/2 connections whose deadline passed; returns the next deadline.
     fn expire(&self, now: Instant) -> Option<Instant> {
+        let h1 = self.expire_queue(now, |p| &mut p.order);
+        let h2 = self.expire_queue(now, |p| &mut p.order_h2);
+        match (h1, h2) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// `expire` for the records of one FIFO.
+    fn expire_queue(
+        &self,
+        now: Instant,
+        queue: impl Fn(&mut Parked) -> &mut VecDeque<(u32, u32)>,
+    ) -> Option<Instant> {
         loop {
             let mut p = self.parked.borrow_mut();
-            let &(slot, serial) = p.order.front()?;
+            let &(slot, serial) = queue(&mut p).front()?;
             let entry = p.records.get_mut(slot as usize);
             let current = entry.and_then(|e| e.as_ref().filter(|r| r.serial == serial));
             match current.map(|r| r.until) {
                 Some(until) if until > now => return Some(until),
                 Some(_) => {
-                    p.order.pop_front();
+                    queue(&mut p).pop_front();
                     let record = p.records.get_mut(slot as usize).and_then(Option::take);
                     p.free.push(slot);
                     drop(p);
-                    drop(record);
+                    // An HTTP/2 connection's task applies its timeout (a GOAWAY).
+                    if let Some(r) = record.filter(|r| matches!(r.idle, Idle::Http2(_))) {
+                        resume(r);
+                    }
                 }
                 // Resumed or re-parked since: a stale entry.
                 None => {
-                    p.order.pop_front();
+                    queue(&mut p).pop_front();
                 }
             }
+        }
+    }
+
+    /// Gives the parked HTTP/2 connections their task back as the server begins to stop:
+    /// they send a GOAWAY and close when the client is done.
+    fn resume_http2(&self) {
+        let woken: Vec<Record> = {
+            let mut p = self.parked.borrow_mut();
+            p.order_h2.clear();
+            let mut woken = Vec::new();
+            let mut freed = Vec::new();
+            for (slot, entry) in p.records.iter_mut().enumerate() {
+                if entry
+                    .as_ref()
+                    .is_some_and(|r| matches!(r.idle, Idle::Http2(_)))
+                {
+                    woken.extend(entry.take());
+                    freed.push(slot as u32);
+                }
+            }
+            p.free.extend(freed);
+            woken
+        };
+        for r in woken {
+            resume(r);
         }
     }
 }
@@ -349,10 +421,17 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
         return;
     };
     let mut last_trim = Instant::now();
+    let mut http2_resumed = false;
     loop {
         let stop = ctx.stop.notified();
         tokio::pin!(stop);
         stop.as_mut().enable();
+        // HTTP/2 connections first: their tasks send the GOAWAY, also on a stop that closes
+        // idle connections.
+        if ctx.stopping.get() && !http2_resumed {
+            parking.resume_http2();
+            http2_resumed = true;
+        }
         if ctx.close_idle.get() {
             parking.close_all();
         }

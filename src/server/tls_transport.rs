@@ -103,7 +103,7 @@ pub(crate) async fn serve(tls: Box<TlsStream<TcpStream>>, addrs: &h1::Addrs, ctx
             stop.as_mut().enable();
             let waits = super::h2::Waits { timer, stop };
             let handed = bytes::BytesMut::new();
-            super::h2::serve(&mut conn, *addrs, ctx, handed, None, waits).await;
+            super::h2::serve(&mut conn, *addrs, ctx, handed, super::h2::Start::New, waits).await;
             // As after a cleartext HTTP/2 connection (see `h1::serve`).
             Box::pin(transport::drain_input(&mut conn)).await;
         }

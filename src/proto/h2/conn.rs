@@ -277,7 +277,7 @@ impl Connection {
         local: SocketAddr,
         now: Instant,
     ) -> Connection {
-        let mut c = Connection::from_parked(Parked::fresh(cfg.into(), peer, local, now), now);
+        let mut c = Connection::from_parked(Parked::fresh(cfg.into(), now), peer, local, now);
         c.out.reserve(OUT_INITIAL);
         let settings = [
             (setting::MAX_CONCURRENT_STREAMS, c.cfg.max_streams),

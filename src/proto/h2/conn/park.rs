@@ -1,9 +1,11 @@
 //! A quiet connection's compact form. Once a connection has had no stream and no input for
 //! [`super::QUIET_TRIM`] (its tables already trimmed), the driver may [`Connection::park`] it:
-//! what outlives streams (addresses, HPACK contexts, flow-control windows, the highest stream
-//! id, recent resets) moves into a [`Parked`] less than half the connection's size, and the
-//! rest, which only matters while streams are open, is dropped. [`Connection::unpark`] puts
-//! it back with that rest at its initial values when the client sends again.
+//! what outlives streams (HPACK contexts, flow-control windows, the highest stream id, recent
+//! resets; not the addresses, which its driver keeps anyway) moves into a [`Parked`] less than half the connection's size, and the
+//! rest, which only matters while streams are open, is dropped. The response side's HPACK
+//! table is emptied ([`hpack::Encoder::forget`]); the request side's is the peer's to keep.
+//! [`Connection::unpark`] puts it back with that rest at its initial values when the client
+//! sends again.
 
 use super::{Budget, Connection, HeadersCache, Phase};
 use crate::proto::h2::hpack;
@@ -16,8 +18,6 @@ use std::time::Instant;
 /// The state of an open connection that survives while it has no stream.
 pub struct Parked {
     cfg: Arc<super::Settings>,
-    peer: SocketAddr,
-    local: SocketAddr,
     decoder: hpack::Decoder,
     encoder: hpack::Encoder,
     recv_conn_window: u32,
@@ -35,17 +35,10 @@ pub struct Parked {
 
 impl Parked {
     /// A connection that has not started: what [`Connection::new`] begins from.
-    pub(super) fn fresh(
-        cfg: Arc<super::Settings>,
-        peer: SocketAddr,
-        local: SocketAddr,
-        now: Instant,
-    ) -> Parked {
+    pub(super) fn fresh(cfg: Arc<super::Settings>, now: Instant) -> Parked {
         Parked {
             decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE, cfg.max_header_list),
             cfg,
-            peer,
-            local,
             encoder: hpack::Encoder::default(),
             recv_conn_window: super::frame::DEFAULT_WINDOW,
             recv_conn_unacked: 0,
@@ -93,8 +86,8 @@ impl Connection {
         // Exhaustive: a field added to `Connection` must say here whether it survives.
         let Connection {
             cfg,
-            peer,
-            local,
+            peer: _,
+            local: _,
             phase: _,
             closed: _,
             out: _,
@@ -140,10 +133,12 @@ impl Connection {
             resets: _,
             control: _,
         } = self;
+        // The peer forgets its copy at our next block: the fields of a response given a
+        // second or more ago are not worth their bytes for as long as the connection idles.
+        let mut encoder = encoder;
+        encoder.forget();
         Parked {
             cfg,
-            peer,
-            local,
             decoder,
             encoder,
             recv_conn_window,
@@ -159,21 +154,26 @@ impl Connection {
         }
     }
 
-    /// The open connection `p` was parked from, as of `now`.
-    pub fn unpark(p: Parked, now: Instant) -> Connection {
-        let mut c = Connection::from_parked(p, now);
+    /// The open connection `p` was parked from, between `peer` and `local`, as of `now`.
+    pub fn unpark(p: Parked, peer: SocketAddr, local: SocketAddr, now: Instant) -> Connection {
+        let mut c = Connection::from_parked(p, peer, local, now);
         c.phase = Phase::Open;
         c
     }
 
     /// `p`'s state, everything else initial; in [`Phase::Preface`].
-    pub(super) fn from_parked(p: Parked, now: Instant) -> Connection {
+    pub(super) fn from_parked(
+        p: Parked,
+        peer: SocketAddr,
+        local: SocketAddr,
+        now: Instant,
+    ) -> Connection {
         Connection {
             resets: Budget::new(p.cfg.max_resets_per_second, now),
             control: Budget::new(p.cfg.max_control_frames_per_second, now),
             cfg: p.cfg,
-            peer: p.peer,
-            local: p.local,
+            peer,
+            local,
             phase: Phase::Preface,
             closed: None,
             out: Vec::new(),

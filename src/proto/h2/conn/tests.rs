@@ -1528,7 +1528,7 @@ fn a_parked_connection_keeps_its_hpack_contexts_and_serves_on() {
     );
     let parked = conn.park();
     p.now += Duration::from_secs(5);
-    p.conn = Connection::unpark(parked, p.now);
+    p.conn = Connection::unpark(parked, addr, addr, p.now);
 
     // Every field of the same request is in the tables now: the block is indexes only.
     let (block, req, resp) = indexed_exchange(&mut p, 3, false);
@@ -1586,7 +1586,7 @@ fn a_parked_connection_still_ignores_late_frames_of_streams_it_reset() {
         &mut p.conn,
         Connection::new(Settings::default(), addr, addr, p.now),
     );
-    p.conn = Connection::unpark(conn.park(), p.now);
+    p.conn = Connection::unpark(conn.park(), addr, addr, p.now);
     // DATA the client sent before it saw the reset: ignored, not answered with another.
     p.feed(&data(1, 10, true));
     let f = p.turn(b"");

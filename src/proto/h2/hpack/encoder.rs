@@ -70,6 +70,20 @@ impl Encoder {
         self.lower = Vec::new();
     }
 
+    /// Empties the dynamic table and frees it, for a connection going idle for long: the
+    /// next block starts with a size update to 0 (which empties the peer's table too) and
+    /// back, and indexes its fields afresh. A no-op when the table is empty.
+    pub fn forget(&mut self) {
+        let size = self.table.max_size();
+        if self.table.size() == 0 {
+            return;
+        }
+        self.table.set_max_size(0);
+        self.table.set_max_size(size);
+        self.table.shrink_to_fit();
+        self.pending_min = Some(0);
+    }
+
     /// Applies the peer's SETTINGS_HEADER_TABLE_SIZE. A resulting change of our table size is
     /// signalled at the start of the next block (the smallest size reached first, if it went
     /// down and up again).
@@ -262,6 +276,36 @@ mod tests {
         let mut out = Vec::new();
         enc.encode(fields.iter().copied(), &mut out);
         out
+    }
+
+    #[test]
+    fn a_forgotten_table_is_emptied_on_both_sides() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(DEFAULT_TABLE_SIZE, 16 * 1024);
+        let fields: &[(&[u8], &[u8])] = &[(b"content-type", b"text/plain"), (b"etag", b"\"x\"")];
+        // Indexed: `content-type`; not: the `etag`, whose values rarely repeat.
+        let first = encode(&mut enc, fields);
+        assert_eq!(decode(&mut dec, &first).unwrap().len(), 2);
+        assert_eq!(encode(&mut enc, fields)[0], 0xbe, "indexed");
+        enc.forget();
+        assert_eq!(enc.table.size(), 0);
+        let after = encode(&mut enc, fields);
+        // A size update to 0 and back to 4096, then the fields as at first.
+        assert_eq!(after[..4], [0x20, 0x3f, 0xe1, 0x1f]);
+        assert_eq!(after[4..], first[..]);
+        let got = decode(&mut dec, &after).unwrap();
+        assert_eq!(got[1], (b"etag".to_vec(), b"\"x\"".to_vec(), false));
+        assert_eq!(encode(&mut enc, fields)[0], 0xbe, "indexed again");
+        enc.forget();
+        enc.forget();
+        assert_eq!(encode(&mut enc, &[]), [0x20, 0x3f, 0xe1, 0x1f]);
+        assert_eq!(
+            encode(&mut enc, &[]),
+            [0u8; 0],
+            "an empty table is not forgotten"
+        );
+        enc.forget();
+        assert_eq!(encode(&mut enc, &[]), [0u8; 0]);
     }
 
     #[test]

@@ -42,9 +42,10 @@ pub struct DynamicTable {
     /// Newest entry at the front (HPACK index 62).
     entries: VecDeque<Entry>,
     arena: Vec<u8>,
-    base: usize,
-    size: usize,
-    max_size: usize,
+    // 32-bit, as the offsets in `Entry`: a parked connection keeps two tables.
+    base: u32,
+    size: u32,
+    max_size: u32,
 }
 
 /// Offsets into the arena: 32-bit, so a small table's ring costs 12 B per entry, not 24.
@@ -84,17 +85,17 @@ impl DynamicTable {
             arena: Vec::new(),
             base: 0,
             size: 0,
-            max_size: max_size.min(MAX_TABLE_SIZE),
+            max_size: clamp(max_size),
         }
     }
 
     /// Current size in RFC 7541 terms (bytes plus 32 per entry).
     pub fn size(&self) -> usize {
-        self.size
+        self.size as usize
     }
 
     pub fn max_size(&self) -> usize {
-        self.max_size
+        self.max_size as usize
     }
 
     #[cfg(test)]
@@ -104,8 +105,8 @@ impl DynamicTable {
 
     /// Changes the maximum size, evicting the oldest entries until the table fits.
     pub fn set_max_size(&mut self, max_size: usize) {
-        self.max_size = max_size.min(MAX_TABLE_SIZE);
-        while self.size > max_size {
+        self.max_size = clamp(max_size);
+        while self.size() > max_size {
             self.evict();
         }
     }
@@ -121,16 +122,16 @@ impl DynamicTable {
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
         let bytes = name.len() + value.len();
         let cost = bytes + ENTRY_OVERHEAD;
-        if cost > self.max_size {
+        if cost > self.max_size() {
             self.clear();
             return;
         }
-        while self.size + cost > self.max_size {
+        while self.size() + cost > self.max_size() {
             self.evict();
         }
         if self.base > 0
             && self.arena.len() + bytes > self.arena.capacity()
-            && self.base * 2 >= self.arena.len()
+            && self.base as usize * 2 >= self.arena.len()
         {
             self.compact();
         }
@@ -143,7 +144,8 @@ impl DynamicTable {
             name_len: name.len() as u32,
             value_len: value.len() as u32,
         });
-        self.size += cost;
+        // In range: the table's size stays within `max_size`.
+        self.size += cost as u32;
     }
 
     /// Finds `name`/`value`: `(index, true)` for an exact match, else `(index, false)` for the
@@ -177,9 +179,9 @@ impl DynamicTable {
         let Some(old) = self.entries.pop_back() else {
             return;
         };
-        self.size -= old.size();
+        self.size -= old.size() as u32;
         match self.entries.back() {
-            Some(next) => self.base = next.start as usize,
+            Some(next) => self.base = next.start,
             None => {
                 self.arena.clear();
                 self.base = 0;
@@ -196,13 +198,18 @@ impl DynamicTable {
 
     fn compact(&mut self) {
         let base = self.base;
-        self.arena.copy_within(base.., 0);
-        self.arena.truncate(self.arena.len() - base);
+        self.arena.copy_within(base as usize.., 0);
+        self.arena.truncate(self.arena.len() - base as usize);
         for e in &mut self.entries {
-            e.start -= base as u32;
+            e.start -= base;
         }
         self.base = 0;
     }
+}
+
+/// `max_size` within [`MAX_TABLE_SIZE`], which fits 32 bits.
+fn clamp(max_size: usize) -> u32 {
+    max_size.min(MAX_TABLE_SIZE) as u32
 }
 
 /// First static index carrying `name`.
