@@ -10,6 +10,8 @@ mod unpad;
 
 pub(crate) use endpoint::{serve, Wakes};
 pub(crate) use socket::{bind, bind_fresh};
+// For the `quic_unpad` fuzz target.
+pub use unpad::padding_start;
 
 use crate::config::{Config, Listen, QuicConf};
 use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};

@@ -165,7 +165,7 @@ impl PacketKey for Unpadding {
 
 /// Where the PADDING frames that end `payload` (a decrypted packet's frames) begin, if the
 /// frames before them are all of types we know and well formed.
-pub(crate) fn padding_start(payload: &[u8]) -> Option<usize> {
+pub fn padding_start(payload: &[u8]) -> Option<usize> {
     let zeros = zeros_start(payload);
     if zeros == payload.len() {
         return None;
