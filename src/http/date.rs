@@ -42,14 +42,22 @@ pub fn with_now_second<R>(f: impl FnOnce(u64, &[u8; DATE_LEN]) -> R) -> R {
 /// `Duration` first, which costs as much as the rest of the Date field.
 #[inline]
 fn unix_second() -> u64 {
+    let ts = read_clock(libc::CLOCK_REALTIME);
+    // A clock before 1970 says 1970, as `SystemTime` minus the epoch did.
+    u64::try_from(ts.tv_sec).unwrap_or(0)
+}
+
+/// One of the clocks every Linux has (CLOCK_REALTIME, CLOCK_MONOTONIC), read without the
+/// `Duration` normalisation of `SystemTime` and `Instant`.
+#[inline]
+pub(crate) fn read_clock(clock: libc::clockid_t) -> libc::timespec {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid timespec to write to; CLOCK_REALTIME always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    // A clock before 1970 says 1970, as `SystemTime` minus the epoch did.
-    u64::try_from(ts.tv_sec).unwrap_or(0)
+    // SAFETY: `ts` is a valid timespec to write to; callers pass clocks that always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts
 }
 
 #[cfg(test)]
