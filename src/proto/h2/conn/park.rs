@@ -3,7 +3,9 @@
 //! what outlives streams (HPACK contexts, flow-control windows, the highest stream id, recent
 //! resets; not the addresses, which its driver keeps anyway) moves into a [`Parked`] less than half the connection's size, and the
 //! rest, which only matters while streams are open, is dropped. The response side's HPACK
-//! table is emptied ([`hpack::Encoder::forget`]); the request side's is the peer's to keep.
+//! table is emptied ([`hpack::Encoder::forget`]); the request side's is the peer's to keep,
+//! packed in place when small ([`hpack::Stowed`]: most clients index only their
+//! `:authority`), so that a parked connection holds no heap block of its own.
 //! [`Connection::unpark`] puts it back with that rest at its initial values when the client
 //! sends again.
 
@@ -19,6 +21,8 @@ use std::time::Instant;
 pub struct Parked {
     cfg: Arc<super::Settings>,
     decoder: hpack::Decoder,
+    /// The decoder's dynamic table, when small enough to be packed here.
+    decoder_table: Option<hpack::Stowed>,
     encoder: hpack::Encoder,
     recv_conn_window: u32,
     recv_conn_unacked: u32,
@@ -39,6 +43,7 @@ impl Parked {
         Parked {
             decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE, cfg.max_header_list),
             cfg,
+            decoder_table: None,
             encoder: hpack::Encoder::default(),
             recv_conn_window: super::frame::DEFAULT_WINDOW,
             recv_conn_unacked: 0,
@@ -137,9 +142,12 @@ impl Connection {
         // second or more ago are not worth their bytes for as long as the connection idles.
         let mut encoder = encoder;
         encoder.forget();
+        let mut decoder = decoder;
+        let decoder_table = decoder.stow_table();
         Parked {
             cfg,
             decoder,
+            decoder_table,
             encoder,
             recv_conn_window,
             recv_conn_unacked,
@@ -168,6 +176,10 @@ impl Connection {
         local: SocketAddr,
         now: Instant,
     ) -> Connection {
+        let mut decoder = p.decoder;
+        if let Some(table) = &p.decoder_table {
+            decoder.unstow_table(table);
+        }
         Connection {
             resets: Budget::new(p.cfg.max_resets_per_second, now),
             control: Budget::new(p.cfg.max_control_frames_per_second, now),
@@ -177,7 +189,7 @@ impl Connection {
             phase: Phase::Preface,
             closed: None,
             out: Vec::new(),
-            decoder: p.decoder,
+            decoder,
             hbuf: BytesMut::new(),
             fields: Vec::new(),
             partial: None,

@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use bytes::BytesMut;
 
-use super::table::{self, DynamicTable, ENTRY_OVERHEAD, STATIC_LEN};
+use super::table::{self, DynamicTable, Stowed, ENTRY_OVERHEAD, STATIC_LEN};
 use super::{huffman, integer, DecodeError};
 
 /// One decoded header field: byte ranges into the buffer passed to [`Decoder::decode`].
@@ -65,6 +65,17 @@ impl Decoder {
     /// Frees the table's spare capacity (see [`super::table::DynamicTable::shrink_to_fit`]).
     pub fn shrink_to_fit(&mut self) {
         self.table.shrink_to_fit();
+    }
+
+    /// Packs a small dynamic table in place for a parked connection (see
+    /// [`super::table::DynamicTable::stow`]); `None` leaves the table as it is.
+    pub fn stow_table(&mut self) -> Option<Stowed> {
+        self.table.stow()
+    }
+
+    /// Puts back what [`Decoder::stow_table`] took.
+    pub fn unstow_table(&mut self, stowed: &Stowed) {
+        self.table.unstow(stowed);
     }
 
     /// Whether the last block decoded without error left the dynamic table as it was: only

@@ -39,6 +39,7 @@ pub(crate) mod integer;
 pub(crate) mod table;
 
 pub use decoder::{Decoder, HeaderField};
+pub use table::Stowed;
 pub use encoder::{BlockEncoder, Encoder, Indexing};
 
 /// The dynamic table size both endpoints start with (SETTINGS_HEADER_TABLE_SIZE default).

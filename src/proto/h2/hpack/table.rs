@@ -207,6 +207,58 @@ impl DynamicTable {
     }
 }
 
+/// Room for the entries of a [`Stowed`] table: a client that indexes only its `:authority`
+/// (and a short `user-agent`) fits, and that is most clients' whole request-side table.
+pub const STOWED_ROOM: usize = 63;
+
+/// A small table's entries packed in place, with no allocation of their own: for a parked
+/// connection, whose record lives in a slab, so that nothing of it lands among the freed
+/// memory of busy connections (where it would keep whole pages from going back to the
+/// system). Each entry is its name length, value length (one byte each), name and value,
+/// oldest first.
+#[derive(Debug)]
+pub struct Stowed {
+    /// Bytes used in `bytes`; never zero (an empty table is not stowed).
+    len: std::num::NonZeroU8,
+    bytes: [u8; STOWED_ROOM],
+}
+
+impl DynamicTable {
+    /// Packs the entries in place and empties the table, freeing its memory; `None`, with
+    /// the table unchanged, when it is empty or its entries do not fit [`STOWED_ROOM`].
+    pub fn stow(&mut self) -> Option<Stowed> {
+        let mut bytes = [0u8; STOWED_ROOM];
+        let mut len = 0;
+        for e in self.entries.iter().rev() {
+            let name = u8::try_from(e.name_len).ok()?;
+            let value = u8::try_from(e.value_len).ok()?;
+            let end = len + 2 + usize::from(name) + usize::from(value);
+            let to = bytes.get_mut(len..end)?;
+            to[0] = name;
+            to[1] = value;
+            to[2..].copy_from_slice(&self.arena[e.name().start..e.value().end]);
+            len = end;
+        }
+        let len = std::num::NonZeroU8::new(u8::try_from(len).ok()?)?;
+        *self = DynamicTable::new(self.max_size());
+        Some(Stowed { len, bytes })
+    }
+
+    /// Puts back the entries `stowed` took from this table (same maximum size).
+    pub fn unstow(&mut self, stowed: &Stowed) {
+        let mut rest = &stowed.bytes[..usize::from(stowed.len.get())];
+        while let [name, value, tail @ ..] = rest {
+            let (name, value) = (usize::from(*name), usize::from(*value));
+            let Some((field, tail)) = tail.split_at_checked(name + value) else {
+                return;
+            };
+            let (n, v) = field.split_at(name);
+            self.insert(n, v);
+            rest = tail;
+        }
+    }
+}
+
 /// `max_size` within [`MAX_TABLE_SIZE`], which fits 32 bits.
 fn clamp(max_size: usize) -> u32 {
     max_size.min(MAX_TABLE_SIZE) as u32
@@ -339,6 +391,36 @@ static STATIC: [(&[u8], &[u8]); STATIC_LEN] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_small_table_stows_in_place_and_comes_back_the_same() {
+        let mut t = DynamicTable::new(4096);
+        t.insert(b":authority", b"localhost");
+        t.insert(b"user-agent", b"h2load");
+        let before: Vec<_> = (0..t.len()).map(|i| t.get(i).map(|(n, v)| (n.to_vec(), v.to_vec()))).collect();
+        let size = t.size();
+        let stowed = t.stow().expect("fits");
+        assert_eq!((t.len(), t.size(), t.arena.capacity()), (0, 0, 0));
+        t.unstow(&stowed);
+        let after: Vec<_> = (0..t.len()).map(|i| t.get(i).map(|(n, v)| (n.to_vec(), v.to_vec()))).collect();
+        assert_eq!(before, after);
+        assert_eq!(t.size(), size);
+        assert_eq!(t.find(b":authority", b"localhost"), Some((1, true)));
+    }
+
+    #[test]
+    fn an_empty_or_large_table_is_not_stowed() {
+        let mut t = DynamicTable::new(4096);
+        assert!(t.stow().is_none());
+        t.insert(b"cookie", &[b'x'; STOWED_ROOM]);
+        assert!(t.stow().is_none());
+        assert_eq!(t.len(), 1);
+        let mut t = DynamicTable::new(4096);
+        t.insert(b"long", &[b'y'; 300]);
+        assert!(t.stow().is_none());
+        assert_eq!(t.get(0).map(|(_, v)| v.len()), Some(300));
+    }
+
 
     #[test]
     fn static_name_index_agrees_with_table() {
