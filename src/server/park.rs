@@ -101,30 +101,41 @@ enum Kept {
 /// A slab of parked HTTP/2 connections' `Asleep`s: chunks of `SLEEPERS_PER_CHUNK` slots,
 /// filled lowest chunk first, so that the records stay packed in few pages; a chunk that
 /// empties is freed (but the first, which a worker with any HTTP/2 client keeps using).
-#[derive(Default)]
-struct Sleepers {
-    chunks: Vec<Chunk>,
+/// (Generic only for its tests.)
+struct Sleepers<T = Asleep> {
+    chunks: Vec<Chunk<T>>,
     /// The chunks with a free slot (freed chunks included), lowest first.
     with_room: BTreeSet<u32>,
 }
 
-#[derive(Default)]
-struct Chunk {
+struct Chunk<T> {
     /// Bit i: slot i holds an `Asleep`.
     used: u64,
     /// Empty (no allocation) while the chunk is freed.
-    slots: Box<[Option<Asleep>]>,
+    slots: Box<[Option<T>]>,
 }
 
-impl Sleepers {
+impl<T> Default for Sleepers<T> {
+    fn default() -> Self {
+        Sleepers {
+            chunks: Vec::new(),
+            with_room: BTreeSet::new(),
+        }
+    }
+}
+
+impl<T> Sleepers<T> {
     /// Stores `asleep`; its slot, or `None` when there are 2^32 of them already.
-    fn insert(&mut self, asleep: Asleep) -> Option<u32> {
+    fn insert(&mut self, asleep: T) -> Option<u32> {
         let c = match self.with_room.first() {
             Some(&c) => c,
             None => {
                 let c = u32::try_from(self.chunks.len()).ok()?;
                 c.checked_mul(SLEEPERS_PER_CHUNK)?;
-                self.chunks.push(Chunk::default());
+                self.chunks.push(Chunk {
+                    used: 0,
+                    slots: Box::default(),
+                });
                 self.with_room.insert(c);
                 c
             }
@@ -143,7 +154,7 @@ impl Sleepers {
     }
 
     /// Takes the `Asleep` in `slot` out, freeing the slot.
-    fn take(&mut self, slot: u32) -> Option<Asleep> {
+    fn take(&mut self, slot: u32) -> Option<T> {
         let (c, i) = (slot / SLEEPERS_PER_CHUNK, slot % SLEEPERS_PER_CHUNK);
         let chunk = self.chunks.get_mut(c as usize)?;
         let asleep = chunk.slots.get_mut(i as usize)?.take()?;
@@ -205,7 +216,10 @@ impl Parking {
             p.order.clear();
             p.order_h2.clear();
             p.free.clear();
-            (std::mem::take(&mut p.records), std::mem::take(&mut p.sleepers))
+            (
+                std::mem::take(&mut p.records),
+                std::mem::take(&mut p.sleepers),
+            )
         };
         // Dropped outside the borrow: a guard's drop may wake other code of this worker.
         drop(records);
@@ -612,5 +626,34 @@ mod tests {
         eprintln!("parked record: {record} B");
         assert!(record <= 128, "{record} B");
         assert_eq!(std::mem::size_of::<(u32, u32)>(), 8);
+        let asleep = std::mem::size_of::<Option<Asleep>>();
+        eprintln!("parked HTTP/2 state: {asleep} B");
+        assert!(asleep <= 400, "{asleep} B");
+    }
+
+    #[test]
+    fn sleepers_fill_the_lowest_chunk_first_and_free_empty_chunks() {
+        let per = SLEEPERS_PER_CHUNK;
+        let mut s = Sleepers::<u32>::default();
+        let slots: Vec<u32> = (0..3 * per).map(|v| s.insert(v).unwrap()).collect();
+        assert_eq!(slots, (0..3 * per).collect::<Vec<_>>());
+        // Empty the second chunk: it is freed; the first and third stay.
+        for slot in per..2 * per {
+            assert_eq!(s.take(slot), Some(slot));
+        }
+        assert_eq!(s.take(per), None);
+        assert!(s.chunks[1].slots.is_empty());
+        assert_eq!(s.chunks[2].slots.len(), per as usize);
+        // A slot freed in the first chunk is reused before the freed chunk comes back.
+        assert_eq!(s.take(5), Some(5));
+        assert_eq!(s.insert(1000), Some(5));
+        assert_eq!(s.insert(1001), Some(per));
+        assert_eq!(s.take(per), Some(1001));
+        // The first chunk stays allocated even when empty.
+        for slot in 0..per {
+            assert!(s.take(slot).is_some());
+        }
+        assert_eq!(s.chunks[0].slots.len(), per as usize);
+        assert_eq!(s.take(2 * per + 3), Some(2 * per + 3));
     }
 }

@@ -397,12 +397,16 @@ mod tests {
         let mut t = DynamicTable::new(4096);
         t.insert(b":authority", b"localhost");
         t.insert(b"user-agent", b"h2load");
-        let before: Vec<_> = (0..t.len()).map(|i| t.get(i).map(|(n, v)| (n.to_vec(), v.to_vec()))).collect();
+        let before: Vec<_> = (0..t.len())
+            .map(|i| t.get(i).map(|(n, v)| (n.to_vec(), v.to_vec())))
+            .collect();
         let size = t.size();
         let stowed = t.stow().expect("fits");
         assert_eq!((t.len(), t.size(), t.arena.capacity()), (0, 0, 0));
         t.unstow(&stowed);
-        let after: Vec<_> = (0..t.len()).map(|i| t.get(i).map(|(n, v)| (n.to_vec(), v.to_vec()))).collect();
+        let after: Vec<_> = (0..t.len())
+            .map(|i| t.get(i).map(|(n, v)| (n.to_vec(), v.to_vec())))
+            .collect();
         assert_eq!(before, after);
         assert_eq!(t.size(), size);
         assert_eq!(t.find(b":authority", b"localhost"), Some((1, true)));
@@ -420,7 +424,6 @@ mod tests {
         assert!(t.stow().is_none());
         assert_eq!(t.get(0).map(|(_, v)| v.len()), Some(300));
     }
-
 
     #[test]
     fn static_name_index_agrees_with_table() {
