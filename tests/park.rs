@@ -480,6 +480,32 @@ fn a_quiet_h2c_connection_parks_and_serves_on() {
     );
 }
 
+/// More parked h2c connections than one chunk of the worker's slab holds (64): each one's
+/// state (and its HPACK table, packed in its slot) comes back to its own connection, and the
+/// slots of connections that wake or close are reused.
+#[test]
+fn many_parked_h2c_connections_each_serve_on_with_their_own_state() {
+    let s = server("");
+    let mut conns: Vec<_> = (0..70).map(|_| h2c_connection(&s)).collect();
+    assert_eq!(wait_parked(&s, |n| n == 70), 70, "all park");
+    // Wake every other one, close a few, then the rest serve on.
+    for (raw, dec) in conns.iter_mut().step_by(2) {
+        assert_eq!(h2c_get(raw, dec, 3), (200, b"42".to_vec()));
+    }
+    conns.truncate(60);
+    assert_eq!(
+        wait_parked(&s, |n| n == 60),
+        60,
+        "the woken park again, the closed leave"
+    );
+    for (raw, dec) in conns.iter_mut().skip(1).step_by(2) {
+        assert_eq!(h2c_get(raw, dec, 3), (200, b"42".to_vec()));
+    }
+    for (raw, dec) in conns.iter_mut() {
+        assert_eq!(h2c_get(raw, dec, 5), (200, b"42".to_vec()));
+    }
+}
+
 /// Reads until the server closes, answering its PINGs: whether a GOAWAY(NO_ERROR) came.
 fn h2c_graceful_goaway(raw: &mut common::h2raw::Raw) -> bool {
     use spate::proto::h2::frame::{self, flag, kind};
