@@ -359,6 +359,10 @@ impl RequestWriter {
             self.out_len -= wrote;
             let from_head = wrote.min(self.head_left.len());
             self.head_left.advance(from_head);
+            if self.head_left.is_empty() {
+                // Even empty, the slice would keep the worker's block it was cut from.
+                self.head_left = Bytes::new();
+            }
             let mut left = wrote - from_head;
             while left > 0 {
                 let Some(front) = self.out.front_mut() else {
