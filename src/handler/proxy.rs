@@ -51,6 +51,8 @@ struct Conversion {
     forward_close_connection: bool,
     /// `proxy.header.*`
     request_commands: HeaderRewriter,
+    /// The added fields of the last request, for the next one.
+    added: std::cell::RefCell<headers::Added>,
 }
 
 /// What the response conversion needs to know of the client's request.
@@ -89,6 +91,7 @@ impl ProxyHandler {
                 preserve_x_forwarded_proto: conf.preserve_x_forwarded_proto,
                 forward_close_connection: conf.forward_close_connection,
                 request_commands: HeaderRewriter::new(&conf.headers),
+                added: Default::default(),
             }),
             tunnel_timeout: conf.tunnel.then_some(conf.tunnel_timeout),
         }
@@ -102,14 +105,14 @@ impl Handler for ProxyHandler {
         }
         let up = UpstreamRequest {
             method: req.method.clone(),
-            target: self.conv.target(req.target()),
+            target: self.conv.target(req),
             headers: self.conv.request_headers(req),
             body: req.take_body(),
             client_addrs: self.proxy_protocol.then_some((req.peer, req.local)),
         };
         let client = Client {
             secure: req.secure,
-            authority: req.authority().map(Bytes::copy_from_slice),
+            authority: req.shared_authority(),
             version: req.version,
         };
         let (pool, conv) = (self.pool.clone(), self.conv.clone());
@@ -145,7 +148,8 @@ impl Handler for ProxyHandler {
 impl Conversion {
     /// The backend's request target: the URL's path followed by the request's target below
     /// the prefix (h2o's rule: prefix `/app`, URL `http://b/x/`: `/app/y?q` -> `/x/y?q`).
-    fn target(&self, target: &[u8]) -> Bytes {
+    fn target(&self, req: &Request) -> Bytes {
+        let target = req.target();
         let below = if target.first() == Some(&b'/') {
             target.get(self.prefix.len()..).unwrap_or_default()
         } else {
@@ -161,10 +165,17 @@ impl Conversion {
         } else {
             below
         };
-        let mut out = Vec::with_capacity(base.len() + below.len() + 1);
-        if base.first() != Some(&b'/') {
-            out.push(b'/');
+        if base == b"/" && target.first() == Some(&b'/') && below.len() + 1 == target.len() {
+            // The target passes unchanged (a proxy at `/` to a URL without a path).
+            return req.shared_target();
         }
+        let slash: &[u8] = if base.first() != Some(&b'/') {
+            b"/"
+        } else {
+            b""
+        };
+        let mut out = Vec::with_capacity(slash.len() + base.len() + below.len());
+        out.extend_from_slice(slash);
         out.extend_from_slice(base);
         out.extend_from_slice(below);
         Bytes::from(out)

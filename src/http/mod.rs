@@ -1,6 +1,7 @@
 //! Protocol-neutral request and response types, the Date cache and the Handler trait.
 
 pub mod accept_encoding;
+pub mod block;
 pub mod body;
 pub mod date;
 pub mod recycle;

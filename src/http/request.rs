@@ -166,6 +166,11 @@ impl Request {
         self.slice(&self.target)
     }
 
+    /// [`Request::target`] as a slice of the request's own buffer.
+    pub fn shared_target(&self) -> Bytes {
+        self.head.slice(self.target.clone())
+    }
+
     /// The path part of the target (before `?`), still percent-encoded.
     pub fn path(&self) -> &[u8] {
         let t = self.target();

@@ -130,6 +130,7 @@ impl Outgoing {
             expect_continue: backend.expect && has_body,
         };
         let prepared = Prepared::new(&head, body);
+        crate::http::recycle::give_header_list(headers);
         // The fields were slices of the client's request buffer: it goes now.
         Outgoing {
             prepared,

@@ -4,19 +4,22 @@
 use super::conn::Conn;
 use super::h2::H2Conn;
 use crate::config::UpstreamAddr;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Keyed by backends of the configuration (not by anything a peer sends), so a fast hash
+/// will do: a request looks its backend up twice (take and put back).
 pub struct Pool {
     /// Oldest first: they expire in that order.
-    idle: RefCell<HashMap<PoolKey, VecDeque<Idle>>>,
+    idle: RefCell<FxHashMap<PoolKey, VecDeque<Idle>>>,
     /// HTTP/2 connections, shared by the requests on them (each closes itself when idle).
-    h2: RefCell<HashMap<PoolKey, Vec<Rc<H2Conn>>>>,
+    h2: RefCell<FxHashMap<PoolKey, Vec<Rc<H2Conn>>>>,
     /// TLS backends that did not choose h2 in ALPN.
-    no_h2: RefCell<HashSet<PoolKey>>,
+    no_h2: RefCell<FxHashSet<PoolKey>>,
     /// Whether the task that closes expired connections is running.
     sweeping: Cell<bool>,
     me: Weak<Pool>,
@@ -46,9 +49,9 @@ struct Idle {
 impl Pool {
     pub fn new() -> Rc<Pool> {
         Rc::new_cyclic(|me| Pool {
-            idle: RefCell::new(HashMap::new()),
-            h2: RefCell::new(HashMap::new()),
-            no_h2: RefCell::new(HashSet::new()),
+            idle: RefCell::new(FxHashMap::default()),
+            h2: RefCell::new(FxHashMap::default()),
+            no_h2: RefCell::new(FxHashSet::default()),
             sweeping: Cell::new(false),
             me: me.clone(),
         })

@@ -53,10 +53,12 @@ pub struct Prepared {
 impl Prepared {
     /// Serializes the head of a request.
     pub fn new(req: &h1::RequestHead<'_>, body: Option<RequestBody>) -> Prepared {
-        let mut head = Vec::with_capacity(256);
-        h1::write_request_head(&mut head, req);
+        // Cut from the worker's block: the head lives until the response starts.
+        let fields: usize = req.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+        let size = req.target.len() + fields + 96;
+        let (head, ()) = crate::http::block::cut(size, |out| h1::write_request_head(out, req));
         Prepared {
-            head: Bytes::from(head),
+            head: head.freeze(),
             body,
             framing: req.framing,
             expect_continue: req.expect_continue,
@@ -67,7 +69,11 @@ impl Prepared {
 
 pub struct RequestWriter {
     head_len: usize,
+    /// The head, kept for a retry until the response starts.
     head: Bytes,
+    /// What is left to write of the head, before `out` (a request without a body needs no
+    /// queue).
+    head_left: Bytes,
     out: VecDeque<Bytes>,
     out_len: usize,
     /// Bytes written so far (head first).
@@ -107,8 +113,9 @@ impl RequestWriter {
         let mut w = RequestWriter {
             head_len: p.head.len(),
             head: p.head.clone(),
+            out_len: p.head.len(),
+            head_left: p.head,
             out: VecDeque::new(),
-            out_len: 0,
             written: 0,
             body: if state == State::Done { None } else { p.body },
             framing: p.framing,
@@ -121,7 +128,6 @@ impl RequestWriter {
             progressed: false,
             unflushed: false,
         };
-        w.push(p.head);
         for f in p.replay {
             // These were accepted once; the same checks pass again.
             let _ = w.queue_frame(f);
@@ -218,6 +224,7 @@ impl RequestWriter {
     /// The response has started: the request will not be sent again.
     pub fn forget_replay(&mut self) {
         self.replay = None;
+        self.head = Bytes::new();
     }
 
     /// The request, to send again on a fresh connection: possible while every body piece
@@ -241,6 +248,7 @@ impl RequestWriter {
     /// Stops sending. The body stays: a retry continues from where it was.
     fn fail(&mut self) {
         self.state = State::Failed;
+        self.head_left = Bytes::new();
         self.out.clear();
         self.out_len = 0;
     }
@@ -332,7 +340,11 @@ impl RequestWriter {
         while self.out_len > 0 {
             let mut slices = [IoSlice::new(&[]); MAX_IOV];
             let mut n = 0;
-            for (slot, b) in slices.iter_mut().zip(self.out.iter()) {
+            let head = (!self.head_left.is_empty()).then_some(&self.head_left);
+            for (slot, b) in slices
+                .iter_mut()
+                .zip(head.into_iter().chain(self.out.iter()))
+            {
                 *slot = IoSlice::new(b);
                 n += 1;
             }
@@ -345,7 +357,13 @@ impl RequestWriter {
             self.progressed = true;
             self.written += wrote;
             self.out_len -= wrote;
-            let mut left = wrote;
+            let from_head = wrote.min(self.head_left.len());
+            self.head_left.advance(from_head);
+            if self.head_left.is_empty() {
+                // Even empty, the slice would keep the worker's block it was cut from.
+                self.head_left = Bytes::new();
+            }
+            let mut left = wrote - from_head;
             while left > 0 {
                 let Some(front) = self.out.front_mut() else {
                     break;

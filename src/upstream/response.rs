@@ -92,16 +92,18 @@ impl ResponseReader {
                 .map_err(|m| ReadError::Malformed(m.0))?;
                 if let Some(p) = parsed {
                     let bytes = self.buf.split_to(p.len).freeze();
-                    let headers = p
-                        .fields
-                        .iter()
-                        .filter(|(n, _)| {
-                            let n = &bytes[n.clone()];
-                            !n.eq_ignore_ascii_case(b"content-length")
-                                && !n.eq_ignore_ascii_case(b"transfer-encoding")
-                        })
-                        .map(|(n, v)| (bytes.slice(n.clone()), bytes.slice(v.clone())))
-                        .collect();
+                    let mut headers = crate::http::recycle::header_list(p.fields.len());
+                    headers.extend(
+                        p.fields
+                            .iter()
+                            .filter(|(n, _)| {
+                                let n = &bytes[n.clone()];
+                                !n.eq_ignore_ascii_case(b"content-length")
+                                    && !n.eq_ignore_ascii_case(b"transfer-encoding")
+                            })
+                            .map(|(n, v)| (bytes.slice(n.clone()), bytes.slice(v.clone()))),
+                    );
+                    crate::http::recycle::give_field_list(p.fields);
                     self.body = match p.body {
                         ResponseFraming::None => BodyState::Done,
                         ResponseFraming::Length(n) => BodyState::Length(n),

@@ -5,8 +5,10 @@
 //! `Location` that points at the backend rewritten to the client's authority and prefix.
 
 use super::{Client, Conversion};
-use crate::http::{date, Request, Response, Version};
+use crate::http::{date, recycle, Request, Response, Version};
 use bytes::Bytes;
+use std::io::Write;
+use std::net::IpAddr;
 
 /// Fields that concern one connection only (RFC 9110 7.6.1), plus HTTP/2's HTTP2-Settings.
 /// Content-Length and Transfer-Encoding are framing, which each side writes itself.
@@ -48,32 +50,66 @@ pub(super) fn has_token(value: &[u8], token: &[u8]) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
-/// `a` + `sep` + `b`, or `b` alone.
-fn merge(a: Option<Bytes>, sep: &[u8], b: Vec<u8>) -> Bytes {
-    match a {
-        None => Bytes::from(b),
-        Some(a) => {
-            let mut v = Vec::with_capacity(a.len() + sep.len() + b.len());
-            v.extend_from_slice(&a);
-            v.extend_from_slice(sep);
-            v.extend_from_slice(&b);
-            Bytes::from(v)
-        }
+/// The pieces one after the other, in a buffer of exactly their length (a `Bytes` made from a
+/// full vector needs no allocation of its own to count references).
+fn concat(pieces: &[&[u8]]) -> Bytes {
+    let mut v = Vec::with_capacity(pieces.iter().map(|p| p.len()).sum());
+    for p in pieces {
+        v.extend_from_slice(p);
     }
+    Bytes::from(v)
 }
 
 /// Joins repeated fields (cookie crumbs, X-Forwarded-For, Via): the first is kept as is.
 fn join(a: Option<Bytes>, sep: &[u8], b: Bytes) -> Bytes {
     match a {
         None => b,
-        Some(a) => merge(Some(a), sep, b.to_vec()),
+        Some(a) => concat(&[&a, sep, &b]),
     }
+}
+
+/// The fields a proxy adds that stay the same from one request to the next of the same
+/// client, kept from the last request (per worker, as the handler is): most requests reuse
+/// them instead of formatting and allocating each.
+#[derive(Default)]
+pub(super) struct Added {
+    /// The client address and its text.
+    forwarded_for: Option<(IpAddr, Bytes)>,
+    /// The client's version and authority, and our Via entry for them.
+    via: Option<(Version, Bytes, Bytes)>,
+}
+
+/// `ip` as text, written into `buf` without an allocation.
+fn ip_text(ip: IpAddr, buf: &mut [u8; 64]) -> &[u8] {
+    let len = match ip {
+        IpAddr::V4(v4) => {
+            let mut n = 0;
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    buf[n] = b'.';
+                    n += 1;
+                }
+                let mut digits = [0u8; 20];
+                let d = crate::proto::h1::itoa(u64::from(octet), &mut digits);
+                buf[n..n + d.len()].copy_from_slice(d);
+                n += d.len();
+            }
+            n
+        }
+        IpAddr::V6(v6) => {
+            let mut w = &mut buf[..];
+            // 64 bytes hold any IPv6 address's text (45 at most).
+            let _ = write!(w, "{v6}");
+            64 - w.len()
+        }
+    };
+    &buf[..len]
 }
 
 impl Conversion {
     /// The header fields sent to the backend, Host first.
     pub(super) fn request_headers(&self, req: &Request) -> Vec<(Bytes, Bytes)> {
-        let mut out = Vec::with_capacity(req.header_count() + 4);
+        let mut out = recycle::header_list(req.header_count() + 4);
         let host = match (self.preserve_host, req.shared_authority()) {
             (true, Some(a)) => a,
             _ => self.upstream_authority.clone(),
@@ -120,31 +156,60 @@ impl Conversion {
                     Bytes::from_static(proto),
                 ));
             }
-            let ip = req.peer.ip().to_canonical().to_string();
             out.push((
                 Bytes::from_static(b"X-Forwarded-For"),
-                merge(forwarded_for, b", ", ip.into_bytes()),
+                self.forwarded_for(forwarded_for, req.peer.ip().to_canonical()),
             ));
         }
         if self.emit_via_header {
-            // h2o's form: the client's protocol version and the authority it asked for.
-            let version: &[u8] = match req.version {
-                Version::Http10 => b"1.0 ",
-                Version::Http11 => b"1.1 ",
-                Version::Http2 => b"2 ",
-                Version::Http3 => b"3 ",
-            };
-            let mut ours = version.to_vec();
-            match req.authority() {
-                Some(a) => ours.extend_from_slice(a),
-                None => ours.extend_from_slice(req.local.to_string().as_bytes()),
-            }
-            out.push((Bytes::from_static(b"Via"), merge(via, b", ", ours)));
+            out.push((Bytes::from_static(b"Via"), self.via(via, req)));
         }
         if !self.request_commands.is_empty() {
             self.request_commands.apply_to(&mut out);
         }
         out
+    }
+
+    /// X-Forwarded-For: the client's own list, if any, followed by the client's address.
+    fn forwarded_for(&self, theirs: Option<Bytes>, ip: IpAddr) -> Bytes {
+        let mut added = self.added.borrow_mut();
+        let ours = match &added.forwarded_for {
+            Some((kept, text)) if *kept == ip => text.clone(),
+            _ => {
+                let mut buf = [0u8; 64];
+                let text = Bytes::copy_from_slice(ip_text(ip, &mut buf));
+                added.forwarded_for = Some((ip, text.clone()));
+                text
+            }
+        };
+        join(theirs, b", ", ours)
+    }
+
+    /// Via: the list received, if any, followed by ours in h2o's form: the client's protocol
+    /// version and the authority it asked for.
+    fn via(&self, theirs: Option<Bytes>, req: &Request) -> Bytes {
+        let authority = req.authority();
+        let mut added = self.added.borrow_mut();
+        let ours = match (&added.via, authority) {
+            (Some((v, a, text)), Some(now)) if *v == req.version && a[..] == *now => text.clone(),
+            _ => {
+                let version: &[u8] = match req.version {
+                    Version::Http10 => b"1.0 ",
+                    Version::Http11 => b"1.1 ",
+                    Version::Http2 => b"2 ",
+                    Version::Http3 => b"3 ",
+                };
+                match authority {
+                    Some(a) => {
+                        let text = concat(&[version, a]);
+                        added.via = Some((req.version, Bytes::copy_from_slice(a), text.clone()));
+                        text
+                    }
+                    None => concat(&[version, req.local.to_string().as_bytes()]),
+                }
+            }
+        };
+        join(theirs, b", ", ours)
     }
 
     /// The backend's response as the client gets it.

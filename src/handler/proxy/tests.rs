@@ -130,7 +130,8 @@ fn targets_are_the_url_path_and_the_path_below_the_prefix() {
         let mut c = conf.clone();
         c.backends[0].url.path = url_path.into();
         let h = handler(&c, prefix);
-        String::from_utf8(h.conv.target(target.as_bytes()).to_vec()).unwrap()
+        let req = Request::for_test(Method::Get, target, &[]);
+        String::from_utf8(h.conv.target(&req).to_vec()).unwrap()
     };
     assert_eq!(t("/app", "/x/", "/app/y?q"), "/x/y?q");
     assert_eq!(t("/app/", "/x/", "/app/y"), "/x/y");
@@ -141,6 +142,8 @@ fn targets_are_the_url_path_and_the_path_below_the_prefix() {
     assert_eq!(t("/", "/base/", "/"), "/base/");
     assert_eq!(t("/", "", "/y"), "/y");
     assert_eq!(t("/", "/x/", "*"), "/x/");
+    assert_eq!(t("/", "", "*"), "/");
+    assert_eq!(t("", "", "/y?q"), "/y?q");
 }
 
 #[test]

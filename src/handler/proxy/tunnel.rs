@@ -72,7 +72,7 @@ impl ProxyHandler {
         };
         let up = TunnelRequest {
             method,
-            target: self.conv.target(req.target()),
+            target: self.conv.target(req),
             headers,
             upgrade: protocol,
             client: client_bytes,

@@ -33,30 +33,30 @@ pub struct RequestHead<'a> {
 }
 
 /// Appends an HTTP/1.1 request head to `out`.
-pub fn write_request_head(out: &mut Vec<u8>, head: &RequestHead<'_>) {
-    out.extend_from_slice(head.method.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(head.target);
-    out.extend_from_slice(b" HTTP/1.1\r\n");
+pub fn write_request_head(out: &mut impl bytes::BufMut, head: &RequestHead<'_>) {
+    out.put_slice(head.method.as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(head.target);
+    out.put_slice(b" HTTP/1.1\r\n");
     for (name, value) in head.headers {
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
+        out.put_slice(name);
+        out.put_slice(b": ");
+        out.put_slice(value);
+        out.put_slice(b"\r\n");
     }
     match head.framing {
         RequestFraming::None => {}
         RequestFraming::Length(n) => {
-            out.extend_from_slice(b"Content-Length: ");
-            out.extend_from_slice(itoa(n, &mut [0; 20]));
-            out.extend_from_slice(b"\r\n");
+            out.put_slice(b"Content-Length: ");
+            out.put_slice(itoa(n, &mut [0; 20]));
+            out.put_slice(b"\r\n");
         }
-        RequestFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        RequestFraming::Chunked => out.put_slice(b"Transfer-Encoding: chunked\r\n"),
     }
     if head.expect_continue {
-        out.extend_from_slice(b"Expect: 100-continue\r\n");
+        out.put_slice(b"Expect: 100-continue\r\n");
     }
-    out.extend_from_slice(if head.keep_alive {
+    out.put_slice(if head.keep_alive {
         b"Connection: keep-alive\r\n\r\n"
     } else {
         b"Connection: close\r\n\r\n"
@@ -130,7 +130,7 @@ pub fn parse_response_head(
     let version = framing::version(minor);
     let range_of = |s: &[u8]| framing::span(buf, s);
     let mut framing = MessageFraming::default();
-    let mut fields = Vec::with_capacity(resp.headers.len());
+    let mut fields = crate::http::recycle::field_list(resp.headers.len());
     for h in resp.headers.iter() {
         framing
             .observe(h.name.as_bytes(), h.value)

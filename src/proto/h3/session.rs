@@ -785,14 +785,21 @@ impl Session {
 
     /// Appends a HEADERS frame with `:status` and `fields` (names lowercased;
     /// connection-specific fields dropped, as RFC 9114 section 4.2 requires).
+    /// A head equal to the worker's last one is copied from the section memo.
     pub fn encode_response_head<'a, I>(&mut self, status: u16, fields: I, out: &mut BytesMut)
     where
         I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        I::IntoIter: Clone,
     {
         let at = begin_headers_frame(out);
-        qpack::encoder::put_prefix(out);
-        qpack::encoder::put_status(status, out);
-        self.put_fields(fields, out);
+        let fields = fields.into_iter();
+        if !qpack::section_memo::get(status, fields.clone(), out) {
+            let start = out.len();
+            qpack::encoder::put_prefix(out);
+            qpack::encoder::put_status(status, out);
+            self.put_fields(fields.clone(), out);
+            qpack::section_memo::put(status, fields, &out[start..]);
+        }
         end_headers_frame(out, at);
     }
 

@@ -335,16 +335,12 @@ impl<'a> ReqStream<'a> {
         let head = req.is_head();
         match answer {
             Answer::Now(resp) => {
-                if let Some(file) = file {
-                    self.log = Some(Log::new(file, req));
-                }
+                self.keep_for_log(file, req);
                 self.respond(session, resp, head);
             }
             Answer::Later(fut) => {
                 let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(&req));
-                if let Some(file) = file {
-                    self.log = Some(Log::new(file, req));
-                }
+                self.keep_for_log(file, req);
                 self.send = Send::Answer {
                     fut,
                     route,
@@ -354,6 +350,14 @@ impl<'a> ReqStream<'a> {
             }
         }
         let _ = now;
+    }
+
+    /// Keeps the request for its access log line, or lets its field list serve the next one.
+    fn keep_for_log(&mut self, file: Option<Rc<RefCell<AccessLog>>>, req: Request) {
+        match file {
+            Some(file) => self.log = Some(Log::new(file, req)),
+            None => req.recycle(),
+        }
     }
 
     /// Queues the response head and sets up its body.
@@ -389,8 +393,9 @@ impl<'a> ReqStream<'a> {
         let (out, ()) = slab::cut(256, |out| session.encode_response_head(status, fields, out));
         self.status = status;
         self.head_bytes += out.len() as u64;
-        if let Some(log) = &mut self.log {
-            log.headers = resp.headers.clone();
+        match &mut self.log {
+            Some(log) => log.headers = resp.headers,
+            None => crate::http::recycle::give_header_list(resp.headers),
         }
         self.out.push(out.freeze());
         self.send = if no_body {
@@ -485,8 +490,25 @@ impl<'a> ReqStream<'a> {
                     }
                     return Made::Data(data_header(data.len()), data);
                 }
-                // The frame header and its payload in one buffer: one allocation per chunk.
                 let want = CHUNK.min(usize::try_from(src.remaining()).unwrap_or(CHUNK));
+                // A short body in memory (a proxied answer that came with its head): the frame
+                // is cut from the worker's block, no allocation.
+                let small = (want < SHARE_MIN)
+                    .then(|| src.take_bytes(want, want))
+                    .flatten();
+                if let Some(data) = small {
+                    if src.remaining() == 0 {
+                        self.send = Send::Tail;
+                    }
+                    let (frame, framing) = slab::cut(want + 9, |out| {
+                        Session::data_frame_header(want as u64, out);
+                        let framing = out.len();
+                        out.extend_from_slice(&data);
+                        framing
+                    });
+                    return Made::Frame(frame.freeze(), want, framing);
+                }
+                // The frame header and its payload in one buffer: one allocation per chunk.
                 let mut frame = Vec::with_capacity(want + 9);
                 crate::proto::h3::frame::put_header(
                     crate::proto::h3::frame::DATA,
@@ -665,6 +687,8 @@ impl<'a> ReqStream<'a> {
             duration: self.started.elapsed(),
             resp_headers: &l.headers,
         });
+        l.req.recycle();
+        crate::http::recycle::give_header_list(l.headers);
     }
 }
 

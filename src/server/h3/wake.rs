@@ -3,9 +3,18 @@
 //! woken and, in them, polls only streams that were.
 
 use crate::server::quic::Wakes;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
+
+/// Marks kept for reuse per worker thread (a stream's mark is an allocation otherwise).
+const SPARE_MAX: usize = 256;
+
+thread_local! {
+    // Marks no waker refers to any more, so no stale wake-up can reach their next stream.
+    static SPARE: RefCell<Vec<Arc<Flag>>> = const { RefCell::new(Vec::new()) };
+}
 
 /// A stream's waker and its mark.
 pub(crate) struct StreamWake {
@@ -15,7 +24,8 @@ pub(crate) struct StreamWake {
 
 struct Flag {
     woken: AtomicBool,
-    conn: usize,
+    /// The connection's index (set again when the mark is reused).
+    conn: AtomicUsize,
     wakes: Arc<Wakes>,
 }
 
@@ -27,7 +37,7 @@ impl Wake for Flag {
     fn wake_by_ref(self: &Arc<Self>) {
         // Queue the connection once per mark.
         if !self.woken.swap(true, Ordering::AcqRel) {
-            self.wakes.wake(self.conn);
+            self.wakes.wake(self.conn.load(Ordering::Relaxed));
         }
     }
 }
@@ -36,11 +46,23 @@ impl StreamWake {
     /// A waker for a stream of connection `conn`; it starts marked, so the stream is polled
     /// once.
     pub fn new(conn: usize, wakes: &Arc<Wakes>) -> StreamWake {
-        let flag = Arc::new(Flag {
-            woken: AtomicBool::new(true),
-            conn,
-            wakes: wakes.clone(),
-        });
+        let spare = SPARE
+            .try_with(|s| s.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .filter(|f| Arc::ptr_eq(&f.wakes, wakes) && Arc::strong_count(f) == 1);
+        let flag = match spare {
+            Some(f) => {
+                f.conn.store(conn, Ordering::Relaxed);
+                f.woken.store(true, Ordering::Release);
+                f
+            }
+            None => Arc::new(Flag {
+                woken: AtomicBool::new(true),
+                conn: AtomicUsize::new(conn),
+                wakes: wakes.clone(),
+            }),
+        };
         StreamWake {
             waker: Waker::from(flag.clone()),
             flag,
@@ -59,5 +81,20 @@ impl StreamWake {
 
     pub fn waker(&self) -> &Waker {
         &self.waker
+    }
+}
+
+impl Drop for StreamWake {
+    /// The mark is kept for another stream when nothing but this holds it (no waker was
+    /// cloned into a socket's or a timer's registration).
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.flag) == 2 {
+            let _ = SPARE.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_MAX {
+                    s.push(self.flag.clone());
+                }
+            });
+        }
     }
 }

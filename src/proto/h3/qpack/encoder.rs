@@ -101,6 +101,18 @@ fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) -> bool {
     !never
 }
 
+/// Whether a field of this name (in any case) must stay out of every table and memo.
+pub(crate) fn sensitive_name(name: &[u8]) -> bool {
+    [
+        &b"authorization"[..],
+        b"proxy-authorization",
+        b"set-cookie",
+        b"cookie",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 /// Fields an intermediary must not put in a compression table (RFC 9204 section 7.1.3).
 fn sensitive(name: &[u8]) -> bool {
     matches!(
