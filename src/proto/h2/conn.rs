@@ -161,8 +161,9 @@ pub struct Connection {
     /// Streams whose request is complete, in arrival order.
     requests: VecDeque<u32>,
     /// The requests not yet handed out, by stream id (`Stream::holds_request`): out of the
-    /// stream table, whose entries move on every insertion and removal.
-    held: Vec<(u32, Request)>,
+    /// stream table, whose entries move on every insertion and removal. Mostly in the order
+    /// they are handed out, so taking one is taking the first.
+    held: VecDeque<(u32, Request)>,
     /// Requests handed out and not yet answered.
     in_handler: u32,
     /// Streams with response bytes left to send (`Send::Body` or `Send::Stream`).
@@ -337,7 +338,7 @@ impl Connection {
         let mut s = Stream::new(1, c.peer_initial_window, c.cfg.input_window);
         s.head_request = request.is_head();
         s.holds_request = true;
-        c.held.push((1, request));
+        c.held.push_back((1, request));
         c.insert(s);
         c.max_client_stream = 1;
         c.requests.push_back(1);
@@ -784,7 +785,7 @@ impl Connection {
         // It holds a part of the decoded headers' buffer.
         self.memo = RequestMemo::default();
         self.requests = VecDeque::new();
-        self.held = Vec::new();
+        self.held = VecDeque::new();
         self.ready = Default::default();
         (out.capacity() > 0).then_some(out)
     }
@@ -1327,7 +1328,7 @@ impl Connection {
             if self.held.capacity() == 0 {
                 self.held.reserve_exact(REQUEST_BATCH);
             }
-            self.held.push((id, p.req));
+            self.held.push_back((id, p.req));
         }
         let has_request = s.holds_request;
         self.insert(s);
@@ -2048,8 +2049,11 @@ impl Connection {
     /// Stream `id`'s held request, out of the table.
     #[inline]
     fn take_held(&mut self, id: u32) -> Option<Request> {
+        if self.held.front().is_some_and(|(held, _)| *held == id) {
+            return self.held.pop_front().map(|(_, req)| req);
+        }
         let k = self.held.iter().position(|(held, _)| *held == id)?;
-        Some(self.held.swap_remove(k).1)
+        self.held.remove(k).map(|(_, req)| req)
     }
 
     /// Drops stream `id`'s held request (the stream went away or was answered early).
