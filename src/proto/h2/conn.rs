@@ -161,9 +161,8 @@ pub struct Connection {
     /// Streams whose request is complete, in arrival order.
     requests: VecDeque<u32>,
     /// The requests not yet handed out, by stream id (`Stream::holds_request`): out of the
-    /// stream table, whose entries move on every insertion and removal. Mostly in the order
-    /// they are handed out, so taking one is taking the first.
-    held: VecDeque<(u32, Request)>,
+    /// stream table, whose entries move on every insertion and removal.
+    held: Vec<(u32, Request)>,
     /// Requests handed out and not yet answered.
     in_handler: u32,
     /// Streams with response bytes left to send (`Send::Body` or `Send::Stream`).
@@ -338,7 +337,7 @@ impl Connection {
         let mut s = Stream::new(1, c.peer_initial_window, c.cfg.input_window);
         s.head_request = request.is_head();
         s.holds_request = true;
-        c.held.push_back((1, request));
+        c.held.push((1, request));
         c.insert(s);
         c.max_client_stream = 1;
         c.requests.push_back(1);
@@ -785,7 +784,7 @@ impl Connection {
         // It holds a part of the decoded headers' buffer.
         self.memo = RequestMemo::default();
         self.requests = VecDeque::new();
-        self.held = VecDeque::new();
+        self.held = Vec::new();
         self.ready = Default::default();
         (out.capacity() > 0).then_some(out)
     }
@@ -1328,7 +1327,7 @@ impl Connection {
             if self.held.capacity() == 0 {
                 self.held.reserve_exact(REQUEST_BATCH);
             }
-            self.held.push_back((id, p.req));
+            self.held.push((id, p.req));
         }
         let has_request = s.holds_request;
         self.insert(s);
@@ -2049,11 +2048,8 @@ impl Connection {
     /// Stream `id`'s held request, out of the table.
     #[inline]
     fn take_held(&mut self, id: u32) -> Option<Request> {
-        if self.held.front().is_some_and(|(held, _)| *held == id) {
-            return self.held.pop_front().map(|(_, req)| req);
-        }
         let k = self.held.iter().position(|(held, _)| *held == id)?;
-        self.held.remove(k).map(|(_, req)| req)
+        Some(self.held.swap_remove(k).1)
     }
 
     /// Drops stream `id`'s held request (the stream went away or was answered early).

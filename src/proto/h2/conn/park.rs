@@ -200,7 +200,7 @@ impl Connection {
             streams: Vec::new(),
             ready: Default::default(),
             requests: VecDeque::new(),
-            held: VecDeque::new(),
+            held: Vec::new(),
             in_handler: 0,
             sending: 0,
             streaming: 0,
