@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
 
@@ -67,6 +67,7 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         handoff,
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         stop: Box::pin(ctx.stop.notified()),
+        waits_armed: false,
     };
     // A block that owns the connection holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection.
@@ -92,6 +93,9 @@ struct Conn<'a, T> {
     timer: Pin<Box<tokio::time::Sleep>>,
     /// Completes when the server begins to stop; registered once per connection.
     stop: Pin<Box<tokio::sync::futures::Notified<'a>>>,
+    /// The timer and the stop signal hold this task's waker from an earlier poll, and neither
+    /// was reset since: an idle wait need not poll them again (`poll_idle`).
+    waits_armed: bool,
 }
 
 /// How a connection ends abnormally.
@@ -641,8 +645,14 @@ impl<'a, T: Transport> Conn<'a, T> {
     fn arm_timer(&mut self, now: Instant, deadline: Instant) {
         let set_for = self.timer.deadline().into_std();
         if set_for <= now || set_for > deadline {
-            self.timer.as_mut().reset(deadline.into());
+            self.set_timer(deadline);
         }
+    }
+
+    /// Sets the timer for `deadline`; the next idle wait polls it again.
+    fn set_timer(&mut self, deadline: Instant) {
+        self.timer.as_mut().reset(deadline.into());
+        self.waits_armed = false;
     }
 
     /// The timer fired: whether `deadline` has passed. If not (it was set early, see
@@ -651,7 +661,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         if Instant::now() >= deadline {
             return true;
         }
-        self.timer.as_mut().reset(deadline.into());
+        self.set_timer(deadline);
         false
     }
 
@@ -665,6 +675,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         // Listen again: a stop during the drain ends the wait.
         self.stop.set(self.ctx.stop.notified());
         self.stop.as_mut().enable();
+        self.waits_armed = false;
         false
     }
 
@@ -675,13 +686,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         loop {
             self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
             self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
-            // Biased: after a wake-up, readiness is what to check first (and usually alone).
-            let waited = tokio::select! {
-                biased;
-                r = self.stream.readable() => r.map(|()| Wait::Data),
-                _ = self.timer.as_mut() => Ok(if parks { Wait::Park } else { Wait::TimedOut }),
-                _ = self.stop.as_mut() => Ok(Wait::Stopping),
-            };
+            let waited = std::future::poll_fn(|cx| self.poll_idle(cx, parks)).await;
             if let Ok(Wait::Park | Wait::TimedOut) = waited {
                 if !self.timer_expired(deadline) {
                     continue;
@@ -711,6 +716,29 @@ impl<'a, T: Transport> Conn<'a, T> {
                 Poll::Pending => {}
             }
         }
+    }
+
+    /// One poll of a bufferless wait: readiness first (after a wake-up it is usually the reason,
+    /// and alone), then the timer (`Wait::Park` when it `parks`) and the stop signal. Those two
+    /// keep the waker of their last poll, this task's: while neither fired nor was reset since,
+    /// polling them again would only store the same waker again, once per request. A stop sets
+    /// `stopping` before it notifies, and a fired timer is elapsed: both are then polled.
+    fn poll_idle(&mut self, cx: &mut Context<'_>, parks: bool) -> Poll<std::io::Result<Wait>> {
+        if let Poll::Ready(r) = self.stream.poll_readable(cx) {
+            return Poll::Ready(r.map(|()| Wait::Data));
+        }
+        if self.waits_armed && !self.timer.is_elapsed() && !self.ctx.stopping.get() {
+            return Poll::Pending;
+        }
+        self.waits_armed = false;
+        if self.timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(if parks { Wait::Park } else { Wait::TimedOut }));
+        }
+        if self.stop.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(Wait::Stopping));
+        }
+        self.waits_armed = true;
+        Poll::Pending
     }
 
     /// Reads and drops `n` bytes of request body.
