@@ -612,6 +612,27 @@ fn sigterm_closes_idle_connections_promptly() {
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
+/// A connection idle after some requests (its wait no longer polls the stop signal each
+/// time: `poll_idle`) is still woken and closed by a stop. Unparked, so that only the stop
+/// can end its wait before the keep-alive timeout.
+#[test]
+fn sigterm_closes_a_used_idle_connection_promptly() {
+    let mut s = answer_server("http1-idle-park-delay: 0\nhttp1-keepalive-timeout: 30");
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    for _ in 0..3 {
+        c.write_all(b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    }
+    let start = Instant::now();
+    let status = s.stop();
+    assert!(status.success());
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(&mut buf).unwrap_or(0), 0, "closed");
+}
+
 #[test]
 fn many_concurrent_connections_are_all_answered() {
     let s = answer_server("num-threads: 2");

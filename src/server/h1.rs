@@ -14,9 +14,9 @@ use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 mod streaming;
 
@@ -67,6 +67,7 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         handoff,
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         stop: Box::pin(ctx.stop.notified()),
+        waits_armed: false,
     };
     // A block that owns the connection holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection.
@@ -92,6 +93,9 @@ struct Conn<'a, T> {
     timer: Pin<Box<tokio::time::Sleep>>,
     /// Completes when the server begins to stop; registered once per connection.
     stop: Pin<Box<tokio::sync::futures::Notified<'a>>>,
+    /// The timer and the stop signal hold this task's waker from an earlier poll, and neither
+    /// was reset since: an idle wait need not poll them again (`poll_idle`).
+    waits_armed: bool,
 }
 
 /// How a connection ends abnormally.
@@ -641,8 +645,14 @@ impl<'a, T: Transport> Conn<'a, T> {
     fn arm_timer(&mut self, now: Instant, deadline: Instant) {
         let set_for = self.timer.deadline().into_std();
         if set_for <= now || set_for > deadline {
-            self.timer.as_mut().reset(deadline.into());
+            self.set_timer(deadline);
         }
+    }
+
+    /// Sets the timer for `deadline`; the next idle wait polls it again.
+    fn set_timer(&mut self, deadline: Instant) {
+        self.timer.as_mut().reset(deadline.into());
+        self.waits_armed = false;
     }
 
     /// The timer fired: whether `deadline` has passed. If not (it was set early, see
@@ -651,7 +661,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         if Instant::now() >= deadline {
             return true;
         }
-        self.timer.as_mut().reset(deadline.into());
+        self.set_timer(deadline);
         false
     }
 
@@ -665,6 +675,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         // Listen again: a stop during the drain ends the wait.
         self.stop.set(self.ctx.stop.notified());
         self.stop.as_mut().enable();
+        self.waits_armed = false;
         false
     }
 
@@ -672,45 +683,60 @@ impl<'a, T: Transport> Conn<'a, T> {
     /// it fires, the connection parks rather than times out. The timer is set for `deadline`
     /// or earlier (`arm_timer`).
     async fn wait_bufferless(&mut self, deadline: Instant, parks: bool) -> Result<Wait, Close> {
+        self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
+        self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
         loop {
-            self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
-            self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
-            // Biased: after a wake-up, readiness is what to check first (and usually alone).
-            let waited = tokio::select! {
-                biased;
-                r = self.stream.readable() => r.map(|()| Wait::Data),
-                _ = self.timer.as_mut() => Ok(if parks { Wait::Park } else { Wait::TimedOut }),
-                _ = self.stop.as_mut() => Ok(Wait::Stopping),
-            };
-            if let Ok(Wait::Park | Wait::TimedOut) = waited {
-                if !self.timer_expired(deadline) {
-                    continue;
+            let waited = std::future::poll_fn(|cx| self.poll_idle(cx, parks)).await?;
+            match waited {
+                // `poll_idle` took the buffers for the read.
+                Wait::Data | Wait::Eof => return Ok(waited),
+                Wait::Park | Wait::TimedOut if !self.timer_expired(deadline) => continue,
+                Wait::Park => return Ok(Wait::Park),
+                Wait::Stopping if !self.stop_closes_idle() => continue,
+                Wait::TimedOut | Wait::Stopping => {
+                    self.rbuf = self.ctx.buffers.read_buffer();
+                    self.wbuf = self.ctx.buffers.write_buffer();
+                    return Ok(waited);
                 }
             }
-            if let Ok(Wait::Park) = waited {
-                return Ok(Wait::Park);
-            }
+        }
+    }
+
+    /// One poll of a bufferless wait: readiness first (after a wake-up it is usually the reason,
+    /// and alone), then the timer (`Wait::Park` when it `parks`) and the stop signal. Those two
+    /// keep the waker of their last poll, this task's: while neither fired nor was reset since,
+    /// polling them again would only store the same waker again, once per request. A stop sets
+    /// `stopping` before it notifies, and a fired timer is elapsed: both are then polled.
+    /// On readiness it takes the buffers and reads (`Wait::Data` or `Wait::Eof`, buffers kept).
+    fn poll_idle(&mut self, cx: &mut Context<'_>, parks: bool) -> Poll<std::io::Result<Wait>> {
+        if let Poll::Ready(r) = self.stream.poll_readable(cx) {
+            r?;
             self.rbuf = self.ctx.buffers.read_buffer();
             self.wbuf = self.ctx.buffers.write_buffer();
-            match waited? {
-                Wait::Data => {}
-                Wait::Stopping if !self.stop_closes_idle() => continue,
-                other => return Ok(other),
-            }
-            // Readiness can be stale (a fresh socket, an event already consumed): read once
-            // without waiting, and go back to waiting bufferless if nothing is there.
-            let read = {
-                let fut = self.stream.read_buf(&mut self.rbuf);
-                tokio::pin!(fut);
-                std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
-            };
-            match read {
-                Poll::Ready(Ok(0)) => return Ok(Wait::Eof),
-                Poll::Ready(Ok(_)) => return Ok(Wait::Data),
-                Poll::Ready(Err(e)) => return Err(Close::Io(e)),
-                Poll::Pending => {}
+            // Readiness can be stale (a fresh socket, an event already consumed): a read that
+            // finds nothing registers the waker, and the wait goes on without buffers.
+            match poll_read_buf(&mut self.stream, cx, &mut self.rbuf) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Ok(Wait::Eof)),
+                Poll::Ready(Ok(_)) => return Poll::Ready(Ok(Wait::Data)),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    self.ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
+                    self.ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
+                }
             }
         }
+        if self.waits_armed && !self.timer.is_elapsed() && !self.ctx.stopping.get() {
+            return Poll::Pending;
+        }
+        self.waits_armed = false;
+        if self.timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(if parks { Wait::Park } else { Wait::TimedOut }));
+        }
+        if self.stop.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(Wait::Stopping));
+        }
+        self.waits_armed = true;
+        Poll::Pending
     }
 
     /// Reads and drops `n` bytes of request body.
@@ -895,6 +921,26 @@ fn copies(body: &Body) -> bool {
         }),
         Body::Stream(_) => false,
     }
+}
+
+/// One read into the spare capacity of `buf`, which grows by what was read (0 at end of
+/// stream). What `read_buf` does, without a future to create and poll.
+fn poll_read_buf<T: AsyncRead + Unpin>(
+    stream: &mut T,
+    cx: &mut Context<'_>,
+    buf: &mut BytesMut,
+) -> Poll<std::io::Result<usize>> {
+    let at = buf.as_ptr().wrapping_add(buf.len());
+    let mut spare = tokio::io::ReadBuf::uninit(buf.spare_capacity_mut());
+    std::task::ready!(Pin::new(stream).poll_read(cx, &mut spare))?;
+    if spare.filled().as_ptr() != at {
+        return Poll::Ready(Err(std::io::Error::other("read into another buffer")));
+    }
+    let n = spare.filled().len();
+    // SAFETY: `ReadBuf` counts as filled only bytes the read initialized, and (checked above)
+    // they are the first `n` of `buf`'s spare capacity, which `spare` borrowed.
+    unsafe { buf.set_len(buf.len() + n) };
+    Poll::Ready(Ok(n))
 }
 
 /// Whether `buf` is a (possibly partial) HTTP/2 preface; empty is not.

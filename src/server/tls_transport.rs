@@ -273,17 +273,6 @@ impl Transport for TlsTransport {
 
     /// Ready at once when rustls holds decrypted bytes (or the peer's close); otherwise when
     /// the socket is readable.
-    async fn readable(&mut self) -> io::Result<()> {
-        let (tcp, conn) = self.inner.get_mut();
-        match conn.process_new_packets() {
-            Ok(state) if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() => {
-                tcp.readable().await
-            }
-            // An error shows in the read that follows.
-            _ => Ok(()),
-        }
-    }
-
     fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let (tcp, conn) = self.inner.get_mut();
         match conn.process_new_packets() {

@@ -27,19 +27,16 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     fn is_secure(&self) -> bool {
         false
     }
-    /// Whether `readable` tells when a read may find data, so an idle connection can wait
-    /// without holding a buffer.
+    /// Whether `poll_readable` tells when a read may find data, so an idle connection can
+    /// wait without holding a buffer.
     const WAITS_WITHOUT_BUFFER: bool = false;
     /// Whether an idle connection may be parked without its task (`park.rs`): only a plain
     /// TCP socket, whose state is all in the kernel.
     const PARKS: bool = false;
-    /// Waits until a read may find data (only used when `WAITS_WITHOUT_BUFFER`). A read that
-    /// then finds none is fine: the caller goes back to waiting.
-    async fn readable(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-    /// [`Transport::readable`] as a poll: it registers the task's waker and keeps no future,
-    /// so a connection that waits this way (a parked HTTP/2 one) holds nothing for the wait.
+    /// Waits until a read may find data (only used when `WAITS_WITHOUT_BUFFER`); a read that
+    /// then finds none is fine, the caller goes back to waiting. A poll, not a future: it
+    /// registers the task's waker in the socket's one reader slot and keeps no state for the
+    /// wait (a future would join the socket's list of waiters and leave it on every wake-up).
     fn poll_readable(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
     }
@@ -67,10 +64,6 @@ impl Transport for TcpStream {
     const WAITS_WITHOUT_BUFFER: bool = true;
 
     const PARKS: bool = true;
-
-    async fn readable(&mut self) -> io::Result<()> {
-        TcpStream::readable(self).await
-    }
 
     fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_read_ready(cx)
@@ -112,10 +105,6 @@ impl<T: Transport> Transport for &mut T {
     const WAITS_WITHOUT_BUFFER: bool = T::WAITS_WITHOUT_BUFFER;
 
     const PARKS: bool = T::PARKS;
-
-    fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>> {
-        (**self).readable()
-    }
 
     fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         (**self).poll_readable(cx)

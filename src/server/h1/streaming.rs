@@ -132,9 +132,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             h1::write_continue(&mut self.wbuf);
         }
         let io_timeout = self.ctx.config.http1.request_io_timeout;
-        self.timer
-            .as_mut()
-            .reset((Instant::now() + io_timeout).into());
+        self.set_timer(Instant::now() + io_timeout);
         loop {
             if let Some(w) = &writer {
                 if let Err(e) = self.feed_body(&mut body_in, w, &mut received) {
@@ -181,7 +179,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                     match r {
                         Ok(n) if n > 0 => {
                             if body_wanted && !matches!(body_in, BodyIn::Raw) {
-                                self.timer.as_mut().reset((Instant::now() + io_timeout).into());
+                                self.set_timer(Instant::now() + io_timeout);
                             }
                             continue;
                         }
