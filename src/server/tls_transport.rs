@@ -368,7 +368,7 @@ mod tests {
 
     /// A server configuration with a fresh self-signed certificate for localhost, and a client
     /// configuration that trusts it.
-    pub(super) fn configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
+    fn configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
             .unwrap()
@@ -398,11 +398,7 @@ mod tests {
     /// they are written, whole and in order.
     #[test]
     fn large_writes_arrive_whole_and_in_order() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        runtime().block_on(async {
             let (server, client) = configs();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
@@ -436,24 +432,19 @@ mod tests {
             assert!(reader.await.unwrap() == expected);
         });
     }
-}
 
-#[cfg(test)]
-mod ticket_tests {
-    use super::tests::configs;
-    use super::*;
-    use std::sync::Arc;
-    use tokio::io::AsyncReadExt;
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
 
     /// The session tickets of a TLS 1.3 handshake wait in the socket for the first write and
     /// reach the client with it: a second connection resumes with one of them.
     #[test]
     fn tickets_go_out_with_the_first_write_and_resume() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        runtime().block_on(async {
             let (server, client) = configs();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
