@@ -23,6 +23,7 @@ mod quic;
 /// The trailing-PADDING finder of client QUIC packets, public for its fuzz target only.
 #[doc(hidden)]
 pub use quic::padding_start as quic_padding_start;
+mod tls_socket;
 mod tls_transport;
 mod transport;
 mod upgrade;

@@ -5,6 +5,7 @@
 //! A response head written with `more` is held back and sent with the start of the body,
 //! so small responses go out in one record.
 
+use super::tls_socket::TlsSocket;
 use super::transport::Transport;
 use super::worker::WorkerCtx;
 use super::{h1, transport};
@@ -41,7 +42,7 @@ pub(crate) async fn handshake(
     acceptor: TlsAcceptor,
     peer: SocketAddr,
     ctx: &WorkerCtx,
-) -> Option<Box<TlsStream<TcpStream>>> {
+) -> Option<Box<TlsStream<TlsSocket>>> {
     let timeout = ctx.config.handshake_timeout;
     let stop = ctx.stop.notified();
     tokio::pin!(stop);
@@ -49,7 +50,10 @@ pub(crate) async fn handshake(
     if ctx.close_idle.get() {
         return None;
     }
-    let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
+    let handshake = tokio::time::timeout(
+        timeout,
+        acceptor.accept(TlsSocket::new(stream)).into_fallible(),
+    );
     tokio::pin!(handshake);
     loop {
         let done = tokio::select! {
@@ -66,7 +70,8 @@ pub(crate) async fn handshake(
             }
         };
         match done {
-            Ok(Ok(tls)) => {
+            Ok(Ok(mut tls)) => {
+                tls.get_mut().0.open();
                 let kind = tls.get_ref().1.handshake_kind();
                 crate::metrics::handshake(match kind {
                     Some(rustls::HandshakeKind::Resumed) => crate::metrics::Handshake::Resumed,
@@ -75,7 +80,9 @@ pub(crate) async fn handshake(
                 // Boxed: moved into the connection's state, it is one pointer.
                 return Some(Box::new(tls));
             }
-            Ok(Err(e)) => {
+            Ok(Err((e, mut socket))) => {
+                // The alert rustls wrote, if it was held as if it were the tickets.
+                socket.try_write_held();
                 crate::tls::record_handshake_failure();
                 crate::metrics::handshake(crate::metrics::Handshake::Failed);
                 tracing::debug!(peer = %peer, "TLS handshake failed: {e}");
@@ -92,7 +99,7 @@ pub(crate) async fn handshake(
 }
 
 /// Serves a connection after its handshake with the protocol the client chose in ALPN.
-pub(crate) async fn serve(tls: Box<TlsStream<TcpStream>>, addrs: &h1::Addrs, ctx: &WorkerCtx) {
+pub(crate) async fn serve(tls: Box<TlsStream<TlsSocket>>, addrs: &h1::Addrs, ctx: &WorkerCtx) {
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     let mut conn = TlsTransport::new(tls);
     match alpn.as_deref() {
@@ -122,13 +129,13 @@ pub(crate) async fn serve(tls: Box<TlsStream<TcpStream>>, addrs: &h1::Addrs, ctx
 
 /// A server-side TLS stream as a [`Transport`].
 pub(crate) struct TlsTransport {
-    inner: Box<TlsStream<TcpStream>>,
+    inner: Box<TlsStream<TlsSocket>>,
     /// Plaintext held back because a body follows (`more`), sent with the body's start.
     held: Vec<u8>,
 }
 
 impl TlsTransport {
-    pub(crate) fn new(inner: Box<TlsStream<TcpStream>>) -> TlsTransport {
+    pub(crate) fn new(inner: Box<TlsStream<TlsSocket>>) -> TlsTransport {
         TlsTransport {
             inner,
             held: Vec::new(),
@@ -253,7 +260,9 @@ impl Transport for TlsTransport {
     }
 
     fn shutdown_write(&mut self) -> io::Result<()> {
-        let (tcp, conn) = self.inner.get_mut();
+        let (socket, conn) = self.inner.get_mut();
+        socket.try_write_held();
+        let tcp = socket.tcp();
         conn.send_close_notify();
         // Best effort without waiting: the alert is small and the socket usually has room.
         while conn.wants_write() {
@@ -277,7 +286,7 @@ impl Transport for TlsTransport {
         let (tcp, conn) = self.inner.get_mut();
         match conn.process_new_packets() {
             Ok(state) if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() => {
-                tcp.poll_read_ready(cx)
+                tcp.tcp().poll_read_ready(cx)
             }
             _ => Poll::Ready(Ok(())),
         }
@@ -378,11 +387,7 @@ mod tests {
     /// they are written, whole and in order.
     #[test]
     fn large_writes_arrive_whole_and_in_order() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        runtime().block_on(async {
             let (server, client) = configs();
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
@@ -402,7 +407,11 @@ mod tests {
                 got
             });
             let (tcp, _) = listener.accept().await.unwrap();
-            let tls = TlsAcceptor::from(server).accept(tcp).await.unwrap();
+            let mut tls = TlsAcceptor::from(server)
+                .accept(TlsSocket::new(tcp))
+                .await
+                .unwrap();
+            tls.get_mut().0.open();
             let mut conn = TlsTransport::new(Box::new(tls));
             let t = Duration::from_secs(10);
             conn.write_all(b"head", true, t).await.unwrap();
@@ -410,6 +419,51 @@ mod tests {
             conn.write_all(&body, false, t).await.unwrap();
             conn.write_all(&body[..100], false, t).await.unwrap();
             assert!(reader.await.unwrap() == expected);
+        });
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// The session tickets of a TLS 1.3 handshake wait in the socket for the first write and
+    /// reach the client with it: a second connection resumes with one of them.
+    #[test]
+    fn tickets_go_out_with_the_first_write_and_resume() {
+        runtime().block_on(async {
+            let (server, client) = configs();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let connector = tokio_rustls::TlsConnector::from(client);
+            for round in 0..2 {
+                let connector = connector.clone();
+                let reader = tokio::spawn(async move {
+                    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+                    let mut tls = connector.connect(name, tcp).await.unwrap();
+                    let mut got = [0; 5];
+                    tls.read_exact(&mut got).await.unwrap();
+                    got
+                });
+                let (tcp, _) = listener.accept().await.unwrap();
+                let mut tls = TlsAcceptor::from(Arc::clone(&server))
+                    .accept(TlsSocket::new(tcp))
+                    .await
+                    .unwrap();
+                let resumed =
+                    tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                assert_eq!(resumed, round == 1);
+                assert!(tls.get_ref().0.held_len() > 0, "the tickets are held");
+                tls.get_mut().0.open();
+                let mut conn = TlsTransport::new(Box::new(tls));
+                conn.write_all(b"hello", false, Duration::from_secs(10))
+                    .await
+                    .unwrap();
+                assert_eq!(&reader.await.unwrap(), b"hello");
+            }
         });
     }
 }
