@@ -3,7 +3,7 @@
 //! the few busy ones reuse the same cache-warm memory (nginx frees idle buffers likewise).
 
 use bytes::BytesMut;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 /// Size of a read buffer; it grows beyond this only for large request heads.
 pub(crate) const READ_BUFFER: usize = 16 * 1024;
@@ -13,17 +13,11 @@ const WRITE_BUFFER: usize = 16 * 1024;
 const KEEP: usize = 64;
 /// A write buffer that grew past this (a large pipelined batch) is freed, not kept.
 const KEEP_WRITE_MAX: usize = 256 * 1024;
-/// Of the kept write buffers, how many may be larger than [`WRITE_BUFFER`] (an HTTP/2 turn's
-/// output of large bodies): enough for the connections writing at once, without an idle
-/// worker holding [`KEEP`] large ones.
-const KEEP_LARGE: usize = 8;
 
 #[derive(Default)]
 pub(crate) struct BufferPool {
     read: RefCell<Vec<BytesMut>>,
     write: RefCell<Vec<Vec<u8>>>,
-    /// Kept write buffers larger than [`WRITE_BUFFER`].
-    large: Cell<usize>,
 }
 
 impl BufferPool {
@@ -39,15 +33,10 @@ impl BufferPool {
     }
 
     pub fn write_buffer(&self) -> Vec<u8> {
-        match self.write.borrow_mut().pop() {
-            Some(b) => {
-                if b.capacity() > WRITE_BUFFER {
-                    self.large.set(self.large.get() - 1);
-                }
-                b
-            }
-            None => Vec::with_capacity(WRITE_BUFFER),
-        }
+        self.write
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(WRITE_BUFFER))
     }
 
     /// Takes back a read buffer; only an empty one is kept.
@@ -60,19 +49,10 @@ impl BufferPool {
 
     pub fn give_write(&self, mut b: Vec<u8>) {
         let mut pool = self.write.borrow_mut();
-        let large = b.capacity() > WRITE_BUFFER;
-        if b.capacity() == 0
-            || b.capacity() > KEEP_WRITE_MAX
-            || pool.len() >= KEEP
-            || (large && self.large.get() >= KEEP_LARGE)
-        {
-            return;
+        if b.capacity() > 0 && b.capacity() <= KEEP_WRITE_MAX && pool.len() < KEEP {
+            b.clear();
+            pool.push(b);
         }
-        if large {
-            self.large.set(self.large.get() + 1);
-        }
-        b.clear();
-        pool.push(b);
     }
 }
 
@@ -105,27 +85,5 @@ mod tests {
         assert_eq!(w.as_ptr(), ptr);
         pool.give_write(Vec::with_capacity(KEEP_WRITE_MAX + 1));
         assert!(pool.write.borrow().is_empty());
-    }
-
-    #[test]
-    fn keeps_few_large_write_buffers() {
-        let pool = BufferPool::default();
-        for _ in 0..KEEP_LARGE + 3 {
-            pool.give_write(Vec::with_capacity(WRITE_BUFFER * 8));
-        }
-        assert_eq!(pool.write.borrow().len(), KEEP_LARGE);
-        pool.give_write(Vec::with_capacity(WRITE_BUFFER));
-        assert_eq!(
-            pool.write.borrow().len(),
-            KEEP_LARGE + 1,
-            "small ones still kept"
-        );
-        let _small = pool.write_buffer();
-        let big = pool.write_buffer();
-        assert!(big.capacity() >= WRITE_BUFFER * 8);
-        assert_eq!(pool.large.get(), KEEP_LARGE - 1);
-        pool.give_write(big);
-        pool.give_write(Vec::with_capacity(WRITE_BUFFER * 8));
-        assert_eq!(pool.large.get(), KEEP_LARGE);
     }
 }

@@ -317,9 +317,6 @@ async fn turns<'a, T: Transport>(
         let now = Instant::now();
         // The start of this turn's requests, for the metrics: one clock reading per turn.
         let mark = crate::metrics::start();
-        if conn.needs_output() {
-            conn.lend_output(ctx.buffers.write_buffer());
-        }
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write.
         loop {
@@ -378,9 +375,7 @@ async fn turns<'a, T: Transport>(
             continue;
         }
 
-        if let Some(out) = conn.release_idle_buffers() {
-            ctx.buffers.give_write(out);
-        }
+        conn.release_idle_buffers();
         // An idle connection waits without a read buffer where the transport allows it.
         let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();
         if bufferless {

@@ -731,43 +731,23 @@ impl Connection {
     /// instead: a client that multiplexes sends its next requests within microseconds, and
     /// freeing and regrowing the table and queues every turn cost more than decoding the
     /// requests.
-    ///
-    /// The output buffer released comes back, empty, for the driver to lend to the next turn
-    /// of any connection ([`Connection::lend_output`]): a turn of large bodies then writes
-    /// into room an earlier turn grew instead of growing its own again by doubling.
-    pub fn release_idle_buffers(&mut self) -> Option<Vec<u8>> {
+    pub fn release_idle_buffers(&mut self) {
         // The output's room is the turn's largest write: large bodies free everything as
-        // before (their output goes to the driver), since it would be held for a quiet second.
+        // before, since their output grows in place only on a heap the kept buffers do not
+        // break up, and it would be held for a quiet second.
         let small_answers = self.out.capacity() <= KEEP_OUTPUT_MAX;
         if self.batch_opened >= KEEP_BUFFERS_BATCH && small_answers && self.trim_when_quiet {
-            return None;
+            return;
         }
-        self.free_buffers()
+        self.free_buffers();
     }
 
-    /// Whether the connection has no output buffer: the driver may lend it one before a turn
-    /// ([`Connection::lend_output`]); otherwise the turn allocates its own.
-    #[inline]
-    pub fn needs_output(&self) -> bool {
-        self.out.capacity() == 0
-    }
-
-    /// Gives the connection an empty output buffer to use (one another connection released,
-    /// see [`Connection::release_idle_buffers`]). Ignored unless [`Connection::needs_output`].
-    pub fn lend_output(&mut self, mut buf: Vec<u8>) {
-        if self.out.capacity() == 0 {
-            buf.clear();
-            self.out = buf;
-        }
-    }
-
-    /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them; the
-    /// output buffer is returned, not freed.
-    fn free_buffers(&mut self) -> Option<Vec<u8>> {
+    /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
+    fn free_buffers(&mut self) {
         if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
-            return None;
+            return;
         }
-        let out = std::mem::take(&mut self.out);
+        self.out = Vec::new();
         self.streams = Vec::new();
         self.ids = Vec::new();
         self.hbuf = BytesMut::new();
@@ -777,7 +757,6 @@ impl Connection {
         self.memo = RequestMemo::default();
         self.requests = VecDeque::new();
         self.ready = Default::default();
-        (out.capacity() > 0).then_some(out)
     }
 
     /// The client's address.
