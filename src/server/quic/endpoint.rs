@@ -88,6 +88,7 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         conns: Vec::new(),
         open: 0,
         wakes: Arc::new(Wakes::default()),
+        woken: Vec::new(),
         dirty: Vec::new(),
         earliest: None,
         recv_buf: vec![0; RECV_BATCH * payload * gro],
@@ -121,9 +122,10 @@ impl Wakes {
         self.notify.notify_one();
     }
 
+    /// Swaps the marks into `into` (empty), so both vectors keep their capacity across turns.
     fn take(&self, into: &mut Vec<usize>) {
         if let Ok(mut w) = self.woken.lock() {
-            into.append(&mut w);
+            std::mem::swap(&mut *w, into);
         }
     }
 }
@@ -139,6 +141,8 @@ struct Driver<'a> {
     conns: Vec<Option<Conn<'a>>>,
     open: usize,
     wakes: Arc<Wakes>,
+    /// The wake marks taken this turn (kept for its capacity).
+    woken: Vec<usize>,
     /// Connections to drive this turn (may repeat).
     dirty: Vec<usize>,
     /// The earliest connection timer, or earlier: a timer that moved later is only seen at
@@ -252,11 +256,9 @@ impl<'a> Driver<'a> {
         while read < READ_BUDGET && !drained {
             let chunk = self.recv_buf.len() / RECV_BATCH;
             let n = {
-                let mut bufs: Vec<IoSliceMut<'_>> = self
-                    .recv_buf
-                    .chunks_mut(chunk)
-                    .map(IoSliceMut::new)
-                    .collect();
+                let mut chunks = self.recv_buf.chunks_mut(chunk);
+                let mut bufs: [IoSliceMut<'_>; RECV_BATCH] =
+                    std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
                 let state = &self.state;
                 let sock = &self.sock;
                 let mut got = 0;
@@ -394,13 +396,13 @@ impl<'a> Driver<'a> {
 
     /// Queues the connections whose streams were woken.
     fn take_wakes(&mut self) {
-        let mut woken = Vec::new();
-        self.wakes.take(&mut woken);
-        for i in woken {
+        self.wakes.take(&mut self.woken);
+        for &i in &self.woken {
             if let Some(Some(c)) = self.conns.get_mut(i) {
                 queue(&mut self.dirty, i, c);
             }
         }
+        self.woken.clear();
     }
 
     /// Connections whose timer expired handle it (they are driven this turn, which reads
@@ -514,6 +516,7 @@ impl<'a> Driver<'a> {
                 c.quic.handle_event(back);
             }
             if drained {
+                log_stats(i, &c.quic);
                 self.conns[i] = None;
                 crate::metrics::connection(crate::metrics::Transport::Quic, false);
                 self.open -= 1;
@@ -578,6 +581,31 @@ impl<'a> Driver<'a> {
             self.state.send((&self.sock).into(), &tx)
         });
     }
+}
+
+/// What a connection cost in datagrams, system calls and frames, for tuning the transport
+/// (`RUST_LOG=spate::server::quic=debug`).
+fn log_stats(conn: usize, quic: &quinn_proto::Connection) {
+    let s = quic.stats();
+    tracing::debug!(
+        conn,
+        tx_datagrams = s.udp_tx.datagrams,
+        tx_ios = s.udp_tx.ios,
+        tx_bytes = s.udp_tx.bytes,
+        rx_datagrams = s.udp_rx.datagrams,
+        rx_bytes = s.udp_rx.bytes,
+        tx_packets = s.path.sent_packets,
+        lost_packets = s.path.lost_packets,
+        tx_acks = s.frame_tx.acks,
+        rx_acks = s.frame_rx.acks,
+        tx_stream = s.frame_tx.stream,
+        rx_stream = s.frame_rx.stream,
+        tx_max_streams = s.frame_tx.max_streams_bidi,
+        tx_max_data = s.frame_tx.max_data,
+        tx_max_stream_data = s.frame_tx.max_stream_data,
+        tx_ping = s.frame_tx.ping,
+        "QUIC connection drained"
+    );
 }
 
 fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
