@@ -100,10 +100,10 @@ pub(crate) async fn handshake(
 
 /// Serves a connection after its handshake with the protocol the client chose in ALPN.
 pub(crate) async fn serve(tls: Box<TlsStream<TlsSocket>>, addrs: &h1::Addrs, ctx: &WorkerCtx) {
-    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let alpn = Alpn::of(tls.get_ref().1.alpn_protocol());
     let mut conn = TlsTransport::new(tls);
-    match alpn.as_deref() {
-        Some(b"h2") => {
+    match alpn {
+        Alpn::H2 => {
             let timer = tokio::time::sleep_until(tokio::time::Instant::now());
             let stop = ctx.stop.notified();
             tokio::pin!(timer, stop);
@@ -111,19 +111,35 @@ pub(crate) async fn serve(tls: Box<TlsStream<TlsSocket>>, addrs: &h1::Addrs, ctx
             let waits = super::h2::Waits { timer, stop };
             let handed = bytes::BytesMut::new();
             super::h2::serve(&mut conn, *addrs, ctx, handed, super::h2::Start::New, waits).await;
-            // As after a cleartext HTTP/2 connection (see `h1::serve`).
-            Box::pin(transport::drain_input(&mut conn)).await;
+            // As after a cleartext HTTP/2 connection (see `h1::serve`), into a pooled buffer.
+            let mut buf = ctx.buffers.read_buffer();
+            Box::pin(transport::drain_input_into(&mut conn, &mut buf)).await;
+            ctx.buffers.give_read(buf);
         }
         // A TLS connection never parks (`Transport::PARKS`): rustls keeps its state.
-        Some(b"http/1.1") | None => {
+        Alpn::Http1 => {
             h1::serve(conn, addrs, ctx, None).await;
         }
         // rustls only selects a protocol from `tls::alpn_protocols`.
-        Some(other) => tracing::debug!(
-            peer = %addrs.0,
-            "no driver for ALPN protocol {:?}",
-            String::from_utf8_lossy(other)
-        ),
+        Alpn::Other => tracing::debug!(peer = %addrs.0, "no driver for the ALPN protocol"),
+    }
+}
+
+/// The protocol the client chose in ALPN, told apart without copying its name.
+enum Alpn {
+    H2,
+    /// `http/1.1`, or no ALPN at all.
+    Http1,
+    Other,
+}
+
+impl Alpn {
+    fn of(name: Option<&[u8]>) -> Alpn {
+        match name {
+            Some(b"h2") => Alpn::H2,
+            Some(b"http/1.1") | None => Alpn::Http1,
+            Some(_) => Alpn::Other,
+        }
     }
 }
 
