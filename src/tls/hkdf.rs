@@ -10,8 +10,8 @@
 
 use aws_lc_rs::hmac;
 use rustls::crypto::aws_lc_rs::cipher_suite as aws_lc;
-use rustls::crypto::hmac::{Hmac, Key, Tag};
-use rustls::crypto::tls13::{Hkdf, HkdfUsingHmac};
+use rustls::crypto::hmac::Tag;
+use rustls::crypto::tls13::{Hkdf, HkdfExpander, OkmBlock, OutputLengthError};
 use rustls::{CipherSuiteCommon, SupportedCipherSuite, Tls13CipherSuite};
 use std::sync::LazyLock;
 
@@ -44,10 +44,8 @@ static PREPARED: [LazyLock<Option<Tls13CipherSuite>>; 3] = [
     LazyLock::new(|| with_hkdf(aws_lc::TLS13_CHACHA20_POLY1305_SHA256, &HKDF_SHA256)),
 ];
 
-static HKDF_SHA256: HkdfUsingHmac<'static> = HkdfUsingHmac(&HMAC_SHA256);
-static HKDF_SHA384: HkdfUsingHmac<'static> = HkdfUsingHmac(&HMAC_SHA384);
-static HMAC_SHA256: PreparedHmac = PreparedHmac(&hmac::HMAC_SHA256);
-static HMAC_SHA384: PreparedHmac = PreparedHmac(&hmac::HMAC_SHA384);
+static HKDF_SHA256: PreparedHkdf = PreparedHkdf(&hmac::HMAC_SHA256);
+static HKDF_SHA384: PreparedHkdf = PreparedHkdf(&hmac::HMAC_SHA384);
 
 /// aws-lc-rs' TLS 1.3 suite `base` with `hkdf` (`None` for a TLS 1.2 suite).
 fn with_hkdf(base: SupportedCipherSuite, hkdf: &'static dyn Hkdf) -> Option<Tls13CipherSuite> {
@@ -66,33 +64,85 @@ fn with_hkdf(base: SupportedCipherSuite, hkdf: &'static dyn Hkdf) -> Option<Tls1
     })
 }
 
-/// HMAC whose keys keep the hash states after the key pads.
-struct PreparedHmac(&'static hmac::Algorithm);
+/// HKDF (RFC 5869) with HMAC over the algorithm's hash. An extracted secret is kept as its
+/// prepared HMAC key, the only allocation per secret.
+struct PreparedHkdf(&'static hmac::Algorithm);
 
-impl Hmac for PreparedHmac {
-    fn with_key(&self, key: &[u8]) -> Box<dyn Key> {
-        Box::new(PreparedKey(hmac::Key::new(*self.0, key)))
+impl PreparedHkdf {
+    fn len(&self) -> usize {
+        self.0.digest_algorithm().output_len()
     }
 
-    fn hash_output_len(&self) -> usize {
-        self.0.digest_algorithm().output_len()
+    fn expander(&self, prk: &[u8]) -> Box<dyn HkdfExpander> {
+        Box::new(PreparedExpander(hmac::Key::new(*self.0, prk)))
     }
 }
 
-struct PreparedKey(hmac::Key);
-
-impl Key for PreparedKey {
-    fn sign_concat(&self, first: &[u8], middle: &[&[u8]], last: &[u8]) -> Tag {
-        let mut ctx = hmac::Context::with_key(&self.0);
-        ctx.update(first);
-        for m in middle {
-            ctx.update(m);
-        }
-        ctx.update(last);
-        Tag::new(ctx.sign().as_ref())
+impl Hkdf for PreparedHkdf {
+    fn extract_from_zero_ikm(&self, salt: Option<&[u8]>) -> Box<dyn HkdfExpander> {
+        let zeroes = [0u8; Tag::MAX_LEN];
+        self.extract_from_secret(salt, &zeroes[..self.len()])
     }
 
-    fn tag_len(&self) -> usize {
+    fn extract_from_secret(&self, salt: Option<&[u8]>, secret: &[u8]) -> Box<dyn HkdfExpander> {
+        // No salt is a string of zeroes as long as the hash (RFC 5869 section 2.2).
+        let zeroes = [0u8; Tag::MAX_LEN];
+        let salt = salt.unwrap_or(&zeroes[..self.len()]);
+        // rustls' `Tag` clears itself when dropped.
+        let prk = Tag::new(hmac::sign(&hmac::Key::new(*self.0, salt), secret).as_ref());
+        self.expander(prk.as_ref())
+    }
+
+    fn expander_for_okm(&self, okm: &OkmBlock) -> Box<dyn HkdfExpander> {
+        self.expander(okm.as_ref())
+    }
+
+    fn hmac_sign(&self, key: &OkmBlock, message: &[u8]) -> Tag {
+        Tag::new(hmac::sign(&hmac::Key::new(*self.0, key.as_ref()), message).as_ref())
+    }
+}
+
+/// HKDF-Expand from a secret's prepared HMAC key.
+struct PreparedExpander(hmac::Key);
+
+impl PreparedExpander {
+    /// T(i) = HMAC(PRK, T(i-1) | info | i), concatenated into `out` (at most 255 blocks).
+    fn expand_into(&self, info: &[&[u8]], out: &mut [u8]) {
+        let mut previous: Option<Tag> = None;
+        for (i, chunk) in out.chunks_mut(self.hash_len()).enumerate() {
+            let mut ctx = hmac::Context::with_key(&self.0);
+            if let Some(t) = &previous {
+                ctx.update(t.as_ref());
+            }
+            for part in info {
+                ctx.update(part);
+            }
+            // `i` < 255: the callers bound the output's length.
+            ctx.update(&[(i + 1) as u8]);
+            let t = Tag::new(ctx.sign().as_ref());
+            chunk.copy_from_slice(&t.as_ref()[..chunk.len()]);
+            previous = Some(t);
+        }
+    }
+}
+
+impl HkdfExpander for PreparedExpander {
+    fn expand_slice(&self, info: &[&[u8]], output: &mut [u8]) -> Result<(), OutputLengthError> {
+        if output.len() > 255 * self.hash_len() {
+            return Err(OutputLengthError);
+        }
+        self.expand_into(info, output);
+        Ok(())
+    }
+
+    fn expand_block(&self, info: &[&[u8]]) -> OkmBlock {
+        let mut block = [0u8; Tag::MAX_LEN];
+        let block = &mut block[..self.hash_len()];
+        self.expand_into(info, block);
+        OkmBlock::new(block)
+    }
+
+    fn hash_len(&self) -> usize {
         self.0.algorithm().digest_algorithm().output_len()
     }
 }
@@ -100,7 +150,6 @@ impl Key for PreparedKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustls::crypto::tls13::OkmBlock;
 
     fn hex(s: &str) -> Vec<u8> {
         (0..s.len())
@@ -166,6 +215,11 @@ mod tests {
                 x.expand_slice(&info, &mut sx).unwrap();
                 y.expand_slice(&info, &mut sy).unwrap();
                 assert_eq!(sx, sy);
+                let mut longest = vec![0u8; 255 * x.hash_len()];
+                x.expand_slice(&info, &mut longest).unwrap();
+                longest.push(0);
+                assert!(x.expand_slice(&info, &mut longest).is_err());
+                assert!(y.expand_slice(&info, &mut longest).is_err());
                 let okm = OkmBlock::new(bx.as_ref());
                 let (ex, ey) = (a.expander_for_okm(&okm), b.expander_for_okm(&okm));
                 assert_eq!(
