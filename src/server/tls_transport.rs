@@ -450,13 +450,7 @@ mod tests {
                 }
                 got
             });
-            let (tcp, _) = listener.accept().await.unwrap();
-            let mut tls = TlsAcceptor::from(server)
-                .accept(TlsSocket::new(tcp))
-                .await
-                .unwrap();
-            tls.get_mut().0.open();
-            let mut conn = TlsTransport::new(Box::new(tls));
+            let mut conn = accept(&listener, server).await;
             let t = Duration::from_secs(10);
             conn.write_all(b"head", true, t).await.unwrap();
             conn.write_all(&body, false, t).await.unwrap();
@@ -494,13 +488,7 @@ mod tests {
                 let mut got = [0; 1];
                 let _ = sock.read(&mut got);
             });
-            let (tcp, _) = listener.accept().await.unwrap();
-            let mut tls = TlsAcceptor::from(server)
-                .accept(TlsSocket::new(tcp))
-                .await
-                .unwrap();
-            tls.get_mut().0.open();
-            let mut conn = TlsTransport::new(Box::new(tls));
+            let mut conn = accept(&listener, server).await;
             let pool = BufferPool::default();
             let taken = conn.take_decrypted(&pool);
             assert_eq!(&taken[..], b"request");
@@ -511,6 +499,20 @@ mod tests {
             drop(conn);
             client.join().unwrap();
         });
+    }
+
+    /// The next connection on `listener`, after its handshake.
+    async fn accept(
+        listener: &tokio::net::TcpListener,
+        server: Arc<rustls::ServerConfig>,
+    ) -> TlsTransport {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut tls = TlsAcceptor::from(server)
+            .accept(TlsSocket::new(tcp))
+            .await
+            .unwrap();
+        tls.get_mut().0.open();
+        TlsTransport::new(Box::new(tls))
     }
 
     fn runtime() -> tokio::runtime::Runtime {
