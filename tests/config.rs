@@ -286,6 +286,38 @@ hosts:
     assert_eq!(custom, "GET /custom/x 200 6 yes\n");
 }
 
+/// The local address and port in the access log, on a listener bound to one address (taken
+/// from the listener) and on a wildcard one (asked of each connection).
+#[test]
+fn access_log_local_address_on_bound_and_wildcard_listeners() {
+    for host in ["127.0.0.1", "0.0.0.0"] {
+        let mut s = Spate::start(&format!(
+            r#"
+listen: {{host: {host}, port: 0}}
+access-log:
+  path: $DIR/access.log
+  format: "%A %p %U"
+hosts:
+  default:
+    paths:
+      /: {{respond: {{body: "ok"}}}}
+"#
+        ));
+        assert_eq!(get(&s, "/x").status, 200);
+        let port = s
+            .url("/")
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_string();
+        let dir = s.path().to_path_buf();
+        assert!(s.stop().success());
+        let log = std::fs::read_to_string(dir.join("access.log")).unwrap();
+        assert_eq!(log, format!("127.0.0.1 {port} /x\n"), "listening on {host}");
+    }
+}
+
 #[test]
 fn path_prefixes_pick_the_longest_match_and_hosts_match_with_port() {
     let port = free_port();

@@ -5,6 +5,7 @@ mod tls_support;
 
 use common::*;
 use std::process::Command;
+use std::time::Duration;
 use tls_support::*;
 
 fn server() -> Spate {
@@ -144,30 +145,71 @@ fn h2spec_over_tls_passes_every_test() {
 fn a_parked_tls_connection_serves_requests_that_refer_to_its_hpack_tables() {
     let s = server();
     let addr = s.addr;
-    let ca = std::fs::read(s.dir.path().join("a.crt")).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        use rustls_pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&ca) {
-            roots.add(cert.unwrap()).unwrap();
-        }
-        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec()];
-        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
-        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-        let tls = connector.connect(name, tcp).await.unwrap();
+    runtime().block_on(async move {
+        let tls = h2_connect(&s).await;
         assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
         let url = format!("https://localhost:{}/index.html", addr.port());
         common::clients::h2_requests_across_parking(tls, &url, b"<h1>h2 over tls</h1>\n").await;
     });
+}
+
+/// The server's preface waits for the client's (which clients send first without waiting)
+/// and goes out with the answer to it: nothing arrives before the client's preface, then the
+/// server's SETTINGS, then the ACK of the client's.
+#[test]
+fn the_servers_settings_answer_the_clients_preface() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = server();
+    runtime().block_on(async move {
+        let mut tls = h2_connect(&s).await;
+        let mut buf = [0u8; 256];
+        let early = tokio::time::timeout(Duration::from_millis(300), tls.read(&mut buf)).await;
+        assert!(
+            early.is_err(),
+            "nothing before the client's preface: {early:?}"
+        );
+        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .await
+            .unwrap();
+        // SETTINGS first, then (after the window update) the ACK of the client's.
+        let ack = [0u8, 0, 0, 4, 1, 0, 0, 0, 0];
+        let mut got = Vec::new();
+        while !got.windows(9).any(|w| w == ack) {
+            let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(n > 0, "closed: {got:?}");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!((got[3], got[4]), (4, 0), "SETTINGS first: {got:?}");
+    });
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A TLS connection to `s` that trusts its certificate and offers ALPN h2 only.
+async fn h2_connect(s: &Spate) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls_pki_types::pem::PemObject;
+    let ca = std::fs::read(s.dir.path().join("a.crt")).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    connector.connect(name, tcp).await.unwrap()
 }

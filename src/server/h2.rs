@@ -353,11 +353,13 @@ async fn turns<'a, T: Transport>(
             };
             shutdown_deadline = Some(now + grace);
         }
-        // One write per turn; large bodies take several, yielding between them.
+        // One write per turn; large bodies take several, yielding between them. The server's
+        // preface waits for the client's and goes out with the answers to its first frames:
+        // one write and one wake-up of the client less per connection.
         loop {
             conn.fill(Instant::now());
             ends.write_ended(conn);
-            if conn.output().is_empty() {
+            if conn.output().is_empty() || conn.awaits_preface() {
                 break;
             }
             stream.write_all(conn.output(), false, send_timeout).await?;

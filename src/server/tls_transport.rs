@@ -5,10 +5,12 @@
 //! A response head written with `more` is held back and sent with the start of the body,
 //! so small responses go out in one record.
 
+use super::buffers::BufferPool;
 use super::tls_socket::TlsSocket;
 use super::transport::Transport;
 use super::worker::WorkerCtx;
 use super::{h1, transport};
+use bytes::BytesMut;
 use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
@@ -100,30 +102,48 @@ pub(crate) async fn handshake(
 
 /// Serves a connection after its handshake with the protocol the client chose in ALPN.
 pub(crate) async fn serve(tls: Box<TlsStream<TlsSocket>>, addrs: &h1::Addrs, ctx: &WorkerCtx) {
-    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let alpn = Alpn::of(tls.get_ref().1.alpn_protocol());
     let mut conn = TlsTransport::new(tls);
-    match alpn.as_deref() {
-        Some(b"h2") => {
+    match alpn {
+        Alpn::H2 => {
             let timer = tokio::time::sleep_until(tokio::time::Instant::now());
             let stop = ctx.stop.notified();
             tokio::pin!(timer, stop);
             stop.as_mut().enable();
             let waits = super::h2::Waits { timer, stop };
-            let handed = bytes::BytesMut::new();
+            // Request bytes that came with the client's Finished are answered in the first
+            // turn: the server's SETTINGS (and the held tickets) go out with the responses.
+            let handed = conn.take_decrypted(&ctx.buffers);
             super::h2::serve(&mut conn, *addrs, ctx, handed, super::h2::Start::New, waits).await;
-            // As after a cleartext HTTP/2 connection (see `h1::serve`).
-            Box::pin(transport::drain_input(&mut conn)).await;
+            // As after a cleartext HTTP/2 connection (see `h1::serve`), into a pooled buffer.
+            let mut buf = ctx.buffers.read_buffer();
+            Box::pin(transport::drain_input_into(&mut conn, &mut buf)).await;
+            ctx.buffers.give_read(buf);
         }
         // A TLS connection never parks (`Transport::PARKS`): rustls keeps its state.
-        Some(b"http/1.1") | None => {
+        Alpn::Http1 => {
             h1::serve(conn, addrs, ctx, None).await;
         }
         // rustls only selects a protocol from `tls::alpn_protocols`.
-        Some(other) => tracing::debug!(
-            peer = %addrs.0,
-            "no driver for ALPN protocol {:?}",
-            String::from_utf8_lossy(other)
-        ),
+        Alpn::Other => tracing::debug!(peer = %addrs.0, "no driver for the ALPN protocol"),
+    }
+}
+
+/// The protocol the client chose in ALPN, told apart without copying its name.
+enum Alpn {
+    H2,
+    /// `http/1.1`, or no ALPN at all.
+    Http1,
+    Other,
+}
+
+impl Alpn {
+    fn of(name: Option<&[u8]>) -> Alpn {
+        match name {
+            Some(b"h2") => Alpn::H2,
+            Some(b"http/1.1") | None => Alpn::Http1,
+            Some(_) => Alpn::Other,
+        }
     }
 }
 
@@ -139,6 +159,30 @@ impl TlsTransport {
         TlsTransport {
             inner,
             held: Vec::new(),
+        }
+    }
+
+    /// The plaintext rustls has already decrypted, without reading the socket: in a pooled
+    /// read buffer, up to its capacity (the rest stays in rustls); empty and unallocated when
+    /// there is none.
+    fn take_decrypted(&mut self, pool: &BufferPool) -> BytesMut {
+        let mut reader = self.inner.get_mut().1.reader();
+        let mut buf = BytesMut::new();
+        loop {
+            // An error or the peer's close is left for the next read to report.
+            let chunk = match io::BufRead::fill_buf(&mut reader) {
+                Ok(chunk) if !chunk.is_empty() => chunk,
+                _ => return buf,
+            };
+            if buf.capacity() == 0 {
+                buf = pool.read_buffer();
+            }
+            let n = chunk.len().min(buf.capacity() - buf.len());
+            if n == 0 {
+                return buf;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            io::BufRead::consume(&mut reader, n);
         }
     }
 
@@ -406,13 +450,7 @@ mod tests {
                 }
                 got
             });
-            let (tcp, _) = listener.accept().await.unwrap();
-            let mut tls = TlsAcceptor::from(server)
-                .accept(TlsSocket::new(tcp))
-                .await
-                .unwrap();
-            tls.get_mut().0.open();
-            let mut conn = TlsTransport::new(Box::new(tls));
+            let mut conn = accept(&listener, server).await;
             let t = Duration::from_secs(10);
             conn.write_all(b"head", true, t).await.unwrap();
             conn.write_all(&body, false, t).await.unwrap();
@@ -420,6 +458,61 @@ mod tests {
             conn.write_all(&body[..100], false, t).await.unwrap();
             assert!(reader.await.unwrap() == expected);
         });
+    }
+
+    /// Request bytes sent in the same write as the client's Finished are decrypted by the
+    /// handshake already: `take_decrypted` hands them over without reading the socket.
+    #[test]
+    fn bytes_sent_with_the_finished_are_taken_after_the_handshake() {
+        runtime().block_on(async {
+            let (server, client) = configs();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let client = std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut sock = std::net::TcpStream::connect(addr).unwrap();
+                let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+                let mut tls = rustls::ClientConnection::new(client, name).unwrap();
+                while tls.is_handshaking() {
+                    while tls.wants_write() {
+                        tls.write_tls(&mut sock).unwrap();
+                    }
+                    tls.read_tls(&mut sock).unwrap();
+                    tls.process_new_packets().unwrap();
+                }
+                // The Finished is still queued: the request goes out in the same write.
+                tls.writer().write_all(b"request").unwrap();
+                while tls.wants_write() {
+                    tls.write_tls(&mut sock).unwrap();
+                }
+                let mut got = [0; 1];
+                let _ = sock.read(&mut got);
+            });
+            let mut conn = accept(&listener, server).await;
+            let pool = BufferPool::default();
+            let taken = conn.take_decrypted(&pool);
+            assert_eq!(&taken[..], b"request");
+            assert!(
+                conn.take_decrypted(&pool).capacity() == 0,
+                "nothing more, no buffer"
+            );
+            drop(conn);
+            client.join().unwrap();
+        });
+    }
+
+    /// The next connection on `listener`, after its handshake.
+    async fn accept(
+        listener: &tokio::net::TcpListener,
+        server: Arc<rustls::ServerConfig>,
+    ) -> TlsTransport {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut tls = TlsAcceptor::from(server)
+            .accept(TlsSocket::new(tcp))
+            .await
+            .unwrap();
+        tls.get_mut().0.open();
+        TlsTransport::new(Box::new(tls))
     }
 
     fn runtime() -> tokio::runtime::Runtime {

@@ -121,13 +121,24 @@ const LINGER_MAX_BYTES: usize = 256 * 1024;
 /// Reads and drops input until end of stream, `LINGER` or `LINGER_MAX_BYTES`. Call after the
 /// sending side is shut down.
 pub(crate) async fn drain_input<T: AsyncRead + Unpin>(stream: &mut T) {
+    // On the heap: an array here would enlarge every connection's future.
+    drain_input_into(stream, &mut bytes::BytesMut::with_capacity(4096)).await;
+}
+
+/// [`drain_input`] reading into `buf`'s spare room (not zeroed first), e.g. a pooled buffer.
+/// `buf` is left empty.
+pub(crate) async fn drain_input_into<T: AsyncRead + Unpin>(
+    stream: &mut T,
+    buf: &mut bytes::BytesMut,
+) {
     use tokio::io::AsyncReadExt;
     let deadline = tokio::time::Instant::now() + LINGER;
-    // On the heap: an array here would enlarge every connection's future.
-    let mut buf = vec![0u8; 4096];
     let mut drained = 0usize;
-    while drained < LINGER_MAX_BYTES {
-        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+    buf.clear();
+    while drained < LINGER_MAX_BYTES && buf.capacity() > 0 {
+        let r = tokio::time::timeout_at(deadline, stream.read_buf(buf)).await;
+        buf.clear();
+        match r {
             Ok(Ok(n)) if n > 0 => drained += n,
             _ => return,
         }

@@ -276,6 +276,11 @@ async fn wait_for(phase: &mut watch::Receiver<Phase>, done: impl Fn(Phase) -> bo
 /// Accepts until the worker drains. A connection accepted is always served: the loop only
 /// ends between accepts.
 async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<WorkerCtx>) {
+    // A listener bound to one address gives it to every connection: no getsockname each.
+    let bound = listener
+        .local_addr()
+        .ok()
+        .filter(|a| !a.ip().is_unspecified());
     loop {
         let stop = ctx.stop.notified();
         tokio::pin!(stop);
@@ -301,7 +306,7 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
                 continue;
             }
         };
-        let local = match stream.local_addr() {
+        let local = match bound.map_or_else(|| stream.local_addr(), Ok) {
             Ok(a) => a,
             Err(_) => continue,
         };

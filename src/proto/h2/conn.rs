@@ -769,6 +769,13 @@ impl Connection {
         self.closed
     }
 
+    /// Nothing came from the client yet, not even its preface, and the connection is not
+    /// closing: the server's preface may wait for it (a client sends its own first, without
+    /// waiting for the server's, RFC 9113 section 3.4) and go out with the first answers.
+    pub fn awaits_preface(&self) -> bool {
+        matches!(self.phase, Phase::Preface) && self.closed.is_none()
+    }
+
     /// Starts a graceful shutdown: GOAWAY with 2^31-1 and a PING; the final GOAWAY with the
     /// last stream id follows its ACK (one round trip later), then open streams finish.
     pub fn shutdown(&mut self) {
