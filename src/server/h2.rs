@@ -317,6 +317,9 @@ async fn turns<'a, T: Transport>(
         let now = Instant::now();
         // The start of this turn's requests, for the metrics: one clock reading per turn.
         let mark = crate::metrics::start();
+        if conn.needs_output() {
+            conn.lend_output(ctx.buffers.output_buffer().unwrap_or_default());
+        }
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write.
         loop {
@@ -375,7 +378,10 @@ async fn turns<'a, T: Transport>(
             continue;
         }
 
-        conn.release_idle_buffers();
+        // A waiting connection holds no output buffer: it goes back to the worker.
+        if let Some(out) = conn.release_idle_buffers() {
+            ctx.buffers.give_output(out);
+        }
         // An idle connection waits without a read buffer where the transport allows it.
         let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();
         if bufferless {

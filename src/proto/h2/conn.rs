@@ -187,6 +187,9 @@ pub struct Connection {
     recv_paused: bool,
     /// New streams seen by the current `recv` call.
     batch_opened: usize,
+    /// New streams since the connection was last quiet ([`QUIET_TRIM`]): from
+    /// [`KEEP_BUFFERS_OPENED`] on, the connection is busy and keeps its buffers between turns.
+    opened_lately: u32,
     /// A graceful shutdown began before the client's preface and SETTINGS: it starts once
     /// they came.
     drain_when_open: bool,
@@ -256,11 +259,9 @@ const RECENT_RESETS: usize = 16;
 const REQUEST_BATCH: usize = 16;
 /// The output buffer's first allocation, enough for a batch of small responses.
 const OUT_INITIAL: usize = 4 * 1024;
-/// New streams in the last `recv` from which a connection keeps its buffers between turns
-/// (see [`Connection::release_idle_buffers`]).
-const KEEP_BUFFERS_BATCH: usize = 2;
-/// The largest output buffer of a turn whose buffers are kept.
-const KEEP_OUTPUT_MAX: usize = 16 * 1024;
+/// New streams since the connection was last quiet from which it keeps its buffers between
+/// turns (see [`Connection::release_idle_buffers`]): a client's second request.
+const KEEP_BUFFERS_OPENED: u32 = 2;
 /// How long after the client's last frame an idle connection trims what it keeps for the
 /// next request: the response headers cache (it matches only responses of the same second,
 /// their Date) and the HPACK tables' spare capacity. Later than a busy client's next
@@ -722,24 +723,46 @@ impl Connection {
         self.closed_unwritten = 0;
     }
 
-    /// Frees the buffers a busy turn grew (output, stream table, decoded headers) when the
-    /// connection has nothing in flight. Call before waiting for input: an idle connection
-    /// then holds little more than its HPACK tables, and the next turn allocates again. A
-    /// connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
+    /// Frees the buffers a turn grew (stream table, decoded headers, queues) when the
+    /// connection has nothing in flight, and gives back its output buffer once written (even
+    /// with streams open), empty, for the driver to lend to the next turn of any connection
+    /// ([`Connection::lend_output`]): a waiting connection holds no output buffer, and a turn
+    /// of large bodies writes into room an earlier turn grew instead of growing its own
+    /// again by doubling. Call before
+    /// waiting for input: an idle connection then holds little more than its HPACK tables.
+    /// A connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
     ///
-    /// A turn that opened several streams for small answers keeps them until that quiet trim
-    /// instead: a client that multiplexes sends its next requests within microseconds, and
-    /// freeing and regrowing the table and queues every turn cost more than decoding the
-    /// requests.
-    pub fn release_idle_buffers(&mut self) {
-        // The output's room is the turn's largest write: large bodies free everything as
-        // before, since their output grows in place only on a heap the kept buffers do not
-        // break up, and it would be held for a quiet second.
-        let small_answers = self.out.capacity() <= KEEP_OUTPUT_MAX;
-        if self.batch_opened >= KEEP_BUFFERS_BATCH && small_answers && self.trim_when_quiet {
-            return;
+    /// A busy connection (its second request since it was last quiet) keeps the rest until
+    /// that quiet trim instead: a client that multiplexes sends its next requests within
+    /// microseconds, one that does not within a round trip, and freeing and regrowing the
+    /// table and queues every turn cost more than decoding the requests.
+    pub fn release_idle_buffers(&mut self) -> Option<Vec<u8>> {
+        if !self.out.is_empty() {
+            return None;
         }
-        self.free_buffers();
+        let out = std::mem::take(&mut self.out);
+        if !(self.opened_lately >= KEEP_BUFFERS_OPENED && self.trim_when_quiet) {
+            self.free_buffers();
+        }
+        (out.capacity() > 0).then_some(out)
+    }
+
+    /// Whether the connection has no output buffer: the driver may lend it one before a turn
+    /// ([`Connection::lend_output`]); otherwise the turn allocates its own.
+    #[inline]
+    pub fn needs_output(&self) -> bool {
+        self.out.capacity() == 0
+    }
+
+    /// Gives the connection an empty output buffer to use (one another connection released,
+    /// see [`Connection::release_idle_buffers`], or a new one when given none). Ignored
+    /// unless [`Connection::needs_output`].
+    pub fn lend_output(&mut self, mut buf: Vec<u8>) {
+        if self.out.capacity() == 0 {
+            buf.clear();
+            buf.reserve(OUT_INITIAL);
+            self.out = buf;
+        }
     }
 
     /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
@@ -824,6 +847,7 @@ impl Connection {
         }
         if self.trim_when_quiet && self.ids.is_empty() && now >= self.last_frame_at + QUIET_TRIM {
             self.trim_when_quiet = false;
+            self.opened_lately = 0;
             self.free_buffers();
             self.headers_cache = HeadersCache::default();
             self.decoder.shrink_to_fit();
@@ -1075,6 +1099,7 @@ impl Connection {
                 }
                 self.max_client_stream = id;
                 self.batch_opened += 1;
+                self.opened_lately = self.opened_lately.saturating_add(1);
                 match self.phase {
                     Phase::Final { last } if id > last => BlockUse::Discard,
                     _ if self.ids.len() + self.closed_unwritten as usize

@@ -130,6 +130,7 @@ impl Connection {
             closed_unwritten: _,
             recv_paused: _,
             batch_opened: _,
+            opened_lately: _,
             drain_when_open: _,
             trim_when_quiet: _,
             recently_reset,
@@ -223,6 +224,7 @@ impl Connection {
             closed_unwritten: 0,
             recv_paused: false,
             batch_opened: 0,
+            opened_lately: 0,
             drain_when_open: false,
             trim_when_quiet: false,
             recently_reset: p
