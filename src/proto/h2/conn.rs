@@ -160,6 +160,10 @@ pub struct Connection {
     ready: ReadyQueues,
     /// Streams whose request is complete, in arrival order.
     requests: VecDeque<u32>,
+    /// The requests not yet handed out, by stream id (`Stream::holds_request`): out of the
+    /// stream table, whose entries move on every insertion and removal. Mostly in the order
+    /// they are handed out, so taking one is taking the first.
+    held: VecDeque<(u32, Request)>,
     /// Requests handed out and not yet answered.
     in_handler: u32,
     /// Streams with response bytes left to send (`Send::Body` or `Send::Stream`).
@@ -334,7 +338,8 @@ impl Connection {
         }
         let mut s = Stream::new(1, c.peer_initial_window, c.cfg.input_window);
         s.head_request = request.is_head();
-        s.request = Some(request);
+        s.holds_request = true;
+        c.held.push_back((1, request));
         c.insert(s);
         c.max_client_stream = 1;
         c.requests.push_back(1);
@@ -384,7 +389,11 @@ impl Connection {
         while self.in_handler < self.cfg.max_concurrent_requests {
             let id = self.requests.pop_front()?;
             let Some(i) = self.index(id) else { continue };
-            if let Some(req) = self.streams[i].request.take() {
+            let s = &mut self.streams[i];
+            if std::mem::take(&mut s.holds_request) {
+                let Some(req) = self.take_held(id) else {
+                    continue;
+                };
                 self.in_handler += 1;
                 self.streams[i].with_handler = true;
                 return Some((id, req));
@@ -779,6 +788,7 @@ impl Connection {
         // It holds a part of the decoded headers' buffer.
         self.memo = RequestMemo::default();
         self.requests = VecDeque::new();
+        self.held = VecDeque::new();
         self.ready = Default::default();
     }
 
@@ -1318,9 +1328,13 @@ impl Connection {
                 self.insert(s);
                 return self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at);
             }
-            s.request = Some(p.req);
+            s.holds_request = true;
+            if self.held.capacity() == 0 {
+                self.held.reserve_exact(REQUEST_BATCH);
+            }
+            self.held.push_back((id, p.req));
         }
-        let has_request = s.request.is_some();
+        let has_request = s.holds_request;
         self.insert(s);
         if end_stream {
             self.requests.push_back(id);
@@ -1343,7 +1357,12 @@ impl Connection {
         let Recv::Body { content_length, .. } = s.recv else {
             return;
         };
-        let Some(req) = &mut s.request else { return };
+        if !s.holds_request {
+            return;
+        }
+        let Some((_, req)) = self.held.iter_mut().find(|(held, _)| *held == id) else {
+            return;
+        };
         if !streams_body(req) {
             return;
         }
@@ -1469,7 +1488,7 @@ impl Connection {
                 // Answered already; the rest of the body was let in and dropped.
                 self.remove(i);
             }
-        } else if s.request.is_some() {
+        } else if s.holds_request {
             self.requests.push_back(id);
         } else if matches!(s.send, Send::Done) {
             self.remove(i);
@@ -1941,7 +1960,10 @@ impl Connection {
     fn respond_early(&mut self, id: u32, status: u16) {
         let Some(i) = self.index(id) else { return };
         let s = &mut self.streams[i];
-        s.request = None;
+        if std::mem::take(&mut s.holds_request) {
+            self.drop_held(id);
+        }
+        let s = &mut self.streams[i];
         if std::mem::take(&mut s.with_handler) {
             self.in_handler -= 1;
             self.cancelled.push(id);
@@ -2028,6 +2050,23 @@ impl Connection {
         self.ids.iter().position(|&x| x == id)
     }
 
+    /// Stream `id`'s held request, out of the table.
+    #[inline]
+    fn take_held(&mut self, id: u32) -> Option<Request> {
+        if self.held.front().is_some_and(|(held, _)| *held == id) {
+            return self.held.pop_front().map(|(_, req)| req);
+        }
+        let k = self.held.iter().position(|(held, _)| *held == id)?;
+        self.held.remove(k).map(|(_, req)| req)
+    }
+
+    /// Drops stream `id`'s held request (the stream went away or was answered early).
+    fn drop_held(&mut self, id: u32) {
+        if let Some(req) = self.take_held(id) {
+            req.recycle();
+        }
+    }
+
     fn insert(&mut self, s: Stream) {
         if self.streams.capacity() == 0 {
             self.streams.reserve_exact(REQUEST_BATCH);
@@ -2041,6 +2080,7 @@ impl Connection {
         let s = &self.streams[i];
         if s.body.is_some()
             || s.with_handler
+            || s.holds_request
             || s.sent.is_some()
             || matches!(s.send, Send::Stream(_))
         {
@@ -2059,6 +2099,9 @@ impl Connection {
     #[cold]
     #[inline(never)]
     fn before_remove(&mut self, i: usize) {
+        if std::mem::take(&mut self.streams[i].holds_request) {
+            self.drop_held(self.streams[i].id);
+        }
         if self.streams[i].body.is_some() {
             let why = BodyError::new(Side::Downstream, "stream closed before the body ended");
             self.drop_pipe(i, why);
