@@ -304,6 +304,52 @@ fn a_parked_connection_closes_at_its_idle_timeout() {
     assert!(raw.frame().is_none(), "closed after the GOAWAY");
 }
 
+/// A busy connection (requests one at a time) whose next request stalls before its body
+/// is closed at `http2-idle-timeout`, counted from its last frame: the connection's timer
+/// was armed for the sooner quiet trim and is not moved for a later deadline, so it fires
+/// early and is armed again, never late.
+#[test]
+fn a_stalled_request_after_busy_turns_closes_at_the_idle_timeout() {
+    use common::h2raw::Raw;
+    use spate::proto::h2::frame::{self, flag, kind};
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_file(dir.path(), "www/6b.txt", b"hello\n");
+    let s = Spate::start_in(&format!("{CONF}http2-idle-timeout: 3\n"), dir);
+    let mut raw = Raw::connect(&s, &[]);
+    for id in [1, 3, 5] {
+        let mut out = Vec::new();
+        raw.get(id, "/6b.txt", true, &mut out);
+        raw.send(&out);
+        loop {
+            let (h, _) = raw.frame().expect("the response");
+            if h.kind == kind::SETTINGS && h.flags & flag::ACK == 0 {
+                let mut ack = Vec::new();
+                frame::put_head(&mut ack, 0, kind::SETTINGS, flag::ACK, 0);
+                raw.send(&ack);
+            }
+            if h.stream == id && h.flags & flag::END_STREAM != 0 {
+                break;
+            }
+        }
+    }
+    // A request whose body never comes.
+    let mut out = Vec::new();
+    raw.get(7, "/6b.txt", false, &mut out);
+    raw.send(&out);
+    let asked = std::time::Instant::now();
+    assert_eq!(
+        raw.goaway(),
+        Some(frame::Reason::ENHANCE_YOUR_CALM.0),
+        "GOAWAY at the idle timeout"
+    );
+    let waited = asked.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(2500)
+            && waited < std::time::Duration::from_secs(5),
+        "{waited:?}"
+    );
+}
+
 /// A multiplexing client's repeated requests send the same header block bytes again, which
 /// spate answers from the connection's memo of the last request; the same bytes mean another
 /// field once the client's encoder inserted an entry: spate answers and logs what the table
