@@ -194,6 +194,8 @@ pub struct Connection {
     /// New streams since the connection was last quiet ([`QUIET_TRIM`]): from
     /// [`KEEP_BUFFERS_OPENED`] on, the connection is busy and keeps its buffers between turns.
     opened_lately: u32,
+    /// A write since the last `release_idle_buffers` was larger than [`KEEP_OUTPUT_MAX`].
+    wrote_large: bool,
     /// A graceful shutdown began before the client's preface and SETTINGS: it starts once
     /// they came.
     drain_when_open: bool,
@@ -266,6 +268,8 @@ const OUT_INITIAL: usize = 4 * 1024;
 /// New streams since the connection was last quiet from which it keeps its buffers between
 /// turns (see [`Connection::release_idle_buffers`]): a client's second request.
 const KEEP_BUFFERS_OPENED: u32 = 2;
+/// The largest write of a turn after which a busy connection keeps its buffers.
+const KEEP_OUTPUT_MAX: usize = 16 * 1024;
 /// How long after the client's last frame an idle connection trims what it keeps for the
 /// next request: the response headers cache (it matches only responses of the same second,
 /// their Date) and the HPACK tables' spare capacity. Later than a busy client's next
@@ -727,6 +731,7 @@ impl Connection {
 
     /// Call once the output was written; the buffer is kept for reuse.
     pub fn clear_output(&mut self) {
+        self.wrote_large |= self.out.len() > KEEP_OUTPUT_MAX;
         self.out.clear();
         self.date = None;
         self.closed_unwritten = 0;
@@ -744,13 +749,16 @@ impl Connection {
     /// A busy connection (its second request since it was last quiet) keeps the rest until
     /// that quiet trim instead: a client that multiplexes sends its next requests within
     /// microseconds, one that does not within a round trip, and freeing and regrowing the
-    /// table and queues every turn cost more than decoding the requests.
+    /// table and queues every turn cost more than decoding the requests. Not after a large
+    /// write (over [`KEEP_OUTPUT_MAX`]): with hundreds of such connections, what each kept
+    /// would be out of cache by its next turn, while freed it is the next one's, still warm.
     pub fn release_idle_buffers(&mut self) -> Option<Vec<u8>> {
         if !self.out.is_empty() {
             return None;
         }
         let out = std::mem::take(&mut self.out);
-        if !(self.opened_lately >= KEEP_BUFFERS_OPENED && self.trim_when_quiet) {
+        let small_answers = !std::mem::take(&mut self.wrote_large);
+        if !(self.opened_lately >= KEEP_BUFFERS_OPENED && small_answers && self.trim_when_quiet) {
             self.free_buffers();
         }
         (out.capacity() > 0).then_some(out)

@@ -132,6 +132,7 @@ impl Connection {
             recv_paused: _,
             batch_opened: _,
             opened_lately: _,
+            wrote_large: _,
             drain_when_open: _,
             trim_when_quiet: _,
             recently_reset,
@@ -227,6 +228,7 @@ impl Connection {
             recv_paused: false,
             batch_opened: 0,
             opened_lately: 0,
+            wrote_large: false,
             drain_when_open: false,
             trim_when_quiet: false,
             recently_reset: p
