@@ -264,37 +264,37 @@ fn a_parked_connection_serves_requests_that_refer_to_its_hpack_tables() {
     });
 }
 
-/// A parked connection keeps its idle deadline: it still gets GOAWAY(NO_ERROR) and is closed
-/// at `http2-idle-timeout`, counted from the client's last frame.
-#[test]
-fn a_parked_connection_closes_at_its_idle_timeout() {
-    use common::h2raw::Raw;
+/// A connection to a spate with `http2-idle-timeout: 3` that made one request per id in
+/// `ids` (one at a time, its SETTINGS acknowledged).
+fn answered_with_idle_timeout(ids: &[u32]) -> (Spate, common::h2raw::Raw) {
     use spate::proto::h2::frame::{self, flag, kind};
     let dir = tempfile::tempdir().expect("tempdir");
     write_file(dir.path(), "www/6b.txt", b"hello\n");
     let s = Spate::start_in(&format!("{CONF}http2-idle-timeout: 3\n"), dir);
-    let mut raw = Raw::connect(&s, &[]);
-    let mut out = Vec::new();
-    raw.get(1, "/6b.txt", true, &mut out);
-    raw.send(&out);
-    loop {
-        let (h, _) = raw.frame().expect("the response");
-        if h.kind == kind::SETTINGS && h.flags & flag::ACK == 0 {
-            let mut ack = Vec::new();
-            frame::put_head(&mut ack, 0, kind::SETTINGS, flag::ACK, 0);
-            raw.send(&ack);
-        }
-        if h.stream == 1 && h.flags & flag::END_STREAM != 0 {
-            break;
+    let mut raw = common::h2raw::Raw::connect(&s, &[]);
+    for &id in ids {
+        let mut out = Vec::new();
+        raw.get(id, "/6b.txt", true, &mut out);
+        raw.send(&out);
+        loop {
+            let (h, _) = raw.frame().expect("the response");
+            if h.kind == kind::SETTINGS && h.flags & flag::ACK == 0 {
+                let mut ack = Vec::new();
+                frame::put_head(&mut ack, 0, kind::SETTINGS, flag::ACK, 0);
+                raw.send(&ack);
+            }
+            if h.stream == id && h.flags & flag::END_STREAM != 0 {
+                break;
+            }
         }
     }
-    let asked = std::time::Instant::now();
-    // Parked after 1 s of quiet; the deadline comes 3 s after the last frame (the ACK).
-    assert_eq!(
-        raw.goaway(),
-        Some(0),
-        "GOAWAY(NO_ERROR) at the idle timeout"
-    );
+    (s, raw)
+}
+
+/// Reads until the GOAWAY, checks its code and that it came 2.5 to 5 s after `asked` (an
+/// idle timeout of 3 s counted from the client's last frame).
+fn goaway_at_idle_timeout(raw: &mut common::h2raw::Raw, code: u32, asked: std::time::Instant) {
+    assert_eq!(raw.goaway(), Some(code), "GOAWAY at the idle timeout");
     let waited = asked.elapsed();
     assert!(
         waited >= std::time::Duration::from_millis(2500)
@@ -302,6 +302,31 @@ fn a_parked_connection_closes_at_its_idle_timeout() {
         "{waited:?}"
     );
     assert!(raw.frame().is_none(), "closed after the GOAWAY");
+}
+
+/// A parked connection keeps its idle deadline: it still gets GOAWAY(NO_ERROR) and is closed
+/// at `http2-idle-timeout`, counted from the client's last frame.
+#[test]
+fn a_parked_connection_closes_at_its_idle_timeout() {
+    let (_s, mut raw) = answered_with_idle_timeout(&[1]);
+    // Parked after 1 s of quiet; the deadline comes 3 s after the last frame (the ACK).
+    goaway_at_idle_timeout(&mut raw, 0, std::time::Instant::now());
+}
+
+/// A busy connection (requests one at a time) whose next request stalls before its body
+/// is closed at `http2-idle-timeout`, counted from its last frame: the connection's timer
+/// was armed for the sooner quiet trim and is not moved for a later deadline, so it fires
+/// early and is armed again, never late.
+#[test]
+fn a_stalled_request_after_busy_turns_closes_at_the_idle_timeout() {
+    use spate::proto::h2::frame::Reason;
+    let (_s, mut raw) = answered_with_idle_timeout(&[1, 3, 5]);
+    // A request whose body never comes.
+    let mut out = Vec::new();
+    raw.get(7, "/6b.txt", false, &mut out);
+    raw.send(&out);
+    let asked = std::time::Instant::now();
+    goaway_at_idle_timeout(&mut raw, Reason::ENHANCE_YOUR_CALM.0, asked);
 }
 
 /// A multiplexing client's repeated requests send the same header block bytes again, which

@@ -13,11 +13,18 @@ const WRITE_BUFFER: usize = 16 * 1024;
 const KEEP: usize = 64;
 /// A write buffer that grew past this (a large pipelined batch) is freed, not kept.
 const KEEP_WRITE_MAX: usize = 256 * 1024;
+/// HTTP/2 output buffers kept: a connection holds one only during its turn, so a few cover
+/// the turns whose writes wait on the socket at once.
+const KEEP_OUTPUT: usize = 4;
 
 #[derive(Default)]
 pub(crate) struct BufferPool {
     read: RefCell<Vec<BytesMut>>,
     write: RefCell<Vec<Vec<u8>>>,
+    /// HTTP/2 output buffers between turns, apart from `write`: an HTTP/2 connection does
+    /// not take one from here when it starts, so it gives back more than it takes, and the
+    /// surplus must not fill the HTTP/1 pool up to [`KEEP`].
+    output: RefCell<Vec<Vec<u8>>>,
 }
 
 impl BufferPool {
@@ -54,6 +61,24 @@ impl BufferPool {
             pool.push(b);
         }
     }
+
+    /// An HTTP/2 output buffer another turn gave back, if any (its connection allocates
+    /// its own otherwise).
+    pub fn output_buffer(&self) -> Option<Vec<u8>> {
+        self.output.borrow_mut().pop()
+    }
+
+    /// Takes back an HTTP/2 output buffer between turns (see
+    /// `Connection::release_idle_buffers`); kept when there is room, whatever its capacity
+    /// up to [`KEEP_WRITE_MAX`], so a turn of large answers finds the room an earlier one
+    /// grew.
+    pub fn give_output(&self, mut b: Vec<u8>) {
+        let mut pool = self.output.borrow_mut();
+        if b.capacity() > 0 && b.capacity() <= KEEP_WRITE_MAX && pool.len() < KEEP_OUTPUT {
+            b.clear();
+            pool.push(b);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -85,5 +110,23 @@ mod tests {
         assert_eq!(w.as_ptr(), ptr);
         pool.give_write(Vec::with_capacity(KEEP_WRITE_MAX + 1));
         assert!(pool.write.borrow().is_empty());
+    }
+
+    #[test]
+    fn keeps_a_few_output_buffers_apart_from_write_buffers() {
+        let pool = BufferPool::default();
+        assert!(pool.output_buffer().is_none());
+        for _ in 0..KEEP_OUTPUT + 3 {
+            pool.give_output(Vec::with_capacity(64 * 1024));
+        }
+        assert_eq!(pool.output.borrow().len(), KEEP_OUTPUT);
+        assert!(pool.write.borrow().is_empty());
+        let mut big = pool.output_buffer().unwrap();
+        assert!(big.capacity() >= 64 * 1024);
+        big.extend_from_slice(b"frames");
+        pool.give_output(big);
+        assert!(pool.output_buffer().unwrap().is_empty());
+        pool.give_output(Vec::with_capacity(KEEP_WRITE_MAX + 1));
+        assert_eq!(pool.output.borrow().len(), KEEP_OUTPUT - 1);
     }
 }

@@ -317,6 +317,9 @@ async fn turns<'a, T: Transport>(
         let now = Instant::now();
         // The start of this turn's requests, for the metrics: one clock reading per turn.
         let mark = crate::metrics::start();
+        if conn.needs_output() {
+            conn.lend_output(ctx.buffers.output_buffer().unwrap_or_default());
+        }
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write.
         loop {
@@ -377,7 +380,10 @@ async fn turns<'a, T: Transport>(
             continue;
         }
 
-        conn.release_idle_buffers();
+        // A waiting connection holds no output buffer: it goes back to the worker.
+        if let Some(out) = conn.release_idle_buffers() {
+            ctx.buffers.give_output(out);
+        }
         // An idle connection waits without a read buffer where the transport allows it.
         let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();
         if bufferless {
@@ -404,8 +410,14 @@ async fn turns<'a, T: Transport>(
             return Ok(Pause::Quiet);
         }
         if let Some(d) = deadline {
-            // Moving a registered timer is a store, not a timer-wheel operation.
-            waits.timer.as_mut().reset(d.into());
+            // Moved only when due sooner (or spent): a busy connection's next deadline is
+            // always later (its idle timeout, its quiet trim), and an earlier one only fires
+            // the timer early, after which this turn's end arms it afresh. Moving it costs
+            // about 100 instructions, a tenth of a one-request turn's own work.
+            let d = tokio::time::Instant::from(d);
+            if d < waits.timer.deadline() || waits.timer.is_elapsed() {
+                waits.timer.as_mut().reset(d);
+            }
         }
         tokio::select! {
             r = read_some(stream, rbuf, &ctx.buffers, bufferless) => {

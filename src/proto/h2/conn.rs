@@ -160,6 +160,10 @@ pub struct Connection {
     ready: ReadyQueues,
     /// Streams whose request is complete, in arrival order.
     requests: VecDeque<u32>,
+    /// The requests not yet handed out, by stream id (`Stream::holds_request`): out of the
+    /// stream table, whose entries move on every insertion and removal. Mostly in the order
+    /// they are handed out, so taking one is taking the first.
+    held: VecDeque<(u32, Request)>,
     /// Requests handed out and not yet answered.
     in_handler: u32,
     /// Streams with response bytes left to send (`Send::Body` or `Send::Stream`).
@@ -187,6 +191,11 @@ pub struct Connection {
     recv_paused: bool,
     /// New streams seen by the current `recv` call.
     batch_opened: usize,
+    /// New streams since the connection was last quiet ([`QUIET_TRIM`]): from
+    /// [`KEEP_BUFFERS_OPENED`] on, the connection is busy and keeps its buffers between turns.
+    opened_lately: u32,
+    /// A write since the last `release_idle_buffers` was larger than [`KEEP_OUTPUT_MAX`].
+    wrote_large: bool,
     /// A graceful shutdown began before the client's preface and SETTINGS: it starts once
     /// they came.
     drain_when_open: bool,
@@ -256,10 +265,10 @@ const RECENT_RESETS: usize = 16;
 const REQUEST_BATCH: usize = 16;
 /// The output buffer's first allocation, enough for a batch of small responses.
 const OUT_INITIAL: usize = 4 * 1024;
-/// New streams in the last `recv` from which a connection keeps its buffers between turns
-/// (see [`Connection::release_idle_buffers`]).
-const KEEP_BUFFERS_BATCH: usize = 2;
-/// The largest output buffer of a turn whose buffers are kept.
+/// New streams since the connection was last quiet from which it keeps its buffers between
+/// turns (see [`Connection::release_idle_buffers`]): a client's second request.
+const KEEP_BUFFERS_OPENED: u32 = 2;
+/// The largest write of a turn after which a busy connection keeps its buffers.
 const KEEP_OUTPUT_MAX: usize = 16 * 1024;
 /// How long after the client's last frame an idle connection trims what it keeps for the
 /// next request: the response headers cache (it matches only responses of the same second,
@@ -333,7 +342,8 @@ impl Connection {
         }
         let mut s = Stream::new(1, c.peer_initial_window, c.cfg.input_window);
         s.head_request = request.is_head();
-        s.request = Some(request);
+        s.holds_request = true;
+        c.held.push_back((1, request));
         c.insert(s);
         c.max_client_stream = 1;
         c.requests.push_back(1);
@@ -383,7 +393,11 @@ impl Connection {
         while self.in_handler < self.cfg.max_concurrent_requests {
             let id = self.requests.pop_front()?;
             let Some(i) = self.index(id) else { continue };
-            if let Some(req) = self.streams[i].request.take() {
+            let s = &mut self.streams[i];
+            if std::mem::take(&mut s.holds_request) {
+                let Some(req) = self.take_held(id) else {
+                    continue;
+                };
                 self.in_handler += 1;
                 self.streams[i].with_handler = true;
                 return Some((id, req));
@@ -717,29 +731,55 @@ impl Connection {
 
     /// Call once the output was written; the buffer is kept for reuse.
     pub fn clear_output(&mut self) {
+        self.wrote_large |= self.out.len() > KEEP_OUTPUT_MAX;
         self.out.clear();
         self.date = None;
         self.closed_unwritten = 0;
     }
 
-    /// Frees the buffers a busy turn grew (output, stream table, decoded headers) when the
-    /// connection has nothing in flight. Call before waiting for input: an idle connection
-    /// then holds little more than its HPACK tables, and the next turn allocates again. A
-    /// connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
+    /// Frees the buffers a turn grew (stream table, decoded headers, queues) when the
+    /// connection has nothing in flight, and gives back its output buffer once written (even
+    /// with streams open), empty, for the driver to lend to the next turn of any connection
+    /// ([`Connection::lend_output`]): a waiting connection holds no output buffer, and a turn
+    /// of large bodies writes into room an earlier turn grew instead of growing its own
+    /// again by doubling. Call before
+    /// waiting for input: an idle connection then holds little more than its HPACK tables.
+    /// A connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
     ///
-    /// A turn that opened several streams for small answers keeps them until that quiet trim
-    /// instead: a client that multiplexes sends its next requests within microseconds, and
-    /// freeing and regrowing the table and queues every turn cost more than decoding the
-    /// requests.
-    pub fn release_idle_buffers(&mut self) {
-        // The output's room is the turn's largest write: large bodies free everything as
-        // before, since their output grows in place only on a heap the kept buffers do not
-        // break up, and it would be held for a quiet second.
-        let small_answers = self.out.capacity() <= KEEP_OUTPUT_MAX;
-        if self.batch_opened >= KEEP_BUFFERS_BATCH && small_answers && self.trim_when_quiet {
-            return;
+    /// A busy connection (its second request since it was last quiet) keeps the rest until
+    /// that quiet trim instead: a client that multiplexes sends its next requests within
+    /// microseconds, one that does not within a round trip, and freeing and regrowing the
+    /// table and queues every turn cost more than decoding the requests. Not after a large
+    /// write (over [`KEEP_OUTPUT_MAX`]): with hundreds of such connections, what each kept
+    /// would be out of cache by its next turn, while freed it is the next one's, still warm.
+    pub fn release_idle_buffers(&mut self) -> Option<Vec<u8>> {
+        if !self.out.is_empty() {
+            return None;
         }
-        self.free_buffers();
+        let out = std::mem::take(&mut self.out);
+        let small_answers = !std::mem::take(&mut self.wrote_large);
+        if !(self.opened_lately >= KEEP_BUFFERS_OPENED && small_answers && self.trim_when_quiet) {
+            self.free_buffers();
+        }
+        (out.capacity() > 0).then_some(out)
+    }
+
+    /// Whether the connection has no output buffer: the driver may lend it one before a turn
+    /// ([`Connection::lend_output`]); otherwise the turn allocates its own.
+    #[inline]
+    pub fn needs_output(&self) -> bool {
+        self.out.capacity() == 0
+    }
+
+    /// Gives the connection an empty output buffer to use (one another connection released,
+    /// see [`Connection::release_idle_buffers`], or a new one when given none). Ignored
+    /// unless [`Connection::needs_output`].
+    pub fn lend_output(&mut self, mut buf: Vec<u8>) {
+        if self.out.capacity() == 0 {
+            buf.clear();
+            buf.reserve(OUT_INITIAL);
+            self.out = buf;
+        }
     }
 
     /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
@@ -756,6 +796,7 @@ impl Connection {
         // It holds a part of the decoded headers' buffer.
         self.memo = RequestMemo::default();
         self.requests = VecDeque::new();
+        self.held = VecDeque::new();
         self.ready = Default::default();
     }
 
@@ -831,6 +872,7 @@ impl Connection {
         }
         if self.trim_when_quiet && self.ids.is_empty() && now >= self.last_frame_at + QUIET_TRIM {
             self.trim_when_quiet = false;
+            self.opened_lately = 0;
             self.free_buffers();
             self.headers_cache = HeadersCache::default();
             self.decoder.shrink_to_fit();
@@ -1082,6 +1124,7 @@ impl Connection {
                 }
                 self.max_client_stream = id;
                 self.batch_opened += 1;
+                self.opened_lately = self.opened_lately.saturating_add(1);
                 match self.phase {
                     Phase::Final { last } if id > last => BlockUse::Discard,
                     _ if self.ids.len() + self.closed_unwritten as usize
@@ -1300,9 +1343,13 @@ impl Connection {
                 self.insert(s);
                 return self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at);
             }
-            s.request = Some(p.req);
+            s.holds_request = true;
+            if self.held.capacity() == 0 {
+                self.held.reserve_exact(REQUEST_BATCH);
+            }
+            self.held.push_back((id, p.req));
         }
-        let has_request = s.request.is_some();
+        let has_request = s.holds_request;
         self.insert(s);
         if end_stream {
             self.requests.push_back(id);
@@ -1325,7 +1372,12 @@ impl Connection {
         let Recv::Body { content_length, .. } = s.recv else {
             return;
         };
-        let Some(req) = &mut s.request else { return };
+        if !s.holds_request {
+            return;
+        }
+        let Some((_, req)) = self.held.iter_mut().find(|(held, _)| *held == id) else {
+            return;
+        };
         if !streams_body(req) {
             return;
         }
@@ -1451,7 +1503,7 @@ impl Connection {
                 // Answered already; the rest of the body was let in and dropped.
                 self.remove(i);
             }
-        } else if s.request.is_some() {
+        } else if s.holds_request {
             self.requests.push_back(id);
         } else if matches!(s.send, Send::Done) {
             self.remove(i);
@@ -1923,7 +1975,10 @@ impl Connection {
     fn respond_early(&mut self, id: u32, status: u16) {
         let Some(i) = self.index(id) else { return };
         let s = &mut self.streams[i];
-        s.request = None;
+        if std::mem::take(&mut s.holds_request) {
+            self.drop_held(id);
+        }
+        let s = &mut self.streams[i];
         if std::mem::take(&mut s.with_handler) {
             self.in_handler -= 1;
             self.cancelled.push(id);
@@ -2010,6 +2065,23 @@ impl Connection {
         self.ids.iter().position(|&x| x == id)
     }
 
+    /// Stream `id`'s held request, out of the table.
+    #[inline]
+    fn take_held(&mut self, id: u32) -> Option<Request> {
+        if self.held.front().is_some_and(|(held, _)| *held == id) {
+            return self.held.pop_front().map(|(_, req)| req);
+        }
+        let k = self.held.iter().position(|(held, _)| *held == id)?;
+        self.held.remove(k).map(|(_, req)| req)
+    }
+
+    /// Drops stream `id`'s held request (the stream went away or was answered early).
+    fn drop_held(&mut self, id: u32) {
+        if let Some(req) = self.take_held(id) {
+            req.recycle();
+        }
+    }
+
     fn insert(&mut self, s: Stream) {
         if self.streams.capacity() == 0 {
             self.streams.reserve_exact(REQUEST_BATCH);
@@ -2023,6 +2095,7 @@ impl Connection {
         let s = &self.streams[i];
         if s.body.is_some()
             || s.with_handler
+            || s.holds_request
             || s.sent.is_some()
             || matches!(s.send, Send::Stream(_))
         {
@@ -2041,6 +2114,9 @@ impl Connection {
     #[cold]
     #[inline(never)]
     fn before_remove(&mut self, i: usize) {
+        if std::mem::take(&mut self.streams[i].holds_request) {
+            self.drop_held(self.streams[i].id);
+        }
         if self.streams[i].body.is_some() {
             let why = BodyError::new(Side::Downstream, "stream closed before the body ended");
             self.drop_pipe(i, why);

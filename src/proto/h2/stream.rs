@@ -9,7 +9,7 @@
 
 use crate::http::body::{BodyWriter, Trailers};
 use crate::http::response::BodyPart;
-use crate::http::{Body, OpenFile, Request};
+use crate::http::{Body, OpenFile};
 use bytes::Bytes;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
@@ -72,8 +72,9 @@ pub struct Stream {
     pub id: u32,
     pub recv: Recv,
     pub send: Send,
-    /// The complete request, until the connection hands it out.
-    pub request: Option<Request>,
+    /// The complete request is held for this stream until the connection hands it out (in
+    /// the connection's table of held requests, which keeps the stream small to move).
+    pub holds_request: bool,
     pub head_request: bool,
     /// An extended CONNECT (RFC 8441): its DATA is a tunnel's, not a body under
     /// `max_request_body` (flow control still bounds what is held).
@@ -114,7 +115,7 @@ impl Stream {
             id,
             recv: Recv::Closed,
             send: Send::Waiting,
-            request: None,
+            holds_request: false,
             head_request: false,
             tunnel: false,
             send_window: i64::from(send_window),

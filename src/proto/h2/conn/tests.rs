@@ -644,14 +644,25 @@ fn idle_buffers_are_released_and_regrown() {
         .sum();
     assert_eq!(data, 30_000);
     assert!(p.conn.out.capacity() >= 30_000);
-    p.conn.release_idle_buffers();
+    let out = p
+        .conn
+        .release_idle_buffers()
+        .expect("the output goes back to the driver");
+    assert!(out.is_empty() && out.capacity() >= 30_000);
     assert_eq!(p.conn.out.capacity(), 0);
     assert_eq!(p.conn.streams.capacity(), 0);
 
-    // A stream still open keeps everything.
+    // Lent back before the next turn, the answer is written into it in place.
+    assert!(p.conn.needs_output());
+    let at = out.as_ptr();
+    p.conn.lend_output(out);
+    assert!(!p.conn.needs_output());
     let req = p.get(3, "/", false);
     p.feed(&req);
-    p.conn.release_idle_buffers();
+    assert_eq!(p.conn.out.as_ptr(), at);
+
+    // A stream still open keeps the rest; the written output goes back all the same.
+    assert!(p.conn.release_idle_buffers().is_some());
     assert_eq!(p.conn.open_streams(), 1);
     assert!(p.conn.streams.capacity() > 0);
     let mut end = Vec::new();
@@ -663,7 +674,7 @@ fn idle_buffers_are_released_and_regrown() {
 }
 
 #[test]
-fn a_multiplexing_turn_keeps_its_buffers_until_the_quiet_trim() {
+fn a_busy_connection_keeps_its_buffers_until_the_quiet_trim() {
     let mut p = Peer::new(Settings::default(), &[]);
     p.turn(b"");
     let mut two = p.get(1, "/a", true);
@@ -671,9 +682,15 @@ fn a_multiplexing_turn_keeps_its_buffers_until_the_quiet_trim() {
     p.feed(&two);
     let f = p.turn(b"ok");
     assert_eq!(f.iter().filter(|(h, _)| h.kind == kind::DATA).count(), 2);
-    p.conn.release_idle_buffers();
-    assert!(p.conn.streams.capacity() > 0, "kept for the next turn");
-    assert!(p.conn.out.capacity() > 0);
+    assert!(
+        p.conn.release_idle_buffers().is_some(),
+        "the output goes back"
+    );
+    assert!(
+        p.conn.streams.capacity() > 0,
+        "the rest is kept for the next turn"
+    );
+    assert!(p.conn.hbuf.capacity() > 0);
 
     // The next turn reuses them; a quiet second frees them with the rest.
     let req = p.get(5, "/c", true);
@@ -686,15 +703,28 @@ fn a_multiplexing_turn_keeps_its_buffers_until_the_quiet_trim() {
     assert_eq!(p.conn.out.capacity(), 0);
     assert!(p.conn.closed().is_none());
 
-    // Large answers free everything at once, as a single stream does.
-    static BODY: [u8; 30_000] = [5; 30_000];
-    let mut two = p.get(7, "/a", true);
-    two.extend(p.get(9, "/b", true));
-    p.feed(&two);
-    p.turn(&BODY);
+    // After it, one request at a time: the first turn frees, the second keeps (a client
+    // that waits for each answer, h2load -m1).
+    let req = p.get(7, "/a", true);
+    p.feed(&req);
+    p.turn(b"ok");
     p.conn.release_idle_buffers();
-    assert_eq!(p.conn.streams.capacity(), 0);
+    assert_eq!(p.conn.streams.capacity(), 0, "one request is not busy");
+    let req = p.get(9, "/b", true);
+    p.feed(&req);
+    p.turn(b"ok");
+    assert!(p.conn.release_idle_buffers().is_some());
+    assert!(p.conn.streams.capacity() > 0, "a second request is");
     assert_eq!(p.conn.out.capacity(), 0);
+
+    // A large write frees everything but the output, which goes back all the same.
+    static BODY: [u8; 30_000] = [5; 30_000];
+    let req = p.get(11, "/c", true);
+    p.feed(&req);
+    p.turn(&BODY);
+    assert!(p.conn.release_idle_buffers().unwrap().capacity() >= 30_000);
+    assert_eq!(p.conn.streams.capacity(), 0);
+    assert_eq!(p.conn.hbuf.capacity(), 0);
 }
 
 #[test]
