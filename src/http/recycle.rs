@@ -93,11 +93,10 @@ mod tests {
 
     #[test]
     fn large_lists_are_not_kept() {
-        let l: FieldList = Vec::with_capacity(LIST_CAPACITY_MAX + 1);
-        let ptr = l.as_ptr();
-        give_field_list(l);
-        let again = field_list(1);
-        assert_ne!(again.as_ptr(), ptr);
+        // By capacity, not address: the allocator may hand the freed block out again.
+        give_field_list(Vec::with_capacity(LIST_CAPACITY_MAX + 1));
+        assert!(FIELD_LISTS.with(|f| f.borrow().is_empty()));
+        assert!(field_list(1).capacity() <= LIST_CAPACITY_MAX);
     }
 
     #[test]
