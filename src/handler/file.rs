@@ -38,10 +38,11 @@ pub mod parsers {
 }
 
 use crate::config::FileConf;
+use crate::http::recycle::HeaderList;
 use crate::http::response::BodyPart;
-use crate::http::{Answer, Body, FileRange, Handler, Method, Request, Response};
+use crate::http::{Answer, Body, FileRange, Handler, Headers, Method, Request, Response};
 use bytes::Bytes;
-use cache::{Entry, Opened, Representation};
+use cache::{Entry, Opened, Representation, Tick, WholeHead};
 use encoding::Coding;
 use path::PathError;
 use range::Ranges;
@@ -136,7 +137,7 @@ impl FileHandler {
             key.push(b'/');
         }
         let mut cache = self.cache.borrow_mut();
-        if let Some(entry) = cache.lookup(&key, Instant::now()) {
+        if let Some(entry) = cache.lookup(&key, Tick::now()) {
             // A directory's index choice depends on the handler's `file.index`.
             if !dir_like || entry.profile == self.profile {
                 return self.serve(req, entry);
@@ -235,6 +236,11 @@ impl FileHandler {
         if entry.profile != self.profile {
             entry.content_type = self.content_type(&entry.path);
             entry.profile = self.profile;
+            // Their Content-Type was the old one.
+            entry.main.whole = None;
+            for rep in entry.variants.iter_mut().flatten().flatten() {
+                rep.whole = None;
+            }
         }
         let mut coding = None;
         let mut vary = false;
@@ -246,28 +252,30 @@ impl FileHandler {
                     && encoding::accepts(req.header_all(b"accept-encoding"), c)
             });
         }
-        let rep = match coding.and_then(|c| entry.variants.as_ref()?[c.index()].as_ref()) {
+        let Entry {
+            main,
+            variants,
+            content_type,
+            ..
+        } = entry;
+        let rep = match coding.and_then(|c| variants.as_mut()?[c.index()].as_mut()) {
             Some(r) => r,
-            None => &entry.main,
+            None => main,
         };
-        self.respond(req, rep, &entry.content_type, coding, vary)
+        self.respond(req, rep, content_type, coding, vary)
     }
 
     fn respond(
         &self,
         req: &Request,
-        rep: &Representation,
+        rep: &mut Representation,
         content_type: &Bytes,
         coding: Option<Coding>,
         vary: bool,
     ) -> Response {
         let etag = self.conf.etag.then_some(&rep.etag);
         let modified = rep.file.modified;
-        let mut resp = Response {
-            status: 200,
-            headers: crate::http::recycle::header_list(7),
-            body: Body::Empty,
-        };
+        let mut resp = Response::new(200);
         let asked = Asked::of(req);
         // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since, may fail with 412.
         let precondition_ok = if asked.if_match {
@@ -280,7 +288,6 @@ impl FileHandler {
         if !precondition_ok {
             return Response::error(412);
         }
-        let h = &mut resp.headers;
         let not_modified = if asked.if_none_match {
             // An empty tag matches nothing but `*`.
             conditional::none_match(
@@ -294,7 +301,9 @@ impl FileHandler {
         };
         if not_modified {
             resp.status = 304;
-            push_validators(h, rep, etag, vary);
+            let mut h = crate::http::recycle::header_list(3);
+            push_validators(&mut h, rep, etag, vary);
+            resp.headers = h.into();
             return resp;
         }
 
@@ -310,38 +319,34 @@ impl FileHandler {
             }
             _ => Ranges::Whole,
         };
-        let file_range = |offset, len| FileRange {
+        let file_range = |rep: &Representation, offset, len| FileRange {
             file: rep.file.clone(),
             offset,
             len,
         };
+        // A partial answer's fields differ per request: a list of its own.
         match ranges {
             Ranges::Whole => {
-                h.push((name(b"Content-Type"), content_type.clone()));
-                push_validators(h, rep, etag, vary);
-                if let Some(c) = coding {
-                    h.push((
-                        name(b"Content-Encoding"),
-                        Bytes::from_static(c.name().as_bytes()),
-                    ));
-                } else {
-                    h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
-                }
-                resp.body = Body::File(file_range(0, size));
+                resp.body = Body::File(file_range(rep, 0, size));
+                resp.headers = Headers::shared(self.whole_head(rep, content_type, coding, vary));
+                return resp;
             }
             Ranges::Single(offset, len) => {
                 resp.status = 206;
+                let mut h = crate::http::recycle::header_list(7);
                 h.push((name(b"Content-Type"), content_type.clone()));
-                push_validators(h, rep, etag, vary);
+                push_validators(&mut h, rep, etag, vary);
                 h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
                 h.push((name(b"Content-Range"), content_range(offset, len, size)));
-                resp.body = Body::File(file_range(offset, len));
+                resp.body = Body::File(file_range(rep, offset, len));
+                resp.headers = h.into();
             }
             Ranges::Multi(list) => {
                 resp.status = 206;
                 let ct = format!("multipart/byteranges; boundary={}", self.boundary);
+                let mut h = crate::http::recycle::header_list(7);
                 h.push((name(b"Content-Type"), ct.into()));
-                push_validators(h, rep, etag, vary);
+                push_validators(&mut h, rep, etag, vary);
                 h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
                 let mut parts = Vec::with_capacity(list.len() * 2 + 1);
                 for (offset, len) in list {
@@ -354,11 +359,12 @@ impl FileHandler {
                     head.extend_from_slice(&content_range(offset, len, size));
                     head.extend_from_slice(b"\r\n\r\n");
                     parts.push(BodyPart::Bytes(head.into()));
-                    parts.push(BodyPart::File(file_range(offset, len)));
+                    parts.push(BodyPart::File(file_range(rep, offset, len)));
                 }
                 let end = format!("\r\n--{}--\r\n", self.boundary);
                 parts.push(BodyPart::Bytes(end.into()));
                 resp.body = Body::Parts(parts);
+                resp.headers = h.into();
             }
             Ranges::Unsatisfiable => {
                 return Response::error(416)
@@ -366,6 +372,42 @@ impl FileHandler {
             }
         }
         resp
+    }
+
+    /// The fields of a 200 with the whole of `rep`: built on its first such answer, then
+    /// shared by reference, so a cached file is answered without cloning each field.
+    fn whole_head(
+        &self,
+        rep: &mut Representation,
+        content_type: &Bytes,
+        coding: Option<Coding>,
+        vary: bool,
+    ) -> Rc<HeaderList> {
+        let etag = self.conf.etag;
+        if let Some(w) = rep
+            .whole
+            .as_ref()
+            .filter(|w| w.etag == etag && w.vary == vary)
+        {
+            return w.fields.clone();
+        }
+        let mut h = Vec::with_capacity(5);
+        h.push((name(b"Content-Type"), content_type.clone()));
+        push_validators(&mut h, rep, etag.then_some(&rep.etag), vary);
+        match coding {
+            Some(c) => h.push((
+                name(b"Content-Encoding"),
+                Bytes::from_static(c.name().as_bytes()),
+            )),
+            None => h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes"))),
+        }
+        let fields = Rc::new(h);
+        rep.whole = Some(WholeHead {
+            etag,
+            vary,
+            fields: fields.clone(),
+        });
+        fields
     }
 
     /// The Content-Type for a file path: `file.mime.addtypes`, then the built-in table, then
