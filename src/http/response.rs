@@ -319,3 +319,41 @@ fn reason_body(status: u16) -> &'static str {
         _ => "\n",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(n: &'static str, v: &'static str) -> (Bytes, Bytes) {
+        (
+            Bytes::from_static(n.as_bytes()),
+            Bytes::from_static(v.as_bytes()),
+        )
+    }
+
+    #[test]
+    fn shared_fields_read_as_a_list_and_copy_on_write() {
+        let list = Rc::new(vec![field("Content-Type", "text/plain")]);
+        let mut a = Headers::shared(list.clone());
+        let b = Headers::shared(list.clone());
+        assert_eq!(a.len(), 1);
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!((&a).into_iter().count(), 1);
+        a.push(field("Vary", "Accept-Encoding"));
+        assert_eq!(a.len(), 2);
+        // The shared list is untouched by the write.
+        assert_eq!(list.len(), 1);
+        assert_eq!(b.len(), 1);
+        assert!(a.into_own().is_some());
+        assert!(b.into_own().is_none());
+    }
+
+    #[test]
+    fn into_vec_copies_only_a_list_still_shared() {
+        let list = Rc::new(vec![field("ETag", "\"1\"")]);
+        let v = Headers::shared(list.clone()).into_vec();
+        assert_eq!(v, *list);
+        let only = Headers::shared(Rc::new(vec![field("A", "b")])).into_vec();
+        assert_eq!(only, vec![field("A", "b")]);
+    }
+}
