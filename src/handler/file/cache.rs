@@ -31,6 +31,10 @@ pub struct OpenFileCache {
     /// colliding keys), and the hash is on every request's path.
     map: FxHashMap<Box<[u8]>, usize>,
     entries: Vec<Slot>,
+    /// The index of the last entry found, tried before hashing: a worker answering the same
+    /// file again (a benchmark, a page's hot asset) compares one key instead of hashing and
+    /// probing. Any removal or insertion forgets it.
+    last: Option<usize>,
     capacity: usize,
     revalidate_after: Duration,
     /// Distinct (mime map, index list) settings of the handlers using this cache; an entry
@@ -55,6 +59,7 @@ impl OpenFileCache {
         OpenFileCache {
             map: FxHashMap::default(),
             entries: Vec::new(),
+            last: None,
             capacity: capacity.max(1),
             revalidate_after: DEFAULT_REVALIDATE_AFTER,
             profiles: Vec::new(),
@@ -80,6 +85,7 @@ impl OpenFileCache {
 
     /// Closes every cached file (used when the process runs out of descriptors).
     pub fn clear(&mut self) {
+        self.last = None;
         self.map.clear();
         self.entries.clear();
     }
@@ -100,7 +106,11 @@ impl OpenFileCache {
 
     /// The entry for `key` if it is still valid: fresh, or stale but unchanged on disk.
     pub(super) fn lookup(&mut self, key: &[u8], now: Tick) -> Option<&mut Entry> {
-        let i = *self.map.get(key)?;
+        let i = match self.last {
+            Some(i) if *self.entries[i].key == *key => i,
+            _ => *self.map.get(key)?,
+        };
+        self.last = Some(i);
         if now >= self.entries[i].entry.fresh_until {
             let entry = &mut self.entries[i].entry;
             let same = match std::fs::metadata(OsStr::from_bytes(&entry.path)) {
@@ -123,6 +133,7 @@ impl OpenFileCache {
 
     /// Stores `entry` under `key`, dropping the least recently used entry when full.
     pub(super) fn insert(&mut self, key: &[u8], mut entry: Entry) -> &mut Entry {
+        self.last = None;
         entry.fresh_until = fresh_until(entry.checked, self.revalidate_after);
         if let Some(&i) = self.map.get(key) {
             self.entries[i].entry = entry;
@@ -145,6 +156,7 @@ impl OpenFileCache {
 
     /// Drops entry `i`, moving the last entry into its place.
     fn remove_at(&mut self, i: usize) {
+        self.last = None;
         let slot = self.entries.swap_remove(i);
         self.map.remove(&slot.key);
         if let Some(moved) = self.entries.get(i) {
@@ -451,6 +463,25 @@ mod tests {
             let e = c.lookup(k.as_bytes(), Tick::now()).unwrap();
             assert_eq!(e.main.file.contents.as_deref(), Some(k.as_bytes()));
         }
+    }
+
+    #[test]
+    fn the_last_entry_found_is_tried_first_but_never_wrong() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = OpenFileCache::new();
+        c.set_revalidate_after(Duration::from_secs(3600));
+        for k in ["a", "bb", "c"] {
+            let r = rep(d.path(), k, k.as_bytes());
+            c.insert(k.as_bytes(), Entry::new(k.as_bytes(), r, Bytes::new(), 0));
+        }
+        for k in ["a", "a", "bb", "c", "bb", "b"] {
+            let found = c.lookup(k.as_bytes(), Tick::now());
+            let contents = found.and_then(|e| e.main.file.contents.clone());
+            let expected = (k != "b").then(|| Bytes::copy_from_slice(k.as_bytes()));
+            assert_eq!(contents, expected, "{k}");
+        }
+        c.clear();
+        assert!(c.lookup(b"bb", Tick::now()).is_none());
     }
 
     #[test]
