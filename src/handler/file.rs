@@ -65,8 +65,17 @@ pub struct FileHandler {
     profile: usize,
     /// multipart/byteranges boundary, random per handler.
     boundary: String,
-    /// Reused buffer for the filesystem path, so a request allocates no path.
-    scratch: RefCell<Vec<u8>>,
+    /// The last request path and the cache key it normalised to, reused so a request
+    /// allocates no path and the same path again is not decoded again.
+    scratch: RefCell<Scratch>,
+}
+
+/// A request path (below the prefix) and the key it normalises to.
+struct Scratch {
+    /// Empty when `key` holds no valid key (a request path is never empty here).
+    raw: Vec<u8>,
+    key: Vec<u8>,
+    dir_like: bool,
 }
 
 impl FileHandler {
@@ -89,7 +98,11 @@ impl FileHandler {
             base,
             profile,
             boundary,
-            scratch: RefCell::new(Vec::with_capacity(256)),
+            scratch: RefCell::new(Scratch {
+                raw: Vec::with_capacity(256),
+                key: Vec::with_capacity(256),
+                dir_like: false,
+            }),
         }
     }
 
@@ -125,25 +138,31 @@ impl FileHandler {
             // The mount point itself (`/images`): it is a directory.
             return self.redirect_to_dir(req, b"");
         }
-        let mut key = self.scratch.borrow_mut();
-        key.clear();
-        key.extend_from_slice(&self.base);
-        let dir_like = match path::append_normalized(rest, &mut key) {
-            Ok(d) => d,
-            Err(PathError::BadRequest) => return Response::error(400),
-            Err(PathError::NotFound) => return Response::error(404),
-        };
-        if dir_like {
-            key.push(b'/');
+        let mut scratch = self.scratch.borrow_mut();
+        if scratch.raw != rest {
+            let s = &mut *scratch;
+            s.raw.clear();
+            s.key.clear();
+            s.key.extend_from_slice(&self.base);
+            s.dir_like = match path::append_normalized(rest, &mut s.key) {
+                Ok(d) => d,
+                Err(PathError::BadRequest) => return Response::error(400),
+                Err(PathError::NotFound) => return Response::error(404),
+            };
+            if s.dir_like {
+                s.key.push(b'/');
+            }
+            s.raw.extend_from_slice(rest);
         }
+        let (key, dir_like) = (&scratch.key, scratch.dir_like);
         let mut cache = self.cache.borrow_mut();
-        if let Some(entry) = cache.lookup(&key, Tick::now()) {
+        if let Some(entry) = cache.lookup(key, Tick::now()) {
             // A directory's index choice depends on the handler's `file.index`.
             if !dir_like || entry.profile == self.profile {
                 return self.serve(req, entry);
             }
         }
-        self.resolve(req, &key, dir_like, &mut cache)
+        self.resolve(req, key, dir_like, &mut cache)
     }
 }
 
@@ -275,7 +294,6 @@ impl FileHandler {
     ) -> Response {
         let etag = self.conf.etag.then_some(&rep.etag);
         let modified = rep.file.modified;
-        let mut resp = Response::new(200);
         let asked = Asked::of(req);
         // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since, may fail with 412.
         let precondition_ok = if asked.if_match {
@@ -300,11 +318,13 @@ impl FileHandler {
                 .is_some_and(|v| conditional::not_modified_since(v, modified))
         };
         if not_modified {
-            resp.status = 304;
             let mut h = crate::http::recycle::header_list(3);
             push_validators(&mut h, rep, etag, vary);
-            resp.headers = h.into();
-            return resp;
+            return Response {
+                status: 304,
+                headers: h.into(),
+                body: Body::Empty,
+            };
         }
 
         let size = rep.file.size;
@@ -326,23 +346,24 @@ impl FileHandler {
         };
         // A partial answer's fields differ per request: a list of its own.
         match ranges {
-            Ranges::Whole => {
-                resp.body = Body::File(file_range(rep, 0, size));
-                resp.headers = Headers::shared(self.whole_head(rep, content_type, coding, vary));
-                return resp;
-            }
+            Ranges::Whole => Response {
+                status: 200,
+                body: Body::File(file_range(rep, 0, size)),
+                headers: Headers::shared(self.whole_head(rep, content_type, coding, vary)),
+            },
             Ranges::Single(offset, len) => {
-                resp.status = 206;
                 let mut h = crate::http::recycle::header_list(7);
                 h.push((name(b"Content-Type"), content_type.clone()));
                 push_validators(&mut h, rep, etag, vary);
                 h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
                 h.push((name(b"Content-Range"), content_range(offset, len, size)));
-                resp.body = Body::File(file_range(rep, offset, len));
-                resp.headers = h.into();
+                Response {
+                    status: 206,
+                    headers: h.into(),
+                    body: Body::File(file_range(rep, offset, len)),
+                }
             }
             Ranges::Multi(list) => {
-                resp.status = 206;
                 let ct = format!("multipart/byteranges; boundary={}", self.boundary);
                 let mut h = crate::http::recycle::header_list(7);
                 h.push((name(b"Content-Type"), ct.into()));
@@ -363,15 +384,16 @@ impl FileHandler {
                 }
                 let end = format!("\r\n--{}--\r\n", self.boundary);
                 parts.push(BodyPart::Bytes(end.into()));
-                resp.body = Body::Parts(parts);
-                resp.headers = h.into();
+                Response {
+                    status: 206,
+                    headers: h.into(),
+                    body: Body::Parts(parts),
+                }
             }
             Ranges::Unsatisfiable => {
-                return Response::error(416)
-                    .with_header("Content-Range", format!("bytes */{size}"));
+                Response::error(416).with_header("Content-Range", format!("bytes */{size}"))
             }
         }
-        resp
     }
 
     /// The fields of a 200 with the whole of `rep`: built on its first such answer, then

@@ -654,3 +654,25 @@ fn whole_answers_share_fields_built_for_each_handlers_settings() {
     let r = get_with(&h, "/hello.txt", &[("If-None-Match", &etag)]);
     assert_eq!((r.status, header(&r, "Content-Type")), (304, None));
 }
+
+#[test]
+fn the_last_path_decoded_is_reused_only_for_the_same_path() {
+    let s = Site::new();
+    let h = s.handler();
+    let other = s.handler_with(FileConf {
+        dir: s.path().join("sub"),
+        ..s.conf()
+    });
+    for _ in 0..2 {
+        assert_eq!(get(&h, "/hello.txt").status, 200);
+        assert_eq!(get(&h, "/../hello.txt").status, 400);
+        assert_eq!(get(&h, "/%2e%2e/hello.txt").status, 400);
+        assert_eq!(body(&get(&h, "/hello.txt")), b"hello world\n");
+        assert_eq!(body(&get(&h, "/sub/")), b"sub index");
+        assert_eq!(get(&h, "/sub").status, 301);
+        assert_eq!(body(&get(&h, "/sub/.")), b"sub index");
+        // Each handler keeps its own: the same path under another root.
+        assert_eq!(body(&get(&other, "/index.html")), b"sub index");
+        assert_eq!(get(&h, "/index.html").status, 404);
+    }
+}
