@@ -349,6 +349,14 @@ mod tests {
     }
 
     #[test]
+    fn headers_take_no_more_room_than_a_list() {
+        assert_eq!(
+            std::mem::size_of::<Headers>(),
+            std::mem::size_of::<HeaderList>()
+        );
+    }
+
+    #[test]
     fn into_vec_copies_only_a_list_still_shared() {
         let list = Rc::new(vec![field("ETag", "\"1\"")]);
         let v = Headers::shared(list.clone()).into_vec();
