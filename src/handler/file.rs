@@ -12,9 +12,11 @@
 //! - A directory's index choice is cached with the index file; a newly created index file
 //!   of higher priority is noticed only when the cached one changes or goes away.
 //!
-//! The hot path (a cached file) is: decode the path into a reused buffer, one hash lookup in the
-//! per-worker [`OpenFileCache`], clone a few `Bytes` into the response. No syscall while the
-//! entry is fresh.
+//! The hot path (a cached file) is: the path decoded into a reused buffer (or not at all when
+//! it is the handler's last one), one lookup in the per-worker [`OpenFileCache`] (no hash when
+//! it is the cache's last entry), and a 200's header fields shared by reference from the
+//! entry, built on its first answer. No syscall while the entry is fresh; one read of the
+//! coarse clock.
 
 mod cache;
 mod conditional;
@@ -38,10 +40,11 @@ pub mod parsers {
 }
 
 use crate::config::FileConf;
+use crate::http::recycle::HeaderList;
 use crate::http::response::BodyPart;
-use crate::http::{Answer, Body, FileRange, Handler, Method, Request, Response};
+use crate::http::{Answer, Body, FileRange, Handler, Headers, Method, Request, Response};
 use bytes::Bytes;
-use cache::{Entry, Opened, Representation};
+use cache::{Entry, Opened, Representation, Tick, WholeHead};
 use encoding::Coding;
 use path::PathError;
 use range::Ranges;
@@ -64,8 +67,17 @@ pub struct FileHandler {
     profile: usize,
     /// multipart/byteranges boundary, random per handler.
     boundary: String,
-    /// Reused buffer for the filesystem path, so a request allocates no path.
-    scratch: RefCell<Vec<u8>>,
+    /// The last request path and the cache key it normalised to, reused so a request
+    /// allocates no path and the same path again is not decoded again.
+    scratch: RefCell<Scratch>,
+}
+
+/// A request path (below the prefix) and the key it normalises to.
+struct Scratch {
+    /// Empty when `key` holds no valid key (a request path is never empty here).
+    raw: Vec<u8>,
+    key: Vec<u8>,
+    dir_like: bool,
 }
 
 impl FileHandler {
@@ -88,7 +100,11 @@ impl FileHandler {
             base,
             profile,
             boundary,
-            scratch: RefCell::new(Vec::with_capacity(256)),
+            scratch: RefCell::new(Scratch {
+                raw: Vec::with_capacity(256),
+                key: Vec::with_capacity(256),
+                dir_like: false,
+            }),
         }
     }
 
@@ -124,25 +140,31 @@ impl FileHandler {
             // The mount point itself (`/images`): it is a directory.
             return self.redirect_to_dir(req, b"");
         }
-        let mut key = self.scratch.borrow_mut();
-        key.clear();
-        key.extend_from_slice(&self.base);
-        let dir_like = match path::append_normalized(rest, &mut key) {
-            Ok(d) => d,
-            Err(PathError::BadRequest) => return Response::error(400),
-            Err(PathError::NotFound) => return Response::error(404),
-        };
-        if dir_like {
-            key.push(b'/');
+        let mut scratch = self.scratch.borrow_mut();
+        if scratch.raw != rest {
+            let s = &mut *scratch;
+            s.raw.clear();
+            s.key.clear();
+            s.key.extend_from_slice(&self.base);
+            s.dir_like = match path::append_normalized(rest, &mut s.key) {
+                Ok(d) => d,
+                Err(PathError::BadRequest) => return Response::error(400),
+                Err(PathError::NotFound) => return Response::error(404),
+            };
+            if s.dir_like {
+                s.key.push(b'/');
+            }
+            s.raw.extend_from_slice(rest);
         }
+        let (key, dir_like) = (&scratch.key, scratch.dir_like);
         let mut cache = self.cache.borrow_mut();
-        if let Some(entry) = cache.lookup(&key, Instant::now()) {
+        if let Some(entry) = cache.lookup(key, Tick::now()) {
             // A directory's index choice depends on the handler's `file.index`.
             if !dir_like || entry.profile == self.profile {
                 return self.serve(req, entry);
             }
         }
-        self.resolve(req, &key, dir_like, &mut cache)
+        self.resolve(req, key, dir_like, &mut cache)
     }
 }
 
@@ -235,6 +257,11 @@ impl FileHandler {
         if entry.profile != self.profile {
             entry.content_type = self.content_type(&entry.path);
             entry.profile = self.profile;
+            // Their Content-Type was the old one.
+            entry.main.whole = None;
+            for rep in entry.variants.iter_mut().flatten().flatten() {
+                rep.whole = None;
+            }
         }
         let mut coding = None;
         let mut vary = false;
@@ -246,28 +273,29 @@ impl FileHandler {
                     && encoding::accepts(req.header_all(b"accept-encoding"), c)
             });
         }
-        let rep = match coding.and_then(|c| entry.variants.as_ref()?[c.index()].as_ref()) {
+        let Entry {
+            main,
+            variants,
+            content_type,
+            ..
+        } = entry;
+        let rep = match coding.and_then(|c| variants.as_mut()?[c.index()].as_mut()) {
             Some(r) => r,
-            None => &entry.main,
+            None => main,
         };
-        self.respond(req, rep, &entry.content_type, coding, vary)
+        self.respond(req, rep, content_type, coding, vary)
     }
 
     fn respond(
         &self,
         req: &Request,
-        rep: &Representation,
+        rep: &mut Representation,
         content_type: &Bytes,
         coding: Option<Coding>,
         vary: bool,
     ) -> Response {
         let etag = self.conf.etag.then_some(&rep.etag);
         let modified = rep.file.modified;
-        let mut resp = Response {
-            status: 200,
-            headers: crate::http::recycle::header_list(7),
-            body: Body::Empty,
-        };
         let asked = Asked::of(req);
         // RFC 9110 section 13.2.2: If-Match, else If-Unmodified-Since, may fail with 412.
         let precondition_ok = if asked.if_match {
@@ -280,7 +308,6 @@ impl FileHandler {
         if !precondition_ok {
             return Response::error(412);
         }
-        let h = &mut resp.headers;
         let not_modified = if asked.if_none_match {
             // An empty tag matches nothing but `*`.
             conditional::none_match(
@@ -293,9 +320,13 @@ impl FileHandler {
                 .is_some_and(|v| conditional::not_modified_since(v, modified))
         };
         if not_modified {
-            resp.status = 304;
-            push_validators(h, rep, etag, vary);
-            return resp;
+            let mut h = crate::http::recycle::header_list(3);
+            push_validators(&mut h, rep, etag, vary);
+            return Response {
+                status: 304,
+                headers: h.into(),
+                body: Body::Empty,
+            };
         }
 
         let size = rep.file.size;
@@ -310,38 +341,35 @@ impl FileHandler {
             }
             _ => Ranges::Whole,
         };
-        let file_range = |offset, len| FileRange {
+        let file_range = |rep: &Representation, offset, len| FileRange {
             file: rep.file.clone(),
             offset,
             len,
         };
+        // A partial answer's fields differ per request: a list of its own.
         match ranges {
-            Ranges::Whole => {
-                h.push((name(b"Content-Type"), content_type.clone()));
-                push_validators(h, rep, etag, vary);
-                if let Some(c) = coding {
-                    h.push((
-                        name(b"Content-Encoding"),
-                        Bytes::from_static(c.name().as_bytes()),
-                    ));
-                } else {
-                    h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
-                }
-                resp.body = Body::File(file_range(0, size));
-            }
+            Ranges::Whole => Response {
+                status: 200,
+                body: Body::File(file_range(rep, 0, size)),
+                headers: Headers::shared(self.whole_head(rep, content_type, coding, vary)),
+            },
             Ranges::Single(offset, len) => {
-                resp.status = 206;
+                let mut h = crate::http::recycle::header_list(7);
                 h.push((name(b"Content-Type"), content_type.clone()));
-                push_validators(h, rep, etag, vary);
+                push_validators(&mut h, rep, etag, vary);
                 h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
                 h.push((name(b"Content-Range"), content_range(offset, len, size)));
-                resp.body = Body::File(file_range(offset, len));
+                Response {
+                    status: 206,
+                    headers: h.into(),
+                    body: Body::File(file_range(rep, offset, len)),
+                }
             }
             Ranges::Multi(list) => {
-                resp.status = 206;
                 let ct = format!("multipart/byteranges; boundary={}", self.boundary);
+                let mut h = crate::http::recycle::header_list(7);
                 h.push((name(b"Content-Type"), ct.into()));
-                push_validators(h, rep, etag, vary);
+                push_validators(&mut h, rep, etag, vary);
                 h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
                 let mut parts = Vec::with_capacity(list.len() * 2 + 1);
                 for (offset, len) in list {
@@ -354,18 +382,56 @@ impl FileHandler {
                     head.extend_from_slice(&content_range(offset, len, size));
                     head.extend_from_slice(b"\r\n\r\n");
                     parts.push(BodyPart::Bytes(head.into()));
-                    parts.push(BodyPart::File(file_range(offset, len)));
+                    parts.push(BodyPart::File(file_range(rep, offset, len)));
                 }
                 let end = format!("\r\n--{}--\r\n", self.boundary);
                 parts.push(BodyPart::Bytes(end.into()));
-                resp.body = Body::Parts(parts);
+                Response {
+                    status: 206,
+                    headers: h.into(),
+                    body: Body::Parts(parts),
+                }
             }
             Ranges::Unsatisfiable => {
-                return Response::error(416)
-                    .with_header("Content-Range", format!("bytes */{size}"));
+                Response::error(416).with_header("Content-Range", format!("bytes */{size}"))
             }
         }
-        resp
+    }
+
+    /// The fields of a 200 with the whole of `rep`: built on its first such answer, then
+    /// shared by reference, so a cached file is answered without cloning each field.
+    fn whole_head(
+        &self,
+        rep: &mut Representation,
+        content_type: &Bytes,
+        coding: Option<Coding>,
+        vary: bool,
+    ) -> Rc<HeaderList> {
+        let etag = self.conf.etag;
+        if let Some(w) = rep
+            .whole
+            .as_ref()
+            .filter(|w| w.etag == etag && w.vary == vary)
+        {
+            return w.fields.clone();
+        }
+        let mut h = Vec::with_capacity(5);
+        h.push((name(b"Content-Type"), content_type.clone()));
+        push_validators(&mut h, rep, etag.then_some(&rep.etag), vary);
+        match coding {
+            Some(c) => h.push((
+                name(b"Content-Encoding"),
+                Bytes::from_static(c.name().as_bytes()),
+            )),
+            None => h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes"))),
+        }
+        let fields = Rc::new(h);
+        rep.whole = Some(WholeHead {
+            etag,
+            vary,
+            fields: fields.clone(),
+        });
+        fields
     }
 
     /// The Content-Type for a file path: `file.mime.addtypes`, then the built-in table, then

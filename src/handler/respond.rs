@@ -1,13 +1,16 @@
 //! `respond`: a fixed answer configured in YAML (health checks, the "server core" benchmark).
 
 use crate::config::RespondConf;
-use crate::http::{Answer, Body, Handler, Request, Response};
+use crate::http::recycle::HeaderList;
+use crate::http::{Answer, Body, Handler, Headers, Request, Response};
 use bytes::Bytes;
+use std::rc::Rc;
 
 pub struct RespondHandler {
     status: u16,
     body: Bytes,
-    content_type: Bytes,
+    /// Content-Type, built once and shared by every answer.
+    headers: Rc<HeaderList>,
     /// Empty: every method gets the answer.
     methods: Vec<Bytes>,
 }
@@ -17,7 +20,10 @@ impl RespondHandler {
         RespondHandler {
             status: conf.status,
             body: Bytes::from(conf.body.clone()),
-            content_type: Bytes::from(conf.content_type.clone()),
+            headers: Rc::new(vec![(
+                Bytes::from_static(b"Content-Type"),
+                Bytes::from(conf.content_type.clone()),
+            )]),
             methods: conf
                 .methods
                 .iter()
@@ -40,14 +46,9 @@ impl RespondHandler {
         if !self.methods.is_empty() && !self.methods.iter().any(|m| m == method) {
             return Response::error(404);
         }
-        let mut headers = crate::http::recycle::header_list(1);
-        headers.push((
-            Bytes::from_static(b"Content-Type"),
-            self.content_type.clone(),
-        ));
         Response {
             status: self.status,
-            headers,
+            headers: Headers::shared(self.headers.clone()),
             body: Body::Bytes(self.body.clone()),
         }
     }

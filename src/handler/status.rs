@@ -94,7 +94,8 @@ fn body(text: String, content_type: &'static str) -> Response {
                 Bytes::from_static(b"Cache-Control"),
                 Bytes::from_static(b"no-store"),
             ),
-        ],
+        ]
+        .into(),
         body: Body::Bytes(Bytes::from(text)),
     }
 }

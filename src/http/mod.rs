@@ -10,7 +10,7 @@ pub mod response;
 
 pub use body::{BodyError, BodyStream, Frame, RequestBody, Side, StreamBody, Trailers};
 pub use request::{Method, Request, Version};
-pub use response::{Body, FileRange, OpenFile, Response};
+pub use response::{Body, FileRange, Headers, OpenFile, Response};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -45,9 +45,12 @@ pub fn header_list(n: usize) -> HeaderList {
     take(&HEADER_LISTS, n)
 }
 
-/// Keeps a response's header list, once written, for the next response.
-pub fn give_header_list(list: HeaderList) {
-    give(&HEADER_LISTS, list);
+/// Keeps a response's header list, once written, for the next response (a list shared with
+/// other responses is only let go).
+pub fn give_header_list(list: impl Into<super::response::Headers>) {
+    if let Some(list) = list.into().into_own() {
+        give(&HEADER_LISTS, list);
+    }
 }
 
 fn take<T: 'static>(free: &'static LocalKey<FreeLists<T>>, n: usize) -> Vec<T> {

@@ -2,8 +2,10 @@
 //! Content-Length or chunking, Connection) and pulls the body.
 
 use super::body::StreamBody;
+use super::recycle::HeaderList;
 use bytes::Bytes;
 use std::fs::File;
+use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 use std::time::SystemTime;
 
@@ -12,7 +14,7 @@ use std::time::SystemTime;
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
-    pub headers: Vec<(Bytes, Bytes)>,
+    pub headers: Headers,
     pub body: Body,
 }
 
@@ -20,7 +22,7 @@ impl Response {
     pub fn new(status: u16) -> Response {
         Response {
             status,
-            headers: Vec::new(),
+            headers: Headers::default(),
             body: Body::Empty,
         }
     }
@@ -32,7 +34,8 @@ impl Response {
             headers: vec![(
                 Bytes::from_static(b"Content-Type"),
                 Bytes::from_static(b"text/plain; charset=utf-8"),
-            )],
+            )]
+            .into(),
             body: Body::Bytes(Bytes::from_static(text.as_bytes())),
         }
     }
@@ -54,6 +57,113 @@ impl Response {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v)
+    }
+}
+
+/// A response's header fields: a list of its own, or one built once and shared by every
+/// response that carries it (a cached file's fields), so that an answer clones and drops one
+/// `Rc` rather than each field's `Bytes`. It reads as a `Vec`; the first write to a shared
+/// list copies it into a list of the response's own.
+///
+/// Codecs that memo a head by the identity of its fields (the HTTP/1 head memo, the HTTP/2
+/// header block cache) see the same `Bytes` each time a shared list is answered.
+#[derive(Debug, Default)]
+pub struct Headers(Fields);
+
+#[derive(Debug)]
+enum Fields {
+    Own(HeaderList),
+    Shared(Rc<HeaderList>),
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields::Own(Vec::new())
+    }
+}
+
+impl Headers {
+    /// Fields shared with other responses (never copied unless written to).
+    pub fn shared(list: Rc<HeaderList>) -> Headers {
+        Headers(Fields::Shared(list))
+    }
+
+    /// The list, copied when it is shared.
+    pub fn into_vec(self) -> HeaderList {
+        match self.0 {
+            Fields::Own(v) => v,
+            Fields::Shared(rc) => Rc::try_unwrap(rc).unwrap_or_else(|rc| copy(&rc)),
+        }
+    }
+
+    /// The list when it is the response's own (for recycling), `None` when shared.
+    pub(crate) fn into_own(self) -> Option<HeaderList> {
+        match self.0 {
+            Fields::Own(v) => Some(v),
+            Fields::Shared(_) => None,
+        }
+    }
+}
+
+fn copy(fields: &[(Bytes, Bytes)]) -> HeaderList {
+    let mut own = super::recycle::header_list(fields.len() + 1);
+    own.extend_from_slice(fields);
+    own
+}
+
+impl Deref for Headers {
+    type Target = HeaderList;
+
+    #[inline]
+    fn deref(&self) -> &HeaderList {
+        match &self.0 {
+            Fields::Own(v) => v,
+            Fields::Shared(rc) => rc,
+        }
+    }
+}
+
+impl DerefMut for Headers {
+    /// Copy on write: a shared list becomes the response's own first.
+    fn deref_mut(&mut self) -> &mut HeaderList {
+        if let Fields::Shared(rc) = &self.0 {
+            self.0 = Fields::Own(copy(rc));
+        }
+        match &mut self.0 {
+            Fields::Own(v) => v,
+            // Not reached: made own above.
+            Fields::Shared(rc) => Rc::make_mut(rc),
+        }
+    }
+}
+
+impl From<HeaderList> for Headers {
+    fn from(list: HeaderList) -> Headers {
+        Headers(Fields::Own(list))
+    }
+}
+
+impl FromIterator<(Bytes, Bytes)> for Headers {
+    fn from_iter<I: IntoIterator<Item = (Bytes, Bytes)>>(iter: I) -> Headers {
+        Headers(Fields::Own(iter.into_iter().collect()))
+    }
+}
+
+impl<'a> IntoIterator for &'a Headers {
+    type Item = &'a (Bytes, Bytes);
+    type IntoIter = std::slice::Iter<'a, (Bytes, Bytes)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut Headers {
+    type Item = &'a mut (Bytes, Bytes);
+    type IntoIter = std::slice::IterMut<'a, (Bytes, Bytes)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
     }
 }
 
@@ -207,5 +317,51 @@ fn reason_body(status: u16) -> &'static str {
         503 => "Service Unavailable\n",
         505 => "HTTP Version Not Supported\n",
         _ => "\n",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(n: &'static str, v: &'static str) -> (Bytes, Bytes) {
+        (
+            Bytes::from_static(n.as_bytes()),
+            Bytes::from_static(v.as_bytes()),
+        )
+    }
+
+    #[test]
+    fn shared_fields_read_as_a_list_and_copy_on_write() {
+        let list = Rc::new(vec![field("Content-Type", "text/plain")]);
+        let mut a = Headers::shared(list.clone());
+        let b = Headers::shared(list.clone());
+        assert_eq!(a.len(), 1);
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!((&a).into_iter().count(), 1);
+        a.push(field("Vary", "Accept-Encoding"));
+        assert_eq!(a.len(), 2);
+        // The shared list is untouched by the write.
+        assert_eq!(list.len(), 1);
+        assert_eq!(b.len(), 1);
+        assert!(a.into_own().is_some());
+        assert!(b.into_own().is_none());
+    }
+
+    #[test]
+    fn headers_take_no_more_room_than_a_list() {
+        assert_eq!(
+            std::mem::size_of::<Headers>(),
+            std::mem::size_of::<HeaderList>()
+        );
+    }
+
+    #[test]
+    fn into_vec_copies_only_a_list_still_shared() {
+        let list = Rc::new(vec![field("ETag", "\"1\"")]);
+        let v = Headers::shared(list.clone()).into_vec();
+        assert_eq!(v, *list);
+        let only = Headers::shared(Rc::new(vec![field("A", "b")])).into_vec();
+        assert_eq!(only, vec![field("A", "b")]);
     }
 }

@@ -499,7 +499,7 @@ impl Exchange {
         };
         Ok(Response {
             status: head.status,
-            headers: head.headers,
+            headers: head.headers.into(),
             body,
         })
     }

@@ -549,7 +549,7 @@ impl H2Stream {
         };
         Response {
             status: head.status,
-            headers: head.headers,
+            headers: head.headers.into(),
             body,
         }
     }

@@ -155,7 +155,7 @@ async fn opened(
     };
     Ok(Response {
         status: head.status,
-        headers: head.headers,
+        headers: head.headers.into(),
         body,
     })
 }

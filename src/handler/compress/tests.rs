@@ -70,7 +70,8 @@ fn page(len: usize) -> Response {
                 Bytes::from_static(b"Accept-Ranges"),
                 Bytes::from_static(b"bytes"),
             ),
-        ],
+        ]
+        .into(),
         body: Body::Bytes(body.into()),
     }
 }

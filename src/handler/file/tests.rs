@@ -610,3 +610,69 @@ fn unreadable_file_is_403() {
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
     assert_eq!(get(&s.handler(), "/secret.txt").status, 403);
 }
+
+#[test]
+fn whole_answers_share_fields_built_for_each_handlers_settings() {
+    let s = Site::new();
+    let h = s.handler();
+    let a = get(&h, "/hello.txt");
+    let b = get(&h, "/hello.txt");
+    // Built once, then shared: the same list, not clones of its fields.
+    assert_eq!(a.headers.as_ptr(), b.headers.as_ptr());
+    let names: Vec<&str> = a
+        .headers
+        .iter()
+        .map(|(n, _)| std::str::from_utf8(n).unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["Content-Type", "Last-Modified", "ETag", "Accept-Ranges"]
+    );
+    // Another handler on the same cache without ETags, then with other MIME types.
+    let no_etag = s.handler_with(FileConf {
+        etag: false,
+        ..s.conf()
+    });
+    let r = get(&no_etag, "/hello.txt");
+    assert_eq!(header(&r, "ETag"), None);
+    assert!(header(&get(&h, "/hello.txt"), "ETag").is_some());
+    let typed = s.handler_with(FileConf {
+        mime_types: vec![("txt".into(), "application/x-note".into())],
+        ..s.conf()
+    });
+    let r = get(&typed, "/hello.txt");
+    assert_eq!(header(&r, "Content-Type"), Some("application/x-note"));
+    let r = get(&h, "/hello.txt");
+    assert_eq!(
+        header(&r, "Content-Type"),
+        Some("text/plain; charset=utf-8")
+    );
+    // Partial and 304 answers have fields of their own.
+    let r = get_with(&h, "/hello.txt", &[("Range", "bytes=0-1")]);
+    assert_eq!(header(&r, "Content-Range"), Some("bytes 0-1/12"));
+    let etag = header(&a, "ETag").unwrap().to_string();
+    let r = get_with(&h, "/hello.txt", &[("If-None-Match", &etag)]);
+    assert_eq!((r.status, header(&r, "Content-Type")), (304, None));
+}
+
+#[test]
+fn the_last_path_decoded_is_reused_only_for_the_same_path() {
+    let s = Site::new();
+    let h = s.handler();
+    let other = s.handler_with(FileConf {
+        dir: s.path().join("sub"),
+        ..s.conf()
+    });
+    for _ in 0..2 {
+        assert_eq!(get(&h, "/hello.txt").status, 200);
+        assert_eq!(get(&h, "/../hello.txt").status, 400);
+        assert_eq!(get(&h, "/%2e%2e/hello.txt").status, 400);
+        assert_eq!(body(&get(&h, "/hello.txt")), b"hello world\n");
+        assert_eq!(body(&get(&h, "/sub/")), b"sub index");
+        assert_eq!(get(&h, "/sub").status, 301);
+        assert_eq!(body(&get(&h, "/sub/.")), b"sub index");
+        // Each handler keeps its own: the same path under another root.
+        assert_eq!(body(&get(&other, "/index.html")), b"sub index");
+        assert_eq!(get(&h, "/index.html").status, 404);
+    }
+}

@@ -218,7 +218,9 @@ impl<'a, T: Transport> Conn<'a, T> {
                     }
                     if tunnel && resp.status == 101 {
                         if let Body::Stream(s) = resp.body {
-                            out = self.start_tunnel(resp.headers, s.stream, &mut sent).await?;
+                            out = self
+                                .start_tunnel(resp.headers.into_vec(), s.stream, &mut sent)
+                                .await?;
                             body_in = BodyIn::Raw;
                             keep_alive = false;
                             continue;
@@ -289,9 +291,10 @@ impl<'a, T: Transport> Conn<'a, T> {
     ) -> Result<Out, Close> {
         let Response {
             status,
-            mut headers,
+            headers,
             body,
         } = resp;
+        let mut headers = headers.into_vec();
         sent.status = status;
         // A proxied response keeps the backend's Date, and may ask to close (with
         // `proxy.forward.close-connection`): the codec writes Connection itself.

@@ -394,7 +394,7 @@ impl<'a> ReqStream<'a> {
         self.status = status;
         self.head_bytes += out.len() as u64;
         match &mut self.log {
-            Some(log) => log.headers = resp.headers,
+            Some(log) => log.headers = resp.headers.into_vec(),
             None => crate::http::recycle::give_header_list(resp.headers),
         }
         self.out.push(out.freeze());
