@@ -273,7 +273,7 @@ pub async fn exchange(
         if let Some(first) = fell_back {
             pool.mark_no_h2(&backend.pool_key);
             let out = Outgoing::new(r, backend);
-            let first = first.map(|c| (c, false));
+            let first = first.map(exchange::Connected::new);
             return exchange::exchange(pool, backend, out, first, lease).await;
         }
         let failure = conn.inner.borrow().conn.failure().map(str::to_owned);
