@@ -638,9 +638,10 @@ impl Timer {
     /// hold that request's task or stream) is replaced with one that does nothing.
     pub(super) fn park(&mut self) {
         if let Some(s) = &mut self.sleep {
-            let _ = s
-                .as_mut()
-                .poll(&mut Context::from_waker(std::task::Waker::noop()));
+            // Outside the task's budget: a spent budget would leave the old waker in place.
+            let mut sleep = tokio::task::unconstrained(s.as_mut());
+            let noop = &mut Context::from_waker(std::task::Waker::noop());
+            let _ = Pin::new(&mut sleep).poll(noop);
             self.parked = true;
         }
     }
