@@ -21,18 +21,33 @@ use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 use tokio::time::{Instant, Sleep};
 
-/// Sends `req` to `backend` and resolves to its response, or to the error the client gets
-/// (logged here, once, naming the backend and the cause).
-pub async fn send(
+/// Sends `req` to `backend` and resolves to `finish` of its response, or of the error the
+/// client gets (logged here, once, naming the backend and the cause).
+///
+/// Over HTTP/1.1 the head is serialized before the future starts and the future holds only
+/// that: every layer of async state holds its arguments (and a future it awaits) to the end,
+/// and the caller boxes this future per request (smaller boxes come from the allocator's
+/// per-thread caches). So `finish` runs here rather than in an async block of the caller's.
+pub fn send<T>(
     pool: Rc<Pool>,
     backend: Rc<Backend>,
     req: UpstreamRequest,
-) -> Result<Response, UpstreamError> {
-    let result = attempt(&pool, &backend, Unsent::Fields(req), None).await;
-    result.map_err(|(e, _)| {
-        log_failure(&backend, &e);
-        e
-    })
+    finish: impl FnOnce(Result<Response, UpstreamError>) -> T,
+) -> impl Future<Output = T> {
+    let out = match backend.http2 {
+        None => Ok(Outgoing::new(req, &backend)),
+        Some(_) => Err(Box::new(req)),
+    };
+    async move {
+        let result = match out {
+            Ok(out) => exchange(&pool, &backend, out, None, None).await,
+            Err(req) => Box::pin(attempt(&pool, &backend, Unsent::Fields(*req), None)).await,
+        };
+        finish(result.map_err(|(e, _)| {
+            log_failure(&backend, &e);
+            e
+        }))
+    }
 }
 
 /// A request on its way to a backend of a list, given back when a backend could not take
@@ -210,35 +225,24 @@ pub(super) async fn connection(
 pub(super) async fn exchange(
     pool: &Rc<Pool>,
     backend: &Rc<Backend>,
-    out: Outgoing,
+    mut out: Outgoing,
     mut first: Option<Connected>,
     mut lease: Option<Lease>,
 ) -> Result<Response, (UpstreamError, Option<Unsent>)> {
-    let Outgoing {
-        mut prepared,
-        head_request,
-        idempotent,
-        proxy_line,
-    } = out;
+    // `out` is used in place, not taken apart: an argument lasts as long as the future, and
+    // a copy of its fields would make every exchange's state larger.
     let mut may_reuse = true;
     loop {
         let connected = match first.take() {
             Some(c) => c,
-            None => match connection(pool, backend, proxy_line.as_deref(), may_reuse).await {
+            None => match connection(pool, backend, out.proxy_line.as_deref(), may_reuse).await {
                 Ok(c) => c,
-                Err(e) => {
-                    let out = Outgoing {
-                        prepared,
-                        head_request,
-                        idempotent,
-                        proxy_line,
-                    };
-                    return Err((e, Some(Unsent::Serialized(out))));
-                }
+                Err(e) => return Err((e, Some(Unsent::Serialized(out)))),
             },
         };
         let reused = connected.reused;
-        let mut ex = Exchange::new(connected, prepared, head_request, pool, backend);
+        let (head_request, idempotent) = (out.head_request, out.idempotent);
+        let mut ex = Exchange::new(connected, out.prepared, head_request, pool, backend);
         ex.lease = lease.take();
         match poll_fn(|cx| ex.poll_head(cx)).await {
             Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, None)),
@@ -253,7 +257,7 @@ pub(super) async fn exchange(
                     "proxy: pooled connection was dead ({}), retrying",
                     f.error
                 );
-                prepared = p;
+                out.prepared = p;
                 may_reuse = false;
             }
             // A new connection broke before any response byte: another backend may take an
@@ -269,7 +273,7 @@ pub(super) async fn exchange(
                             prepared,
                             head_request,
                             idempotent,
-                            proxy_line,
+                            proxy_line: out.proxy_line,
                         })
                     });
                 return Err((f.error, back));
