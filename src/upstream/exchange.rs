@@ -34,19 +34,21 @@ pub fn send<T>(
     req: UpstreamRequest,
     finish: impl FnOnce(Result<Response, UpstreamError>) -> T,
 ) -> impl Future<Output = T> {
-    let out = match backend.http2 {
+    let mut out = match backend.http2 {
         None => Ok(Outgoing::new(req, &backend)),
         Some(_) => Err(Box::new(req)),
     };
     async move {
+        // `ref mut`: the exchange borrows the head where it is, not a copy of it.
         let result = match out {
-            Ok(out) => exchange(&pool, &backend, out, None, None).await,
-            Err(req) => Box::pin(attempt(&pool, &backend, Unsent::Fields(*req), None)).await,
+            Ok(ref mut out) => exchange(&pool, &backend, out, None, None)
+                .await
+                .map_err(|(e, _)| e),
+            Err(req) => Box::pin(attempt(&pool, &backend, Unsent::Fields(*req), None))
+                .await
+                .map_err(|(e, _)| e),
         };
-        finish(result.map_err(|(e, _)| {
-            log_failure(&backend, &e);
-            e
-        }))
+        finish(result.inspect_err(|e| log_failure(&backend, e)))
     }
 }
 
@@ -69,7 +71,10 @@ pub(super) async fn attempt(
     lease: Option<Lease>,
 ) -> Result<Response, (UpstreamError, Option<Unsent>)> {
     let req = match unsent {
-        Unsent::Serialized(out) => return exchange(pool, backend, out, None, lease).await,
+        Unsent::Serialized(mut out) => {
+            let sent = exchange(pool, backend, &mut out, None, lease).await;
+            return sent.map_err(|(e, back)| (e, back.then_some(Unsent::Serialized(out))));
+        }
         Unsent::Fields(req) => req,
     };
     if let Some(h) = backend
@@ -88,14 +93,9 @@ pub(super) async fn attempt(
         Ok(c) => c,
         Err(e) => return Err((e, Some(Unsent::Fields(req)))),
     };
-    exchange(
-        pool,
-        backend,
-        Outgoing::new(req, backend),
-        Some(first),
-        lease,
-    )
-    .await
+    let mut out = Outgoing::new(req, backend);
+    let sent = exchange(pool, backend, &mut out, Some(first), lease).await;
+    sent.map_err(|(e, back)| (e, back.then_some(Unsent::Serialized(out))))
 }
 
 /// Logs why an exchange with `backend` failed (a warning when the backend is to blame).
@@ -120,6 +120,11 @@ pub(super) struct Outgoing {
 }
 
 impl Outgoing {
+    /// The prepared request, leaving an empty one in its place (a retry puts it back).
+    fn take_prepared(&mut self) -> Prepared {
+        std::mem::replace(&mut self.prepared, Prepared::empty())
+    }
+
     /// `backend` gives the settings the head depends on (keep-alive, `Expect`), the same for
     /// every backend of a list.
     pub(super) fn new(req: UpstreamRequest, backend: &Backend) -> Outgoing {
@@ -221,36 +226,36 @@ pub(super) async fn connection(
 /// reads up to the response head; a pooled connection found dead is replaced by a new one
 /// once. `lease` (a balancer's count of requests in flight) ends with the exchange. A failure
 /// to connect, or an idempotent request without a body sent whose new connection broke before
-/// any answer, gives the request back with the error: another backend may take it.
+/// any answer, comes with `true`: `out` holds the request again, and another backend may take
+/// it. (`out` is borrowed, not moved in: an argument lasts as long as the future, and the
+/// caller's copy would make every exchange's state larger.)
 pub(super) async fn exchange(
     pool: &Rc<Pool>,
     backend: &Rc<Backend>,
-    mut out: Outgoing,
+    out: &mut Outgoing,
     mut first: Option<Connected>,
     mut lease: Option<Lease>,
-) -> Result<Response, (UpstreamError, Option<Unsent>)> {
-    // `out` is used in place, not taken apart: an argument lasts as long as the future, and
-    // a copy of its fields would make every exchange's state larger.
+) -> Result<Response, (UpstreamError, bool)> {
     let mut may_reuse = true;
     loop {
         let connected = match first.take() {
             Some(c) => c,
             None => match connection(pool, backend, out.proxy_line.as_deref(), may_reuse).await {
                 Ok(c) => c,
-                Err(e) => return Err((e, Some(Unsent::Serialized(out)))),
+                Err(e) => return Err((e, true)),
             },
         };
         let reused = connected.reused;
         let (head_request, idempotent) = (out.head_request, out.idempotent);
-        let mut ex = Exchange::new(connected, out.prepared, head_request, pool, backend);
+        let mut ex = Exchange::new(connected, out.take_prepared(), head_request, pool, backend);
         ex.lease = lease.take();
         match poll_fn(|cx| ex.poll_head(cx)).await {
-            Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, None)),
-            Err(f) if !f.retryable => return Err((f.error, None)),
+            Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, false)),
+            Err(f) if !f.retryable => return Err((f.error, false)),
             Err(f) if reused => {
                 lease = ex.lease.take();
                 let Some(p) = ex.writer.into_retry(idempotent) else {
-                    return Err((f.error, None));
+                    return Err((f.error, false));
                 };
                 tracing::debug!(
                     backend = %backend.name,
@@ -264,19 +269,12 @@ pub(super) async fn exchange(
             // idempotent request none of whose body went out (as nginx's proxy_next_upstream
             // error does).
             Err(f) => {
-                let back = ex
-                    .writer
-                    .into_retry(false)
-                    .filter(|_| idempotent)
-                    .map(|prepared| {
-                        Unsent::Serialized(Outgoing {
-                            prepared,
-                            head_request,
-                            idempotent,
-                            proxy_line: out.proxy_line,
-                        })
-                    });
-                return Err((f.error, back));
+                let back = ex.writer.into_retry(false).filter(|_| idempotent);
+                let given_back = back.is_some();
+                if let Some(prepared) = back {
+                    out.prepared = prepared;
+                }
+                return Err((f.error, given_back));
             }
         }
     }
