@@ -125,15 +125,19 @@ impl Handler for ProxyHandler {
                 }
             }));
         }
-        let (backend, name) = (self.backend.clone(), self.name.clone());
-        Answer::Later(Box::pin(async move {
-            let sent = upstream::send(pool, backend, up).await;
-            crate::metrics::backend(&name, sent.is_err());
-            match sent {
-                Ok(resp) => conv.client_response(resp, &client),
-                Err(e) => e.response(),
-            }
-        }))
+        let name = self.name.clone();
+        Answer::Later(Box::pin(upstream::send(
+            pool,
+            self.backend.clone(),
+            up,
+            move |sent| {
+                crate::metrics::backend(&name, sent.is_err());
+                match sent {
+                    Ok(resp) => conv.client_response(resp, &client),
+                    Err(e) => e.response(),
+                }
+            },
+        )))
     }
 
     fn streams_body(&self) -> bool {

@@ -19,7 +19,7 @@ use crate::server::quic::Wakes;
 use crate::server::worker::WorkerCtx;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ConnectionError, Dir, StreamEvent, StreamId, VarInt};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,8 +42,9 @@ pub(crate) struct H3Conn<'a> {
     /// Our control, QPACK encoder and QPACK decoder streams, with bytes quinn has not
     /// accepted yet.
     uni: [Option<(StreamId, Vec<Bytes>)>; 3],
-    /// Request streams with work left, by stream id.
-    streams: HashMap<StreamId, ReqStream<'a>>,
+    /// Request streams with work left, by stream id. A peer cannot choose ids freely (they
+    /// come in order, within the stream limits we grant), so a fast hash will do.
+    streams: FxHashMap<StreamId, ReqStream<'a>>,
     /// The peer's unidirectional streams still open.
     peer_uni: Vec<StreamId>,
     /// Streams quinn said are readable since the last drive. (Every stream is driven on
@@ -77,7 +78,7 @@ impl<'a> H3Conn<'a> {
             wakes,
             session: Session::new(settings(ctx)),
             uni: [None, None, None],
-            streams: HashMap::new(),
+            streams: FxHashMap::default(),
             peer_uni: Vec::new(),
             readable: Vec::new(),
             opened: [true, true],

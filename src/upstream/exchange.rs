@@ -21,18 +21,35 @@ use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 use tokio::time::{Instant, Sleep};
 
-/// Sends `req` to `backend` and resolves to its response, or to the error the client gets
-/// (logged here, once, naming the backend and the cause).
-pub async fn send(
+/// Sends `req` to `backend` and resolves to `finish` of its response, or of the error the
+/// client gets (logged here, once, naming the backend and the cause).
+///
+/// Over HTTP/1.1 the head is serialized before the future starts and the future holds only
+/// that: every layer of async state holds its arguments (and a future it awaits) to the end,
+/// and the caller boxes this future per request (smaller boxes come from the allocator's
+/// per-thread caches). So `finish` runs here rather than in an async block of the caller's.
+pub fn send<T>(
     pool: Rc<Pool>,
     backend: Rc<Backend>,
     req: UpstreamRequest,
-) -> Result<Response, UpstreamError> {
-    let result = attempt(&pool, &backend, Unsent::Fields(req), None).await;
-    result.map_err(|(e, _)| {
-        log_failure(&backend, &e);
-        e
-    })
+    finish: impl FnOnce(Result<Response, UpstreamError>) -> T,
+) -> impl Future<Output = T> {
+    let mut out = match backend.http2 {
+        None => Ok(Outgoing::new(req, &backend)),
+        Some(_) => Err(Box::new(req)),
+    };
+    async move {
+        // `ref mut`: the exchange borrows the head where it is, not a copy of it.
+        let result = match out {
+            Ok(ref mut out) => exchange(&pool, &backend, out, None, None)
+                .await
+                .map_err(|(e, _)| e),
+            Err(req) => Box::pin(attempt(&pool, &backend, Unsent::Fields(*req), None))
+                .await
+                .map_err(|(e, _)| e),
+        };
+        finish(result.inspect_err(|e| log_failure(&backend, e)))
+    }
 }
 
 /// A request on its way to a backend of a list, given back when a backend could not take
@@ -54,7 +71,10 @@ pub(super) async fn attempt(
     lease: Option<Lease>,
 ) -> Result<Response, (UpstreamError, Option<Unsent>)> {
     let req = match unsent {
-        Unsent::Serialized(out) => return exchange(pool, backend, out, None, lease).await,
+        Unsent::Serialized(mut out) => {
+            let sent = exchange(pool, backend, &mut out, None, lease).await;
+            return sent.map_err(|(e, back)| (e, back.then_some(Unsent::Serialized(out))));
+        }
         Unsent::Fields(req) => req,
     };
     if let Some(h) = backend
@@ -62,7 +82,9 @@ pub(super) async fn attempt(
         .as_ref()
         .filter(|h| h.pick(pool, &backend.pool_key))
     {
-        return super::h2::exchange(pool, backend, req, h.max_concurrent_streams, lease).await;
+        // Boxed: its state is ~2.5 KB, and every HTTP/1.1 exchange would carry it otherwise.
+        let h2 = super::h2::exchange(pool, backend, req, h.max_concurrent_streams, lease);
+        return Box::pin(h2).await;
     }
     // Connected before the head is made: a backend that cannot be reached gives the fields
     // back, and the next one may take them over HTTP/2.
@@ -71,14 +93,9 @@ pub(super) async fn attempt(
         Ok(c) => c,
         Err(e) => return Err((e, Some(Unsent::Fields(req)))),
     };
-    exchange(
-        pool,
-        backend,
-        Outgoing::new(req, backend),
-        Some(first),
-        lease,
-    )
-    .await
+    let mut out = Outgoing::new(req, backend);
+    let sent = exchange(pool, backend, &mut out, Some(first), lease).await;
+    sent.map_err(|(e, back)| (e, back.then_some(Unsent::Serialized(out))))
 }
 
 /// Logs why an exchange with `backend` failed (a warning when the backend is to blame).
@@ -103,6 +120,11 @@ pub(super) struct Outgoing {
 }
 
 impl Outgoing {
+    /// The prepared request, leaving an empty one in its place (a retry puts it back).
+    fn take_prepared(&mut self) -> Prepared {
+        std::mem::replace(&mut self.prepared, Prepared::empty())
+    }
+
     /// `backend` gives the settings the head depends on (keep-alive, `Expect`), the same for
     /// every backend of a list.
     pub(super) fn new(req: UpstreamRequest, backend: &Backend) -> Outgoing {
@@ -151,26 +173,52 @@ impl Outgoing {
     }
 }
 
-/// A connection to `backend` ready for a request, and whether it was pooled: the newest idle
-/// one when `may_reuse`, else a new one, which gets `proxy_line` first. Nothing of the request
-/// has been sent when this fails.
+/// A connection ready for a request, with the timer its exchanges share.
+pub(super) struct Connected {
+    pub(super) conn: Conn,
+    pub(super) timer: Timer,
+    /// It came from the pool (the backend may have closed it meanwhile).
+    pub(super) reused: bool,
+}
+
+impl Connected {
+    /// A connection just made.
+    pub(super) fn new(conn: Conn) -> Connected {
+        Connected {
+            conn,
+            timer: Timer::default(),
+            reused: false,
+        }
+    }
+}
+
+/// A connection to `backend` ready for a request: the newest idle one when `may_reuse`, else
+/// a new one, which gets `proxy_line` first. Nothing of the request has been sent when this
+/// fails.
 pub(super) async fn connection(
     pool: &Pool,
     backend: &Backend,
     proxy_line: Option<&[u8]>,
     may_reuse: bool,
-) -> Result<(Conn, bool), UpstreamError> {
-    if let Some(c) = may_reuse.then(|| pool.take(&backend.pool_key)).flatten() {
-        return Ok((c, true));
+) -> Result<Connected, UpstreamError> {
+    if let Some((conn, timer)) = may_reuse.then(|| pool.take(&backend.pool_key)).flatten() {
+        return Ok(Connected {
+            conn,
+            timer,
+            reused: true,
+        });
     }
     let tls = backend.tls.as_ref().map(|t| TlsStart {
         client: &t.0,
         offer_h2: false,
     });
-    let conn = Conn::connect(&backend.addr, proxy_line, tls, backend.connect_timeout)
+    // Boxed: a new connection is rare next to pooled ones, and its state (~1.4 KB with TLS)
+    // would otherwise be carried by every exchange.
+    let connect = Conn::connect(&backend.addr, proxy_line, tls, backend.connect_timeout);
+    let conn = Box::pin(connect)
         .await
         .map_err(|e| UpstreamError::bad_gateway(e.to_string()))?;
-    Ok((conn, false))
+    Ok(Connected::new(conn))
 }
 
 /// Sends `out` over HTTP/1.1 to `backend` on `first` (from [`connection`], or a TLS
@@ -178,72 +226,55 @@ pub(super) async fn connection(
 /// reads up to the response head; a pooled connection found dead is replaced by a new one
 /// once. `lease` (a balancer's count of requests in flight) ends with the exchange. A failure
 /// to connect, or an idempotent request without a body sent whose new connection broke before
-/// any answer, gives the request back with the error: another backend may take it.
+/// any answer, comes with `true`: `out` holds the request again, and another backend may take
+/// it. (`out` is borrowed, not moved in: an argument lasts as long as the future, and the
+/// caller's copy would make every exchange's state larger.)
 pub(super) async fn exchange(
     pool: &Rc<Pool>,
     backend: &Rc<Backend>,
-    out: Outgoing,
-    mut first: Option<(Conn, bool)>,
+    out: &mut Outgoing,
+    mut first: Option<Connected>,
     mut lease: Option<Lease>,
-) -> Result<Response, (UpstreamError, Option<Unsent>)> {
-    let Outgoing {
-        mut prepared,
-        head_request,
-        idempotent,
-        proxy_line,
-    } = out;
+) -> Result<Response, (UpstreamError, bool)> {
     let mut may_reuse = true;
     loop {
-        let (conn, reused) = match first.take() {
+        let connected = match first.take() {
             Some(c) => c,
-            None => match connection(pool, backend, proxy_line.as_deref(), may_reuse).await {
+            None => match connection(pool, backend, out.proxy_line.as_deref(), may_reuse).await {
                 Ok(c) => c,
-                Err(e) => {
-                    let out = Outgoing {
-                        prepared,
-                        head_request,
-                        idempotent,
-                        proxy_line,
-                    };
-                    return Err((e, Some(Unsent::Serialized(out))));
-                }
+                Err(e) => return Err((e, true)),
             },
         };
-        let mut ex = Exchange::new(conn, prepared, reused, head_request, pool, backend);
+        let reused = connected.reused;
+        let (head_request, idempotent) = (out.head_request, out.idempotent);
+        let mut ex = Exchange::new(connected, out.take_prepared(), head_request, pool, backend);
         ex.lease = lease.take();
         match poll_fn(|cx| ex.poll_head(cx)).await {
-            Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, None)),
-            Err(f) if !f.retryable => return Err((f.error, None)),
+            Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, false)),
+            Err(f) if !f.retryable => return Err((f.error, false)),
             Err(f) if reused => {
                 lease = ex.lease.take();
                 let Some(p) = ex.writer.into_retry(idempotent) else {
-                    return Err((f.error, None));
+                    return Err((f.error, false));
                 };
                 tracing::debug!(
                     backend = %backend.name,
                     "proxy: pooled connection was dead ({}), retrying",
                     f.error
                 );
-                prepared = p;
+                out.prepared = p;
                 may_reuse = false;
             }
             // A new connection broke before any response byte: another backend may take an
             // idempotent request none of whose body went out (as nginx's proxy_next_upstream
             // error does).
             Err(f) => {
-                let back = ex
-                    .writer
-                    .into_retry(false)
-                    .filter(|_| idempotent)
-                    .map(|prepared| {
-                        Unsent::Serialized(Outgoing {
-                            prepared,
-                            head_request,
-                            idempotent,
-                            proxy_line,
-                        })
-                    });
-                return Err((f.error, back));
+                let back = ex.writer.into_retry(false).filter(|_| idempotent);
+                let given_back = back.is_some();
+                if let Some(prepared) = back {
+                    out.prepared = prepared;
+                }
+                return Err((f.error, given_back));
             }
         }
     }
@@ -278,13 +309,17 @@ struct Exchange {
 
 impl Exchange {
     fn new(
-        conn: Conn,
+        connected: Connected,
         prepared: Prepared,
-        reused: bool,
         head_request: bool,
         pool: &Rc<Pool>,
         backend: &Rc<Backend>,
     ) -> Exchange {
+        let Connected {
+            conn,
+            timer,
+            reused,
+        } = connected;
         Exchange {
             conn,
             writer: RequestWriter::new(prepared, reused, backend.io_size),
@@ -301,7 +336,7 @@ impl Exchange {
             started: Instant::now(),
             sent_at: None,
             stalled_since: None,
-            timer: Timer::default(),
+            timer,
             lease: None,
         }
     }
@@ -515,6 +550,7 @@ impl Exchange {
             self.pool.put(
                 &self.backend.pool_key,
                 self.conn,
+                self.timer,
                 self.backend.keepalive_timeout,
                 self.backend.max_idle_connections,
             );
@@ -569,18 +605,22 @@ impl BodyStream for NoBody {
     }
 }
 
-/// One lazily created timer per exchange. A deadline that moves later does not reset it;
-/// it re-arms when it fires early.
+/// A lazily created timer, kept with a pooled connection for its next exchange (creating,
+/// registering and dropping a tokio timer per request cost ~900 instructions; moving a
+/// registered one later costs one compare-and-swap). A deadline that moves later does not
+/// reset it; it re-arms when it fires early.
 #[derive(Default)]
 pub(super) struct Timer {
     sleep: Option<Pin<Box<Sleep>>>,
+    /// Parked since its last use: the next deadline replaces the old one.
+    parked: bool,
 }
 
 impl Timer {
     pub(super) fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
         let sleep = match &mut self.sleep {
             Some(s) => {
-                if s.deadline() > at {
+                if s.deadline() > at || std::mem::take(&mut self.parked) {
                     s.as_mut().reset(at);
                 }
                 s
@@ -593,6 +633,18 @@ impl Timer {
                 return Poll::Ready(());
             }
             sleep.as_mut().reset(at);
+        }
+    }
+
+    /// Until its next use, the timer wakes no one: the waker of the last exchange (which may
+    /// hold that request's task or stream) is replaced with one that does nothing.
+    pub(super) fn park(&mut self) {
+        if let Some(s) = &mut self.sleep {
+            // Outside the task's budget: a spent budget would leave the old waker in place.
+            let mut sleep = tokio::task::unconstrained(s.as_mut());
+            let noop = &mut Context::from_waker(std::task::Waker::noop());
+            let _ = Pin::new(&mut sleep).poll(noop);
+            self.parked = true;
         }
     }
 }

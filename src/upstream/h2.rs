@@ -272,9 +272,10 @@ pub async fn exchange(
         };
         if let Some(first) = fell_back {
             pool.mark_no_h2(&backend.pool_key);
-            let out = Outgoing::new(r, backend);
-            let first = first.map(|c| (c, false));
-            return exchange::exchange(pool, backend, out, first, lease).await;
+            let mut out = Outgoing::new(r, backend);
+            let first = first.map(exchange::Connected::new);
+            let sent = exchange::exchange(pool, backend, &mut out, first, lease).await;
+            return sent.map_err(|(e, back)| (e, back.then_some(Unsent::Serialized(out))));
         }
         let failure = conn.inner.borrow().conn.failure().map(str::to_owned);
         if let Some(e) = failure {

@@ -2,6 +2,7 @@
 //! first, each closed after its `proxy.timeout.keepalive`, at most `max_idle` per backend.
 
 use super::conn::Conn;
+use super::exchange::Timer;
 use super::h2::H2Conn;
 use crate::config::UpstreamAddr;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -43,6 +44,9 @@ impl PoolKey {
 
 struct Idle {
     conn: Conn,
+    /// The timer of the connection's exchanges, reused by the next one (parked: it wakes no
+    /// one while idle).
+    timer: Timer,
     expires: Instant,
 }
 
@@ -61,23 +65,32 @@ impl Pool {
     /// not probed (that would cost a syscall per request): a backend that closed it meanwhile
     /// makes the exchange fail before any byte comes back, and the exchange retries once on
     /// a fresh connection.
-    pub fn take(&self, addr: &PoolKey) -> Option<Conn> {
+    pub(super) fn take(&self, addr: &PoolKey) -> Option<(Conn, Timer)> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(addr)?;
         let c = list.pop_back()?;
         if c.expires > Instant::now() {
-            return Some(c.conn);
+            return Some((c.conn, c.timer));
         }
         // The newest has expired, so have all the others.
         list.clear();
         None
     }
 
-    /// Keeps `conn` for reuse for `keepalive`, dropping the oldest beyond `max_idle`.
-    pub fn put(&self, addr: &PoolKey, conn: Conn, keepalive: Duration, max_idle: usize) {
+    /// Keeps `conn` (and its exchanges' timer) for reuse for `keepalive`, dropping the oldest
+    /// beyond `max_idle`.
+    pub(super) fn put(
+        &self,
+        addr: &PoolKey,
+        conn: Conn,
+        mut timer: Timer,
+        keepalive: Duration,
+        max_idle: usize,
+    ) {
         if keepalive.is_zero() || max_idle == 0 {
             return;
         }
+        timer.park();
         let now = Instant::now();
         {
             let mut idle = self.idle.borrow_mut();
@@ -90,6 +103,7 @@ impl Pool {
             }
             list.push_back(Idle {
                 conn,
+                timer,
                 expires: now + keepalive,
             });
         }

@@ -51,6 +51,18 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// Nothing to send: what an [`Outgoing`](super::exchange::Outgoing) holds while its
+    /// request is out.
+    pub fn empty() -> Prepared {
+        Prepared {
+            head: Bytes::new(),
+            body: None,
+            framing: RequestFraming::None,
+            expect_continue: false,
+            replay: Vec::new(),
+        }
+    }
+
     /// Serializes the head of a request.
     pub fn new(req: &h1::RequestHead<'_>, body: Option<RequestBody>) -> Prepared {
         // Cut from the worker's block: the head lives until the response starts.

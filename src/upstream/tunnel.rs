@@ -70,7 +70,7 @@ pub(super) async fn exchange(
 ) -> Result<Response, (UpstreamError, Option<TunnelRequest>)> {
     let line = Outgoing::proxy_line_for(backend, req.client_addrs);
     let conn = match connection(pool, backend, line.as_deref(), false).await {
-        Ok((conn, _)) => conn,
+        Ok(c) => c.conn,
         Err(e) => return Err((e, Some(req))),
     };
     opened(backend, conn, req, lease)

@@ -212,36 +212,47 @@ impl Conversion {
         join(theirs, b", ", ours)
     }
 
-    /// The backend's response as the client gets it.
+    /// The backend's response as the client gets it. One pass over the fields, each name
+    /// classified by its length first (most fields match none of the names looked for); the
+    /// fields a Connection header names are dropped in a second pass, only when there are any.
     pub(super) fn client_response(&self, mut resp: Response, client: &Client) -> Response {
-        let named: Vec<Bytes> = connection_options(
-            resp.headers
-                .iter()
-                .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-                .map(|(_, v)| &v[..]),
-        )
-        .into_iter()
-        .map(Bytes::copy_from_slice)
-        .collect();
-        let mut close = false;
-        let mut has_date = false;
-        resp.headers.retain(|(name, value)| {
-            let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
-            if is(b"connection") {
-                close |= has_token(value, b"close");
-                return false;
-            }
-            // The codec writes our own Server (h2o drops the backend's too).
-            if is_hop_by_hop(name) || is(b"server") || named.iter().any(|n| is(n)) {
-                return false;
-            }
-            has_date |= is(b"date");
-            true
-        });
-        for (name, value) in resp.headers.iter_mut() {
-            if name.eq_ignore_ascii_case(b"location") {
-                if let Some(v) = self.rewrite_location(value, client) {
-                    *value = v;
+        let mut named: Vec<Bytes> = Vec::new();
+        let (mut close, mut has_date, mut location) = (false, false, false);
+        resp.headers
+            .retain(|(name, value)| match response_field(name) {
+                ResponseField::Connection => {
+                    close |= has_token(value, b"close");
+                    named.extend(
+                        connection_options(std::iter::once(&value[..]))
+                            .into_iter()
+                            .map(Bytes::copy_from_slice),
+                    );
+                    false
+                }
+                ResponseField::Dropped => false,
+                ResponseField::Date => {
+                    has_date = true;
+                    true
+                }
+                ResponseField::Location => {
+                    location = true;
+                    true
+                }
+                ResponseField::Other => true,
+            });
+        if !named.is_empty() {
+            resp.headers.retain(|(name, _)| {
+                let drop = named.iter().any(|n| name.eq_ignore_ascii_case(n));
+                has_date &= !(drop && name.eq_ignore_ascii_case(b"date"));
+                !drop
+            });
+        }
+        if location {
+            for (name, value) in resp.headers.iter_mut() {
+                if name.eq_ignore_ascii_case(b"location") {
+                    if let Some(v) = self.rewrite_location(value, client) {
+                        *value = v;
+                    }
                 }
             }
         }
@@ -289,7 +300,64 @@ impl Conversion {
     }
 }
 
+/// What the response conversion does with a backend's field.
+enum ResponseField {
+    /// Connection: dropped, its options looked at.
+    Connection,
+    /// Hop-by-hop, or the backend's Server (the codec writes our own; h2o drops it too).
+    Dropped,
+    Date,
+    Location,
+    Other,
+}
+
+/// The lengths matched below are those of the names in [`is_hop_by_hop`].
+fn response_field(name: &[u8]) -> ResponseField {
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    match name.len() {
+        4 if is(b"date") => ResponseField::Date,
+        6 if is(b"server") => ResponseField::Dropped,
+        8 if is(b"location") => ResponseField::Location,
+        10 if is(b"connection") => ResponseField::Connection,
+        2 | 7 | 10 | 14 | 16 | 17 if is_hop_by_hop(name) => ResponseField::Dropped,
+        _ => ResponseField::Other,
+    }
+}
+
 fn strip_prefix_ignore_case<'a>(s: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
     (s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix))
         .then(|| &s[prefix.len()..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hop_by_hop_response_field_is_dropped() {
+        for name in [
+            "connection",
+            "Keep-Alive",
+            "proxy-connection",
+            "TE",
+            "transfer-encoding",
+            "upgrade",
+            "http2-settings",
+            "content-length",
+            "Server",
+        ] {
+            assert!(is_hop_by_hop(name.as_bytes()) || name == "Server");
+            let kept = matches!(
+                response_field(name.as_bytes()),
+                ResponseField::Other | ResponseField::Date | ResponseField::Location
+            );
+            assert!(!kept, "{name}");
+        }
+        for name in ["x-conn", "dates", "Content-Type", "etag", "upgrades"] {
+            assert!(matches!(
+                response_field(name.as_bytes()),
+                ResponseField::Other
+            ));
+        }
+    }
 }

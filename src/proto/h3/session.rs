@@ -1,7 +1,7 @@
 //! One HTTP/3 connection, server side: the peer's unidirectional streams, request streams,
 //! and the encoding of what we send.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
 use std::ops::Range;
 
@@ -120,9 +120,10 @@ pub struct Session {
     encoder_stream: Option<u64>,
     /// The peer's QPACK decoder stream, and the start of an instruction not complete yet.
     decoder_stream: Option<(u64, Vec<u8>)>,
-    /// Peer unidirectional streams whose type is not known yet, or that we ignore.
-    opening: HashMap<u64, Opening>,
-    requests: HashMap<u64, RequestStream>,
+    /// Peer unidirectional streams whose type is not known yet, or that we ignore. (Stream
+    /// ids come in order, within the stream limits we grant: a fast hash will do.)
+    opening: FxHashMap<u64, Opening>,
+    requests: FxHashMap<u64, RequestStream>,
     /// Decoded names and values; a request head takes its bytes with `split`.
     hbuf: BytesMut,
     fields: Vec<HeaderField>,
@@ -199,8 +200,8 @@ impl Session {
             control: None,
             encoder_stream: None,
             decoder_stream: None,
-            opening: HashMap::new(),
-            requests: HashMap::new(),
+            opening: FxHashMap::default(),
+            requests: FxHashMap::default(),
             hbuf: BytesMut::new(),
             fields: Vec::new(),
         }
