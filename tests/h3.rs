@@ -208,6 +208,38 @@ fn a_panic_in_one_http3_connection_closes_only_that_one() {
     assert!(hits[0].contains("SPATE_DEBUG_PANIC_PATH"), "{hits:?}");
 }
 
+/// A panic inside quinn-proto's work on a datagram (the debug-only trigger: a datagram of
+/// exactly 1111 bytes) is contained too: the datagram is dropped, logged once, and the
+/// worker's QUIC endpoint goes on serving (uncontained, the panic ends the task that drives
+/// every QUIC connection of the worker, and the next fetches fail).
+#[test]
+fn a_panic_inside_quinn_drops_only_its_datagram() {
+    let Some(py) = aioquic_python() else { return };
+    let s = h3_server_env(0, 1, "", &[("SPATE_DEBUG_PANIC_DATAGRAM", "1111")]);
+    let port = s.addr.port();
+    assert_eq!(aioquic_get(&py, port, &["/index.html"])[0].status, 200);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    udp.send_to(&[0x40; 1111], ("127.0.0.1", port))
+        .expect("send");
+    // `stderr_lines` gives the lines logged since its last call.
+    let mut lines = Vec::new();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !lines.iter().any(|l: &String| l.contains("panicked")) {
+        assert!(std::time::Instant::now() < end, "the datagram was not seen");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        lines.extend(s.stderr_lines());
+    }
+    for _ in 0..2 {
+        let got = aioquic_get(&py, port, &["/index.html"]);
+        assert_eq!(got[0].status, 200);
+        assert_eq!(got[0].text, "<h1>over QUIC</h1>\\n");
+    }
+    lines.extend(s.stderr_lines());
+    let hits: Vec<_> = lines.iter().filter(|l| l.contains("panicked")).collect();
+    assert_eq!(hits.len(), 1, "{lines:?}");
+    assert!(hits[0].contains("SPATE_DEBUG_PANIC_DATAGRAM"), "{hits:?}");
+}
+
 #[test]
 fn alt_svc_advertises_the_quic_port() {
     if !tls_support::need("curl") {

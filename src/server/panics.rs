@@ -117,3 +117,19 @@ pub(crate) fn debug_panic_trigger(path: &[u8]) {
         panic!("SPATE_DEBUG_PANIC_PATH requested");
     }
 }
+
+/// Test-only trigger, debug builds only: with `SPATE_DEBUG_PANIC_DATAGRAM` set to a length, a
+/// QUIC datagram of exactly that many bytes panics inside quinn-proto's contained step, so
+/// the integration tests can show that the worker's other QUIC connections live on.
+#[cfg(debug_assertions)]
+pub(crate) fn debug_panic_on_datagram(len: usize) {
+    static LEN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let armed = LEN.get_or_init(|| {
+        std::env::var("SPATE_DEBUG_PANIC_DATAGRAM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if *armed == Some(len) {
+        panic!("SPATE_DEBUG_PANIC_DATAGRAM requested");
+    }
+}

@@ -8,9 +8,12 @@
 use super::route::{self, Forwarded, Route};
 use super::Settings;
 use crate::server::h3::H3Conn;
+use crate::server::panics::contain_step;
 use crate::server::worker::{ActiveGuard, WorkerCtx};
 use bytes::BytesMut;
-use quinn_proto::{ConnectionHandle, DatagramEvent, Endpoint, Event, Incoming, Transmit};
+use quinn_proto::{
+    ConnectionHandle, DatagramEvent, Endpoint, EndpointEvent, Event, Incoming, Transmit,
+};
 use quinn_udp::{RecvMeta, UdpSocketState};
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
@@ -90,6 +93,7 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         wakes: Arc::new(Wakes::default()),
         woken: Vec::new(),
         dirty: Vec::new(),
+        failed: Vec::new(),
         earliest: None,
         recv_buf: vec![0; RECV_BATCH * payload * gro],
         send_buf: Vec::with_capacity(payload * gso),
@@ -145,6 +149,8 @@ struct Driver<'a> {
     woken: Vec<usize>,
     /// Connections to drive this turn (may repeat).
     dirty: Vec<usize>,
+    /// Connections quinn-proto panicked in during the timer scan, to discard after it.
+    failed: Vec<usize>,
     /// The earliest connection timer, or earlier: a timer that moved later is only seen at
     /// the next scan. Turns before it do no work per connection for timers.
     earliest: Option<Instant>,
@@ -326,13 +332,22 @@ impl<'a> Driver<'a> {
     ) {
         crate::metrics::received(data.len() as u64);
         let mut buf = Vec::new();
-        match self
-            .endpoint
-            .handle(now, remote, local_ip, ecn, data, &mut buf)
-        {
+        // quinn-proto's work on a datagram is contained like ours (a panic there would end
+        // the task that drives every QUIC connection of the worker): a datagram the endpoint
+        // panicked on is dropped; a connection quinn panicked in is discarded.
+        let endpoint = &mut self.endpoint;
+        let event = contain_step(&remote, || {
+            #[cfg(debug_assertions)]
+            crate::server::panics::debug_panic_on_datagram(data.len());
+            endpoint.handle(now, remote, local_ip, ecn, data, &mut buf)
+        });
+        match event.flatten() {
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
                 if let Some(Some(c)) = self.conns.get_mut(ch.0) {
-                    c.quic.handle_event(ev);
+                    if contain_step(&remote, || c.quic.handle_event(ev)).is_none() {
+                        self.discard(ch.0);
+                        return;
+                    }
                     queue(&mut self.dirty, ch.0, c);
                 }
             }
@@ -415,7 +430,11 @@ impl<'a> Driver<'a> {
                 match c.timeout {
                     Some(t) if t <= now => {
                         c.timeout = None;
-                        c.quic.handle_timeout(now);
+                        let peer = c.quic.remote_address();
+                        if contain_step(&peer, || c.quic.handle_timeout(now)).is_none() {
+                            self.failed.push(i);
+                            continue;
+                        }
                         queue(&mut self.dirty, i, c);
                     }
                     Some(t) => next = earlier(next, Some(t)),
@@ -423,6 +442,9 @@ impl<'a> Driver<'a> {
                 }
             }
             self.earliest = next;
+            for i in std::mem::take(&mut self.failed) {
+                self.discard(i);
+            }
         }
         if let Some(at) = self.shutdown_at.filter(|at| *at <= now) {
             self.shutdown_at = None;
@@ -510,17 +532,28 @@ impl<'a> Driver<'a> {
             );
             c.quic.close(now, H3_NO_ERROR.into(), bytes::Bytes::new());
         }
-        while let Some(ev) = c.quic.poll_endpoint_events() {
-            let drained = ev.is_drained();
-            if let Some(back) = self.endpoint.handle_event(ConnectionHandle(i), ev) {
-                c.quic.handle_event(back);
-            }
+        let peer = c.quic.remote_address();
+        loop {
+            let endpoint = &mut self.endpoint;
+            let step = contain_step(&peer, || {
+                let ev = c.quic.poll_endpoint_events()?;
+                let drained = ev.is_drained();
+                if let Some(back) = endpoint.handle_event(ConnectionHandle(i), ev) {
+                    c.quic.handle_event(back);
+                }
+                Some(drained)
+            });
+            let drained = match step {
+                None => {
+                    self.discard(i);
+                    return false;
+                }
+                Some(None) => break,
+                Some(Some(drained)) => drained,
+            };
             if drained {
                 log_stats(i, &c.quic);
-                self.conns[i] = None;
-                crate::metrics::connection(crate::metrics::Transport::Quic, false);
-                self.open -= 1;
-                OPEN.fetch_sub(1, Ordering::Relaxed);
+                self.forget(i);
                 return false;
             }
         }
@@ -531,7 +564,14 @@ impl<'a> Driver<'a> {
                 return false;
             };
             self.send_buf.clear();
-            let Some(t) = c.quic.poll_transmit(now, self.gso, &mut self.send_buf) else {
+            let (gso, send_buf) = (self.gso, &mut self.send_buf);
+            let peer = c.quic.remote_address();
+            let Some(transmit) = contain_step(&peer, || c.quic.poll_transmit(now, gso, send_buf))
+            else {
+                self.discard(i);
+                return false;
+            };
+            let Some(t) = transmit else {
                 // Its timers change only when it is driven: read them once, here.
                 c.timeout = c.quic.poll_timeout();
                 self.earliest = earlier(self.earliest, c.timeout);
@@ -547,6 +587,29 @@ impl<'a> Driver<'a> {
                 return true;
             }
         }
+    }
+
+    /// Discards connection `i` after a panic inside quinn-proto: its state is not to be
+    /// trusted, so nothing more is sent (the peer sees an idle timeout) and the endpoint is
+    /// told it drained, which frees its connection IDs.
+    fn discard(&mut self, i: usize) {
+        if !matches!(self.conns.get(i), Some(Some(_))) {
+            return;
+        }
+        let endpoint = &mut self.endpoint;
+        let peer = self.local;
+        let _ = contain_step(&peer, || {
+            endpoint.handle_event(ConnectionHandle(i), EndpointEvent::drained())
+        });
+        self.forget(i);
+    }
+
+    /// Removes connection `i` from the table and the counts.
+    fn forget(&mut self, i: usize) {
+        self.conns[i] = None;
+        crate::metrics::connection(crate::metrics::Transport::Quic, false);
+        self.open -= 1;
+        OPEN.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Sends a transmit from `send_buf`, waiting for the socket if it is full.
