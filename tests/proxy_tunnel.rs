@@ -301,7 +301,7 @@ hosts:
   default:
     access-log:
       path: access.log
-      format: \"%t %{{msec_frac}}t %H %m %s %U %{{duration}}x\"
+      format: \"%H %m %s %U\"
     paths:
       /ws:
         proxy.reverse.url: http://127.0.0.1:{}/
@@ -345,8 +345,6 @@ hosts:
         );
     }
     let log_path = s.path().join("access.log");
-    std::thread::sleep(Duration::from_millis(300));
-    eprintln!("DBG log:\n{}\nstderr: {:?}", std::fs::read_to_string(&log_path).unwrap_or_default(), s.stderr_lines());
     let seen = wait_until(|| {
         std::fs::read_to_string(&log_path)
             .unwrap_or_default()
