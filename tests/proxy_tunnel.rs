@@ -267,26 +267,52 @@ fn chromium_opens_a_websocket_over_http2_with_tls() {
         dir.path(),
         "site/index.html",
         br#"<!doctype html><title>ws</title><p id=out>waiting</p><script>
-// Virtual time does not wait for a WebSocket but does for a pending fetch: one is held
-// open until the socket has closed.
+// Virtual time does not wait for a WebSocket but does for a pending fetch: one is kept
+// pending until the socket has closed. Not one fetch held for good: while it is pending
+// and virtual time is paused, Chromium may hold back the socket's events (seen when the
+// 101 comes after the page's load), which then wait for that fetch to end. Each /hold
+// answers after a second of real time, and the next is asked at once.
+let open = true;
 const hold = new AbortController();
-fetch("/hold", {signal: hold.signal}).catch(() => {});
+function holdOn() {
+  fetch("/hold", {signal: hold.signal}).then((r) => r.text())
+    .then(() => { if (open) holdOn(); }).catch(() => {});
+}
+holdOn();
 const ws = new WebSocket("wss://" + location.host + "/ws/chat", ["chat"]);
 ws.onopen = () => ws.send("hello from chromium");
 ws.onmessage = (e) => {
   document.getElementById("out").textContent = "echo:" + e.data + ":" + ws.protocol;
   ws.close(4010, "chromium");
 };
-ws.onclose = () => hold.abort();
-ws.onerror = () => { document.getElementById("out").textContent = "error"; hold.abort(); };
+ws.onclose = () => { open = false; hold.abort(); };
+ws.onerror = () => {
+  document.getElementById("out").textContent = "error";
+  open = false;
+  hold.abort();
+};
 </script>"#,
     );
-    // The page's held fetch: a backend that accepts and never answers.
+    // The page's held fetches: a backend that answers each one a second after it came.
     let hold = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let hold_port = hold.local_addr().expect("addr").port();
     std::thread::spawn(move || {
-        let held: Vec<_> = hold.incoming().map_while(Result::ok).collect();
-        drop(held);
+        for mut c in hold.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match c.read(&mut b) {
+                        Ok(1) => head.push(b[0]),
+                        _ => return,
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(1));
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nheld",
+                );
+            });
+        }
     });
     let s = Spate::start_in(
         &format!(
