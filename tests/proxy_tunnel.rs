@@ -267,26 +267,52 @@ fn chromium_opens_a_websocket_over_http2_with_tls() {
         dir.path(),
         "site/index.html",
         br#"<!doctype html><title>ws</title><p id=out>waiting</p><script>
-// Virtual time does not wait for a WebSocket but does for a pending fetch: one is held
-// open until the socket has closed.
+// Virtual time does not wait for a WebSocket but does for a pending fetch: one is kept
+// pending until the socket has closed. Not one fetch held for good: while it is pending
+// and virtual time is paused, Chromium may hold back the socket's events (seen when the
+// 101 comes after the page's load), which then wait for that fetch to end. Each /hold
+// answers after a second of real time, and the next is asked at once.
+let open = true;
 const hold = new AbortController();
-fetch("/hold", {signal: hold.signal}).catch(() => {});
+function holdOn() {
+  fetch("/hold", {signal: hold.signal}).then((r) => r.text())
+    .then(() => { if (open) holdOn(); }).catch(() => {});
+}
+holdOn();
 const ws = new WebSocket("wss://" + location.host + "/ws/chat", ["chat"]);
 ws.onopen = () => ws.send("hello from chromium");
 ws.onmessage = (e) => {
   document.getElementById("out").textContent = "echo:" + e.data + ":" + ws.protocol;
   ws.close(4010, "chromium");
 };
-ws.onclose = () => hold.abort();
-ws.onerror = () => { document.getElementById("out").textContent = "error"; hold.abort(); };
+ws.onclose = () => { open = false; hold.abort(); };
+ws.onerror = () => {
+  document.getElementById("out").textContent = "error";
+  open = false;
+  hold.abort();
+};
 </script>"#,
     );
-    // The page's held fetch: a backend that accepts and never answers.
+    // The page's held fetches: a backend that answers each one a second after it came.
     let hold = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let hold_port = hold.local_addr().expect("addr").port();
     std::thread::spawn(move || {
-        let held: Vec<_> = hold.incoming().map_while(Result::ok).collect();
-        drop(held);
+        for mut c in hold.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match c.read(&mut b) {
+                        Ok(1) => head.push(b[0]),
+                        _ => return,
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(1));
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nheld",
+                );
+            });
+        }
     });
     let s = Spate::start_in(
         &format!(
@@ -581,6 +607,75 @@ fn http2_reset_closes_the_backend_connection() {
     });
     // The backend saw its connection go without a close frame (1006).
     assert!(ws.closed().starts_with("closed 1006"));
+}
+
+/// RFC 6455's accept value for the key in argv[1].
+const ACCEPT_PY: &str = "import base64, hashlib, sys; print(base64.b64encode(hashlib.sha1(\
+    sys.argv[1].encode() + b'258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest()).decode())";
+
+/// The backend answers the client's close frame with its own and closes in the same moment
+/// (one write, then FIN), while the HTTP/2 client keeps its side open, as a browser does:
+/// the stream still ends, with the frame and then END_STREAM.
+#[test]
+fn a_backend_closing_with_its_last_frame_ends_the_http2_stream() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let backend = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            c.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        let key = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+            .expect("a key");
+        let accept = Command::new(python())
+            .args(["-c", ACCEPT_PY, key])
+            .output()
+            .expect("python");
+        let accept = String::from_utf8_lossy(&accept.stdout).trim().to_owned();
+        let answer = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Accept: {accept}\r\n\r\n"
+        );
+        c.write_all(answer.as_bytes()).unwrap();
+        // The client's close frame (6 bytes of head and mask, 2 of code), then ours and FIN.
+        let mut close = [0u8; 8];
+        c.read_exact(&mut close).unwrap();
+        c.write_all(&[0x88, 0x02, 0x0f, 0xaa]).unwrap();
+    });
+    let s = Spate::start(&format!(
+        "
+num-threads: 1
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /ws:
+        proxy.reverse.url: http://127.0.0.1:{port}/
+        proxy.tunnel: ON
+"
+    ));
+    let addr = s.addr;
+    runtime().block_on(async move {
+        let mut client = h2_client(addr).await;
+        let (mut send, mut recv) = h2_tunnel(&mut client, addr, "/ws/").await;
+        send.send_data(frame(8, &4010u16.to_be_bytes()).into(), false)
+            .unwrap();
+        let ended = async {
+            assert_eq!(recv.next().await, Some((8, 4010u16.to_be_bytes().to_vec())));
+            recv.next().await
+        };
+        let ended = tokio::time::timeout(Duration::from_secs(5), ended).await;
+        assert_eq!(ended, Ok(None), "stream not ended after the backend closed");
+        drop(send);
+    });
+    backend.join().unwrap();
 }
 
 #[test]
