@@ -383,6 +383,19 @@ hosts:
     );
 }
 
+/// Accepts one connection on `l` and reads its request head (through the blank line).
+fn accept_head(l: &std::net::TcpListener) -> (std::net::TcpStream, String) {
+    let (mut c, _) = l.accept().unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        c.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    (c, String::from_utf8_lossy(&head).into_owned())
+}
+
 /// A backend for another protocol: answers `101` with `Upgrade: shout/1` and bytes of the
 /// new protocol in the same write, then sends back what it reads in capitals; when the client
 /// half-closes, it says `BYE` and closes.
@@ -390,14 +403,7 @@ fn shout_backend() -> (u16, std::thread::JoinHandle<String>) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let t = std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut head = Vec::new();
-        let mut b = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            c.read_exact(&mut b).unwrap();
-            head.push(b[0]);
-        }
+        let (mut c, head) = accept_head(&l);
         c.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: shout/1\r\n\r\nREADY\n")
             .unwrap();
         let mut buf = [0u8; 4096];
@@ -408,7 +414,7 @@ fn shout_backend() -> (u16, std::thread::JoinHandle<String>) {
             }
         }
         c.write_all(b"BYE\n").unwrap();
-        String::from_utf8_lossy(&head).into_owned()
+        head
     });
     (port, t)
 }
@@ -621,15 +627,7 @@ fn a_backend_closing_with_its_last_frame_ends_the_http2_stream() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let backend = std::thread::spawn(move || {
-        let (mut c, _) = l.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut head = Vec::new();
-        let mut b = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            c.read_exact(&mut b).unwrap();
-            head.push(b[0]);
-        }
-        let head = String::from_utf8_lossy(&head).into_owned();
+        let (mut c, head) = accept_head(&l);
         let key = head
             .lines()
             .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
