@@ -191,8 +191,9 @@ pub struct Connection {
     recv_paused: bool,
     /// New streams seen by the current `recv` call.
     batch_opened: usize,
-    /// New streams since the connection was last quiet ([`QUIET_TRIM`]): from
-    /// [`KEEP_BUFFERS_OPENED`] on, the connection is busy and keeps its buffers between turns.
+    /// New streams since the connection was last quiet ([`QUIET_TRIM`]) or its client last
+    /// waited longer than [`KEEP_BUFFERS_WITHIN`]: from [`KEEP_BUFFERS_OPENED`] on, the
+    /// connection is busy and keeps its buffers between turns.
     opened_lately: u32,
     /// A write since the last `release_idle_buffers` was larger than [`KEEP_OUTPUT_MAX`].
     wrote_large: bool,
@@ -268,6 +269,11 @@ const OUT_INITIAL: usize = 4 * 1024;
 /// New streams since the connection was last quiet from which it keeps its buffers between
 /// turns (see [`Connection::release_idle_buffers`]): a client's second request.
 const KEEP_BUFFERS_OPENED: u32 = 2;
+/// A client's input that comes later than this after its previous input starts it afresh as
+/// not busy: by then the other connections' turns have evicted the buffers it kept from the
+/// cache, and with thousands of such slow clients (h2load -c10000 -m1) what each kept
+/// would add up to megabytes (about 11 KB each) for nothing.
+const KEEP_BUFFERS_WITHIN: Duration = Duration::from_millis(1);
 /// The largest write of a turn after which a busy connection keeps its buffers.
 const KEEP_OUTPUT_MAX: usize = 16 * 1024;
 /// How long after the client's last frame an idle connection trims what it keeps for the
@@ -746,7 +752,8 @@ impl Connection {
     /// waiting for input: an idle connection then holds little more than its HPACK tables.
     /// A connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
     ///
-    /// A busy connection (its second request since it was last quiet) keeps the rest until
+    /// A busy connection (its second request since it was last quiet, each within
+    /// [`KEEP_BUFFERS_WITHIN`] of the client's previous input) keeps the rest until
     /// that quiet trim instead: a client that multiplexes sends its next requests within
     /// microseconds, one that does not within a round trip, and freeing and regrowing the
     /// table and queues every turn cost more than decoding the requests. Not after a large
@@ -935,6 +942,9 @@ impl Connection {
             }
             input.advance(n);
             self.phase = Phase::FirstSettings;
+        }
+        if now.saturating_duration_since(self.last_frame_at) > KEEP_BUFFERS_WITHIN {
+            self.opened_lately = 0;
         }
         let mut got_frame = false;
         while input.len() >= frame::HEADER_LEN {

@@ -717,9 +717,29 @@ fn a_busy_connection_keeps_its_buffers_until_the_quiet_trim() {
     assert!(p.conn.streams.capacity() > 0, "a second request is");
     assert_eq!(p.conn.out.capacity(), 0);
 
+    // A client that waits longer between requests is not busy: what it kept would be out
+    // of cache by its next request (h2load -c10000 -m1).
+    for id in [11, 13] {
+        p.now += KEEP_BUFFERS_WITHIN * 2;
+        let req = p.get(id, "/a", true);
+        p.feed(&req);
+        p.turn(b"ok");
+        assert!(p.conn.release_idle_buffers().is_some());
+        assert_eq!(p.conn.streams.capacity(), 0, "a slow client's request {id}");
+        assert_eq!(p.conn.hbuf.capacity(), 0);
+    }
+    let req = p.get(15, "/b", true);
+    p.feed(&req);
+    p.turn(b"ok");
+    p.conn.release_idle_buffers();
+    assert!(
+        p.conn.streams.capacity() > 0,
+        "and busy again when it comes back at once"
+    );
+
     // A large write frees everything but the output, which goes back all the same.
     static BODY: [u8; 30_000] = [5; 30_000];
-    let req = p.get(11, "/c", true);
+    let req = p.get(17, "/c", true);
     p.feed(&req);
     p.turn(&BODY);
     assert!(p.conn.release_idle_buffers().unwrap().capacity() >= 30_000);
