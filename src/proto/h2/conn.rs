@@ -10,7 +10,8 @@
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
 use super::ready::{self, ReadyQueues};
-use super::stream::{BodySource, Priority, Recv, Send, Sent, Stream, StreamOut, Tail};
+use super::stream::{BodySource, Priority, Recv, Send, Sent, StreamOut, Tail};
+use super::table::StreamTable;
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
 use crate::http::request::RequestBuilder;
 use crate::http::{Body, Request, Response, Version};
@@ -154,8 +155,7 @@ pub struct Connection {
     date: Option<[u8; crate::http::date::DATE_LEN]>,
 
     // Streams.
-    ids: Vec<u32>,
-    streams: Vec<Stream>,
+    streams: StreamTable,
     /// Streams with body bytes to send, by urgency.
     ready: ReadyQueues,
     /// Streams whose request is complete, in arrival order.
@@ -346,11 +346,11 @@ impl Connection {
             Ok(_) => return Err(Reason::PROTOCOL_ERROR),
             Err(FrameError::Connection(r) | FrameError::Stream(_, r)) => return Err(r),
         }
-        let mut s = Stream::new(1, c.peer_initial_window, c.cfg.input_window);
+        let i = c.insert(1);
+        let s = &mut c.streams[i];
         s.head_request = request.is_head();
         s.holds_request = true;
         c.held.push_back((1, request));
-        c.insert(s);
         c.max_client_stream = 1;
         c.requests.push_back(1);
         Ok(c)
@@ -672,8 +672,10 @@ impl Connection {
     /// Ends every stream, as when the connection is gone: request bodies are aborted,
     /// driver work is cancelled and tracked streams are reported incomplete.
     pub fn close_streams(&mut self) {
-        while let Some(i) = self.streams.len().checked_sub(1) {
-            self.remove(i);
+        for i in (0..self.streams.slots()).rev() {
+            if self.streams.is_open(i) {
+                self.remove(i);
+            }
         }
     }
 
@@ -791,12 +793,11 @@ impl Connection {
 
     /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
     fn free_buffers(&mut self) {
-        if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
+        if !self.streams.is_empty() || !self.out.is_empty() || self.partial.is_some() {
             return;
         }
         self.out = Vec::new();
-        self.streams = Vec::new();
-        self.ids = Vec::new();
+        self.streams = StreamTable::default();
         self.hbuf = BytesMut::new();
         self.fields = Vec::new();
         self.block = Vec::new();
@@ -866,7 +867,7 @@ impl Connection {
         if self.waits_on_client() {
             at(self.last_frame_at + self.cfg.idle_timeout);
         }
-        if self.trim_when_quiet && self.ids.is_empty() {
+        if self.trim_when_quiet && self.streams.is_empty() {
             at(self.last_frame_at + QUIET_TRIM);
         }
         t
@@ -877,7 +878,8 @@ impl Connection {
         if self.closed.is_some() {
             return;
         }
-        if self.trim_when_quiet && self.ids.is_empty() && now >= self.last_frame_at + QUIET_TRIM {
+        if self.trim_when_quiet && self.streams.is_empty() && now >= self.last_frame_at + QUIET_TRIM
+        {
             self.trim_when_quiet = false;
             self.opened_lately = 0;
             self.free_buffers();
@@ -903,7 +905,7 @@ impl Connection {
                 "peer kept a zero window too long",
             );
         } else if self.waits_on_client() && now >= self.last_frame_at + self.cfg.idle_timeout {
-            if self.ids.is_empty() {
+            if self.streams.is_empty() {
                 self.fail(Reason::NO_ERROR, "idle timeout");
             } else {
                 self.fail(Reason::ENHANCE_YOUR_CALM, "request not completed in time");
@@ -913,7 +915,7 @@ impl Connection {
 
     /// Streams in the table (open or half-closed).
     pub fn open_streams(&self) -> usize {
-        self.ids.len()
+        self.streams.len()
     }
 
     /// Nothing is owed to the client (no response being sent, no answer pending): either no
@@ -921,7 +923,7 @@ impl Connection {
     /// timer runs then. A pending answer or a streamed body is bounded by its handler's own
     /// timeouts (a backend's), not by the client's silence.
     fn waits_on_client(&self) -> bool {
-        self.ids.is_empty() || (self.sending == 0 && self.in_handler == 0)
+        self.streams.is_empty() || (self.sending == 0 && self.in_handler == 0)
     }
 
     // ---- receiving ------------------------------------------------------------------------
@@ -1137,7 +1139,7 @@ impl Connection {
                 self.opened_lately = self.opened_lately.saturating_add(1);
                 match self.phase {
                     Phase::Final { last } if id > last => BlockUse::Discard,
-                    _ if self.ids.len() + self.closed_unwritten as usize
+                    _ if self.streams.len() + self.closed_unwritten as usize
                         >= self.cfg.max_streams as usize =>
                     {
                         self.stream_error(id, Reason::REFUSED_STREAM, now)?;
@@ -1333,7 +1335,8 @@ impl Connection {
     }
 
     fn open_stream(&mut self, id: u32, end_stream: bool, parsed: Option<Parsed>) -> Res {
-        let mut s = Stream::new(id, self.peer_initial_window, self.cfg.input_window);
+        let i = self.insert(id);
+        let s = &mut self.streams[i];
         if !end_stream {
             s.recv = Recv::Body {
                 content_length: parsed.as_ref().and_then(|p| p.content_length),
@@ -1350,7 +1353,6 @@ impl Connection {
             continue_100 = p.expect_continue && !end_stream;
             if end_stream && p.content_length.is_some_and(|l| l != 0) {
                 // Declared a body but sent none (section 8.1.1).
-                self.insert(s);
                 return self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at);
             }
             s.holds_request = true;
@@ -1360,7 +1362,6 @@ impl Connection {
             self.held.push_back((id, p.req));
         }
         let has_request = s.holds_request;
-        self.insert(s);
         if end_stream {
             self.requests.push_back(id);
         } else {
@@ -1526,8 +1527,9 @@ impl Connection {
     /// connection credit held back for them.
     fn credit_consumed(&mut self) {
         let half = self.cfg.input_window / 2;
-        for i in 0..self.streams.len() {
+        for i in 0..self.streams.slots() {
             let s = &mut self.streams[i];
+            // A free slot has no pipe.
             let Some(w) = &s.body else { continue };
             let read = w.take_consumed();
             if read == 0 {
@@ -1646,7 +1648,10 @@ impl Connection {
             setting::INITIAL_WINDOW_SIZE => {
                 let delta = i64::from(value) - i64::from(self.peer_initial_window);
                 self.peer_initial_window = value;
-                for i in 0..self.streams.len() {
+                for i in 0..self.streams.slots() {
+                    if !self.streams.is_open(i) {
+                        continue;
+                    }
                     let s = &mut self.streams[i];
                     s.send_window += delta;
                     if s.send_window > i64::from(MAX_WINDOW) {
@@ -2061,7 +2066,7 @@ impl Connection {
     }
 
     fn check_done(&mut self) {
-        if self.closed.is_some() || !self.ids.is_empty() {
+        if self.closed.is_some() || !self.streams.is_empty() {
             return;
         }
         if let Phase::Final { .. } = self.phase {
@@ -2072,7 +2077,7 @@ impl Connection {
     }
 
     fn index(&self, id: u32) -> Option<usize> {
-        self.ids.iter().position(|&x| x == id)
+        self.streams.position(id)
     }
 
     /// Stream `id`'s held request, out of the table.
@@ -2092,13 +2097,13 @@ impl Connection {
         }
     }
 
-    fn insert(&mut self, s: Stream) {
-        if self.streams.capacity() == 0 {
-            self.streams.reserve_exact(REQUEST_BATCH);
-            self.ids.reserve_exact(REQUEST_BATCH);
-        }
-        self.ids.push(s.id);
-        self.streams.push(s);
+    /// Opens stream `id` in the table, made where it stays: its slot.
+    #[inline]
+    fn insert(&mut self, id: u32) -> usize {
+        let send_window = self.peer_initial_window;
+        let recv_window = self.cfg.input_window;
+        self.streams
+            .open(id, send_window, recv_window, REQUEST_BATCH)
     }
 
     fn remove(&mut self, i: usize) {
@@ -2111,11 +2116,10 @@ impl Connection {
         {
             self.before_remove(i);
         }
-        let s = self.streams.swap_remove(i);
-        self.ids.swap_remove(i);
-        if matches!(s.send, Send::Body(_)) {
+        if matches!(self.streams[i].send, Send::Body(_)) {
             self.sending -= 1;
         }
+        self.streams.close(i);
         self.check_done();
     }
 

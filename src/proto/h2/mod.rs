@@ -9,5 +9,6 @@ pub mod frame;
 pub mod hpack;
 mod ready;
 pub mod stream;
+mod table;
 
 pub use conn::{Closed, Connection, Parked, Settings, OUTPUT_HIGH_WATER};
