@@ -13,13 +13,16 @@ use super::ready::{self, ReadyQueues};
 use super::stream::{BodySource, Priority, Recv, Send, Sent, StreamOut, Tail};
 use super::table::StreamTable;
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
+use crate::http::recycle::HeaderList;
 use crate::http::request::RequestBuilder;
+use crate::http::response::Headers;
 use crate::http::{Body, Request, Response, Version};
 use crate::metrics::{self, Direction};
 use crate::proto::request_head;
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -1369,7 +1372,7 @@ impl Connection {
                 self.opened_with_body = Some(id);
             }
             if continue_100 {
-                self.write_headers(id, 100, &[], None, false);
+                self.write_headers(id, 100, &Headers::default(), None, false);
             }
         }
         Ok(())
@@ -1687,7 +1690,7 @@ impl Connection {
         &mut self,
         id: u32,
         status: u16,
-        headers: &[(Bytes, Bytes)],
+        headers: &Headers,
         body_len: Option<u64>,
         end_stream: bool,
     ) -> u64 {
@@ -1726,7 +1729,7 @@ impl Connection {
                         b.field(b"date", &date);
                         fields += 1;
                     }
-                    for (name, value) in headers {
+                    for (name, value) in headers.iter() {
                         if request_head::is_connection_specific(name)
                             || name.eq_ignore_ascii_case(b"content-length")
                         {
@@ -2167,28 +2170,41 @@ struct HeadersCache {
     valid: bool,
     status: u16,
     date: [u8; crate::http::date::DATE_LEN],
-    headers: Vec<(Bytes, Bytes)>,
+    /// The fields, when they were a shared list (a cached file's): the same list again is
+    /// known by its address, kept valid by holding it.
+    shared: Option<Rc<HeaderList>>,
+    /// Otherwise a copy of them.
+    headers: HeaderList,
     body_len: u64,
     block: Vec<u8>,
 }
 
 impl HeadersCache {
+    #[inline]
     fn matches(
         &self,
         status: u16,
         date: &[u8; crate::http::date::DATE_LEN],
-        headers: &[(Bytes, Bytes)],
+        headers: &Headers,
         body_len: u64,
     ) -> bool {
-        self.valid
-            && self.status == status
-            && self.body_len == body_len
-            && self.date == *date
-            && self.headers.len() == headers.len()
-            && self
-                .headers
+        if !(self.valid && self.status == status && self.body_len == body_len && self.date == *date)
+        {
+            return false;
+        }
+        if let (Some(a), Some(b)) = (&self.shared, headers.shared_list()) {
+            if Rc::ptr_eq(a, b) {
+                return true;
+            }
+        }
+        let cached: &[(Bytes, Bytes)] = match &self.shared {
+            Some(list) => list,
+            None => &self.headers,
+        };
+        cached.len() == headers.len()
+            && cached
                 .iter()
-                .zip(headers)
+                .zip(headers.iter())
                 .all(|(a, b)| same_bytes(&a.0, &b.0) && same_bytes(&a.1, &b.1))
     }
 
@@ -2196,7 +2212,7 @@ impl HeadersCache {
         &mut self,
         status: u16,
         date: &[u8; crate::http::date::DATE_LEN],
-        headers: &[(Bytes, Bytes)],
+        headers: &Headers,
         body_len: u64,
         block: Vec<u8>,
     ) {
@@ -2204,7 +2220,10 @@ impl HeadersCache {
         self.status = status;
         self.date = *date;
         self.headers.clear();
-        self.headers.extend_from_slice(headers);
+        self.shared = headers.shared_list().cloned();
+        if self.shared.is_none() {
+            self.headers.extend_from_slice(headers);
+        }
         self.body_len = body_len;
         self.block = block;
     }

@@ -92,6 +92,7 @@ impl StreamTable {
     }
 
     /// Room for this many slots: what an idle connection keeps of the table.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.slots.capacity()
     }

@@ -503,6 +503,63 @@ fn cached_header_blocks_stay_in_sync_with_the_decoder() {
 }
 
 #[test]
+fn a_shared_header_list_is_cached_by_identity_and_another_is_encoded() {
+    use std::rc::Rc;
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let list = |etag: &'static [u8]| {
+        Rc::new(vec![
+            (
+                Bytes::from_static(b"content-type"),
+                Bytes::from_static(b"text/plain"),
+            ),
+            (Bytes::from_static(b"etag"), Bytes::from_static(etag)),
+        ])
+    };
+    let (a, b) = (list(b"\"a\""), list(b"\"b\""));
+    // a twice (the second is all indexes and cached, the third repeats it), then b: the same
+    // length and names, another list.
+    let mut etags = Vec::new();
+    for (id, fields) in [(1, &a), (3, &a), (5, &a), (7, &b), (9, &a)] {
+        let req = p.get(id, "/", true);
+        p.feed(&req);
+        let (id, _) = p.conn.next_request().unwrap();
+        let mut resp = Response::new(200);
+        resp.headers = Headers::shared(fields.clone());
+        resp.body = Body::Bytes(Bytes::from_static(b"hello"));
+        p.conn.respond(id, resp);
+        if id == 5 {
+            assert!(p.conn.headers_cache.valid);
+            assert!(p
+                .conn
+                .headers_cache
+                .shared
+                .as_ref()
+                .is_some_and(|s| Rc::ptr_eq(s, &a)));
+            assert!(
+                p.conn.headers_cache.headers.is_empty(),
+                "no copy of a shared list"
+            );
+        }
+        p.conn.fill(p.now);
+        let out = p.conn.output().to_vec();
+        p.conn.clear_output();
+        let f = parse(&out);
+        let (_, block) = f.iter().find(|(h, _)| h.kind == kind::HEADERS).unwrap();
+        let mut buf = BytesMut::new();
+        let mut decoded = Vec::new();
+        p.dec.decode(block, &mut buf, |f| decoded.push(f)).unwrap();
+        let etag = decoded
+            .iter()
+            .find(|f| &buf[f.name.clone()] == b"etag")
+            .unwrap();
+        etags.push(buf[etag.value.clone()].to_vec());
+    }
+    let want: Vec<&[u8]> = vec![b"\"a\"", b"\"a\"", b"\"a\"", b"\"b\"", b"\"a\""];
+    assert_eq!(etags, want);
+}
+
+#[test]
 fn upgraded_request_is_stream_one() {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let req = Request::for_test(Method::Get, "/", &[]);
