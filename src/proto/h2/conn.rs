@@ -10,7 +10,7 @@
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
 use super::ready::{self, ReadyQueues};
-use super::stream::{BodySource, Priority, Recv, Send, Sent, StreamOut, Tail};
+use super::stream::{set_send, BodySource, Priority, Recv, Send, Sent, StreamOut, Tail};
 use super::table::StreamTable;
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
 use crate::http::recycle::HeaderList;
@@ -1964,7 +1964,7 @@ impl Connection {
     /// `sending`/`streaming` counts.
     fn finish_send(&mut self, i: usize) {
         let s = &mut self.streams[i];
-        s.send = Send::Done;
+        set_send(&mut s.send, Send::Done);
         if let Recv::Body {
             content_length,
             received,

@@ -3,7 +3,7 @@
 //! table that packed its entries (push, swap-remove) moved one on every opening and closing,
 //! a copy through memory each time. A slot's index stays valid while its stream is open.
 
-use super::stream::{Send, Stream};
+use super::stream::{set_send, Send, Stream};
 
 /// The id of a free slot: stream ids have 31 bits.
 const VACANT: u32 = u32::MAX;
@@ -35,7 +35,7 @@ impl StreamTable {
         self.live += 1;
         if let Some(i) = self.ids.iter().position(|&x| x == VACANT) {
             self.ids[i] = id;
-            self.slots[i] = Stream::new(id, send_window, recv_window);
+            self.slots[i].reopen(id, send_window, recv_window);
             return i;
         }
         if self.slots.capacity() == 0 {
@@ -54,8 +54,10 @@ impl StreamTable {
         self.ids[i] = VACANT;
         self.live -= 1;
         let s = &mut self.slots[i];
-        s.send = Send::Done;
-        s.body = None;
+        set_send(&mut s.send, Send::Done);
+        if s.body.is_some() {
+            s.body = None;
+        }
         s.sent = None;
     }
 
