@@ -1205,8 +1205,15 @@ impl Connection {
         now: Instant,
     ) -> Res {
         if usage == BlockUse::Request && self.decoder.kept_table() {
-            if let Some(parsed) = self.memo.repeat(block) {
-                return self.open_stream(id, end_stream, Some(parsed));
+            if let Some(p) = self.memo.parsed_for(block) {
+                // The request is made where it is held, not moved there through the callers.
+                let meta = Meta::of(p);
+                if self.open_request_stream(id, end_stream, Some(meta))? {
+                    if let Some(p) = &self.memo.parsed {
+                        self.held.push_back((id, p.req.repeat()));
+                    }
+                }
+                return Ok(());
             }
         }
         self.fields.clear();
@@ -1338,31 +1345,50 @@ impl Connection {
     }
 
     fn open_stream(&mut self, id: u32, end_stream: bool, parsed: Option<Parsed>) -> Res {
+        let meta = parsed.as_ref().map(Meta::of);
+        if self.open_request_stream(id, end_stream, meta)? {
+            if let Some(p) = parsed {
+                self.held.push_back((id, p.req));
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens stream `id`, for a request described by `meta` (none: refused by the
+    /// connection itself). Returns whether the stream holds its request: the caller then
+    /// pushes it to `held`, which has room for it.
+    #[inline]
+    fn open_request_stream(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        meta: Option<Meta>,
+    ) -> Result<bool, Fail> {
         let i = self.insert(id);
         let s = &mut self.streams[i];
         if !end_stream {
             s.recv = Recv::Body {
-                content_length: parsed.as_ref().and_then(|p| p.content_length),
+                content_length: meta.and_then(|m| m.content_length),
                 received: 0,
             };
         }
         let mut continue_100 = false;
-        if let Some(p) = parsed {
-            s.head_request = p.req.is_head();
-            s.tunnel = p.req.protocol().is_some();
-            if let Some(prio) = p.priority {
+        if let Some(m) = meta {
+            s.head_request = m.head;
+            s.tunnel = m.tunnel;
+            if let Some(prio) = m.priority {
                 s.priority = prio;
             }
-            continue_100 = p.expect_continue && !end_stream;
-            if end_stream && p.content_length.is_some_and(|l| l != 0) {
+            continue_100 = m.expect_continue && !end_stream;
+            if end_stream && m.content_length.is_some_and(|l| l != 0) {
                 // Declared a body but sent none (section 8.1.1).
-                return self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at);
+                self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at)?;
+                return Ok(false);
             }
             s.holds_request = true;
             if self.held.capacity() == 0 {
                 self.held.reserve_exact(REQUEST_BATCH);
             }
-            self.held.push_back((id, p.req));
         }
         let has_request = s.holds_request;
         if end_stream {
@@ -1375,7 +1401,7 @@ impl Connection {
                 self.write_headers(id, 100, &Headers::default(), None, false);
             }
         }
-        Ok(())
+        Ok(has_request)
     }
 
     /// Stream `id`'s request was just opened with a body to follow: if its handler streams
@@ -2253,14 +2279,14 @@ struct RequestMemo {
 const MEMO_BLOCK_MAX: usize = 256;
 
 impl RequestMemo {
-    /// The request `block` gives, when it is the remembered block.
+    /// The request `block` gives, when it is the remembered block (to repeat).
     #[inline]
-    fn repeat(&self, block: &[u8]) -> Option<Parsed> {
+    fn parsed_for(&self, block: &[u8]) -> Option<&Parsed> {
         let p = self.parsed.as_ref()?;
         if self.block[..] != *block {
             return None;
         }
-        Some(p.repeat())
+        Some(p)
     }
 
     /// Remembers `parsed`, just decoded from `block` without changing the table.
@@ -2287,6 +2313,29 @@ struct Parsed {
     content_length: Option<u64>,
     priority: Option<Priority>,
     expect_continue: bool,
+}
+
+/// What opening a stream needs to know of its request.
+#[derive(Clone, Copy)]
+struct Meta {
+    content_length: Option<u64>,
+    priority: Option<Priority>,
+    expect_continue: bool,
+    head: bool,
+    tunnel: bool,
+}
+
+impl Meta {
+    #[inline]
+    fn of(p: &Parsed) -> Meta {
+        Meta {
+            content_length: p.content_length,
+            priority: p.priority,
+            expect_continue: p.expect_continue,
+            head: p.req.is_head(),
+            tunnel: p.req.protocol().is_some(),
+        }
+    }
 }
 
 impl Parsed {
