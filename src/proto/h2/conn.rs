@@ -13,7 +13,7 @@ use super::ready::{self, ReadyQueues};
 use super::stream::{set_send, BodySource, Priority, Recv, Send, Sent, StreamOut, Tail};
 use super::table::StreamTable;
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
-use crate::http::recycle::HeaderList;
+use crate::http::recycle::{FieldList, HeaderList};
 use crate::http::request::RequestBuilder;
 use crate::http::response::Headers;
 use crate::http::{Body, Request, Response, Version};
@@ -2272,7 +2272,11 @@ fn same_bytes(a: &Bytes, b: &Bytes) -> bool {
 #[derive(Default)]
 struct RequestMemo {
     block: Vec<u8>,
+    /// Its field list is shared with its repeats.
     parsed: Option<Parsed>,
+    /// The shared list's allocation, kept for the next request remembered when no repeat
+    /// held it any more.
+    spare: Option<Rc<FieldList>>,
 }
 
 /// Longer blocks are not kept: a client repeating a request sends a few dozen bytes.
@@ -2296,13 +2300,15 @@ impl RequestMemo {
         }
         self.clear();
         self.block.extend_from_slice(block);
-        self.parsed = Some(parsed.repeat());
+        let mut kept = parsed.repeat();
+        kept.req.share_fields(&mut self.spare);
+        self.parsed = Some(kept);
     }
 
     fn clear(&mut self) {
         self.block.clear();
         if let Some(p) = self.parsed.take() {
-            p.req.recycle();
+            p.req.recycle_shared(&mut self.spare);
         }
     }
 }
