@@ -120,6 +120,20 @@ enum Fields {
     Shared(Rc<FieldList>),
 }
 
+impl Fields {
+    /// Keeps the list for the next request, unless a repeat still shares it.
+    fn recycle(self) {
+        match self {
+            Fields::Own(list) => super::recycle::give_field_list(list),
+            Fields::Shared(rc) => {
+                if let Ok(list) = Rc::try_unwrap(rc) {
+                    super::recycle::give_field_list(list);
+                }
+            }
+        }
+    }
+}
+
 impl Deref for Fields {
     type Target = FieldList;
 
@@ -158,15 +172,16 @@ impl Request {
     /// Drops the request and keeps its field list for the next one ([`super::recycle`]).
     /// Called where the fast paths are done with a request; not a `Drop` impl, which would
     /// make every move of a request (and of a stream holding one) a copy through memory.
+    #[inline]
     pub fn recycle(self) {
-        match self.fields {
-            Fields::Own(list) => super::recycle::give_field_list(list),
-            Fields::Shared(rc) => {
-                if let Ok(list) = Rc::try_unwrap(rc) {
-                    super::recycle::give_field_list(list);
-                }
-            }
-        }
+        self.fields.recycle();
+    }
+
+    /// [`Request::recycle`] for a request dropped where it is (in a queue): its field list
+    /// goes to the pool now, and it is left with an empty one.
+    #[inline]
+    pub fn recycle_in_place(&mut self) {
+        std::mem::replace(&mut self.fields, Fields::Own(Vec::new())).recycle();
     }
 
     /// Makes the field list one that [`Request::repeat`] shares instead of copying, for a
@@ -203,11 +218,7 @@ impl Request {
                     *spare = Some(rc);
                 }
             }
-            own @ Fields::Own(_) => Request {
-                fields: own,
-                ..self
-            }
-            .recycle(),
+            own @ Fields::Own(_) => own.recycle(),
         }
     }
 

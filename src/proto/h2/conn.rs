@@ -415,6 +415,55 @@ impl Connection {
         None
     }
 
+    /// [`Connection::next_request`], with the request left where the connection holds it: the
+    /// driver reads it there, then lets it go ([`Connection::release_request`]) or takes it
+    /// ([`Connection::take_request`]) before asking for the next. A request is a few hundred
+    /// bytes, and handing it out by value moved it through each layer on the way.
+    #[inline]
+    pub fn next_request_held(&mut self) -> Option<(u32, &Request)> {
+        while self.in_handler < self.cfg.max_concurrent_requests {
+            let id = self.requests.pop_front()?;
+            let Some(i) = self.index(id) else { continue };
+            if !std::mem::take(&mut self.streams[i].holds_request) {
+                continue;
+            }
+            let Some(k) = self.held_position(id) else {
+                continue;
+            };
+            self.in_handler += 1;
+            self.streams[i].with_handler = true;
+            return Some((id, &self.held[k].1));
+        }
+        None
+    }
+
+    /// Drops stream `id`'s request handed out by [`Connection::next_request_held`], where it
+    /// is, keeping its field list for the next.
+    #[inline]
+    pub fn release_request(&mut self, id: u32) {
+        match self.held_position(id) {
+            Some(0) => {
+                if let Some((_, req)) = self.held.front_mut() {
+                    req.recycle_in_place();
+                }
+                // Dropped in place: `pop_front` would move it out first.
+                self.held.drain(..1);
+            }
+            Some(k) => {
+                if let Some((_, req)) = self.held.remove(k) {
+                    req.recycle();
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Takes stream `id`'s request handed out by [`Connection::next_request_held`] (to keep
+    /// it past the answer: an access log, a pending answer).
+    pub fn take_request(&mut self, id: u32) -> Option<Request> {
+        self.take_held(id)
+    }
+
     /// Gives the response for stream `id` (from [`Connection::next_request`]): its HEADERS
     /// go into the output now, its body as windows allow. A stream reset meanwhile drops it.
     ///
@@ -2115,8 +2164,17 @@ impl Connection {
         if self.held.front().is_some_and(|(held, _)| *held == id) {
             return self.held.pop_front().map(|(_, req)| req);
         }
-        let k = self.held.iter().position(|(held, _)| *held == id)?;
+        let k = self.held_position(id)?;
         self.held.remove(k).map(|(_, req)| req)
+    }
+
+    /// Where stream `id`'s request is in `held`: mostly the first.
+    #[inline]
+    fn held_position(&self, id: u32) -> Option<usize> {
+        if self.held.front().is_some_and(|(held, _)| *held == id) {
+            return Some(0);
+        }
+        self.held.iter().position(|(held, _)| *held == id)
     }
 
     /// Drops stream `id`'s held request (the stream went away or was answered early).

@@ -560,6 +560,36 @@ fn a_shared_header_list_is_cached_by_identity_and_another_is_encoded() {
 }
 
 #[test]
+fn requests_are_read_where_they_are_held_then_released_or_taken() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    for (id, path) in [(1, "/a"), (3, "/b"), (5, "/c"), (7, "/d")] {
+        let req = p.get(id, path, true);
+        p.feed(&req);
+    }
+    let (id, req) = p.conn.next_request_held().unwrap();
+    assert_eq!((id, req.path()), (1, &b"/a"[..]));
+    p.conn.release_request(1);
+    let (id, req) = p.conn.next_request_held().unwrap();
+    assert_eq!((id, req.path()), (3, &b"/b"[..]));
+    let taken = p.conn.take_request(3).unwrap();
+    assert_eq!(taken.path(), b"/b");
+    // Two handed out at once: the second is released from behind the first.
+    assert_eq!(p.conn.next_request_held().unwrap().0, 5);
+    let (id, req) = p.conn.next_request_held().unwrap();
+    assert_eq!((id, req.path()), (7, &b"/d"[..]));
+    p.conn.release_request(7);
+    assert_eq!(p.conn.take_request(5).unwrap().path(), b"/c");
+    assert!(p.conn.held.is_empty());
+    assert!(p.conn.next_request_held().is_none());
+    for id in [1, 3, 5, 7] {
+        p.conn.respond(id, Response::new(204));
+    }
+    assert_eq!(p.conn.in_handler, 0);
+    assert!(p.conn.streams.is_empty());
+}
+
+#[test]
 fn upgraded_request_is_stream_one() {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let req = Request::for_test(Method::Get, "/", &[]);
