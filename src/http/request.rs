@@ -177,13 +177,6 @@ impl Request {
         self.fields.recycle();
     }
 
-    /// [`Request::recycle`] for a request dropped where it is (in a queue): its field list
-    /// goes to the pool now, and it is left with an empty one.
-    #[inline]
-    pub fn recycle_in_place(&mut self) {
-        std::mem::replace(&mut self.fields, Fields::Own(Vec::new())).recycle();
-    }
-
     /// Makes the field list one that [`Request::repeat`] shares instead of copying, for a
     /// request a codec keeps to repeat: its list goes into `spare`'s allocation when that is
     /// free ([`Request::recycle_shared`]), else into a new one.

@@ -419,7 +419,7 @@ impl Connection {
     /// driver reads it there, then lets it go ([`Connection::release_request`]) or takes it
     /// ([`Connection::take_request`]) before asking for the next. A request is a few hundred
     /// bytes, and handing it out by value moved it through each layer on the way.
-    #[inline]
+    #[inline(always)]
     pub fn next_request_held(&mut self) -> Option<(u32, &Request)> {
         while self.in_handler < self.cfg.max_concurrent_requests {
             let id = self.requests.pop_front()?;
@@ -439,22 +439,10 @@ impl Connection {
 
     /// Drops stream `id`'s request handed out by [`Connection::next_request_held`], where it
     /// is, keeping its field list for the next.
-    #[inline]
+    #[inline(always)]
     pub fn release_request(&mut self, id: u32) {
-        match self.held_position(id) {
-            Some(0) => {
-                if let Some((_, req)) = self.held.front_mut() {
-                    req.recycle_in_place();
-                }
-                // Dropped in place: `pop_front` would move it out first.
-                self.held.drain(..1);
-            }
-            Some(k) => {
-                if let Some((_, req)) = self.held.remove(k) {
-                    req.recycle();
-                }
-            }
-            None => {}
+        if let Some(req) = self.take_held(id) {
+            req.recycle();
         }
     }
 
