@@ -30,7 +30,7 @@ impl StreamTable {
 
     /// Opens stream `id` in the first free slot (a new one when none is free) and returns
     /// the slot.
-    #[inline]
+    #[inline(always)]
     pub fn open(&mut self, id: u32, send_window: u32, recv_window: u32, reserve: usize) -> usize {
         self.live += 1;
         if let Some(i) = self.ids.iter().position(|&x| x == VACANT) {
