@@ -10,4 +10,4 @@ pub mod hpack;
 mod ready;
 pub mod stream;
 
-pub use conn::{Closed, Connection, Parked, Settings, OUTPUT_HIGH_WATER};
+pub use conn::{Closed, Connection, Parked, Released, Settings, TurnBuffers, OUTPUT_HIGH_WATER};
