@@ -2,6 +2,7 @@
 //! write buffers back while it waits, so thousands of idle connections hold no buffers and
 //! the few busy ones reuse the same cache-warm memory (nginx frees idle buffers likewise).
 
+use crate::proto::h2::TurnBuffers;
 use bytes::BytesMut;
 use std::cell::RefCell;
 
@@ -16,6 +17,10 @@ const KEEP_WRITE_MAX: usize = 256 * 1024;
 /// HTTP/2 output buffers kept: a connection holds one only during its turn, so a few cover
 /// the turns whose writes wait on the socket at once.
 const KEEP_OUTPUT: usize = 4;
+/// HTTP/2 turn buffers kept, as for output buffers.
+const KEEP_TURN: usize = 4;
+/// Turn buffers that grew past this (a turn of many streams) are freed, not kept.
+const KEEP_TURN_MAX: usize = 32 * 1024;
 
 #[derive(Default)]
 pub(crate) struct BufferPool {
@@ -25,6 +30,8 @@ pub(crate) struct BufferPool {
     /// not take one from here when it starts, so it gives back more than it takes, and the
     /// surplus must not fill the HTTP/1 pool up to [`KEEP`].
     output: RefCell<Vec<Vec<u8>>>,
+    /// HTTP/2 turn buffers of connections that are not busy, between their turns.
+    turn: RefCell<Vec<TurnBuffers>>,
 }
 
 impl BufferPool {
@@ -77,6 +84,20 @@ impl BufferPool {
         if b.capacity() > 0 && b.capacity() <= KEEP_WRITE_MAX && pool.len() < KEEP_OUTPUT {
             b.clear();
             pool.push(b);
+        }
+    }
+
+    /// HTTP/2 turn buffers another connection gave back, if any.
+    pub fn turn_buffers(&self) -> Option<TurnBuffers> {
+        self.turn.borrow_mut().pop()
+    }
+
+    /// Takes back HTTP/2 turn buffers (see `Connection::release_idle_buffers`); kept when
+    /// there is room and they did not grow past [`KEEP_TURN_MAX`].
+    pub fn give_turn(&self, t: TurnBuffers) {
+        let mut pool = self.turn.borrow_mut();
+        if pool.len() < KEEP_TURN && t.size() <= KEEP_TURN_MAX {
+            pool.push(t);
         }
     }
 }

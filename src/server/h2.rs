@@ -320,6 +320,11 @@ async fn turns<'a, T: Transport>(
         if conn.needs_output() {
             conn.lend_output(ctx.buffers.output_buffer().unwrap_or_default());
         }
+        if conn.needs_turn_buffers() {
+            if let Some(t) = ctx.buffers.turn_buffers() {
+                conn.lend_turn_buffers(t);
+            }
+        }
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write.
         loop {
@@ -378,9 +383,14 @@ async fn turns<'a, T: Transport>(
             continue;
         }
 
-        // A waiting connection holds no output buffer: it goes back to the worker.
-        if let Some(out) = conn.release_idle_buffers() {
+        // A waiting connection holds no output buffer, nor its turn buffers unless it is busy:
+        // they go back to the worker.
+        let released = conn.release_idle_buffers();
+        if let Some(out) = released.output {
             ctx.buffers.give_output(out);
+        }
+        if let Some(t) = released.turn {
+            ctx.buffers.give_turn(t);
         }
         // An idle connection waits without a read buffer where the transport allows it.
         let bufferless = T::WAITS_WITHOUT_BUFFER && rbuf.is_empty();

@@ -213,6 +213,44 @@ pub struct Connection {
     control: Budget,
 }
 
+/// What [`Connection::release_idle_buffers`] gives back for the driver to lend to the next
+/// turn of any connection.
+#[derive(Default)]
+pub struct Released {
+    /// The emptied output buffer ([`Connection::lend_output`]).
+    pub output: Option<Vec<u8>>,
+    /// The turn buffers of a connection that is not busy ([`Connection::lend_turn_buffers`]).
+    pub turn: Option<TurnBuffers>,
+}
+
+/// The collections a turn fills and empties again: the stream table, the request queues
+/// and the decoded headers' buffers. A connection that is not busy gives them back between
+/// turns instead of keeping them, and the next turn of any connection reuses them instead
+/// of allocating and growing its own again (thousands of clients that each send a request
+/// now and then: h2load -c10000 -m1).
+#[derive(Default)]
+pub struct TurnBuffers {
+    streams: StreamTable,
+    hbuf: BytesMut,
+    fields: Vec<HeaderField>,
+    block: Vec<u8>,
+    requests: VecDeque<u32>,
+    held: VecDeque<(u32, Request)>,
+}
+
+impl TurnBuffers {
+    /// The bytes they hold (their capacities).
+    pub fn size(&self) -> usize {
+        use std::mem::size_of;
+        self.streams.size()
+            + self.hbuf.capacity()
+            + self.fields.capacity() * size_of::<HeaderField>()
+            + self.block.capacity()
+            + self.requests.capacity() * size_of::<u32>()
+            + self.held.capacity() * size_of::<(u32, Request)>()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// Waiting for the 24-byte client preface.
@@ -801,16 +839,22 @@ impl Connection {
     /// table and queues every turn cost more than decoding the requests. Not after a large
     /// write (over [`KEEP_OUTPUT_MAX`]): with hundreds of such connections, what each kept
     /// would be out of cache by its next turn, while freed it is the next one's, still warm.
-    pub fn release_idle_buffers(&mut self) -> Option<Vec<u8>> {
+    pub fn release_idle_buffers(&mut self) -> Released {
         if !self.out.is_empty() {
-            return None;
+            return Released::default();
         }
         let out = std::mem::take(&mut self.out);
         let small_answers = !std::mem::take(&mut self.wrote_large);
-        if !(self.opened_lately >= KEEP_BUFFERS_OPENED && small_answers && self.trim_when_quiet) {
-            self.free_buffers();
+        let turn =
+            if self.opened_lately >= KEEP_BUFFERS_OPENED && small_answers && self.trim_when_quiet {
+                None
+            } else {
+                self.take_buffers()
+            };
+        Released {
+            output: (out.capacity() > 0).then_some(out),
+            turn,
         }
-        (out.capacity() > 0).then_some(out)
     }
 
     /// Whether the connection has no output buffer: the driver may lend it one before a turn
@@ -831,21 +875,62 @@ impl Connection {
         }
     }
 
-    /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
-    fn free_buffers(&mut self) {
-        if !self.streams.is_empty() || !self.out.is_empty() || self.partial.is_some() {
+    /// Whether the connection has no turn buffers: the driver may lend it another
+    /// connection's ([`Connection::lend_turn_buffers`]); otherwise the turn allocates its own.
+    #[inline]
+    pub fn needs_turn_buffers(&self) -> bool {
+        self.streams.capacity() == 0
+    }
+
+    /// Gives the connection the turn buffers another connection released (see
+    /// [`Connection::release_idle_buffers`]). Ignored unless [`Connection::needs_turn_buffers`].
+    pub fn lend_turn_buffers(&mut self, t: TurnBuffers) {
+        if !self.needs_turn_buffers() || !self.streams.is_empty() || self.partial.is_some() {
             return;
         }
+        let TurnBuffers {
+            streams,
+            hbuf,
+            fields,
+            block,
+            requests,
+            held,
+        } = t;
+        self.streams = streams;
+        self.hbuf = hbuf;
+        self.fields = fields;
+        self.block = block;
+        self.requests = requests;
+        self.held = held;
+    }
+
+    /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
+    fn free_buffers(&mut self) {
+        drop(self.take_buffers());
+    }
+
+    /// Takes out the turn buffers, emptied, when nothing uses them (none when they held no
+    /// memory).
+    fn take_buffers(&mut self) -> Option<TurnBuffers> {
+        if !self.streams.is_empty() || !self.out.is_empty() || self.partial.is_some() {
+            return None;
+        }
         self.out = Vec::new();
-        self.streams = StreamTable::default();
-        self.hbuf = BytesMut::new();
-        self.fields = Vec::new();
-        self.block = Vec::new();
         // It holds a part of the decoded headers' buffer.
         self.memo = RequestMemo::default();
-        self.requests = VecDeque::new();
-        self.held = VecDeque::new();
         self.ready = Default::default();
+        let mut t = TurnBuffers {
+            streams: std::mem::take(&mut self.streams),
+            hbuf: std::mem::take(&mut self.hbuf),
+            fields: std::mem::take(&mut self.fields),
+            block: std::mem::take(&mut self.block),
+            requests: std::mem::take(&mut self.requests),
+            held: std::mem::take(&mut self.held),
+        };
+        t.fields.clear();
+        t.block.clear();
+        t.hbuf.clear();
+        (t.size() > 0).then_some(t)
     }
 
     /// The client's address.

@@ -11,4 +11,4 @@ mod ready;
 pub mod stream;
 mod table;
 
-pub use conn::{Closed, Connection, Parked, Settings, OUTPUT_HIGH_WATER};
+pub use conn::{Closed, Connection, Parked, Released, Settings, TurnBuffers, OUTPUT_HIGH_WATER};

@@ -94,9 +94,20 @@ impl StreamTable {
     }
 
     /// Room for this many slots: what an idle connection keeps of the table.
-    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.slots.capacity()
+    }
+
+    /// Where the slots are (tests of whose allocation a table uses).
+    #[cfg(test)]
+    pub fn as_ptr(&self) -> *const Stream {
+        self.slots.as_ptr()
+    }
+
+    /// The bytes it holds (its capacities).
+    pub fn size(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Stream>()
+            + self.ids.capacity() * std::mem::size_of::<u32>()
     }
 }
 

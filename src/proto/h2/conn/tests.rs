@@ -734,6 +734,7 @@ fn idle_buffers_are_released_and_regrown() {
     let out = p
         .conn
         .release_idle_buffers()
+        .output
         .expect("the output goes back to the driver");
     assert!(out.is_empty() && out.capacity() >= 30_000);
     assert_eq!(p.conn.out.capacity(), 0);
@@ -749,7 +750,7 @@ fn idle_buffers_are_released_and_regrown() {
     assert_eq!(p.conn.out.as_ptr(), at);
 
     // A stream still open keeps the rest; the written output goes back all the same.
-    assert!(p.conn.release_idle_buffers().is_some());
+    assert!(p.conn.release_idle_buffers().output.is_some());
     assert_eq!(p.conn.open_streams(), 1);
     assert!(p.conn.streams.capacity() > 0);
     let mut end = Vec::new();
@@ -770,7 +771,7 @@ fn a_busy_connection_keeps_its_buffers_until_the_quiet_trim() {
     let f = p.turn(b"ok");
     assert_eq!(f.iter().filter(|(h, _)| h.kind == kind::DATA).count(), 2);
     assert!(
-        p.conn.release_idle_buffers().is_some(),
+        p.conn.release_idle_buffers().output.is_some(),
         "the output goes back"
     );
     assert!(
@@ -800,7 +801,7 @@ fn a_busy_connection_keeps_its_buffers_until_the_quiet_trim() {
     let req = p.get(9, "/b", true);
     p.feed(&req);
     p.turn(b"ok");
-    assert!(p.conn.release_idle_buffers().is_some());
+    assert!(p.conn.release_idle_buffers().output.is_some());
     assert!(p.conn.streams.capacity() > 0, "a second request is");
     assert_eq!(p.conn.out.capacity(), 0);
 
@@ -811,7 +812,7 @@ fn a_busy_connection_keeps_its_buffers_until_the_quiet_trim() {
         let req = p.get(id, "/a", true);
         p.feed(&req);
         p.turn(b"ok");
-        assert!(p.conn.release_idle_buffers().is_some());
+        assert!(p.conn.release_idle_buffers().output.is_some());
         assert_eq!(p.conn.streams.capacity(), 0, "a slow client's request {id}");
         assert_eq!(p.conn.hbuf.capacity(), 0);
     }
@@ -829,7 +830,7 @@ fn a_busy_connection_keeps_its_buffers_until_the_quiet_trim() {
     let req = p.get(17, "/c", true);
     p.feed(&req);
     p.turn(&BODY);
-    assert!(p.conn.release_idle_buffers().unwrap().capacity() >= 30_000);
+    assert!(p.conn.release_idle_buffers().output.unwrap().capacity() >= 30_000);
     assert_eq!(p.conn.streams.capacity(), 0);
     assert_eq!(p.conn.hbuf.capacity(), 0);
 }
@@ -1856,4 +1857,47 @@ fn repeated_malformed_block_is_refused_each_time() {
         assert_eq!(kinds(&f)[0], (kind::HEADERS, id));
         assert_eq!(p.status_of(&f[0].1.clone()), b"431");
     }
+}
+
+#[test]
+fn a_connection_that_is_not_busy_lends_its_turn_buffers_to_the_next() {
+    let mut a = Peer::new(Settings::default(), &[]);
+    a.turn(b"");
+    let req = a.get(1, "/a", true);
+    a.feed(&req);
+    a.turn(b"ok");
+    let turn = a
+        .conn
+        .release_idle_buffers()
+        .turn
+        .expect("one request is not busy: its turn buffers go back");
+    assert!(a.conn.needs_turn_buffers());
+    assert_eq!(a.conn.hbuf.capacity(), 0);
+    let table = turn.streams.as_ptr();
+    assert!(turn.size() > 0);
+
+    // Another connection's turn uses them in place of its own.
+    let mut b = Peer::new(Settings::default(), &[]);
+    b.turn(b"");
+    assert!(b.conn.needs_turn_buffers());
+    b.conn.lend_turn_buffers(turn);
+    assert!(!b.conn.needs_turn_buffers());
+    let req = b.get(1, "/b", true);
+    b.feed(&req);
+    assert_eq!(b.conn.streams.as_ptr(), table);
+    let f = b.turn(b"answer");
+    assert_eq!(kinds(&f), vec![(kind::HEADERS, 1), (kind::DATA, 1)]);
+    assert_eq!(f[1].1, b"answer");
+    assert!(b.conn.release_idle_buffers().turn.is_some());
+
+    // A busy connection keeps them, and takes no one else's.
+    let mut two = a.get(3, "/a", true);
+    two.extend(a.get(5, "/b", true));
+    a.feed(&two);
+    a.turn(b"ok");
+    assert!(a.conn.release_idle_buffers().turn.is_none());
+    assert!(!a.conn.needs_turn_buffers());
+    let before = a.conn.streams.as_ptr();
+    a.conn.lend_turn_buffers(TurnBuffers::default());
+    assert_eq!(a.conn.streams.as_ptr(), before);
 }
