@@ -155,9 +155,9 @@ fn h2_requests(router: &Router, conn: &mut Connection, batches: Vec<BytesMut>) -
         let now = Instant::now();
         loop {
             conn.recv_with(&mut input, now, &|req| router.streams_body(req));
-            while let Some((id, req)) = conn.next_request() {
-                let answer = router.handle(&req).0;
-                req.recycle();
+            while let Some((id, req)) = conn.next_request_held() {
+                let answer = router.handle(req).0;
+                conn.release_request(id);
                 match answer {
                     Answer::Now(resp) => {
                         if conn.respond(id, resp).is_some() {

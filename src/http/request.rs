@@ -2,10 +2,12 @@
 //! building a request costs one reference count, not an allocation per header.
 
 use super::body::RequestBody;
+use super::recycle::FieldList;
 use bytes::Bytes;
 use std::cell::Cell;
 use std::net::SocketAddr;
-use std::ops::Range;
+use std::ops::{Deref, Range};
+use std::rc::Rc;
 
 /// The request method. Methods we do not know are kept verbatim in `Other`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +111,41 @@ impl std::fmt::Debug for BodySlot {
     }
 }
 
+/// A request's header fields (name and value ranges in its head): a list of its own, or one
+/// shared with the request a codec repeats ([`Request::repeat`]), which then costs a count
+/// rather than a copy of the list.
+#[derive(Debug, Clone)]
+enum Fields {
+    Own(FieldList),
+    Shared(Rc<FieldList>),
+}
+
+impl Fields {
+    /// Keeps the list for the next request, unless a repeat still shares it.
+    fn recycle(self) {
+        match self {
+            Fields::Own(list) => super::recycle::give_field_list(list),
+            Fields::Shared(rc) => {
+                if let Ok(list) = Rc::try_unwrap(rc) {
+                    super::recycle::give_field_list(list);
+                }
+            }
+        }
+    }
+}
+
+impl Deref for Fields {
+    type Target = FieldList;
+
+    #[inline]
+    fn deref(&self) -> &FieldList {
+        match self {
+            Fields::Own(list) => list,
+            Fields::Shared(rc) => rc,
+        }
+    }
+}
+
 /// A parsed request. Built by a codec through [`RequestBuilder`].
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -126,7 +163,7 @@ pub struct Request {
     head: Bytes,
     target: Span,
     authority: Option<Span>,
-    fields: super::recycle::FieldList,
+    fields: Fields,
     /// HTTP/2 `:protocol` of an extended CONNECT (RFC 8441), set by the codec.
     protocol: Option<Span>,
 }
@@ -135,16 +172,61 @@ impl Request {
     /// Drops the request and keeps its field list for the next one ([`super::recycle`]).
     /// Called where the fast paths are done with a request; not a `Drop` impl, which would
     /// make every move of a request (and of a stream holding one) a copy through memory.
-    pub fn recycle(mut self) {
-        super::recycle::give_field_list(std::mem::take(&mut self.fields));
+    #[inline]
+    pub fn recycle(self) {
+        self.fields.recycle();
+    }
+
+    /// Makes the field list one that [`Request::repeat`] shares instead of copying, for a
+    /// request a codec keeps to repeat: its list goes into `spare`'s allocation when that is
+    /// free ([`Request::recycle_shared`]), else into a new one.
+    pub fn share_fields(&mut self, spare: &mut Option<Rc<FieldList>>) {
+        let Fields::Own(list) = &mut self.fields else {
+            return;
+        };
+        let mut list = std::mem::take(list);
+        let mut rc = match spare.take() {
+            Some(mut rc) => match Rc::get_mut(&mut rc) {
+                Some(kept) => {
+                    // The kept allocation's empty list goes back to the pool.
+                    std::mem::swap(kept, &mut list);
+                    super::recycle::give_field_list(list);
+                    rc
+                }
+                None => Rc::new(list),
+            },
+            None => Rc::new(list),
+        };
+        debug_assert!(Rc::get_mut(&mut rc).is_some());
+        self.fields = Fields::Shared(rc);
+    }
+
+    /// Drops a request made with [`Request::share_fields`]: its shared list's allocation is
+    /// kept in `spare` when no repeat of it is alive any more.
+    pub fn recycle_shared(self, spare: &mut Option<Rc<FieldList>>) {
+        match self.fields {
+            Fields::Shared(mut rc) => {
+                if let Some(list) = Rc::get_mut(&mut rc) {
+                    list.clear();
+                    *spare = Some(rc);
+                }
+            }
+            own @ Fields::Own(_) => own.recycle(),
+        }
     }
 
     /// The same request again, for a codec that received the same head again (HTTP/2's
     /// repeated header block): the head is shared, the field list comes from the recycled
     /// ones ([`super::recycle`]). It has no body.
     pub fn repeat(&self) -> Request {
-        let mut fields = super::recycle::field_list(self.fields.len());
-        fields.extend_from_slice(&self.fields);
+        let fields = match &self.fields {
+            Fields::Shared(rc) => Fields::Shared(rc.clone()),
+            Fields::Own(list) => {
+                let mut fields = super::recycle::field_list(list.len());
+                fields.extend_from_slice(list);
+                Fields::Own(fields)
+            }
+        };
         Request {
             method: self.method.clone(),
             version: self.version,
@@ -296,7 +378,7 @@ impl RequestBuilder {
             body: BodySlot::default(),
             target: self.target,
             authority: self.authority,
-            fields: self.fields,
+            fields: Fields::Own(self.fields),
             protocol: None,
             head,
         }
@@ -334,6 +416,36 @@ impl Request {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_request_shares_its_fields_with_its_repeats_and_keeps_their_allocation() {
+        let mut spare = None;
+        let mut kept = sample().repeat();
+        kept.share_fields(&mut spare);
+        let Fields::Shared(list) = &kept.fields else {
+            panic!("not shared")
+        };
+        let at = Rc::as_ptr(list);
+        let again = kept.repeat();
+        assert!(matches!(&again.fields, Fields::Shared(rc) if Rc::as_ptr(rc) == at));
+        assert_eq!(again.header(b"accept"), Some(&b"*/*"[..]));
+        // A repeat still alive: the allocation is not the memo's to keep.
+        kept.repeat().recycle_shared(&mut spare);
+        assert!(spare.is_none());
+        again.recycle();
+        kept.recycle_shared(&mut spare);
+        assert!(spare
+            .as_ref()
+            .is_some_and(|rc| Rc::as_ptr(rc) == at && rc.is_empty()));
+        // The next kept request's list goes into the same allocation.
+        let mut next = sample().repeat();
+        next.share_fields(&mut spare);
+        assert!(
+            matches!(&next.fields, Fields::Shared(rc) if Rc::as_ptr(rc) == at && rc.len() == 2)
+        );
+        assert!(spare.is_none());
+        assert_eq!(next.repeat().header(b"host"), Some(&b"example.com"[..]));
+    }
 
     fn sample() -> Request {
         let head = Bytes::from_static(b"/a/b?x=1Hostexample.comAccept*/*");

@@ -96,6 +96,16 @@ impl Headers {
         }
     }
 
+    /// The shared list, when the fields are one: a memo of what they encode to may know
+    /// them by identity, without comparing each field.
+    #[inline]
+    pub fn shared_list(&self) -> Option<&Rc<HeaderList>> {
+        match &self.0 {
+            Fields::Own(_) => None,
+            Fields::Shared(rc) => Some(rc),
+        }
+    }
+
     /// The list when it is the response's own (for recycling), `None` when shared.
     pub(crate) fn into_own(self) -> Option<HeaderList> {
         match self.0 {

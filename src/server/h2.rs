@@ -331,9 +331,7 @@ async fn turns<'a, T: Transport>(
             if !rbuf.is_empty() {
                 conn.recv_with(rbuf, now, &streams_body);
             }
-            while let Some((id, req)) = conn.next_request() {
-                answer(conn, ctx, work, ends, id, req, now, mark);
-            }
+            while answer(conn, ctx, work, ends, now, mark) {}
             if !conn.recv_paused() || conn.closed().is_some() {
                 break;
             }
@@ -615,38 +613,44 @@ impl ReadSizer {
     }
 }
 
-/// Routes one request. An answer ready now goes to the connection at once; one that comes
-/// later waits in `work`. The stream is tracked to its end for a route with an access log,
-/// and when the worker counts requests (`mark`).
-#[allow(clippy::too_many_arguments)]
+/// Routes the next request, if there is one to answer now (returns whether there was). An
+/// answer ready now goes to the connection at once; one that comes later waits in `work`.
+/// The stream is tracked to its end for a route with an access log, and when the worker
+/// counts requests (`mark`). The request is read where the connection holds it, and taken
+/// only to be kept (for the log).
 #[inline(always)]
 fn answer<'a>(
     conn: &mut Connection,
     ctx: &'a WorkerCtx,
     work: &mut StreamWork<'a>,
     ends: &mut StreamEnds,
-    id: u32,
-    req: Request,
     now: Instant,
     mark: Option<Mark>,
-) {
-    let (answer, route) = ctx.router.handle(&req);
+) -> bool {
+    let Some((id, req)) = conn.next_request_held() else {
+        return false;
+    };
+    let (answer, route) = ctx.router.handle(req);
     let file = route.and_then(|r| r.access_log.as_ref());
+    let log_start = |conn: &mut Connection| {
+        let req = conn.take_request(id)?;
+        Some(LogStart {
+            req,
+            received_at: SystemTime::now(),
+            started: now,
+        })
+    };
     match answer {
         Answer::Now(resp) => {
             let body = match (file, mark) {
                 (None, None) => {
-                    req.recycle();
+                    conn.release_request(id);
                     conn.respond(id, resp)
                 }
                 (file, mark) => {
-                    if let Some(file) = file {
-                        let start = LogStart {
-                            req,
-                            received_at: SystemTime::now(),
-                            started: now,
-                        };
-                        ends.start(id, file, start, &resp);
+                    match file.map(|f| (f, log_start(conn))) {
+                        Some((file, Some(start))) => ends.start(id, file, start, &resp),
+                        _ => conn.release_request(id),
                     }
                     conn.respond_tracked(id, resp, mark.map_or(0, Mark::to_bits))
                 }
@@ -656,17 +660,18 @@ fn answer<'a>(
             }
         }
         Answer::Later(fut) => {
-            let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(&req));
-            let log = file.map(|_| {
-                Box::new(LogStart {
-                    req,
-                    received_at: SystemTime::now(),
-                    started: now,
-                })
-            });
+            let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(req));
+            let log = match file {
+                Some(_) => log_start(conn).map(Box::new),
+                None => {
+                    conn.release_request(id);
+                    None
+                }
+            };
             work.add_answer(id, fut, route, negotiated, log, mark);
         }
     }
+    true
 }
 
 async fn linger_close<T: Transport>(stream: &mut T) {

@@ -10,15 +10,19 @@
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
 use super::ready::{self, ReadyQueues};
-use super::stream::{BodySource, Priority, Recv, Send, Sent, Stream, StreamOut, Tail};
+use super::stream::{set_send, BodySource, Priority, Recv, Send, Sent, StreamOut, Tail};
+use super::table::StreamTable;
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
+use crate::http::recycle::{FieldList, HeaderList};
 use crate::http::request::RequestBuilder;
+use crate::http::response::Headers;
 use crate::http::{Body, Request, Response, Version};
 use crate::metrics::{self, Direction};
 use crate::proto::request_head;
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -154,8 +158,7 @@ pub struct Connection {
     date: Option<[u8; crate::http::date::DATE_LEN]>,
 
     // Streams.
-    ids: Vec<u32>,
-    streams: Vec<Stream>,
+    streams: StreamTable,
     /// Streams with body bytes to send, by urgency.
     ready: ReadyQueues,
     /// Streams whose request is complete, in arrival order.
@@ -227,8 +230,7 @@ pub struct Released {
 /// now and then: h2load -c10000 -m1).
 #[derive(Default)]
 pub struct TurnBuffers {
-    streams: Vec<Stream>,
-    ids: Vec<u32>,
+    streams: StreamTable,
     hbuf: BytesMut,
     fields: Vec<HeaderField>,
     block: Vec<u8>,
@@ -240,8 +242,7 @@ impl TurnBuffers {
     /// The bytes they hold (their capacities).
     pub fn size(&self) -> usize {
         use std::mem::size_of;
-        self.streams.capacity() * size_of::<Stream>()
-            + self.ids.capacity() * size_of::<u32>()
+        self.streams.size()
             + self.hbuf.capacity()
             + self.fields.capacity() * size_of::<HeaderField>()
             + self.block.capacity()
@@ -386,11 +387,11 @@ impl Connection {
             Ok(_) => return Err(Reason::PROTOCOL_ERROR),
             Err(FrameError::Connection(r) | FrameError::Stream(_, r)) => return Err(r),
         }
-        let mut s = Stream::new(1, c.peer_initial_window, c.cfg.input_window);
+        let i = c.insert(1);
+        let s = &mut c.streams[i];
         s.head_request = request.is_head();
         s.holds_request = true;
         c.held.push_back((1, request));
-        c.insert(s);
         c.max_client_stream = 1;
         c.requests.push_back(1);
         Ok(c)
@@ -450,6 +451,43 @@ impl Connection {
             }
         }
         None
+    }
+
+    /// [`Connection::next_request`], with the request left where the connection holds it: the
+    /// driver reads it there, then lets it go ([`Connection::release_request`]) or takes it
+    /// ([`Connection::take_request`]) before asking for the next. A request is a few hundred
+    /// bytes, and handing it out by value moved it through each layer on the way.
+    #[inline(always)]
+    pub fn next_request_held(&mut self) -> Option<(u32, &Request)> {
+        while self.in_handler < self.cfg.max_concurrent_requests {
+            let id = self.requests.pop_front()?;
+            let Some(i) = self.index(id) else { continue };
+            if !std::mem::take(&mut self.streams[i].holds_request) {
+                continue;
+            }
+            let Some(k) = self.held_position(id) else {
+                continue;
+            };
+            self.in_handler += 1;
+            self.streams[i].with_handler = true;
+            return Some((id, &self.held[k].1));
+        }
+        None
+    }
+
+    /// Drops stream `id`'s request handed out by [`Connection::next_request_held`], where it
+    /// is, keeping its field list for the next.
+    #[inline(always)]
+    pub fn release_request(&mut self, id: u32) {
+        if let Some(req) = self.take_held(id) {
+            req.recycle();
+        }
+    }
+
+    /// Takes stream `id`'s request handed out by [`Connection::next_request_held`] (to keep
+    /// it past the answer: an access log, a pending answer).
+    pub fn take_request(&mut self, id: u32) -> Option<Request> {
+        self.take_held(id)
     }
 
     /// Gives the response for stream `id` (from [`Connection::next_request`]): its HEADERS
@@ -712,8 +750,10 @@ impl Connection {
     /// Ends every stream, as when the connection is gone: request bodies are aborted,
     /// driver work is cancelled and tracked streams are reported incomplete.
     pub fn close_streams(&mut self) {
-        while let Some(i) = self.streams.len().checked_sub(1) {
-            self.remove(i);
+        for i in (0..self.streams.slots()).rev() {
+            if self.streams.is_open(i) {
+                self.remove(i);
+            }
         }
     }
 
@@ -845,12 +885,11 @@ impl Connection {
     /// Gives the connection the turn buffers another connection released (see
     /// [`Connection::release_idle_buffers`]). Ignored unless [`Connection::needs_turn_buffers`].
     pub fn lend_turn_buffers(&mut self, t: TurnBuffers) {
-        if !self.needs_turn_buffers() || !self.ids.is_empty() || self.partial.is_some() {
+        if !self.needs_turn_buffers() || !self.streams.is_empty() || self.partial.is_some() {
             return;
         }
         let TurnBuffers {
             streams,
-            ids,
             hbuf,
             fields,
             block,
@@ -858,7 +897,6 @@ impl Connection {
             held,
         } = t;
         self.streams = streams;
-        self.ids = ids;
         self.hbuf = hbuf;
         self.fields = fields;
         self.block = block;
@@ -874,7 +912,7 @@ impl Connection {
     /// Takes out the turn buffers, emptied, when nothing uses them (none when they held no
     /// memory).
     fn take_buffers(&mut self) -> Option<TurnBuffers> {
-        if !self.ids.is_empty() || !self.out.is_empty() || self.partial.is_some() {
+        if !self.streams.is_empty() || !self.out.is_empty() || self.partial.is_some() {
             return None;
         }
         self.out = Vec::new();
@@ -883,7 +921,6 @@ impl Connection {
         self.ready = Default::default();
         let mut t = TurnBuffers {
             streams: std::mem::take(&mut self.streams),
-            ids: std::mem::take(&mut self.ids),
             hbuf: std::mem::take(&mut self.hbuf),
             fields: std::mem::take(&mut self.fields),
             block: std::mem::take(&mut self.block),
@@ -955,7 +992,7 @@ impl Connection {
         if self.waits_on_client() {
             at(self.last_frame_at + self.cfg.idle_timeout);
         }
-        if self.trim_when_quiet && self.ids.is_empty() {
+        if self.trim_when_quiet && self.streams.is_empty() {
             at(self.last_frame_at + QUIET_TRIM);
         }
         t
@@ -966,7 +1003,8 @@ impl Connection {
         if self.closed.is_some() {
             return;
         }
-        if self.trim_when_quiet && self.ids.is_empty() && now >= self.last_frame_at + QUIET_TRIM {
+        if self.trim_when_quiet && self.streams.is_empty() && now >= self.last_frame_at + QUIET_TRIM
+        {
             self.trim_when_quiet = false;
             self.opened_lately = 0;
             self.free_buffers();
@@ -992,7 +1030,7 @@ impl Connection {
                 "peer kept a zero window too long",
             );
         } else if self.waits_on_client() && now >= self.last_frame_at + self.cfg.idle_timeout {
-            if self.ids.is_empty() {
+            if self.streams.is_empty() {
                 self.fail(Reason::NO_ERROR, "idle timeout");
             } else {
                 self.fail(Reason::ENHANCE_YOUR_CALM, "request not completed in time");
@@ -1002,7 +1040,7 @@ impl Connection {
 
     /// Streams in the table (open or half-closed).
     pub fn open_streams(&self) -> usize {
-        self.ids.len()
+        self.streams.len()
     }
 
     /// Nothing is owed to the client (no response being sent, no answer pending): either no
@@ -1010,7 +1048,7 @@ impl Connection {
     /// timer runs then. A pending answer or a streamed body is bounded by its handler's own
     /// timeouts (a backend's), not by the client's silence.
     fn waits_on_client(&self) -> bool {
-        self.ids.is_empty() || (self.sending == 0 && self.in_handler == 0)
+        self.streams.is_empty() || (self.sending == 0 && self.in_handler == 0)
     }
 
     // ---- receiving ------------------------------------------------------------------------
@@ -1226,7 +1264,7 @@ impl Connection {
                 self.opened_lately = self.opened_lately.saturating_add(1);
                 match self.phase {
                     Phase::Final { last } if id > last => BlockUse::Discard,
-                    _ if self.ids.len() + self.closed_unwritten as usize
+                    _ if self.streams.len() + self.closed_unwritten as usize
                         >= self.cfg.max_streams as usize =>
                     {
                         self.stream_error(id, Reason::REFUSED_STREAM, now)?;
@@ -1289,8 +1327,15 @@ impl Connection {
         now: Instant,
     ) -> Res {
         if usage == BlockUse::Request && self.decoder.kept_table() {
-            if let Some(parsed) = self.memo.repeat(block) {
-                return self.open_stream(id, end_stream, Some(parsed));
+            if let Some(p) = self.memo.parsed_for(block) {
+                // The request is made where it is held, not moved there through the callers.
+                let meta = Meta::of(p);
+                if self.open_request_stream(id, end_stream, Some(meta))? {
+                    if let Some(p) = &self.memo.parsed {
+                        self.held.push_back((id, p.req.repeat()));
+                    }
+                }
+                return Ok(());
             }
         }
         self.fields.clear();
@@ -1422,34 +1467,52 @@ impl Connection {
     }
 
     fn open_stream(&mut self, id: u32, end_stream: bool, parsed: Option<Parsed>) -> Res {
-        let mut s = Stream::new(id, self.peer_initial_window, self.cfg.input_window);
+        let meta = parsed.as_ref().map(Meta::of);
+        if self.open_request_stream(id, end_stream, meta)? {
+            if let Some(p) = parsed {
+                self.held.push_back((id, p.req));
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens stream `id`, for a request described by `meta` (none: refused by the
+    /// connection itself). Returns whether the stream holds its request: the caller then
+    /// pushes it to `held`, which has room for it.
+    #[inline]
+    fn open_request_stream(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        meta: Option<Meta>,
+    ) -> Result<bool, Fail> {
+        let i = self.insert(id);
+        let s = &mut self.streams[i];
         if !end_stream {
             s.recv = Recv::Body {
-                content_length: parsed.as_ref().and_then(|p| p.content_length),
+                content_length: meta.and_then(|m| m.content_length),
                 received: 0,
             };
         }
         let mut continue_100 = false;
-        if let Some(p) = parsed {
-            s.head_request = p.req.is_head();
-            s.tunnel = p.req.protocol().is_some();
-            if let Some(prio) = p.priority {
+        if let Some(m) = meta {
+            s.head_request = m.head;
+            s.tunnel = m.tunnel;
+            if let Some(prio) = m.priority {
                 s.priority = prio;
             }
-            continue_100 = p.expect_continue && !end_stream;
-            if end_stream && p.content_length.is_some_and(|l| l != 0) {
+            continue_100 = m.expect_continue && !end_stream;
+            if end_stream && m.content_length.is_some_and(|l| l != 0) {
                 // Declared a body but sent none (section 8.1.1).
-                self.insert(s);
-                return self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at);
+                self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at)?;
+                return Ok(false);
             }
             s.holds_request = true;
             if self.held.capacity() == 0 {
                 self.held.reserve_exact(REQUEST_BATCH);
             }
-            self.held.push_back((id, p.req));
         }
         let has_request = s.holds_request;
-        self.insert(s);
         if end_stream {
             self.requests.push_back(id);
         } else {
@@ -1457,10 +1520,10 @@ impl Connection {
                 self.opened_with_body = Some(id);
             }
             if continue_100 {
-                self.write_headers(id, 100, &[], None, false);
+                self.write_headers(id, 100, &Headers::default(), None, false);
             }
         }
-        Ok(())
+        Ok(has_request)
     }
 
     /// Stream `id`'s request was just opened with a body to follow: if its handler streams
@@ -1615,8 +1678,9 @@ impl Connection {
     /// connection credit held back for them.
     fn credit_consumed(&mut self) {
         let half = self.cfg.input_window / 2;
-        for i in 0..self.streams.len() {
+        for i in 0..self.streams.slots() {
             let s = &mut self.streams[i];
+            // A free slot has no pipe.
             let Some(w) = &s.body else { continue };
             let read = w.take_consumed();
             if read == 0 {
@@ -1735,7 +1799,10 @@ impl Connection {
             setting::INITIAL_WINDOW_SIZE => {
                 let delta = i64::from(value) - i64::from(self.peer_initial_window);
                 self.peer_initial_window = value;
-                for i in 0..self.streams.len() {
+                for i in 0..self.streams.slots() {
+                    if !self.streams.is_open(i) {
+                        continue;
+                    }
                     let s = &mut self.streams[i];
                     s.send_window += delta;
                     if s.send_window > i64::from(MAX_WINDOW) {
@@ -1771,7 +1838,7 @@ impl Connection {
         &mut self,
         id: u32,
         status: u16,
-        headers: &[(Bytes, Bytes)],
+        headers: &Headers,
         body_len: Option<u64>,
         end_stream: bool,
     ) -> u64 {
@@ -1810,7 +1877,7 @@ impl Connection {
                         b.field(b"date", &date);
                         fields += 1;
                     }
-                    for (name, value) in headers {
+                    for (name, value) in headers.iter() {
                         if request_head::is_connection_specific(name)
                             || name.eq_ignore_ascii_case(b"content-length")
                         {
@@ -2045,7 +2112,7 @@ impl Connection {
     /// `sending`/`streaming` counts.
     fn finish_send(&mut self, i: usize) {
         let s = &mut self.streams[i];
-        s.send = Send::Done;
+        set_send(&mut s.send, Send::Done);
         if let Recv::Body {
             content_length,
             received,
@@ -2150,7 +2217,7 @@ impl Connection {
     }
 
     fn check_done(&mut self) {
-        if self.closed.is_some() || !self.ids.is_empty() {
+        if self.closed.is_some() || !self.streams.is_empty() {
             return;
         }
         if let Phase::Final { .. } = self.phase {
@@ -2161,7 +2228,7 @@ impl Connection {
     }
 
     fn index(&self, id: u32) -> Option<usize> {
-        self.ids.iter().position(|&x| x == id)
+        self.streams.position(id)
     }
 
     /// Stream `id`'s held request, out of the table.
@@ -2170,8 +2237,17 @@ impl Connection {
         if self.held.front().is_some_and(|(held, _)| *held == id) {
             return self.held.pop_front().map(|(_, req)| req);
         }
-        let k = self.held.iter().position(|(held, _)| *held == id)?;
+        let k = self.held_position(id)?;
         self.held.remove(k).map(|(_, req)| req)
+    }
+
+    /// Where stream `id`'s request is in `held`: mostly the first.
+    #[inline]
+    fn held_position(&self, id: u32) -> Option<usize> {
+        if self.held.front().is_some_and(|(held, _)| *held == id) {
+            return Some(0);
+        }
+        self.held.iter().position(|(held, _)| *held == id)
     }
 
     /// Drops stream `id`'s held request (the stream went away or was answered early).
@@ -2181,13 +2257,13 @@ impl Connection {
         }
     }
 
-    fn insert(&mut self, s: Stream) {
-        if self.streams.capacity() == 0 {
-            self.streams.reserve_exact(REQUEST_BATCH);
-            self.ids.reserve_exact(REQUEST_BATCH);
-        }
-        self.ids.push(s.id);
-        self.streams.push(s);
+    /// Opens stream `id` in the table, made where it stays: its slot.
+    #[inline]
+    fn insert(&mut self, id: u32) -> usize {
+        let send_window = self.peer_initial_window;
+        let recv_window = self.cfg.input_window;
+        self.streams
+            .open(id, send_window, recv_window, REQUEST_BATCH)
     }
 
     fn remove(&mut self, i: usize) {
@@ -2200,11 +2276,10 @@ impl Connection {
         {
             self.before_remove(i);
         }
-        let s = self.streams.swap_remove(i);
-        self.ids.swap_remove(i);
-        if matches!(s.send, Send::Body(_)) {
+        if matches!(self.streams[i].send, Send::Body(_)) {
             self.sending -= 1;
         }
+        self.streams.close(i);
         self.check_done();
     }
 
@@ -2252,28 +2327,41 @@ struct HeadersCache {
     valid: bool,
     status: u16,
     date: [u8; crate::http::date::DATE_LEN],
-    headers: Vec<(Bytes, Bytes)>,
+    /// The fields, when they were a shared list (a cached file's): the same list again is
+    /// known by its address, kept valid by holding it.
+    shared: Option<Rc<HeaderList>>,
+    /// Otherwise a copy of them.
+    headers: HeaderList,
     body_len: u64,
     block: Vec<u8>,
 }
 
 impl HeadersCache {
+    #[inline]
     fn matches(
         &self,
         status: u16,
         date: &[u8; crate::http::date::DATE_LEN],
-        headers: &[(Bytes, Bytes)],
+        headers: &Headers,
         body_len: u64,
     ) -> bool {
-        self.valid
-            && self.status == status
-            && self.body_len == body_len
-            && self.date == *date
-            && self.headers.len() == headers.len()
-            && self
-                .headers
+        if !(self.valid && self.status == status && self.body_len == body_len && self.date == *date)
+        {
+            return false;
+        }
+        if let (Some(a), Some(b)) = (&self.shared, headers.shared_list()) {
+            if Rc::ptr_eq(a, b) {
+                return true;
+            }
+        }
+        let cached: &[(Bytes, Bytes)] = match &self.shared {
+            Some(list) => list,
+            None => &self.headers,
+        };
+        cached.len() == headers.len()
+            && cached
                 .iter()
-                .zip(headers)
+                .zip(headers.iter())
                 .all(|(a, b)| same_bytes(&a.0, &b.0) && same_bytes(&a.1, &b.1))
     }
 
@@ -2281,7 +2369,7 @@ impl HeadersCache {
         &mut self,
         status: u16,
         date: &[u8; crate::http::date::DATE_LEN],
-        headers: &[(Bytes, Bytes)],
+        headers: &Headers,
         body_len: u64,
         block: Vec<u8>,
     ) {
@@ -2289,7 +2377,10 @@ impl HeadersCache {
         self.status = status;
         self.date = *date;
         self.headers.clear();
-        self.headers.extend_from_slice(headers);
+        self.shared = headers.shared_list().cloned();
+        if self.shared.is_none() {
+            self.headers.extend_from_slice(headers);
+        }
         self.body_len = body_len;
         self.block = block;
     }
@@ -2312,21 +2403,25 @@ fn same_bytes(a: &Bytes, b: &Bytes) -> bool {
 #[derive(Default)]
 struct RequestMemo {
     block: Vec<u8>,
+    /// Its field list is shared with its repeats.
     parsed: Option<Parsed>,
+    /// The shared list's allocation, kept for the next request remembered when no repeat
+    /// held it any more.
+    spare: Option<Rc<FieldList>>,
 }
 
 /// Longer blocks are not kept: a client repeating a request sends a few dozen bytes.
 const MEMO_BLOCK_MAX: usize = 256;
 
 impl RequestMemo {
-    /// The request `block` gives, when it is the remembered block.
+    /// The request `block` gives, when it is the remembered block (to repeat).
     #[inline]
-    fn repeat(&self, block: &[u8]) -> Option<Parsed> {
+    fn parsed_for(&self, block: &[u8]) -> Option<&Parsed> {
         let p = self.parsed.as_ref()?;
         if self.block[..] != *block {
             return None;
         }
-        Some(p.repeat())
+        Some(p)
     }
 
     /// Remembers `parsed`, just decoded from `block` without changing the table.
@@ -2336,13 +2431,15 @@ impl RequestMemo {
         }
         self.clear();
         self.block.extend_from_slice(block);
-        self.parsed = Some(parsed.repeat());
+        let mut kept = parsed.repeat();
+        kept.req.share_fields(&mut self.spare);
+        self.parsed = Some(kept);
     }
 
     fn clear(&mut self) {
         self.block.clear();
         if let Some(p) = self.parsed.take() {
-            p.req.recycle();
+            p.req.recycle_shared(&mut self.spare);
         }
     }
 }
@@ -2353,6 +2450,29 @@ struct Parsed {
     content_length: Option<u64>,
     priority: Option<Priority>,
     expect_continue: bool,
+}
+
+/// What opening a stream needs to know of its request.
+#[derive(Clone, Copy)]
+struct Meta {
+    content_length: Option<u64>,
+    priority: Option<Priority>,
+    expect_continue: bool,
+    head: bool,
+    tunnel: bool,
+}
+
+impl Meta {
+    #[inline]
+    fn of(p: &Parsed) -> Meta {
+        Meta {
+            content_length: p.content_length,
+            priority: p.priority,
+            expect_continue: p.expect_continue,
+            head: p.req.is_head(),
+            tunnel: p.req.protocol().is_some(),
+        }
+    }
 }
 
 impl Parsed {

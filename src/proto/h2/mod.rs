@@ -9,5 +9,6 @@ pub mod frame;
 pub mod hpack;
 mod ready;
 pub mod stream;
+mod table;
 
 pub use conn::{Closed, Connection, Parked, Released, Settings, TurnBuffers, OUTPUT_HIGH_WATER};

@@ -129,6 +129,43 @@ impl Stream {
         }
     }
 
+    /// Makes this closed stream, whose slot the table keeps ([`super::table`]), stream `id`
+    /// as [`Stream::new`] would, in place: no stream is built elsewhere and copied in. A
+    /// closed stream holds nothing (`Send::Done`, no pipe, not tracked).
+    #[inline]
+    pub fn reopen(&mut self, id: u32, send_window: u32, recv_window: u32) {
+        // Every field, so that a new one cannot be forgotten here.
+        let Stream {
+            id: s_id,
+            recv,
+            send,
+            holds_request,
+            head_request,
+            tunnel,
+            send_window: s_send_window,
+            recv_window: s_recv_window,
+            recv_unacked,
+            priority,
+            queued,
+            with_handler,
+            body,
+            sent,
+        } = self;
+        debug_assert!(matches!(send, Send::Done) && body.is_none() && sent.is_none());
+        *s_id = id;
+        *recv = Recv::Closed;
+        set_send(send, Send::Waiting);
+        *holds_request = false;
+        *head_request = false;
+        *tunnel = false;
+        *s_send_window = i64::from(send_window);
+        *s_recv_window = recv_window;
+        *recv_unacked = 0;
+        *priority = Priority::default();
+        *queued = false;
+        *with_handler = false;
+    }
+
     /// Has body bytes to send and window to send them in.
     pub fn sendable(&self) -> bool {
         self.send_window > 0
@@ -140,6 +177,17 @@ impl Stream {
     pub fn wants_chunk(&self) -> bool {
         self.send_window > 0
             && matches!(&self.send, Send::Stream(o) if o.queued.is_empty() && o.tail == Tail::Open)
+    }
+}
+
+/// Sets a stream's sending half. Going from `Waiting` or `Done`, which hold nothing, skips
+/// the old value's drop glue (an out-of-line call on every stream's opening and ending).
+#[inline]
+pub fn set_send(send: &mut Send, to: Send) {
+    if matches!(send, Send::Waiting | Send::Done) {
+        std::mem::forget(std::mem::replace(send, to));
+    } else {
+        *send = to;
     }
 }
 

@@ -11,6 +11,7 @@
 
 use super::{Budget, Connection, HeadersCache, Phase};
 use crate::proto::h2::hpack;
+use crate::proto::h2::table::StreamTable;
 use bytes::BytesMut;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -68,7 +69,7 @@ impl Connection {
             && !self.trim_when_quiet
             && !self.drain_when_open
             && !self.recv_paused
-            && self.ids.is_empty()
+            && self.streams.is_empty()
             && self.out.is_empty()
             && self.partial.is_none()
             && self.requests.is_empty()
@@ -114,7 +115,6 @@ impl Connection {
             send_conn_window,
             stalled_since: _,
             date: _,
-            ids: _,
             streams: _,
             ready: _,
             requests: _,
@@ -210,8 +210,7 @@ impl Connection {
             send_conn_window: p.send_conn_window,
             stalled_since: None,
             date: None,
-            ids: Vec::new(),
-            streams: Vec::new(),
+            streams: StreamTable::default(),
             ready: Default::default(),
             requests: VecDeque::new(),
             held: VecDeque::new(),

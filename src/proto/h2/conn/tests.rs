@@ -503,6 +503,93 @@ fn cached_header_blocks_stay_in_sync_with_the_decoder() {
 }
 
 #[test]
+fn a_shared_header_list_is_cached_by_identity_and_another_is_encoded() {
+    use std::rc::Rc;
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let list = |etag: &'static [u8]| {
+        Rc::new(vec![
+            (
+                Bytes::from_static(b"content-type"),
+                Bytes::from_static(b"text/plain"),
+            ),
+            (Bytes::from_static(b"etag"), Bytes::from_static(etag)),
+        ])
+    };
+    let (a, b) = (list(b"\"a\""), list(b"\"b\""));
+    // a twice (the second is all indexes and cached, the third repeats it), then b: the same
+    // length and names, another list.
+    let mut etags = Vec::new();
+    for (id, fields) in [(1, &a), (3, &a), (5, &a), (7, &b), (9, &a)] {
+        let req = p.get(id, "/", true);
+        p.feed(&req);
+        let (id, _) = p.conn.next_request().unwrap();
+        let mut resp = Response::new(200);
+        resp.headers = Headers::shared(fields.clone());
+        resp.body = Body::Bytes(Bytes::from_static(b"hello"));
+        p.conn.respond(id, resp);
+        if id == 5 {
+            assert!(p.conn.headers_cache.valid);
+            assert!(p
+                .conn
+                .headers_cache
+                .shared
+                .as_ref()
+                .is_some_and(|s| Rc::ptr_eq(s, &a)));
+            assert!(
+                p.conn.headers_cache.headers.is_empty(),
+                "no copy of a shared list"
+            );
+        }
+        p.conn.fill(p.now);
+        let out = p.conn.output().to_vec();
+        p.conn.clear_output();
+        let f = parse(&out);
+        let (_, block) = f.iter().find(|(h, _)| h.kind == kind::HEADERS).unwrap();
+        let mut buf = BytesMut::new();
+        let mut decoded = Vec::new();
+        p.dec.decode(block, &mut buf, |f| decoded.push(f)).unwrap();
+        let etag = decoded
+            .iter()
+            .find(|f| &buf[f.name.clone()] == b"etag")
+            .unwrap();
+        etags.push(buf[etag.value.clone()].to_vec());
+    }
+    let want: Vec<&[u8]> = vec![b"\"a\"", b"\"a\"", b"\"a\"", b"\"b\"", b"\"a\""];
+    assert_eq!(etags, want);
+}
+
+#[test]
+fn requests_are_read_where_they_are_held_then_released_or_taken() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    for (id, path) in [(1, "/a"), (3, "/b"), (5, "/c"), (7, "/d")] {
+        let req = p.get(id, path, true);
+        p.feed(&req);
+    }
+    let (id, req) = p.conn.next_request_held().unwrap();
+    assert_eq!((id, req.path()), (1, &b"/a"[..]));
+    p.conn.release_request(1);
+    let (id, req) = p.conn.next_request_held().unwrap();
+    assert_eq!((id, req.path()), (3, &b"/b"[..]));
+    let taken = p.conn.take_request(3).unwrap();
+    assert_eq!(taken.path(), b"/b");
+    // Two handed out at once: the second is released from behind the first.
+    assert_eq!(p.conn.next_request_held().unwrap().0, 5);
+    let (id, req) = p.conn.next_request_held().unwrap();
+    assert_eq!((id, req.path()), (7, &b"/d"[..]));
+    p.conn.release_request(7);
+    assert_eq!(p.conn.take_request(5).unwrap().path(), b"/c");
+    assert!(p.conn.held.is_empty());
+    assert!(p.conn.next_request_held().is_none());
+    for id in [1, 3, 5, 7] {
+        p.conn.respond(id, Response::new(204));
+    }
+    assert_eq!(p.conn.in_handler, 0);
+    assert!(p.conn.streams.is_empty());
+}
+
+#[test]
 fn upgraded_request_is_stream_one() {
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let req = Request::for_test(Method::Get, "/", &[]);
