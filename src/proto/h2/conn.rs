@@ -1421,7 +1421,9 @@ impl Connection {
                 }
                 match self.build_request() {
                     Ok(parsed) => {
-                        if self.decoder.kept_table() {
+                        // Only a busy connection keeps its memo until its next request:
+                        // for another, it goes with the turn buffers.
+                        if self.decoder.kept_table() && self.opened_lately >= KEEP_BUFFERS_OPENED {
                             self.memo.store(block, &parsed);
                         }
                         self.open_stream(id, end_stream, Some(parsed))

@@ -151,17 +151,17 @@ impl Encoder {
         indexing: Indexing,
         dst: &mut impl BufMut,
     ) {
+        let in_static = table::static_find(name, value);
+        if let Some((index, true)) = in_static {
+            integer::encode(index, 7, 0x80, dst);
+            return;
+        }
         let repr = match indexing {
             Indexing::Auto => auto_repr(name, value, self.table.max_size()),
             Indexing::Incremental => Repr::Incremental,
             Indexing::Without => Repr::Without,
             Indexing::Never => Repr::Never,
         };
-        let in_static = table::static_find(name, value);
-        if let Some((index, true)) = in_static {
-            integer::encode(index, 7, 0x80, dst);
-            return;
-        }
         let in_dynamic = self
             .table
             .find(name, value)

@@ -4,6 +4,11 @@
 
 use std::collections::VecDeque;
 
+/// Room a table makes on its first insertion: a response's or a request's first block
+/// indexes about eight fields of a few dozen bytes each.
+const FIRST_ENTRIES: usize = 8;
+const FIRST_ARENA: usize = 256;
+
 /// Number of entries in the static table.
 pub const STATIC_LEN: usize = 61;
 
@@ -134,6 +139,12 @@ impl DynamicTable {
             && self.base as usize * 2 >= self.arena.len()
         {
             self.compact();
+        }
+        if self.entries.capacity() == 0 {
+            // A connection's first block indexes several fields at once: room for them
+            // from the start, not a growth by doubling from empty per field.
+            self.entries.reserve(FIRST_ENTRIES);
+            self.arena.reserve(FIRST_ARENA.min(self.max_size()));
         }
         let start = self.arena.len();
         self.arena.extend_from_slice(name);
