@@ -4,10 +4,9 @@
 
 use std::collections::VecDeque;
 
-/// Room a table makes on its first insertion: a response's or a request's first block
-/// indexes about eight fields of a few dozen bytes each.
+/// Entries a table makes room for on its first insertion: a response's or a request's
+/// first block indexes about eight fields.
 const FIRST_ENTRIES: usize = 8;
-const FIRST_ARENA: usize = 256;
 
 /// Number of entries in the static table.
 pub const STATIC_LEN: usize = 61;
@@ -141,10 +140,10 @@ impl DynamicTable {
             self.compact();
         }
         if self.entries.capacity() == 0 {
-            // A connection's first block indexes several fields at once: room for them
-            // from the start, not a growth by doubling from empty per field.
+            // A connection's first block indexes several fields at once: room for their
+            // entries from the start. (Not for their bytes: what a first block needs varies,
+            // and room to spare in the arena stays with every active connection.)
             self.entries.reserve(FIRST_ENTRIES);
-            self.arena.reserve(FIRST_ARENA.min(self.max_size()));
         }
         let start = self.arena.len();
         self.arena.extend_from_slice(name);
