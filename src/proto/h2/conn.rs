@@ -156,6 +156,9 @@ pub struct Connection {
     stalled_since: Option<Instant>,
     /// The Date header of this turn: read once per turn, not once per response.
     date: Option<[u8; crate::http::date::DATE_LEN]>,
+    /// The driver's metrics mark for this turn's requests ([`Connection::set_turn_mark`]),
+    /// for those answered from the memo.
+    turn_mark: u64,
 
     // Streams.
     streams: StreamTable,
@@ -499,7 +502,7 @@ impl Connection {
     /// taken, or is not sent: HEAD, 204, 304, a stream gone).
     #[inline]
     pub fn respond(&mut self, id: u32, resp: Response) -> Option<Box<dyn BodyStream>> {
-        self.respond_inner(id, resp, None)
+        self.respond_inner(id, resp, None, false)
     }
 
     /// [`Connection::respond`], and reports the stream's end in [`Connection::take_done`]
@@ -511,7 +514,38 @@ impl Connection {
         resp: Response,
         mark: u64,
     ) -> Option<Box<dyn BodyStream>> {
-        self.respond_inner(id, resp, Some(mark))
+        self.respond_inner(id, resp, Some(mark), false)
+    }
+
+    /// Whether stream `id` is the last one opened for the memoised request
+    /// (`RequestMemo`): its answer, if the handler says it repeats
+    /// ([`crate::http::Handler::answer_repeats`]), is worth giving with
+    /// [`Connection::respond_repeatable`].
+    #[inline]
+    pub fn answer_memo_wanted(&self, id: u32) -> bool {
+        self.memo.stream == id
+    }
+
+    /// [`Connection::respond`] (tracked with `mark` when given) for the memoised request's
+    /// stream ([`Connection::answer_memo_wanted`]), with an answer that depends on the
+    /// request alone while [`Body::reusable_now`] holds: the connection keeps it and gives it
+    /// again, bytes for bytes, to the next streams that send the same header block, without
+    /// handing their requests out (see `RequestMemo`).
+    #[inline]
+    pub fn respond_repeatable(
+        &mut self,
+        id: u32,
+        resp: Response,
+        mark: Option<u64>,
+    ) -> Option<Box<dyn BodyStream>> {
+        self.respond_inner(id, resp, mark, true)
+    }
+
+    /// The metrics mark (`metrics::Mark::to_bits`) of this turn's requests, given to those
+    /// answered from the memo as `respond_tracked` gives its `mark`.
+    #[inline]
+    pub fn set_turn_mark(&mut self, mark: u64) {
+        self.turn_mark = mark;
     }
 
     #[inline(always)]
@@ -520,6 +554,7 @@ impl Connection {
         id: u32,
         resp: Response,
         track: Option<u64>,
+        repeatable: bool,
     ) -> Option<Box<dyn BodyStream>> {
         let Some(i) = self.index(id) else {
             if let Some(mark) = track {
@@ -561,6 +596,9 @@ impl Connection {
                     self.write_headers(id, resp.status, &resp.headers, Some(body_len), false);
                 crate::http::recycle::give_header_list(resp.headers);
                 self.send_whole(i, data, head);
+                if repeatable && self.memo.stream == id && self.headers_cache.valid {
+                    self.keep_answer(resp.status, resp.body, track.is_some());
+                }
                 return None;
             }
         }
@@ -621,6 +659,91 @@ impl Connection {
             sent.body += n;
         }
         self.finish_send(i);
+    }
+
+    /// Keeps the answer just sent whole for the memoised request: its header block is the
+    /// headers cache's (`valid`), `body` what the DATA frame carried.
+    #[cold]
+    #[inline(never)]
+    fn keep_answer(&mut self, status: u16, body: Body, tracked: bool) {
+        self.memo.answer = Some(AnswerMemo {
+            status,
+            body,
+            stamp: self.headers_cache.stamp,
+            tracked,
+        });
+    }
+
+    /// Answers stream `id`, which just sent the memoised request's block with END_STREAM,
+    /// with the memoised answer when it is still the answer and may go now: the same HEADERS
+    /// block and DATA bytes as the handler's answer went out with, and no request made,
+    /// routed or handed out, no stream in the table. Returns false (nothing done) otherwise,
+    /// and the request takes the usual path. It is the answer when the header block is still
+    /// the cache's and nothing was encoded since (the HPACK encoder's table is as it found
+    /// it), of this turn's Date second, and the body's file is one the open-file cache still
+    /// answers from unchecked. It may go now when the usual path would send it at once: no
+    /// earlier request waits for its answer (answers keep the requests' order), no stream
+    /// waits to send, the handlers are below their limit, the peer's windows and frame size
+    /// take the block and the body, the output is below its high-water mark, and the
+    /// connection is not shutting down.
+    #[inline]
+    fn answer_repeat(&mut self, id: u32) -> bool {
+        let Some(a) = &self.memo.answer else {
+            return false;
+        };
+        let cache = &self.headers_cache;
+        if !(cache.valid
+            && cache.stamp == a.stamp
+            && self.phase == Phase::Open
+            && self.requests.is_empty()
+            && self.ready.is_empty()
+            && self.in_handler < self.cfg.max_concurrent_requests
+            && self.out.len() < OUTPUT_HIGH_WATER)
+        {
+            return false;
+        }
+        let date = *self
+            .date
+            .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
+        if cache.date != date || !a.body.reusable_now() {
+            return false;
+        }
+        let Some(data) = in_memory(&a.body) else {
+            return false;
+        };
+        let (n, block) = (data.len(), &cache.block[..]);
+        let max_frame = self.peer_max_frame as usize;
+        let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
+        if n == 0 || n > max_frame || block.len() > max_frame || n as i64 > window {
+            return false;
+        }
+        frame::put_head(
+            &mut self.out,
+            block.len(),
+            kind::HEADERS,
+            flag::END_HEADERS,
+            id,
+        );
+        self.out.extend_from_slice(block);
+        frame::put_head(&mut self.out, n, kind::DATA, flag::END_STREAM, id);
+        self.out.extend_from_slice(data);
+        self.send_conn_window -= n as i64;
+        if a.tracked {
+            self.done.push(StreamDone {
+                id,
+                status: a.status,
+                mark: self.turn_mark,
+                head_bytes: block.len() as u64,
+                body_bytes: n as u64,
+                complete: true,
+            });
+        }
+        // Its END_STREAM is in the output: the client counts it as open until it reads it.
+        self.closed_unwritten += 1;
+        // Not a stream of the batch: it holds nothing until the driver answers.
+        self.batch_opened -= 1;
+        self.check_done();
+        true
     }
 
     /// `respond` with a streamed body: kept out of the inline path's way.
@@ -1330,6 +1453,10 @@ impl Connection {
             if let Some(p) = self.memo.parsed_for(block) {
                 // The request is made where it is held, not moved there through the callers.
                 let meta = Meta::of(p);
+                if end_stream && meta.bodiless() && self.answer_repeat(id) {
+                    return Ok(());
+                }
+                self.memo.stream = id;
                 if self.open_request_stream(id, end_stream, Some(meta))? {
                     if let Some(p) = &self.memo.parsed {
                         self.held.push_back((id, p.req.repeat()));
@@ -1424,7 +1551,7 @@ impl Connection {
                         // Only a busy connection keeps its memo until its next request:
                         // for another, it goes with the turn buffers.
                         if self.decoder.kept_table() && self.opened_lately >= KEEP_BUFFERS_OPENED {
-                            self.memo.store(block, &parsed);
+                            self.memo.store(id, block, &parsed);
                         }
                         self.open_stream(id, end_stream, Some(parsed))
                     }
@@ -2327,6 +2454,8 @@ impl Connection {
 #[derive(Default)]
 struct HeadersCache {
     valid: bool,
+    /// Counts the blocks stored: an answer memo made with this block knows it by its stamp.
+    stamp: u32,
     status: u16,
     date: [u8; crate::http::date::DATE_LEN],
     /// The fields, when they were a shared list (a cached file's): the same list again is
@@ -2376,6 +2505,7 @@ impl HeadersCache {
         block: Vec<u8>,
     ) {
         self.valid = true;
+        self.stamp = self.stamp.wrapping_add(1);
         self.status = status;
         self.date = *date;
         self.headers.clear();
@@ -2410,6 +2540,25 @@ struct RequestMemo {
     /// The shared list's allocation, kept for the next request remembered when no repeat
     /// held it any more.
     spare: Option<Rc<FieldList>>,
+    /// The last stream opened for this request (0: none).
+    stream: u32,
+    /// The answer given to it, when the handler said it repeats: given again to the next
+    /// streams that send the same block, as long as nothing it depends on changed
+    /// (`Connection::answer_repeat`).
+    answer: Option<AnswerMemo>,
+}
+
+/// An inline answer to the memoised request, sent whole (HEADERS, one DATA with
+/// END_STREAM), to give again.
+struct AnswerMemo {
+    status: u16,
+    /// Bytes, or a file's contents from the open-file cache (`Body::reusable_now`).
+    body: Body,
+    /// The response header block is the headers cache's while it keeps this stamp (nothing
+    /// else encoded since: the HPACK encoder's table is as the block found it).
+    stamp: u32,
+    /// The metrics count it (`respond_tracked`).
+    tracked: bool,
 }
 
 /// Longer blocks are not kept: a client repeating a request sends a few dozen bytes.
@@ -2426,12 +2575,14 @@ impl RequestMemo {
         Some(p)
     }
 
-    /// Remembers `parsed`, just decoded from `block` without changing the table.
-    fn store(&mut self, block: &[u8], parsed: &Parsed) {
+    /// Remembers `parsed`, just decoded from `block` without changing the table, for stream
+    /// `id`.
+    fn store(&mut self, id: u32, block: &[u8], parsed: &Parsed) {
         if block.len() > MEMO_BLOCK_MAX {
             return self.clear();
         }
         self.clear();
+        self.stream = id;
         self.block.extend_from_slice(block);
         let mut kept = parsed.repeat();
         kept.req.share_fields(&mut self.spare);
@@ -2440,6 +2591,8 @@ impl RequestMemo {
 
     fn clear(&mut self) {
         self.block.clear();
+        self.stream = 0;
+        self.answer = None;
         if let Some(p) = self.parsed.take() {
             p.req.recycle_shared(&mut self.spare);
         }
@@ -2465,6 +2618,13 @@ struct Meta {
 }
 
 impl Meta {
+    /// A request that declares no body and asks for no tunnel: with END_STREAM on its
+    /// HEADERS, it is complete and valid as it is.
+    #[inline]
+    fn bodiless(&self) -> bool {
+        !self.tunnel && self.content_length.is_none_or(|l| l == 0)
+    }
+
     #[inline]
     fn of(p: &Parsed) -> Meta {
         Meta {
