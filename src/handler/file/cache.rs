@@ -527,4 +527,35 @@ mod tests {
         std::fs::remove_file(&p).unwrap();
         assert!(c.lookup(key, Tick::now()).is_none());
     }
+
+    #[test]
+    fn files_are_vouched_for_while_fresh_and_not_once_their_entry_goes() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let key = p.as_os_str().as_bytes();
+        let mut c = OpenFileCache::new();
+        c.set_revalidate_after(Duration::from_secs(3600));
+        let r = rep(d.path(), "f", b"one");
+        let file = r.file.clone();
+        assert!(!file.reusable_now(), "not before the cache has it");
+        c.insert(key, Entry::new(key, r, Bytes::new(), 0));
+        assert!(file.reusable_now());
+        // Stale: the next lookup checks it on disk, so an answer from it is not given again.
+        c.set_revalidate_after(Duration::ZERO);
+        assert!(!file.reusable_now());
+        std::fs::write(&p, b"two!").unwrap();
+        assert!(c.lookup(key, Tick::now()).is_none(), "changed");
+        let r = rep(d.path(), "f", b"two!");
+        let second = r.file.clone();
+        c.insert(key, Entry::new(key, r, Bytes::new(), 0));
+        c.set_revalidate_after(Duration::from_secs(3600));
+        assert!(second.reusable_now() && !file.reusable_now());
+        // Replaced under its key, or the cache cleared: no longer vouched for.
+        let r = rep(d.path(), "f", b"two!");
+        let third = r.file.clone();
+        c.insert(key, Entry::new(key, r, Bytes::new(), 0));
+        assert!(third.reusable_now() && !second.reusable_now());
+        c.clear();
+        assert!(!third.reusable_now());
+    }
 }
