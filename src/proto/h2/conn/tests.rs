@@ -1906,6 +1906,16 @@ fn a_connection_that_is_not_busy_lends_its_turn_buffers_to_the_next() {
 /// `body`, kept to repeat when the connection wants it. Returns how many requests were handed
 /// out and the frames written.
 fn repeat_round(p: &mut Peer, path: &str, ids: &[u32], body: &'static [u8]) -> (usize, Frames) {
+    repeat_round_with(p, path, ids, &|| Body::Bytes(Bytes::from_static(body)))
+}
+
+/// [`repeat_round`] with the body `body` makes.
+fn repeat_round_with(
+    p: &mut Peer,
+    path: &str,
+    ids: &[u32],
+    body: &dyn Fn() -> Body,
+) -> (usize, Frames) {
     let mut reqs = Vec::new();
     for &id in ids {
         reqs.extend(p.get(id, path, true));
@@ -1915,7 +1925,7 @@ fn repeat_round(p: &mut Peer, path: &str, ids: &[u32], body: &'static [u8]) -> (
     while let Some((id, _req)) = p.conn.next_request() {
         handed += 1;
         let mut r = Response::new(200);
-        r.body = Body::Bytes(Bytes::from_static(body));
+        r.body = body();
         if p.conn.answer_memo_wanted(id) {
             p.conn.respond_repeatable(id, r, None);
         } else {
@@ -2006,4 +2016,36 @@ fn a_repeat_whose_body_the_window_does_not_take_is_handed_out() {
         .map(|(_, b)| b.len())
         .sum();
     assert_eq!(data, 3, "what the window allows");
+}
+
+#[test]
+fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
+    use crate::http::{FileRange, OpenFile};
+    use std::rc::Rc;
+    let contents = Some(Bytes::from_static(b"hello"));
+    let file = tempfile::tempfile().unwrap();
+    let open = Rc::new(OpenFile::new(
+        file,
+        5,
+        std::time::SystemTime::now(),
+        contents,
+    ));
+    open.reuse_until.set(u64::MAX);
+    let body = || {
+        Body::File(FileRange {
+            file: open.clone(),
+            offset: 0,
+            len: 5,
+        })
+    };
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    repeat_round_with(&mut p, "/f", &[1], &body);
+    repeat_round_with(&mut p, "/f", &[3], &body);
+    let (handed, f) = repeat_round_with(&mut p, "/f", &[5, 7], &body);
+    assert_eq!(handed, 0);
+    assert!(f.iter().any(|(h, b)| h.kind == kind::DATA && b == b"hello"));
+    // The cache would check the file on disk now: the handler answers.
+    open.reuse_until.set(0);
+    assert_eq!(repeat_round_with(&mut p, "/f", &[9, 11], &body).0, 2);
 }
