@@ -214,7 +214,10 @@ fn repeated_requests_get_the_answer_the_handler_gave() {
     for path in ["/6b.txt", "/4k.bin", "/answer", "/go"] {
         let mut c = Client::connect(&s, &[]);
         let ask = get(path);
-        let first = c.round(std::slice::from_ref(&ask)).pop().expect("an answer");
+        let first = c
+            .round(std::slice::from_ref(&ask))
+            .pop()
+            .expect("an answer");
         let want = c.warm(&ask);
         assert_eq!(want.body, first.body);
         assert_eq!(want.field(":status"), first.field(":status"));
