@@ -159,6 +159,9 @@ pub struct Connection {
     /// The driver's metrics mark for this turn's requests ([`Connection::set_turn_mark`]),
     /// for those answered from the memo.
     turn_mark: u64,
+    /// The open-file cache's clock ([`crate::http::response::coarse_clock_ns`]) as read
+    /// once per `recv` for the answers given again from the memo.
+    coarse_now: Option<u64>,
 
     // Streams.
     streams: StreamTable,
@@ -421,6 +424,7 @@ impl Connection {
         streams_body: &dyn Fn(&Request) -> bool,
     ) {
         self.date = None;
+        self.coarse_now = None;
         self.recv_paused = false;
         self.batch_opened = 0;
         self.trim_when_quiet = true;
@@ -556,6 +560,10 @@ impl Connection {
         track: Option<u64>,
         repeatable: bool,
     ) -> Option<Box<dyn BodyStream>> {
+        if self.memo.stream == id {
+            // The memoised request has a new answer: only it may be given again.
+            self.memo.answer = None;
+        }
         let Some(i) = self.index(id) else {
             if let Some(mark) = track {
                 self.done.push(StreamDone {
@@ -666,8 +674,20 @@ impl Connection {
     #[cold]
     #[inline(never)]
     fn keep_answer(&mut self, status: u16, body: Body, tracked: bool) {
+        let block = &self.headers_cache.block;
+        let Some(data) = in_memory(&body) else { return };
+        if block.len() > self.peer_max_frame as usize {
+            return;
+        }
+        // The frame heads around the block, their stream ids written per answer.
+        let frames = &mut self.memo.frames;
+        frames.clear();
+        frame::put_head(frames, block.len(), kind::HEADERS, flag::END_HEADERS, 0);
+        frames.extend_from_slice(block);
+        frame::put_head(frames, data.len(), kind::DATA, flag::END_STREAM, 0);
         self.memo.answer = Some(AnswerMemo {
             status,
+            head_len: block.len() as u32,
             body,
             stamp: self.headers_cache.stamp,
             tracked,
@@ -705,35 +725,37 @@ impl Connection {
         let date = *self
             .date
             .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
-        if cache.date != date || !a.body.reusable_now() {
+        // The open-file cache's clock, read once per `recv` (it is coarser than a turn).
+        let clock = *self
+            .coarse_now
+            .get_or_insert_with(crate::http::response::coarse_clock_ns);
+        if cache.date != date || !a.body.reusable_at(clock) {
             return false;
         }
         let Some(data) = in_memory(&a.body) else {
             return false;
         };
-        let (n, block) = (data.len(), &cache.block[..]);
-        let max_frame = self.peer_max_frame as usize;
+        let n = data.len();
         let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
-        if n == 0 || n > max_frame || block.len() > max_frame || n as i64 > window {
+        if n == 0 || n > self.peer_max_frame as usize || n as i64 > window {
             return false;
         }
-        frame::put_head(
-            &mut self.out,
-            block.len(),
-            kind::HEADERS,
-            flag::END_HEADERS,
-            id,
-        );
-        self.out.extend_from_slice(block);
-        frame::put_head(&mut self.out, n, kind::DATA, flag::END_STREAM, id);
+        // HEADERS, the block and the DATA head as kept, with this stream's id, then the body.
+        let at = self.out.len();
+        let frames = &self.memo.frames;
+        self.out.extend_from_slice(frames);
         self.out.extend_from_slice(data);
+        let sid = id.to_be_bytes();
+        self.out[at + 5..at + 9].copy_from_slice(&sid);
+        let d = at + frames.len() - 4;
+        self.out[d..d + 4].copy_from_slice(&sid);
         self.send_conn_window -= n as i64;
         if a.tracked {
             self.done.push(StreamDone {
                 id,
                 status: a.status,
                 mark: self.turn_mark,
-                head_bytes: block.len() as u64,
+                head_bytes: u64::from(a.head_len),
                 body_bytes: n as u64,
                 complete: true,
             });
@@ -2548,12 +2570,17 @@ struct RequestMemo {
     /// streams that send the same block, as long as nothing it depends on changed
     /// (`Connection::answer_repeat`).
     answer: Option<AnswerMemo>,
+    /// The answer's HEADERS frame and the head of its DATA frame (stream ids zero), written
+    /// as they are for each repeat. Its allocation is kept for the next answer.
+    frames: Vec<u8>,
 }
 
 /// An inline answer to the memoised request, sent whole (HEADERS, one DATA with
 /// END_STREAM), to give again.
 struct AnswerMemo {
     status: u16,
+    /// The header block's length (in `RequestMemo::frames`).
+    head_len: u32,
     /// Bytes, or a file's contents from the open-file cache (`Body::reusable_now`).
     body: Body,
     /// The response header block is the headers cache's while it keeps this stamp (nothing
