@@ -405,3 +405,24 @@ fn a_logged_path_logs_every_repeated_request() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn requests_answered_again_are_counted_in_the_metrics() {
+    let conf = CONF.replace(
+        "      /answer:",
+        "      /metrics:\n        metrics: ON\n      /answer:",
+    );
+    let s = start(&conf);
+    let mut c = Client::connect(&s, &[]);
+    let ask = get("/6b.txt");
+    // 5 to warm, then 60 more.
+    c.warm(&ask);
+    for _ in 0..6 {
+        c.round(&vec![ask.clone(); 10]);
+    }
+    let key = "spate_requests_total{protocol=h2,status=2xx}";
+    let samples = common::prometheus::scrape_until(&s, "/metrics", |samples| {
+        common::prometheus::sample(samples, key) >= 65.0
+    });
+    assert_eq!(common::prometheus::sample(&samples, key), 65.0);
+}
