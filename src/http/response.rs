@@ -230,15 +230,9 @@ impl Body {
     /// ([`OpenFile::reusable_now`]), anything else never.
     #[inline]
     pub fn reusable_now(&self) -> bool {
-        self.reusable_at(coarse_clock_ns())
-    }
-
-    /// [`Body::reusable_now`] at `now`, a reading of [`coarse_clock_ns`].
-    #[inline]
-    pub fn reusable_at(&self, now: u64) -> bool {
         match self {
             Body::Empty | Body::Bytes(_) => true,
-            Body::File(f) => f.file.reusable_at(now),
+            Body::File(f) => f.file.reusable_now(),
             Body::Parts(_) | Body::Stream(_) => false,
         }
     }
@@ -305,13 +299,7 @@ impl OpenFile {
     /// disk: the same answer made from it may be given again now.
     #[inline]
     pub fn reusable_now(&self) -> bool {
-        self.reusable_at(coarse_clock_ns())
-    }
-
-    /// [`OpenFile::reusable_now`] at `now`, a reading of [`coarse_clock_ns`].
-    #[inline]
-    pub fn reusable_at(&self, now: u64) -> bool {
-        now < self.reuse_until.get()
+        coarse_clock_ns() < self.reuse_until.get()
     }
 }
 

@@ -159,9 +159,6 @@ pub struct Connection {
     /// The driver's metrics mark for this turn's requests ([`Connection::set_turn_mark`]),
     /// for those answered from the memo.
     turn_mark: u64,
-    /// The open-file cache's clock ([`crate::http::response::coarse_clock_ns`]) as read
-    /// once per `recv` for the answers given again from the memo.
-    coarse_now: Option<u64>,
 
     // Streams.
     streams: StreamTable,
@@ -424,7 +421,7 @@ impl Connection {
         streams_body: &dyn Fn(&Request) -> bool,
     ) {
         self.date = None;
-        self.coarse_now = None;
+        self.memo.answer_fresh = None;
         self.recv_paused = false;
         self.batch_opened = 0;
         self.trim_when_quiet = true;
@@ -563,6 +560,7 @@ impl Connection {
         if self.memo.stream == id {
             // The memoised request has a new answer: only it may be given again.
             self.memo.answer = None;
+            self.memo.answer_fresh = None;
         }
         let Some(i) = self.index(id) else {
             if let Some(mark) = track {
@@ -676,18 +674,28 @@ impl Connection {
     fn keep_answer(&mut self, status: u16, body: Body, tracked: bool) {
         let block = &self.headers_cache.block;
         let Some(data) = in_memory(&body) else { return };
+        let Ok(body_len) = u32::try_from(data.len()) else {
+            return;
+        };
         if block.len() > self.peer_max_frame as usize {
             return;
         }
-        // The frame heads around the block, their stream ids written per answer.
+        // The frames, their stream ids written per answer; a small body with them.
         let frames = &mut self.memo.frames;
         frames.clear();
         frame::put_head(frames, block.len(), kind::HEADERS, flag::END_HEADERS, 0);
         frames.extend_from_slice(block);
         frame::put_head(frames, data.len(), kind::DATA, flag::END_STREAM, 0);
+        let body_in_frames = data.len() <= FRAMES_BODY_MAX;
+        if body_in_frames {
+            frames.extend_from_slice(data);
+        }
+        self.memo.answer_fresh = None;
         self.memo.answer = Some(AnswerMemo {
             status,
             head_len: block.len() as u32,
+            body_len,
+            body_in_frames,
             body,
             stamp: self.headers_cache.stamp,
             tracked,
@@ -722,32 +730,41 @@ impl Connection {
         {
             return false;
         }
-        let date = *self
-            .date
-            .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
-        // The open-file cache's clock, read once per `recv` (it is coarser than a turn).
-        let clock = *self
-            .coarse_now
-            .get_or_insert_with(crate::http::response::coarse_clock_ns);
-        if cache.date != date || !a.body.reusable_at(clock) {
-            return false;
-        }
-        let Some(data) = in_memory(&a.body) else {
-            return false;
-        };
-        let n = data.len();
+        let n = a.body_len as usize;
         let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
-        if n == 0 || n > self.peer_max_frame as usize || n as i64 > window {
+        if n > self.peer_max_frame as usize || n as i64 > window {
             return false;
         }
-        // HEADERS, the block and the DATA head as kept, with this stream's id, then the body.
+        // Of this `recv`: the Date second and the open-file cache's clock (coarser than a
+        // turn) are read once per turn.
+        let fresh = match self.memo.answer_fresh {
+            Some(fresh) => fresh,
+            None => {
+                let date = *self
+                    .date
+                    .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
+                let fresh = cache.date == date && a.body.reusable_now();
+                self.memo.answer_fresh = Some(fresh);
+                fresh
+            }
+        };
+        if !fresh {
+            return false;
+        }
+        // HEADERS, the block and DATA as kept, with this stream's id (the body follows when
+        // it is not kept with them).
         let at = self.out.len();
-        let frames = &self.memo.frames;
-        self.out.extend_from_slice(frames);
-        self.out.extend_from_slice(data);
+        self.out.extend_from_slice(&self.memo.frames);
+        if !a.body_in_frames {
+            let Some(data) = in_memory(&a.body) else {
+                self.out.truncate(at);
+                return false;
+            };
+            self.out.extend_from_slice(data);
+        }
         let sid = id.to_be_bytes();
         self.out[at + 5..at + 9].copy_from_slice(&sid);
-        let d = at + frames.len() - 4;
+        let d = at + 2 * frame::HEADER_LEN + a.head_len as usize - 4;
         self.out[d..d + 4].copy_from_slice(&sid);
         self.send_conn_window -= n as i64;
         if a.tracked {
@@ -2571,9 +2588,16 @@ struct RequestMemo {
     /// (`Connection::answer_repeat`).
     answer: Option<AnswerMemo>,
     /// The answer's HEADERS frame and the head of its DATA frame (stream ids zero), written
-    /// as they are for each repeat. Its allocation is kept for the next answer.
+    /// as they are for each repeat, with the body when it is small. Its allocation is kept
+    /// for the next answer.
     frames: Vec<u8>,
+    /// Whether `answer` is still the answer, as found by this `recv`'s first repeat (the
+    /// Date second and the body's file, which a `recv` does not change).
+    answer_fresh: Option<bool>,
 }
+
+/// A body up to this long is kept with its answer's frames and written with them.
+const FRAMES_BODY_MAX: usize = 1024;
 
 /// An inline answer to the memoised request, sent whole (HEADERS, one DATA with
 /// END_STREAM), to give again.
@@ -2581,6 +2605,9 @@ struct AnswerMemo {
     status: u16,
     /// The header block's length (in `RequestMemo::frames`).
     head_len: u32,
+    body_len: u32,
+    /// The body is in `RequestMemo::frames` too (up to [`FRAMES_BODY_MAX`] bytes).
+    body_in_frames: bool,
     /// Bytes, or a file's contents from the open-file cache (`Body::reusable_now`).
     body: Body,
     /// The response header block is the headers cache's while it keeps this stamp (nothing
@@ -2622,6 +2649,7 @@ impl RequestMemo {
         self.block.clear();
         self.stream = 0;
         self.answer = None;
+        self.answer_fresh = None;
         if let Some(p) = self.parsed.take() {
             p.req.recycle_shared(&mut self.spare);
         }
