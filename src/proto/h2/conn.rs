@@ -1172,7 +1172,12 @@ impl Connection {
             self.trim_when_quiet = false;
             self.opened_lately = 0;
             self.free_buffers();
-            self.headers_cache = HeadersCache::default();
+            // Emptied, its stamps still counting: a kept answer never takes a later block
+            // for its own.
+            self.headers_cache = HeadersCache {
+                stamp: self.headers_cache.stamp,
+                ..HeadersCache::default()
+            };
             self.decoder.shrink_to_fit();
             self.encoder.shrink_to_fit();
         }
@@ -2495,8 +2500,9 @@ impl Connection {
 #[derive(Default)]
 struct HeadersCache {
     valid: bool,
-    /// Counts the blocks stored: an answer memo made with this block knows it by its stamp.
-    stamp: u32,
+    /// Counts the blocks stored, never going back (not when the cache is emptied): an answer
+    /// memo made with this block knows it by its stamp.
+    stamp: u64,
     status: u16,
     date: [u8; crate::http::date::DATE_LEN],
     /// The fields, when they were a shared list (a cached file's): the same list again is
@@ -2546,7 +2552,7 @@ impl HeadersCache {
         block: Vec<u8>,
     ) {
         self.valid = true;
-        self.stamp = self.stamp.wrapping_add(1);
+        self.stamp += 1;
         self.status = status;
         self.date = *date;
         self.headers.clear();
@@ -2612,7 +2618,7 @@ struct AnswerMemo {
     body: Body,
     /// The response header block is the headers cache's while it keeps this stamp (nothing
     /// else encoded since: the HPACK encoder's table is as the block found it).
-    stamp: u32,
+    stamp: u64,
     /// The metrics count it (`respond_tracked`).
     tracked: bool,
 }
