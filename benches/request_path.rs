@@ -156,11 +156,18 @@ fn h2_requests(router: &Router, conn: &mut Connection, batches: Vec<BytesMut>) -
         loop {
             conn.recv_with(&mut input, now, &|req| router.streams_body(req));
             while let Some((id, req)) = conn.next_request_held() {
-                let answer = router.handle(req).0;
+                let (answer, route) = router.handle(req);
                 conn.release_request(id);
                 match answer {
                     Answer::Now(resp) => {
-                        if conn.respond(id, resp).is_some() {
+                        let repeats = conn.answer_memo_wanted(id)
+                            && route.is_some_and(|r| r.answer_repeats(&resp));
+                        let body = if repeats {
+                            conn.respond_repeatable(id, resp, None)
+                        } else {
+                            conn.respond(id, resp)
+                        };
+                        if body.is_some() {
                             panic!("a streamed body on the fast path");
                         }
                     }

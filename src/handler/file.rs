@@ -120,6 +120,13 @@ impl Handler for FileHandler {
     fn handle(&self, req: &Request) -> Answer {
         Answer::Now(self.respond_now(req))
     }
+
+    /// Only a file's contents from the open-file cache, given again while the cache would
+    /// answer from the same entry unchecked ([`crate::http::OpenFile::reusable_now`]): other
+    /// answers (errors, redirects, 304) were decided by looking at the disk or the clock.
+    fn answer_repeats(&self, resp: &Response) -> bool {
+        matches!(&resp.body, Body::File(f) if f.file.contents.is_some() && f.file.reusable_now())
+    }
 }
 
 impl FileHandler {

@@ -26,6 +26,11 @@ impl Handler for RedirectHandler {
     fn handle(&self, req: &Request) -> Answer {
         Answer::Now(self.respond_now(req))
     }
+
+    /// Made from the request's target alone.
+    fn answer_repeats(&self, _resp: &Response) -> bool {
+        true
+    }
 }
 
 impl RedirectHandler {

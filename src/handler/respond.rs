@@ -37,6 +37,11 @@ impl Handler for RespondHandler {
     fn handle(&self, req: &Request) -> Answer {
         Answer::Now(self.respond_now(req))
     }
+
+    /// A fixed answer, chosen by the request alone.
+    fn answer_repeats(&self, _resp: &Response) -> bool {
+        true
+    }
 }
 
 impl RespondHandler {

@@ -38,6 +38,15 @@ pub trait Handler {
     fn tunnels(&self) -> bool {
         false
     }
+
+    /// Whether `resp`, this handler's answer ready now, is the answer to a byte-identical
+    /// request for as long as [`Body::reusable_now`] says: it depends on nothing but the
+    /// request, the configuration and the file it was made from (not on time, state or a
+    /// backend). An HTTP/2 connection then answers the same request again from a memo of
+    /// its bytes, without asking the handler.
+    fn answer_repeats(&self, _resp: &Response) -> bool {
+        false
+    }
 }
 
 /// A handler's answer.

@@ -4,6 +4,7 @@
 use super::body::StreamBody;
 use super::recycle::HeaderList;
 use bytes::Bytes;
+use std::cell::Cell;
 use std::fs::File;
 use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
@@ -224,6 +225,18 @@ impl Body {
         }
     }
 
+    /// Whether an answer with this body, once made, may still be given again now: bytes
+    /// always, a file's while the open-file cache vouches for it
+    /// ([`OpenFile::reusable_now`]), anything else never.
+    #[inline]
+    pub fn reusable_now(&self) -> bool {
+        match self {
+            Body::Empty | Body::Bytes(_) => true,
+            Body::File(f) => f.file.reusable_now(),
+            Body::Parts(_) | Body::Stream(_) => false,
+        }
+    }
+
     /// No bytes to send (a stream of unknown length is not empty).
     pub fn is_empty(&self) -> bool {
         self.known_len() == Some(0)
@@ -264,6 +277,41 @@ pub struct OpenFile {
     pub modified: SystemTime,
     /// The whole contents, for small files: answered with one write, no sendfile.
     pub contents: Option<Bytes>,
+    /// Until when (on [`coarse_clock_ns`]) the open-file cache would answer from this file
+    /// without checking it on disk: a connection may give an answer made from it again
+    /// until then. Set by the cache when its entry is checked, zero once the entry is gone.
+    pub reuse_until: Cell<u64>,
+}
+
+impl OpenFile {
+    /// An open file that no cache vouches for (`reuse_until` zero).
+    pub fn new(file: File, size: u64, modified: SystemTime, contents: Option<Bytes>) -> OpenFile {
+        OpenFile {
+            file,
+            size,
+            modified,
+            contents,
+            reuse_until: Cell::new(0),
+        }
+    }
+
+    /// Whether the open-file cache would still answer from this file without checking it on
+    /// disk: the same answer made from it may be given again now.
+    #[inline]
+    pub fn reusable_now(&self) -> bool {
+        coarse_clock_ns() < self.reuse_until.get()
+    }
+}
+
+/// The coarse monotonic clock in nanoseconds: the open-file cache's clock (the kernel's tick,
+/// read without the time-stamp counter).
+#[inline]
+pub fn coarse_clock_ns() -> u64 {
+    let ts = crate::http::date::read_clock(libc::CLOCK_MONOTONIC_COARSE);
+    // The monotonic clock starts at boot: never negative.
+    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
 /// The standard reason phrase for a status code.

@@ -317,6 +317,9 @@ async fn turns<'a, T: Transport>(
         let now = Instant::now();
         // The start of this turn's requests, for the metrics: one clock reading per turn.
         let mark = crate::metrics::start();
+        if let Some(m) = mark {
+            conn.set_turn_mark(m.to_bits());
+        }
         if conn.needs_output() {
             conn.lend_output(ctx.buffers.output_buffer().unwrap_or_default());
         }
@@ -642,7 +645,15 @@ fn answer<'a>(
     };
     match answer {
         Answer::Now(resp) => {
+            // The memoised request's answer, when it repeats, is kept to give again to the
+            // same request (its logged path is not: each request has its line).
+            let repeats =
+                conn.answer_memo_wanted(id) && route.is_some_and(|r| r.answer_repeats(&resp));
             let body = match (file, mark) {
+                _ if repeats => {
+                    conn.release_request(id);
+                    conn.respond_repeatable(id, resp, mark.map(Mark::to_bits))
+                }
                 (None, None) => {
                     conn.release_request(id);
                     conn.respond(id, resp)

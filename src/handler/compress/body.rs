@@ -274,12 +274,12 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         assert!(f.write_all(&data).is_ok());
-        let open = Rc::new(OpenFile {
-            file: f,
-            size: data.len() as u64,
-            modified: std::time::SystemTime::now(),
-            contents: None,
-        });
+        let open = Rc::new(OpenFile::new(
+            f,
+            data.len() as u64,
+            std::time::SystemTime::now(),
+            None,
+        ));
         let range = FileRange {
             file: open,
             offset: 1000,

@@ -71,6 +71,7 @@ impl OpenFileCache {
         self.revalidate_after = after;
         for slot in &mut self.entries {
             slot.entry.fresh_until = fresh_until(slot.entry.checked, after);
+            slot.entry.vouch();
         }
     }
 
@@ -122,9 +123,10 @@ impl OpenFileCache {
                 return None;
             }
             // The siblings may have changed on their own: probe them again when asked.
-            entry.variants = None;
+            entry.forget_variants();
             entry.checked = now;
             entry.fresh_until = fresh_until(now, self.revalidate_after);
+            entry.vouch();
         }
         let entry = &mut self.entries[i].entry;
         entry.used = now;
@@ -135,6 +137,7 @@ impl OpenFileCache {
     pub(super) fn insert(&mut self, key: &[u8], mut entry: Entry) -> &mut Entry {
         self.last = None;
         entry.fresh_until = fresh_until(entry.checked, self.revalidate_after);
+        entry.vouch();
         if let Some(&i) = self.map.get(key) {
             self.entries[i].entry = entry;
             return &mut self.entries[i].entry;
@@ -190,12 +193,10 @@ fn fresh_until(checked: Tick, after: Duration) -> Tick {
 pub(super) struct Tick(u64);
 
 impl Tick {
+    /// The files' `reuse_until` is on the same clock.
+    #[inline]
     pub fn now() -> Tick {
-        let ts = crate::http::date::read_clock(libc::CLOCK_MONOTONIC_COARSE);
-        // The monotonic clock starts at boot: never negative.
-        let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
-        let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
-        Tick(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
+        Tick(crate::http::response::coarse_clock_ns())
     }
 }
 
@@ -230,9 +231,26 @@ impl Entry {
         }
     }
 
+    /// Tells the entry's open files until when the cache trusts them unchecked
+    /// ([`OpenFile::reuse_until`]): an answer made from one may be given again until then.
+    fn vouch(&self) {
+        self.main.file.reuse_until.set(self.fresh_until.0);
+        for rep in self.variants.iter().flatten().flatten() {
+            rep.file.reuse_until.set(self.fresh_until.0);
+        }
+    }
+
+    /// Drops the siblings (to probe them again), and what was vouched for them.
+    fn forget_variants(&mut self) {
+        for rep in self.variants.take().iter().flatten().flatten() {
+            rep.file.reuse_until.set(0);
+        }
+    }
+
     /// The `.br` / `.gz` siblings, opening them on first use.
     pub fn variants(&mut self) -> &[Option<Representation>; 2] {
         let path = &self.path;
+        let until = self.fresh_until.0;
         self.variants.get_or_insert_with(|| {
             Coding::ALL.map(|c| {
                 let mut p = Vec::with_capacity(path.len() + 3);
@@ -241,12 +259,22 @@ impl Entry {
                 match open(&p) {
                     Ok(Opened::File(mut r)) => {
                         r.mark_coding(c);
+                        r.file.reuse_until.set(until);
                         Some(r)
                     }
                     _ => None,
                 }
             })
         })
+    }
+}
+
+/// An entry that goes (evicted, found changed, replaced, the cache cleared) no longer vouches
+/// for its files: an answer made from them is not given again.
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.main.file.reuse_until.set(0);
+        self.forget_variants();
     }
 }
 
@@ -328,12 +356,7 @@ impl Representation {
             etag: format_etag(meta).into(),
             last_modified: httpdate::fmt_http_date(modified).into(),
             whole: None,
-            file: Rc::new(OpenFile {
-                file,
-                size,
-                modified,
-                contents,
-            }),
+            file: Rc::new(OpenFile::new(file, size, modified, contents)),
             id,
         })
     }
@@ -503,5 +526,36 @@ mod tests {
         assert!(c.lookup(key, Tick::now()).is_some());
         std::fs::remove_file(&p).unwrap();
         assert!(c.lookup(key, Tick::now()).is_none());
+    }
+
+    #[test]
+    fn files_are_vouched_for_while_fresh_and_not_once_their_entry_goes() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let key = p.as_os_str().as_bytes();
+        let mut c = OpenFileCache::new();
+        c.set_revalidate_after(Duration::from_secs(3600));
+        let r = rep(d.path(), "f", b"one");
+        let file = r.file.clone();
+        assert!(!file.reusable_now(), "not before the cache has it");
+        c.insert(key, Entry::new(key, r, Bytes::new(), 0));
+        assert!(file.reusable_now());
+        // Stale: the next lookup checks it on disk, so an answer from it is not given again.
+        c.set_revalidate_after(Duration::ZERO);
+        assert!(!file.reusable_now());
+        std::fs::write(&p, b"two!").unwrap();
+        assert!(c.lookup(key, Tick::now()).is_none(), "changed");
+        let r = rep(d.path(), "f", b"two!");
+        let second = r.file.clone();
+        c.insert(key, Entry::new(key, r, Bytes::new(), 0));
+        c.set_revalidate_after(Duration::from_secs(3600));
+        assert!(second.reusable_now() && !file.reusable_now());
+        // Replaced under its key, or the cache cleared: no longer vouched for.
+        let r = rep(d.path(), "f", b"two!");
+        let third = r.file.clone();
+        c.insert(key, Entry::new(key, r, Bytes::new(), 0));
+        assert!(third.reusable_now() && !second.reusable_now());
+        c.clear();
+        assert!(!third.reusable_now());
     }
 }

@@ -156,6 +156,9 @@ pub struct Connection {
     stalled_since: Option<Instant>,
     /// The Date header of this turn: read once per turn, not once per response.
     date: Option<[u8; crate::http::date::DATE_LEN]>,
+    /// The driver's metrics mark for this turn's requests ([`Connection::set_turn_mark`]),
+    /// for those answered from the memo.
+    turn_mark: u64,
 
     // Streams.
     streams: StreamTable,
@@ -418,6 +421,7 @@ impl Connection {
         streams_body: &dyn Fn(&Request) -> bool,
     ) {
         self.date = None;
+        self.memo.answer_fresh = None;
         self.recv_paused = false;
         self.batch_opened = 0;
         self.trim_when_quiet = true;
@@ -499,7 +503,7 @@ impl Connection {
     /// taken, or is not sent: HEAD, 204, 304, a stream gone).
     #[inline]
     pub fn respond(&mut self, id: u32, resp: Response) -> Option<Box<dyn BodyStream>> {
-        self.respond_inner(id, resp, None)
+        self.respond_inner(id, resp, None, false)
     }
 
     /// [`Connection::respond`], and reports the stream's end in [`Connection::take_done`]
@@ -511,7 +515,38 @@ impl Connection {
         resp: Response,
         mark: u64,
     ) -> Option<Box<dyn BodyStream>> {
-        self.respond_inner(id, resp, Some(mark))
+        self.respond_inner(id, resp, Some(mark), false)
+    }
+
+    /// Whether stream `id` is the last one opened for the memoised request
+    /// (`RequestMemo`): its answer, if the handler says it repeats
+    /// ([`crate::http::Handler::answer_repeats`]), is worth giving with
+    /// [`Connection::respond_repeatable`].
+    #[inline]
+    pub fn answer_memo_wanted(&self, id: u32) -> bool {
+        self.memo.stream == id
+    }
+
+    /// [`Connection::respond`] (tracked with `mark` when given) for the memoised request's
+    /// stream ([`Connection::answer_memo_wanted`]), with an answer that depends on the
+    /// request alone while [`Body::reusable_now`] holds: the connection keeps it and gives it
+    /// again, bytes for bytes, to the next streams that send the same header block, without
+    /// handing their requests out (see `RequestMemo`).
+    #[inline]
+    pub fn respond_repeatable(
+        &mut self,
+        id: u32,
+        resp: Response,
+        mark: Option<u64>,
+    ) -> Option<Box<dyn BodyStream>> {
+        self.respond_inner(id, resp, mark, true)
+    }
+
+    /// The metrics mark (`metrics::Mark::to_bits`) of this turn's requests, given to those
+    /// answered from the memo as `respond_tracked` gives its `mark`.
+    #[inline]
+    pub fn set_turn_mark(&mut self, mark: u64) {
+        self.turn_mark = mark;
     }
 
     #[inline(always)]
@@ -520,7 +555,13 @@ impl Connection {
         id: u32,
         resp: Response,
         track: Option<u64>,
+        repeatable: bool,
     ) -> Option<Box<dyn BodyStream>> {
+        if self.memo.stream == id {
+            // The memoised request has a new answer: only it may be given again.
+            self.memo.answer = None;
+            self.memo.answer_fresh = None;
+        }
         let Some(i) = self.index(id) else {
             if let Some(mark) = track {
                 self.done.push(StreamDone {
@@ -561,6 +602,9 @@ impl Connection {
                     self.write_headers(id, resp.status, &resp.headers, Some(body_len), false);
                 crate::http::recycle::give_header_list(resp.headers);
                 self.send_whole(i, data, head);
+                if repeatable && self.memo.stream == id && self.headers_cache.valid {
+                    self.keep_answer(resp.status, resp.body, track.is_some());
+                }
                 return None;
             }
         }
@@ -621,6 +665,126 @@ impl Connection {
             sent.body += n;
         }
         self.finish_send(i);
+    }
+
+    /// Keeps the answer just sent whole for the memoised request: its header block is the
+    /// headers cache's (`valid`), `body` what the DATA frame carried.
+    #[cold]
+    #[inline(never)]
+    fn keep_answer(&mut self, status: u16, body: Body, tracked: bool) {
+        let block = &self.headers_cache.block;
+        let Some(data) = in_memory(&body) else { return };
+        let Ok(body_len) = u32::try_from(data.len()) else {
+            return;
+        };
+        if block.len() > self.peer_max_frame as usize {
+            return;
+        }
+        // The frames, their stream ids written per answer; a small body with them.
+        let frames = &mut self.memo.frames;
+        frames.clear();
+        frame::put_head(frames, block.len(), kind::HEADERS, flag::END_HEADERS, 0);
+        frames.extend_from_slice(block);
+        frame::put_head(frames, data.len(), kind::DATA, flag::END_STREAM, 0);
+        let body_in_frames = data.len() <= FRAMES_BODY_MAX;
+        if body_in_frames {
+            frames.extend_from_slice(data);
+        }
+        self.memo.answer_fresh = None;
+        self.memo.answer = Some(AnswerMemo {
+            status,
+            head_len: block.len() as u32,
+            body_len,
+            body_in_frames,
+            body,
+            stamp: self.headers_cache.stamp,
+            tracked,
+        });
+    }
+
+    /// Answers stream `id`, which just sent the memoised request's block with END_STREAM,
+    /// with the memoised answer when it is still the answer and may go now: the same HEADERS
+    /// block and DATA bytes as the handler's answer went out with, and no request made,
+    /// routed or handed out, no stream in the table. Returns false (nothing done) otherwise,
+    /// and the request takes the usual path. It is the answer when the header block is still
+    /// the cache's and nothing was encoded since (the HPACK encoder's table is as it found
+    /// it), of this turn's Date second, and the body's file is one the open-file cache still
+    /// answers from unchecked. It may go now when the usual path would send it at once: no
+    /// earlier request waits for its answer (answers keep the requests' order), no stream
+    /// waits to send, the handlers are below their limit, the peer's windows and frame size
+    /// take the block and the body, the output is below its high-water mark, and the
+    /// connection is not shutting down.
+    #[inline]
+    fn answer_repeat(&mut self, id: u32) -> bool {
+        let Some(a) = &self.memo.answer else {
+            return false;
+        };
+        let cache = &self.headers_cache;
+        if !(cache.valid
+            && cache.stamp == a.stamp
+            && self.phase == Phase::Open
+            && self.requests.is_empty()
+            && self.ready.is_empty()
+            && self.in_handler < self.cfg.max_concurrent_requests
+            && self.out.len() < OUTPUT_HIGH_WATER)
+        {
+            return false;
+        }
+        let n = a.body_len as usize;
+        let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
+        if n > self.peer_max_frame as usize || n as i64 > window {
+            return false;
+        }
+        // Of this `recv`: the Date second and the open-file cache's clock (coarser than a
+        // turn) are read once per turn.
+        let fresh = match self.memo.answer_fresh {
+            Some(fresh) => fresh,
+            None => {
+                let date = *self
+                    .date
+                    .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
+                let fresh = cache.date == date && a.body.reusable_now();
+                self.memo.answer_fresh = Some(fresh);
+                fresh
+            }
+        };
+        if !fresh {
+            return false;
+        }
+        // HEADERS, the block and DATA as kept, with this stream's id (the body follows when
+        // it is not kept with them).
+        let at = self.out.len();
+        self.out.extend_from_slice(&self.memo.frames);
+        if !a.body_in_frames {
+            let Some(data) = in_memory(&a.body) else {
+                self.out.truncate(at);
+                return false;
+            };
+            self.out.extend_from_slice(data);
+        }
+        let sid = id.to_be_bytes();
+        self.out[at + 5..at + 9].copy_from_slice(&sid);
+        let d = at + 2 * frame::HEADER_LEN + a.head_len as usize - 4;
+        self.out[d..d + 4].copy_from_slice(&sid);
+        self.send_conn_window -= n as i64;
+        if a.tracked {
+            self.done.push(StreamDone {
+                id,
+                status: a.status,
+                mark: self.turn_mark,
+                head_bytes: u64::from(a.head_len),
+                body_bytes: n as u64,
+                complete: true,
+            });
+        }
+        // Its END_STREAM is in the output: the client counts it as open until it reads it.
+        // It stays counted in the batch (`REQUEST_BATCH`): the driver writes the output
+        // between batches as it would for the usual path, and a large answer repeated does
+        // not fill the output to its high-water mark in one `recv`, leaving the requests
+        // behind it to be queued as bodies that wait.
+        self.closed_unwritten += 1;
+        self.check_done();
+        true
     }
 
     /// `respond` with a streamed body: kept out of the inline path's way.
@@ -1008,7 +1172,12 @@ impl Connection {
             self.trim_when_quiet = false;
             self.opened_lately = 0;
             self.free_buffers();
-            self.headers_cache = HeadersCache::default();
+            // Emptied, its stamps still counting: a kept answer never takes a later block
+            // for its own.
+            self.headers_cache = HeadersCache {
+                stamp: self.headers_cache.stamp,
+                ..HeadersCache::default()
+            };
             self.decoder.shrink_to_fit();
             self.encoder.shrink_to_fit();
         }
@@ -1330,6 +1499,10 @@ impl Connection {
             if let Some(p) = self.memo.parsed_for(block) {
                 // The request is made where it is held, not moved there through the callers.
                 let meta = Meta::of(p);
+                if end_stream && meta.bodiless() && self.answer_repeat(id) {
+                    return Ok(());
+                }
+                self.memo.stream = id;
                 if self.open_request_stream(id, end_stream, Some(meta))? {
                     if let Some(p) = &self.memo.parsed {
                         self.held.push_back((id, p.req.repeat()));
@@ -1424,7 +1597,7 @@ impl Connection {
                         // Only a busy connection keeps its memo until its next request:
                         // for another, it goes with the turn buffers.
                         if self.decoder.kept_table() && self.opened_lately >= KEEP_BUFFERS_OPENED {
-                            self.memo.store(block, &parsed);
+                            self.memo.store(id, block, &parsed);
                         }
                         self.open_stream(id, end_stream, Some(parsed))
                     }
@@ -2327,6 +2500,9 @@ impl Connection {
 #[derive(Default)]
 struct HeadersCache {
     valid: bool,
+    /// Counts the blocks stored, never going back (not when the cache is emptied): an answer
+    /// memo made with this block knows it by its stamp.
+    stamp: u64,
     status: u16,
     date: [u8; crate::http::date::DATE_LEN],
     /// The fields, when they were a shared list (a cached file's): the same list again is
@@ -2376,6 +2552,7 @@ impl HeadersCache {
         block: Vec<u8>,
     ) {
         self.valid = true;
+        self.stamp += 1;
         self.status = status;
         self.date = *date;
         self.headers.clear();
@@ -2410,6 +2587,40 @@ struct RequestMemo {
     /// The shared list's allocation, kept for the next request remembered when no repeat
     /// held it any more.
     spare: Option<Rc<FieldList>>,
+    /// The last stream opened for this request (0: none).
+    stream: u32,
+    /// The answer given to it, when the handler said it repeats: given again to the next
+    /// streams that send the same block, as long as nothing it depends on changed
+    /// (`Connection::answer_repeat`).
+    answer: Option<AnswerMemo>,
+    /// The answer's HEADERS frame and the head of its DATA frame (stream ids zero), written
+    /// as they are for each repeat, with the body when it is small. Its allocation is kept
+    /// for the next answer.
+    frames: Vec<u8>,
+    /// Whether `answer` is still the answer, as found by this `recv`'s first repeat (the
+    /// Date second and the body's file, which a `recv` does not change).
+    answer_fresh: Option<bool>,
+}
+
+/// A body up to this long is kept with its answer's frames and written with them.
+const FRAMES_BODY_MAX: usize = 1024;
+
+/// An inline answer to the memoised request, sent whole (HEADERS, one DATA with
+/// END_STREAM), to give again.
+struct AnswerMemo {
+    status: u16,
+    /// The header block's length (in `RequestMemo::frames`).
+    head_len: u32,
+    body_len: u32,
+    /// The body is in `RequestMemo::frames` too (up to [`FRAMES_BODY_MAX`] bytes).
+    body_in_frames: bool,
+    /// Bytes, or a file's contents from the open-file cache (`Body::reusable_now`).
+    body: Body,
+    /// The response header block is the headers cache's while it keeps this stamp (nothing
+    /// else encoded since: the HPACK encoder's table is as the block found it).
+    stamp: u64,
+    /// The metrics count it (`respond_tracked`).
+    tracked: bool,
 }
 
 /// Longer blocks are not kept: a client repeating a request sends a few dozen bytes.
@@ -2426,12 +2637,14 @@ impl RequestMemo {
         Some(p)
     }
 
-    /// Remembers `parsed`, just decoded from `block` without changing the table.
-    fn store(&mut self, block: &[u8], parsed: &Parsed) {
+    /// Remembers `parsed`, just decoded from `block` without changing the table, for stream
+    /// `id`.
+    fn store(&mut self, id: u32, block: &[u8], parsed: &Parsed) {
         if block.len() > MEMO_BLOCK_MAX {
             return self.clear();
         }
         self.clear();
+        self.stream = id;
         self.block.extend_from_slice(block);
         let mut kept = parsed.repeat();
         kept.req.share_fields(&mut self.spare);
@@ -2440,6 +2653,9 @@ impl RequestMemo {
 
     fn clear(&mut self) {
         self.block.clear();
+        self.stream = 0;
+        self.answer = None;
+        self.answer_fresh = None;
         if let Some(p) = self.parsed.take() {
             p.req.recycle_shared(&mut self.spare);
         }
@@ -2465,6 +2681,13 @@ struct Meta {
 }
 
 impl Meta {
+    /// A request that declares no body and asks for no tunnel: with END_STREAM on its
+    /// HEADERS, it is complete and valid as it is.
+    #[inline]
+    fn bodiless(&self) -> bool {
+        !self.tunnel && self.content_length.is_none_or(|l| l == 0)
+    }
+
     #[inline]
     fn of(p: &Parsed) -> Meta {
         Meta {

@@ -443,12 +443,7 @@ mod tests {
     fn file_ranges_and_parts_are_read_in_order() {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(b"0123456789").unwrap();
-        let open = Rc::new(OpenFile {
-            file: f,
-            size: 10,
-            modified: std::time::SystemTime::now(),
-            contents: None,
-        });
+        let open = Rc::new(OpenFile::new(f, 10, std::time::SystemTime::now(), None));
         let body = Body::Parts(vec![
             BodyPart::Bytes(Bytes::from_static(b"<")),
             BodyPart::File(FileRange {

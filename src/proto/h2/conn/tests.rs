@@ -1901,3 +1901,151 @@ fn a_connection_that_is_not_busy_lends_its_turn_buffers_to_the_next() {
     a.conn.lend_turn_buffers(TurnBuffers::default());
     assert_eq!(a.conn.streams.as_ptr(), before);
 }
+
+/// Sends a GET for `path` on each of `ids` in one read and answers what is handed out with
+/// `body`, kept to repeat when the connection wants it. Returns how many requests were handed
+/// out and the frames written.
+fn repeat_round(p: &mut Peer, path: &str, ids: &[u32], body: &'static [u8]) -> (usize, Frames) {
+    repeat_round_with(p, path, ids, &|| Body::Bytes(Bytes::from_static(body)))
+}
+
+/// [`repeat_round`] with the body `body` makes.
+fn repeat_round_with(
+    p: &mut Peer,
+    path: &str,
+    ids: &[u32],
+    body: &dyn Fn() -> Body,
+) -> (usize, Frames) {
+    let mut reqs = Vec::new();
+    for &id in ids {
+        reqs.extend(p.get(id, path, true));
+    }
+    p.feed(&reqs);
+    let mut handed = 0;
+    while let Some((id, _req)) = p.conn.next_request() {
+        handed += 1;
+        let mut r = Response::new(200);
+        r.body = body();
+        if p.conn.answer_memo_wanted(id) {
+            p.conn.respond_repeatable(id, r, None);
+        } else {
+            p.conn.respond(id, r);
+        }
+    }
+    p.conn.fill(p.now);
+    let out = p.conn.output().to_vec();
+    p.conn.clear_output();
+    (handed, parse(&out))
+}
+
+/// The frames of each stream, in order: (HEADERS flags, block, DATA payloads).
+fn by_stream(p: &mut Peer, frames: &Frames) -> Vec<(u32, Vec<u8>, Vec<u8>)> {
+    let mut v: Vec<(u32, Vec<u8>, Vec<u8>)> = Vec::new();
+    for (h, payload) in frames {
+        match h.kind {
+            kind::HEADERS => {
+                assert_eq!(p.status_of(payload), b"200");
+                v.push((h.stream, payload.clone(), Vec::new()));
+            }
+            kind::DATA => {
+                let s = v.iter_mut().find(|s| s.0 == h.stream).unwrap();
+                s.2.extend_from_slice(payload);
+            }
+            _ => {}
+        }
+    }
+    v
+}
+
+#[test]
+fn a_repeated_request_is_answered_from_the_memo_of_its_answer() {
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    // The first request is not memoised (a connection not yet busy), the second is, and so
+    // is its answer (its header block all indexes).
+    let (handed, f) = repeat_round(&mut p, "/r", &[1], b"hello");
+    assert_eq!(handed, 1);
+    by_stream(&mut p, &f);
+    let (handed, f) = repeat_round(&mut p, "/r", &[3], b"hello");
+    assert_eq!(handed, 1);
+    let first = by_stream(&mut p, &f);
+    // Then the same block again: answered from the memo, nothing handed out, no stream kept.
+    let (handed, f) = repeat_round(&mut p, "/r", &[5, 7, 9], b"other");
+    assert_eq!(handed, 0, "answered without the handler");
+    assert!(p.conn.streams.is_empty());
+    let repeats = by_stream(&mut p, &f);
+    assert_eq!(
+        repeats.iter().map(|s| s.0).collect::<Vec<_>>(),
+        vec![5, 7, 9]
+    );
+    for s in &repeats {
+        assert_eq!((&s.1, &s.2), (&first[0].1, &first[0].2), "the same bytes");
+    }
+    for (h, _) in &f {
+        let want = if h.kind == kind::HEADERS {
+            flag::END_HEADERS
+        } else {
+            flag::END_STREAM
+        };
+        assert_eq!(h.flags, want);
+    }
+    // Another request replaces the memo; the first is then decoded and handed out again.
+    assert_eq!(repeat_round(&mut p, "/s", &[11], b"s").0, 1);
+    assert_eq!(repeat_round(&mut p, "/r", &[13], b"hello").0, 1);
+    // An earlier request still waiting for its answer keeps the order: the repeat behind
+    // it waits too.
+    let mut reqs = p.get(15, "/t", true);
+    reqs.extend(p.get(17, "/r", true));
+    p.feed(&reqs);
+    assert_eq!(p.conn.next_request().map(|r| r.0), Some(15));
+    assert_eq!(p.conn.next_request().map(|r| r.0), Some(17));
+}
+
+#[test]
+fn a_repeat_whose_body_the_window_does_not_take_is_handed_out() {
+    // INITIAL_WINDOW_SIZE 3: the 5-byte body needs the usual path, which waits for credit.
+    let mut p = Peer::new(Settings::default(), &[(setting::INITIAL_WINDOW_SIZE, 3)]);
+    p.turn(b"");
+    repeat_round(&mut p, "/r", &[1], b"hello");
+    repeat_round(&mut p, "/r", &[3], b"hello");
+    let (handed, f) = repeat_round(&mut p, "/r", &[5], b"hello");
+    assert_eq!(handed, 1);
+    let data: usize = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA && h.stream == 5)
+        .map(|(_, b)| b.len())
+        .sum();
+    assert_eq!(data, 3, "what the window allows");
+}
+
+#[test]
+fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
+    use crate::http::{FileRange, OpenFile};
+    use std::rc::Rc;
+    let contents = Some(Bytes::from_static(b"hello"));
+    let file = tempfile::tempfile().unwrap();
+    let open = Rc::new(OpenFile::new(
+        file,
+        5,
+        std::time::SystemTime::now(),
+        contents,
+    ));
+    open.reuse_until.set(u64::MAX);
+    let body = || {
+        Body::File(FileRange {
+            file: open.clone(),
+            offset: 0,
+            len: 5,
+        })
+    };
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    repeat_round_with(&mut p, "/f", &[1], &body);
+    repeat_round_with(&mut p, "/f", &[3], &body);
+    let (handed, f) = repeat_round_with(&mut p, "/f", &[5, 7], &body);
+    assert_eq!(handed, 0);
+    assert!(f.iter().any(|(h, b)| h.kind == kind::DATA && b == b"hello"));
+    // The cache would check the file on disk now: the handler answers.
+    open.reuse_until.set(0);
+    assert_eq!(repeat_round_with(&mut p, "/f", &[9, 11], &body).0, 2);
+}
