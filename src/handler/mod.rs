@@ -49,9 +49,6 @@ impl PathRoute {
         }
     }
 
-    /// Applies the path's filters to a response: compression, then the header commands (so
-    /// they have the last word, on Vary or Content-Encoding too). [`Router::handle`] does it
-    /// for an answer that is ready now; the driver calls it for one that came later.
     /// Whether `resp`, this path's answer ready now, may be given again to a byte-identical
     /// request while [`Body::reusable_now`] holds ([`Handler::answer_repeats`]). Not on a path
     /// with an access log: each request there has its line.
@@ -60,6 +57,9 @@ impl PathRoute {
         self.access_log.is_none() && self.handler.answer_repeats(resp)
     }
 
+    /// Applies the path's filters to a response: compression, then the header commands (so
+    /// they have the last word, on Vary or Content-Encoding too). [`Router::handle`] does it
+    /// for an answer that is ready now; the driver calls it for one that came later.
     pub fn finish(&self, negotiated: Negotiated, resp: &mut Response) {
         if let Some(c) = &self.compress {
             c.apply(negotiated, resp);
