@@ -136,7 +136,8 @@ fn a_parked_connection_is_reused_and_parks_again() {
 
 #[test]
 fn a_connection_reused_within_the_delay_never_parks() {
-    let s = server("http1-idle-park-delay: 2000");
+    // The lane would take it at once: this is about the park delay.
+    let s = server("http1-idle-park-delay: 2000\nhttp1-lane: OFF");
     let mut c = s.connect();
     let mut pending = Vec::new();
     for _ in 0..10 {
@@ -148,7 +149,7 @@ fn a_connection_reused_within_the_delay_never_parks() {
 
 #[test]
 fn parking_off_keeps_the_task() {
-    let s = server("http1-idle-park-delay: OFF");
+    let s = server("http1-idle-park-delay: OFF\nhttp1-lane: OFF");
     let mut c = s.connect();
     let mut pending = Vec::new();
     assert_eq!(ask(&mut c, &mut pending).text(), "42");

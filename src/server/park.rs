@@ -21,9 +21,11 @@
 //! outlasted the client's last frame parks later than that; its idle timeout may then pass
 //! late by as much, when the connection before it in the FIFO expires.)
 
-use super::h1::{Addrs, Idle};
+use super::buffers::READ_BUFFER;
+use super::h1::{self, Addrs, Carried, Idle, LaneStep};
 use super::h2::Asleep;
 use super::worker::{self, ConnectionGuard, WorkerCtx};
+use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
@@ -45,11 +47,21 @@ const TRIM_AFTER_PARKS: usize = 64;
 const TRIM_INTERVAL: Duration = Duration::from_secs(1);
 /// Slots per chunk of the `Sleepers` slab (one bit each in a `u64`): about 24 KB a chunk.
 const SLEEPERS_PER_CHUNK: u32 = 64;
+/// No record: the end of the lane's list.
+const NIL: u32 = u32::MAX;
+/// A read buffer with less room than this grows before the next read.
+const READ_ROOM_MIN: usize = 1024;
 
 /// This worker's parked connections.
 pub(crate) struct Parking {
     /// The keep-alive timeout less the park delay: what is left of a parked connection's wait.
     lead: Duration,
+    /// `http1-keepalive-timeout`: a lane connection's wait after its last request.
+    keepalive: Duration,
+    /// `http1-idle-park-delay` is on: idle connections park after it.
+    parks: bool,
+    /// `http1-lane` is on: the HTTP/1.1 records are served in place (edge-triggered).
+    lane: bool,
     /// The epoll instance holding the parked sockets, one-shot each, watched by tokio.
     epoll: AsyncFd<OwnedFd>,
     parked: RefCell<Parked>,
@@ -62,7 +74,6 @@ pub(crate) struct Parking {
 }
 
 /// The records, in a slab, with the order they were parked in.
-#[derive(Default)]
 struct Parked {
     records: Vec<Option<Record>>,
     free: Vec<u32>,
@@ -71,6 +82,11 @@ struct Parked {
     order: VecDeque<(u32, u32)>,
     /// The same for HTTP/2 records with a deadline.
     order_h2: VecDeque<(u32, u32)>,
+    /// The lane's records that answered a request, least recently active first (linked
+    /// through `Record::prev`/`next`): an answer moves its record to the tail, so deadlines
+    /// come in list order with no queue entry per request.
+    lane_head: u32,
+    lane_tail: u32,
     serial: u32,
     /// The compact state of the parked HTTP/2 connections.
     sleepers: Sleepers,
@@ -86,6 +102,11 @@ struct Record {
     until: Instant,
     /// Tells this record from a later one in the same slot.
     serial: u32,
+    /// In the lane's list (`Parked::lane_head`), with its neighbours there; its entry in
+    /// `order`, if any, is stale.
+    linked: bool,
+    prev: u32,
+    next: u32,
 }
 
 /// What a parked connection's next task takes over (`Idle`), as the record keeps it.
@@ -113,6 +134,68 @@ struct Chunk<T> {
     used: u64,
     /// Empty (no allocation) while the chunk is freed.
     slots: Box<[Option<T>]>,
+}
+
+impl Default for Parked {
+    fn default() -> Self {
+        Parked {
+            records: Vec::new(),
+            free: Vec::new(),
+            order: VecDeque::new(),
+            order_h2: VecDeque::new(),
+            lane_head: NIL,
+            lane_tail: NIL,
+            serial: 0,
+            sleepers: Sleepers::default(),
+        }
+    }
+}
+
+impl Parked {
+    /// Puts `slot` at the tail of the lane's list (out of its place first, if linked).
+    fn link_last(&mut self, slot: u32) {
+        self.unlink(slot);
+        let tail = self.lane_tail;
+        let Some(Some(r)) = self.records.get_mut(slot as usize) else {
+            return;
+        };
+        r.linked = true;
+        r.prev = tail;
+        r.next = NIL;
+        match self.records.get_mut(tail as usize) {
+            Some(Some(t)) => t.next = slot,
+            _ => self.lane_head = slot,
+        }
+        self.lane_tail = slot;
+    }
+
+    /// Takes `slot` out of the lane's list, if it is in it.
+    fn unlink(&mut self, slot: u32) {
+        let Some(Some(r)) = self.records.get_mut(slot as usize) else {
+            return;
+        };
+        if !r.linked {
+            return;
+        }
+        r.linked = false;
+        let (prev, next) = (r.prev, r.next);
+        match self.records.get_mut(prev as usize) {
+            Some(Some(p)) => p.next = next,
+            _ => self.lane_head = next,
+        }
+        match self.records.get_mut(next as usize) {
+            Some(Some(n)) => n.prev = prev,
+            _ => self.lane_tail = prev,
+        }
+    }
+
+    /// Takes the record out of `slot` (out of the lane's list too) and frees the slot.
+    fn remove(&mut self, slot: u32) -> Option<Record> {
+        self.unlink(slot);
+        let record = self.records.get_mut(slot as usize)?.take()?;
+        self.free.push(slot);
+        Some(record)
+    }
 }
 
 impl<T> Default for Sleepers<T> {
@@ -174,7 +257,8 @@ impl Parking {
     pub fn new(config: &crate::config::Config) -> Option<Parking> {
         let http1 = &config.http1;
         let delay = http1.idle_park_delay;
-        if delay.is_zero() || delay >= http1.keepalive_timeout {
+        let parks = !delay.is_zero() && delay < http1.keepalive_timeout;
+        if !parks && !http1.lane {
             return None;
         }
         // SAFETY: epoll_create1 has no memory preconditions; the result is checked.
@@ -200,7 +284,10 @@ impl Parking {
             }
         };
         Some(Parking {
-            lead: http1.keepalive_timeout - delay,
+            lead: http1.keepalive_timeout.saturating_sub(delay),
+            keepalive: http1.keepalive_timeout,
+            parks,
+            lane: http1.lane,
             epoll,
             parked: RefCell::default(),
             changed: tokio::sync::Notify::new(),
@@ -209,10 +296,22 @@ impl Parking {
         })
     }
 
+    /// Whether idle connections park after `http1-idle-park-delay` (HTTP/1.1 and h2c).
+    pub fn parks(&self) -> bool {
+        self.parks
+    }
+
+    /// Whether a plain HTTP/1.1 connection waits in the lane once it answered a request.
+    pub fn lane(&self) -> bool {
+        self.lane
+    }
+
     /// Closes every parked connection (the server stops, or the worker ends).
     pub fn close_all(&self) {
         let records = {
             let mut p = self.parked.borrow_mut();
+            p.lane_head = NIL;
+            p.lane_tail = NIL;
             p.order.clear();
             p.order_h2.clear();
             p.free.clear();
@@ -234,7 +333,11 @@ impl Parking {
     ) -> io::Result<()> {
         // The park delay just passed: the keep-alive deadline is what is left of the wait.
         let now = Instant::now();
+        // A lane connection that answered a request waits the whole keep-alive timeout, in
+        // the lane's list; one that parked after the delay, what is left of it, in park order.
+        let listed = self.lane && matches!(idle, Idle::Http1 { fresh: false, .. });
         let (until, in_order) = match &idle {
+            Idle::Http1 { .. } if listed => (now + self.keepalive, true),
             Idle::Http1 { .. } => (now + self.lead, true),
             Idle::Http2(asleep) => match asleep.deadline() {
                 Some(d) => (d, true),
@@ -255,7 +358,8 @@ impl Parking {
         };
         // Into the slab before the connection's task (and its busy state) is freed.
         let idle = match idle {
-            Idle::Http1 { fresh, open } => Kept::Http1 { fresh, open },
+            // A task hands over no buffers as it parks.
+            Idle::Http1 { fresh, open, .. } => Kept::Http1 { fresh, open },
             Idle::Http2(asleep) => match p.sleepers.insert(*asleep) {
                 Some(s) => Kept::Http2(s),
                 None => {
@@ -266,7 +370,8 @@ impl Parking {
         };
         p.serial = p.serial.wrapping_add(1);
         let serial = p.serial;
-        if let Err(e) = self.arm(fd, libc::EPOLL_CTL_ADD, slot, serial) {
+        let served = self.lane && matches!(idle, Kept::Http1 { .. });
+        if let Err(e) = self.arm(fd, libc::EPOLL_CTL_ADD, slot, serial, served) {
             p.free.push(slot);
             let asleep = match idle {
                 Kept::Http2(s) => p.sleepers.take(s),
@@ -283,8 +388,13 @@ impl Parking {
             idle,
             until,
             serial,
+            linked: false,
+            prev: NIL,
+            next: NIL,
         });
-        if in_order {
+        if listed {
+            p.link_last(slot);
+        } else if in_order {
             if h2 {
                 p.order_h2.push_back((slot, serial));
             } else {
@@ -303,10 +413,24 @@ impl Parking {
         Ok(())
     }
 
-    /// Adds `fd` to the epoll instance (or re-arms it), reporting one readiness event.
-    fn arm(&self, fd: RawFd, op: libc::c_int, slot: u32, serial: u32) -> io::Result<()> {
+    /// Adds `fd` to the epoll instance (or re-arms it), reporting one readiness event; or,
+    /// for a connection the lane serves in place, every new readiness (edge-triggered: an
+    /// answered request costs no `epoll_ctl`).
+    fn arm(
+        &self,
+        fd: RawFd,
+        op: libc::c_int,
+        slot: u32,
+        serial: u32,
+        served: bool,
+    ) -> io::Result<()> {
+        let once = if served {
+            libc::EPOLLET
+        } else {
+            libc::EPOLLONESHOT
+        };
         let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32,
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP | once) as u32,
             u64: (u64::from(serial) << 32) | u64::from(slot),
         };
         // SAFETY: both fds are open; `ev` is a valid event for the duration of the call.
@@ -321,8 +445,7 @@ impl Parking {
     /// Takes the record an event names, if it is still parked, with its slot; the slot stays
     /// reserved until `put_back` or `release`.
     fn take(&self, data: u64) -> Option<(u32, Record)> {
-        let slot = (data & u64::from(u32::MAX)) as u32;
-        let serial = (data >> 32) as u32;
+        let (slot, serial) = split(data);
         let mut p = self.parked.borrow_mut();
         let entry = p.records.get_mut(slot as usize)?;
         if entry.as_ref().is_none_or(|r| r.serial != serial) {
@@ -335,7 +458,7 @@ impl Parking {
     fn put_back(&self, slot: u32, record: Record) {
         let fd = record.socket.as_raw_fd();
         if self
-            .arm(fd, libc::EPOLL_CTL_MOD, slot, record.serial)
+            .arm(fd, libc::EPOLL_CTL_MOD, slot, record.serial, false)
             .is_ok()
         {
             if let Some(entry) = self.parked.borrow_mut().records.get_mut(slot as usize) {
@@ -374,12 +497,99 @@ impl Parking {
             };
         }
         let n = n as usize;
+        let mut lane = Lane::default();
         for ev in &events[..n] {
-            if let Some((slot, record)) = self.take(ev.u64) {
+            if self.serves(ev.u64) {
+                self.serve(ev.u64, ctx, &mut lane);
+            } else if let Some((slot, record)) = self.take(ev.u64) {
                 self.wake(slot, record, ctx);
             }
         }
+        if let Some((rbuf, wbuf)) = lane.buffers {
+            ctx.buffers.give_read(rbuf);
+            ctx.buffers.give_write(wbuf);
+        }
         Ok(n == EVENTS_PER_CALL)
+    }
+
+    /// Whether the record an event names is one the lane serves in place.
+    fn serves(&self, data: u64) -> bool {
+        self.lane && self.current(data, |r| matches!(r.idle, Kept::Http1 { .. }))
+    }
+
+    /// `test` of the record an event names, false when it left since.
+    fn current(&self, data: u64, test: impl Fn(&Record) -> bool) -> bool {
+        let (slot, serial) = split(data);
+        let p = self.parked.borrow();
+        matches!(p.records.get(slot as usize), Some(Some(r)) if r.serial == serial && test(r))
+    }
+
+    /// Serves a lane connection that became readable: reads, answers inline requests and
+    /// sends their responses, all in place; the connection stays in the lane, or goes to a
+    /// task with what it read (`Handover`), or closes.
+    fn serve(&self, data: u64, ctx: &WorkerCtx, lane: &mut Lane) {
+        let (slot, _) = split(data);
+        let (fd, addrs, fresh) = {
+            let p = self.parked.borrow();
+            let Some(Some(r)) = p.records.get(slot as usize) else {
+                return;
+            };
+            let Kept::Http1 { fresh, .. } = r.idle else {
+                return;
+            };
+            (r.socket.as_raw_fd(), r.addrs, fresh)
+        };
+        let (rbuf, wbuf) = lane
+            .buffers
+            .get_or_insert_with(|| (ctx.buffers.read_buffer(), ctx.buffers.write_buffer()));
+        let mut answered = false;
+        let served = super::panics::contain_step(&addrs.0, || {
+            exchange(fd, &addrs, fresh, ctx, rbuf, wbuf, &mut answered)
+        });
+        let Some(served) = served else {
+            // A panic: this connection closes, with whatever it left in the buffers.
+            rbuf.clear();
+            wbuf.clear();
+            self.close(slot);
+            return;
+        };
+        match served {
+            Served::Kept if answered => {
+                let until = *lane.now.get_or_insert_with(Instant::now) + self.keepalive;
+                let mut p = self.parked.borrow_mut();
+                if let Some(Some(r)) = p.records.get_mut(slot as usize) {
+                    r.until = until;
+                    if let Kept::Http1 { fresh, .. } = &mut r.idle {
+                        *fresh = false;
+                    }
+                }
+                p.link_last(slot);
+            }
+            Served::Kept => {}
+            Served::Closed => self.close(slot),
+            Served::Handover => {
+                let record = self.parked.borrow_mut().remove(slot);
+                let Some(mut record) = record else {
+                    return;
+                };
+                if let Kept::Http1 { fresh, .. } = &mut record.idle {
+                    *fresh &= !answered;
+                }
+                let carried = Carried {
+                    rbuf: std::mem::replace(rbuf, ctx.buffers.read_buffer()),
+                    wbuf: std::mem::replace(wbuf, ctx.buffers.write_buffer()),
+                };
+                self.resume(record, Some(Box::new(carried)));
+            }
+        }
+    }
+
+    /// Closes the lane connection in `slot`.
+    fn close(&self, slot: u32) {
+        let record = self.parked.borrow_mut().remove(slot);
+        if let Some(r) = record {
+            self.discard(r);
+        }
     }
 
     /// A parked socket became readable: resume it if a request waits, close it at end of
@@ -401,7 +611,7 @@ impl Parking {
         }
         self.release(slot);
         if n > 0 && !ctx.close_idle.get() {
-            self.resume(record);
+            self.resume(record, None);
         } else {
             // The peer closed (or reset), or the server stops.
             self.discard(record);
@@ -413,9 +623,28 @@ impl Parking {
     fn expire(&self, now: Instant) -> Option<Instant> {
         let h1 = self.expire_queue(now, |p| &mut p.order);
         let h2 = self.expire_queue(now, |p| &mut p.order_h2);
-        match (h1, h2) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let lane = self.expire_lane(now);
+        [h1, h2, lane].into_iter().flatten().min()
+    }
+
+    /// Closes the lane's connections whose keep-alive deadline passed (the list's head);
+    /// returns the next deadline.
+    fn expire_lane(&self, now: Instant) -> Option<Instant> {
+        loop {
+            let mut p = self.parked.borrow_mut();
+            let head = p.lane_head;
+            let until = match p.records.get(head as usize) {
+                Some(Some(r)) => r.until,
+                _ => return None,
+            };
+            if until > now {
+                return Some(until);
+            }
+            let record = p.remove(head);
+            drop(p);
+            if let Some(r) = record {
+                self.discard(r);
+            }
         }
     }
 
@@ -429,7 +658,9 @@ impl Parking {
             let mut p = self.parked.borrow_mut();
             let &(slot, serial) = queue(&mut p).front()?;
             let entry = p.records.get_mut(slot as usize);
-            let current = entry.and_then(|e| e.as_ref().filter(|r| r.serial == serial));
+            // A record the lane's list took over has a stale entry here.
+            let current =
+                entry.and_then(|e| e.as_ref().filter(|r| r.serial == serial && !r.linked));
             match current.map(|r| r.until) {
                 Some(until) if until > now => return Some(until),
                 Some(_) => {
@@ -439,7 +670,7 @@ impl Parking {
                     drop(p);
                     // An HTTP/2 connection's task applies its timeout (a GOAWAY).
                     match record {
-                        Some(r) if matches!(r.idle, Kept::Http2(_)) => self.resume(r),
+                        Some(r) if matches!(r.idle, Kept::Http2(_)) => self.resume(r, None),
                         Some(r) => self.discard(r),
                         None => {}
                     }
@@ -473,12 +704,13 @@ impl Parking {
             woken
         };
         for r in woken {
-            self.resume(r);
+            self.resume(r, None);
         }
     }
 
-    /// Gives a parked connection a task again; it reads the request that woke it.
-    fn resume(&self, record: Record) {
+    /// Gives a parked connection a task again; it reads the request that woke it, or goes on
+    /// from what the lane `carried`.
+    fn resume(&self, record: Record, carried: Option<Box<Carried>>) {
         let Record {
             socket,
             addrs,
@@ -487,7 +719,11 @@ impl Parking {
             ..
         } = record;
         let idle = match idle {
-            Kept::Http1 { fresh, open } => Idle::Http1 { fresh, open },
+            Kept::Http1 { fresh, open } => Idle::Http1 {
+                fresh,
+                open,
+                carried,
+            },
             Kept::Http2(slot) => {
                 let asleep = self.parked.borrow_mut().sleepers.take(slot);
                 match asleep {
@@ -524,6 +760,115 @@ impl Parking {
     }
 }
 
+/// The slot and serial an event's data names.
+fn split(data: u64) -> (u32, u32) {
+    ((data & u64::from(u32::MAX)) as u32, (data >> 32) as u32)
+}
+
+/// What one batch of readiness events shares: the worker's buffers (taken at the first lane
+/// event, given back after the batch) and the time of the first answer.
+#[derive(Default)]
+struct Lane {
+    buffers: Option<(BytesMut, Vec<u8>)>,
+    now: Option<Instant>,
+}
+
+/// How a lane connection's turn ended.
+enum Served {
+    /// Nothing left to read: it stays in the lane.
+    Kept,
+    /// A task takes over from what is in the buffers.
+    Handover,
+    /// End of stream or an error.
+    Closed,
+}
+
+/// Reads what `fd` has (edge-triggered: until a read comes short), answers the inline
+/// requests (`h1::answer_in_lane`) and sends their responses with one `send` per read;
+/// `answered` says whether any request was. Leaves the buffers empty unless it hands over.
+fn exchange(
+    fd: RawFd,
+    addrs: &Addrs,
+    fresh: bool,
+    ctx: &WorkerCtx,
+    rbuf: &mut BytesMut,
+    wbuf: &mut Vec<u8>,
+    answered: &mut bool,
+) -> Served {
+    let pipelined = ctx.config.limits.pipelined_requests;
+    loop {
+        if rbuf.capacity() - rbuf.len() < READ_ROOM_MIN {
+            rbuf.reserve(READ_BUFFER);
+        }
+        let spare = rbuf.spare_capacity_mut();
+        let room = spare.len();
+        // SAFETY: `spare` is valid for `room` bytes; the fd is the record's own.
+        let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), room, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            match io::Error::last_os_error().kind() {
+                io::ErrorKind::WouldBlock => return Served::Kept,
+                io::ErrorKind::Interrupted => continue,
+                _ => return Served::Closed,
+            }
+        }
+        if n == 0 {
+            // A partial request then end of stream: the task answers as it would.
+            return if rbuf.is_empty() {
+                Served::Closed
+            } else {
+                Served::Handover
+            };
+        }
+        let n = n as usize;
+        // SAFETY: the kernel initialized the first `n` bytes of the spare capacity.
+        unsafe { rbuf.set_len(rbuf.len() + n) };
+        let mut queued = 0;
+        while !rbuf.is_empty() {
+            match h1::answer_in_lane(ctx, addrs, fresh && !*answered, rbuf, wbuf) {
+                LaneStep::Answered => *answered = true,
+                LaneStep::Handover => return Served::Handover,
+            }
+            queued += 1;
+            if queued >= pipelined {
+                if !send_now(fd, wbuf) {
+                    return Served::Handover;
+                }
+                queued = 0;
+            }
+        }
+        if !send_now(fd, wbuf) {
+            return Served::Handover;
+        }
+        if n < room {
+            return Served::Kept;
+        }
+    }
+}
+
+/// Sends `wbuf` without waiting; true when all of it went (`wbuf` is then empty). What did
+/// not go stays in `wbuf` for the task that takes over (an error there closes it).
+fn send_now(fd: RawFd, wbuf: &mut Vec<u8>) -> bool {
+    while !wbuf.is_empty() {
+        // SAFETY: `wbuf` is valid for its length; the fd is the record's own.
+        let n = unsafe {
+            libc::send(
+                fd,
+                wbuf.as_ptr().cast(),
+                wbuf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return false;
+        }
+        wbuf.drain(..n as usize);
+    }
+    true
+}
+
 /// Parks a connection whose driver returned it idle (`h1::serve`); closes it instead when that
 /// fails or the server is stopping.
 pub(super) fn park(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, idle: Idle) {
@@ -554,10 +899,15 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
     };
     let mut last_trim = Instant::now();
     let mut http2_resumed = false;
+    // One timer, moved only when the next wake-up changes (not once per readiness).
+    let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
+    tokio::pin!(sleep);
     loop {
         let stop = ctx.stop.notified();
         tokio::pin!(stop);
         stop.as_mut().enable();
+        let changed = parking.changed.notified();
+        tokio::pin!(changed);
         // HTTP/2 connections first: their tasks send the GOAWAY, also on a stop that closes
         // idle connections.
         if ctx.stopping.get() && !http2_resumed {
@@ -578,38 +928,38 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
             last_trim = now;
             continue;
         }
-        let wake_at = match (next, trim_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let wake_at = [next, trim_at].into_iter().flatten().min();
         parking.next_wake.set(next);
-        let sleep = async {
-            match wake_at {
-                Some(t) => tokio::time::sleep_until(t.into()).await,
-                None => std::future::pending().await,
+        if let Some(t) = wake_at.map(tokio::time::Instant::from_std) {
+            if sleep.deadline() != t {
+                sleep.as_mut().reset(t);
             }
-        };
-        tokio::select! {
-            biased;
-            ready = parking.epoll.readable() => {
-                let Ok(mut ready) = ready else {
-                    tracing::warn!("parked connections: the epoll instance failed; closing them");
-                    parking.close_all();
-                    return;
-                };
-                match parking.wake_ready(&ctx) {
-                    Ok(true) => {}
-                    Ok(false) => ready.clear_ready(),
-                    Err(e) => {
-                        tracing::warn!("parked connections: epoll_wait failed ({e}); closing them");
+        }
+        // Readiness is served here, the rest of the loop only runs when something else
+        // needs a look.
+        loop {
+            tokio::select! {
+                biased;
+                ready = parking.epoll.readable() => {
+                    let Ok(mut ready) = ready else {
+                        tracing::warn!("parked connections: the epoll instance failed; closing them");
                         parking.close_all();
                         return;
+                    };
+                    match parking.wake_ready(&ctx) {
+                        Ok(true) => {}
+                        Ok(false) => ready.clear_ready(),
+                        Err(e) => {
+                            tracing::warn!("parked connections: epoll_wait failed ({e}); closing them");
+                            parking.close_all();
+                            return;
+                        }
                     }
                 }
+                _ = &mut sleep, if wake_at.is_some() => break,
+                _ = &mut changed => break,
+                _ = &mut stop => break,
             }
-            _ = sleep => {}
-            _ = parking.changed.notified() => {}
-            _ = &mut stop => {}
         }
     }
 }
