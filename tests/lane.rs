@@ -8,14 +8,11 @@
 
 mod common;
 
+use common::parking::{Entry, EPOLLET, EPOLLONESHOT};
 use common::*;
 use std::io::Read;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
-
-/// EPOLLET and EPOLLONESHOT as /proc shows them in an entry's event mask.
-const EPOLLET: u64 = 1 << 31;
-const EPOLLONESHOT: u64 = 1 << 30;
 
 fn server(extra: &str) -> Spate {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -46,57 +43,9 @@ hosts:
     )
 }
 
-/// One entry of the parking instance: the server's fd, its event mask, its data.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Entry {
-    fd: u32,
-    events: u64,
-    data: u64,
-}
-
-/// The entries of the server's parking epoll instances (those registered in another epoll
-/// instance, tokio's).
+/// The lane's connections.
 fn lane(s: &Spate) -> Vec<Entry> {
-    let pid = s.child.id();
-    let mut instances: Vec<(u32, Vec<Entry>)> = Vec::new();
-    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .flatten()
-    {
-        let target = std::fs::read_link(e.path()).unwrap_or_default();
-        if target.to_string_lossy() != "anon_inode:[eventpoll]" {
-            continue;
-        }
-        let fd: u32 = e.file_name().to_string_lossy().parse().unwrap();
-        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
-        let entries = info
-            .lines()
-            .filter_map(|l| l.strip_prefix("tfd:"))
-            .filter_map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                let field = |name: &str| {
-                    let i = w.iter().position(|x| *x == name)?;
-                    u64::from_str_radix(w.get(i + 1)?, 16).ok()
-                };
-                Some(Entry {
-                    fd: w.first()?.parse().ok()?,
-                    events: field("events:")?,
-                    data: field("data:")?,
-                })
-            })
-            .collect();
-        instances.push((fd, entries));
-    }
-    let parking: Vec<u32> = instances
-        .iter()
-        .map(|(fd, _)| *fd)
-        .filter(|fd| instances.iter().any(|(_, w)| w.iter().any(|e| e.fd == *fd)))
-        .collect();
-    instances
-        .into_iter()
-        .filter(|(fd, _)| parking.contains(fd))
-        .flat_map(|(_, w)| w)
-        .collect()
+    common::parking::entries(s)
 }
 
 /// Waits (up to 10 s) until the lane holds `n` connections; returns them.
@@ -117,6 +66,17 @@ const GET: &[u8] = b"GET /answer HTTP/1.1\r\nHost: a\r\n\r\n";
 fn ask(c: &mut TcpStream, pending: &mut Vec<u8>) -> RawResponse {
     write_all(c, GET);
     read_response(c, pending, false)
+}
+
+/// Asserts that no more response comes (within 300 ms) on `c`.
+fn nothing_more(c: &mut TcpStream, pending: &[u8]) {
+    c.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(
+        pending.is_empty() && c.read(&mut buf).is_err(),
+        "no extra answer"
+    );
 }
 
 /// A connection that answered one request and waits in the lane, with its entry.
@@ -179,13 +139,7 @@ fn a_body_pipelined_behind_an_inline_request_goes_to_a_task_with_its_bytes() {
         assert_eq!((r.status, r.text().as_str()), (200, "42"));
     }
     // Nothing more: the body was not taken for a request.
-    c.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let mut buf = [0u8; 64];
-    assert!(
-        pending.is_empty() && c.read(&mut buf).is_err(),
-        "no extra answer"
-    );
+    nothing_more(&mut c, &pending);
     // Back in the lane, as a new record.
     let back = wait_lane(&s, 1)[0];
     assert_eq!(back.fd, entry.fd);
@@ -211,13 +165,7 @@ fn a_head_split_across_writes_is_answered_once() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
-    c.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let mut buf = [0u8; 64];
-    assert!(
-        pending.is_empty() && c.read(&mut buf).is_err(),
-        "no extra answer"
-    );
+    nothing_more(&mut c, &pending);
     wait_lane(&s, 1);
 }
 
@@ -261,36 +209,47 @@ fn the_keep_alive_deadline_of_a_lane_connection_follows_its_last_request() {
 }
 
 #[test]
-fn a_stop_closes_lane_connections_promptly() {
+fn a_stop_closes_every_lane_connection_at_once() {
     let mut s = server("");
-    let (mut c, _, _) = in_lane(&s);
+    let mut conns: Vec<TcpStream> = (0..3).map(|_| s.connect()).collect();
+    for c in &mut conns {
+        let mut pending = Vec::new();
+        assert_eq!(ask(c, &mut pending).text(), "42");
+    }
+    wait_lane(&s, 3);
+    // One goes to a task (a partial head) and back.
+    write_all(&mut conns[2], &GET[..10]);
+    std::thread::sleep(Duration::from_millis(50));
+    write_all(&mut conns[2], &GET[10..]);
+    let mut pending = Vec::new();
+    let r = read_response(&mut conns[2], &mut pending, false);
+    assert_eq!(r.text(), "42");
+    wait_lane(&s, 3);
     let start = Instant::now();
     assert!(s.stop().success());
-    assert!(start.elapsed() < Duration::from_secs(5));
-    let mut buf = [0u8; 16];
-    assert_eq!(c.read(&mut buf).unwrap_or(0), 0);
+    assert!(start.elapsed() < Duration::from_secs(5), "no drain wait");
+    for c in &mut conns {
+        assert_eq!(read_to_close(c), "");
+    }
 }
 
 #[test]
-fn a_lane_connection_reused_during_a_reload_drain_is_answered_with_close() {
+fn a_reload_drain_answers_one_more_lane_request_with_close() {
     let s = server("shutdown-timeout: 10");
     let (mut c, mut pending, _) = in_lane(&s);
-    signal(&s.child, libc::SIGHUP);
-    let end = Instant::now() + Duration::from_secs(10);
-    while !s.stderr_lines().iter().any(|l| l.contains("reload")) && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let r = ask(&mut c, &mut pending);
-    assert_eq!(r.text(), "42");
-    assert_eq!(r.header("connection"), Some("close"));
-    let mut buf = [0u8; 16];
-    assert_eq!(c.read(&mut buf).unwrap_or(0), 0, "then closed");
-    // The new generation serves in its own lane.
-    let mut d = s.connect();
-    let mut pending = Vec::new();
+    common::parking::reload_and_wait(&s);
+    // Two pipelined: the first is answered with `Connection: close`, the second never.
+    write_all(&mut c, &GET.repeat(2));
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!(
+        (r.text().as_str(), r.header("connection")),
+        ("42", Some("close"))
+    );
+    assert_eq!(read_to_close(&mut c), "", "then closed, nothing more");
+    // The new generation answers in its own lane.
+    let (mut d, mut pending, entry) = in_lane(&s);
     assert_eq!(ask(&mut d, &mut pending).text(), "42");
-    assert_eq!(ask(&mut d, &mut pending).text(), "42");
+    assert_eq!(lane(&s), vec![entry]);
 }
 
 #[test]
