@@ -320,3 +320,24 @@ fn a_panic_in_the_lane_closes_only_its_connection() {
     assert_eq!(ask(&mut other, &mut other_pending).text(), "42");
     assert_eq!(wait_lane(&s, 1).len(), 1);
 }
+
+#[test]
+fn a_new_connection_enters_the_lane_from_accept() {
+    // A park delay that never passes in this test: only the lane takes a connection early.
+    let s = server("http1-idle-park-delay: 5000");
+    let mut c = s.connect();
+    let entry = wait_lane(&s, 1)[0];
+    assert_ne!(entry.events & EPOLLET, 0, "{entry:?}");
+    // Its first requests are answered there.
+    let mut pending = Vec::new();
+    assert_eq!(ask(&mut c, &mut pending).text(), "42");
+    assert_eq!(ask(&mut c, &mut pending).text(), "42");
+    assert_eq!(lane(&s), vec![entry]);
+    // The HTTP/2 preface of a new connection goes to a task, which speaks HTTP/2.
+    let out = curl(&["-s", "--http2-prior-knowledge", &s.url("/answer")]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "42");
+    // Bytes that are not HTTP on a new connection: closed without an answer, as by a task.
+    let mut d = s.connect();
+    write_all(&mut d, b"INVALID CONNECTION PREFACE\r\n\r\n");
+    assert_eq!(read_to_close(&mut d), "");
+}

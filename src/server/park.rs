@@ -324,18 +324,19 @@ impl Parking {
         drop(records);
     }
 
+    /// Parks a connection, or puts it in the lane. `waited`: it waited the park delay (what
+    /// is left of its keep-alive timeout is its deadline, in park order); otherwise it waits
+    /// the whole timeout, in the lane's list.
     fn insert(
         &self,
         socket: std::net::TcpStream,
         addrs: Addrs,
         guard: ConnectionGuard,
         idle: Idle,
+        waited: bool,
     ) -> io::Result<()> {
-        // The park delay just passed: the keep-alive deadline is what is left of the wait.
         let now = Instant::now();
-        // A lane connection that answered a request waits the whole keep-alive timeout, in
-        // the lane's list; one that parked after the delay, what is left of it, in park order.
-        let listed = self.lane && matches!(idle, Idle::Http1 { fresh: false, .. });
+        let listed = self.lane && !waited && matches!(idle, Idle::Http1 { .. });
         let (until, in_order) = match &idle {
             Idle::Http1 { .. } if listed => (now + self.keepalive, true),
             Idle::Http1 { .. } => (now + self.lead, true),
@@ -899,8 +900,27 @@ pub(super) fn park(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, idle
             return;
         }
     };
-    if let Err(e) = parking.insert(socket, addrs, guard, idle) {
+    // A connection that answered a request goes to the lane at once; the others waited.
+    let waited = !(parking.lane && matches!(idle, Idle::Http1 { fresh: false, .. }));
+    if let Err(e) = parking.insert(socket, addrs, guard, idle, waited) {
         tracing::debug!(peer = %addrs.0, "cannot park a connection: {e}");
+    }
+}
+
+/// Puts a connection just accepted into the lane (`Listener::Lane` in `worker.rs`); closes
+/// it when that fails.
+pub(super) fn enter(socket: std::net::TcpStream, addrs: Addrs, guard: ConnectionGuard) {
+    let ctx = guard.ctx.clone();
+    let Some(parking) = ctx.parking.as_ref() else {
+        return;
+    };
+    let idle = Idle::Http1 {
+        fresh: true,
+        open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1),
+        carried: None,
+    };
+    if let Err(e) = parking.insert(socket, addrs, guard, idle, false) {
+        tracing::warn!(peer = %addrs.0, "cannot serve a connection in the lane: {e}");
     }
 }
 
