@@ -341,3 +341,18 @@ fn a_new_connection_enters_the_lane_from_accept() {
     write_all(&mut d, b"INVALID CONNECTION PREFACE\r\n\r\n");
     assert_eq!(read_to_close(&mut d), "");
 }
+
+#[test]
+fn a_request_sent_with_a_half_close_is_answered_then_closed() {
+    let s = server("");
+    let (mut c, _, _) = in_lane(&s);
+    // The request and the end of the client's side arrive together.
+    write_all(&mut c, &GET.repeat(2));
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let start = Instant::now();
+    let out = read_to_close(&mut c);
+    assert_eq!(out.matches("HTTP/1.1 200").count(), 2, "{out}");
+    assert!(start.elapsed() < Duration::from_secs(2), "closed at once");
+    assert_eq!(wait_lane(&s, 0), vec![]);
+}

@@ -501,7 +501,10 @@ impl Parking {
         let mut lane = Lane::default();
         for ev in &events[..n] {
             if let Some(served) = self.served(ev.u64) {
-                self.serve(served, ctx, &mut lane);
+                // The peer closed its side: what it sent last is answered, then the lane closes
+                // (no later edge would tell).
+                let closed = ev.events & (libc::EPOLLRDHUP | libc::EPOLLHUP) as u32 != 0;
+                self.serve(served, closed, ctx, &mut lane);
             } else if let Some((slot, record)) = self.take(ev.u64) {
                 self.wake(slot, record, ctx);
             }
@@ -533,7 +536,13 @@ impl Parking {
     /// Serves a lane connection that became readable: reads, answers inline requests and
     /// sends their responses, all in place; the connection stays in the lane, or goes to a
     /// task with what it read (`Handover`), or closes.
-    fn serve(&self, served: (u32, RawFd, Addrs, bool), ctx: &WorkerCtx, lane: &mut Lane) {
+    fn serve(
+        &self,
+        served: (u32, RawFd, Addrs, bool),
+        closed: bool,
+        ctx: &WorkerCtx,
+        lane: &mut Lane,
+    ) {
         let (slot, fd, addrs, fresh) = served;
         let (rbuf, wbuf) = lane
             .buffers
@@ -541,6 +550,10 @@ impl Parking {
         let mut answered = false;
         let served = super::panics::contain_step(&addrs.0, || {
             exchange(fd, &addrs, fresh, ctx, rbuf, wbuf, &mut answered)
+        });
+        let served = served.map(|s| match s {
+            Served::Kept if closed => Served::Closed,
+            s => s,
         });
         let Some(served) = served else {
             // A panic: this connection closes, with whatever it left in the buffers.
