@@ -9,6 +9,14 @@
 //! pages can go back to the system (a block per connection would pin one page of freed
 //! memory each, about 3 KB per parked connection in RSS).
 //!
+//! The lane (`http1-lane`) uses the same instance and records: plain connections enter it
+//! from accept, and an HTTP/1.1 connection whose task answered a request comes back to it at
+//! once. Its sockets are edge-triggered, not one-shot: on readiness `watch` reads, answers
+//! inline requests (`h1::answer_in_lane`, the inline path of a connection task) and sends the
+//! responses in place, and the connection stays; anything else goes to a task with the bytes
+//! read (`Served::Handover`). Lane deadlines follow each connection's last request: the
+//! records are linked in activity order (`Parked::lane_head`).
+//!
 //! One task per worker (`watch`) serves all parked connections: readiness resumes a connection
 //! (its socket goes back to tokio and a new connection task reads the waiting request), the
 //! keep-alive deadline closes it, and so does a server stop. An HTTP/2 connection is resumed

@@ -47,8 +47,8 @@ pub(crate) struct WorkerCtx {
     /// Wakes idle connections when draining or stopping begins, and again when a drain turns
     /// into a stop.
     pub stop: Notify,
-    /// Idle HTTP/1.1 connections parked without their task (`http1-idle-park-delay`);
-    /// `None` when parking is off.
+    /// Idle connections parked without their task (`http1-idle-park-delay`) and the
+    /// HTTP/1.1 lane (`http1-lane`); `None` when both are off.
     pub parking: Option<park::Parking>,
     /// Open connections of this worker, to know when a graceful stop is complete.
     active: Cell<usize>,
