@@ -356,3 +356,20 @@ fn a_request_sent_with_a_half_close_is_answered_then_closed() {
     assert!(start.elapsed() < Duration::from_secs(2), "closed at once");
     assert_eq!(wait_lane(&s, 0), vec![]);
 }
+
+#[test]
+fn a_client_that_keeps_its_socket_full_is_answered_in_full() {
+    let s = server("");
+    let (mut c, mut pending, _) = in_lane(&s);
+    // Far more pipelined requests than a lane turn reads (a task takes over), sent while the
+    // answers are read.
+    const N: usize = 5000;
+    let mut writer = c.try_clone().unwrap();
+    let sender = std::thread::spawn(move || write_all(&mut writer, &GET.repeat(N)));
+    for _ in 0..N {
+        assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    }
+    sender.join().unwrap();
+    nothing_more(&mut c, &pending);
+    wait_lane(&s, 1);
+}

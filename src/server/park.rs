@@ -59,6 +59,9 @@ const SLEEPERS_PER_CHUNK: u32 = 64;
 const NIL: u32 = u32::MAX;
 /// A read buffer with less room than this grows before the next read.
 const READ_ROOM_MIN: usize = 1024;
+/// Full reads a lane connection gets per readiness: a client that keeps its socket full goes
+/// to a task (whose reads take turns with the other tasks) rather than hold the lane.
+const READS_PER_TURN: usize = 4;
 
 /// This worker's parked connections.
 pub(crate) struct Parking {
@@ -813,7 +816,7 @@ fn exchange(
     answered: &mut bool,
 ) -> Served {
     let pipelined = ctx.config.limits.pipelined_requests;
-    loop {
+    for _ in 0..READS_PER_TURN {
         if rbuf.capacity() - rbuf.len() < READ_ROOM_MIN {
             rbuf.reserve(READ_BUFFER);
         }
@@ -873,6 +876,8 @@ fn exchange(
             return Served::Kept;
         }
     }
+    // More to read, and no new edge will say so.
+    Served::Handover
 }
 
 /// Sends `wbuf` without waiting; true when all of it went (`wbuf` is then empty). What did
