@@ -29,11 +29,9 @@
 //! outlasted the client's last frame parks later than that; its idle timeout may then pass
 //! late by as much, when the connection before it in the FIFO expires.)
 
-use super::buffers::READ_BUFFER;
-use super::h1::{self, Addrs, Carried, Idle, LaneStep};
+use super::h1::{Addrs, Carried, Idle};
 use super::h2::Asleep;
 use super::worker::{self, ConnectionGuard, WorkerCtx};
-use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
@@ -42,6 +40,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
+
+mod lane;
+use lane::{exchange, Lane, Served};
 
 /// Readiness events taken from the epoll instance per call.
 const EVENTS_PER_CALL: usize = 64;
@@ -57,11 +58,6 @@ const TRIM_INTERVAL: Duration = Duration::from_secs(1);
 const SLEEPERS_PER_CHUNK: u32 = 64;
 /// No record: the end of the lane's list.
 const NIL: u32 = u32::MAX;
-/// A read buffer with less room than this grows before the next read.
-const READ_ROOM_MIN: usize = 1024;
-/// Full reads a lane connection gets per readiness: a client that keeps its socket full goes
-/// to a task (whose reads take turns with the other tasks) rather than hold the lane.
-const READS_PER_TURN: usize = 4;
 
 /// This worker's parked connections.
 pub(crate) struct Parking {
@@ -783,130 +779,6 @@ impl Parking {
 /// The slot and serial an event's data names.
 fn split(data: u64) -> (u32, u32) {
     ((data & u64::from(u32::MAX)) as u32, (data >> 32) as u32)
-}
-
-/// What one batch of readiness events shares: the worker's buffers (taken at the first lane
-/// event, given back after the batch) and the time of the first answer.
-#[derive(Default)]
-struct Lane {
-    buffers: Option<(BytesMut, Vec<u8>)>,
-    now: Option<Instant>,
-}
-
-/// How a lane connection's turn ended.
-enum Served {
-    /// Nothing left to read: it stays in the lane.
-    Kept,
-    /// A task takes over from what is in the buffers.
-    Handover,
-    /// End of stream or an error.
-    Closed,
-}
-
-/// Reads what `fd` has (edge-triggered: until a read comes short), answers the inline
-/// requests (`h1::answer_in_lane`) and sends their responses with one `send` per read;
-/// `answered` says whether any request was. Leaves the buffers empty unless it hands over.
-fn exchange(
-    fd: RawFd,
-    addrs: &Addrs,
-    fresh: bool,
-    ctx: &WorkerCtx,
-    rbuf: &mut BytesMut,
-    wbuf: &mut Vec<u8>,
-    answered: &mut bool,
-) -> Served {
-    let pipelined = ctx.config.limits.pipelined_requests;
-    for _ in 0..READS_PER_TURN {
-        if rbuf.capacity() - rbuf.len() < READ_ROOM_MIN {
-            rbuf.reserve(READ_BUFFER);
-        }
-        let spare = rbuf.spare_capacity_mut();
-        let room = spare.len();
-        // The system call itself: libc's `recv` is a cancellation point, which costs more
-        // than the rest of its wrapper, on every request.
-        // SAFETY: `spare` is valid for `room` bytes; the fd is the record's own; null
-        // address arguments are allowed.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_recvfrom,
-                fd,
-                spare.as_mut_ptr(),
-                room,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut::<libc::sockaddr>(),
-                std::ptr::null_mut::<libc::socklen_t>(),
-            )
-        };
-        if n < 0 {
-            match io::Error::last_os_error().kind() {
-                io::ErrorKind::WouldBlock => return Served::Kept,
-                io::ErrorKind::Interrupted => continue,
-                _ => return Served::Closed,
-            }
-        }
-        if n == 0 {
-            // A partial request then end of stream: the task answers as it would.
-            return if rbuf.is_empty() {
-                Served::Closed
-            } else {
-                Served::Handover
-            };
-        }
-        let n = n as usize;
-        // SAFETY: the kernel initialized the first `n` bytes of the spare capacity.
-        unsafe { rbuf.set_len(rbuf.len() + n) };
-        let mut queued = 0;
-        while !rbuf.is_empty() {
-            match h1::answer_in_lane(ctx, addrs, fresh && !*answered, rbuf, wbuf) {
-                LaneStep::Answered => *answered = true,
-                LaneStep::Handover => return Served::Handover,
-            }
-            queued += 1;
-            if queued >= pipelined {
-                if !send_now(fd, wbuf) {
-                    return Served::Handover;
-                }
-                queued = 0;
-            }
-        }
-        if !send_now(fd, wbuf) {
-            return Served::Handover;
-        }
-        if n < room {
-            return Served::Kept;
-        }
-    }
-    // More to read, and no new edge will say so.
-    Served::Handover
-}
-
-/// Sends `wbuf` without waiting; true when all of it went (`wbuf` is then empty). What did
-/// not go stays in `wbuf` for the task that takes over (an error there closes it).
-fn send_now(fd: RawFd, wbuf: &mut Vec<u8>) -> bool {
-    while !wbuf.is_empty() {
-        // The system call itself, as for the read (`exchange`).
-        // SAFETY: `wbuf` is valid for its length; the fd is the record's own; a null
-        // address is allowed.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_sendto,
-                fd,
-                wbuf.as_ptr(),
-                wbuf.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                std::ptr::null::<libc::sockaddr>(),
-                0 as libc::socklen_t,
-            )
-        };
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return false;
-        }
-        wbuf.drain(..n as usize);
-    }
-    true
 }
 
 /// Parks a connection whose driver returned it idle (`h1::serve`); closes it instead when that
