@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 /// The park delay the tests use: short, so that they wait little.
 const DELAY_MS: u64 = 200;
 
-/// One worker, parking after DELAY_MS unless `extra` sets the delay.
+/// One worker, parking after DELAY_MS unless `extra` sets the delay; without the lane
+/// (`http1-lane`, tests/lane.rs), which would take a connection at once.
 fn server(extra: &str) -> Spate {
     let delay = if extra.contains("http1-idle-park-delay") {
         String::new()
     } else {
-        format!("http1-idle-park-delay: {DELAY_MS}")
+        format!("http1-idle-park-delay: {DELAY_MS}\nhttp1-lane: OFF")
     };
     Spate::start(&format!(
         r#"
@@ -57,34 +58,9 @@ fn wait_parked(s: &Spate, want: impl Fn(usize) -> bool) -> usize {
     }
 }
 
-/// Sockets in the server's parking epoll instances. A worker's parking instance is itself
-/// registered in tokio's epoll instance, which tells it from tokio's: /proc/PID/fdinfo lists
-/// each instance's registered descriptors as `tfd:` lines.
+/// Sockets in the server's parking epoll instances.
 fn parked(s: &Spate) -> usize {
-    let pid = s.child.id();
-    let mut instances = Vec::new();
-    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .flatten()
-    {
-        let target = std::fs::read_link(e.path()).unwrap_or_default();
-        if target.to_string_lossy() != "anon_inode:[eventpoll]" {
-            continue;
-        }
-        let fd: u32 = e.file_name().to_string_lossy().parse().unwrap();
-        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
-        let watched: Vec<u32> = info
-            .lines()
-            .filter_map(|l| l.strip_prefix("tfd:"))
-            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
-            .collect();
-        instances.push((fd, watched));
-    }
-    instances
-        .iter()
-        .filter(|(fd, _)| instances.iter().any(|(_, w)| w.contains(fd)))
-        .map(|(_, w)| w.len())
-        .sum()
+    common::parking::entries(s).len()
 }
 
 /// The server's sockets once it is serving (a first connection served and closed): its
@@ -136,7 +112,7 @@ fn a_parked_connection_is_reused_and_parks_again() {
 
 #[test]
 fn a_connection_reused_within_the_delay_never_parks() {
-    let s = server("http1-idle-park-delay: 2000");
+    let s = server("http1-idle-park-delay: 2000\nhttp1-lane: OFF");
     let mut c = s.connect();
     let mut pending = Vec::new();
     for _ in 0..10 {
@@ -148,7 +124,7 @@ fn a_connection_reused_within_the_delay_never_parks() {
 
 #[test]
 fn parking_off_keeps_the_task() {
-    let s = server("http1-idle-park-delay: OFF");
+    let s = server("http1-idle-park-delay: OFF\nhttp1-lane: OFF");
     let mut c = s.connect();
     let mut pending = Vec::new();
     assert_eq!(ask(&mut c, &mut pending).text(), "42");
@@ -246,13 +222,7 @@ fn a_stop_closes_parked_connections_promptly() {
 fn a_parked_connection_reused_during_a_reload_drain_is_answered_with_close() {
     let s = server("shutdown-timeout: 10");
     let (mut c, mut pending) = parked_connection(&s, 0);
-    // Same configuration: the new generation takes over the listener, the old one drains.
-    signal(&s.child, libc::SIGHUP);
-    let end = Instant::now() + Duration::from_secs(10);
-    while !s.stderr_lines().iter().any(|l| l.contains("reload")) && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    common::parking::reload_and_wait(&s);
     let r = ask(&mut c, &mut pending);
     assert_eq!(r.text(), "42");
     assert_eq!(r.header("connection"), Some("close"));

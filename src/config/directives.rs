@@ -97,6 +97,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http1-request-io-timeout", G),
     ("http1-keepalive-timeout", G),
     ("http1-idle-park-delay", G),
+    ("http1-lane", G),
     ("http1-upgrade-to-http2", G),
     ("max-request-head-size", G),
     ("max-request-target-size", G),

@@ -24,6 +24,7 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool
             };
             set(&mut c.http1.idle_park_delay, delay)
         }
+        "http1-lane" => set(&mut c.http1.lane, ctx.bool(name, v)),
         "http1-upgrade-to-http2" => set(&mut c.http1.upgrade_to_http2, ctx.bool(name, v)),
         "http2-max-concurrent-requests-per-connection" => set(
             &mut c.http2.max_concurrent_requests_per_connection,

@@ -495,6 +495,9 @@ pub struct Http1 {
     /// `http1-idle-park-delay` (spate, milliseconds; default 1000, 0 or OFF: never): a plain
     /// TCP keep-alive connection idle this long is parked, its task ended, until it is readable.
     pub idle_park_delay: Duration,
+    /// `http1-lane` (spate; default ON): plain-TCP keep-alive connections wait between
+    /// requests in the worker's epoll lane, which answers inline requests without a task.
+    pub lane: bool,
 }
 
 /// HTTP/2 directives.
@@ -562,6 +565,7 @@ impl Default for Http1 {
             upgrade_to_http2: true,
             send_timeout: Duration::from_secs(60),
             idle_park_delay: Duration::from_secs(1),
+            lane: true,
         }
     }
 }

@@ -117,6 +117,10 @@ impl FileHandler {
 }
 
 impl Handler for FileHandler {
+    fn answers_now(&self) -> bool {
+        true
+    }
+
     fn handle(&self, req: &Request) -> Answer {
         Answer::Now(self.respond_now(req))
     }

@@ -106,9 +106,29 @@ impl Router {
     /// now (for one that comes later, the driver calls [`PathRoute::finish`] with what
     /// [`PathRoute::negotiate`] said). Returns the path route for logging.
     pub fn handle(&self, req: &Request) -> (Answer, Option<&PathRoute>) {
+        self.handle_routed(req, self.route(req))
+    }
+
+    /// [`Router::handle`] when the handler for `req` answers now without other effect
+    /// ([`Handler::answers_now`]); `None` (nothing run) otherwise.
+    #[inline(always)]
+    pub fn handle_now(&self, req: &Request) -> Option<(Answer, Option<&PathRoute>)> {
+        let route = self.route(req);
+        if route.is_some_and(|r| !r.handler.answers_now()) {
+            return None;
+        }
+        Some(self.handle_routed(req, route))
+    }
+
+    #[inline(always)]
+    fn handle_routed<'r>(
+        &'r self,
+        req: &Request,
+        route: Option<&'r PathRoute>,
+    ) -> (Answer, Option<&'r PathRoute>) {
         #[cfg(debug_assertions)]
         crate::server::panics::debug_panic_trigger(req.path());
-        match self.route(req) {
+        match route {
             Some(route) => {
                 let mut answer = route.handler.handle(req);
                 if let Answer::Now(resp) = &mut answer {
@@ -203,6 +223,10 @@ fn shared_log(
 struct NotFound;
 
 impl Handler for NotFound {
+    fn answers_now(&self) -> bool {
+        true
+    }
+
     fn handle(&self, _req: &Request) -> Answer {
         Answer::Now(Response::error(404))
     }

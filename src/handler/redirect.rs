@@ -23,6 +23,10 @@ impl RedirectHandler {
 }
 
 impl Handler for RedirectHandler {
+    fn answers_now(&self) -> bool {
+        true
+    }
+
     fn handle(&self, req: &Request) -> Answer {
         Answer::Now(self.respond_now(req))
     }

@@ -34,6 +34,10 @@ impl RespondHandler {
 }
 
 impl Handler for RespondHandler {
+    fn answers_now(&self) -> bool {
+        true
+    }
+
     fn handle(&self, req: &Request) -> Answer {
         Answer::Now(self.respond_now(req))
     }

@@ -47,6 +47,13 @@ pub trait Handler {
     fn answer_repeats(&self, _resp: &Response) -> bool {
         false
     }
+
+    /// Whether this handler always answers [`Answer::Now`] and `handle` has no effect beyond
+    /// its answer, so a driver may run it and drop the answer to hand the request to another
+    /// path (the HTTP/1.1 lane, `src/server/park.rs`, does for answers it cannot write inline).
+    fn answers_now(&self) -> bool {
+        false
+    }
 }
 
 /// A handler's answer.

@@ -36,9 +36,19 @@ pub(crate) enum Idle {
     Http1 {
         fresh: bool,
         open: crate::metrics::OpenConnection,
+        /// What the lane (`park.rs`) read and answered but could not finish: the task goes on
+        /// from there. Boxed: the hand-over is the rare path.
+        carried: Option<Box<Carried>>,
     },
     /// It switched to HTTP/2 and has been quiet (`h2::Asleep`).
     Http2(Box<super::h2::Asleep>),
+}
+
+/// A lane connection's buffers as it goes back to a task: the bytes read and not yet
+/// answered (from the start of a request), and responses not yet sent.
+pub(crate) struct Carried {
+    pub rbuf: BytesMut,
+    pub wbuf: Vec<u8>,
 }
 
 /// Serves one connection until it closes, or until it has been idle long enough to park: then
@@ -51,17 +61,25 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
     ctx: &'a WorkerCtx,
     resumed: Option<Idle>,
 ) -> impl Future<Output = Option<Idle>> + 'a {
-    let (fresh, open, handoff) = match resumed {
-        Some(Idle::Http1 { fresh, open }) => (fresh, Some(open), None),
-        Some(Idle::Http2(asleep)) => (false, None, Some(super::h2::Start::Resumed(asleep))),
-        None => (true, None, None),
+    let (fresh, open, handoff, carried) = match resumed {
+        Some(Idle::Http1 {
+            fresh,
+            open,
+            carried,
+        }) => (fresh, Some(open), None, carried),
+        Some(Idle::Http2(asleep)) => (false, None, Some(super::h2::Start::Resumed(asleep)), None),
+        None => (true, None, None, None),
+    };
+    let (rbuf, wbuf) = match carried {
+        Some(c) => (c.rbuf, c.wbuf),
+        None => (ctx.buffers.read_buffer(), ctx.buffers.write_buffer()),
     };
     let mut conn = Conn {
         stream,
         addrs,
         ctx,
-        rbuf: ctx.buffers.read_buffer(),
-        wbuf: ctx.buffers.write_buffer(),
+        rbuf,
+        wbuf,
         queued: 0,
         fresh,
         handoff,
@@ -171,7 +189,11 @@ impl<'a, T: Transport> Conn<'a, T> {
                 ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
                 ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
                 let fresh = self.fresh;
-                return Some(Idle::Http1 { fresh, open });
+                return Some(Idle::Http1 {
+                    fresh,
+                    open,
+                    carried: None,
+                });
             }
             Err(Close::Quietly) => {}
             Err(Close::Io(e)) => tracing::debug!(peer = %self.addrs.0, "connection closed: {e}"),
@@ -235,11 +257,16 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Ok(());
             }
             let http1 = &self.ctx.config.http1;
-            let now = Instant::now();
             let idle = self.rbuf.is_empty();
+            let parking = self.ctx.parking.as_ref().filter(|_| idle && T::PARKS);
+            // A plain connection that answered a request waits in the lane (`park.rs`).
+            if !self.fresh && parking.is_some_and(|p| p.lane()) {
+                return Err(Close::Park);
+            }
+            let now = Instant::now();
             // A plain connection waits the park delay rather than the keep-alive timeout, and
             // then is parked (`park.rs`), which keeps the deadline.
-            let parks = idle && T::PARKS && self.ctx.parking.is_some();
+            let parks = parking.is_some_and(|p| p.parks());
             let deadline = if parks {
                 now + http1.idle_park_delay
             } else if idle {
@@ -301,22 +328,11 @@ impl<'a, T: Transport> Conn<'a, T> {
     #[inline(always)]
     fn answer(&mut self, head: h1::Head) -> Answered<'a> {
         let head_len = head.len as u64;
-        let head_bytes = self.rbuf.split_to(head.len).freeze();
         let keep_alive = head.keep_alive && !self.ctx.stopping.get();
         let framing = head.body;
         let upgrade = head.upgrade;
         let expect_continue = head.expect_continue && framing != BodyFraming::None;
-        let mut req = RequestBuilder {
-            method: head.method,
-            version: head.version,
-            secure: self.stream.is_secure(),
-            peer: self.addrs.0,
-            local: self.addrs.1,
-            target: head.target,
-            authority: head.authority,
-            fields: head.fields,
-        }
-        .build(head_bytes);
+        let mut req = build_request(head, &mut self.rbuf, self.stream.is_secure(), self.addrs);
         self.fresh = false;
         // `upgrade`: `Connection: upgrade` on a bodiless HTTP/1.1 request, which an h2c
         // upgrade needs (RFC 9110 7.8); without it, no header is looked at.
@@ -386,18 +402,16 @@ impl<'a, T: Transport> Conn<'a, T> {
             BodyFraming::Length(n) => self.rbuf.len() as u64 >= n,
             BodyFraming::Chunked => false,
         };
-        if !(body_here && (reply.sends_no_body() || copies(&reply.resp.body))) {
+        if !(body_here && reply.inline()) {
             return Answered::Waits(reply);
         }
-        let started = self.reply_started(&reply);
-        let total = self.write_copied(&reply);
-        self.reply_sent(&reply, reply.resp.body.len(), started, total);
-        crate::http::recycle::give_header_list(reply.resp.headers);
-        reply.req.recycle();
-        if let BodyFraming::Length(n) = framing {
-            // The handler did not need the body; step past it to the next request.
-            let _ = self.rbuf.split_to(n as usize);
-        }
+        let out = Out {
+            ctx,
+            port: self.addrs.1.port(),
+            wbuf: &mut self.wbuf,
+        };
+        out.write_inline(reply, &mut self.rbuf);
+        self.queued += 1;
         Answered::Done(keep_alive)
     }
 
@@ -411,7 +425,7 @@ impl<'a, T: Transport> Conn<'a, T> {
     }
 
     async fn reply(&mut self, mut reply: Reply<'a>) -> Result<bool, Close> {
-        let clock = self.reply_started(&reply);
+        let clock = self.out().reply_started(&reply);
         let body = std::mem::take(&mut reply.resp.body);
         let body_len = body.len();
         let resp = &reply.resp;
@@ -424,7 +438,8 @@ impl<'a, T: Transport> Conn<'a, T> {
                 reply.keep_alive,
             )
             .await?;
-        self.reply_sent(&reply, body_len, clock, total);
+        self.out().reply_sent(&reply, body_len, clock, total);
+        self.queued += 1;
         // The handler did not need the body; read past it to reach the next request.
         match reply.framing {
             BodyFraming::None => {}
@@ -434,80 +449,13 @@ impl<'a, T: Transport> Conn<'a, T> {
         Ok(reply.keep_alive)
     }
 
-    /// Begins a reply: `100 Continue` when asked; the clock readings for the log and metrics.
-    fn reply_started(&mut self, reply: &Reply) -> ReplyClock {
-        if reply.expect_continue {
-            h1::write_continue(&mut self.wbuf);
+    /// The connection's inline-answer state (`Out`).
+    fn out(&mut self) -> Out<'_> {
+        Out {
+            ctx: self.ctx,
+            port: self.addrs.1.port(),
+            wbuf: &mut self.wbuf,
         }
-        ReplyClock {
-            received_at: reply.log.map(|_| (SystemTime::now(), Instant::now())),
-            counted: crate::metrics::start(),
-        }
-    }
-
-    /// Counts and logs a reply of `total` bytes.
-    fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
-        let status = reply.resp.status;
-        if let Some(started) = clock.counted {
-            let body_in = match reply.framing {
-                BodyFraming::Length(n) => n,
-                _ => 0,
-            };
-            crate::metrics::request(
-                crate::metrics::Proto::Http1,
-                status,
-                reply.head_len + body_in,
-                total,
-                started,
-            );
-        }
-        if let (Some(log), Some((at, started))) = (reply.log, clock.received_at) {
-            log.borrow_mut().log(&LogRecord {
-                req: &reply.req,
-                status,
-                body_bytes: if reply.req.is_head() { 0 } else { body_len },
-                total_bytes: total,
-                received_at: at,
-                duration: started.elapsed(),
-                resp_headers: &reply.resp.headers,
-            });
-        }
-        self.queued += 1;
-    }
-
-    /// Writes the head and the (copied) body of an inline reply; returns its bytes.
-    fn write_copied(&mut self, reply: &Reply) -> u64 {
-        let resp = &reply.resp;
-        let head_len = self.ctx.head_memo.borrow_mut().write(
-            &mut self.wbuf,
-            &ResponseHead {
-                status: resp.status,
-                headers: &resp.headers,
-                content_length: Some(resp.body.len()),
-                keep_alive: reply.keep_alive,
-                server_line: self.ctx.server_line(self.addrs.1.port()),
-                date: true,
-            },
-        ) as u64;
-        if reply.sends_no_body() {
-            return head_len;
-        }
-        let wbuf = &mut self.wbuf;
-        let mut copy = |b: &[u8]| wbuf.extend_from_slice(b);
-        match &resp.body {
-            Body::Bytes(b) => copy(b),
-            Body::File(f) => copy(f.cached_slice().unwrap_or_default()),
-            Body::Parts(parts) => {
-                for p in parts {
-                    match p {
-                        BodyPart::Bytes(b) => copy(b),
-                        BodyPart::File(f) => copy(f.cached_slice().unwrap_or_default()),
-                    }
-                }
-            }
-            Body::Empty | Body::Stream(_) => {}
-        }
-        head_len + resp.body.len()
     }
 
     /// Writes the head and body of `resp` into the write buffer, or straight to the socket
@@ -858,6 +806,194 @@ impl<'a, T: Transport> Conn<'a, T> {
     }
 }
 
+/// Where inline answers go: a connection's write buffer and its worker. The code both a
+/// connection's task (`Conn::answer`) and the lane (`answer_in_lane`) run for an inline answer.
+struct Out<'o> {
+    ctx: &'o WorkerCtx,
+    /// The local port (for the Server and Alt-Svc lines).
+    port: u16,
+    wbuf: &'o mut Vec<u8>,
+}
+
+impl Out<'_> {
+    /// Writes an inline reply (its body copied) with its log line and metrics, and steps
+    /// `rbuf` past a request body the handler did not need (all of it is there).
+    #[inline(always)]
+    fn write_inline(mut self, reply: Reply, rbuf: &mut BytesMut) {
+        let started = self.reply_started(&reply);
+        let total = self.write_copied(&reply);
+        self.reply_sent(&reply, reply.resp.body.len(), started, total);
+        crate::http::recycle::give_header_list(reply.resp.headers);
+        reply.req.recycle();
+        if let BodyFraming::Length(n) = reply.framing {
+            let _ = rbuf.split_to(n as usize);
+        }
+    }
+
+    /// Begins a reply: `100 Continue` when asked; the clock readings for the log and metrics.
+    fn reply_started(&mut self, reply: &Reply) -> ReplyClock {
+        if reply.expect_continue {
+            h1::write_continue(self.wbuf);
+        }
+        ReplyClock {
+            received_at: reply.log.map(|_| (SystemTime::now(), Instant::now())),
+            counted: crate::metrics::start(),
+        }
+    }
+
+    /// Counts and logs a reply of `total` bytes.
+    fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
+        let status = reply.resp.status;
+        if let Some(started) = clock.counted {
+            let body_in = match reply.framing {
+                BodyFraming::Length(n) => n,
+                _ => 0,
+            };
+            crate::metrics::request(
+                crate::metrics::Proto::Http1,
+                status,
+                reply.head_len + body_in,
+                total,
+                started,
+            );
+        }
+        if let (Some(log), Some((at, started))) = (reply.log, clock.received_at) {
+            log.borrow_mut().log(&LogRecord {
+                req: &reply.req,
+                status,
+                body_bytes: if reply.req.is_head() { 0 } else { body_len },
+                total_bytes: total,
+                received_at: at,
+                duration: started.elapsed(),
+                resp_headers: &reply.resp.headers,
+            });
+        }
+    }
+
+    /// Writes the head and the (copied) body of an inline reply; returns its bytes.
+    fn write_copied(&mut self, reply: &Reply) -> u64 {
+        let resp = &reply.resp;
+        let head_len = self.ctx.head_memo.borrow_mut().write(
+            self.wbuf,
+            &ResponseHead {
+                status: resp.status,
+                headers: &resp.headers,
+                content_length: Some(resp.body.len()),
+                keep_alive: reply.keep_alive,
+                server_line: self.ctx.server_line(self.port),
+                date: true,
+            },
+        ) as u64;
+        if reply.sends_no_body() {
+            return head_len;
+        }
+        let wbuf = &mut *self.wbuf;
+        let mut copy = |b: &[u8]| wbuf.extend_from_slice(b);
+        match &resp.body {
+            Body::Bytes(b) => copy(b),
+            Body::File(f) => copy(f.cached_slice().unwrap_or_default()),
+            Body::Parts(parts) => {
+                for p in parts {
+                    match p {
+                        BodyPart::Bytes(b) => copy(b),
+                        BodyPart::File(f) => copy(f.cached_slice().unwrap_or_default()),
+                    }
+                }
+            }
+            Body::Empty | Body::Stream(_) => {}
+        }
+        head_len + resp.body.len()
+    }
+}
+
+/// The request whose head (parsed as `head`) is at the start of `rbuf`, which steps past it.
+#[inline(always)]
+fn build_request(head: h1::Head, rbuf: &mut BytesMut, secure: bool, addrs: &Addrs) -> Request {
+    let head_bytes = rbuf.split_to(head.len).freeze();
+    RequestBuilder {
+        method: head.method,
+        version: head.version,
+        secure,
+        peer: addrs.0,
+        local: addrs.1,
+        target: head.target,
+        authority: head.authority,
+        fields: head.fields,
+    }
+    .build(head_bytes)
+}
+
+/// What the lane (`park.rs`) did with the request at the start of its read buffer.
+pub(crate) enum LaneStep {
+    /// Answered into the write buffer; the read buffer stepped past it.
+    Answered,
+    /// Not an inline answer (or not a complete request): a task takes the connection from
+    /// here, the read buffer as it was.
+    Handover,
+}
+
+/// Answers the request at the start of `rbuf` on a plain connection of the lane when it is
+/// the inline path of `Conn::answer`: a complete head without body or upgrade, keep-alive
+/// (the server is not stopping), a handler that answers now and a body written as a copy.
+/// Everything else is a `Handover`, which a task serves from the same bytes. `fresh`: no
+/// request answered on the connection yet (the HTTP/2 preface may come).
+#[inline(always)]
+pub(crate) fn answer_in_lane(
+    ctx: &WorkerCtx,
+    addrs: &Addrs,
+    fresh: bool,
+    rbuf: &mut BytesMut,
+    wbuf: &mut Vec<u8>,
+) -> LaneStep {
+    if fresh && is_preface_prefix(rbuf) {
+        return LaneStep::Handover;
+    }
+    let parsed = (ctx.parse_memo.borrow_mut()).parse(rbuf, &ctx.head_limits);
+    let Ok(Some(head)) = parsed else {
+        return LaneStep::Handover;
+    };
+    if head.body != BodyFraming::None || head.upgrade || !head.keep_alive || ctx.stopping.get() {
+        return LaneStep::Handover;
+    }
+    let head_len = head.len as u64;
+    let req = build_request(head, rbuf, false, addrs);
+    let (resp, route) = match ctx.router.handle_now(&req) {
+        Some((Answer::Now(resp), route)) => (resp, route),
+        _ => return hand_back(rbuf, &req),
+    };
+    let reply = Reply {
+        req,
+        resp,
+        log: route.and_then(|r| r.access_log.as_ref()),
+        framing: BodyFraming::None,
+        keep_alive: true,
+        expect_continue: false,
+        head_len,
+    };
+    if !reply.inline() {
+        return hand_back(rbuf, &reply.req);
+    }
+    let out = Out {
+        ctx,
+        port: addrs.1.port(),
+        wbuf,
+    };
+    out.write_inline(reply, rbuf);
+    LaneStep::Answered
+}
+
+/// Puts the head of `req` back in front of `rbuf` for the task that takes over (a copy: the
+/// rare path of an answer that is not inline, e.g. a large file).
+#[cold]
+fn hand_back(rbuf: &mut BytesMut, req: &Request) -> LaneStep {
+    let head = req.raw_head();
+    let mut whole = BytesMut::with_capacity(head.len() + rbuf.len() + READ_BUFFER);
+    whole.extend_from_slice(head);
+    whole.extend_from_slice(rbuf);
+    *rbuf = whole;
+    LaneStep::Handover
+}
+
 /// Why the bytes read so far are not a request to answer.
 enum NotYet {
     /// No complete request head yet.
@@ -899,6 +1035,11 @@ struct Reply<'a> {
 impl Reply<'_> {
     fn sends_no_body(&self) -> bool {
         self.req.is_head() || self.resp.status == 304 || self.resp.status == 204
+    }
+
+    /// Whether its body is written with its head, as a copy (no wait, no sendfile).
+    fn inline(&self) -> bool {
+        self.sends_no_body() || copies(&self.resp.body)
     }
 }
 

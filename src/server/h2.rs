@@ -192,7 +192,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
         }
     };
     // The worker parks the socket of a quiet connection, which then leaves this task.
-    let leaves_task = T::PARKS && ctx.parking.is_some();
+    let leaves_task = T::PARKS && ctx.parking.as_ref().is_some_and(|p| p.parks());
     // A block that owns what it needs holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection. It waits in its
     // smallest state while the connection is parked; the busy states are in `run`'s boxed

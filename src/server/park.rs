@@ -9,6 +9,14 @@
 //! pages can go back to the system (a block per connection would pin one page of freed
 //! memory each, about 3 KB per parked connection in RSS).
 //!
+//! The lane (`http1-lane`) uses the same instance and records: plain connections enter it
+//! from accept, and an HTTP/1.1 connection whose task answered a request comes back to it at
+//! once. Its sockets are edge-triggered, not one-shot: on readiness `watch` reads, answers
+//! inline requests (`h1::answer_in_lane`, the inline path of a connection task) and sends the
+//! responses in place, and the connection stays; anything else goes to a task with the bytes
+//! read (`Served::Handover`). Lane deadlines follow each connection's last request: the
+//! records are linked in activity order (`Parked::lane_head`).
+//!
 //! One task per worker (`watch`) serves all parked connections: readiness resumes a connection
 //! (its socket goes back to tokio and a new connection task reads the waiting request), the
 //! keep-alive deadline closes it, and so does a server stop. An HTTP/2 connection is resumed
@@ -21,7 +29,7 @@
 //! outlasted the client's last frame parks later than that; its idle timeout may then pass
 //! late by as much, when the connection before it in the FIFO expires.)
 
-use super::h1::{Addrs, Idle};
+use super::h1::{Addrs, Carried, Idle};
 use super::h2::Asleep;
 use super::worker::{self, ConnectionGuard, WorkerCtx};
 use std::cell::{Cell, RefCell};
@@ -32,6 +40,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
+
+mod lane;
+use lane::{exchange, Lane, Served};
 
 /// Readiness events taken from the epoll instance per call.
 const EVENTS_PER_CALL: usize = 64;
@@ -45,11 +56,19 @@ const TRIM_AFTER_PARKS: usize = 64;
 const TRIM_INTERVAL: Duration = Duration::from_secs(1);
 /// Slots per chunk of the `Sleepers` slab (one bit each in a `u64`): about 24 KB a chunk.
 const SLEEPERS_PER_CHUNK: u32 = 64;
+/// No record: the end of the lane's list.
+const NIL: u32 = u32::MAX;
 
 /// This worker's parked connections.
 pub(crate) struct Parking {
     /// The keep-alive timeout less the park delay: what is left of a parked connection's wait.
     lead: Duration,
+    /// `http1-keepalive-timeout`: a lane connection's wait after its last request.
+    keepalive: Duration,
+    /// `http1-idle-park-delay` is on: idle connections park after it.
+    parks: bool,
+    /// `http1-lane` is on: the HTTP/1.1 records are served in place (edge-triggered).
+    lane: bool,
     /// The epoll instance holding the parked sockets, one-shot each, watched by tokio.
     epoll: AsyncFd<OwnedFd>,
     parked: RefCell<Parked>,
@@ -62,7 +81,6 @@ pub(crate) struct Parking {
 }
 
 /// The records, in a slab, with the order they were parked in.
-#[derive(Default)]
 struct Parked {
     records: Vec<Option<Record>>,
     free: Vec<u32>,
@@ -71,6 +89,11 @@ struct Parked {
     order: VecDeque<(u32, u32)>,
     /// The same for HTTP/2 records with a deadline.
     order_h2: VecDeque<(u32, u32)>,
+    /// The lane's records that answered a request, least recently active first (linked
+    /// through `Record::prev`/`next`): an answer moves its record to the tail, so deadlines
+    /// come in list order with no queue entry per request.
+    lane_head: u32,
+    lane_tail: u32,
     serial: u32,
     /// The compact state of the parked HTTP/2 connections.
     sleepers: Sleepers,
@@ -86,6 +109,11 @@ struct Record {
     until: Instant,
     /// Tells this record from a later one in the same slot.
     serial: u32,
+    /// In the lane's list (`Parked::lane_head`), with its neighbours there; its entry in
+    /// `order`, if any, is stale.
+    linked: bool,
+    prev: u32,
+    next: u32,
 }
 
 /// What a parked connection's next task takes over (`Idle`), as the record keeps it.
@@ -113,6 +141,68 @@ struct Chunk<T> {
     used: u64,
     /// Empty (no allocation) while the chunk is freed.
     slots: Box<[Option<T>]>,
+}
+
+impl Default for Parked {
+    fn default() -> Self {
+        Parked {
+            records: Vec::new(),
+            free: Vec::new(),
+            order: VecDeque::new(),
+            order_h2: VecDeque::new(),
+            lane_head: NIL,
+            lane_tail: NIL,
+            serial: 0,
+            sleepers: Sleepers::default(),
+        }
+    }
+}
+
+impl Parked {
+    /// Puts `slot` at the tail of the lane's list (out of its place first, if linked).
+    fn link_last(&mut self, slot: u32) {
+        self.unlink(slot);
+        let tail = self.lane_tail;
+        let Some(Some(r)) = self.records.get_mut(slot as usize) else {
+            return;
+        };
+        r.linked = true;
+        r.prev = tail;
+        r.next = NIL;
+        match self.records.get_mut(tail as usize) {
+            Some(Some(t)) => t.next = slot,
+            _ => self.lane_head = slot,
+        }
+        self.lane_tail = slot;
+    }
+
+    /// Takes `slot` out of the lane's list, if it is in it.
+    fn unlink(&mut self, slot: u32) {
+        let Some(Some(r)) = self.records.get_mut(slot as usize) else {
+            return;
+        };
+        if !r.linked {
+            return;
+        }
+        r.linked = false;
+        let (prev, next) = (r.prev, r.next);
+        match self.records.get_mut(prev as usize) {
+            Some(Some(p)) => p.next = next,
+            _ => self.lane_head = next,
+        }
+        match self.records.get_mut(next as usize) {
+            Some(Some(n)) => n.prev = prev,
+            _ => self.lane_tail = prev,
+        }
+    }
+
+    /// Takes the record out of `slot` (out of the lane's list too) and frees the slot.
+    fn remove(&mut self, slot: u32) -> Option<Record> {
+        self.unlink(slot);
+        let record = self.records.get_mut(slot as usize)?.take()?;
+        self.free.push(slot);
+        Some(record)
+    }
 }
 
 impl<T> Default for Sleepers<T> {
@@ -174,7 +264,8 @@ impl Parking {
     pub fn new(config: &crate::config::Config) -> Option<Parking> {
         let http1 = &config.http1;
         let delay = http1.idle_park_delay;
-        if delay.is_zero() || delay >= http1.keepalive_timeout {
+        let parks = !delay.is_zero() && delay < http1.keepalive_timeout;
+        if !parks && !http1.lane {
             return None;
         }
         // SAFETY: epoll_create1 has no memory preconditions; the result is checked.
@@ -200,7 +291,10 @@ impl Parking {
             }
         };
         Some(Parking {
-            lead: http1.keepalive_timeout - delay,
+            lead: http1.keepalive_timeout.saturating_sub(delay),
+            keepalive: http1.keepalive_timeout,
+            parks,
+            lane: http1.lane,
             epoll,
             parked: RefCell::default(),
             changed: tokio::sync::Notify::new(),
@@ -209,10 +303,22 @@ impl Parking {
         })
     }
 
+    /// Whether idle connections park after `http1-idle-park-delay` (HTTP/1.1 and h2c).
+    pub fn parks(&self) -> bool {
+        self.parks
+    }
+
+    /// Whether a plain HTTP/1.1 connection waits in the lane once it answered a request.
+    pub fn lane(&self) -> bool {
+        self.lane
+    }
+
     /// Closes every parked connection (the server stops, or the worker ends).
     pub fn close_all(&self) {
         let records = {
             let mut p = self.parked.borrow_mut();
+            p.lane_head = NIL;
+            p.lane_tail = NIL;
             p.order.clear();
             p.order_h2.clear();
             p.free.clear();
@@ -225,16 +331,21 @@ impl Parking {
         drop(records);
     }
 
+    /// Parks a connection, or puts it in the lane. `waited`: it waited the park delay (what
+    /// is left of its keep-alive timeout is its deadline, in park order); otherwise it waits
+    /// the whole timeout, in the lane's list.
     fn insert(
         &self,
         socket: std::net::TcpStream,
         addrs: Addrs,
         guard: ConnectionGuard,
         idle: Idle,
+        waited: bool,
     ) -> io::Result<()> {
-        // The park delay just passed: the keep-alive deadline is what is left of the wait.
         let now = Instant::now();
+        let listed = self.lane && !waited && matches!(idle, Idle::Http1 { .. });
         let (until, in_order) = match &idle {
+            Idle::Http1 { .. } if listed => (now + self.keepalive, true),
             Idle::Http1 { .. } => (now + self.lead, true),
             Idle::Http2(asleep) => match asleep.deadline() {
                 Some(d) => (d, true),
@@ -255,7 +366,8 @@ impl Parking {
         };
         // Into the slab before the connection's task (and its busy state) is freed.
         let idle = match idle {
-            Idle::Http1 { fresh, open } => Kept::Http1 { fresh, open },
+            // A task hands over no buffers as it parks.
+            Idle::Http1 { fresh, open, .. } => Kept::Http1 { fresh, open },
             Idle::Http2(asleep) => match p.sleepers.insert(*asleep) {
                 Some(s) => Kept::Http2(s),
                 None => {
@@ -266,7 +378,8 @@ impl Parking {
         };
         p.serial = p.serial.wrapping_add(1);
         let serial = p.serial;
-        if let Err(e) = self.arm(fd, libc::EPOLL_CTL_ADD, slot, serial) {
+        let served = self.lane && matches!(idle, Kept::Http1 { .. });
+        if let Err(e) = self.arm(fd, libc::EPOLL_CTL_ADD, slot, serial, served) {
             p.free.push(slot);
             let asleep = match idle {
                 Kept::Http2(s) => p.sleepers.take(s),
@@ -283,8 +396,13 @@ impl Parking {
             idle,
             until,
             serial,
+            linked: false,
+            prev: NIL,
+            next: NIL,
         });
-        if in_order {
+        if listed {
+            p.link_last(slot);
+        } else if in_order {
             if h2 {
                 p.order_h2.push_back((slot, serial));
             } else {
@@ -303,10 +421,24 @@ impl Parking {
         Ok(())
     }
 
-    /// Adds `fd` to the epoll instance (or re-arms it), reporting one readiness event.
-    fn arm(&self, fd: RawFd, op: libc::c_int, slot: u32, serial: u32) -> io::Result<()> {
+    /// Adds `fd` to the epoll instance (or re-arms it), reporting one readiness event; or,
+    /// for a connection the lane serves in place, every new readiness (edge-triggered: an
+    /// answered request costs no `epoll_ctl`).
+    fn arm(
+        &self,
+        fd: RawFd,
+        op: libc::c_int,
+        slot: u32,
+        serial: u32,
+        served: bool,
+    ) -> io::Result<()> {
+        let once = if served {
+            libc::EPOLLET
+        } else {
+            libc::EPOLLONESHOT
+        };
         let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32,
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP | once) as u32,
             u64: (u64::from(serial) << 32) | u64::from(slot),
         };
         // SAFETY: both fds are open; `ev` is a valid event for the duration of the call.
@@ -321,8 +453,7 @@ impl Parking {
     /// Takes the record an event names, if it is still parked, with its slot; the slot stays
     /// reserved until `put_back` or `release`.
     fn take(&self, data: u64) -> Option<(u32, Record)> {
-        let slot = (data & u64::from(u32::MAX)) as u32;
-        let serial = (data >> 32) as u32;
+        let (slot, serial) = split(data);
         let mut p = self.parked.borrow_mut();
         let entry = p.records.get_mut(slot as usize)?;
         if entry.as_ref().is_none_or(|r| r.serial != serial) {
@@ -335,7 +466,7 @@ impl Parking {
     fn put_back(&self, slot: u32, record: Record) {
         let fd = record.socket.as_raw_fd();
         if self
-            .arm(fd, libc::EPOLL_CTL_MOD, slot, record.serial)
+            .arm(fd, libc::EPOLL_CTL_MOD, slot, record.serial, false)
             .is_ok()
         {
             if let Some(entry) = self.parked.borrow_mut().records.get_mut(slot as usize) {
@@ -374,12 +505,107 @@ impl Parking {
             };
         }
         let n = n as usize;
+        let mut lane = Lane::default();
         for ev in &events[..n] {
-            if let Some((slot, record)) = self.take(ev.u64) {
+            if let Some(served) = self.served(ev.u64) {
+                // The peer closed its side: what it sent last is answered, then the lane closes
+                // (no later edge would tell).
+                let closed = ev.events & (libc::EPOLLRDHUP | libc::EPOLLHUP) as u32 != 0;
+                self.serve(served, closed, ctx, &mut lane);
+            } else if let Some((slot, record)) = self.take(ev.u64) {
                 self.wake(slot, record, ctx);
             }
         }
+        if let Some((rbuf, wbuf)) = lane.buffers {
+            ctx.buffers.give_read(rbuf);
+            ctx.buffers.give_write(wbuf);
+        }
         Ok(n == EVENTS_PER_CALL)
+    }
+
+    /// The record an event names, when the lane serves it in place: its slot, socket,
+    /// addresses and whether it answered no request yet.
+    fn served(&self, data: u64) -> Option<(u32, RawFd, Addrs, bool)> {
+        if !self.lane {
+            return None;
+        }
+        let (slot, serial) = split(data);
+        let p = self.parked.borrow();
+        match p.records.get(slot as usize) {
+            Some(Some(r)) if r.serial == serial => match r.idle {
+                Kept::Http1 { fresh, .. } => Some((slot, r.socket.as_raw_fd(), r.addrs, fresh)),
+                Kept::Http2(_) => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Serves a lane connection that became readable: reads, answers inline requests and
+    /// sends their responses, all in place; the connection stays in the lane, or goes to a
+    /// task with what it read (`Handover`), or closes.
+    fn serve(
+        &self,
+        served: (u32, RawFd, Addrs, bool),
+        closed: bool,
+        ctx: &WorkerCtx,
+        lane: &mut Lane,
+    ) {
+        let (slot, fd, addrs, fresh) = served;
+        let (rbuf, wbuf) = lane
+            .buffers
+            .get_or_insert_with(|| (ctx.buffers.read_buffer(), ctx.buffers.write_buffer()));
+        let mut answered = false;
+        let served = super::panics::contain_step(&addrs.0, || {
+            exchange(fd, &addrs, fresh, ctx, rbuf, wbuf, &mut answered)
+        });
+        let served = served.map(|s| match s {
+            Served::Kept if closed => Served::Closed,
+            s => s,
+        });
+        let Some(served) = served else {
+            // A panic: this connection closes, with whatever it left in the buffers.
+            rbuf.clear();
+            wbuf.clear();
+            self.close(slot);
+            return;
+        };
+        match served {
+            Served::Kept if answered => {
+                let until = *lane.now.get_or_insert_with(Instant::now) + self.keepalive;
+                let mut p = self.parked.borrow_mut();
+                if let Some(Some(r)) = p.records.get_mut(slot as usize) {
+                    r.until = until;
+                    if let Kept::Http1 { fresh, .. } = &mut r.idle {
+                        *fresh = false;
+                    }
+                }
+                p.link_last(slot);
+            }
+            Served::Kept => {}
+            Served::Closed => self.close(slot),
+            Served::Handover => {
+                let record = self.parked.borrow_mut().remove(slot);
+                let Some(mut record) = record else {
+                    return;
+                };
+                if let Kept::Http1 { fresh, .. } = &mut record.idle {
+                    *fresh &= !answered;
+                }
+                let carried = Carried {
+                    rbuf: std::mem::replace(rbuf, ctx.buffers.read_buffer()),
+                    wbuf: std::mem::replace(wbuf, ctx.buffers.write_buffer()),
+                };
+                self.resume(record, Some(Box::new(carried)));
+            }
+        }
+    }
+
+    /// Closes the lane connection in `slot`.
+    fn close(&self, slot: u32) {
+        let record = self.parked.borrow_mut().remove(slot);
+        if let Some(r) = record {
+            self.discard(r);
+        }
     }
 
     /// A parked socket became readable: resume it if a request waits, close it at end of
@@ -401,7 +627,7 @@ impl Parking {
         }
         self.release(slot);
         if n > 0 && !ctx.close_idle.get() {
-            self.resume(record);
+            self.resume(record, None);
         } else {
             // The peer closed (or reset), or the server stops.
             self.discard(record);
@@ -413,9 +639,28 @@ impl Parking {
     fn expire(&self, now: Instant) -> Option<Instant> {
         let h1 = self.expire_queue(now, |p| &mut p.order);
         let h2 = self.expire_queue(now, |p| &mut p.order_h2);
-        match (h1, h2) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let lane = self.expire_lane(now);
+        [h1, h2, lane].into_iter().flatten().min()
+    }
+
+    /// Closes the lane's connections whose keep-alive deadline passed (the list's head);
+    /// returns the next deadline.
+    fn expire_lane(&self, now: Instant) -> Option<Instant> {
+        loop {
+            let mut p = self.parked.borrow_mut();
+            let head = p.lane_head;
+            let until = match p.records.get(head as usize) {
+                Some(Some(r)) => r.until,
+                _ => return None,
+            };
+            if until > now {
+                return Some(until);
+            }
+            let record = p.remove(head);
+            drop(p);
+            if let Some(r) = record {
+                self.discard(r);
+            }
         }
     }
 
@@ -429,7 +674,9 @@ impl Parking {
             let mut p = self.parked.borrow_mut();
             let &(slot, serial) = queue(&mut p).front()?;
             let entry = p.records.get_mut(slot as usize);
-            let current = entry.and_then(|e| e.as_ref().filter(|r| r.serial == serial));
+            // A record the lane's list took over has a stale entry here.
+            let current =
+                entry.and_then(|e| e.as_ref().filter(|r| r.serial == serial && !r.linked));
             match current.map(|r| r.until) {
                 Some(until) if until > now => return Some(until),
                 Some(_) => {
@@ -439,7 +686,7 @@ impl Parking {
                     drop(p);
                     // An HTTP/2 connection's task applies its timeout (a GOAWAY).
                     match record {
-                        Some(r) if matches!(r.idle, Kept::Http2(_)) => self.resume(r),
+                        Some(r) if matches!(r.idle, Kept::Http2(_)) => self.resume(r, None),
                         Some(r) => self.discard(r),
                         None => {}
                     }
@@ -473,12 +720,13 @@ impl Parking {
             woken
         };
         for r in woken {
-            self.resume(r);
+            self.resume(r, None);
         }
     }
 
-    /// Gives a parked connection a task again; it reads the request that woke it.
-    fn resume(&self, record: Record) {
+    /// Gives a parked connection a task again; it reads the request that woke it, or goes on
+    /// from what the lane `carried`.
+    fn resume(&self, record: Record, carried: Option<Box<Carried>>) {
         let Record {
             socket,
             addrs,
@@ -487,7 +735,11 @@ impl Parking {
             ..
         } = record;
         let idle = match idle {
-            Kept::Http1 { fresh, open } => Idle::Http1 { fresh, open },
+            Kept::Http1 { fresh, open } => Idle::Http1 {
+                fresh,
+                open,
+                carried,
+            },
             Kept::Http2(slot) => {
                 let asleep = self.parked.borrow_mut().sleepers.take(slot);
                 match asleep {
@@ -524,6 +776,11 @@ impl Parking {
     }
 }
 
+/// The slot and serial an event's data names.
+fn split(data: u64) -> (u32, u32) {
+    ((data & u64::from(u32::MAX)) as u32, (data >> 32) as u32)
+}
+
 /// Parks a connection whose driver returned it idle (`h1::serve`); closes it instead when that
 /// fails or the server is stopping.
 pub(super) fn park(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, idle: Idle) {
@@ -541,8 +798,27 @@ pub(super) fn park(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, idle
             return;
         }
     };
-    if let Err(e) = parking.insert(socket, addrs, guard, idle) {
+    // A connection that answered a request goes to the lane at once; the others waited.
+    let waited = !(parking.lane && matches!(idle, Idle::Http1 { fresh: false, .. }));
+    if let Err(e) = parking.insert(socket, addrs, guard, idle, waited) {
         tracing::debug!(peer = %addrs.0, "cannot park a connection: {e}");
+    }
+}
+
+/// Puts a connection just accepted into the lane (`Listener::Lane` in `worker.rs`); closes
+/// it when that fails.
+pub(super) fn enter(socket: std::net::TcpStream, addrs: Addrs, guard: ConnectionGuard) {
+    let ctx = guard.ctx.clone();
+    let Some(parking) = ctx.parking.as_ref() else {
+        return;
+    };
+    let idle = Idle::Http1 {
+        fresh: true,
+        open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1),
+        carried: None,
+    };
+    if let Err(e) = parking.insert(socket, addrs, guard, idle, false) {
+        tracing::warn!(peer = %addrs.0, "cannot serve a connection in the lane: {e}");
     }
 }
 
@@ -554,10 +830,15 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
     };
     let mut last_trim = Instant::now();
     let mut http2_resumed = false;
+    // One timer, moved only when the next wake-up changes (not once per readiness).
+    let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
+    tokio::pin!(sleep);
     loop {
         let stop = ctx.stop.notified();
         tokio::pin!(stop);
         stop.as_mut().enable();
+        let changed = parking.changed.notified();
+        tokio::pin!(changed);
         // HTTP/2 connections first: their tasks send the GOAWAY, also on a stop that closes
         // idle connections.
         if ctx.stopping.get() && !http2_resumed {
@@ -578,38 +859,38 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
             last_trim = now;
             continue;
         }
-        let wake_at = match (next, trim_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let wake_at = [next, trim_at].into_iter().flatten().min();
         parking.next_wake.set(next);
-        let sleep = async {
-            match wake_at {
-                Some(t) => tokio::time::sleep_until(t.into()).await,
-                None => std::future::pending().await,
+        if let Some(t) = wake_at.map(tokio::time::Instant::from_std) {
+            if sleep.deadline() != t {
+                sleep.as_mut().reset(t);
             }
-        };
-        tokio::select! {
-            biased;
-            ready = parking.epoll.readable() => {
-                let Ok(mut ready) = ready else {
-                    tracing::warn!("parked connections: the epoll instance failed; closing them");
-                    parking.close_all();
-                    return;
-                };
-                match parking.wake_ready(&ctx) {
-                    Ok(true) => {}
-                    Ok(false) => ready.clear_ready(),
-                    Err(e) => {
-                        tracing::warn!("parked connections: epoll_wait failed ({e}); closing them");
+        }
+        // Readiness is served here, the rest of the loop only runs when something else
+        // needs a look.
+        loop {
+            tokio::select! {
+                biased;
+                ready = parking.epoll.readable() => {
+                    let Ok(mut ready) = ready else {
+                        tracing::warn!("parked connections: the epoll instance failed; closing them");
                         parking.close_all();
                         return;
+                    };
+                    match parking.wake_ready(&ctx) {
+                        Ok(true) => {}
+                        Ok(false) => ready.clear_ready(),
+                        Err(e) => {
+                            tracing::warn!("parked connections: epoll_wait failed ({e}); closing them");
+                            parking.close_all();
+                            return;
+                        }
                     }
                 }
+                _ = &mut sleep, if wake_at.is_some() => break,
+                _ = &mut changed => break,
+                _ = &mut stop => break,
             }
-            _ = sleep => {}
-            _ = parking.changed.notified() => {}
-            _ = &mut stop => {}
         }
     }
 }

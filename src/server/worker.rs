@@ -7,9 +7,11 @@ use crate::handler::Router;
 use crate::log::AccessLog;
 use crate::proto::h1::{HeadLimits, HeadMemo, ParseMemo};
 use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
@@ -45,8 +47,8 @@ pub(crate) struct WorkerCtx {
     /// Wakes idle connections when draining or stopping begins, and again when a drain turns
     /// into a stop.
     pub stop: Notify,
-    /// Idle HTTP/1.1 connections parked without their task (`http1-idle-park-delay`);
-    /// `None` when parking is off.
+    /// Idle connections parked without their task (`http1-idle-park-delay`) and the
+    /// HTTP/1.1 lane (`http1-lane`); `None` when both are off.
     pub parking: Option<park::Parking>,
     /// Open connections of this worker, to know when a graceful stop is complete.
     active: Cell<usize>,
@@ -130,9 +132,19 @@ pub(crate) fn run(
             shared: shared.clone(),
         });
 
+        let lane = ctx.parking.as_ref().is_some_and(|p| p.lane());
         let mut listeners = Vec::with_capacity(sockets.len());
         for (sock, tls) in sockets {
-            match TcpListener::from_std(sock) {
+            let listener = if lane && tls.is_none() {
+                // SAFETY: the AsyncFd owns the listener, whose fd stays open as long as it
+                // lives.
+                let fd =
+                    unsafe { AsyncFd::register_with_interest(sock, tokio::io::Interest::READABLE) };
+                fd.map(Listener::Lane).map_err(|e| e.to_string())
+            } else {
+                (TcpListener::from_std(sock).map(Listener::Tokio)).map_err(|e| e.to_string())
+            };
+            match listener {
                 Ok(l) => listeners.push((l, tls)),
                 Err(e) => {
                     let _ = ready.send(Err(format!("cannot register a listener: {e}")));
@@ -273,9 +285,74 @@ async fn wait_for(phase: &mut watch::Receiver<Phase>, done: impl Fn(Phase) -> bo
     }
 }
 
+/// A listening socket as its accept loop takes connections from it.
+enum Listener {
+    /// Each connection registered with tokio, for its task.
+    Tokio(TcpListener),
+    /// Plain TCP with `http1-lane` on: each connection goes straight into the lane
+    /// (`park.rs`), with no task and no registration with tokio (the lane's is the only one).
+    Lane(AsyncFd<std::net::TcpListener>),
+}
+
+/// A connection as its listener gave it.
+enum Accepted {
+    Tokio(TcpStream),
+    Lane(std::net::TcpStream),
+}
+
+impl Listener {
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match self {
+            Listener::Tokio(l) => l.local_addr(),
+            Listener::Lane(l) => l.get_ref().local_addr(),
+        }
+    }
+
+    async fn accept(&self) -> std::io::Result<(Accepted, SocketAddr)> {
+        match self {
+            Listener::Tokio(l) => l.accept().await.map(|(s, a)| (Accepted::Tokio(s), a)),
+            Listener::Lane(l) => loop {
+                let mut ready = l.readable().await?;
+                if let Ok(r) = ready.try_io(|l| accept_nonblocking(l.get_ref())) {
+                    return r.map(|(s, a)| (Accepted::Lane(s), a));
+                }
+            },
+        }
+    }
+}
+
+impl Accepted {
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match self {
+            Accepted::Tokio(s) => s.local_addr(),
+            Accepted::Lane(s) => s.local_addr(),
+        }
+    }
+
+    fn set_nodelay(&self) -> std::io::Result<()> {
+        match self {
+            Accepted::Tokio(s) => s.set_nodelay(true),
+            Accepted::Lane(s) => s.set_nodelay(true),
+        }
+    }
+}
+
+/// One `accept4` of a connection that is non-blocking from the start (std's accept would
+/// need one more system call for it), with its peer's address.
+fn accept_nonblocking(
+    l: &std::net::TcpListener,
+) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    let (socket, peer) = socket2::SockRef::from(l).accept4(flags)?;
+    let peer = peer
+        .as_socket()
+        .ok_or_else(|| std::io::Error::other("a peer without an IP address"))?;
+    Ok((socket.into(), peer))
+}
+
 /// Accepts until the worker drains. A connection accepted is always served: the loop only
 /// ends between accepts.
-async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<WorkerCtx>) {
+async fn accept_loop(listener: Listener, tls: Option<TlsAcceptor>, ctx: Rc<WorkerCtx>) {
     // A listener bound to one address gives it to every connection: no getsockname each.
     let bound = listener
         .local_addr()
@@ -310,7 +387,7 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
             Ok(a) => a,
             Err(_) => continue,
         };
-        let _ = stream.set_nodelay(true);
+        let _ = stream.set_nodelay();
         // Accepted while another worker reached the limit: wait here, unserved, for a slot.
         ctx.shared.open_connection().await;
         let transport = if tls.is_some() {
@@ -319,7 +396,12 @@ async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, ctx: Rc<Wo
             crate::metrics::Transport::Tcp
         };
         let guard = ConnectionGuard::new(ctx.clone(), transport);
-        spawn_connection(stream, (peer, local), guard, tls.clone(), None);
+        match stream {
+            Accepted::Tokio(stream) => {
+                spawn_connection(stream, (peer, local), guard, tls.clone(), None)
+            }
+            Accepted::Lane(socket) => park::enter(socket, (peer, local), guard),
+        }
     }
 }
 

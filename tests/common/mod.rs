@@ -8,6 +8,7 @@ pub mod h1read;
 pub mod h2raw;
 pub mod load;
 pub mod nginx;
+pub mod parking;
 pub mod pattern;
 pub mod prometheus;
 

@@ -1,0 +1,142 @@
+//! The lane's side of a connection's turn: reading what a lane socket has, answering the
+//! inline requests in place (`h1::answer_in_lane`) and sending their responses, all without
+//! waiting. `Parking::serve` (`park.rs`) runs it on readiness and keeps, hands over or closes
+//! the connection by what it returns.
+
+use crate::server::buffers::READ_BUFFER;
+use crate::server::h1::{self, Addrs, LaneStep};
+use crate::server::worker::WorkerCtx;
+use bytes::BytesMut;
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+/// A read buffer with less room than this grows before the next read.
+const READ_ROOM_MIN: usize = 1024;
+/// Full reads a lane connection gets per readiness: a client that keeps its socket full goes
+/// to a task (whose reads take turns with the other tasks) rather than hold the lane.
+const READS_PER_TURN: usize = 4;
+
+/// What one batch of readiness events shares: the worker's buffers (taken at the first lane
+/// event, given back after the batch) and the time of the first answer.
+#[derive(Default)]
+pub(super) struct Lane {
+    pub buffers: Option<(BytesMut, Vec<u8>)>,
+    pub now: Option<Instant>,
+}
+
+/// How a lane connection's turn ended.
+pub(super) enum Served {
+    /// Nothing left to read: it stays in the lane.
+    Kept,
+    /// A task takes over from what is in the buffers.
+    Handover,
+    /// End of stream or an error.
+    Closed,
+}
+
+/// Reads what `fd` has (edge-triggered: until a read comes short), answers the inline
+/// requests (`h1::answer_in_lane`) and sends their responses with one `send` per read;
+/// `answered` says whether any request was. Leaves the buffers empty unless it hands over.
+pub(super) fn exchange(
+    fd: RawFd,
+    addrs: &Addrs,
+    fresh: bool,
+    ctx: &WorkerCtx,
+    rbuf: &mut BytesMut,
+    wbuf: &mut Vec<u8>,
+    answered: &mut bool,
+) -> Served {
+    let pipelined = ctx.config.limits.pipelined_requests;
+    for _ in 0..READS_PER_TURN {
+        if rbuf.capacity() - rbuf.len() < READ_ROOM_MIN {
+            rbuf.reserve(READ_BUFFER);
+        }
+        let spare = rbuf.spare_capacity_mut();
+        let room = spare.len();
+        // The system call itself: libc's `recv` is a cancellation point, which costs more
+        // than the rest of its wrapper, on every request.
+        // SAFETY: `spare` is valid for `room` bytes; the fd is the record's own; null
+        // address arguments are allowed.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_recvfrom,
+                fd,
+                spare.as_mut_ptr(),
+                room,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut::<libc::sockaddr>(),
+                std::ptr::null_mut::<libc::socklen_t>(),
+            )
+        };
+        if n < 0 {
+            match io::Error::last_os_error().kind() {
+                io::ErrorKind::WouldBlock => return Served::Kept,
+                io::ErrorKind::Interrupted => continue,
+                _ => return Served::Closed,
+            }
+        }
+        if n == 0 {
+            // A partial request then end of stream: the task answers as it would.
+            return if rbuf.is_empty() {
+                Served::Closed
+            } else {
+                Served::Handover
+            };
+        }
+        let n = n as usize;
+        // SAFETY: the kernel initialized the first `n` bytes of the spare capacity.
+        unsafe { rbuf.set_len(rbuf.len() + n) };
+        let mut queued = 0;
+        while !rbuf.is_empty() {
+            match h1::answer_in_lane(ctx, addrs, fresh && !*answered, rbuf, wbuf) {
+                LaneStep::Answered => *answered = true,
+                LaneStep::Handover => return Served::Handover,
+            }
+            queued += 1;
+            if queued >= pipelined {
+                if !send_now(fd, wbuf) {
+                    return Served::Handover;
+                }
+                queued = 0;
+            }
+        }
+        if !send_now(fd, wbuf) {
+            return Served::Handover;
+        }
+        if n < room {
+            return Served::Kept;
+        }
+    }
+    // More to read, and no new edge will say so.
+    Served::Handover
+}
+
+/// Sends `wbuf` without waiting; true when all of it went (`wbuf` is then empty). What did
+/// not go stays in `wbuf` for the task that takes over (an error there closes it).
+fn send_now(fd: RawFd, wbuf: &mut Vec<u8>) -> bool {
+    while !wbuf.is_empty() {
+        // The system call itself, as for the read (`exchange`).
+        // SAFETY: `wbuf` is valid for its length; the fd is the record's own; a null
+        // address is allowed.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_sendto,
+                fd,
+                wbuf.as_ptr(),
+                wbuf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                std::ptr::null::<libc::sockaddr>(),
+                0 as libc::socklen_t,
+            )
+        };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return false;
+        }
+        wbuf.drain(..n as usize);
+    }
+    true
+}
