@@ -32,6 +32,7 @@
 use super::h1::{Addrs, Carried, Idle};
 use super::h2::Asleep;
 use super::worker::{self, ConnectionGuard, WorkerCtx};
+use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
@@ -591,10 +592,16 @@ impl Parking {
                 if let Kept::Http1 { fresh, .. } = &mut record.idle {
                     *fresh &= !answered;
                 }
+                // The bytes go in buffers of their own size, and the lane keeps its pooled
+                // ones: a burst of new HTTP/2 connections (each handed over with its preface)
+                // would otherwise leave a full read and write buffer with every task that has
+                // yet to run.
                 let carried = Carried {
-                    rbuf: std::mem::replace(rbuf, ctx.buffers.read_buffer()),
-                    wbuf: std::mem::replace(wbuf, ctx.buffers.write_buffer()),
+                    rbuf: BytesMut::from(&rbuf[..]),
+                    wbuf: wbuf.as_slice().to_vec(),
                 };
+                rbuf.clear();
+                wbuf.clear();
                 self.resume(record, Some(Box::new(carried)));
             }
         }
