@@ -753,7 +753,7 @@ impl Connection {
     /// waits to send, the handlers are below their limit, the peer's windows and frame size
     /// take the block and the body, the output is below its high-water mark, and the
     /// connection is not shutting down.
-    #[inline]
+    #[inline(always)]
     fn answer_repeat(&mut self, id: u32) -> bool {
         let Some(a) = &self.memo.answer else {
             return false;
