@@ -2049,3 +2049,93 @@ fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
     open.reuse_until.set(0);
     assert_eq!(repeat_round_with(&mut p, "/f", &[9, 11], &body).0, 2);
 }
+
+/// A peer whose connection keeps the memo of a GET for `/r` and of its answer (streams 1 and
+/// 3), and the header block that repeats it.
+fn memo_peer(cfg: Settings) -> (Peer, Vec<u8>) {
+    let mut p = Peer::new(cfg, &[]);
+    p.turn(b"");
+    repeat_round(&mut p, "/r", &[1], b"hello");
+    repeat_round(&mut p, "/r", &[3], b"hello");
+    let block = p.get(5, "/r", true)[9..].to_vec();
+    (p, block)
+}
+
+/// A HEADERS frame for stream `id` with `flags` and `payload` as they are.
+fn headers_with(id: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::put_head(&mut out, payload.len(), kind::HEADERS, flags, id);
+    out.extend_from_slice(payload);
+    out
+}
+
+#[test]
+fn a_repeat_is_checked_as_any_headers_frame() {
+    let whole = flag::END_HEADERS | flag::END_STREAM;
+    // Plain, padded or with a priority: answered from the memo alike.
+    let (mut p, block) = memo_peer(Settings::default());
+    let mut padded = vec![2];
+    padded.extend_from_slice(&block);
+    padded.extend_from_slice(&[0, 0]);
+    let mut prioritised = vec![0, 0, 0, 0, 15];
+    prioritised.extend_from_slice(&block);
+    let mut reqs = raw_request(5, &block);
+    reqs.extend(headers_with(7, whole | flag::PADDED, &padded));
+    reqs.extend(headers_with(9, whole | flag::PRIORITY, &prioritised));
+    p.feed(&reqs);
+    assert!(
+        p.conn.next_request().is_none(),
+        "answered without the handler"
+    );
+    let f = p.turn(b"");
+    assert_eq!(
+        kinds(&f),
+        vec![
+            (kind::HEADERS, 5),
+            (kind::DATA, 5),
+            (kind::HEADERS, 7),
+            (kind::DATA, 7),
+            (kind::HEADERS, 9),
+            (kind::DATA, 9)
+        ]
+    );
+    // The memo's block where the usual path finds a connection error: a stream id used
+    // before, an even one, a HEADERS inside another stream's header block.
+    let mut inside = headers_with(11, flag::END_STREAM, &block);
+    inside.extend(raw_request(13, &block));
+    for (frames, code) in [
+        (raw_request(3, &block), Reason::STREAM_CLOSED),
+        (raw_request(12, &block), Reason::PROTOCOL_ERROR),
+        (inside, Reason::PROTOCOL_ERROR),
+    ] {
+        let (mut p, _) = memo_peer(Settings::default());
+        p.feed(&frames);
+        assert_eq!(goaway_code(&p.turn(b"")), Some(code.0));
+    }
+    // A stream that depends on itself is reset; one past the stream limit is refused.
+    let (mut p, block) = memo_peer(Settings {
+        max_streams: 2,
+        ..Settings::default()
+    });
+    let mut itself = vec![0, 0, 0, 5, 15];
+    itself.extend_from_slice(&block);
+    let mut reqs = headers_with(5, whole | flag::PRIORITY, &itself);
+    for id in [7, 9, 11] {
+        reqs.extend(raw_request(id, &block));
+    }
+    p.feed(&reqs);
+    let f = p.turn(b"");
+    let resets: Vec<(u32, Vec<u8>)> = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::RST_STREAM)
+        .map(|(h, b)| (h.stream, b.clone()))
+        .collect();
+    assert_eq!(
+        resets,
+        vec![
+            (5, Reason::PROTOCOL_ERROR.0.to_be_bytes().to_vec()),
+            (11, Reason::REFUSED_STREAM.0.to_be_bytes().to_vec())
+        ]
+    );
+    assert_eq!(goaway_code(&f), None);
+}
