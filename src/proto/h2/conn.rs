@@ -715,23 +715,41 @@ impl Connection {
     /// request bodiless. Then it counts as the usual path counts a new stream. Returns false
     /// (nothing done) otherwise, and the frame takes the usual path. The cheapest check that
     /// turns away a connection without a memo comes first.
+    ///
+    /// `again`: the frame before it in this read was such a repeat. Nothing a repeat does
+    /// changes what was found of the connection and the memo for it, only the stream ids and
+    /// counts, the output and the connection window: those are checked for each frame, the
+    /// rest once per run of repeats.
     #[inline(always)]
-    fn repeat_headers(&mut self, id: u32, block: &[u8]) -> bool {
-        if self.memo.answer.is_none()
-            || !matches!(self.phase, Phase::Open)
-            || self.partial.is_some()
-            || id <= self.max_client_stream
-            || id % 2 == 0
-            || self.streams.len() + self.closed_unwritten as usize >= self.cfg.max_streams as usize
-            || !self.decoder.kept_table()
+    fn repeat_headers(&mut self, id: u32, block: &[u8], again: bool) -> bool {
+        if !again
+            && (self.memo.answer.is_none()
+                || !matches!(self.phase, Phase::Open)
+                || self.partial.is_some()
+                || !self.decoder.kept_table())
         {
             return false;
         }
-        match self.memo.parsed_for(block) {
-            Some(p) if p.bodiless() => {}
-            _ => return false,
+        if id <= self.max_client_stream
+            || id % 2 == 0
+            || self.streams.len() + self.closed_unwritten as usize >= self.cfg.max_streams as usize
+        {
+            return false;
         }
-        if !self.answer_repeat(id) {
+        if again {
+            if !same_block(&self.memo.block, block) {
+                return false;
+            }
+        } else {
+            match self.memo.parsed_for(block) {
+                Some(p) if p.bodiless() => {}
+                _ => return false,
+            }
+            if !self.repeat_allowed() {
+                return false;
+            }
+        }
+        if !self.write_repeat(id) {
             return false;
         }
         // As `on_headers` counts a new stream.
@@ -742,52 +760,67 @@ impl Connection {
     }
 
     /// Answers stream `id`, which just sent the memoised request's block with END_STREAM,
-    /// with the memoised answer when it is still the answer and may go now: the same HEADERS
-    /// block and DATA bytes as the handler's answer went out with, and no request made,
-    /// routed or handed out, no stream in the table. Returns false (nothing done) otherwise,
-    /// and the request takes the usual path. It is the answer when the header block is still
-    /// the cache's and nothing was encoded since (the HPACK encoder's table is as it found
-    /// it), of this turn's Date second, and the body's file is one the open-file cache still
-    /// answers from unchecked. It may go now when the usual path would send it at once: no
-    /// earlier request waits for its answer (answers keep the requests' order), no stream
-    /// waits to send, the handlers are below their limit, the peer's windows and frame size
-    /// take the block and the body, the output is below its high-water mark, and the
-    /// connection is not shutting down.
+    /// with the memoised answer when it is still the answer and may go now
+    /// (`repeat_allowed`, `write_repeat`): the same HEADERS block and DATA bytes as the
+    /// handler's answer went out with, and no request made, routed or handed out, no stream
+    /// in the table. Returns false (nothing done) otherwise, and the request takes the usual
+    /// path.
     #[inline(always)]
     fn answer_repeat(&mut self, id: u32) -> bool {
+        self.repeat_allowed() && self.write_repeat(id)
+    }
+
+    /// Whether the memoised answer is still the answer, and may go now as far as the
+    /// connection's state goes (a repeat does not change any of it). It is the answer when
+    /// the header block is still the cache's and nothing was encoded since (the HPACK
+    /// encoder's table is as it found it), of this turn's Date second, and the body's file is
+    /// one the open-file cache still answers from unchecked. It may go now when the usual
+    /// path would send it at once: no earlier request waits for its answer (answers keep the
+    /// requests' order), no stream waits to send, the handlers are below their limit, the
+    /// peer's frame size takes the body, and the connection is not shutting down.
+    #[inline(always)]
+    fn repeat_allowed(&mut self) -> bool {
         let Some(a) = &self.memo.answer else {
             return false;
         };
         let cache = &self.headers_cache;
         if !(cache.valid
             && cache.stamp == a.stamp
-            && self.phase == Phase::Open
+            && matches!(self.phase, Phase::Open)
             && self.requests.is_empty()
             && self.ready.is_empty()
             && self.in_handler < self.cfg.max_concurrent_requests
-            && self.out.len() < OUTPUT_HIGH_WATER)
+            && a.body_len <= self.peer_max_frame)
         {
-            return false;
-        }
-        let n = a.body_len as usize;
-        let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
-        if n > self.peer_max_frame as usize || n as i64 > window {
             return false;
         }
         // Of this `recv`: the Date second and the open-file cache's clock (coarser than a
         // turn) are read once per turn.
-        let fresh = match self.memo.answer_fresh {
+        match self.memo.answer_fresh {
             Some(fresh) => fresh,
             None => {
                 let date = *self
                     .date
                     .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
-                let fresh = cache.date == date && a.body.reusable_now();
+                let fresh = cache.date == date
+                    && a.body.reusable_now()
+                    && (a.body_in_frames || in_memory(&a.body).is_some());
                 self.memo.answer_fresh = Some(fresh);
                 fresh
             }
+        }
+    }
+
+    /// Writes the memoised answer for stream `id` when the output is below its high-water
+    /// mark and the windows take the body (what each repeat changes), and counts it.
+    #[inline(always)]
+    fn write_repeat(&mut self, id: u32) -> bool {
+        let Some(a) = &self.memo.answer else {
+            return false;
         };
-        if !fresh {
+        let n = a.body_len as usize;
+        let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
+        if self.out.len() >= OUTPUT_HIGH_WATER || n as i64 > window {
             return false;
         }
         // HEADERS, the block and DATA as kept, with this stream's id (the body follows when
@@ -1285,6 +1318,8 @@ impl Connection {
         // Where the next frame starts: `input` is advanced once, after the loop (or before
         // it waits for more), not per frame.
         let mut at = 0;
+        // The last frame was a repeat answered from the memo (`repeat_headers`).
+        let mut repeating = false;
         while input.len() - at >= frame::HEADER_LEN {
             if self.batch_opened >= REQUEST_BATCH && self.partial.is_none() {
                 self.recv_paused = true;
@@ -1309,10 +1344,12 @@ impl Connection {
             let payload = &input[at + frame::HEADER_LEN..at + total];
             let r = if head.kind == kind::HEADERS
                 && head.flags & REPEAT_FLAGS_MASK == REPEAT_FLAGS
-                && self.repeat_headers(head.stream, payload)
+                && self.repeat_headers(head.stream, payload, repeating)
             {
+                repeating = true;
                 Ok(())
             } else {
+                repeating = false;
                 match frame::decode(head, payload, frame::DEFAULT_MAX_FRAME_SIZE) {
                     Ok(f) => self.on_frame(f, now),
                     Err(FrameError::Connection(r)) => Err(Fail::Conn(r, "invalid frame")),
