@@ -2139,3 +2139,37 @@ fn a_repeat_is_checked_as_any_headers_frame() {
     );
     assert_eq!(goaway_code(&f), None);
 }
+
+#[test]
+fn a_run_of_repeats_is_checked_again_after_any_other_frame() {
+    // A SETTINGS frame between two repeats in one read changes the encoder's table size:
+    // the kept answer's header block is no longer the one to send, so the second repeat
+    // takes the usual path.
+    let (mut p, block) = memo_peer(Settings::default());
+    let mut reqs = raw_request(5, &block);
+    frame::put_settings(&mut reqs, &[(setting::HEADER_TABLE_SIZE, 256)]);
+    reqs.extend(raw_request(7, &block));
+    reqs.extend(raw_request(9, &block));
+    p.feed(&reqs);
+    let mut handed = Vec::new();
+    while let Some((id, _req)) = p.conn.next_request() {
+        handed.push(id);
+        let mut r = Response::new(200);
+        r.body = Body::Bytes(Bytes::from_static(b"hello"));
+        p.conn.respond(id, r);
+    }
+    assert_eq!(handed, vec![7, 9], "the handler answers");
+    let f = p.turn(b"");
+    assert_eq!(
+        kinds(&f),
+        vec![
+            (kind::HEADERS, 5),
+            (kind::DATA, 5),
+            (kind::SETTINGS, 0),
+            (kind::HEADERS, 7),
+            (kind::DATA, 7),
+            (kind::HEADERS, 9),
+            (kind::DATA, 9)
+        ]
+    );
+}
