@@ -752,9 +752,14 @@ impl Connection {
         if !self.write_repeat(id) {
             return false;
         }
-        // As `on_headers` counts a new stream.
+        // As `on_headers` counts a new stream, but in the batch (`REQUEST_BATCH`) only when
+        // its body is not kept with the frames: a short answer holds nothing and adds a few
+        // dozen bytes to the output (bounded by its high-water mark), so a read full of
+        // repeats is answered in one `recv`.
         self.max_client_stream = id;
-        self.batch_opened += 1;
+        if self.memo.answer.as_ref().is_none_or(|a| !a.body_in_frames) {
+            self.batch_opened += 1;
+        }
         self.opened_lately = self.opened_lately.saturating_add(1);
         true
     }

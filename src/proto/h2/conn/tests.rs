@@ -2053,10 +2053,15 @@ fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
 /// A peer whose connection keeps the memo of a GET for `/r` and of its answer (streams 1 and
 /// 3), and the header block that repeats it.
 fn memo_peer(cfg: Settings) -> (Peer, Vec<u8>) {
+    memo_peer_with(cfg, b"hello")
+}
+
+/// [`memo_peer`] with `body` for the answer.
+fn memo_peer_with(cfg: Settings, body: &'static [u8]) -> (Peer, Vec<u8>) {
     let mut p = Peer::new(cfg, &[]);
     p.turn(b"");
-    repeat_round(&mut p, "/r", &[1], b"hello");
-    repeat_round(&mut p, "/r", &[3], b"hello");
+    repeat_round(&mut p, "/r", &[1], body);
+    repeat_round(&mut p, "/r", &[3], body);
     let block = p.get(5, "/r", true)[9..].to_vec();
     (p, block)
 }
@@ -2153,4 +2158,35 @@ fn answers(ids: &[u32]) -> Vec<(u8, u32)> {
     ids.iter()
         .flat_map(|&id| [(kind::HEADERS, id), (kind::DATA, id)])
         .collect()
+}
+
+#[test]
+fn repeats_of_a_short_answer_do_not_count_in_the_request_batch() {
+    // 40 repeats in one read: a short answer (kept with its frames) is given to all of them
+    // in one `recv`; a longer one counts in the batch, so `recv` pauses after
+    // `REQUEST_BATCH` of them (the driver fills the output between batches).
+    static LONG: [u8; FRAMES_BODY_MAX + 1] = [b'x'; FRAMES_BODY_MAX + 1];
+    for (body, batches) in [
+        (&b"hello"[..], 1),
+        (&LONG[..], 40usize.div_ceil(REQUEST_BATCH)),
+    ] {
+        let (mut p, block) = memo_peer_with(Settings::default(), body);
+        let reqs: Vec<u8> = (0..40)
+            .flat_map(|k| raw_request(5 + 2 * k, &block))
+            .collect();
+        let mut input = BytesMut::from(&reqs[..]);
+        let mut recvs = 0;
+        while !input.is_empty() {
+            p.conn.recv(&mut input, p.now);
+            recvs += 1;
+        }
+        assert_eq!(recvs, batches);
+        assert!(
+            p.conn.next_request().is_none(),
+            "all answered from the memo"
+        );
+        let f = p.turn(b"");
+        let ids: Vec<u32> = (0..40).map(|k| 5 + 2 * k).collect();
+        assert_eq!(kinds(&f), answers(&ids));
+    }
 }
