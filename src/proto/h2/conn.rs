@@ -855,10 +855,11 @@ impl Connection {
             });
         }
         // Its END_STREAM is in the output: the client counts it as open until it reads it.
-        // It stays counted in the batch (`REQUEST_BATCH`): the driver writes the output
-        // between batches as it would for the usual path, and a large answer repeated does
-        // not fill the output to its high-water mark in one `recv`, leaving the requests
-        // behind it to be queued as bodies that wait.
+        // One whose body is not kept with the frames stays counted in the batch
+        // (`REQUEST_BATCH`, see `repeat_headers`): the driver fills the output between
+        // batches as it would for the usual path, and a large answer repeated does not fill
+        // the output to its high-water mark in one `recv`, leaving the requests behind it to
+        // be queued as bodies that wait.
         self.closed_unwritten += 1;
         self.check_done();
         true
