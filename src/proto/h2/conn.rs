@@ -308,6 +308,11 @@ const RECENT_RESETS: usize = 16;
 /// table, the decoded headers and the pending responses small (the memory a connection
 /// holds at its peak), and the working set in cache.
 const REQUEST_BATCH: usize = 16;
+/// The flags of a HEADERS frame that `Connection::repeat_headers` may answer before it is
+/// decoded as a frame: the whole block and the whole request, no padding or priority to
+/// take off (other flags mean nothing on HEADERS).
+const REPEAT_FLAGS_MASK: u8 = flag::END_STREAM | flag::END_HEADERS | flag::PADDED | flag::PRIORITY;
+const REPEAT_FLAGS: u8 = flag::END_STREAM | flag::END_HEADERS;
 /// The output buffer's first allocation, enough for a batch of small responses.
 const OUT_INITIAL: usize = 4 * 1024;
 /// New streams since the connection was last quiet from which it keeps its buffers between
@@ -702,53 +707,125 @@ impl Connection {
         });
     }
 
+    /// A HEADERS frame with END_STREAM and END_HEADERS, without padding or priority
+    /// (`REPEAT_FLAGS`), for stream `id`, answered from the memo (`answer_repeat`) before it
+    /// is decoded as a frame, when the usual path would find it a new request with the
+    /// memoised block: the connection open with no header block in progress, a new odd
+    /// stream id, room for one more stream, the HPACK table unchanged since the memo and the
+    /// request bodiless. Then it counts as the usual path counts a new stream. Returns false
+    /// (nothing done) otherwise, and the frame takes the usual path. The cheapest check that
+    /// turns away a connection without a memo comes first.
+    ///
+    /// `again`: the frame before it in this read was such a repeat. Nothing a repeat does
+    /// changes what was found of the connection and the memo for it, only the stream ids and
+    /// counts, the output and the connection window: those are checked for each frame, the
+    /// rest once per run of repeats.
+    #[inline(always)]
+    fn repeat_headers(&mut self, id: u32, block: &[u8], again: bool) -> bool {
+        if !again
+            && (self.memo.answer.is_none()
+                || !matches!(self.phase, Phase::Open)
+                || self.partial.is_some()
+                || !self.decoder.kept_table())
+        {
+            return false;
+        }
+        if id <= self.max_client_stream
+            || id % 2 == 0
+            || self.streams.len() + self.closed_unwritten as usize >= self.cfg.max_streams as usize
+        {
+            return false;
+        }
+        if again {
+            if !same_block(&self.memo.block, block) {
+                return false;
+            }
+        } else {
+            match self.memo.parsed_for(block) {
+                Some(p) if p.bodiless() => {}
+                _ => return false,
+            }
+            if !self.repeat_allowed() {
+                return false;
+            }
+        }
+        if !self.write_repeat(id) {
+            return false;
+        }
+        // As `on_headers` counts a new stream, but in the batch (`REQUEST_BATCH`) only when
+        // its body is not kept with the frames: a short answer holds nothing and adds a few
+        // dozen bytes to the output (bounded by its high-water mark), so a read full of
+        // repeats is answered in one `recv`.
+        self.max_client_stream = id;
+        if self.memo.answer.as_ref().is_none_or(|a| !a.body_in_frames) {
+            self.batch_opened += 1;
+        }
+        self.opened_lately = self.opened_lately.saturating_add(1);
+        true
+    }
+
     /// Answers stream `id`, which just sent the memoised request's block with END_STREAM,
-    /// with the memoised answer when it is still the answer and may go now: the same HEADERS
-    /// block and DATA bytes as the handler's answer went out with, and no request made,
-    /// routed or handed out, no stream in the table. Returns false (nothing done) otherwise,
-    /// and the request takes the usual path. It is the answer when the header block is still
-    /// the cache's and nothing was encoded since (the HPACK encoder's table is as it found
-    /// it), of this turn's Date second, and the body's file is one the open-file cache still
-    /// answers from unchecked. It may go now when the usual path would send it at once: no
-    /// earlier request waits for its answer (answers keep the requests' order), no stream
-    /// waits to send, the handlers are below their limit, the peer's windows and frame size
-    /// take the block and the body, the output is below its high-water mark, and the
-    /// connection is not shutting down.
-    #[inline]
+    /// with the memoised answer when it is still the answer and may go now
+    /// (`repeat_allowed`, `write_repeat`): the same HEADERS block and DATA bytes as the
+    /// handler's answer went out with, and no request made, routed or handed out, no stream
+    /// in the table. Returns false (nothing done) otherwise, and the request takes the usual
+    /// path.
+    #[inline(always)]
     fn answer_repeat(&mut self, id: u32) -> bool {
+        self.repeat_allowed() && self.write_repeat(id)
+    }
+
+    /// Whether the memoised answer is still the answer, and may go now as far as the
+    /// connection's state goes (a repeat does not change any of it). It is the answer when
+    /// the header block is still the cache's and nothing was encoded since (the HPACK
+    /// encoder's table is as it found it), of this turn's Date second, and the body's file is
+    /// one the open-file cache still answers from unchecked. It may go now when the usual
+    /// path would send it at once: no earlier request waits for its answer (answers keep the
+    /// requests' order), no stream waits to send, the handlers are below their limit, the
+    /// peer's frame size takes the body, and the connection is not shutting down.
+    #[inline(always)]
+    fn repeat_allowed(&mut self) -> bool {
         let Some(a) = &self.memo.answer else {
             return false;
         };
         let cache = &self.headers_cache;
         if !(cache.valid
             && cache.stamp == a.stamp
-            && self.phase == Phase::Open
+            && matches!(self.phase, Phase::Open)
             && self.requests.is_empty()
             && self.ready.is_empty()
             && self.in_handler < self.cfg.max_concurrent_requests
-            && self.out.len() < OUTPUT_HIGH_WATER)
+            && a.body_len <= self.peer_max_frame)
         {
-            return false;
-        }
-        let n = a.body_len as usize;
-        let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
-        if n > self.peer_max_frame as usize || n as i64 > window {
             return false;
         }
         // Of this `recv`: the Date second and the open-file cache's clock (coarser than a
         // turn) are read once per turn.
-        let fresh = match self.memo.answer_fresh {
+        match self.memo.answer_fresh {
             Some(fresh) => fresh,
             None => {
                 let date = *self
                     .date
                     .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
-                let fresh = cache.date == date && a.body.reusable_now();
+                let fresh = cache.date == date
+                    && a.body.reusable_now()
+                    && (a.body_in_frames || in_memory(&a.body).is_some());
                 self.memo.answer_fresh = Some(fresh);
                 fresh
             }
+        }
+    }
+
+    /// Writes the memoised answer for stream `id` when the output is below its high-water
+    /// mark and the windows take the body (what each repeat changes), and counts it.
+    #[inline(always)]
+    fn write_repeat(&mut self, id: u32) -> bool {
+        let Some(a) = &self.memo.answer else {
+            return false;
         };
-        if !fresh {
+        let n = a.body_len as usize;
+        let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
+        if self.out.len() >= OUTPUT_HIGH_WATER || n as i64 > window {
             return false;
         }
         // HEADERS, the block and DATA as kept, with this stream's id (the body follows when
@@ -778,10 +855,11 @@ impl Connection {
             });
         }
         // Its END_STREAM is in the output: the client counts it as open until it reads it.
-        // It stays counted in the batch (`REQUEST_BATCH`): the driver writes the output
-        // between batches as it would for the usual path, and a large answer repeated does
-        // not fill the output to its high-water mark in one `recv`, leaving the requests
-        // behind it to be queued as bodies that wait.
+        // One whose body is not kept with the frames stays counted in the batch
+        // (`REQUEST_BATCH`, see `repeat_headers`): the driver fills the output between
+        // batches as it would for the usual path, and a large answer repeated does not fill
+        // the output to its high-water mark in one `recv`, leaving the requests behind it to
+        // be queued as bodies that wait.
         self.closed_unwritten += 1;
         self.check_done();
         true
@@ -1243,12 +1321,17 @@ impl Connection {
             self.opened_lately = 0;
         }
         let mut got_frame = false;
-        while input.len() >= frame::HEADER_LEN {
+        // Where the next frame starts: `input` is advanced once, after the loop (or before
+        // it waits for more), not per frame.
+        let mut at = 0;
+        // The last frame was a repeat answered from the memo (`repeat_headers`).
+        let mut repeating = false;
+        while input.len() - at >= frame::HEADER_LEN {
             if self.batch_opened >= REQUEST_BATCH && self.partial.is_none() {
                 self.recv_paused = true;
                 break;
             }
-            let head_bytes: &[u8; frame::HEADER_LEN] = input[..frame::HEADER_LEN]
+            let head_bytes: &[u8; frame::HEADER_LEN] = input[at..at + frame::HEADER_LEN]
                 .try_into()
                 .map_err(|_| Fail::Conn(Reason::INTERNAL_ERROR, "frame header"))?;
             let head = Head::parse(head_bytes);
@@ -1257,27 +1340,38 @@ impl Connection {
                 return Err(Fail::Conn(Reason::FRAME_SIZE_ERROR, "frame too large"));
             }
             let total = frame::HEADER_LEN + head.len as usize;
-            if input.len() < total {
+            if input.len() - at < total {
+                input.advance(at);
+                at = 0;
                 input.reserve(total - input.len());
                 break;
             }
             got_frame = true;
-            let payload = &input[frame::HEADER_LEN..total];
-            let r = match frame::decode(head, payload, frame::DEFAULT_MAX_FRAME_SIZE) {
-                Ok(f) => self.on_frame(f, now),
-                Err(FrameError::Connection(r)) => Err(Fail::Conn(r, "invalid frame")),
-                Err(FrameError::Stream(id, r)) => {
-                    if self.partial.is_some() {
-                        Err(Fail::Conn(
-                            Reason::PROTOCOL_ERROR,
-                            "frame inside a header block",
-                        ))
-                    } else {
-                        self.stream_error(id, r, now)
+            let payload = &input[at + frame::HEADER_LEN..at + total];
+            let r = if head.kind == kind::HEADERS
+                && head.flags & REPEAT_FLAGS_MASK == REPEAT_FLAGS
+                && self.repeat_headers(head.stream, payload, repeating)
+            {
+                repeating = true;
+                Ok(())
+            } else {
+                repeating = false;
+                match frame::decode(head, payload, frame::DEFAULT_MAX_FRAME_SIZE) {
+                    Ok(f) => self.on_frame(f, now),
+                    Err(FrameError::Connection(r)) => Err(Fail::Conn(r, "invalid frame")),
+                    Err(FrameError::Stream(id, r)) => {
+                        if self.partial.is_some() {
+                            Err(Fail::Conn(
+                                Reason::PROTOCOL_ERROR,
+                                "frame inside a header block",
+                            ))
+                        } else {
+                            self.stream_error(id, r, now)
+                        }
                     }
                 }
             };
-            input.advance(total);
+            at += total;
             r?;
             if let Some(id) = self.opened_with_body.take() {
                 // Decided before the stream's first DATA frame is processed.
@@ -1285,9 +1379,11 @@ impl Connection {
             }
             if self.closed.is_some() {
                 input.clear();
+                at = 0;
                 break;
             }
         }
+        input.advance(at);
         if got_frame {
             self.last_frame_at = now;
         }
@@ -2573,6 +2669,29 @@ fn same_bytes(a: &Bytes, b: &Bytes) -> bool {
     a.len() == b.len() && (a.is_empty() || a.as_ptr() == b.as_ptr() || a[..] == b[..])
 }
 
+/// Whether two header blocks are the same bytes. A repeated request's block is a few index
+/// bytes: up to 16 are compared as two overlapping words each, without a call to `memcmp`.
+#[inline(always)]
+fn same_block(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        8..=16 => word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8),
+        4..=7 => word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4),
+        _ => a == b,
+    }
+}
+
+/// The `N` bytes of `s` from `at` (within `s`).
+#[inline(always)]
+fn word<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
+    s.get(at..at + N)
+        .and_then(|w| w.try_into().ok())
+        .unwrap_or([0; N])
+}
+
 /// The last request decoded from a header block that left the HPACK table as it was (indexed
 /// fields and literals without indexing only). The same block bytes, while no block since
 /// changed the table ([`hpack::Decoder::kept_table`]), decode to the same fields: the same
@@ -2631,7 +2750,7 @@ impl RequestMemo {
     #[inline]
     fn parsed_for(&self, block: &[u8]) -> Option<&Parsed> {
         let p = self.parsed.as_ref()?;
-        if self.block[..] != *block {
+        if !same_block(&self.block, block) {
             return None;
         }
         Some(p)
@@ -2678,6 +2797,14 @@ struct Meta {
     expect_continue: bool,
     head: bool,
     tunnel: bool,
+}
+
+impl Parsed {
+    /// [`Meta::bodiless`], read from the request as it is kept.
+    #[inline]
+    fn bodiless(&self) -> bool {
+        self.content_length.is_none_or(|l| l == 0) && self.req.protocol().is_none()
+    }
 }
 
 impl Meta {

@@ -120,13 +120,17 @@ pub struct Head {
 }
 
 impl Head {
+    #[inline]
     pub fn parse(b: &[u8; HEADER_LEN]) -> Head {
+        // The first eight bytes read as one word: the length, type, flags and the stream
+        // id's first three bytes.
+        let w = u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
         Head {
-            len: u32::from_be_bytes([0, b[0], b[1], b[2]]),
-            kind: b[3],
-            flags: b[4],
+            len: (w >> 40) as u32,
+            kind: (w >> 32) as u8,
+            flags: (w >> 24) as u8,
             // The reserved bit is ignored on receipt (section 4.1).
-            stream: u32::from_be_bytes([b[5], b[6], b[7], b[8]]) & MAX_WINDOW,
+            stream: ((w as u32) << 8 | u32::from(b[8])) & MAX_WINDOW,
         }
     }
 }

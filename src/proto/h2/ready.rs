@@ -36,6 +36,7 @@ impl ReadyQueues {
         self.others.as_mut()?.get_mut(urgency)?.pop_front()
     }
 
+    #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.default.is_empty()
             && self

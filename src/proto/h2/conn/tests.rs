@@ -2049,3 +2049,144 @@ fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
     open.reuse_until.set(0);
     assert_eq!(repeat_round_with(&mut p, "/f", &[9, 11], &body).0, 2);
 }
+
+/// A peer whose connection keeps the memo of a GET for `/r` and of its answer (streams 1 and
+/// 3), and the header block that repeats it.
+fn memo_peer(cfg: Settings) -> (Peer, Vec<u8>) {
+    memo_peer_with(cfg, b"hello")
+}
+
+/// [`memo_peer`] with `body` for the answer.
+fn memo_peer_with(cfg: Settings, body: &'static [u8]) -> (Peer, Vec<u8>) {
+    let mut p = Peer::new(cfg, &[]);
+    p.turn(b"");
+    repeat_round(&mut p, "/r", &[1], body);
+    repeat_round(&mut p, "/r", &[3], body);
+    let block = p.get(5, "/r", true)[9..].to_vec();
+    (p, block)
+}
+
+/// A HEADERS frame for stream `id` with `flags` and `payload` as they are.
+fn headers_with(id: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::put_head(&mut out, payload.len(), kind::HEADERS, flags, id);
+    out.extend_from_slice(payload);
+    out
+}
+
+#[test]
+fn a_repeat_is_checked_as_any_headers_frame() {
+    let whole = flag::END_HEADERS | flag::END_STREAM;
+    // Plain, padded or with a priority: answered from the memo alike.
+    let (mut p, block) = memo_peer(Settings::default());
+    let mut padded = vec![2];
+    padded.extend_from_slice(&block);
+    padded.extend_from_slice(&[0, 0]);
+    let mut prioritised = vec![0, 0, 0, 0, 15];
+    prioritised.extend_from_slice(&block);
+    let mut reqs = raw_request(5, &block);
+    reqs.extend(headers_with(7, whole | flag::PADDED, &padded));
+    reqs.extend(headers_with(9, whole | flag::PRIORITY, &prioritised));
+    p.feed(&reqs);
+    assert!(
+        p.conn.next_request().is_none(),
+        "answered without the handler"
+    );
+    assert_eq!(kinds(&p.turn(b"")), answers(&[5, 7, 9]));
+    // The memo's block where the usual path finds a connection error: a stream id used
+    // before, an even one, a HEADERS inside another stream's header block.
+    let mut inside = headers_with(11, flag::END_STREAM, &block);
+    inside.extend(raw_request(13, &block));
+    for (frames, code) in [
+        (raw_request(3, &block), Reason::STREAM_CLOSED),
+        (raw_request(12, &block), Reason::PROTOCOL_ERROR),
+        (inside, Reason::PROTOCOL_ERROR),
+    ] {
+        let (mut p, _) = memo_peer(Settings::default());
+        p.feed(&frames);
+        assert_eq!(goaway_code(&p.turn(b"")), Some(code.0));
+    }
+    // A stream that depends on itself is reset; one past the stream limit is refused.
+    let (mut p, block) = memo_peer(Settings {
+        max_streams: 2,
+        ..Settings::default()
+    });
+    let mut itself = vec![0, 0, 0, 5, 15];
+    itself.extend_from_slice(&block);
+    let mut reqs = headers_with(5, whole | flag::PRIORITY, &itself);
+    for id in [7, 9, 11] {
+        reqs.extend(raw_request(id, &block));
+    }
+    p.feed(&reqs);
+    let f = p.turn(b"");
+    let resets: Vec<(u32, Vec<u8>)> = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::RST_STREAM)
+        .map(|(h, b)| (h.stream, b.clone()))
+        .collect();
+    assert_eq!(
+        resets,
+        vec![
+            (5, Reason::PROTOCOL_ERROR.0.to_be_bytes().to_vec()),
+            (11, Reason::REFUSED_STREAM.0.to_be_bytes().to_vec())
+        ]
+    );
+    assert_eq!(goaway_code(&f), None);
+}
+
+#[test]
+fn a_run_of_repeats_is_checked_again_after_any_other_frame() {
+    // A SETTINGS frame between two repeats in one read changes the encoder's table size:
+    // the kept answer's header block is no longer the one to send, so the second repeat
+    // takes the usual path.
+    let (mut p, block) = memo_peer(Settings::default());
+    let mut reqs = raw_request(5, &block);
+    frame::put_settings(&mut reqs, &[(setting::HEADER_TABLE_SIZE, 256)]);
+    reqs.extend(raw_request(7, &block));
+    reqs.extend(raw_request(9, &block));
+    p.feed(&reqs);
+    // 5 answered from the memo (no stream kept), 7 and 9 opened on the usual path.
+    assert_eq!(p.conn.streams.len(), 2);
+    let mut want = answers(&[5]);
+    want.push((kind::SETTINGS, 0));
+    want.extend(answers(&[7, 9]));
+    assert_eq!(kinds(&p.turn(b"hello")), want);
+}
+
+/// The frames (kind, stream) of whole answers to `ids`, in order.
+fn answers(ids: &[u32]) -> Vec<(u8, u32)> {
+    ids.iter()
+        .flat_map(|&id| [(kind::HEADERS, id), (kind::DATA, id)])
+        .collect()
+}
+
+#[test]
+fn repeats_of_a_short_answer_do_not_count_in_the_request_batch() {
+    // 40 repeats in one read: a short answer (kept with its frames) is given to all of them
+    // in one `recv`; a longer one counts in the batch, so `recv` pauses after
+    // `REQUEST_BATCH` of them (the driver fills the output between batches).
+    static LONG: [u8; FRAMES_BODY_MAX + 1] = [b'x'; FRAMES_BODY_MAX + 1];
+    for (body, batches) in [
+        (&b"hello"[..], 1),
+        (&LONG[..], 40usize.div_ceil(REQUEST_BATCH)),
+    ] {
+        let (mut p, block) = memo_peer_with(Settings::default(), body);
+        let reqs: Vec<u8> = (0..40)
+            .flat_map(|k| raw_request(5 + 2 * k, &block))
+            .collect();
+        let mut input = BytesMut::from(&reqs[..]);
+        let mut recvs = 0;
+        while !input.is_empty() {
+            p.conn.recv(&mut input, p.now);
+            recvs += 1;
+        }
+        assert_eq!(recvs, batches);
+        assert!(
+            p.conn.next_request().is_none(),
+            "all answered from the memo"
+        );
+        let f = p.turn(b"");
+        let ids: Vec<u32> = (0..40).map(|k| 5 + 2 * k).collect();
+        assert_eq!(kinds(&f), answers(&ids));
+    }
+}
