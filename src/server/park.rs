@@ -411,15 +411,25 @@ impl Parking {
             }
         }
         drop(p);
-        let parks = self.since_trim.get() + 1;
-        self.since_trim.set(parks);
         // A deadline `watch` keeps that comes before this one (as in park order within a
         // protocol) needs no wake-up; an HTTP/2 deadline may come before an HTTP/1.1 one.
         let sooner = self.next_wake.get().is_none_or(|w| in_order && until < w);
-        if sooner || parks == TRIM_AFTER_PARKS {
+        if sooner {
             self.changed.notify_one();
         }
         Ok(())
+    }
+
+    /// Counts a task freed by parking toward the next trim (see `watch`). A connection that
+    /// enters the lane from `accept` freed nothing: counting it would trim the heap every
+    /// second under a stream of new connections, and the pages given back are faulted in
+    /// again at once.
+    fn count_freed_task(&self) {
+        let parks = self.since_trim.get() + 1;
+        self.since_trim.set(parks);
+        if parks == TRIM_AFTER_PARKS {
+            self.changed.notify_one();
+        }
     }
 
     /// Adds `fd` to the epoll instance (or re-arms it), reporting one readiness event; or,
@@ -807,8 +817,9 @@ pub(super) fn park(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, idle
     };
     // A connection that answered a request goes to the lane at once; the others waited.
     let waited = !(parking.lane && matches!(idle, Idle::Http1 { fresh: false, .. }));
-    if let Err(e) = parking.insert(socket, addrs, guard, idle, waited) {
-        tracing::debug!(peer = %addrs.0, "cannot park a connection: {e}");
+    match parking.insert(socket, addrs, guard, idle, waited) {
+        Ok(()) => parking.count_freed_task(),
+        Err(e) => tracing::debug!(peer = %addrs.0, "cannot park a connection: {e}"),
     }
 }
 
