@@ -169,14 +169,14 @@ pub struct Request {
 }
 
 impl Request {
-    /// Drops the request and keeps its field list for the next one ([`super::recycle`]).
-    /// Called where the fast paths are done with a request; not a `Drop` impl, which would
-    /// make every move of a request (and of a stream holding one) a copy through memory.
     /// The bytes the request was built from (its head, as received, for HTTP/1).
     pub fn raw_head(&self) -> &[u8] {
         &self.head
     }
 
+    /// Drops the request and keeps its field list for the next one ([`super::recycle`]).
+    /// Called where the fast paths are done with a request; not a `Drop` impl, which would
+    /// make every move of a request (and of a stream holding one) a copy through memory.
     #[inline]
     pub fn recycle(self) {
         self.fields.recycle();

@@ -983,11 +983,12 @@ pub(crate) fn answer_in_lane(
 }
 
 /// Puts the head of `req` back in front of `rbuf` for the task that takes over (a copy: the
-/// rare path of an answer that is not inline, e.g. a large file).
+/// rare path of an answer that is not inline, e.g. a large file). Exactly sized: the lane
+/// copies the bytes it hands over into a buffer of their own anyway.
 #[cold]
 fn hand_back(rbuf: &mut BytesMut, req: &Request) -> LaneStep {
     let head = req.raw_head();
-    let mut whole = BytesMut::with_capacity(head.len() + rbuf.len() + READ_BUFFER);
+    let mut whole = BytesMut::with_capacity(head.len() + rbuf.len());
     whole.extend_from_slice(head);
     whole.extend_from_slice(rbuf);
     *rbuf = whole;
