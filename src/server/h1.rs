@@ -2,6 +2,7 @@
 //! and writes responses. Pipelined requests are answered in order, their responses gathered
 //! in one buffer and written with one syscall per read. See `src/proto/h1/LIFECYCLE.md`.
 
+use super::answer_memo::Source;
 use super::buffers::READ_BUFFER;
 use super::transport::{self, Transport};
 use super::worker::WorkerCtx;
@@ -10,7 +11,7 @@ use crate::http::response::BodyPart;
 use crate::http::{body, Answer, Body, FileRange, Request, Response};
 use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -948,6 +949,17 @@ pub(crate) fn answer_in_lane(
     if fresh && is_preface_prefix(rbuf) {
         return LaneStep::Handover;
     }
+    if !ctx.stopping.get() {
+        if let Some(given) = ctx.answer_memo.borrow_mut().give(rbuf, addrs.1, wbuf) {
+            rbuf.advance(given.head_len);
+            if let Some(mark) = crate::metrics::start() {
+                let (head, total) = (given.head_len as u64, given.answer_len as u64);
+                let proto = crate::metrics::Proto::Http1;
+                crate::metrics::request_between(proto, given.status, head, total, mark, mark);
+            }
+            return LaneStep::Answered;
+        }
+    }
     let parsed = (ctx.parse_memo.borrow_mut()).parse(rbuf, &ctx.head_limits);
     let Ok(Some(head)) = parsed else {
         return LaneStep::Handover;
@@ -973,12 +985,30 @@ pub(crate) fn answer_in_lane(
     if !reply.inline() {
         return hand_back(rbuf, &reply.req);
     }
+    // A repeatable answer is kept for the next request with the same head (`AnswerMemo`).
+    let keep =
+        route.is_some_and(|r| r.answer_repeats(&reply.resp)) && ctx.answer_memo.borrow().wants();
+    let kept = keep
+        .then(|| Source::of(&reply.resp.body))
+        .flatten()
+        .map(|source| {
+            (
+                Bytes::copy_from_slice(reply.req.raw_head()),
+                reply.resp.status,
+                source,
+            )
+        });
+    let start = wbuf.len();
     let out = Out {
         ctx,
         port: addrs.1.port(),
         wbuf,
     };
     out.write_inline(reply, rbuf);
+    if let Some((head, status, source)) = kept {
+        let answer = &wbuf[start..];
+        (ctx.answer_memo.borrow_mut()).keep(&head, addrs.1, status, source, answer);
+    }
     LaneStep::Answered
 }
 

@@ -12,6 +12,7 @@
 // Peer input must never panic: outside tests, no unwrap or expect here.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod answer_memo;
 mod buffers;
 mod h1;
 mod h2;

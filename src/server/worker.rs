@@ -35,6 +35,8 @@ pub(crate) struct WorkerCtx {
     pub parse_memo: RefCell<ParseMemo>,
     /// HTTP/1 response heads this worker wrote, kept rendered for the next ones alike.
     pub head_memo: RefCell<HeadMemo>,
+    /// The lane's answer to the last request repeated on this worker (`answer_memo.rs`).
+    pub answer_memo: RefCell<super::answer_memo::AnswerMemo>,
     /// HTTP/2 connection settings from the configuration.
     pub h2: super::h2::WorkerSettings,
     /// Buffers of idle HTTP/1 connections, for reuse.
@@ -120,6 +122,7 @@ pub(crate) fn run(
             head_limits,
             parse_memo: RefCell::new(ParseMemo::new()),
             head_memo: RefCell::new(HeadMemo::new()),
+            answer_memo: RefCell::default(),
             h2,
             buffers: Default::default(),
             stopping: Cell::new(false),

@@ -1,0 +1,241 @@
+//! The HTTP/1.1 answer memo of a worker's lane: a request repeated byte for byte (a load
+//! generator, a health check, a poll, the same asset asked for by many clients) is answered
+//! with the bytes of the last answer to it, without parsing, routing or asking a handler.
+//!
+//! An answer is kept only when its handler says it is the answer to the same request for as
+//! long as its body may be reused (`PathRoute::answer_repeats`: `respond`, `redirect`, a
+//! file the open-file cache holds; never on a path with an access log). A request is the
+//! same when its head has the same bytes and it came to the same local address (routing
+//! and the Server line follow the listener). Until the body's file is checked again
+//! (`Body::reusable_now`) the kept bytes are the answer, with the Date field rewritten when
+//! the second changes; after that the memo is dropped and the request takes the usual path.
+
+use crate::http::date::{self, DATE_LEN};
+use crate::http::{Body, OpenFile};
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+/// Request heads longer than this are not kept (and a peer cannot make the memo hold more).
+const HEAD_MAX: usize = 1024;
+/// Answers longer than this are not kept.
+const ANSWER_MAX: usize = 16 * 1024;
+/// Requests answered the usual way, while an answer is kept, before the next such answer
+/// replaces it: a kept answer nobody repeats gives way, one that is repeated among others
+/// stays.
+const REPLACE_AFTER_MISSES: u32 = 2;
+
+/// One worker's kept answer.
+#[derive(Default)]
+pub(crate) struct AnswerMemo {
+    /// The request head's bytes; empty when nothing is kept.
+    head: Vec<u8>,
+    local: Option<SocketAddr>,
+    /// The answer's bytes, head and body, as the usual path wrote them.
+    answer: Vec<u8>,
+    /// Where the Date value is in `answer`, and the second it says.
+    date_at: usize,
+    second: u64,
+    /// The file the body came from, when it did: the answer holds while the open-file
+    /// cache vouches for it.
+    file: Option<Rc<OpenFile>>,
+    status: u16,
+    /// Requests answered the usual way since the last answer given from here.
+    misses: u32,
+}
+
+/// An answer given from the memo: its length, and what the metrics count of it.
+pub(crate) struct Given {
+    /// The request head's length (the bytes to step past).
+    pub head_len: usize,
+    pub status: u16,
+    pub answer_len: usize,
+}
+
+/// What a kept answer was made from, to know whether it still holds: bytes always do, a
+/// file's contents while the open-file cache vouches for them.
+pub(crate) struct Source(Option<Rc<OpenFile>>);
+
+impl Source {
+    /// The source of an answer with `body`; none for a body that is not kept (streamed or
+    /// in parts).
+    pub fn of(body: &Body) -> Option<Source> {
+        match body {
+            Body::Empty | Body::Bytes(_) => Some(Source(None)),
+            Body::File(f) => Some(Source(Some(f.file.clone()))),
+            Body::Parts(_) | Body::Stream(_) => None,
+        }
+    }
+}
+
+impl AnswerMemo {
+    /// Appends the kept answer to `out` when `buf` starts with the kept request head, it came
+    /// to `local`, and the answer still holds. Otherwise counts a miss (the request takes the
+    /// usual path), dropping an answer that no longer holds.
+    #[inline]
+    pub fn give(&mut self, buf: &[u8], local: SocketAddr, out: &mut Vec<u8>) -> Option<Given> {
+        let n = self.head.len();
+        if n == 0 || buf.len() < n || buf[..n] != self.head[..] || self.local != Some(local) {
+            self.misses = self.misses.saturating_add(1);
+            return None;
+        }
+        if !self.file.as_ref().is_none_or(|f| f.reusable_now()) {
+            self.clear();
+            return None;
+        }
+        let at = self.date_at;
+        date::with_now_second(|second, text| {
+            if second != self.second {
+                self.answer[at..at + DATE_LEN].copy_from_slice(text);
+                self.second = second;
+            }
+        });
+        out.extend_from_slice(&self.answer);
+        self.misses = 0;
+        Some(Given {
+            head_len: n,
+            status: self.status,
+            answer_len: self.answer.len(),
+        })
+    }
+
+    /// Whether the next answer that repeats should be kept: none is, or the kept one was
+    /// not asked for lately.
+    #[inline]
+    pub fn wants(&self) -> bool {
+        self.head.is_empty() || self.misses >= REPLACE_AFTER_MISSES
+    }
+
+    /// Keeps `answer` (head and body, as written, with its Date field) for the request with
+    /// `head` that came to `local`; `body` is what it was made from. Out of line: the miss.
+    #[inline(never)]
+    pub fn keep(
+        &mut self,
+        head: &[u8],
+        local: SocketAddr,
+        status: u16,
+        source: Source,
+        answer: &[u8],
+    ) {
+        self.clear();
+        let Some(date_at) = date_value_at(answer) else {
+            return;
+        };
+        if head.len() > HEAD_MAX || answer.len() > ANSWER_MAX {
+            return;
+        }
+        self.head.extend_from_slice(head);
+        self.answer.extend_from_slice(answer);
+        self.local = Some(local);
+        self.date_at = date_at;
+        // Unknown: the next answer given writes the current date in.
+        self.second = u64::MAX;
+        self.file = source.0;
+        self.status = status;
+    }
+
+    fn clear(&mut self) {
+        self.head.clear();
+        self.answer.clear();
+        self.file = None;
+        self.misses = 0;
+    }
+}
+
+/// Where the value of the Date field starts in a response head the server wrote: its own
+/// Date field comes first (after the status and Server lines), before any of the handler's.
+fn date_value_at(answer: &[u8]) -> Option<usize> {
+    const FIELD: &[u8] = b"\r\nDate: ";
+    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let at = answer[..head_end]
+        .windows(FIELD.len())
+        .position(|w| w == FIELD)?
+        + FIELD.len();
+    (at + DATE_LEN <= head_end).then_some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GET: &[u8] = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    fn local() -> SocketAddr {
+        "127.0.0.1:8080".parse().unwrap()
+    }
+
+    fn answer() -> Vec<u8> {
+        let mut a = b"HTTP/1.1 200 OK\r\nServer: s\r\nDate: ".to_vec();
+        a.extend_from_slice(&[b'x'; DATE_LEN]);
+        a.extend_from_slice(b"\r\nContent-Length: 2\r\n\r\n42");
+        a
+    }
+
+    fn kept() -> AnswerMemo {
+        let mut m = AnswerMemo::default();
+        assert!(m.wants());
+        m.keep(GET, local(), 200, Source(None), &answer());
+        m
+    }
+
+    #[test]
+    fn a_repeated_head_gets_the_kept_answer_with_the_current_date() {
+        let mut m = kept();
+        let mut out = Vec::new();
+        let mut buf = GET.to_vec();
+        buf.extend_from_slice(b"GET /next");
+        let given = m.give(&buf, local(), &mut out).expect("a repeat");
+        assert_eq!(given.head_len, GET.len());
+        assert_eq!(given.status, 200);
+        assert_eq!(given.answer_len, out.len());
+        let now = date::with_now(|d| *d);
+        let at = date_value_at(&out).unwrap();
+        // The clock may tick between the two readings.
+        let written = &out[at..at + DATE_LEN];
+        assert!(written == now || written == date::with_now(|d| *d));
+        assert!(out.ends_with(b"\r\n\r\n42"));
+        assert!(!m.wants());
+    }
+
+    #[test]
+    fn another_head_or_address_or_a_partial_head_is_a_miss() {
+        let mut m = kept();
+        let mut out = Vec::new();
+        let other = b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert!(m.give(other, local(), &mut out).is_none());
+        assert!(m.give(&GET[..GET.len() - 1], local(), &mut out).is_none());
+        let elsewhere: SocketAddr = "127.0.0.1:8081".parse().unwrap();
+        assert!(m.give(GET, elsewhere, &mut out).is_none());
+        assert!(out.is_empty());
+        // Not asked for lately: the next answer replaces it.
+        assert!(m.wants());
+        assert!(m.give(GET, local(), &mut out).is_some());
+        assert!(!m.wants());
+    }
+
+    #[test]
+    fn bodies_in_parts_or_streamed_have_no_source() {
+        let part = crate::http::response::BodyPart::Bytes(bytes::Bytes::from_static(b"4"));
+        assert!(Source::of(&Body::Parts(vec![part])).is_none());
+        assert!(Source::of(&Body::Empty).is_some());
+    }
+
+    #[test]
+    fn long_or_undated_answers_are_not_kept() {
+        let mut m = AnswerMemo::default();
+        m.keep(
+            GET,
+            local(),
+            200,
+            Source(None),
+            b"HTTP/1.1 200 OK\r\n\r\n42",
+        );
+        assert!(m.wants());
+        let mut long = answer();
+        long.resize(ANSWER_MAX + 1, b'.');
+        m.keep(GET, local(), 200, Source(None), &long);
+        assert!(m.wants());
+        let long_head = [b'a'; HEAD_MAX + 1];
+        m.keep(&long_head, local(), 200, Source(None), &answer());
+        assert!(m.wants());
+    }
+}
