@@ -79,6 +79,8 @@ pub(crate) struct Parking {
     next_wake: Cell<Option<Instant>>,
     /// Connections parked since the allocator was last trimmed.
     since_trim: Cell<usize>,
+    /// The start of `tick`'s clock.
+    born: Instant,
 }
 
 /// The records, in a slab, with the order they were parked in.
@@ -90,9 +92,10 @@ struct Parked {
     order: VecDeque<(u32, u32)>,
     /// The same for HTTP/2 records with a deadline.
     order_h2: VecDeque<(u32, u32)>,
-    /// The lane's records that answered a request, least recently active first (linked
-    /// through `Record::prev`/`next`): an answer moves its record to the tail, so deadlines
-    /// come in list order with no queue entry per request.
+    /// The lane's records in the order of their `until` (linked through `Record::prev` and
+    /// `next`). An answer only notes its time in its record (`Record::active`); the list
+    /// catches up when its head's `until` comes (`expire_lane`), which moves a record active
+    /// since to the tail: per request, no queue entry and no neighbour's record touched.
     lane_head: u32,
     lane_tail: u32,
     serial: u32,
@@ -106,8 +109,12 @@ struct Record {
     addrs: Addrs,
     guard: ConnectionGuard,
     idle: Kept,
-    /// The keep-alive deadline (HTTP/1.1), or the connection's own deadline (HTTP/2).
+    /// The keep-alive deadline (HTTP/1.1), or the connection's own deadline (HTTP/2). In the
+    /// lane's list, the deadline as of its place there: one answered since has until
+    /// `active` plus the keep-alive timeout.
     until: Instant,
+    /// In the lane: when it last answered a request (or came in), on `Parking::tick`.
+    active: u32,
     /// Tells this record from a later one in the same slot.
     serial: u32,
     /// In the lane's list (`Parked::lane_head`), with its neighbours there; its entry in
@@ -301,6 +308,7 @@ impl Parking {
             changed: tokio::sync::Notify::new(),
             next_wake: Cell::new(None),
             since_trim: Cell::new(0),
+            born: Instant::now(),
         })
     }
 
@@ -396,6 +404,7 @@ impl Parking {
             guard,
             idle,
             until,
+            active: self.tick(now),
             serial,
             linked: false,
             prev: NIL,
@@ -582,15 +591,14 @@ impl Parking {
         };
         match served {
             Served::Kept if answered => {
-                let until = *lane.now.get_or_insert_with(Instant::now) + self.keepalive;
+                let tick = *lane.tick.get_or_insert_with(|| self.tick(Instant::now()));
                 let mut p = self.parked.borrow_mut();
                 if let Some(Some(r)) = p.records.get_mut(slot as usize) {
-                    r.until = until;
+                    r.active = tick;
                     if let Kept::Http1 { fresh, .. } = &mut r.idle {
                         *fresh = false;
                     }
                 }
-                p.link_last(slot);
             }
             Served::Kept => {}
             Served::Closed => self.close(slot),
@@ -660,18 +668,27 @@ impl Parking {
         [h1, h2, lane].into_iter().flatten().min()
     }
 
-    /// Closes the lane's connections whose keep-alive deadline passed (the list's head);
+    /// Closes the lane's connections whose keep-alive deadline passed (the list's head),
+    /// and moves those active since they were listed to the tail with their deadline;
     /// returns the next deadline.
     fn expire_lane(&self, now: Instant) -> Option<Instant> {
+        let tick = self.tick(now);
         loop {
             let mut p = self.parked.borrow_mut();
             let head = p.lane_head;
-            let until = match p.records.get(head as usize) {
-                Some(Some(r)) => r.until,
-                _ => return None,
+            let Some(Some(r)) = p.records.get_mut(head as usize) else {
+                return None;
             };
-            if until > now {
-                return Some(until);
+            if r.until > now {
+                return Some(r.until);
+            }
+            // (An activity after `now`, taken later, is no idle time.)
+            let idle_ms = Some(tick.wrapping_sub(r.active)).filter(|&ms| ms <= u32::MAX / 2);
+            let idle = Duration::from_millis(u64::from(idle_ms.unwrap_or(0)));
+            if idle < self.keepalive {
+                r.until = now + (self.keepalive - idle);
+                p.link_last(head);
+                continue;
             }
             let record = p.remove(head);
             drop(p);
@@ -837,6 +854,15 @@ pub(super) fn enter(socket: std::net::TcpStream, addrs: Addrs, guard: Connection
     };
     if let Err(e) = parking.insert(socket, addrs, guard, idle, false) {
         tracing::warn!(peer = %addrs.0, "cannot serve a connection in the lane: {e}");
+    }
+}
+
+impl Parking {
+    /// Milliseconds since this parking began, wrapping (after 49 days): a lane record's
+    /// time of activity in 4 bytes. Differences are right while under 49 days, and a
+    /// record's are under its keep-alive timeout when they are looked at.
+    fn tick(&self, now: Instant) -> u32 {
+        now.saturating_duration_since(self.born).as_millis() as u32
     }
 }
 

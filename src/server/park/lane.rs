@@ -9,7 +9,6 @@ use crate::server::worker::WorkerCtx;
 use bytes::BytesMut;
 use std::io;
 use std::os::fd::RawFd;
-use std::time::Instant;
 
 /// A read buffer with less room than this grows before the next read.
 const READ_ROOM_MIN: usize = 1024;
@@ -18,11 +17,11 @@ const READ_ROOM_MIN: usize = 1024;
 const READS_PER_TURN: usize = 4;
 
 /// What one batch of readiness events shares: the worker's buffers (taken at the first lane
-/// event, given back after the batch) and the time of the first answer.
+/// event, given back after the batch) and the time of the first answer (`Parking::tick`).
 #[derive(Default)]
 pub(super) struct Lane {
     pub buffers: Option<(BytesMut, Vec<u8>)>,
-    pub now: Option<Instant>,
+    pub tick: Option<u32>,
 }
 
 /// How a lane connection's turn ended.
