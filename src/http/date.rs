@@ -39,16 +39,19 @@ pub fn with_now_second<R>(f: impl FnOnce(u64, &[u8; DATE_LEN]) -> R) -> R {
 }
 
 /// Whole seconds since the epoch. Read directly: `SystemTime` minus the epoch normalises a
-/// `Duration` first, which costs as much as the rest of the Date field.
+/// `Duration` first, which costs as much as the rest of the Date field. The coarse clock (the
+/// kernel's tick, as file times are stamped) is read without the time-stamp counter, which
+/// under a hypervisor costs more than the rest of a repeated answer; a second seen a tick
+/// late is still the second of the answer.
 #[inline]
 fn unix_second() -> u64 {
-    let ts = read_clock(libc::CLOCK_REALTIME);
+    let ts = read_clock(libc::CLOCK_REALTIME_COARSE);
     // A clock before 1970 says 1970, as `SystemTime` minus the epoch did.
     u64::try_from(ts.tv_sec).unwrap_or(0)
 }
 
-/// One of the clocks every Linux has (CLOCK_REALTIME, CLOCK_MONOTONIC), read without the
-/// `Duration` normalisation of `SystemTime` and `Instant`.
+/// One of the clocks every Linux has (CLOCK_REALTIME, CLOCK_MONOTONIC and their coarse
+/// forms), read without the `Duration` normalisation of `SystemTime` and `Instant`.
 #[inline]
 pub(crate) fn read_clock(clock: libc::clockid_t) -> libc::timespec {
     let mut ts = libc::timespec {
