@@ -17,7 +17,7 @@ const READ_ROOM_MIN: usize = 1024;
 const READS_PER_TURN: usize = 4;
 
 /// What one batch of readiness events shares: the worker's buffers (taken at the first lane
-/// event, given back after the batch) and the time of the first answer (`Parking::tick`).
+/// event, given back after the batch) and the time of the first answer (`tick`).
 #[derive(Default)]
 pub(super) struct Lane {
     pub buffers: Option<(BytesMut, Vec<u8>)>,
