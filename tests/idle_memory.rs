@@ -104,7 +104,8 @@ fn an_idle_http1_connection_holds_little_memory() {
 fn an_idle_h2c_connection_holds_little_memory() {
     let s = server();
     let per = growth_per_connection(&s, h2_connection);
-    // Was 12-14 KB (release) with a read buffer held while idle; about 3.5 KB in this debug
-    // build now.
-    assert!(per < 4500, "{per} bytes per idle h2c connection");
+    // Was 12-14 KB (release) with a read buffer held while idle; 3.5 KB in this debug build
+    // on one machine, and 4.5-4.8 KB for the same code on another (a 6.18 kernel): the bound
+    // leaves room for that spread, and still catches a buffer held while idle.
+    assert!(per < 6000, "{per} bytes per idle h2c connection");
 }
