@@ -111,7 +111,7 @@ struct Record {
     /// lane's list, the deadline as of its place there: one answered since has until
     /// `active` plus the keep-alive timeout.
     until: Instant,
-    /// In the lane: when it last answered a request (or came in), on `Parking::tick`.
+    /// In the lane: when it last answered a request (or came in), on `tick`.
     active: u32,
     /// Tells this record from a later one in the same slot.
     serial: u32,
@@ -590,11 +590,18 @@ impl Parking {
             Served::Kept if answered => {
                 let tick = *lane.tick.get_or_insert_with(tick);
                 let mut p = self.parked.borrow_mut();
-                if let Some(Some(r)) = p.records.get_mut(slot as usize) {
-                    r.active = tick;
-                    if let Kept::Http1 { fresh, .. } = &mut r.idle {
-                        *fresh = false;
-                    }
+                let Some(Some(r)) = p.records.get_mut(slot as usize) else {
+                    return;
+                };
+                r.active = tick;
+                if let Kept::Http1 { fresh, .. } = &mut r.idle {
+                    *fresh = false;
+                }
+                // A connection parked after its delay (in `order`) answers in the lane: it
+                // takes its place in the lane's list, with the lane's deadline.
+                if !r.linked {
+                    r.until = Instant::now() + self.keepalive;
+                    p.link_last(slot);
                 }
             }
             Served::Kept => {}
