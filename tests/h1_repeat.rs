@@ -6,32 +6,10 @@
 
 mod common;
 
+use common::repeat::{start, CONF};
 use common::*;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
-
-const CONF: &str = "
-listen:
-  host: 127.0.0.1
-  port: 0
-num-threads: 1
-hosts:
-  default:
-    paths:
-      /answer:
-        respond: {body: \"42\", content-type: text/plain}
-      /go:
-        redirect: https://example.com/there
-      /:
-        file.dir: $DIR/www
-";
-
-fn start(conf: &str) -> Spate {
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_file(dir.path(), "www/6b.txt", b"hello\n");
-    write_file(dir.path(), "www/4k.bin", &[b'x'; 4096]);
-    Spate::start_in(conf, dir)
-}
+use std::time::Duration;
 
 fn get(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").into_bytes()
@@ -246,61 +224,24 @@ fn a_file_changed_between_repeats_is_served_new_when_the_cache_sees_it() {
     let mut c = Conn::open(s.addr);
     let req = get("/6b.txt");
     c.round(&vec![req.clone(); 4], &[]);
-    std::fs::write(s.path().join("www/6b.txt"), b"changed!\n").unwrap();
-    let changed = Instant::now();
-    // The open-file cache checks its entries after a second: by then the new contents are
-    // served, and never the old ones after them.
-    let mut seen_new = None;
-    while changed.elapsed() < Duration::from_secs(3) {
-        for r in c.round(&vec![req.clone(); 8], &[]) {
-            let len = r.header("content-length").map(str::to_string);
-            assert_eq!(len, Some(r.body.len().to_string()));
-            match (r.body.as_slice(), seen_new) {
-                (b"changed!\n", _) => seen_new = seen_new.or(Some(changed.elapsed())),
-                (b"hello\n", None) => {}
-                (body, _) => panic!("{:?} after the new contents", String::from_utf8_lossy(body)),
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let after = seen_new.expect("the new contents");
-    assert!(after < Duration::from_millis(2500), "{after:?}");
+    common::repeat::assert_change_seen(&s, || {
+        let answers = c.round(&vec![req.clone(); 8], &[]).into_iter();
+        answers
+            .map(|r| {
+                let len = r.header("content-length").map(str::to_string);
+                (r.body, len)
+            })
+            .collect()
+    });
 }
 
 #[test]
 fn a_reload_between_repeats_serves_the_new_configuration() {
-    let conf = |body: &str| {
-        format!(
-            "
-listen:
-  host: 127.0.0.1
-  port: 0
-num-threads: 1
-shutdown-timeout: 5
-hosts:
-  default:
-    paths:
-      /answer:
-        respond: {{body: {body}}}
-"
-        )
-    };
-    let s = Spate::start(&conf("one"));
     let req = get("/answer");
-    assert_eq!(assert_repeats(&s, &req).text(), "one");
-    std::fs::write(s.path().join("spate.yaml"), conf("two")).unwrap();
-    signal(&s.child, libc::SIGHUP);
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let got = Conn::open(s.addr).ask(&req);
-        if got.text() == "two" {
-            assert_eq!(assert_repeats(&s, &req).text(), "two");
-            break;
-        }
-        assert_eq!(got.text(), "one");
-        assert!(Instant::now() < end, "still the old configuration");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::repeat::assert_reload_seen(
+        |s| Conn::open(s.addr).ask(&req).body,
+        |s| assert_eq!(assert_repeats(s, &req).text(), "two"),
+    );
 }
 
 #[test]
@@ -312,17 +253,8 @@ fn a_logged_path_logs_every_repeated_request() {
         c.round(&vec![get("/6b.txt"); 10], &[]);
     }
     c.ask(&get("/answer"));
-    let log = s.path().join("access.log");
     let want = "200 /6b.txt 6\n".repeat(40) + "200 /answer 2\n";
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("/answer") || Instant::now() > end {
-            assert_eq!(text, want);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::repeat::assert_log(&s, "/answer", &want);
 }
 
 #[test]

@@ -7,33 +7,10 @@
 mod common;
 
 use common::h2raw::Raw;
+use common::repeat::{start, CONF};
 use common::*;
 use spate::proto::h2::frame::{self, flag, kind, setting};
 use spate::proto::h2::hpack::Decoder;
-use std::time::{Duration, Instant};
-
-const CONF: &str = "
-listen:
-  host: 127.0.0.1
-  port: 0
-num-threads: 1
-hosts:
-  default:
-    paths:
-      /answer:
-        respond: {body: \"42\", content-type: text/plain}
-      /go:
-        redirect: https://example.com/there
-      /:
-        file.dir: $DIR/www
-";
-
-fn start(conf: &str) -> Spate {
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_file(dir.path(), "www/6b.txt", b"hello\n");
-    write_file(dir.path(), "www/4k.bin", &[b'x'; 4096]);
-    Spate::start_in(conf, dir)
-}
 
 /// One request: method, path and extra fields.
 #[derive(Clone)]
@@ -323,63 +300,28 @@ fn a_file_changed_between_repeats_is_served_new_when_the_cache_sees_it() {
     let mut c = Client::connect(&s, &[]);
     let ask = get("/6b.txt");
     c.warm(&ask);
-    std::fs::write(s.path().join("www/6b.txt"), b"changed!\n").unwrap();
-    let changed = Instant::now();
-    // The open-file cache checks its entries after a second: by then the new contents are
-    // served, and never the old ones after them.
-    let mut seen_new = None;
-    while changed.elapsed() < Duration::from_secs(3) {
-        for got in c.round(&vec![ask.clone(); 8]) {
-            let len = got.field("content-length").map(str::to_string);
-            assert_eq!(len, Some(got.body.len().to_string()));
-            match (got.body.as_slice(), seen_new) {
-                (b"changed!\n", _) => seen_new = seen_new.or(Some(changed.elapsed())),
-                (b"hello\n", None) => {}
-                (body, _) => panic!("{:?} after the new contents", String::from_utf8_lossy(body)),
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let after = seen_new.expect("the new contents");
-    assert!(after < Duration::from_millis(2500), "{after:?}");
+    common::repeat::assert_change_seen(&s, || {
+        let answers = c.round(&vec![ask.clone(); 8]).into_iter();
+        answers
+            .map(|got| {
+                let len = got.field("content-length").map(str::to_string);
+                (got.body, len)
+            })
+            .collect()
+    });
 }
 
 #[test]
 fn a_reload_between_repeats_serves_the_new_configuration() {
-    let conf = |body: &str| {
-        format!(
-            "
-listen:
-  host: 127.0.0.1
-  port: 0
-num-threads: 1
-shutdown-timeout: 5
-hosts:
-  default:
-    paths:
-      /answer:
-        respond: {{body: {body}}}
-"
-        )
-    };
-    let s = Spate::start(&conf("one"));
     let ask = get("/answer");
-    let mut c = Client::connect(&s, &[]);
-    assert_eq!(c.warm(&ask).body, b"one");
-    std::fs::write(s.path().join("spate.yaml"), conf("two")).unwrap();
-    signal(&s.child, libc::SIGHUP);
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut c = Client::connect(&s, &[]);
-        let got = c.warm(&ask);
-        if got.body == b"two" {
+    common::repeat::assert_reload_seen(
+        |s| Client::connect(s, &[]).warm(&ask).body,
+        |s| {
+            let mut c = Client::connect(s, &[]);
+            let got = c.warm(&ask);
             assert_repeats_like(&mut c, &ask, 10, &got);
-            break;
-        }
-        assert_eq!(got.body, b"one");
-        assert!(Instant::now() < end, "still the old configuration");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        },
+    );
 }
 
 #[test]
@@ -393,17 +335,8 @@ fn a_logged_path_logs_every_repeated_request() {
         c.round(&vec![ask.clone(); 10]);
     }
     c.round(&[get("/answer")]);
-    let log = s.path().join("access.log");
     let want = "200 /6b.txt 6\n".repeat(45) + "200 /answer 2\n";
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("/answer") || Instant::now() > end {
-            assert_eq!(text, want);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::repeat::assert_log(&s, "/answer", &want);
 }
 
 #[test]

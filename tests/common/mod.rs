@@ -11,6 +11,7 @@ pub mod nginx;
 pub mod parking;
 pub mod pattern;
 pub mod prometheus;
+pub mod repeat;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
