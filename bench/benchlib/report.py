@@ -73,6 +73,33 @@ def ratios(cells):
     return cpu_ratio, rps_ratio, best_cpu, best_rps
 
 
+def floor_ratio(cells):
+    """spate's CPU per request over the floor's, run by run: (median, min, max) over the
+    repetitions where both ran clean, with the floor's name; (None, None) without a floor.
+
+    A repetition runs every server back to back, so this ratio pairs runs that saw the same
+    machine: on a shared machine whose speed drifts it reads steadier than the ratio of the
+    two medians.
+    """
+    mine = cells.get(SUBJECT)
+    anchor = next((a for a in ANCHORS if a in cells), None)
+    if not mine or anchor is None:
+        return None, None
+
+    def by_rep(cell):
+        return {
+            r["rep"]: _num(r["cpu_us_per_req"])
+            for r in cell.rows
+            if r["status"] == "ok" and _num(r["cpu_us_per_req"])
+        }
+
+    mine_cpu, floor_cpu = by_rep(mine), by_rep(cells[anchor])
+    pairs = [mine_cpu[rep] / floor_cpu[rep] for rep in mine_cpu if rep in floor_cpu]
+    if not pairs:
+        return None, anchor
+    return _stats(pairs), anchor
+
+
 def bytes_ratio(cells):
     """C1: spate's compressed bytes per response over the smallest clean peer's (at most 1 is
     the goal), and that peer; (None, None) where either has no figure."""
@@ -120,8 +147,10 @@ def markdown(rows, cases, meta):
         "server's processes over the run, divided by completed requests), then requests/s as the",
         "load generator reports it; median of the clean runs with [min-max] when there are",
         "several. The last column is spate's CPU per request over the best peer's (below 1 is a",
-        "win) and spate's req/s over the best peer's. ⚠ marks runs with failed/errored/timed-out",
-        "requests, socket errors or non-2xx answers; they are never averaged in.",
+        "win) and spate's req/s over the best peer's; where a floor ran, it adds spate's CPU per",
+        "request over the floor's taken repetition by repetition (each repetition runs the servers",
+        "back to back), median [min-max]. ⚠ marks runs with failed/errored/timed-out requests,",
+        "socket errors or non-2xx answers; they are never averaged in.",
         "",
     ]
     scenario_ids = _unique(c.scenario for c in cases)
@@ -162,6 +191,10 @@ def scenario_table(sid, cases, summary, order):
             size_r, best_size = bytes_ratio(cells)
             if size_r is not None:
                 verdict += ", bytes %.3f× (vs %s)" % (size_r, best_size)
+        paired, anchor = floor_ratio(cells)
+        if paired is not None:
+            floor_text = "CPU %s× %s, paired" % (_range(paired, 2), anchor)
+            verdict = floor_text if verdict == "n/a" else verdict + "; " + floor_text
         line.append(verdict)
         out.append("| " + " | ".join(line) + " |")
     backend = _backend_notes(cases, summary)

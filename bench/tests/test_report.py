@@ -134,3 +134,29 @@ def test_charts_are_skipped_without_matplotlib(tmp_path, monkeypatch):
     rows = [row("spate", case="S5", scenario="S5", rps=1.0, cpu=1.0)]
     assert report.charts(rows, cases, str(tmp_path)) == 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_floor_ratio_pairs_the_runs_of_one_repetition():
+    cells = report.summarize(
+        [
+            row("spate", rep=1, rps=100.0, cpu=2.2),
+            row("floor", rep=1, rps=100.0, cpu=2.0),
+            row("spate", rep=2, rps=100.0, cpu=3.3),
+            row("floor", rep=2, rps=100.0, cpu=3.0),
+            row("spate", rep=3, rps=100.0, cpu=1.2),
+            row("floor", rep=3, status="flagged", rps=100.0, cpu=0.1, reason="1 failed"),
+            row("spate", rep=4, rps=100.0, cpu=4.0),
+            row("floor", rep=4, rps=100.0, cpu=5.0),
+        ]
+    )["S1-6b"]
+    (median, lo, hi), anchor = report.floor_ratio(cells)
+    assert anchor == "floor"
+    # Reps 1, 2 and 4 (the floor's rep 3 is flagged): 1.1, 1.1 and 0.8, while the ratio of
+    # the medians would be 2.75 / 3.0.
+    assert median == pytest.approx(1.1)
+    assert (lo, hi) == (pytest.approx(0.8), pytest.approx(1.1))
+
+
+def test_floor_ratio_without_a_floor_is_none():
+    cells = report.summarize([row("spate", rps=1.0, cpu=1.0), row("h2o", rps=1.0, cpu=2.0)])
+    assert report.floor_ratio(cells["S1-6b"]) == (None, None)
