@@ -742,7 +742,7 @@ impl Connection {
             }
         } else {
             match self.memo.parsed_for(block) {
-                Some(p) if p.bodiless() => {}
+                Some(p) if Meta::of(p).bodiless() => {}
                 _ => return false,
             }
             if !self.repeat_allowed() {
@@ -2797,14 +2797,6 @@ struct Meta {
     expect_continue: bool,
     head: bool,
     tunnel: bool,
-}
-
-impl Parsed {
-    /// [`Meta::bodiless`], read from the request as it is kept.
-    #[inline]
-    fn bodiless(&self) -> bool {
-        self.content_length.is_none_or(|l| l == 0) && self.req.protocol().is_none()
-    }
 }
 
 impl Meta {
