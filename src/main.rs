@@ -94,10 +94,13 @@ fn main() -> ExitCode {
         }
     };
     {
+        // One write for all the lines, so that a reader of the pipe gets them together.
+        let lines: String = server
+            .urls()
+            .map(|url| format!("spate listening on {url}\n"))
+            .collect();
         let mut out = std::io::stdout().lock();
-        for url in server.urls() {
-            let _ = writeln!(out, "spate listening on {url}");
-        }
+        let _ = out.write_all(lines.as_bytes());
         let _ = out.flush();
     }
     match server.run() {

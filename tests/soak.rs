@@ -337,22 +337,19 @@ fn flood(t: &Target, tally: &Tally, i: u64) {
     });
 }
 
+/// The TLS listener is on another loopback address so that both can take a port of 0 (on one
+/// address they would be one listener).
 fn start() -> Spate {
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);
     write_file(dir.path(), "www/6b.txt", SMALL);
     write_file(dir.path(), "www/big.bin", &vec![b'z'; BIG_LEN]);
-    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let conf = format!(
-        "
+    let conf = "
 listen:
   - host: 127.0.0.1
     port: 0
-  - host: 127.0.0.1
-    port: {tls_port}
+  - host: 127.0.0.2
+    port: 0
     ssl:
       certificate-file: a.crt
       key-file: a.key
@@ -363,24 +360,16 @@ hosts:
   default:
     paths:
       /answer:
-        respond: {{body: \"42\"}}
+        respond: {body: \"42\"}
       /:
         file.dir: www
-"
-    );
-    Spate::start_in(&conf, dir)
+";
+    Spate::start_in(conf, dir)
 }
 
-/// The TLS listener's address: the second `spate listening on https://` line.
+/// The TLS listener's address: the second one in the configuration.
 fn tls_addr(s: &Spate) -> SocketAddr {
-    let conf = std::fs::read_to_string(s.dir.path().join("spate.yaml")).expect("config");
-    let port = conf
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("port: "))
-        .filter_map(|p| p.parse::<u16>().ok())
-        .find(|&p| p != 0)
-        .expect("TLS port");
-    SocketAddr::from(([127, 0, 0, 1], port))
+    *s.listening.get(1).expect("a second listener")
 }
 
 fn running(s: &mut Spate) -> bool {

@@ -26,6 +26,8 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_spate");
 pub struct Spate {
     pub child: Child,
     pub addr: SocketAddr,
+    /// Every listening address, in the configuration's order (`addr` is the first).
+    pub listening: Vec<SocketAddr>,
     pub dir: tempfile::TempDir,
     stderr: mpsc::Receiver<String>,
 }
@@ -114,6 +116,7 @@ impl Spate {
         Spate {
             child,
             addr,
+            listening: vec![addr],
             dir,
             stderr: err_rx,
         }
@@ -151,16 +154,24 @@ impl Spate {
         });
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                // `spate listening on http://ADDR/` or `https://ADDR/`.
-                let rest = line.strip_prefix("spate listening on ");
+            // spate writes its `spate listening on http://ADDR/` (or `https://`) lines in one
+            // write, so they are all in the buffer once the first is read.
+            let mut reader = BufReader::new(stdout);
+            let mut addrs: Vec<SocketAddr> = Vec::new();
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                let rest = line.trim_end().strip_prefix("spate listening on ");
                 if let Some((_, addr)) = rest.and_then(|r| r.split_once("://")) {
-                    let _ = tx.send(addr.trim_end_matches('/').to_string());
+                    addrs.push(addr.trim_end_matches('/').parse().expect("address"));
+                    if reader.buffer().is_empty() {
+                        let _ = tx.send(std::mem::take(&mut addrs));
+                    }
                 }
+                line.clear();
             }
         });
-        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(a) => a.parse().expect("address"),
+        let listening = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(a) => a,
             Err(_) => {
                 let _ = child.kill();
                 let errs: Vec<String> = err_rx.try_iter().collect();
@@ -169,7 +180,8 @@ impl Spate {
         };
         Spate {
             child,
-            addr,
+            addr: listening[0],
+            listening,
             dir,
             stderr: err_rx,
         }
