@@ -346,3 +346,73 @@ hosts:
     assert_eq!(req("/ab", &h), "root");
     assert_eq!(req("/", "www.example.com"), "wild");
 }
+
+/// As in h2o, a host's own `listen` binds it to that listener: a request there is answered by
+/// the hosts that listen there (the first of them when it names none), while a global `listen`
+/// serves every host. Port 0 on four loopback addresses gives four listeners; the two hosts
+/// naming 127.0.0.4 share one.
+#[test]
+fn hosts_with_their_own_listen_answer_on_that_listener_only() {
+    let s = Spate::start(
+        r#"
+listen: {host: 127.0.0.3, port: 0}
+num-threads: 1
+hosts:
+  one:
+    listen: {host: 127.0.0.1, port: 0}
+    paths:
+      /: {respond: {body: "one"}}
+  two:
+    listen: {host: 127.0.0.2, port: 0}
+    paths:
+      /: {respond: {body: "two"}}
+  three:
+    listen: {host: 127.0.0.4, port: 0}
+    paths:
+      /: {respond: {body: "three"}}
+  four:
+    listen: {host: 127.0.0.4, port: 0}
+    paths:
+      /: {respond: {body: "four"}}
+"#,
+    );
+    // Global first, then the hosts' in file order.
+    let [global, one, two, shared] = s.listening[..] else {
+        panic!("four listeners expected: {:?}", s.listening);
+    };
+    let ask = |addr: std::net::SocketAddr, host: &str| {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        use std::io::Write;
+        // Twice on one connection: the second may be answered from the lane's memo.
+        let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        c.write_all(format!("{req}{req}").as_bytes()).unwrap();
+        let mut pending = Vec::new();
+        let first = read_response(&mut c, &mut pending, false).text();
+        let second = read_response(&mut c, &mut pending, false).text();
+        assert_eq!(first, second, "{host} at {addr}");
+        first
+    };
+    for (addr, host, want) in [
+        (one, "one", "one"),
+        (one, "two", "one"),
+        (one, "elsewhere", "one"),
+        (two, "two", "two"),
+        (two, "one", "two"),
+        (two, "elsewhere", "two"),
+        (shared, "four", "four"),
+        (shared, "three", "three"),
+        (shared, "one", "three"),
+        (global, "two", "two"),
+        (global, "four", "four"),
+        (global, "elsewhere", "one"),
+    ] {
+        assert_eq!(ask(addr, host), want, "Host: {host} at {addr}");
+    }
+    // HTTP/2 routes the same way.
+    let out = Command::new("curl")
+        .args(["-s", "--http2-prior-knowledge", "-H", "Host: one"])
+        .arg(format!("http://{two}/"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two");
+}

@@ -70,7 +70,7 @@ pub(super) fn hosts(
             );
             continue;
         }
-        let paths = host(ctx, k, &name, body, outer, listeners);
+        let paths = host(ctx, k, (out.len(), &name), body, outer, listeners);
         out.push(Host {
             name,
             port,
@@ -83,7 +83,7 @@ pub(super) fn hosts(
 fn host(
     ctx: &mut Ctx,
     key: &Node,
-    name: &str,
+    (index, name): (usize, &str),
     v: &Node,
     outer: &Scoped,
     listeners: &mut Listeners,
@@ -96,7 +96,7 @@ fn host(
     for (k, val) in entries {
         match directives::check(ctx, k, Level::Host) {
             Some("paths") => path_maps.push(val),
-            Some("listen") => listeners.add(ctx, val, Some(name)),
+            Some("listen") => listeners.add(ctx, val, Some((index, name))),
             // The table allows only inherited options at this level besides the two above.
             Some(name) if !scoped.apply(ctx, name, val) => ctx.error(
                 k.line,

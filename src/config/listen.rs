@@ -19,9 +19,10 @@ pub(super) struct Listeners {
 }
 
 impl Listeners {
-    /// Reads one `listen` value (any form) and adds its listeners. `host` names the host
-    /// whose `listen` this is, for choosing its certificate by SNI.
-    pub fn add(&mut self, ctx: &mut Ctx, v: &Node, host: Option<&str>) {
+    /// Reads one `listen` value (any form) and adds its listeners. `host` is the host whose
+    /// `listen` this is: its index in `hosts` (the listener serves it) and its name (its
+    /// certificate is chosen by SNI).
+    pub fn add(&mut self, ctx: &mut Ctx, v: &Node, host: Option<(usize, &str)>) {
         self.seen = true;
         match v.as_seq() {
             Some(items) => {
@@ -37,12 +38,13 @@ impl Listeners {
         }
     }
 
-    fn add_one(&mut self, ctx: &mut Ctx, v: &Node, host: Option<&str>) {
+    fn add_one(&mut self, ctx: &mut Ctx, v: &Node, host: Option<(usize, &str)>) {
         let parsed = match v.as_map() {
-            Some(entries) => mapping(ctx, v, entries, host),
+            Some(entries) => mapping(ctx, v, entries, host.map(|(_, name)| name)),
             None => scalar(ctx, v),
         };
-        if let Some(l) = parsed {
+        if let Some(mut l) = parsed {
+            l.hosts = host.map(|(index, _)| vec![index]);
             self.insert(ctx, l);
         }
     }
@@ -60,6 +62,18 @@ impl Listeners {
             return;
         };
         let line = existing.at.line;
+        // A global `listen` serves every host, whoever else names the address.
+        match (&mut existing.hosts, l.hosts) {
+            (Some(mine), Some(theirs)) => {
+                for h in theirs {
+                    if !mine.contains(&h) {
+                        mine.push(h);
+                    }
+                }
+            }
+            (hosts, None) => *hosts = None,
+            (None, Some(_)) => {}
+        }
         match (&mut existing.tls, l.tls) {
             (None, None) => {}
             (Some(_), None) | (None, Some(_)) => {
@@ -128,6 +142,7 @@ fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
         kind: ListenKind::Tcp,
         tls: None,
         quic: None,
+        hosts: None,
         at: ctx.at(v.line),
     })
 }
@@ -220,6 +235,7 @@ fn mapping(
         kind,
         tls,
         quic,
+        hosts: None,
         at: ctx.at(v.line),
     })
 }

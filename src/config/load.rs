@@ -314,6 +314,29 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_listener_serves_every_host_when_global_else_the_hosts_that_name_it() {
+        let c = ok(
+            "listen: 8080\nhosts:\n  a:\n    listen: 8080\n    paths:\n      /:\n        \
+             file.dir: /srv\n  b:\n    listen: 8081\n    paths:\n      /:\n        \
+             file.dir: /srv\n  c:\n    listen: [8082, 8081]\n    paths:\n      /:\n        \
+             file.dir: /srv\n",
+        );
+        let hosts: Vec<_> = c
+            .listeners
+            .iter()
+            .map(|l| (l.addr.port(), l.hosts.clone()))
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                (8080, None),
+                (8081, Some(vec![1, 2])),
+                (8082, Some(vec![2]))
+            ]
+        );
+    }
+
+    #[test]
     fn seed_tls_web() {
         let c = ok(&seed(SEED_TLS_WEB));
         assert_eq!(c.listeners.len(), 1);
@@ -509,7 +532,7 @@ hosts:
         let mut ctx = Ctx::new("t.yaml");
         let mut l = Listeners::default();
         for v in listens {
-            l.add(&mut ctx, v, Some("localhost"));
+            l.add(&mut ctx, v, Some((0, "localhost")));
         }
         assert!(ctx.errors.is_empty(), "{:?}", ctx.errors);
         let got: Vec<_> = l

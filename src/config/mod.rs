@@ -102,6 +102,10 @@ pub struct Listen {
     pub tls: Option<TlsConf>,
     /// The QUIC settings of a `quic` listener (`None` for TCP).
     pub quic: Option<QuicConf>,
+    /// The hosts served here, as indexes into [`Config::hosts`] in file order: `None` (every
+    /// host) for an address given by a global `listen`, else the hosts whose own `listen`
+    /// gives it. As in h2o, a request naming none of them goes to the first.
+    pub hosts: Option<Vec<usize>>,
     pub at: Location,
 }
 
@@ -637,6 +641,7 @@ impl Config {
             kind: ListenKind::Tcp,
             tls: None,
             quic: None,
+            hosts: None,
             at: at.clone(),
         });
         c.hosts.push(Host {

@@ -14,11 +14,23 @@ use crate::log::AccessLog;
 use crate::upstream;
 pub use compress::Negotiated;
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 /// Per-worker routing table, built from the configuration on each worker thread.
 pub struct Router {
     hosts: Vec<HostRoute>,
+    /// Listeners that serve only some hosts (given by those hosts' own `listen`); empty when
+    /// every listener serves every host.
+    bound: Vec<BoundListener>,
+}
+
+/// A listener given by hosts' own `listen` and not by a global one.
+struct BoundListener {
+    addr: SocketAddr,
+    quic: bool,
+    /// Indexes into `Router::hosts`, in file order; never empty.
+    hosts: Vec<usize>,
 }
 
 struct HostRoute {
@@ -98,7 +110,19 @@ impl Router {
                 }
             })
             .collect();
-        Router { hosts }
+        let bound = conf
+            .listeners
+            .iter()
+            .filter_map(|l| {
+                let hosts = l.hosts.clone().filter(|h| !h.is_empty())?;
+                Some(BoundListener {
+                    addr: l.addr,
+                    quic: l.kind == config::ListenKind::Quic,
+                    hosts,
+                })
+            })
+            .collect();
+        Router { hosts, bound }
     }
 
     /// Answers `req`: picks the host by authority, the path by longest prefix, runs the handler
@@ -182,10 +206,35 @@ impl Router {
             }
         };
         let port_matches = |h: &HostRoute| h.port.is_none() || h.port == port;
-        self.hosts
+        let matches = |h: &&HostRoute| name_matches(h) && port_matches(h);
+        match self.bound_hosts(req) {
+            None => self
+                .hosts
+                .iter()
+                .find(matches)
+                .or_else(|| self.hosts.first()),
+            Some(bound) => {
+                let mut hosts = bound.iter().filter_map(|&i| self.hosts.get(i));
+                hosts.clone().find(matches).or_else(|| hosts.next())
+            }
+        }
+    }
+
+    /// The hosts of the listener `req` arrived on, when that listener serves only some.
+    fn bound_hosts(&self, req: &Request) -> Option<&[usize]> {
+        if self.bound.is_empty() {
+            return None;
+        }
+        let quic = req.version == crate::http::Version::Http3;
+        let local = req.local;
+        self.bound
             .iter()
-            .find(|h| name_matches(h) && port_matches(h))
-            .or_else(|| self.hosts.first())
+            .find(|b| {
+                b.quic == quic
+                    && b.addr.port() == local.port()
+                    && (b.addr.ip() == local.ip() || b.addr.ip().is_unspecified())
+            })
+            .map(|b| b.hosts.as_slice())
     }
 }
 

@@ -317,6 +317,22 @@ impl Bound {
     }
 }
 
+/// The configuration the workers see: a listener's port 0 replaced by the port it was bound
+/// to (`listeners` are in the configuration's order), so that routing by listener and
+/// Alt-Svc name the address clients reach.
+fn with_bound_ports(config: Arc<Config>, listeners: &[Bound]) -> Arc<Config> {
+    if config.listeners.iter().all(|l| l.addr.port() != 0) {
+        return config;
+    }
+    let mut c = (*config).clone();
+    for (l, b) in c.listeners.iter_mut().zip(listeners) {
+        if l.addr.port() == 0 {
+            l.addr = b.addr;
+        }
+    }
+    Arc::new(c)
+}
+
 /// Duplicates of `socks` (the same sockets: nothing queued is lost), and more bound while
 /// there are fewer than `workers` (none when `socks` is empty: the listener is of the other
 /// kind).
@@ -403,6 +419,7 @@ impl Generation {
         listeners: &[Bound],
         shared: &Arc<Shared>,
     ) -> Result<Generation, String> {
+        let config = with_bound_ports(config, listeners);
         let workers = config.num_threads.max(1);
         // One rustls configuration per listener, shared by the workers so that sessions
         // resume whichever worker accepts the next connection. Built here, so a reload reads
