@@ -135,9 +135,8 @@ fn free_port() -> u16 {
 fn run_seed(rel: &str, host: &str) {
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "htdocs/index.html", b"<p>seed</p>\n");
-    let port = free_port();
-    let yaml = seed(rel, &dir.path().join("htdocs"), port);
-    let s = Spate::start_in(&yaml, dir);
+    let root = dir.path().join("htdocs");
+    let (s, [port]) = Spate::start_on_free_ports(dir, |[port]| seed(rel, &root, port));
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     use std::io::Write;
     let host = host.replace("PORT", &port.to_string());
@@ -168,15 +167,12 @@ fn seed_h2_benchmark_web_runs() {
 #[test]
 fn seed_backend_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let yaml = seed(
-        "seed-000-h2-benchmark-2015/backend-http1.yaml",
-        dir.path(),
-        port,
-    )
-    .replace("listen: 3001\n", &format!("listen: {port}\n"));
     write_file(dir.path(), "index.html", b"<p>seed</p>\n");
-    let _s = Spate::start_in(&yaml, dir);
+    let root = dir.path().to_path_buf();
+    let _s = Spate::start_on_free_ports(dir, |[port]| {
+        seed("seed-000-h2-benchmark-2015/backend-http1.yaml", &root, port)
+            .replace("listen: 3001\n", &format!("listen: {port}\n"))
+    });
 }
 
 #[test]
@@ -320,9 +316,10 @@ hosts:
 
 #[test]
 fn path_prefixes_pick_the_longest_match_and_hosts_match_with_port() {
-    let port = free_port();
-    let s = Spate::start(&format!(
-        r#"
+    let dir = tempfile::tempdir().unwrap();
+    let (s, [port]) = Spate::start_on_free_ports(dir, |[port]| {
+        format!(
+            r#"
 listen: {{host: 127.0.0.1, port: {port}}}
 hosts:
   "127.0.0.1:{port}":
@@ -334,7 +331,8 @@ hosts:
     paths:
       /: {{respond: {{body: "wild"}}}}
 "#
-    ));
+        )
+    });
     let req = |path: &str, host: &str| {
         request(&s, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n")).text()
     };

@@ -179,15 +179,11 @@ fn a_request_that_differs_in_one_header_is_answered_for_itself() {
 
 #[test]
 fn the_same_head_to_another_listener_is_answered_by_its_host() {
-    let ports: Vec<u16> = (0..2)
-        .map(|_| {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        })
-        .collect();
     // No port in the Host field: the listener's port picks the host.
-    let s = Spate::start(&format!(
-        "
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ports) = Spate::start_on_free_ports(dir, |[one, two]| {
+        format!(
+            "
 num-threads: 1
 listen: {{host: 127.0.0.1, port: {one}}}
 listen: {{host: 127.0.0.1, port: {two}}}
@@ -200,10 +196,9 @@ hosts:
     paths:
       /:
         respond: {{body: two}}
-",
-        one = ports[0],
-        two = ports[1]
-    ));
+"
+        )
+    });
     let _ = &s;
     let req = get("/");
     let mut one = Conn::open(([127, 0, 0, 1], ports[0]).into());

@@ -671,13 +671,6 @@ fn request_errors_stay_out_of_the_error_log_when_emit_request_errors_is_off() {
 
 /// A port free now (bound, then released): the load generators and the reloaded
 /// configurations need the real port.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
-
 /// A plain listener (HTTP/1.1 and h2c) and a TLS one whose certificate is `site.crt` in `dir`;
 /// `/` answers `body`; `/added` exists when `added`.
 fn two_listeners(dir: &std::path::Path, plain: u16, tls: u16, body: &str, added: bool) -> String {
@@ -789,8 +782,9 @@ fn twenty_reloads_under_h2load_and_wrk_lose_no_request() {
     let d = dir.path().to_path_buf();
     tls_support::cert(&d, "site", "localhost", false);
     std::fs::copy(d.join("site.crt"), d.join("old.crt")).unwrap();
-    let (plain, tls) = (free_port(), free_port());
-    let s = Spate::start_in(&two_listeners(&d, plain, tls, "v0", false), dir);
+    let (s, [plain, tls]) = Spate::start_on_free_ports(dir, |[plain, tls]| {
+        two_listeners(&d, plain, tls, "v0", false)
+    });
     use common::load::{Load, Repeated};
     let h2c = Repeated::h2load(&format!("http://127.0.0.1:{plain}/"), SECS);
     let h2tls = Repeated::h2load(&format!("https://127.0.0.1:{tls}/"), SECS);
@@ -924,9 +918,10 @@ fn binary_upgrade_under_load_loses_no_request() {
     use std::sync::Arc;
     use std::time::Duration;
     let _one_at_a_time = under_load();
-    let port = free_port();
-    let yaml = RESPOND.replace("port: 0", &format!("port: {port}"));
-    let mut s = Spate::start(&yaml);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut s, _) = Spate::start_on_free_ports(dir, |[port]| {
+        RESPOND.replace("port: 0", &format!("port: {port}"))
+    });
     let addr = s.addr;
     let stop = Arc::new(AtomicBool::new(false));
     let h1 = {

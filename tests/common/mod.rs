@@ -51,6 +51,34 @@ impl Spate {
         if let Ok(h2o) = std::env::var("SPATE_TESTS_H2O") {
             return Spate::start_h2o(&h2o, &yaml, dir);
         }
+        Spate::try_start(&yaml, dir, env).unwrap_or_else(|(e, _)| panic!("{e}"))
+    }
+
+    /// Starts spate on `N` ports chosen before it starts, for a configuration that must name
+    /// them (in host keys, say): `yaml` writes it for the ports. Another program may take a
+    /// port between the choice and spate's bind; then it tries again with other ports.
+    pub fn start_on_free_ports<const N: usize>(
+        dir: tempfile::TempDir,
+        yaml: impl Fn([u16; N]) -> String,
+    ) -> (Spate, [u16; N]) {
+        let mut dir = dir;
+        for _ in 0..5 {
+            let ports = free_ports::<N>();
+            let text = yaml(ports).replace("$DIR", &dir.path().display().to_string());
+            match Spate::try_start(&text, dir, &[]) {
+                Ok(s) => return (s, ports),
+                Err((e, d)) if e.contains("already in use") => dir = d,
+                Err((e, _)) => panic!("{e}"),
+            }
+        }
+        panic!("spate did not start: five sets of free ports were taken before it bound them");
+    }
+
+    fn try_start(
+        yaml: &str,
+        dir: tempfile::TempDir,
+        env: &[(&str, &str)],
+    ) -> Result<Spate, (String, tempfile::TempDir)> {
         let conf = dir.path().join("spate.yaml");
         std::fs::write(&conf, yaml).expect("write config");
         let child = Command::new(BIN)
@@ -63,7 +91,7 @@ impl Spate {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn spate");
-        Spate::wait_ready(child, dir)
+        Spate::try_wait_ready(child, dir)
     }
 
     /// The same test against h2o (`SPATE_TESTS_H2O=/path/to/bin/h2o`), to check that a test
@@ -141,7 +169,14 @@ impl Spate {
         Spate::wait_ready(child, tempfile::tempdir().expect("tempdir"))
     }
 
-    fn wait_ready(mut child: Child, dir: tempfile::TempDir) -> Spate {
+    fn wait_ready(child: Child, dir: tempfile::TempDir) -> Spate {
+        Spate::try_wait_ready(child, dir).unwrap_or_else(|(e, _)| panic!("{e}"))
+    }
+
+    fn try_wait_ready(
+        mut child: Child,
+        dir: tempfile::TempDir,
+    ) -> Result<Spate, (String, tempfile::TempDir)> {
         let stdout = child.stdout.take().expect("stdout");
         let stderr = child.stderr.take().expect("stderr");
         let (err_tx, err_rx) = mpsc::channel();
@@ -174,17 +209,21 @@ impl Spate {
             Ok(a) => a,
             Err(_) => {
                 let _ = child.kill();
-                let errs: Vec<String> = err_rx.try_iter().collect();
-                panic!("spate did not start:\n{}", errs.join("\n"));
+                let _ = child.wait();
+                // Everything it wrote: the reader ends at the pipe's end, after the exit.
+                let errs: Vec<String> =
+                    std::iter::from_fn(|| err_rx.recv_timeout(Duration::from_secs(2)).ok())
+                        .collect();
+                return Err((format!("spate did not start:\n{}", errs.join("\n")), dir));
             }
         };
-        Spate {
+        Ok(Spate {
             child,
             addr: listening[0],
             listening,
             dir,
             stderr: err_rx,
-        }
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -377,6 +416,14 @@ pub fn read_response(s: &mut TcpStream, pending: &mut Vec<u8>, head_request: boo
 }
 
 /// Sends one request on a new connection and reads one response.
+/// `N` distinct ports nobody listens on now (each bound at once, then released).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("free port"))
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().expect("local address").port())
+}
+
 pub fn request(spate: &Spate, raw: &str) -> RawResponse {
     let mut s = spate.connect();
     s.write_all(raw.as_bytes()).expect("write");
