@@ -35,9 +35,13 @@ use super::worker::{self, ConnectionGuard, WorkerCtx};
 use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, VecDeque};
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
@@ -879,6 +883,7 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
     // One timer, moved only when the next wake-up changes (not once per readiness).
     let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
     tokio::pin!(sleep);
+    let others = Arc::new(Others::default());
     loop {
         let stop = ctx.stop.notified();
         tokio::pin!(stop);
@@ -913,30 +918,73 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
             }
         }
         // Readiness is served here, the rest of the loop only runs when something else
-        // needs a look.
-        loop {
-            tokio::select! {
-                biased;
-                ready = parking.epoll.readable() => {
-                    let Ok(mut ready) = ready else {
-                        tracing::warn!("parked connections: the epoll instance failed; closing them");
-                        parking.close_all();
-                        return;
-                    };
-                    match parking.wake_ready(&ctx) {
+        // needs a look. The deadline, `changed` and `stop` are polled only after one of them
+        // woke the task (through `others`), not on every readiness of the lane.
+        others.flag.store(true, Ordering::Release);
+        let served = std::future::poll_fn(|cx| {
+            loop {
+                match parking.epoll.poll_read_ready(cx) {
+                    Poll::Ready(Ok(mut ready)) => match parking.wake_ready(&ctx) {
                         Ok(true) => {}
+                        // Drained: poll again, which registers for the next edge.
                         Ok(false) => ready.clear_ready(),
-                        Err(e) => {
-                            tracing::warn!("parked connections: epoll_wait failed ({e}); closing them");
-                            parking.close_all();
-                            return;
-                        }
+                        Err(e) => return Poll::Ready(Err(format!("epoll_wait failed ({e})"))),
+                    },
+                    Poll::Ready(Err(_)) => {
+                        return Poll::Ready(Err("the epoll instance failed".to_string()))
                     }
+                    Poll::Pending => break,
                 }
-                _ = &mut sleep, if wake_at.is_some() => break,
-                _ = &mut changed => break,
-                _ = &mut stop => break,
             }
+            if others.flag.swap(false, Ordering::AcqRel) {
+                others.wake_with(cx.waker());
+                let waker = std::task::Waker::from(others.clone());
+                let mut ocx = Context::from_waker(&waker);
+                let due = wake_at.is_some() && sleep.as_mut().poll(&mut ocx).is_ready();
+                if due
+                    || changed.as_mut().poll(&mut ocx).is_ready()
+                    || stop.as_mut().poll(&mut ocx).is_ready()
+                {
+                    return Poll::Ready(Ok(()));
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        if let Err(e) = served {
+            tracing::warn!("parked connections: {e}; closing them");
+            parking.close_all();
+            return;
+        }
+    }
+}
+
+/// The waker `watch` gives the futures it polls seldom: it notes that one of them fired,
+/// then wakes the task.
+#[derive(Default)]
+struct Others {
+    flag: AtomicBool,
+    task: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+impl Others {
+    fn wake_with(&self, waker: &std::task::Waker) {
+        let mut task = self.task.lock().unwrap_or_else(|e| e.into_inner());
+        if !task.as_ref().is_some_and(|t| t.will_wake(waker)) {
+            *task = Some(waker.clone());
+        }
+    }
+}
+
+impl std::task::Wake for Others {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.flag.store(true, Ordering::Release);
+        if let Some(t) = self.task.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            t.wake_by_ref();
         }
     }
 }

@@ -89,7 +89,9 @@ pub(crate) fn run(
     };
     panics::install_hook();
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
+    // The worker's own work runs as a task: the future `block_on` polls on every wake-up
+    // of the thread is then only its handle, not this whole state machine.
+    let main = local.spawn_local(async move {
         let mut logs = Vec::new();
         let router = Router::new(&config, &mut logs);
         let server_line = if config.send_server_name {
@@ -234,6 +236,11 @@ pub(crate) fn run(
         }
         flush_all(&logs);
     });
+    if let Err(e) = local.block_on(&rt, main) {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
 }
 
 impl WorkerCtx {
