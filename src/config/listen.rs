@@ -62,6 +62,15 @@ impl Listeners {
             return;
         };
         let line = existing.at.line;
+        if existing.proxy_protocol != l.proxy_protocol {
+            ctx.error(
+                l.at.line,
+                format!(
+                    "listen {}: proxy-protocol differs from the listen at line {line}",
+                    l.addr
+                ),
+            );
+        }
         // A global `listen` serves every host, whoever else names the address.
         match (&mut existing.hosts, l.hosts) {
             (Some(mine), Some(theirs)) => {
@@ -111,7 +120,6 @@ impl Listeners {
 
 /// Keys h2o allows in a `listen` mapping that spate does not implement.
 const NOT_SUPPORTED_YET: &[&str] = &[
-    "proxy-protocol",
     "owner",
     "group",
     "permission",
@@ -143,6 +151,7 @@ fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
         tls: None,
         quic: None,
         hosts: None,
+        proxy_protocol: false,
         at: ctx.at(v.line),
     })
 }
@@ -159,6 +168,7 @@ fn mapping(
     let mut has_ssl = false;
     let mut tls = None;
     let mut quic = None;
+    let mut proxy_protocol = false;
     let mut ok = true;
     for (k, _) in entries {
         if let Some(key) = k.as_str().filter(|key| NOT_SUPPORTED_YET.contains(key)) {
@@ -166,7 +176,7 @@ fn mapping(
             ok = false;
         }
     }
-    let allowed = ["port", "host", "type", "ssl", "quic"];
+    let allowed = ["port", "host", "type", "ssl", "quic", "proxy-protocol"];
     let relevant: Vec<(Node, Node)> = entries
         .iter()
         .filter(|(k, _)| {
@@ -206,6 +216,10 @@ fn mapping(
                     ok = false;
                 }
             },
+            "proxy-protocol" => match ctx.bool("listen.proxy-protocol", val) {
+                Some(on) => proxy_protocol = on,
+                None => ok = false,
+            },
             "quic" => {
                 quic = super::quic::parse(ctx, val);
                 ok &= quic.is_some();
@@ -226,6 +240,13 @@ fn mapping(
         ctx.error(v.line, "listen: type quic requires ssl");
         return None;
     }
+    if kind == ListenKind::Quic && proxy_protocol {
+        ctx.error(
+            v.line,
+            "listen: proxy-protocol applies to TCP listeners, not quic",
+        );
+        return None;
+    }
     let port = port?;
     if kind == ListenKind::Quic && quic.is_none() {
         quic = Some(super::quic::QuicConf::default());
@@ -236,6 +257,7 @@ fn mapping(
         tls,
         quic,
         hosts: None,
+        proxy_protocol,
         at: ctx.at(v.line),
     })
 }

@@ -337,6 +337,30 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn proxy_protocol_is_a_tcp_listeners_and_agrees_on_a_shared_address() {
+        let c = ok(
+            "listen:\n  port: 8080\n  proxy-protocol: ON\nhosts:\n  a:\n    paths:\n      \
+             /:\n        file.dir: /srv\n",
+        );
+        assert!(c.listeners[0].proxy_protocol);
+        let e = errors(
+            "listen: 8080\nhosts:\n  a:\n    listen: {port: 8080, proxy-protocol: ON}\n    \
+             paths:\n      /:\n        file.dir: /srv\n",
+        );
+        assert_eq!(
+            e,
+            ["t.yaml:4: listen 0.0.0.0:8080: proxy-protocol differs from the listen at line 1"]
+        );
+        let e =
+            errors("listen: {port: 8443, type: quic, proxy-protocol: ON, ssl: {}}\nhosts: {}\n");
+        assert!(
+            e.iter()
+                .any(|l| l.contains("proxy-protocol applies to TCP")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn seed_tls_web() {
         let c = ok(&seed(SEED_TLS_WEB));
         assert_eq!(c.listeners.len(), 1);

@@ -106,6 +106,9 @@ pub struct Listen {
     /// host) for an address given by a global `listen`, else the hosts whose own `listen`
     /// gives it. As in h2o, a request naming none of them goes to the first.
     pub hosts: Option<Vec<usize>>,
+    /// `proxy-protocol` (default OFF): each connection opens with a PROXY protocol header
+    /// (version 1 or 2) naming the client.
+    pub proxy_protocol: bool,
     pub at: Location,
 }
 
@@ -642,6 +645,7 @@ impl Config {
             tls: None,
             quic: None,
             hosts: None,
+            proxy_protocol: false,
             at: at.clone(),
         });
         c.hosts.push(Host {

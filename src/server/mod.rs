@@ -20,10 +20,13 @@ mod h3;
 mod listen;
 pub(crate) mod panics;
 mod park;
+mod proxy_protocol;
 mod quic;
 /// The trailing-PADDING finder of client QUIC packets, public for its fuzz target only.
 #[doc(hidden)]
 pub use quic::padding_start as quic_padding_start;
+// For the `proxy_header` fuzz target.
+pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
 mod tls_socket;
 mod tls_transport;
 mod transport;
@@ -449,10 +452,15 @@ impl Generation {
         let mut per_worker: Vec<Vec<worker::Socket>> = (0..workers).map(|_| Vec::new()).collect();
         let mut quic_per_worker: Vec<Vec<worker::QuicSocket>> =
             (0..workers).map(|_| Vec::new()).collect();
-        for ((b, acceptor), quic) in listeners.iter().zip(&acceptors).zip(&quic_settings) {
+        let configured = listeners.iter().zip(&config.listeners);
+        for (((b, l), acceptor), quic) in configured.zip(&acceptors).zip(&quic_settings) {
             for (j, s) in b.socks.iter().enumerate() {
                 let dup = s.try_clone().map_err(|e| format!("{}: {e}", b.addr))?;
-                per_worker[j % workers].push((dup, acceptor.clone()));
+                per_worker[j % workers].push(worker::Socket {
+                    listener: dup,
+                    tls: acceptor.clone(),
+                    proxy_protocol: l.proxy_protocol,
+                });
             }
             if let Some(q) = quic {
                 for (j, s) in b.udp.iter().enumerate() {

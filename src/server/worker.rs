@@ -61,7 +61,12 @@ pub(crate) struct WorkerCtx {
 }
 
 /// A listening socket of this worker, with its TLS acceptor if the listener is TLS.
-pub(crate) type Socket = (std::net::TcpListener, Option<TlsAcceptor>);
+pub(crate) struct Socket {
+    pub listener: std::net::TcpListener,
+    pub tls: Option<TlsAcceptor>,
+    /// `proxy-protocol`: each connection opens with a PROXY header naming the client.
+    pub proxy_protocol: bool,
+}
 
 /// A UDP socket of a QUIC listener, with the listener's QUIC settings.
 pub(crate) type QuicSocket = (std::net::UdpSocket, super::quic::Settings);
@@ -139,8 +144,15 @@ pub(crate) fn run(
 
         let lane = ctx.parking.as_ref().is_some_and(|p| p.lane());
         let mut listeners = Vec::with_capacity(sockets.len());
-        for (sock, tls) in sockets {
-            let listener = if lane && tls.is_none() {
+        for Socket {
+            listener: sock,
+            tls,
+            proxy_protocol,
+        } in sockets
+        {
+            // The lane reads a connection's first bytes as a request: a PROXY header is read
+            // by the connection's task first.
+            let listener = if lane && tls.is_none() && !proxy_protocol {
                 // SAFETY: the AsyncFd owns the listener, whose fd stays open as long as it
                 // lives.
                 let fd =
@@ -150,7 +162,7 @@ pub(crate) fn run(
                 (TcpListener::from_std(sock).map(Listener::Tokio)).map_err(|e| e.to_string())
             };
             match listener {
-                Ok(l) => listeners.push((l, tls)),
+                Ok(l) => listeners.push((l, tls, proxy_protocol)),
                 Err(e) => {
                     let _ = ready.send(Err(format!("cannot register a listener: {e}")));
                     return;
@@ -167,8 +179,8 @@ pub(crate) fn run(
         if now != Phase::Serving {
             return;
         }
-        for (listener, tls) in listeners {
-            tokio::task::spawn_local(accept_loop(listener, tls, ctx.clone()));
+        for (listener, tls, proxy_protocol) in listeners {
+            tokio::task::spawn_local(accept_loop(listener, tls, proxy_protocol, ctx.clone()));
         }
         for (sock, settings) in quic {
             tokio::task::spawn_local(super::quic::serve(sock, settings, ctx.clone()));
@@ -362,7 +374,12 @@ fn accept_nonblocking(
 
 /// Accepts until the worker drains. A connection accepted is always served: the loop only
 /// ends between accepts.
-async fn accept_loop(listener: Listener, tls: Option<TlsAcceptor>, ctx: Rc<WorkerCtx>) {
+async fn accept_loop(
+    listener: Listener,
+    tls: Option<TlsAcceptor>,
+    proxy_protocol: bool,
+    ctx: Rc<WorkerCtx>,
+) {
     // A listener bound to one address gives it to every connection: no getsockname each.
     let bound = listener
         .local_addr()
@@ -407,11 +424,34 @@ async fn accept_loop(listener: Listener, tls: Option<TlsAcceptor>, ctx: Rc<Worke
         };
         let guard = ConnectionGuard::new(ctx.clone(), transport);
         match stream {
+            Accepted::Tokio(stream) if proxy_protocol => {
+                tokio::task::spawn_local(after_proxy_header(
+                    stream,
+                    (peer, local),
+                    guard,
+                    tls.clone(),
+                ));
+            }
             Accepted::Tokio(stream) => {
                 spawn_connection(stream, (peer, local), guard, tls.clone(), None)
             }
             Accepted::Lane(socket) => park::enter(socket, (peer, local), guard),
         }
+    }
+}
+
+/// Reads the PROXY header that opens a connection of a `proxy-protocol` listener, then serves
+/// the connection as the client it names. A connection without a valid header is closed.
+async fn after_proxy_header(
+    mut stream: TcpStream,
+    (peer, local): h1::Addrs,
+    guard: ConnectionGuard,
+    tls: Option<TlsAcceptor>,
+) {
+    let timeout = guard.ctx.config.handshake_timeout;
+    match super::proxy_protocol::read(&mut stream, timeout).await {
+        Ok(client) => spawn_connection(stream, (client.unwrap_or(peer), local), guard, tls, None),
+        Err(e) => tracing::info!(peer = %peer, "closing a connection: bad PROXY header: {e}"),
     }
 }
 
