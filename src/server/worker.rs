@@ -440,8 +440,8 @@ async fn accept_loop(
     }
 }
 
-/// Reads the PROXY header that opens a connection of a `proxy-protocol` listener, then serves
-/// the connection as the client it names. A connection without a valid header is closed.
+/// The task of a connection of a `proxy-protocol` listener: reads the PROXY header that opens
+/// it, then serves it as the client the header names. One without a valid header is closed.
 async fn after_proxy_header(
     mut stream: TcpStream,
     (peer, local): h1::Addrs,
@@ -449,9 +449,16 @@ async fn after_proxy_header(
     tls: Option<TlsAcceptor>,
 ) {
     let timeout = guard.ctx.config.handshake_timeout;
-    match super::proxy_protocol::read(&mut stream, timeout).await {
-        Ok(client) => spawn_connection(stream, (client.unwrap_or(peer), local), guard, tls, None),
-        Err(e) => tracing::info!(peer = %peer, "closing a connection: bad PROXY header: {e}"),
+    let client = match super::proxy_protocol::read(&mut stream, timeout).await {
+        Ok(client) => client.unwrap_or(peer),
+        Err(e) => {
+            tracing::info!(peer = %peer, "closing a connection: bad PROXY header: {e}");
+            return;
+        }
+    };
+    match tls {
+        Some(acceptor) => serve_tls(stream, (client, local), guard, acceptor).await,
+        None => serve_plain(stream, (client, local), guard, None).await,
     }
 }
 
