@@ -121,18 +121,8 @@ fn a_connection_without_a_valid_header_is_closed_unanswered() {
         let _ = c.read_to_end(&mut got);
         assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
     }
-    // One log line each (written a moment after the close).
-    let end = Instant::now() + Duration::from_secs(5);
-    let mut logged = Vec::new();
-    while logged.len() < 3 && Instant::now() < end {
-        logged.extend(
-            s.stderr_lines()
-                .into_iter()
-                .filter(|l| l.contains("bad PROXY header")),
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(logged.len(), 3, "{logged:?}");
+    let logged = s.log_lines_naming("bad PROXY header", 3);
+    assert_eq!(logged.len(), 3, "one line each: {logged:?}");
     // The listener still serves well-behaved balancers.
     let mut c = TcpStream::connect(s.addr).unwrap();
     write_all(

@@ -281,6 +281,27 @@ impl Spate {
         self.stderr.try_iter().collect()
     }
 
+    /// The lines of the log naming `needle`, once `want` of them came (or 5 s passed), and
+    /// 200 ms more for any beyond `want` (lines come a moment after what they tell of).
+    pub fn log_lines_naming(&self, needle: &str, want: usize) -> Vec<String> {
+        let mut seen = Vec::new();
+        let take = |seen: &mut Vec<String>| {
+            seen.extend(
+                self.stderr_lines()
+                    .into_iter()
+                    .filter(|l| l.contains(needle)),
+            );
+        };
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while seen.len() < want && std::time::Instant::now() < end {
+            take(&mut seen);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        take(&mut seen);
+        seen
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         signal(&self.child, libc::SIGTERM);
