@@ -123,14 +123,6 @@ fn seed(rel: &str, root: &Path, port: u16) -> String {
         .replace("127.0.0.1:80", &format!("127.0.0.1:{port}"))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Runs a seed config as it is (placeholders substituted) and fetches the index through it.
 fn run_seed(rel: &str, host: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -202,7 +194,8 @@ fn seed_proxies_pass_the_check() {
         "seed-000-h2-benchmark-2015/proxy.yaml",
         "seed-000-h2-benchmark-2015/tls-proxy.yaml",
     ] {
-        let yaml = seed(rel, dir.path(), free_port())
+        let [port] = free_ports();
+        let yaml = seed(rel, dir.path(), port)
             .replace("/path/to/server.crt", &crt.display().to_string())
             .replace("/path/to/server.key", &key.display().to_string());
         let (ok, out, err) = check(&yaml);

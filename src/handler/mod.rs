@@ -114,7 +114,7 @@ impl Router {
             .listeners
             .iter()
             .filter_map(|l| {
-                let hosts = l.hosts.clone().filter(|h| !h.is_empty())?;
+                let hosts = l.hosts.clone()?;
                 Some(BoundListener {
                     addr: l.addr,
                     quic: l.kind == config::ListenKind::Quic,

@@ -22,11 +22,12 @@ pub(crate) mod panics;
 mod park;
 mod proxy_protocol;
 mod quic;
+/// The PROXY header parser, public for its fuzz target only.
+#[doc(hidden)]
+pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
 /// The trailing-PADDING finder of client QUIC packets, public for its fuzz target only.
 #[doc(hidden)]
 pub use quic::padding_start as quic_padding_start;
-// For the `proxy_header` fuzz target.
-pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
 mod tls_socket;
 mod tls_transport;
 mod transport;
