@@ -93,6 +93,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let _pid_file = match server.settle() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("spate: {e}");
+            return ExitCode::from(1);
+        }
+    };
     {
         // One write for all the lines, so that a reader of the pipe gets them together.
         let lines: String = server

@@ -122,8 +122,22 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
         },
         "send-server-name" => set(&mut c.send_server_name, ctx.bool(name, v)),
         "error-log" => {
+            if let Some(t) = ctx.log_target(name, v) {
+                c.error_log = Some(t);
+            }
+        }
+        "pid-file" => {
             if let Some(p) = ctx.path(name, v) {
-                c.error_log = Some(p);
+                c.pid_file = Some(p);
+            }
+        }
+        "user" => {
+            if let Some(name) = ctx.string(name, v) {
+                // Checked here so that `-t` and a reload report an unknown account.
+                match crate::server::account::Account::find(&name) {
+                    Ok(_) => c.user = Some(name),
+                    Err(e) => ctx.error(v.line, format!("user: {e}")),
+                }
             }
         }
         "error-log.emit-request-errors" => set(&mut c.emit_request_errors, ctx.bool(name, v)),
@@ -153,6 +167,7 @@ fn set<T>(slot: &mut T, value: Option<T>) {
 pub(super) mod tests {
     use super::*;
     use crate::config::yaml::NodeKind;
+    use crate::config::LogTarget;
     use crate::config::{
         log, AccessLogConf, CompressConf, FileConf, HandlerConf, HeaderOp, Http2, ListenKind,
         PathConf, ProxyConf, RedirectConf, RespondConf, UpstreamAddr, UpstreamUrl,
@@ -679,7 +694,7 @@ file.mime.addtypes:
         assert_eq!(
             path(&c, 0, "/").access_log,
             Some(AccessLogConf {
-                path: PathBuf::from("/etc/spate/logs/host.log"),
+                target: LogTarget::File(PathBuf::from("/etc/spate/logs/host.log")),
                 format: "%h %s".into(),
                 escape: crate::log::Escape::Json,
             })
@@ -699,7 +714,7 @@ file.mime.addtypes:
         assert_eq!(
             path(&c, 0, "/other").access_log,
             Some(AccessLogConf {
-                path: PathBuf::from("/var/log/other.log"),
+                target: LogTarget::File(PathBuf::from("/var/log/other.log")),
                 format: log::COMBINED.into(),
                 escape: crate::log::Escape::Apache,
             })
@@ -743,7 +758,10 @@ hosts:
         assert_eq!((c.num_threads, c.max_connections), (3, 50));
         assert_eq!(c.server_name, "test/1");
         assert!(!c.send_server_name && !c.emit_request_errors);
-        assert_eq!(c.error_log, Some(PathBuf::from("/etc/spate/err.log")));
+        assert_eq!(
+            c.error_log,
+            Some(LogTarget::File(PathBuf::from("/etc/spate/err.log")))
+        );
         assert_eq!(c.limits.request_body, 1024);
         assert_eq!(c.http1.request_timeout, Duration::from_secs(20));
         assert_eq!(c.http1.request_io_timeout, Duration::from_millis(250));
@@ -771,6 +789,57 @@ hosts:
             (4096, 2048, 20, 4)
         );
         assert_eq!(c.shutdown_timeout, Duration::from_secs(5));
+    }
+
+    /// Debian's stock /etc/h2o/h2o.conf, whole: `user`, `pid-file` and piped logs.
+    #[test]
+    fn debian_h2o_conf_with_user_pid_file_and_piped_logs() {
+        let c = load_str(
+            r#"server-name: "h2o (Debian)"
+user: root
+access-log: "|rotatelogs -l -f -L /var/log/h2o/access.log -p /usr/share/h2o/compress_logs /var/log/h2o/access.log.%Y-%m-%d 86400"
+error-log: "|rotatelogs -l -f -L /var/log/h2o/error.log -p /usr/share/h2o/compress_logs /var/log/h2o/error.log.%Y-%m-%d 86400"
+pid-file: /run/h2o.pid
+
+listen:
+  port: 80
+
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: /var/www
+      /server-status:
+        status: ON
+"#,
+            "/etc/h2o/h2o.conf",
+        )
+        .unwrap();
+        assert_eq!(c.user.as_deref(), Some("root"));
+        assert_eq!(c.pid_file, Some(PathBuf::from("/run/h2o.pid")));
+        let rotate = |name: &str| {
+            LogTarget::Pipe(format!(
+                "rotatelogs -l -f -L /var/log/h2o/{name}.log -p /usr/share/h2o/compress_logs /var/log/h2o/{name}.log.%Y-%m-%d 86400"
+            ))
+        };
+        assert_eq!(c.error_log, Some(rotate("error")));
+        assert_eq!(c.access_log_targets(), vec![&rotate("access")]);
+        // Relative paths are the config file's; a command is left as written.
+        let c = ok("pid-file: run/s.pid\naccess-log: {path: \"| cat\"}\nlisten: 80\nhosts: {a: {paths: {/: {file.dir: .}}}}\n");
+        assert_eq!(c.pid_file, Some(PathBuf::from("/etc/spate/run/s.pid")));
+        assert_eq!(c.access_log_targets(), vec![&LogTarget::Pipe("cat".into())]);
+    }
+
+    #[test]
+    fn an_unknown_user_and_an_empty_log_command_are_errors() {
+        let e = errors("user: no-such-user-of-spate\nerror-log: \"|  \"\nlisten: 80\nhosts: {}\n");
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:1: user: no such user no-such-user-of-spate",
+                "t.yaml:2: error-log: the command after | is empty",
+            ]
+        );
     }
 
     #[test]

@@ -21,9 +21,9 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
             );
             return None;
         }
-        let path = ctx.path("access-log", v)?;
+        let target = ctx.log_target("access-log", v)?;
         return Some(AccessLogConf {
-            path,
+            target,
             format: COMBINED.into(),
             escape: Escape::Apache,
         });
@@ -36,7 +36,7 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
         match key {
             "path" => {
                 path_given = true;
-                path = ctx.path("access-log.path", val);
+                path = ctx.log_target("access-log.path", val);
             }
             "format" => {
                 if let Some(f) = ctx.string("access-log.format", val) {
@@ -58,8 +58,8 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
         }
     }
     match path {
-        Some(path) => Some(AccessLogConf {
-            path,
+        Some(target) => Some(AccessLogConf {
+            target,
             format,
             escape,
         }),

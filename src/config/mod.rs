@@ -51,7 +51,12 @@ pub struct Config {
     /// `send-server-name`: whether to send a Server header (default ON).
     pub send_server_name: bool,
     /// `error-log`: where diagnostics go (default: standard error).
-    pub error_log: Option<PathBuf>,
+    pub error_log: Option<LogTarget>,
+    /// `pid-file`: written with the process id once the sockets are bound, removed at exit.
+    pub pid_file: Option<PathBuf>,
+    /// `user`: the account the server switches to once its sockets, logs and keys are open
+    /// (it must start as root for that, as h2o).
+    pub user: Option<String>,
     /// `error-log.emit-request-errors` (default ON): log one line per rejected request.
     pub emit_request_errors: bool,
     pub http1: Http1,
@@ -475,10 +480,27 @@ impl HeaderCommand {
     }
 }
 
+/// Where a log goes: a file, or, as in h2o, `| command`: the standard input of a command
+/// run by `/bin/sh -c` (`rotatelogs`, `logger`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LogTarget {
+    File(PathBuf),
+    Pipe(String),
+}
+
+impl std::fmt::Display for LogTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogTarget::File(p) => write!(f, "{}", p.display()),
+            LogTarget::Pipe(command) => write!(f, "| {command}"),
+        }
+    }
+}
+
 /// `access-log`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessLogConf {
-    pub path: PathBuf,
+    pub target: LogTarget,
     /// The Apache-style format (default: combined, as in h2o).
     pub format: String,
     /// `escape: apache` (default) or `json`.
@@ -608,6 +630,18 @@ pub fn default_server_name() -> String {
 }
 
 impl Config {
+    /// Every distinct access log destination of every path.
+    pub fn access_log_targets(&self) -> Vec<&LogTarget> {
+        let mut targets: Vec<&LogTarget> = Vec::new();
+        let all = self.hosts.iter().flat_map(|h| &h.paths);
+        for log in all.filter_map(|p| p.access_log.as_ref()) {
+            if !targets.contains(&&log.target) {
+                targets.push(&log.target);
+            }
+        }
+        targets
+    }
+
     /// Defaults for everything, with no listeners and no hosts.
     pub fn empty() -> Config {
         Config {
@@ -620,6 +654,8 @@ impl Config {
             server_name: default_server_name(),
             send_server_name: true,
             error_log: None,
+            pid_file: None,
+            user: None,
             emit_request_errors: true,
             http1: Http1::default(),
             http2: Http2::default(),

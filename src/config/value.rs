@@ -3,7 +3,7 @@
 //! so loading goes on and reports every problem.
 
 use super::yaml::Node;
-use super::{ConfigError, Location};
+use super::{ConfigError, Location, LogTarget};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +122,20 @@ impl Ctx {
         } else {
             p
         })
+    }
+
+    /// A log's destination: a path (relative to the configuration's directory) or, when it
+    /// starts with `|`, a command that reads the lines on its standard input.
+    pub fn log_target(&mut self, name: &str, v: &Node) -> Option<LogTarget> {
+        let s = self.string(name, v)?;
+        match s.strip_prefix('|') {
+            Some(command) if command.trim().is_empty() => {
+                self.error(v.line, format!("{name}: the command after | is empty"));
+                None
+            }
+            Some(command) => Some(LogTarget::Pipe(command.trim().to_string())),
+            None => self.path(name, v).map(LogTarget::File),
+        }
     }
 
     /// The entries of a mapping value.

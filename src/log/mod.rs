@@ -2,8 +2,9 @@
 //!
 //! Each worker owns its [`AccessLog`]s (no locks on a request's path). Lines collect in a
 //! buffer that is written with one `write` when it passes [`BUFFER_LIMIT`], on [`AccessLog::flush`]
-//! and on drop. Every worker opens the file with `O_APPEND`, and a write only ever carries whole
-//! lines, so workers sharing a file do not interleave inside a line.
+//! and on drop. Workers write to duplicates of one `O_APPEND` descriptor (or one pipe, see
+//! [`target`]), and a write only ever carries whole lines, so workers sharing a log do not
+//! interleave inside a line.
 //!
 //! Supported escapes: `%%`, `%A`, `%a`/`%h`, `%b`, `%B`, `%D`, `%H`, `%l`, `%m`, `%O`, `%p`,
 //! `%{local}p`, `%{remote}p`, `%q`, `%r`, `%s` (also `%>s`), `%t`, `%{sec|msec|usec|msec_frac|
@@ -15,13 +16,13 @@ mod format;
 mod num;
 mod render;
 pub mod reopen;
+pub mod target;
 mod time;
 
-use crate::config::AccessLogConf;
+use crate::config::{AccessLogConf, LogTarget};
 use crate::http::Request;
 use format::Compiled;
 use std::fs::File;
-use std::io::Write;
 use std::time::{Duration, SystemTime};
 use time::Clock;
 
@@ -104,7 +105,7 @@ impl AccessLog {
         let (format, file) = match compiled {
             Ok(format) => (format, open(conf)),
             Err(e) => {
-                tracing::error!(path = %conf.path.display(), "access log format: {e}");
+                tracing::error!(target = %conf.target, "access log format: {e}");
                 let none = Compiled {
                     pieces: Vec::new(),
                     escape: conf.escape,
@@ -165,9 +166,10 @@ impl AccessLog {
         if let Some(file) = &mut self.file {
             // Regular files take the whole buffer in one write; write_all only loops if the
             // kernel returns short (disk full, signal), where nothing better can be done.
-            if let Err(e) = file.write_all(&self.buf) {
+            let pipe = matches!(self.conf.target, LogTarget::Pipe(_));
+            if let Err(e) = target::write_lines(file, &self.buf, pipe) {
                 if !self.write_error_reported {
-                    tracing::error!(path = %self.conf.path.display(), "access log write: {e}");
+                    tracing::error!(target = %self.conf.target, "access log write: {e}");
                     self.write_error_reported = true;
                 }
             }
@@ -184,10 +186,10 @@ impl Drop for AccessLog {
 }
 
 fn open(conf: &AccessLogConf) -> Option<File> {
-    match reopen::open_append(&conf.path) {
+    match target::open(&conf.target) {
         Ok(f) => Some(f),
         Err(e) => {
-            tracing::error!(path = %conf.path.display(), "cannot open access log: {e}");
+            tracing::error!(target = %conf.target, "cannot open access log: {e}");
             None
         }
     }

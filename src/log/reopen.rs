@@ -2,10 +2,11 @@
 //! error log at once on the main thread, each worker's access logs on the worker's own
 //! thread (they are not shared), woken through a process-wide counter and `Notify`.
 
+use crate::config::LogTarget;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use tokio::sync::Notify;
@@ -16,7 +17,9 @@ static WAKE: Notify = Notify::const_new();
 
 /// Reopens the error log now and asks every worker to reopen its access logs.
 pub fn request() {
-    if let Err(e) = ErrorLog::reopen() {
+    let files = super::target::reopen_files();
+    let error_log = ErrorLog::reopen();
+    for e in [files.err(), error_log.err()].into_iter().flatten() {
         // Still writing to the old file, if any: say so there.
         tracing::error!("{e}");
     }
@@ -67,26 +70,27 @@ pub fn open_append(path: &Path) -> std::io::Result<File> {
 /// The `error-log` file, when one is configured: the writer of the diagnostics subscriber.
 pub struct ErrorLog;
 
-static ERROR_LOG: OnceLock<(PathBuf, Mutex<File>)> = OnceLock::new();
+static ERROR_LOG: OnceLock<(LogTarget, Mutex<File>)> = OnceLock::new();
 
 impl ErrorLog {
-    /// Opens `path` as the error log (once, at start).
-    pub fn open(path: &Path) -> Result<ErrorLog, String> {
-        let file = open_append(path)
-            .map_err(|e| format!("cannot open error-log {}: {e}", path.display()))?;
+    /// Opens `target` as the error log (once, at start).
+    pub fn open(target: &LogTarget) -> Result<ErrorLog, String> {
+        let file = super::target::open(target)
+            .map_err(|e| format!("cannot open error-log {target}: {e}"))?;
         ERROR_LOG
-            .set((path.to_path_buf(), Mutex::new(file)))
+            .set((target.clone(), Mutex::new(file)))
             .map_err(|_| "the error log is already open".to_string())?;
         Ok(ErrorLog)
     }
 
-    /// Opens the error log's path again (after a rename); without an error log, nothing.
+    /// Takes the error log file's new descriptor after [`super::target::reopen_files`]; a
+    /// pipe, or no error log, stays as it is.
     fn reopen() -> Result<(), String> {
-        let Some((path, file)) = ERROR_LOG.get() else {
+        let Some((target @ LogTarget::File(_), file)) = ERROR_LOG.get() else {
             return Ok(());
         };
-        let new = open_append(path)
-            .map_err(|e| format!("cannot reopen error-log {}: {e}", path.display()))?;
+        let new = super::target::open(target)
+            .map_err(|e| format!("cannot reopen error-log {target}: {e}"))?;
         *lock(file) = new;
         Ok(())
     }

@@ -176,7 +176,7 @@ fn validate_format_reports_errors() {
 
 fn conf(path: &Path, format: &str) -> AccessLogConf {
     AccessLogConf {
-        path: path.to_path_buf(),
+        target: LogTarget::File(path.to_path_buf()),
         format: format.to_string(),
         escape: Escape::Apache,
     }
@@ -280,7 +280,7 @@ fn unopenable_file_drops_lines() {
     log.log(&record(&req, &[]));
     log.flush();
     assert!(!path.exists());
-    assert_eq!(log.conf().path, path);
+    assert_eq!(log.conf().target, LogTarget::File(path.to_path_buf()));
 }
 
 #[test]

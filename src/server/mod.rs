@@ -12,6 +12,7 @@
 // Peer input must never panic: outside tests, no unwrap or expect here.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod account;
 mod answer_memo;
 mod buffers;
 mod h1;
@@ -20,6 +21,7 @@ mod h3;
 mod listen;
 pub(crate) mod panics;
 mod park;
+pub mod pid_file;
 mod proxy_protocol;
 mod quic;
 /// The PROXY header parser, public for its fuzz target only.
@@ -86,6 +88,36 @@ impl Server {
             listeners,
             exe: std::env::current_exe().ok(),
         })
+    }
+
+    /// What must happen as root before serving, in h2o's order: every log opened (and its
+    /// command started), the `pid-file` written, then the switch to `user`. Returns the pid
+    /// file, which removes itself when dropped at exit.
+    pub fn settle(&self) -> Result<Option<pid_file::PidFile>, StartError> {
+        for target in self.config.access_log_targets() {
+            if let Err(e) = crate::log::target::open(target) {
+                tracing::error!("cannot open access log {target}: {e}");
+            }
+        }
+        let pid_file = match &self.config.pid_file {
+            Some(path) => match pid_file::PidFile::write(path) {
+                Ok(f) => Some(f),
+                // After `user`, the old process's account may not write where root did; the
+                // upgrade still goes on.
+                Err(e) if upgrade::started_by_upgrade() => {
+                    tracing::error!("{e}");
+                    None
+                }
+                Err(e) => return Err(StartError(e)),
+            },
+            None => None,
+        };
+        if let Some(name) = &self.config.user {
+            account::Account::find(name)
+                .and_then(|a| a.switch_to())
+                .map_err(StartError)?;
+        }
+        Ok(pid_file)
     }
 
     /// Names the configuration file that SIGHUP reloads.
@@ -213,6 +245,9 @@ impl Server {
                 return None;
             }
         };
+        if config.user != self.config.user || config.pid_file != self.config.pid_file {
+            tracing::warn!("a reload does not change user or pid-file: they apply at the next start or binary upgrade");
+        }
         let config = Arc::new(config);
         shared
             .max_connections

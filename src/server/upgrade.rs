@@ -182,6 +182,11 @@ pub(super) fn inherited() -> Result<Vec<Bound>, String> {
     Ok(out)
 }
 
+/// Whether a binary upgrade started this process (it reports to the old one when ready).
+pub(super) fn started_by_upgrade() -> bool {
+    std::env::var_os(READY_ENV).is_some()
+}
+
 /// Tells the process that started us that we serve. Called once the workers accept.
 pub(super) fn report_ready() {
     let Some(fd) = std::env::var(READY_ENV)

@@ -116,7 +116,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("access.log");
         let file = Rc::new(RefCell::new(AccessLog::new(&AccessLogConf {
-            path: path.clone(),
+            target: crate::config::LogTarget::File(path.clone()),
             format: "%s %b %O".into(),
             escape: crate::log::Escape::Apache,
         })));
