@@ -136,6 +136,10 @@ const DIRECTIVES: &[(&str, u8)] = &[
     // Inherited options.
     ("file.index", ALL),
     ("file.mime.addtypes", ALL),
+    ("file.mime.settypes", ALL),
+    ("file.mime.removetypes", ALL),
+    ("file.mime.setdefaulttype", ALL),
+    ("file.send-gzip", ALL),
     ("file.etag", ALL),
     ("file.dirlisting", ALL),
     ("file.send-compressed", ALL),
@@ -194,10 +198,6 @@ const DIRECTIVES: &[(&str, u8)] = &[
 
 /// h2o directives that later work will implement; today they are an error naming them.
 const NOT_SUPPORTED_YET: &[&str] = &[
-    "file.send-gzip",
-    "file.mime.settypes",
-    "file.mime.removetypes",
-    "file.mime.setdefaulttype",
     "file.custom-handler",
     "error-doc",
     "expires",

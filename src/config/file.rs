@@ -2,15 +2,15 @@
 
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::FileConf;
+use super::{FileConf, MimeTypes};
 use std::path::PathBuf;
 
 /// `file.*` options as set so far at some level; `None` means "not set here or above".
 #[derive(Debug, Clone, Default)]
 pub(super) struct FileOpts {
     index: Option<Vec<String>>,
-    /// Added types, outer levels first; a later entry for the same extension wins.
-    mime_types: Vec<(String, String)>,
+    /// `file.mime.*` as the levels so far left it (outer levels first).
+    mime_types: MimeTypes,
     etag: Option<bool>,
     dirlisting: Option<bool>,
     send_compressed: Option<bool>,
@@ -25,10 +25,36 @@ impl FileOpts {
                     self.index = Some(list);
                 }
             }
-            "file.mime.addtypes" => add_types(ctx, v, &mut self.mime_types),
+            "file.mime.addtypes" => add_types(ctx, name, v, &mut self.mime_types.overrides),
+            "file.mime.settypes" => {
+                let mut types = Vec::new();
+                add_types(ctx, name, v, &mut types);
+                self.mime_types.overrides = types;
+                self.mime_types.builtin = false;
+            }
+            "file.mime.removetypes" => {
+                for ext in extensions(ctx, name, v) {
+                    let types = &mut self.mime_types.overrides;
+                    types.retain(|(e, _)| *e != ext);
+                    types.push((ext, String::new()));
+                }
+            }
+            "file.mime.setdefaulttype" => match v.as_str().filter(|m| valid_media_type(m)) {
+                Some(m) => self.mime_types.default_type = m.to_owned(),
+                None => ctx.error(
+                    v.line,
+                    format!(
+                        "{name} expects a media type (type/subtype), got {}",
+                        show(v)
+                    ),
+                ),
+            },
             "file.etag" => set(&mut self.etag, ctx.bool(name, v)),
             "file.dirlisting" => set(&mut self.dirlisting, ctx.bool(name, v)),
-            "file.send-compressed" => set(&mut self.send_compressed, ctx.bool(name, v)),
+            // `file.send-gzip` is h2o 1.x's name for it.
+            "file.send-compressed" | "file.send-gzip" => {
+                set(&mut self.send_compressed, ctx.bool(name, v))
+            }
             _ => return false,
         }
         true
@@ -78,56 +104,57 @@ fn index(ctx: &mut Ctx, v: &Node) -> Option<Vec<String>> {
     Some(out)
 }
 
-/// `file.mime.addtypes: {media/type: .ext}` or `{media/type: [.a, .b]}`; also h2o's
-/// `{media/type: {extensions: [.a], is_compressible: YES, priority: normal}}`.
-fn add_types(ctx: &mut Ctx, v: &Node, out: &mut Vec<(String, String)>) {
-    let Some(entries) = ctx.map("file.mime.addtypes", v) else {
+/// `file.mime.addtypes` (and `settypes`): `{media/type: .ext}` or `{media/type: [.a, .b]}`;
+/// also h2o's `{media/type: {extensions: [.a], is_compressible: YES, priority: normal}}`.
+fn add_types(ctx: &mut Ctx, name: &str, v: &Node, out: &mut Vec<(String, String)>) {
+    let Some(entries) = ctx.map(name, v) else {
         return;
     };
     for (k, val) in entries {
         let Some(media) = k.as_str().filter(|m| valid_media_type(m)) else {
             ctx.error(
                 k.line,
-                format!(
-                    "file.mime.addtypes: {} is not a media type (type/subtype)",
-                    show(k)
-                ),
+                format!("{name}: {} is not a media type (type/subtype)", show(k)),
             );
             continue;
         };
         let exts_node = match val.as_map() {
             Some(attrs) => {
-                let known = ctx.known_keys(
-                    "file.mime.addtypes",
-                    attrs,
-                    &["extensions", "is_compressible", "priority"],
-                );
+                let known =
+                    ctx.known_keys(name, attrs, &["extensions", "is_compressible", "priority"]);
                 match known.iter().find(|(key, _)| *key == "extensions") {
                     Some((_, n)) => *n,
                     None => {
-                        ctx.error(val.line, "file.mime.addtypes: extensions is required");
+                        ctx.error(val.line, format!("{name}: extensions is required"));
                         continue;
                     }
                 }
             }
             None => val,
         };
-        let Some(exts) = ctx.strings("file.mime.addtypes", exts_node) else {
-            continue;
-        };
-        for ext in exts {
-            let Some(bare) = ext.strip_prefix('.').filter(|e| !e.is_empty()) else {
-                ctx.error(
-                    exts_node.line,
-                    format!("file.mime.addtypes: extension \"{ext}\" must start with a dot"),
-                );
-                continue;
-            };
-            let bare = bare.to_ascii_lowercase();
-            out.retain(|(e, _)| *e != bare);
-            out.push((bare, media.to_owned()));
+        for ext in extensions(ctx, name, exts_node) {
+            out.retain(|(e, _)| *e != ext);
+            out.push((ext, media.to_owned()));
         }
     }
+}
+
+/// `.ext` or `[.a, .b]`: the extensions without their dot, lowercased.
+fn extensions(ctx: &mut Ctx, name: &str, v: &Node) -> Vec<String> {
+    let Some(exts) = ctx.strings(name, v) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(exts.len());
+    for ext in exts {
+        match ext.strip_prefix('.').filter(|e| !e.is_empty()) {
+            Some(bare) => out.push(bare.to_ascii_lowercase()),
+            None => ctx.error(
+                v.line,
+                format!("{name}: extension \"{ext}\" must start with a dot"),
+            ),
+        }
+    }
+    out
 }
 
 fn valid_media_type(m: &str) -> bool {

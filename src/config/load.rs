@@ -685,7 +685,7 @@ file.mime.addtypes:
         assert!(!root.etag && root.dirlisting && !root.send_compressed);
         assert_eq!(root.index, vec!["index.html"]);
         assert_eq!(
-            root.mime_types,
+            root.mime_types.overrides,
             vec![
                 ("wasm".to_string(), "application/wasm".to_string()),
                 ("hst".to_string(), "text/x-host".to_string()),
@@ -703,7 +703,7 @@ file.mime.addtypes:
         assert!(other.etag && other.dirlisting && other.send_compressed);
         assert_eq!(other.index, vec!["default.htm"]);
         assert_eq!(
-            other.mime_types,
+            other.mime_types.overrides,
             vec![
                 ("wasm".to_string(), "application/wasm".to_string()),
                 ("js".to_string(), "application/javascript".to_string()),
@@ -789,6 +789,54 @@ hosts:
             (4096, 2048, 20, 4)
         );
         assert_eq!(c.shutdown_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn mime_settypes_removetypes_and_setdefaulttype_apply_in_order_down_the_levels() {
+        let c = ok("listen: 80
+file.mime.setdefaulttype: text/plain
+file.send-gzip: ON
+hosts:
+  a:
+    file.mime.settypes:
+      text/html: [.html, .HTM]
+      image/png: .png
+    paths:
+      /:
+        file.mime.removetypes: [.png]
+        file.mime.addtypes: {image/x-mine: .mine}
+        file.dir: .
+      /b:
+        file.dir: .
+");
+        let t = &file(path(&c, 0, "/")).mime_types;
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            t.overrides,
+            pairs(&[
+                ("html", "text/html"),
+                ("htm", "text/html"),
+                ("png", ""),
+                ("mine", "image/x-mine")
+            ])
+        );
+        assert!(!t.builtin);
+        assert_eq!(t.default_type, "text/plain");
+        let b = file(path(&c, 0, "/b"));
+        assert_eq!(b.mime_types.overrides.len(), 3);
+        assert!(b.send_compressed, "file.send-gzip is file.send-compressed");
+        let e = errors("listen: 80\nfile.mime.setdefaulttype: plain\nfile.mime.removetypes: [png]\nhosts: {}\n");
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:2: file.mime.setdefaulttype expects a media type (type/subtype), got \"plain\"",
+                "t.yaml:3: file.mime.removetypes: extension \"png\" must start with a dot",
+            ]
+        );
     }
 
     /// Debian's stock /etc/h2o/h2o.conf, whole: `user`, `pid-file` and piped logs.

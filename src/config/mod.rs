@@ -187,14 +187,37 @@ pub struct FileConf {
     pub dir: PathBuf,
     /// `file.index` (default `index.html`, `index.htm`, `index.txt`)
     pub index: Vec<String>,
-    /// `file.mime.addtypes`: extension (without dot, lowercase) -> media type
-    pub mime_types: Vec<(String, String)>,
+    /// `file.mime.*`
+    pub mime_types: MimeTypes,
     /// `file.etag` (default ON)
     pub etag: bool,
     /// `file.dirlisting` (default OFF)
     pub dirlisting: bool,
     /// `file.send-compressed` (default OFF): serve `.br` / `.gz` siblings when accepted
     pub send_compressed: bool,
+}
+
+/// `file.mime.addtypes`, `removetypes`, `settypes` and `setdefaulttype`: the media type of a
+/// file from its extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MimeTypes {
+    /// Extension (without dot, lowercase) -> media type, looked at first. An empty type marks
+    /// an extension `removetypes` took out: it gets the default type.
+    pub overrides: Vec<(String, String)>,
+    /// Whether the built-in table follows the overrides (`settypes` replaces it).
+    pub builtin: bool,
+    /// For extensions found nowhere, and names without one (`application/octet-stream`).
+    pub default_type: String,
+}
+
+impl Default for MimeTypes {
+    fn default() -> MimeTypes {
+        MimeTypes {
+            overrides: Vec::new(),
+            builtin: true,
+            default_type: "application/octet-stream".into(),
+        }
+    }
 }
 
 /// `respond`: a fixed answer, for health checks and the "server core" benchmark.
@@ -616,7 +639,7 @@ impl Default for FileConf {
         FileConf {
             dir: PathBuf::new(),
             index: vec!["index.html".into(), "index.htm".into(), "index.txt".into()],
-            mime_types: Vec::new(),
+            mime_types: MimeTypes::default(),
             etag: true,
             dirlisting: false,
             send_compressed: false,

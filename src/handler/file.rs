@@ -445,24 +445,34 @@ impl FileHandler {
         fields
     }
 
-    /// The Content-Type for a file path: `file.mime.addtypes`, then the built-in table, then
-    /// `application/octet-stream`; textual types get `; charset=utf-8`.
+    /// The Content-Type for a file path: `file.mime.*` overrides, then the built-in table
+    /// (unless `settypes` replaced it), then the default type; textual types get
+    /// `; charset=utf-8`.
     fn content_type(&self, path: &[u8]) -> Bytes {
+        let types = &self.conf.mime_types;
         let name = match memchr::memrchr(b'/', path) {
             Some(i) => &path[i + 1..],
             None => path,
         };
+        let configured = |ty: &str| {
+            with_charset(ty).map_or_else(|| Bytes::copy_from_slice(ty.as_bytes()), Bytes::from)
+        };
         let Some(dot) = memchr::memrchr(b'.', name) else {
-            return Bytes::from_static(b"application/octet-stream");
+            return configured(&types.default_type);
         };
         let ext = String::from_utf8_lossy(&name[dot + 1..]).to_ascii_lowercase();
-        if let Some((_, ty)) = self.conf.mime_types.iter().find(|(e, _)| *e == ext) {
-            return with_charset(ty)
-                .map_or_else(|| Bytes::copy_from_slice(ty.as_bytes()), Bytes::from);
+        match types.overrides.iter().find(|(e, _)| *e == ext) {
+            Some((_, removed)) if removed.is_empty() => return configured(&types.default_type),
+            Some((_, ty)) => return configured(ty),
+            None => {}
         }
-        match mime_guess::from_ext(&ext).first_raw() {
+        match types
+            .builtin
+            .then(|| mime_guess::from_ext(&ext).first_raw())
+            .flatten()
+        {
             Some(ty) => with_charset(ty).map_or(Bytes::from_static(ty.as_bytes()), Bytes::from),
-            None => Bytes::from_static(b"application/octet-stream"),
+            None => configured(&types.default_type),
         }
     }
 }

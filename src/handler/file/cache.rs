@@ -4,6 +4,7 @@
 //! a vanished one evicted.
 
 use super::encoding::Coding;
+use crate::config::MimeTypes;
 use crate::http::recycle::HeaderList;
 use crate::http::OpenFile;
 use bytes::Bytes;
@@ -42,8 +43,8 @@ pub struct OpenFileCache {
     profiles: Vec<Profile>,
 }
 
-/// The handler settings a cache entry depends on: `file.mime.addtypes` and `file.index`.
-type Profile = (Vec<(String, String)>, Vec<String>);
+/// The handler settings a cache entry depends on: `file.mime.*` and `file.index`.
+type Profile = (MimeTypes, Vec<String>);
 
 struct Slot {
     key: Box<[u8]>,
@@ -93,15 +94,15 @@ impl OpenFileCache {
 
     /// The id handlers with these settings share; entries resolved under another id have a
     /// content type or index file that may not apply.
-    pub(super) fn profile(&mut self, mime_types: &[(String, String)], index: &[String]) -> usize {
+    pub(super) fn profile(&mut self, mime_types: &MimeTypes, index: &[String]) -> usize {
         if let Some(i) = self
             .profiles
             .iter()
-            .position(|(m, x)| m.as_slice() == mime_types && x.as_slice() == index)
+            .position(|(m, x)| m == mime_types && x.as_slice() == index)
         {
             return i;
         }
-        self.profiles.push((mime_types.to_vec(), index.to_vec()));
+        self.profiles.push((mime_types.clone(), index.to_vec()));
         self.profiles.len() - 1
     }
 

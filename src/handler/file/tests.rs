@@ -1,6 +1,7 @@
 //! Handler tests against a temporary directory.
 
 use super::*;
+use crate::config::MimeTypes;
 use std::path::Path;
 use std::time::Duration;
 
@@ -282,14 +283,41 @@ fn mime_types_and_charset() {
     assert_eq!(ct("/noext").as_deref(), Some("application/octet-stream"));
 
     let h = s.handler_with(FileConf {
-        mime_types: vec![
-            ("bin".into(), "application/x-spate".into()),
-            ("png".into(), "text/x-png".into()),
-        ],
+        mime_types: MimeTypes {
+            overrides: vec![
+                ("bin".into(), "application/x-spate".into()),
+                ("png".into(), "text/x-png".into()),
+            ],
+            ..MimeTypes::default()
+        },
         ..s.conf()
     });
     let ct = |p: &str| header(&get(&h, p), "Content-Type").map(str::to_string);
     assert_eq!(ct("/data.bin").as_deref(), Some("application/x-spate"));
+    // settypes (no built-in table), removetypes (an empty type) and setdefaulttype.
+    let only = s.handler_with(FileConf {
+        mime_types: MimeTypes {
+            overrides: vec![
+                ("html".into(), "text/x-mine".into()),
+                ("bin".into(), String::new()),
+            ],
+            builtin: false,
+            default_type: "text/plain".into(),
+        },
+        ..s.conf()
+    });
+    let ct_only = |p: &str| header(&get(&only, p), "Content-Type").map(str::to_string);
+    assert_eq!(
+        ct_only("/page.html").as_deref(),
+        Some("text/x-mine; charset=utf-8")
+    );
+    for unknown in ["/pic.PNG", "/data.bin", "/noext"] {
+        assert_eq!(
+            ct_only(unknown).as_deref(),
+            Some("text/plain; charset=utf-8"),
+            "{unknown}"
+        );
+    }
     assert_eq!(ct("/pic.PNG").as_deref(), Some("text/x-png; charset=utf-8"));
     assert_eq!(
         with_charset("application/json").as_deref(),
@@ -637,7 +665,10 @@ fn whole_answers_share_fields_built_for_each_handlers_settings() {
     assert_eq!(header(&r, "ETag"), None);
     assert!(header(&get(&h, "/hello.txt"), "ETag").is_some());
     let typed = s.handler_with(FileConf {
-        mime_types: vec![("txt".into(), "application/x-note".into())],
+        mime_types: MimeTypes {
+            overrides: vec![("txt".into(), "application/x-note".into())],
+            ..MimeTypes::default()
+        },
         ..s.conf()
     });
     let r = get(&typed, "/hello.txt");
