@@ -109,6 +109,40 @@ fn mime_addtypes_apply() {
 }
 
 #[test]
+fn mime_settypes_removetypes_and_the_default_type_apply() {
+    let s = site(
+        "        file.mime.settypes: {text/x-only: .txt}\n        file.mime.removetypes: [.js]\n        file.mime.setdefaulttype: application/x-unknown",
+    );
+    let ct = |p: &str| get(&s, p).header("content-type").map(str::to_string);
+    assert_eq!(
+        ct("/hello.txt").as_deref(),
+        Some("text/x-only; charset=utf-8")
+    );
+    // The built-in table is gone: .css and .bin are unknown, like .js removed.
+    for p in ["/style.css", "/app.js", "/data.bin"] {
+        assert_eq!(ct(p).as_deref(), Some("application/x-unknown"), "{p}");
+    }
+}
+
+/// `expires` gives a 200 answer `Cache-Control: max-age`, also when the lane answers again
+/// from its memo on a kept-alive connection, and leaves a 404 alone.
+#[test]
+fn expires_adds_max_age_to_200_answers() {
+    let s = site("        expires: 1 hour");
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    for _ in 0..3 {
+        write_all(&mut c, b"GET /hello.txt HTTP/1.1\r\nHost: a\r\n\r\n");
+        let r = read_response(&mut c, &mut pending, false);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("cache-control"), Some("max-age=3600"));
+    }
+    let missing = get(&s, "/no-such-file");
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.header("cache-control"), None);
+}
+
+#[test]
 fn other_methods_get_405_with_allow() {
     let s = site("");
     let r = request(&s, "DELETE /hello.txt HTTP/1.1\r\nHost: a\r\n\r\n");

@@ -151,6 +151,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("header.unset", ALL),
     ("header.unsetunless", ALL),
     ("access-log", ALL),
+    ("expires", ALL),
     ("compress", ALL),
     ("compress-minimum-size", ALL),
     ("gzip", ALL),
@@ -200,7 +201,6 @@ const DIRECTIVES: &[(&str, u8)] = &[
 const NOT_SUPPORTED_YET: &[&str] = &[
     "file.custom-handler",
     "error-doc",
-    "expires",
     "max-delegations",
     "reproxy",
     "setenv",

@@ -21,6 +21,8 @@ pub(super) struct Scoped {
     proxy: ProxyOpts,
     /// Outer commands first; each level appends its own.
     headers: Vec<HeaderCommand>,
+    /// `expires` in seconds; `None` when OFF or not set.
+    expires: Option<u64>,
     access_log: Option<AccessLogConf>,
     compress: CompressOpts,
 }
@@ -39,6 +41,11 @@ impl Scoped {
             "access-log" => {
                 if let Some(l) = log::access_log(ctx, v) {
                     self.access_log = Some(l);
+                }
+            }
+            "expires" => {
+                if let Some(e) = expires(ctx, v) {
+                    self.expires = e;
                 }
             }
             _ => return false,
@@ -201,10 +208,46 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         prefix: prefix.to_owned(),
         handler,
         headers: scoped.headers,
+        expires: scoped.expires,
         access_log: scoped.access_log,
         compress: scoped.compress.build(),
         at: ctx.at(key.line),
     })
+}
+
+/// `expires: OFF` or `expires: N UNIT` (h2o's units: second, minute, hour, day, month of 30
+/// days, year of 365 days, each also plural). `Some(None)` is OFF.
+fn expires(ctx: &mut Ctx, v: &Node) -> Option<Option<u64>> {
+    if v.as_bool() == Some(false) {
+        return Some(None);
+    }
+    let text = v.as_str().unwrap_or_default();
+    let mut words = text.split_whitespace();
+    let parsed = match (words.next(), words.next(), words.next()) {
+        (Some(n), Some(unit), None) => n.parse::<u64>().ok().and_then(|n| {
+            let seconds: u64 = match unit.strip_suffix('s').unwrap_or(unit) {
+                "second" => 1,
+                "minute" => 60,
+                "hour" => 3600,
+                "day" => 86400,
+                "month" => 30 * 86400,
+                "year" => 365 * 86400,
+                _ => return None,
+            };
+            n.checked_mul(seconds)
+        }),
+        _ => None,
+    };
+    if parsed.is_none() {
+        ctx.error(
+            v.line,
+            format!(
+                "expires expects OFF or a number and a unit (second, minute, hour, day, month, year), got {}",
+                show(v)
+            ),
+        );
+    }
+    parsed.map(Some)
 }
 
 // One per path while the configuration is read: its size does not matter.

@@ -839,6 +839,41 @@ hosts:
         );
     }
 
+    #[test]
+    fn expires_is_inherited_and_off_at_an_inner_level() {
+        let c = ok("listen: 80
+expires: 1 day
+hosts:
+  a:
+    paths:
+      /:
+        file.dir: .
+      /live:
+        expires: OFF
+        file.dir: .
+      /long:
+        expires: 2 months
+        file.dir: .
+");
+        assert_eq!(path(&c, 0, "/").expires, Some(86400));
+        assert_eq!(path(&c, 0, "/live").expires, None);
+        assert_eq!(path(&c, 0, "/long").expires, Some(60 * 86400));
+        for bad in [
+            "1 fortnight",
+            "day",
+            "1 day 2",
+            "-1 day",
+            "99999999999999999 years",
+        ] {
+            let e = errors(&format!("listen: 80\nexpires: {bad}\nhosts: {{}}\n"));
+            assert_eq!(e.len(), 1, "{bad}: {e:?}");
+            assert!(
+                e[0].starts_with("t.yaml:2: expires expects OFF or a number"),
+                "{e:?}"
+            );
+        }
+    }
+
     /// Debian's stock /etc/h2o/h2o.conf, whole: `user`, `pid-file` and piped logs.
     #[test]
     fn debian_h2o_conf_with_user_pid_file_and_piped_logs() {

@@ -137,6 +137,8 @@ pub struct PathConf {
     pub handler: HandlerConf,
     /// `header.add` / `header.set` / ... in the order they apply (global first).
     pub headers: Vec<HeaderCommand>,
+    /// `expires`: seconds of `Cache-Control: max-age` given to 200 answers; `None` when off.
+    pub expires: Option<u64>,
     /// `access-log`; `None` when logging is off for this path.
     pub access_log: Option<AccessLogConf>,
     /// `compress` / `gzip`; `None` when on-the-fly compression is off (the default).
@@ -718,6 +720,7 @@ impl Config {
                     ..FileConf::default()
                 }),
                 headers: Vec::new(),
+                expires: None,
                 access_log: None,
                 compress: None,
                 at: at.clone(),

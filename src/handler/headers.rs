@@ -1,7 +1,7 @@
 //! `header.add`, `header.append`, `header.merge`, `header.set`, `header.setifempty`,
 //! `header.unset` and `header.unsetunless`: edits applied to every response of a path, in
-//! configuration order. The proxy applies `proxy.header.*` the same way to the request it
-//! sends to the backend.
+//! configuration order; and `expires`, a `Cache-Control: max-age` on 200 answers. The proxy
+//! applies `proxy.header.*` the same way to the request it sends to the backend.
 
 use crate::config::{HeaderCommand, HeaderOp};
 use crate::http::Response;
@@ -9,15 +9,29 @@ use bytes::Bytes;
 
 pub struct HeaderRewriter {
     commands: Vec<(HeaderOp, Bytes, Bytes)>,
+    /// `expires`: `max-age=N`, merged into Cache-Control of a 200 answer before the commands
+    /// run (so that they can still change it).
+    max_age: Option<Bytes>,
 }
+
+const CACHE_CONTROL: Bytes = Bytes::from_static(b"Cache-Control");
 
 impl HeaderRewriter {
     pub fn is_empty(&self) -> bool {
-        self.commands.is_empty()
+        self.commands.is_empty() && self.max_age.is_none()
+    }
+
+    /// The commands of a path and its `expires` (seconds).
+    pub fn with_expires(commands: &[HeaderCommand], expires: Option<u64>) -> HeaderRewriter {
+        HeaderRewriter {
+            max_age: expires.map(|s| Bytes::from(format!("max-age={s}"))),
+            ..HeaderRewriter::new(commands)
+        }
     }
 
     pub fn new(commands: &[HeaderCommand]) -> HeaderRewriter {
         HeaderRewriter {
+            max_age: None,
             commands: commands
                 .iter()
                 .map(|c| {
@@ -34,9 +48,16 @@ impl HeaderRewriter {
     /// Inline: most paths have no commands, and every response passes here.
     #[inline]
     pub fn apply(&self, resp: &mut Response) {
-        if !self.commands.is_empty() {
-            self.apply_to(&mut resp.headers);
+        if !self.is_empty() {
+            self.apply_to_response(resp);
         }
+    }
+
+    fn apply_to_response(&self, resp: &mut Response) {
+        if let Some(max_age) = self.max_age.as_ref().filter(|_| resp.status == 200) {
+            append(&mut resp.headers, &CACHE_CONTROL, max_age, true);
+        }
+        self.apply_to(&mut resp.headers);
     }
 
     /// Applies the commands to a list of header fields.
@@ -61,25 +82,33 @@ impl HeaderRewriter {
                         .split(|&b| b == b',')
                         .any(|k| n.eq_ignore_ascii_case(k.trim_ascii()))
                 }),
-                HeaderOp::Append | HeaderOp::Merge => match pos {
-                    Some(i) => {
-                        let old = &h[i].1;
-                        let present = old
-                            .split(|&b| b == b',')
-                            .any(|t| t.trim_ascii() == value.as_ref());
-                        if *op == HeaderOp::Append || !present {
-                            let mut v = Vec::with_capacity(old.len() + 2 + value.len());
-                            v.extend_from_slice(old);
-                            v.extend_from_slice(b", ");
-                            v.extend_from_slice(value);
-                            h[i].1 = Bytes::from(v);
-                        }
-                    }
-                    None => h.push((name.clone(), value.clone())),
-                },
+                HeaderOp::Append => append(h, name, value, false),
+                HeaderOp::Merge => append(h, name, value, true),
             }
         }
     }
+}
+
+/// Appends `, value` to the first `name` field, or adds the field; with `merge`, not when the
+/// value is one of its comma-separated tokens already.
+fn append(h: &mut Vec<(Bytes, Bytes)>, name: &Bytes, value: &Bytes, merge: bool) {
+    let Some(i) = h.iter().position(|(n, _)| n.eq_ignore_ascii_case(name)) else {
+        h.push((name.clone(), value.clone()));
+        return;
+    };
+    let old = &h[i].1;
+    if merge
+        && old
+            .split(|&b| b == b',')
+            .any(|t| t.trim_ascii() == value.as_ref())
+    {
+        return;
+    }
+    let mut v = Vec::with_capacity(old.len() + 2 + value.len());
+    v.extend_from_slice(old);
+    v.extend_from_slice(b", ");
+    v.extend_from_slice(value);
+    h[i].1 = Bytes::from(v);
 }
 
 #[cfg(test)]
@@ -109,6 +138,38 @@ mod tests {
         assert_eq!(resp.header(b"x-a").unwrap().as_ref(), b"1, 2");
         assert_eq!(resp.header(b"cache-control").unwrap().as_ref(), b"no-store");
         assert!(resp.header(b"content-type").is_none());
+    }
+
+    #[test]
+    fn expires_merges_max_age_into_cache_control_of_200_answers_only() {
+        let r = HeaderRewriter::with_expires(&[], Some(86400));
+        let mut ok = Response::text(200, "x");
+        r.apply(&mut ok);
+        assert_eq!(
+            ok.header(b"cache-control").unwrap().as_ref(),
+            b"max-age=86400"
+        );
+        let mut private = Response::text(200, "x").with_header("Cache-Control", "private");
+        r.apply(&mut private);
+        assert_eq!(
+            private.header(b"cache-control").unwrap().as_ref(),
+            b"private, max-age=86400"
+        );
+        r.apply(&mut private);
+        assert_eq!(
+            private.header(b"cache-control").unwrap().as_ref(),
+            b"private, max-age=86400",
+            "a token already there is not repeated"
+        );
+        let mut missing = Response::error(404);
+        r.apply(&mut missing);
+        assert!(missing.header(b"cache-control").is_none());
+        // The header commands run after it and have the last word.
+        let r =
+            HeaderRewriter::with_expires(&[cmd(HeaderOp::Unset, "Cache-Control", "")], Some(60));
+        let mut ok = Response::text(200, "x");
+        r.apply(&mut ok);
+        assert!(ok.header(b"cache-control").is_none());
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl Router {
                     .map(|p| PathRoute {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
                         handler: build_handler(p, &cache, &pool),
-                        headers: headers::HeaderRewriter::new(&p.headers),
+                        headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, logs)),
                     })
