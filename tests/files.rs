@@ -142,6 +142,64 @@ fn expires_adds_max_age_to_200_answers() {
     assert_eq!(missing.header("cache-control"), None);
 }
 
+/// `error-doc`: a 404, a 405 (which keeps its Allow) and a proxy's 502 (an answer that comes
+/// later) carry the site's documents with their own status; an inner path's entry wins, and
+/// a HEAD gets the document's length without its body.
+#[test]
+fn error_docs_replace_the_body_of_error_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("htdocs");
+    write_file(&root, "index.html", INDEX.as_bytes());
+    write_file(&root, "errors/404.html", b"<h1>not here</h1>\n");
+    write_file(&root, "errors/5xx.html", b"<h1>down for a moment</h1>\n");
+    write_file(&root, "errors/special.txt", b"special 404\n");
+    let s = Spate::start_in(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+error-doc:
+  - status: 404
+    url: /errors/404.html
+  - status: [405, 502, 503]
+    url: /errors/5xx.html
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/htdocs
+      /special:
+        error-doc: {status: 404, url: /errors/special.txt}
+        file.dir: $DIR/htdocs
+      /api:
+        proxy.reverse.url: http://127.0.0.1:1/
+"#,
+        dir,
+    );
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    for _ in 0..3 {
+        write_all(&mut c, b"GET /missing HTTP/1.1\r\nHost: a\r\n\r\n");
+        let r = read_response(&mut c, &mut pending, false);
+        assert_eq!(r.status, 404);
+        assert_eq!(r.text(), "<h1>not here</h1>\n");
+        assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+        assert_eq!(r.header("etag"), None, "the document's validators stay out");
+    }
+    write_all(&mut c, b"HEAD /missing HTTP/1.1\r\nHost: a\r\n\r\n");
+    let r = read_response(&mut c, &mut pending, true);
+    assert_eq!((r.status, r.header("content-length")), (404, Some("18")));
+    let r = request(&s, "DELETE /index.html HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 405);
+    assert!(r.header("allow").is_some_and(|a| a.contains("GET")));
+    assert_eq!(r.text(), "<h1>down for a moment</h1>\n");
+    let r = get(&s, "/special/missing");
+    assert_eq!((r.status, r.text()), (404, "special 404\n".to_string()));
+    let r = get(&s, "/api/x");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.text(), "<h1>down for a moment</h1>\n");
+    // The document itself is served as usual.
+    assert_eq!(get(&s, "/errors/404.html").status, 200);
+}
+
 #[test]
 fn other_methods_get_405_with_allow() {
     let s = site("");

@@ -152,6 +152,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("header.unsetunless", ALL),
     ("access-log", ALL),
     ("expires", ALL),
+    ("error-doc", ALL),
     ("compress", ALL),
     ("compress-minimum-size", ALL),
     ("gzip", ALL),
@@ -200,7 +201,6 @@ const DIRECTIVES: &[(&str, u8)] = &[
 /// h2o directives that later work will implement; today they are an error naming them.
 const NOT_SUPPORTED_YET: &[&str] = &[
     "file.custom-handler",
-    "error-doc",
     "max-delegations",
     "reproxy",
     "setenv",

@@ -11,8 +11,8 @@ use super::listen::Listeners;
 use super::proxy::{self, ProxyOpts};
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::{headers, log, redirect, respond};
-use super::{AccessLogConf, HandlerConf, HeaderCommand, Host, PathConf};
+use super::{error_doc, headers, log, redirect, respond};
+use super::{AccessLogConf, ErrorDoc, HandlerConf, HeaderCommand, Host, PathConf};
 
 /// Options that a level passes on to the levels inside it.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +23,7 @@ pub(super) struct Scoped {
     headers: Vec<HeaderCommand>,
     /// `expires` in seconds; `None` when OFF or not set.
     expires: Option<u64>,
+    error_docs: Vec<ErrorDoc>,
     access_log: Option<AccessLogConf>,
     compress: CompressOpts,
 }
@@ -43,6 +44,7 @@ impl Scoped {
                     self.access_log = Some(l);
                 }
             }
+            "error-doc" => error_doc::parse(ctx, v, &mut self.error_docs),
             "expires" => {
                 if let Some(e) = expires(ctx, v) {
                     self.expires = e;
@@ -141,6 +143,7 @@ fn host(
             }
         }
     }
+    error_doc::check(ctx, &out);
     out
 }
 
@@ -209,6 +212,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         handler,
         headers: scoped.headers,
         expires: scoped.expires,
+        error_docs: scoped.error_docs,
         access_log: scoped.access_log,
         compress: scoped.compress.build(),
         at: ctx.at(key.line),

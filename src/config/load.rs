@@ -874,6 +874,63 @@ hosts:
         }
     }
 
+    #[test]
+    fn error_docs_accumulate_down_the_levels_and_must_be_served_by_a_file_or_respond() {
+        let c = ok("listen: 80
+error-doc: {status: [500, 503], url: /50x.html}
+hosts:
+  a:
+    error-doc:
+      - status: 404
+        url: /404.html
+    paths:
+      /:
+        file.dir: .
+      /x:
+        error-doc: {status: 404, url: /x404}
+        file.dir: .
+");
+        let docs = |prefix| -> Vec<(u16, String)> {
+            path(&c, 0, prefix)
+                .error_docs
+                .iter()
+                .map(|d| (d.status, d.url.clone()))
+                .collect()
+        };
+        let doc = |s: u16, u: &str| (s, u.to_string());
+        assert_eq!(
+            docs("/"),
+            vec![
+                doc(500, "/50x.html"),
+                doc(503, "/50x.html"),
+                doc(404, "/404.html")
+            ]
+        );
+        assert_eq!(docs("/x").last(), Some(&doc(404, "/x404")));
+        let e = errors(
+            "listen: 80
+error-doc: {status: 404, url: /api/404}
+hosts:
+  a:
+    paths:
+      /api:
+        proxy.reverse.url: http://127.0.0.1:9/
+      /b:
+        error-doc: [{status: 200, url: /b}, {status: 404, url: nope}, {url: /c}]
+        file.dir: .
+",
+        );
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:9: error-doc.status must be an error status (400-599), got 200",
+                "t.yaml:9: error-doc.url must be a path on this host (starting with /), got \"nope\"",
+                "t.yaml:9: error-doc needs both status and url",
+                "t.yaml:2: error-doc.url /api/404 is not served by file.dir or respond on this host",
+            ]
+        );
+    }
+
     /// Debian's stock /etc/h2o/h2o.conf, whole: `user`, `pid-file` and piped logs.
     #[test]
     fn debian_h2o_conf_with_user_pid_file_and_piped_logs() {

@@ -139,6 +139,8 @@ pub struct PathConf {
     pub headers: Vec<HeaderCommand>,
     /// `expires`: seconds of `Cache-Control: max-age` given to 200 answers; `None` when off.
     pub expires: Option<u64>,
+    /// `error-doc`, outer levels first (an inner level's entry for a status wins).
+    pub error_docs: Vec<ErrorDoc>,
     /// `access-log`; `None` when logging is off for this path.
     pub access_log: Option<AccessLogConf>,
     /// `compress` / `gzip`; `None` when on-the-fly compression is off (the default).
@@ -522,6 +524,15 @@ impl std::fmt::Display for LogTarget {
     }
 }
 
+/// One status of an `error-doc` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorDoc {
+    pub status: u16,
+    /// A path on the same host, served by `file.dir` or `respond` there.
+    pub url: String,
+    pub at: Location,
+}
+
 /// `access-log`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessLogConf {
@@ -721,6 +732,7 @@ impl Config {
                 }),
                 headers: Vec::new(),
                 expires: None,
+                error_docs: Vec::new(),
                 access_log: None,
                 compress: None,
                 at: at.clone(),
@@ -733,6 +745,7 @@ impl Config {
 
 mod compress;
 mod directives;
+mod error_doc;
 mod file;
 mod headers;
 mod hosts;

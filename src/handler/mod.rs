@@ -1,6 +1,7 @@
 //! Handlers and the host/path router that picks one for each request.
 
 pub mod compress;
+pub mod error_doc;
 pub mod file;
 pub mod headers;
 pub mod proxy;
@@ -45,6 +46,8 @@ pub struct PathRoute {
     prefix: String,
     handler: Box<dyn Handler>,
     headers: headers::HeaderRewriter,
+    /// `error-doc`; `None` when the path has none, so the fast path pays one branch.
+    error_docs: Option<error_doc::ErrorDocs>,
     /// `compress`; `None` when off (the default), so the fast path pays one branch.
     compress: Option<compress::Compressor>,
     /// Shared with the other paths that log to the same file on this worker.
@@ -66,13 +69,22 @@ impl PathRoute {
     /// with an access log: each request there has its line.
     #[inline]
     pub fn answer_repeats(&self, resp: &Response) -> bool {
-        self.access_log.is_none() && self.handler.answer_repeats(resp)
+        self.access_log.is_none()
+            && self.handler.answer_repeats(resp)
+            && !self
+                .error_docs
+                .as_ref()
+                .is_some_and(|d| d.covers(resp.status))
     }
 
-    /// Applies the path's filters to a response: compression, then the header commands (so
-    /// they have the last word, on Vary or Content-Encoding too). [`Router::handle`] does it
-    /// for an answer that is ready now; the driver calls it for one that came later.
+    /// Applies the path's filters to a response: its error document, compression, then the
+    /// header commands (so they have the last word, on Vary or Content-Encoding too).
+    /// [`Router::handle`] does it for an answer that is ready now; the driver calls it for one
+    /// that came later.
     pub fn finish(&self, negotiated: Negotiated, resp: &mut Response) {
+        if let Some(d) = &self.error_docs {
+            d.apply(resp);
+        }
         if let Some(c) = &self.compress {
             c.apply(negotiated, resp);
         }
@@ -98,6 +110,9 @@ impl Router {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
                         handler: build_handler(p, &cache, &pool),
                         headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
+                        error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
+                            build_handler(doc, &cache, &pool)
+                        }),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, logs)),
                     })
@@ -156,6 +171,9 @@ impl Router {
             Some(route) => {
                 let mut answer = route.handler.handle(req);
                 if let Answer::Now(resp) = &mut answer {
+                    if let Some(d) = &route.error_docs {
+                        d.apply(resp);
+                    }
                     if let Some(c) = &route.compress {
                         c.apply_now(req, resp);
                     }
