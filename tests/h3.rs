@@ -10,6 +10,8 @@ mod tls_support;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 
 // ---- first fetches (h3quic) ----
 
@@ -112,14 +114,23 @@ fn h3_server(port: u16, extra: &str) -> Spate {
 
 /// As `h3_server`, with `threads` workers and extra environment variables for the server.
 fn h3_server_env(port: u16, threads: usize, extra: &str, env: &[(&str, &str)]) -> Spate {
+    Spate::start_in_env(&h3_yaml(port, threads, extra), h3_dir(), env)
+}
+
+/// The directory of `h3_server`: its certificate and files.
+fn h3_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);
     write_file(dir.path(), "htdocs/index.html", b"<h1>over QUIC</h1>\n");
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
     write_file(dir.path(), "htdocs/big.bin", &big);
-    Spate::start_in_env(
-        &format!(
-            "
+    dir
+}
+
+/// The configuration of `h3_server`.
+fn h3_yaml(port: u16, threads: usize, extra: &str) -> String {
+    format!(
+        "
 num-threads: {threads}
 access-log:
   path: $DIR/access.log
@@ -140,9 +151,6 @@ hosts:
       /:
         file.dir: htdocs
 "
-        ),
-        dir,
-        env,
     )
 }
 
@@ -245,13 +253,20 @@ fn alt_svc_advertises_the_quic_port() {
     if !tls_support::need("curl") {
         return;
     }
-    let port = free_tcp_udp_port();
-    let s = h3_server(port, "");
+    // A port free for both TCP and UDP (another, should something take it before spate
+    // binds it), then the same one again once the first server is gone (waiting while
+    // something else holds it).
+    let (s, [port]) = Spate::start_on_ports(
+        h3_dir(),
+        || [free_tcp_udp_port()],
+        |[p]| h3_yaml(p, 2, ""),
+        &[],
+    );
     let want = format!("alt-svc: h3=\":{port}\"");
     assert!(response_head(port, "--http1.1").contains(&want));
     assert!(response_head(port, "--http2").contains(&want));
     drop(s);
-    let s = h3_server(port, "http3-alt-svc: OFF");
+    let s = Spate::start_retrying(&h3_yaml(port, 2, "http3-alt-svc: OFF"), h3_dir(), &[]);
     assert!(!response_head(port, "--http1.1").contains("alt-svc"));
     drop(s);
 }
@@ -352,20 +367,20 @@ fn seed_004_serves_http2_and_http3_on_one_port() {
     let backend = backend::Backend::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let (crt, key) = tls_support::cert(dir.path(), "localhost", "localhost", false);
-    let port = free_tcp_udp_port();
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../shared/configs/seed-004-proxy-h2-h3/h2o.yaml"),
     )
     .expect("seed-004");
-    let yaml = text
-        .replace("/certs/localhost.pem", &crt.display().to_string())
-        .replace("/certs/localhost.key", &key.display().to_string())
-        .replace("port: 443", &format!("port: {port}\n      host: 127.0.0.1"))
-        .replace("http://localhost:3000/", &backend.url("/"))
-        .replace("/app/log/h2o-access.log", "$DIR/access.log")
-        .replace("/app/log/h2o-error.log", "$DIR/error.log");
-    let _s = Spate::start_in(&yaml, dir);
+    let yaml = |port: u16| {
+        text.replace("/certs/localhost.pem", &crt.display().to_string())
+            .replace("/certs/localhost.key", &key.display().to_string())
+            .replace("port: 443", &format!("port: {port}\n      host: 127.0.0.1"))
+            .replace("http://localhost:3000/", &backend.url("/"))
+            .replace("/app/log/h2o-access.log", "$DIR/access.log")
+            .replace("/app/log/h2o-error.log", "$DIR/error.log")
+    };
+    let (_s, [port]) = Spate::start_on_ports(dir, || [free_tcp_udp_port()], |[p]| yaml(p), &[]);
     let got = aioquic_get(&py, port, &["/pattern?len=100000", "/text"]);
     assert_eq!((got[0].status, got[0].len), (200, 100_000));
     assert_eq!(got[1].text, "hello from the backend\\n");
@@ -416,10 +431,49 @@ hosts:
     assert!(got.iter().all(|r| r.status == 200 && r.sha256 == sum));
 }
 
+/// A backend that answers each request (one a connection) `200 ok`, the first only once
+/// `release` sends (or is dropped): a client that keeps its connection for as long as the test
+/// needs. Also the count of requests it has read.
+fn held_backend() -> (String, mpsc::Sender<()>, Arc<AtomicUsize>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/", l.local_addr().expect("addr"));
+    let (release, held) = mpsc::channel::<()>();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        let mut held = Some(held);
+        for mut c in l.incoming().map_while(Result::ok) {
+            let held = held.take();
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                c.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+                    .ok();
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                if let Some(held) = held {
+                    let _ = held.recv_timeout(std::time::Duration::from_secs(60));
+                }
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+                );
+            });
+        }
+    });
+    (url, release, requests)
+}
+
 #[test]
 fn connections_past_max_quic_connections_are_refused() {
     let Some(py) = aioquic_python() else { return };
-    let backend = backend::Backend::start();
+    let (backend_url, release, requests) = held_backend();
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);
     let s = Spate::start_in(
@@ -438,19 +492,19 @@ hosts:
   localhost:
     paths:
       /:
-        proxy.reverse.url: {}
-",
-            backend.url("/")
+        proxy.reverse.url: {backend_url}
+"
         ),
         dir,
     );
     let port = s.addr.port();
+    // The first connection holds the only slot until the second client has finished.
     let first = {
         let py = py.clone();
-        std::thread::spawn(move || aioquic_get(&py, port, &["/delay?ms=2000"]))
+        std::thread::spawn(move || aioquic_get(&py, port, &["/first"]))
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while backend.requests() == 0 {
+    while requests.load(Ordering::SeqCst) == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "the request never came"
@@ -459,6 +513,12 @@ hosts:
     }
     let second = aioquic_run(&py, port, &["/text"]);
     assert!(!second.status.success(), "a second connection was served");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        1,
+        "the second reached the backend"
+    );
+    drop(release);
     assert_eq!(first.join().expect("first")[0].status, 200);
     // The slot is free again once the first connection has drained (a few round trips).
     let mut tries = 0;
@@ -479,6 +539,7 @@ fn a_stop_lets_in_flight_requests_finish() {
         &format!(
             "
 num-threads: 1
+shutdown-timeout: 30
 listen:
   host: 127.0.0.1
   port: 0
@@ -511,6 +572,8 @@ hosts:
     assert!(s.stop().success());
     let got = client.join().expect("client");
     assert_eq!((got[0].status, got[0].text.as_str()), (200, "late\\n"));
-    // GOAWAY, the answer, then CONNECTION_CLOSE: the stop waited for the request only.
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // GOAWAY, the answer, then CONNECTION_CLOSE: the stop waited for the request only, not
+    // for the 30 s shutdown-timeout.
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(15), "{took:?}");
 }

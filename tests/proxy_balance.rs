@@ -163,8 +163,9 @@ fn round_robin_spreads_by_weight_whatever_the_speed() {
 
 #[test]
 fn least_conn_avoids_the_slow_backend_and_follows_weights() {
-    // b answers in 20 ms, a and c at once; c weighs twice as much.
-    let (a, b, c) = (Live::start(0), Live::start(20), Live::start(0));
+    // b answers in 200 ms, a and c at once (a few ms on a loaded machine, still far
+    // faster); c weighs twice as much.
+    let (a, b, c) = (Live::start(0), Live::start(200), Live::start(0));
     let url = format!(
         "          backends:\n{}          balancer: least-conn\n",
         weighted_at(12, &[(&a, 1), (&b, 1), (&c, 2)])
@@ -189,7 +190,7 @@ fn a_killed_backend_and_a_slow_one_under_load_fail_no_request() {
     let f = front(&weighted(&[(&a, 1), (&b, 1), (&c, 1)]), options);
     let mut log = Log::new(&f);
     assert_eq!(backend_up(&f, &b_name, 1.0), 1.0);
-    let load = Load::h2load_with(&f.url("/text"), &["-c8", "-m4", "-t1", "-D", "6"]);
+    let load = Load::h2load_with(&f.url("/text"), &["-c8", "-m4", "-t1", "-D", "10"]);
     std::thread::sleep(Duration::from_secs(1));
 
     let mut b = b;
@@ -199,13 +200,13 @@ fn a_killed_backend_and_a_slow_one_under_load_fail_no_request() {
     let out = log
         .wait(
             &[&b_name, "health check failed (2 in a row"],
-            Duration::from_secs(5),
+            Duration::from_secs(10),
         )
         .expect("the active check takes the dead backend out");
     let took = out - killed;
     // Two failed probes 200 ms apart, each refused at once (the log line says "2 in a row");
     // the bound leaves room for a loaded machine.
-    assert!(took < Duration::from_millis(2500), "out after {took:?}");
+    assert!(took < Duration::from_secs(5), "out after {took:?}");
     assert_eq!(backend_up(&f, &b_name, 0.0), 0.0);
 
     std::thread::sleep(Duration::from_millis(800));
@@ -214,18 +215,23 @@ fn a_killed_backend_and_a_slow_one_under_load_fail_no_request() {
     let back = log
         .wait(
             &[&b_name, "health check passes again"],
-            Duration::from_secs(5),
+            Duration::from_secs(10),
         )
         .expect("the restarted backend is put back");
-    assert!(back - restarted < Duration::from_millis(2500));
+    assert!(
+        back - restarted < Duration::from_secs(5),
+        "back after {:?}",
+        back - restarted
+    );
     assert_eq!(backend_up(&f, &b_name, 1.0), 1.0);
 
-    let r = load.finish(6);
+    let r = load.finish(10);
     assert!(r.succeeded > 0, "{}", r.text);
     assert_eq!((r.failed, r.non_2xx), (0, 0), "{}", r.text);
-    // Back without a reload: it takes its share of what is left of the run.
+    // Back without a reload: it takes its share of what is left of the run (thousands on an
+    // idle machine).
     assert!(
-        b2.b.requests() > 50,
+        b2.b.requests() > 10,
         "{} requests after the restart",
         b2.b.requests()
     );
@@ -251,19 +257,21 @@ fn passive_health_takes_a_failing_backend_out_then_tries_it_again() {
     );
     let f = front(
         &url,
-        "        proxy.max-fails: 2\n        proxy.fail-timeout: 1000",
+        "        proxy.max-fails: 2\n        proxy.fail-timeout: 3000",
     );
     let mut log = Log::new(&f);
     for _ in 0..10 {
         assert_eq!(h1_get(&f, "/text").status, 200);
     }
-    log.wait(
-        &[&dead, "2 failures in a row; out of service for 1000 ms"],
-        Duration::from_secs(2),
-    )
-    .expect("taken out");
+    let out = log
+        .wait(
+            &[&dead, "2 failures in a row; out of service for 3000 ms"],
+            Duration::from_secs(10),
+        )
+        .expect("taken out");
     assert_eq!(backend_up(&f, &dead, 0.0), 0.0);
-    // Out: no more attempts, so no more connect errors.
+    // Out (for 3 s: time for these on a slow machine): no more attempts, so no more
+    // connect errors.
     let errors = log.count(&[&dead, "cannot connect"]);
     for _ in 0..10 {
         assert_eq!(h1_get(&f, "/text").status, 200);
@@ -272,11 +280,12 @@ fn passive_health_takes_a_failing_backend_out_then_tries_it_again() {
 
     // It comes up; after the back-off one trial request finds it and it is back.
     let d = Live::start_at(Some(SocketAddr::from(([127, 0, 0, 1], port))), 0);
-    std::thread::sleep(Duration::from_millis(1100));
+    let back_off_end = out + Duration::from_millis(3100);
+    std::thread::sleep(back_off_end.saturating_duration_since(Instant::now()));
     for _ in 0..10 {
         assert_eq!(h1_get(&f, "/text").status, 200);
     }
-    log.wait(&[&dead, "back in service"], Duration::from_secs(2))
+    log.wait(&[&dead, "back in service"], Duration::from_secs(10))
         .expect("back after a trial");
     assert!(d.b.requests() >= 4, "{} requests", d.b.requests());
     assert_eq!(backend_up(&f, &dead, 1.0), 1.0);
@@ -293,7 +302,7 @@ fn bad_gateway_only_when_no_backend_answers() {
     // Both were tried, once each.
     for p in [p1, p2] {
         let name = format!("127.0.0.1:{p}");
-        log.wait(&[&name, "cannot connect"], Duration::from_secs(2))
+        log.wait(&[&name, "cannot connect"], Duration::from_secs(10))
             .expect("tried");
         assert_eq!(log.count(&[&name, "cannot connect"]), 1);
     }

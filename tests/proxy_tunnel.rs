@@ -745,30 +745,35 @@ fn tunnels_off_forward_the_request_without_upgrade() {
 #[test]
 fn idle_tunnels_time_out() {
     let ws = WsServer::start();
-    // Current h2o: proxy.timeout.io.
-    let s = spate(&ws, "proxy.tunnel: ON\nproxy.timeout.io: 600");
+    // Current h2o: proxy.timeout.io. The idle times are measured from before the client's
+    // last write (the timeout runs from the last traffic, which is later); the upper bound
+    // tells 2 s from the 30 s default (and from the client's 20 s read timeout).
+    let s = spate(&ws, "proxy.tunnel: ON\nproxy.timeout.io: 2000");
     let (mut c, _) = open_raw(&s, "/ws/");
-    // Traffic keeps it open past the timeout.
+    c.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    // Traffic keeps it open past the timeout: 2.4 s of echoes 400 ms apart.
+    let mut started = Instant::now();
     for i in 0..6 {
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(Duration::from_millis(400));
+        started = Instant::now();
         echo(&mut c, format!("tick {i}").as_bytes());
     }
-    let started = Instant::now();
     let rest = read_to_close(&mut c);
     let idle = started.elapsed();
     assert!(rest.is_empty(), "{rest:?}");
     assert!(
-        idle >= Duration::from_millis(500) && idle < Duration::from_secs(5),
+        idle >= Duration::from_millis(1900) && idle < Duration::from_secs(10),
         "closed after {idle:?}"
     );
     // h2o 2.2's names: proxy.websocket and proxy.websocket.timeout.
-    let s = spate(&ws, "proxy.websocket: ON\nproxy.websocket.timeout: 300");
-    let (mut c, _) = open_raw(&s, "/ws/");
+    let s = spate(&ws, "proxy.websocket: ON\nproxy.websocket.timeout: 2000");
     let started = Instant::now();
+    let (mut c, _) = open_raw(&s, "/ws/");
+    c.set_read_timeout(Some(Duration::from_secs(20))).ok();
     read_to_close(&mut c);
     let idle = started.elapsed();
     assert!(
-        idle >= Duration::from_millis(250) && idle < Duration::from_secs(5),
+        idle >= Duration::from_millis(1900) && idle < Duration::from_secs(10),
         "closed after {idle:?}"
     );
 }
@@ -807,24 +812,27 @@ fn tunnel_survives_a_reload() {
 fn a_stop_waits_for_tunnels_until_shutdown_timeout() {
     let ws = WsServer::start();
     let mut s = Spate::start(
-        &config(&ws, "proxy.tunnel: ON").replace("shutdown-timeout: 20", "shutdown-timeout: 2"),
+        &config(&ws, "proxy.tunnel: ON").replace("shutdown-timeout: 20", "shutdown-timeout: 5"),
     );
     let (mut c, _) = open_raw(&s, "/ws/");
+    c.set_read_timeout(Some(Duration::from_secs(20))).ok();
     echo(&mut c, b"before");
     let stopped_at = Instant::now();
     signal(&s.child, libc::SIGTERM);
-    // Still served after the stop began...
+    // Still served after the stop began (with 4.5 s to spare on an idle machine)...
     std::thread::sleep(Duration::from_millis(500));
     echo(&mut c, b"while stopping");
     // ...until shutdown-timeout, when the connection closes and spate exits.
     let rest = read_to_close(&mut c);
     let closed = stopped_at.elapsed();
     assert!(rest.is_empty(), "{rest:?}");
+    // Not before the 5 s (counted from after the signal), and long before the 20 s of
+    // `config`.
     assert!(
-        closed >= Duration::from_millis(1500) && closed < Duration::from_secs(8),
+        closed >= Duration::from_millis(4900) && closed < Duration::from_secs(15),
         "closed {closed:?} after SIGTERM"
     );
-    let status = wait_timeout(&mut s.child, Duration::from_secs(10)).expect("spate exits");
+    let status = wait_timeout(&mut s.child, Duration::from_secs(20)).expect("spate exits");
     assert!(status.success(), "{status:?}");
 }
 

@@ -182,8 +182,9 @@ fn curl_checked(t: &Target, tally: &Tally, i: u64) {
         _ => ("--http1.1", format!("https://{}", t.tls)),
     };
     // One URL per run: curl 7.88 fetches only the first of several over h2c prior knowledge
-    // (the same against nginx).
-    let out = curl(&["-k", proto, &format!("{url}/6b.txt")]);
+    // (the same against nginx). `curl` sets --max-time 10; a later one wins, and a machine
+    // busy with the soak may need longer for the big file.
+    let out = curl(&["-k", "--max-time", "60", proto, &format!("{url}/6b.txt")]);
     tally.check(out.stdout == SMALL, || {
         format!(
             "curl {proto} {url}: {:?}",
@@ -193,6 +194,8 @@ fn curl_checked(t: &Target, tally: &Tally, i: u64) {
     let big = format!("{url}/big.bin");
     let out = curl(&[
         "-k",
+        "--max-time",
+        "60",
         proto,
         "-w",
         "%{http_code} %{size_download}",
@@ -218,7 +221,7 @@ fn h2load_burst(t: &Target, tally: &Tally, i: u64) {
         _ => (true, format!("https://{}/6b.txt", t.tls)),
     };
     let mut cmd = Command::new("h2load");
-    cmd.args(["-n", "2000", "-c", "8", "-m", "4", "-T", "20"]);
+    cmd.args(["-n", "2000", "-c", "8", "-m", "4", "-T", "120"]);
     if h1 {
         cmd.arg("--h1");
     }
@@ -245,7 +248,7 @@ fn slow_reader(t: &Target, tally: &Tally) {
         return;
     };
     let _ = c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
-    c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    c.set_read_timeout(Some(Duration::from_secs(20))).ok();
     let mut buf = [0u8; 2048];
     let mut got = 0;
     for _ in 0..40 {

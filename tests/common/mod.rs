@@ -61,17 +61,49 @@ impl Spate {
         dir: tempfile::TempDir,
         yaml: impl Fn([u16; N]) -> String,
     ) -> (Spate, [u16; N]) {
+        Spate::start_on_ports(dir, free_ports::<N>, yaml, &[])
+    }
+
+    /// As `start_on_free_ports`, with the ports chosen by `pick` (ports free for both TCP and
+    /// UDP, say) and extra environment variables for the server.
+    pub fn start_on_ports<const N: usize>(
+        dir: tempfile::TempDir,
+        pick: impl Fn() -> [u16; N],
+        yaml: impl Fn([u16; N]) -> String,
+        env: &[(&str, &str)],
+    ) -> (Spate, [u16; N]) {
         let mut dir = dir;
         for _ in 0..5 {
-            let ports = free_ports::<N>();
+            let ports = pick();
             let text = yaml(ports).replace("$DIR", &dir.path().display().to_string());
-            match Spate::try_start(&text, dir, &[]) {
+            match Spate::try_start(&text, dir, env) {
                 Ok(s) => return (s, ports),
                 Err((e, d)) if e.contains("already in use") => dir = d,
                 Err((e, _)) => panic!("{e}"),
             }
         }
         panic!("spate did not start: five sets of free ports were taken before it bound them");
+    }
+
+    /// As `start_in_env`, for a configuration naming a port chosen earlier (the port of a
+    /// server that stopped, say): while another program holds it, tries again for up to 10 s.
+    pub fn start_retrying(yaml: &str, dir: tempfile::TempDir, env: &[(&str, &str)]) -> Spate {
+        if std::env::var_os("SPATE_TESTS_H2O").is_some() {
+            return Spate::start_in_env(yaml, dir, env);
+        }
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        let mut dir = dir;
+        loop {
+            let text = yaml.replace("$DIR", &dir.path().display().to_string());
+            match Spate::try_start(&text, dir, env) {
+                Ok(s) => return s,
+                Err((e, d)) if e.contains("already in use") && std::time::Instant::now() < end => {
+                    dir = d;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err((e, _)) => panic!("{e}"),
+            }
+        }
     }
 
     fn try_start(

@@ -38,19 +38,67 @@ impl Nginx {
             );
             return None;
         };
-        let root = dir.path().display().to_string();
         for sub in ["htdocs/dav", "tmp"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
         }
         // The kernel picks the port; nginx takes it right after (it cannot report port 0).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        // One process, in the foreground: nothing outlives the test, and no worker switches
-        // to `nobody` (who could not read a private temporary directory).
-        let conf = format!(
-            "daemon off;
+        // Another program may take it in between: then nginx exits, and tries another.
+        let mut dir = dir;
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("free port")
+                .port();
+            let child = spawn(&bin, dir.path(), port);
+            let mut n = Nginx { child, port, dir };
+            match n.wait_listening() {
+                Ok(()) => return Some(n),
+                Err(log) if log.contains("Address already in use") => {
+                    let _ = std::fs::remove_file(n.dir.path().join("error.log"));
+                    dir = n.take_dir();
+                }
+                Err(log) => panic!("{log}"),
+            }
+        }
+        panic!("nginx did not start: five free ports were taken before it bound them");
+    }
+
+    /// Ends this (exited) nginx, keeping its directory for another try.
+    fn take_dir(mut self) -> tempfile::TempDir {
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
+        drop(self);
+        dir
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Waits until nginx listens; what it logged when it exited instead.
+    fn wait_listening(&mut self) -> Result<(), String> {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let log =
+                    std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default();
+                return Err(format!("nginx exited with {status}: {log}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("nginx did not listen on {}", self.port);
+    }
+}
+
+/// Starts nginx on `port` with its configuration written to `dir`.
+fn spawn(bin: &Path, dir: &Path, port: u16) -> Child {
+    let root = dir.display().to_string();
+    // One process, in the foreground: nothing outlives the test, and no worker switches
+    // to `nobody` (who could not read a private temporary directory).
+    let conf = format!(
+        "daemon off;
 master_process off;
 error_log {root}/error.log warn;
 pid {root}/nginx.pid;
@@ -72,43 +120,19 @@ http {{
     }}
 }}
 "
-        );
-        let path = dir.path().join("nginx.conf");
-        std::fs::write(&path, conf).expect("write nginx.conf");
-        let child = Command::new(bin)
-            .arg("-c")
-            .arg(&path)
-            .arg("-p")
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn nginx");
-        let mut n = Nginx { child, port, dir };
-        n.wait_listening();
-        Some(n)
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn wait_listening(&mut self) {
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                let log =
-                    std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default();
-                panic!("nginx exited with {status}: {log}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("nginx did not listen on {}", self.port);
-    }
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).expect("write nginx.conf");
+    Command::new(bin)
+        .arg("-c")
+        .arg(&path)
+        .arg("-p")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nginx")
 }
 
 impl Drop for Nginx {

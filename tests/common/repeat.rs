@@ -30,13 +30,17 @@ pub fn start(conf: &str) -> Spate {
 }
 
 /// Changes www/6b.txt, then asks for it in rounds (`round` returns each answer's body and
-/// Content-Length) for 3 s: the new contents come within 2.5 s (the open-file cache checks
-/// its entries after a second), and never the old ones after them.
+/// Content-Length) until the new contents have come and for 2 s more (up to 8 s): they come
+/// within 6 s (the open-file cache checks its entries after a second; the rest is room for a
+/// loaded machine), and never the old ones after them.
 pub fn assert_change_seen(s: &Spate, mut round: impl FnMut() -> Vec<(Vec<u8>, Option<String>)>) {
     std::fs::write(s.path().join("www/6b.txt"), b"changed!\n").unwrap();
     let changed = Instant::now();
     let mut seen_new = None;
-    while changed.elapsed() < Duration::from_secs(3) {
+    let more = Duration::from_secs(2);
+    while changed.elapsed() < Duration::from_secs(8)
+        && seen_new.is_none_or(|t| changed.elapsed() < t + more)
+    {
         for (body, len) in round() {
             assert_eq!(len, Some(body.len().to_string()));
             match (body.as_slice(), seen_new) {
@@ -48,7 +52,7 @@ pub fn assert_change_seen(s: &Spate, mut round: impl FnMut() -> Vec<(Vec<u8>, Op
         std::thread::sleep(Duration::from_millis(20));
     }
     let after = seen_new.expect("the new contents");
-    assert!(after < Duration::from_millis(2500), "{after:?}");
+    assert!(after < Duration::from_secs(6), "{after:?}");
 }
 
 /// A server answering `/answer` with "one", then reloaded (SIGHUP) to answer "two": `ask`

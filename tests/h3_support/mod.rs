@@ -35,12 +35,19 @@ impl H3Server {
     pub fn start_with(dir: tempfile::TempDir, quic_extra: &str, top: &str, rest: &str) -> H3Server {
         super::tls_support::cert(dir.path(), "h3", "localhost", false);
         let is_h2o = std::env::var_os("SPATE_TESTS_H2O").is_some();
-        // Spate::start picks h2o's port itself, in place of `port: 0`.
-        let port = if is_h2o { 0 } else { free_tcp_and_udp_port() };
-        let yaml = format!(
-            "{top}listen: &tls\n  host: 127.0.0.1\n  port: {port}\n  ssl:\n    certificate-file: $DIR/h3.crt\n    key-file: $DIR/h3.key\n    ocsp-update-interval: 0\nlisten:\n  <<: *tls\n  type: quic\n{quic_extra}{rest}"
-        );
-        let s = Spate::start_in(&yaml, dir);
+        let yaml = |port: u16| {
+            format!(
+                "{top}listen: &tls\n  host: 127.0.0.1\n  port: {port}\n  ssl:\n    certificate-file: $DIR/h3.crt\n    key-file: $DIR/h3.key\n    ocsp-update-interval: 0\nlisten:\n  <<: *tls\n  type: quic\n{quic_extra}{rest}"
+            )
+        };
+        let s = if is_h2o {
+            // Spate::start picks h2o's port itself, in place of `port: 0`.
+            Spate::start_in(&yaml(0), dir)
+        } else {
+            // A port free for both now; another program may take it before spate binds it,
+            // and then spate tries again with another.
+            Spate::start_on_ports(dir, || [free_tcp_and_udp_port()], |[p]| yaml(p), &[]).0
+        };
         let port = s.addr.port();
         H3Server { s, port, is_h2o }
     }
