@@ -407,3 +407,45 @@ hosts:
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "two");
 }
+
+/// The listening socket's receive and send buffer sizes, from `ss` (`rb`/`tb` of skmem).
+fn listener_buffers(addr: std::net::SocketAddr) -> (u64, u64) {
+    let out = Command::new("ss")
+        .args(["-ltmnH", "src", &addr.to_string()])
+        .output()
+        .expect("ss (iproute2)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| -> u64 {
+        let start = text
+            .find(name)
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+            + name.len();
+        let digits: String = text[start..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    (field(",rb"), field(",tb"))
+}
+
+/// `listen` with `rcvbuf` and `sndbuf` sets them on the listening socket (the kernel doubles
+/// them), and a reload with other values changes the socket it keeps.
+#[test]
+fn listen_buffer_sizes_apply_and_follow_a_reload() {
+    let conf = |rcvbuf: u32| {
+        format!(
+            "tcp-fastopen: 8\nnum-threads: 1\nlisten: {{host: 127.0.0.1, port: 0, rcvbuf: {rcvbuf}, sndbuf: 65536}}\nhosts:\n  default:\n    paths:\n      /:\n        respond: {{status: 200, body: ok}}\n"
+        )
+    };
+    let s = Spate::start(&conf(32768));
+    assert_eq!(listener_buffers(s.addr), (65536, 131072));
+    assert_eq!(get(&s, "/").status, 200);
+    // `port: 0` again is the same listener: its socket is kept.
+    std::fs::write(s.path().join("spate.yaml"), conf(49152)).unwrap();
+    signal(&s.child, libc::SIGHUP);
+    let lines = s.log_lines_naming("reloaded", 1);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(listener_buffers(s.addr), (98304, 131072));
+    assert_eq!(get(&s, "/").status, 200);
+}

@@ -7,7 +7,7 @@
 
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::{Listen, ListenKind};
+use super::{Listen, ListenKind, SocketOptions};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Every listener of the configuration, deduplicated by address and kind.
@@ -71,6 +71,15 @@ impl Listeners {
                 ),
             );
         }
+        if existing.socket != l.socket {
+            ctx.error(
+                l.at.line,
+                format!(
+                    "listen {}: sndbuf, rcvbuf or reuseport differ from the listen at line {line}",
+                    l.addr
+                ),
+            );
+        }
         // A global `listen` serves every host, whoever else names the address.
         match (&mut existing.hosts, l.hosts) {
             (Some(mine), Some(theirs)) => {
@@ -119,16 +128,7 @@ impl Listeners {
 }
 
 /// Keys h2o allows in a `listen` mapping that spate does not implement.
-const NOT_SUPPORTED_YET: &[&str] = &[
-    "owner",
-    "group",
-    "permission",
-    "sndbuf",
-    "rcvbuf",
-    "cc",
-    "initcwnd",
-    "reuseport",
-];
+const NOT_SUPPORTED_YET: &[&str] = &["owner", "group", "permission", "cc", "initcwnd"];
 
 fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
     let addr = match v.as_str() {
@@ -152,6 +152,7 @@ fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
         quic: None,
         hosts: None,
         proxy_protocol: false,
+        socket: SocketOptions::default(),
         at: ctx.at(v.line),
     })
 }
@@ -169,6 +170,7 @@ fn mapping(
     let mut tls = None;
     let mut quic = None;
     let mut proxy_protocol = false;
+    let mut socket = SocketOptions::default();
     let mut ok = true;
     for (k, _) in entries {
         if let Some(key) = k.as_str().filter(|key| NOT_SUPPORTED_YET.contains(key)) {
@@ -176,7 +178,17 @@ fn mapping(
             ok = false;
         }
     }
-    let allowed = ["port", "host", "type", "ssl", "quic", "proxy-protocol"];
+    let allowed = [
+        "port",
+        "host",
+        "type",
+        "ssl",
+        "quic",
+        "proxy-protocol",
+        "sndbuf",
+        "rcvbuf",
+        "reuseport",
+    ];
     let relevant: Vec<(Node, Node)> = entries
         .iter()
         .filter(|(k, _)| {
@@ -220,6 +232,16 @@ fn mapping(
                 Some(on) => proxy_protocol = on,
                 None => ok = false,
             },
+            // The kernel doubles the value and caps it at net.core.{w,r}mem_max.
+            "sndbuf" | "rcvbuf" => match ctx.int::<usize>(&format!("listen.{key}"), val, 1) {
+                Some(n) if key == "sndbuf" => socket.sndbuf = Some(n),
+                Some(n) => socket.rcvbuf = Some(n),
+                None => ok = false,
+            },
+            "reuseport" => match ctx.bool("listen.reuseport", val) {
+                Some(on) => socket.reuseport = on,
+                None => ok = false,
+            },
             "quic" => {
                 quic = super::quic::parse(ctx, val);
                 ok &= quic.is_some();
@@ -240,6 +262,13 @@ fn mapping(
         ctx.error(v.line, "listen: type quic requires ssl");
         return None;
     }
+    if kind == ListenKind::Quic && socket != SocketOptions::default() {
+        ctx.error(
+            v.line,
+            "listen: sndbuf, rcvbuf and reuseport apply to TCP listeners, not quic",
+        );
+        return None;
+    }
     if kind == ListenKind::Quic && proxy_protocol {
         ctx.error(
             v.line,
@@ -258,6 +287,7 @@ fn mapping(
         quic,
         hosts: None,
         proxy_protocol,
+        socket,
         at: ctx.at(v.line),
     })
 }

@@ -126,6 +126,7 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
                 c.error_log = Some(t);
             }
         }
+        "tcp-fastopen" => set(&mut c.tcp_fastopen, ctx.int(name, v, 0)),
         "pid-file" => {
             if let Some(p) = ctx.path(name, v) {
                 c.pid_file = Some(p);
@@ -373,6 +374,39 @@ pub(super) mod tests {
                 .any(|l| l.contains("proxy-protocol applies to TCP")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn socket_options_and_tcp_fastopen() {
+        let c = ok("tcp-fastopen: 0\nlisten: {port: 8080, sndbuf: 65536, rcvbuf: 131072, reuseport: ON}\nhosts: {a: {paths: {/: {file.dir: /srv}}}}\n");
+        assert_eq!(
+            c.listeners[0].socket,
+            crate::config::SocketOptions {
+                sndbuf: Some(65536),
+                rcvbuf: Some(131072),
+                reuseport: true,
+            }
+        );
+        assert_eq!(c.tcp_fastopen, 0);
+        assert_eq!(ok(MINIMAL).tcp_fastopen, 4096, "h2o's default");
+        let e = errors("listen: 8080\nhosts:\n  a:\n    listen: {port: 8080, rcvbuf: 4096}\n    paths: {/: {file.dir: /srv}}\n");
+        assert_eq!(
+            e,
+            ["t.yaml:4: listen 0.0.0.0:8080: sndbuf, rcvbuf or reuseport differ from the listen at line 1"]
+        );
+        let e = errors("listen: {port: 8443, type: quic, sndbuf: 1, ssl: {}}\nhosts: {}\n");
+        assert!(
+            e.iter()
+                .any(|l| l.contains("apply to TCP listeners, not quic")),
+            "{e:?}"
+        );
+        let e = errors("listen: {port: 80, sndbuf: 0, owner: www}\nhosts: {}\n");
+        assert!(
+            e.iter()
+                .any(|l| l.contains("listen.owner is not supported yet")),
+            "{e:?}"
+        );
+        assert!(e.iter().any(|l| l.contains("listen.sndbuf")), "{e:?}");
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub struct Config {
     pub error_log: Option<LogTarget>,
     /// `pid-file`: written with the process id once the sockets are bound, removed at exit.
     pub pid_file: Option<PathBuf>,
+    /// `tcp-fastopen`: the TCP Fast Open queue of each TCP listener (h2o's default 4096; 0
+    /// turns it off). The kernel uses it only when `net.ipv4.tcp_fastopen` allows servers.
+    pub tcp_fastopen: u32,
     /// `user`: the account the server switches to once its sockets, logs and keys are open
     /// (it must start as root for that, as h2o).
     pub user: Option<String>,
@@ -114,7 +117,21 @@ pub struct Listen {
     /// `proxy-protocol` (default OFF): each connection opens with a PROXY protocol header
     /// (version 1 or 2) naming the client.
     pub proxy_protocol: bool,
+    /// `sndbuf`, `rcvbuf` and `reuseport` of a TCP listener.
+    pub socket: SocketOptions,
     pub at: Location,
+}
+
+/// Options of a TCP listening socket, which its connections inherit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SocketOptions {
+    /// `sndbuf`: SO_SNDBUF in bytes (the kernel's own sizing when unset).
+    pub sndbuf: Option<usize>,
+    /// `rcvbuf`: SO_RCVBUF in bytes.
+    pub rcvbuf: Option<usize>,
+    /// `reuseport` (default OFF): another program's SO_REUSEPORT listeners may share the
+    /// address (spate's workers share it in any case).
+    pub reuseport: bool,
 }
 
 /// One entry of `hosts`.
@@ -691,6 +708,7 @@ impl Config {
             send_server_name: true,
             error_log: None,
             pid_file: None,
+            tcp_fastopen: 4096,
             user: None,
             emit_request_errors: true,
             http1: Http1::default(),
@@ -718,6 +736,7 @@ impl Config {
             quic: None,
             hosts: None,
             proxy_protocol: false,
+            socket: SocketOptions::default(),
             at: at.clone(),
         });
         c.hosts.push(Host {

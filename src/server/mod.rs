@@ -298,6 +298,11 @@ impl Bound {
         let mut out = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
             let quic = l.kind == ListenKind::Quic;
+            let tuning = listen::Tuning {
+                socket: l.socket,
+                fastopen: config.tcp_fastopen,
+            };
+            let bind_tcp = |a| listen::bind(a, &tuning);
             let bound = match old
                 .iter()
                 .find(|b| b.configured == l.addr && b.quic == quic)
@@ -305,12 +310,17 @@ impl Bound {
                 Some(b) => {
                     let at = &l.at;
                     let addr = b.addr;
+                    for s in &b.socks {
+                        tuning
+                            .apply(socket2::SockRef::from(s))
+                            .map_err(|e| format!("{at}: cannot set up {addr}: {e}"))?;
+                    }
                     Bound {
                         configured: l.addr,
                         addr,
                         tls: quic || l.tls.is_some(),
                         quic,
-                        socks: keep_and_grow(&b.socks, workers, at, addr, listen::bind)?,
+                        socks: keep_and_grow(&b.socks, workers, at, addr, bind_tcp)?,
                         udp: keep_and_grow(&b.udp, workers, at, addr, quic::bind)?,
                     }
                 }
@@ -334,7 +344,7 @@ impl Bound {
                     }
                 }
                 None => {
-                    let socks = listen::bind_fresh(l.addr, workers)
+                    let socks = listen::bind_fresh(l.addr, workers, &tuning)
                         .map_err(|e| format!("{}: {e}", l.at))?;
                     let addr = first_addr(&socks, &l.at)?;
                     Bound {
@@ -380,7 +390,7 @@ fn keep_and_grow<S: SocketDup>(
     workers: usize,
     at: &crate::config::Location,
     addr: SocketAddr,
-    bind: fn(SocketAddr) -> std::io::Result<S>,
+    bind: impl Fn(SocketAddr) -> std::io::Result<S>,
 ) -> Result<Vec<S>, String> {
     let mut out = Vec::with_capacity(socks.len().max(workers));
     for s in socks {
