@@ -95,10 +95,12 @@ impl Load {
         }
     }
 
-    /// `wrk -c100` (HTTP/1.1 keep-alive) for `secs` seconds against `url`.
+    /// `wrk -c100` (HTTP/1.1 keep-alive) for `secs` seconds against `url`. wrk counts a
+    /// request unanswered after its timeout (2 s by default) as a socket error: 30 s here, so
+    /// that only a lost request counts, not a slow answer on a loaded machine.
     pub fn wrk(url: &str, secs: u32) -> Load {
         let child = Command::new("wrk")
-            .args(["-c100", "-t1", "-d"])
+            .args(["-c100", "-t1", "--timeout", "30s", "-d"])
             .arg(format!("{secs}s"))
             .arg(url)
             .stdout(Stdio::piped())
