@@ -265,22 +265,25 @@ fn a_parked_connection_serves_requests_that_refer_to_its_hpack_tables() {
 }
 
 /// A connection to a spate with `http2-idle-timeout: 3` that made one request per id in
-/// `ids` (one at a time, its SETTINGS acknowledged).
-fn answered_with_idle_timeout(ids: &[u32]) -> (Spate, common::h2raw::Raw) {
+/// `ids` (one at a time, its SETTINGS acknowledged), and a time before its last frame.
+fn answered_with_idle_timeout(ids: &[u32]) -> (Spate, common::h2raw::Raw, std::time::Instant) {
     use spate::proto::h2::frame::{self, flag, kind};
     let dir = tempfile::tempdir().expect("tempdir");
     write_file(dir.path(), "www/6b.txt", b"hello\n");
     let s = Spate::start_in(&format!("{CONF}http2-idle-timeout: 3\n"), dir);
+    let mut last_sent = std::time::Instant::now();
     let mut raw = common::h2raw::Raw::connect(&s, &[]);
     for &id in ids {
         let mut out = Vec::new();
         raw.get(id, "/6b.txt", true, &mut out);
+        last_sent = std::time::Instant::now();
         raw.send(&out);
         loop {
             let (h, _) = raw.frame().expect("the response");
             if h.kind == kind::SETTINGS && h.flags & flag::ACK == 0 {
                 let mut ack = Vec::new();
                 frame::put_head(&mut ack, 0, kind::SETTINGS, flag::ACK, 0);
+                last_sent = std::time::Instant::now();
                 raw.send(&ack);
             }
             if h.stream == id && h.flags & flag::END_STREAM != 0 {
@@ -288,29 +291,33 @@ fn answered_with_idle_timeout(ids: &[u32]) -> (Spate, common::h2raw::Raw) {
             }
         }
     }
-    (s, raw)
+    (s, raw, last_sent)
 }
 
-/// Reads until the GOAWAY, checks its code and that it came 2.5 to 5 s after `asked` (an
-/// idle timeout of 3 s counted from the client's last frame).
+/// Reads until the GOAWAY, checks its code and that it came 2.9 to 8 s after `asked`, taken
+/// before the client's last frame (an idle timeout of 3 s counted from that frame; the
+/// default is 10 s), then that the connection is closed.
 fn goaway_at_idle_timeout(raw: &mut common::h2raw::Raw, code: u32, asked: std::time::Instant) {
+    use std::time::{Duration, Instant};
     assert_eq!(raw.goaway(), Some(code), "GOAWAY at the idle timeout");
     let waited = asked.elapsed();
     assert!(
-        waited >= std::time::Duration::from_millis(2500)
-            && waited < std::time::Duration::from_secs(5),
+        waited >= Duration::from_millis(2900) && waited < Duration::from_secs(8),
         "{waited:?}"
     );
+    let goaway = Instant::now();
     assert!(raw.frame().is_none(), "closed after the GOAWAY");
+    // The end of the connection, not the client's read timeout (20 s).
+    assert!(goaway.elapsed() < Duration::from_secs(10), "not closed");
 }
 
 /// A parked connection keeps its idle deadline: it still gets GOAWAY(NO_ERROR) and is closed
 /// at `http2-idle-timeout`, counted from the client's last frame.
 #[test]
 fn a_parked_connection_closes_at_its_idle_timeout() {
-    let (_s, mut raw) = answered_with_idle_timeout(&[1]);
-    // Parked after 1 s of quiet; the deadline comes 3 s after the last frame (the ACK).
-    goaway_at_idle_timeout(&mut raw, 0, std::time::Instant::now());
+    let (_s, mut raw, asked) = answered_with_idle_timeout(&[1]);
+    // Parked after 1 s of quiet; the deadline comes 3 s after the last frame.
+    goaway_at_idle_timeout(&mut raw, 0, asked);
 }
 
 /// A busy connection (requests one at a time) whose next request stalls before its body
@@ -320,12 +327,12 @@ fn a_parked_connection_closes_at_its_idle_timeout() {
 #[test]
 fn a_stalled_request_after_busy_turns_closes_at_the_idle_timeout() {
     use spate::proto::h2::frame::Reason;
-    let (_s, mut raw) = answered_with_idle_timeout(&[1, 3, 5]);
+    let (_s, mut raw, _) = answered_with_idle_timeout(&[1, 3, 5]);
     // A request whose body never comes.
     let mut out = Vec::new();
     raw.get(7, "/6b.txt", false, &mut out);
-    raw.send(&out);
     let asked = std::time::Instant::now();
+    raw.send(&out);
     goaway_at_idle_timeout(&mut raw, Reason::ENHANCE_YOUR_CALM.0, asked);
 }
 

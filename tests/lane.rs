@@ -188,21 +188,26 @@ fn a_large_file_is_sent_by_a_task_after_the_lane_read_its_request() {
 
 #[test]
 fn the_keep_alive_deadline_of_a_lane_connection_follows_its_last_request() {
-    let s = server("http1-keepalive-timeout: 1");
+    let s = server("http1-keepalive-timeout: 3");
     let (mut c, mut pending, entry) = in_lane(&s);
-    // Requests for 1.5 s, each within the timeout of the one before.
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // Requests for 5 s, past the first one's deadline, each within the timeout of the one
+    // before (even on a slow machine).
     let first = Instant::now();
-    while first.elapsed() < Duration::from_millis(1500) {
-        std::thread::sleep(Duration::from_millis(300));
+    let mut last = first;
+    while first.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(500));
+        // Before the request: the timeout counts from its answer, later.
+        last = Instant::now();
         assert_eq!(ask(&mut c, &mut pending).text(), "42");
     }
     assert_eq!(lane(&s), vec![entry], "answered in the lane all along");
-    let last = Instant::now();
     let mut buf = [0u8; 16];
     assert_eq!(c.read(&mut buf).unwrap_or(0), 0, "closed, nothing sent");
+    // Short of the default (10 s) and of the read timeout.
     let waited = last.elapsed();
     assert!(
-        waited >= Duration::from_millis(800) && waited < Duration::from_secs(4),
+        waited >= Duration::from_millis(2900) && waited < Duration::from_secs(8),
         "{waited:?}"
     );
     assert_eq!(wait_lane(&s, 0), vec![]);
@@ -277,13 +282,23 @@ fn lane_answers_are_logged() {
 
 #[test]
 fn lane_off_parks_one_shot_after_the_delay() {
-    let s = server("http1-lane: OFF\nhttp1-idle-park-delay: 200");
+    let s = server("http1-lane: OFF\nhttp1-idle-park-delay: 2000");
     let mut c = s.connect();
     let mut pending = Vec::new();
+    // Before the request: the delay counts from its answer, later.
+    let asked = Instant::now();
     assert_eq!(ask(&mut c, &mut pending).text(), "42");
-    std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(lane(&s), vec![], "not before the park delay");
+    let parked = lane(&s);
+    assert!(
+        parked.is_empty() || asked.elapsed() >= Duration::from_millis(2000),
+        "parked before the delay: {parked:?}"
+    );
     let entry = wait_lane(&s, 1)[0];
+    let waited = asked.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1900),
+        "parked before the delay: {waited:?}"
+    );
     assert_ne!(entry.events & EPOLLONESHOT, 0, "{entry:?}");
     assert_eq!(ask(&mut c, &mut pending).text(), "42");
 }
@@ -344,11 +359,12 @@ fn a_request_sent_with_a_half_close_is_answered_then_closed() {
     // The request and the end of the client's side arrive together.
     write_all(&mut c, &GET.repeat(2));
     c.shutdown(std::net::Shutdown::Write).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let start = Instant::now();
     let out = read_to_close(&mut c);
     assert_eq!(out.matches("HTTP/1.1 200").count(), 2, "{out}");
-    assert!(start.elapsed() < Duration::from_secs(2), "closed at once");
+    // Not the keep-alive timeout (10 s), which the read timeout would end in.
+    assert!(start.elapsed() < Duration::from_secs(5), "closed at once");
     assert_eq!(wait_lane(&s, 0), vec![]);
 }
 

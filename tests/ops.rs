@@ -107,13 +107,18 @@ fn h1_loop(
     (ok, failed)
 }
 
-/// The bodies that the clients of a test under load have seen, shared so that the test can
-/// wait for a configuration to answer instead of guessing how long that takes.
+/// The bodies that the clients of a test under load have seen, and how many answers they
+/// got, shared so that the test can wait for a configuration to answer (or for enough
+/// answers) instead of guessing how long that takes.
 #[derive(Default)]
-struct Bodies(std::sync::Mutex<std::collections::BTreeSet<String>>);
+struct Bodies(
+    std::sync::Mutex<std::collections::BTreeSet<String>>,
+    std::sync::atomic::AtomicU64,
+);
 
 impl Bodies {
     fn insert(&self, body: String) {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -122,6 +127,24 @@ impl Bodies {
 
     fn seen(&self) -> std::collections::BTreeSet<String> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// How many answers the clients got so far.
+    fn answered(&self) -> u64 {
+        self.1.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits up to 20 s until the clients got `n` answers in all.
+    fn wait_for_answers(&self, n: u64) {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.answered() < n {
+            assert!(
+                std::time::Instant::now() < end,
+                "only {} answers in 20 s, waiting for {n}",
+                self.answered()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     /// Waits up to 10 s until some client has been answered with `body`.
@@ -263,9 +286,10 @@ fn reload(s: &Spate, yaml: &str) {
     signal(&s.child, libc::SIGHUP);
 }
 
-/// Waits until standard error has a line containing `what`; returns every line read.
+/// Waits (up to 20 s) until standard error has a line containing `what`; returns every line
+/// read.
 fn wait_for_log(s: &Spate, seen: &mut Vec<String>, what: &str) {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         seen.extend(s.stderr_lines());
         if seen.iter().any(|l| l.contains(what)) {
@@ -381,18 +405,24 @@ fn metrics_count_what_was_sent_and_parse_as_prometheus_text() {
         s.raw(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc");
     }
     // Other workers publish every 200 ms: wait until every count is in.
+    let scrapes = std::cell::Cell::new(0.0);
     let samples = scrape_until(&s, "/metrics", |samples| {
+        scrapes.set(scrapes.get() + 1.0);
         sample(
             samples,
             "spate_requests_total{protocol=http/1.1,status=2xx}",
         ) >= 35.0
     });
-    // 35 to /x plus the scrapes before this one.
+    // 35 to /x plus at most the scrapes before this one.
     let ok = sample(
         &samples,
         "spate_requests_total{protocol=http/1.1,status=2xx}",
     );
-    assert!((35.0..60.0).contains(&ok), "{samples:#?}");
+    assert!(
+        (35.0..35.0 + scrapes.get()).contains(&ok),
+        "{} scrapes: {samples:#?}",
+        scrapes.get()
+    );
     assert_eq!(
         sample(
             &samples,
@@ -460,9 +490,11 @@ fn http2_requests_connections_resets_and_goaways_are_counted() {
     frame::put_rst_stream(&mut out, 1, frame::Reason::CANCEL);
     held.write_all(&out).unwrap();
 
+    // The gauge waits for exactly the held connection: h2_send's may still be closing.
     let samples = scrape_until(&s, "/metrics", |samples| {
         sample(samples, "spate_requests_total{protocol=h2,status=2xx}") >= 20.0
-            && sample(samples, "spate_connections_by_protocol{protocol=h2}") >= 1.0
+            && sample(samples, "spate_requests_total{protocol=h2,status=4xx}") >= 3.0
+            && sample(samples, "spate_connections_by_protocol{protocol=h2}") == 1.0
             && sample(
                 samples,
                 "spate_http2_resets_total{code=CANCEL,direction=received}",
@@ -502,7 +534,7 @@ fn http2_requests_connections_resets_and_goaways_are_counted() {
         &s,
         &std::fs::read_to_string(s.path().join("spate.yaml")).unwrap(),
     );
-    held.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+    held.set_read_timeout(Some(std::time::Duration::from_secs(20)))
         .unwrap();
     assert!(
         read_until_goaway(&mut held),
@@ -548,7 +580,7 @@ fn read_until_goaway(s: &mut std::net::TcpStream) -> bool {
 fn readiness_turns_503_on_a_draining_connection_and_reload_counts_a_generation() {
     let s = Spate::start(OBSERVED);
     // A keep-alive connection opened before the reload is served by the old workers.
-    let mut old = common::clients::h1_conn(&s, std::time::Duration::from_secs(5));
+    let mut old = common::clients::h1_conn(&s, std::time::Duration::from_secs(20));
     use std::io::Write;
     old.write_all(b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n")
         .unwrap();
@@ -561,12 +593,28 @@ fn readiness_turns_503_on_a_draining_connection_and_reload_counts_a_generation()
         &std::fs::read_to_string(s.path().join("spate.yaml")).unwrap(),
     );
     wait_for_log(&s, &mut log, "reloaded");
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    input
-        .get_mut()
-        .write_all(b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n")
-        .unwrap();
-    let r = common::h1read::read_reply(&mut input, false).unwrap();
+    // The old workers are told to drain just after that line: ask until they know (10 s).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let r = loop {
+        input
+            .get_mut()
+            .write_all(b"GET /ready HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        let r = common::h1read::read_reply(&mut input, false).unwrap();
+        if r.status != 200 {
+            break r;
+        }
+        assert_ne!(
+            r.header("connection"),
+            Some("close"),
+            "ready while draining"
+        );
+        assert!(
+            std::time::Instant::now() < end,
+            "the old worker still says ready 10 s after the reload"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert_eq!(r.status, 503, "{}", r.text());
     assert_eq!(r.header("connection"), Some("close"));
     // New connections reach the new workers.
@@ -575,9 +623,9 @@ fn readiness_turns_503_on_a_draining_connection_and_reload_counts_a_generation()
     assert!(status.contains("\"generation\": 2"), "{status}");
 }
 
-/// Waits until `path` has a line containing `what`; returns the file's text.
+/// Waits (up to 15 s) until `path` has a line containing `what`; returns the file's text.
 fn wait_for_file_line(path: &std::path::Path, what: &str) -> String {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(15);
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         if text.lines().any(|l| l.contains(what)) {
@@ -660,19 +708,35 @@ for line in sys.stdin:
     std::fs::rename(dir.join("error.log"), dir.join("error.log.1")).unwrap();
     signal(&s.child, libc::SIGUSR1);
     wait_for_file_line(&dir.join("error.log.1"), "reopening log files");
-    // Each worker reopens on its own thread: wait until both have made a new file appear.
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !dir.join("access.log").exists() {
-        assert!(std::time::Instant::now() < end, "access.log not reopened");
+    // Each worker reopens on its own thread: wait until none holds the rotated file.
+    let rotated = std::fs::canonicalize(dir.join("access.log.1")).unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while descriptors_of(&s, &rotated) > 0 || !dir.join("access.log").exists() {
+        assert!(
+            std::time::Instant::now() < end,
+            "access.log not reopened by every worker"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    std::thread::sleep(std::time::Duration::from_millis(100));
     for _ in 0..4 {
         assert_eq!(get(&s, "/x").0, 200);
     }
     assert_eq!(get(&s, "/down").0, 502);
-    let new = wait_for_file_line(&dir.join("access.log"), "/down");
+    // Each worker writes its lines out within a second: wait for all five (15 s).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let new = loop {
+        let text = std::fs::read_to_string(dir.join("access.log")).unwrap_or_default();
+        if text.lines().count() >= 5 || std::time::Instant::now() > end {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert_eq!(new.lines().count(), 5, "{new}");
+    assert_eq!(
+        new.lines().filter(|l| l.contains("/down")).count(),
+        1,
+        "{new}"
+    );
     let old = std::fs::read_to_string(dir.join("access.log.1")).unwrap();
     assert_eq!(
         old.lines().count(),
@@ -680,6 +744,16 @@ for line in sys.stdin:
         "the rotated file got no more lines: {old}"
     );
     wait_for_file_line(&dir.join("error.log"), "proxy:");
+}
+
+/// How many of the server's descriptors are open on the file at `path`.
+fn descriptors_of(s: &Spate, path: &std::path::Path) -> usize {
+    std::fs::read_dir(format!("/proc/{}/fd", s.child.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|t| t == path)
+        .count()
 }
 
 #[test]
@@ -702,7 +776,9 @@ fn request_errors_stay_out_of_the_error_log_when_emit_request_errors_is_off() {
 /// A port free now (bound, then released): the load generators and the reloaded
 /// configurations need the real port.
 /// A plain listener (HTTP/1.1 and h2c) and a TLS one whose certificate is `site.crt` in `dir`;
-/// `/` answers `body`; `/added` exists when `added`.
+/// `/` answers `body`; `/added` exists when `added`. The shutdown and keep-alive timeouts are
+/// long enough for the TLS connection made before reload 13 to wait, idle in a draining
+/// generation, until it is used after reload 14, however slow the machine.
 fn two_listeners(dir: &std::path::Path, plain: u16, tls: u16, body: &str, added: bool) -> String {
     let added = if added {
         "      /added:\n        respond: {body: added}\n"
@@ -712,7 +788,8 @@ fn two_listeners(dir: &std::path::Path, plain: u16, tls: u16, body: &str, added:
     format!(
         "
 num-threads: 2
-shutdown-timeout: 10
+shutdown-timeout: 20
+http1-keepalive-timeout: 60
 listen:
   - {{host: 127.0.0.1, port: {plain}}}
   - host: 127.0.0.1
@@ -788,7 +865,7 @@ fn reload_until_served(s: &Spate, yaml: &str, body: &str) -> std::time::Duration
             return start.elapsed();
         }
         assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
+            start.elapsed() < std::time::Duration::from_secs(20),
             "the reload to {body} did not take effect"
         );
         std::thread::sleep(std::time::Duration::from_millis(2));
@@ -859,7 +936,7 @@ fn twenty_reloads_under_h2load_and_wrk_lose_no_request() {
             // New connections get the new certificate only, once the old workers have seen
             // that they drain (they may accept for a moment after the new ones start). The
             // bound is generous: on a loaded CI machine the old workers may see it late.
-            let end = Instant::now() + Duration::from_secs(10);
+            let end = Instant::now() + Duration::from_secs(20);
             while tls_connect(tls, &d.join("old.crt")).is_ok() {
                 assert!(Instant::now() < end, "the old certificate is still served");
                 std::thread::sleep(Duration::from_millis(5));
@@ -880,7 +957,8 @@ fn twenty_reloads_under_h2load_and_wrk_lose_no_request() {
     for r in &reports {
         eprintln!("{}", r.text);
         assert_eq!(r.non_2xx, 0, "{}", r.text);
-        assert!(r.succeeded > 1000, "{}", r.text);
+        // Requests flowed (on a loaded machine, far fewer than on an idle one).
+        assert!(r.succeeded > 50, "{}", r.text);
     }
     // wrk's HTTP/1.1: not one error.
     assert_eq!(reports[2].failed, 0, "{}", reports[2].text);
@@ -954,9 +1032,10 @@ fn binary_upgrade_under_load_loses_no_request() {
     });
     let addr = s.addr;
     let stop = Arc::new(AtomicBool::new(false));
+    let bodies = Arc::new(Bodies::default());
     let h1 = {
-        let stop = stop.clone();
-        std::thread::spawn(move || h1_loop(addr, &stop, &Bodies::default()))
+        let (stop, bodies) = (stop.clone(), bodies.clone());
+        std::thread::spawn(move || h1_loop(addr, &stop, &bodies))
     };
     let h2 = {
         let stop = stop.clone();
@@ -967,10 +1046,12 @@ fn binary_upgrade_under_load_loses_no_request() {
     signal(&s.child, libc::SIGUSR2);
     let mut log = Vec::new();
     let new = upgraded_pid(&s, &mut log);
-    // The old process drains and exits on its own.
-    let status = wait_timeout(&mut s.child, Duration::from_secs(15)).expect("old spate exits");
+    // The old process drains and exits on its own (its shutdown-timeout is 10 s).
+    let status = wait_timeout(&mut s.child, Duration::from_secs(30)).expect("old spate exits");
     assert!(status.success(), "{status}");
-    std::thread::sleep(Duration::from_millis(500));
+    // The HTTP/1.1 client goes on with the new process: more answers after the old one
+    // exited, and over 100 in all (up to 20 s).
+    bodies.wait_for_answers((bodies.answered() + 20).max(101));
     stop.store(true, Ordering::Relaxed);
     let (ok, failed) = h1.join().unwrap();
     assert_eq!(failed, 0, "failed HTTP/1.1 requests across the upgrade");

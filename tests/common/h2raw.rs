@@ -23,7 +23,9 @@ impl Raw {
 
     pub fn connect_to(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
         let mut s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        // Generous: a loaded machine may be slow to answer; no test reads until this timeout
+        // to see that nothing comes.
+        s.set_read_timeout(Some(Duration::from_secs(20))).ok();
         let mut out = frame::PREFACE.to_vec();
         frame::put_settings(&mut out, settings);
         s.write_all(&out).expect("preface");

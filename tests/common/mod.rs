@@ -313,7 +313,7 @@ impl Spate {
         self.stderr.try_iter().collect()
     }
 
-    /// The lines of the log naming `needle`, once `want` of them came (or 5 s passed), and
+    /// The lines of the log naming `needle`, once `want` of them came (or 15 s passed), and
     /// 200 ms more for any beyond `want` (lines come a moment after what they tell of).
     pub fn log_lines_naming(&self, needle: &str, want: usize) -> Vec<String> {
         let mut seen = Vec::new();
@@ -324,7 +324,7 @@ impl Spate {
                     .filter(|l| l.contains(needle)),
             );
         };
-        let end = std::time::Instant::now() + Duration::from_secs(5);
+        let end = std::time::Instant::now() + Duration::from_secs(15);
         while seen.len() < want && std::time::Instant::now() < end {
             take(&mut seen);
             std::thread::sleep(Duration::from_millis(20));

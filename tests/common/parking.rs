@@ -66,13 +66,51 @@ fn parse_entry(line: &str) -> Option<Entry> {
 }
 
 /// Sends SIGHUP (the same configuration: the new generation takes over the listener, the old
-/// one drains) and waits until the server logged the reload, and a little more.
+/// one drains) and waits until the old generation drains: the server logged `reloaded` (the
+/// old workers are told to drain just after that line), and the old workers closed their
+/// copies of the listening socket, which they do once they see that they drain (up to 20 s).
 pub fn reload_and_wait(s: &Spate) {
+    use std::time::{Duration, Instant};
+    let before = listener_copies(s);
     super::signal(&s.child, libc::SIGHUP);
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !s.stderr_lines().iter().any(|l| l.contains("reload")) && std::time::Instant::now() < end
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut lines: Vec<String> = Vec::new();
+    while !lines.iter().any(|l| l.contains("reloaded")) {
+        assert!(Instant::now() < end, "no `reloaded` line: {lines:?}");
+        lines.extend(s.stderr_lines());
+        std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The new workers have their copies; the old ones let go of theirs as they drain.
+    while listener_copies(s) > before {
+        assert!(
+            Instant::now() < end,
+            "the old workers still hold the listening socket: {} copies, {before} before the reload",
+            listener_copies(s)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How many of the server's descriptors are its listening socket on `s.addr` (the main
+/// thread's and each worker's copy): the socket's inode from /proc/net/tcp, then the
+/// descriptors that name it.
+fn listener_copies(s: &Spate) -> usize {
+    let pid = s.child.id();
+    let port = format!(":{:04X}", s.addr.port());
+    let tcp = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
+    // `sl local_address rem_address st ... uid timeout inode`: LISTEN is state 0A.
+    let inodes: Vec<String> = tcp
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() > 9 && w[1].ends_with(&port) && w[3] == "0A")
+        .map(|w| format!("socket:[{}]", w[9]))
+        .collect();
+    assert!(!inodes.is_empty(), "no listening socket on {}", s.addr);
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|t| inodes.iter().any(|i| t.to_string_lossy() == *i))
+        .count()
 }

@@ -34,13 +34,13 @@ pub fn sample(samples: &[String], key: &str) -> f64 {
 }
 
 /// Scrapes `path` over HTTP/1.1 until `ready` accepts the samples (other workers publish
-/// every 200 ms) or 5 s passed; returns the last samples.
+/// every 200 ms) or 15 s passed; returns the last samples.
 pub fn scrape_until(
     s: &super::Spate,
     path: &str,
     ready: impl Fn(&[String]) -> bool,
 ) -> Vec<String> {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(15);
     loop {
         let r = super::clients::h1_get(s, path);
         assert_eq!(r.status, 200, "{}", r.text());
