@@ -373,3 +373,100 @@ fn a_stalled_handshake_does_not_delay_shutdown() {
         started.elapsed()
     );
 }
+
+/// Writes a CA (`{stem}-ca.crt`) and a client certificate it issued (`{stem}-client.crt`,
+/// `.key`, for TLS client authentication) into `dir`.
+fn client_ca_and_cert(dir: &std::path::Path, stem: &str) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, format!("{stem} test CA"));
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let issuer = rcgen::CertifiedIssuer::self_signed(ca, ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut client = rcgen::CertificateParams::new(vec!["client.example".to_string()]).unwrap();
+    client
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "client.example");
+    client.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = client.signed_by(&key, &issuer).unwrap();
+    std::fs::write(dir.join(format!("{stem}-ca.crt")), issuer.pem()).unwrap();
+    std::fs::write(dir.join(format!("{stem}-client.crt")), cert.pem()).unwrap();
+    std::fs::write(dir.join(format!("{stem}-client.key")), key.serialize_pem()).unwrap();
+}
+
+/// `client-ca-file`: a client must present a certificate issued by that CA; one without a
+/// certificate, or with another CA's, fails the handshake, and the server goes on serving.
+#[test]
+fn client_ca_file_requires_a_client_certificate_from_that_ca() {
+    let dir = prepared();
+    client_ca_and_cert(dir.path(), "good");
+    client_ca_and_cert(dir.path(), "other");
+    let s = Spate::start_in(
+        "listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+    client-ca-file: good-ca.crt
+hosts:
+  a.example:
+    paths:
+      /:
+        file.dir: htdocs
+",
+        dir,
+    );
+    let path = |f: &str| s.path().join(f).display().to_string();
+    let with = |stem: &str, version: &str| {
+        let (cert, key) = (
+            path(&format!("{stem}-client.crt")),
+            path(&format!("{stem}-client.key")),
+        );
+        curl_https(
+            &s,
+            &[
+                "-sS",
+                "--cert",
+                &cert,
+                "--key",
+                &key,
+                version,
+                "-w",
+                "%{http_code}",
+            ],
+            "/index.html",
+        )
+    };
+    for version in ["--http1.1", "--http2"] {
+        let ok = with("good", version);
+        assert_eq!(
+            String::from_utf8_lossy(&ok.stdout),
+            "<h1>hello over tls</h1>\n200",
+            "{version}: {}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        let other = with("other", version);
+        assert!(
+            !other.status.success(),
+            "another CA's certificate: {other:?}"
+        );
+        let none = curl_https(&s, &["-sS", version], "/index.html");
+        assert!(!none.status.success(), "no certificate: {none:?}");
+        assert!(none.stdout.is_empty());
+    }
+    // A missing or empty CA file is a configuration error with its line.
+    let (ok, errors) = check(
+        "    certificate-file: a.crt\n    key-file: a.key\n    client-ca-file: /nonexistent/ca.pem\n",
+    );
+    assert!(!ok);
+    assert!(
+        errors.contains(":6: listen.ssl.client-ca-file: /nonexistent/ca.pem: cannot read"),
+        "{errors}"
+    );
+}

@@ -40,6 +40,9 @@ pub struct TlsConf {
     pub ocsp_update_interval: Duration,
     /// `ocsp-max-failures`: accepted for compatibility.
     pub ocsp_max_failures: u32,
+    /// `client-ca-file`: clients must present a certificate issued by one of these roots
+    /// (with the file's path, which listeners sharing an address must agree on).
+    pub client_ca: Option<(PathBuf, Arc<rustls::RootCertStore>)>,
     /// Things worth a warning in the log at start (skipped curves, raised minimum version);
     /// the server logs them once logging is set up.
     pub warnings: Vec<String>,
@@ -157,7 +160,7 @@ const KX_GROUPS_SKIPPED: &[&str] = &[
     "ffdhe8192",
 ];
 
-/// Keys of the `ssl` mapping; the last five are h2o's and not supported yet.
+/// Keys of the `ssl` mapping; the last four are h2o's and not supported yet.
 const SSL_KEYS: &[&str] = &[
     "certificate-file",
     "key-file",
@@ -201,6 +204,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
         http2: true,
         ocsp_update_interval: Duration::from_secs(4 * 3600),
         ocsp_max_failures: 3,
+        client_ca: None,
         warnings: Vec::new(),
         at: ctx.at(v.line),
     };
@@ -271,6 +275,14 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
                     c.http2 = b;
                 }
             }
+            "client-ca-file" => {
+                if let Some(p) = ctx.path(&name, val) {
+                    match crate::tls::client::load_roots(&p) {
+                        Ok(roots) => c.client_ca = Some((p, Arc::new(roots))),
+                        Err(e) => ctx.error(val.line, format!("{name}: {e}")),
+                    }
+                }
+            }
             _ => ctx.error(val.line, format!("{name} is not supported yet")),
         }
     }
@@ -328,6 +340,7 @@ impl TlsConf {
             && self.kx_groups == o.kx_groups
             && self.server_cipher_preference == o.server_cipher_preference
             && self.http2 == o.http2
+            && self.client_ca.as_ref().map(|(p, _)| p) == o.client_ca.as_ref().map(|(p, _)| p)
     }
 }
 

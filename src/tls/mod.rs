@@ -49,11 +49,24 @@ pub fn server_config(
     .filter(|(v, _)| (tls.min_version..=tls.max_version).contains(v))
     .map(|(_, v)| v)
     .collect();
-    let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
+    let provider = Arc::new(provider);
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("no usable TLS configuration: {e}"))?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(SniResolver::new(&tls.identities)?));
+        .map_err(|e| format!("no usable TLS configuration: {e}"))?;
+    let builder = match &tls.client_ca {
+        // `client-ca-file`, as in h2o: a certificate is required, and must chain to a root.
+        Some((path, roots)) => {
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                roots.clone(),
+                provider,
+            )
+            .build()
+            .map_err(|e| format!("client-ca-file {}: {e}", path.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(SniResolver::new(&tls.identities)?));
     config.alpn_protocols = alpn_protocols(tls);
     config.ignore_client_order = tls.server_cipher_preference;
     // Large records (rustls' default, the 16 KiB maximum) suit bulk transfers.
