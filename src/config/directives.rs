@@ -153,6 +153,11 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("header.unsetunless", ALL),
     ("access-log", ALL),
     ("expires", ALL),
+    // h2o's HTTP/2 push and reprioritisation, which spate does not do: OFF only.
+    ("http2-push-preload", ALL),
+    ("http2-allow-cross-origin-push", ALL),
+    ("http2-casper", G | H),
+    ("http2-reprioritize-blocking-assets", G | H),
     ("error-doc", ALL),
     ("compress", ALL),
     ("compress-minimum-size", ALL),
@@ -212,10 +217,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "temp-buffer-path",
     "crash-handler",
     "throttle-response",
-    "http2-reprioritize-blocking-assets",
-    "http2-push-preload",
-    "http2-allow-cross-origin-push",
-    "http2-casper",
     "http2-latency-optimization-min-rtt",
     "http2-latency-optimization-max-additional-delay",
     "http2-latency-optimization-max-cwnd",
@@ -244,6 +245,25 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "proxy.max-spare-pipes",
     "proxy.zerocopy",
 ];
+
+/// Checks a directive of h2o's that asks for something spate never does (HTTP/2 server push,
+/// reprioritising CSS and JavaScript): OFF, what spate does anyway, is accepted; ON is an
+/// error saying why. Returns false when `name` is not one of them.
+pub(super) fn off_only(ctx: &mut Ctx, name: &str, v: &Node) -> bool {
+    let why = match name {
+        "http2-push-preload" | "http2-allow-cross-origin-push" | "http2-casper" => {
+            "spate does not push (browsers have dropped HTTP/2 server push)"
+        }
+        "http2-reprioritize-blocking-assets" => {
+            "spate follows the client's priorities (RFC 9218 urgency)"
+        }
+        _ => return false,
+    };
+    if ctx.bool(name, v) == Some(true) {
+        ctx.error(v.line, format!("{name}: only OFF is supported: {why}"));
+    }
+    true
+}
 
 /// The names above, and every `proxy.ssl.*`, `proxy.http2.*`, `proxy.http3.*`, `fastcgi.*`,
 /// `mruby.*` and `http2-latency-optimization-*` directive, are h2o's and not

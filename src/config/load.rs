@@ -377,6 +377,20 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn push_and_reprioritising_directives_accept_off_only() {
+        ok("listen: 80\nhttp2-casper: OFF\nhttp2-reprioritize-blocking-assets: OFF\nhosts:\n  a:\n    http2-push-preload: OFF\n    paths:\n      /:\n        http2-allow-cross-origin-push: OFF\n        file.dir: .\n");
+        let e = errors("listen: 80\nhttp2-push-preload: ON\nhttp2-reprioritize-blocking-assets: ON\nhosts: {a: {paths: {/: {http2-casper: OFF, file.dir: .}}}}\n");
+        assert_eq!(
+            e,
+            vec![
+                "t.yaml:2: http2-push-preload: only OFF is supported: spate does not push (browsers have dropped HTTP/2 server push)",
+                "t.yaml:3: http2-reprioritize-blocking-assets: only OFF is supported: spate follows the client's priorities (RFC 9218 urgency)",
+                "t.yaml:4: directive http2-casper cannot be used at the path level",
+            ]
+        );
+    }
+
+    #[test]
     fn socket_options_and_tcp_fastopen() {
         let c = ok("tcp-fastopen: 0\nlisten: {port: 8080, sndbuf: 65536, rcvbuf: 131072, reuseport: ON}\nhosts: {a: {paths: {/: {file.dir: /srv}}}}\n");
         assert_eq!(

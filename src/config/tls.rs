@@ -898,13 +898,13 @@ hosts:
     fn unsupported_ssl_keys_and_http2_switch() {
         let c = Certs::new();
         let e = c.errors(&one_listener(&format!(
-            "{A}\n    client-ca-file: ca.crt\n    ciphers: x"
+            "{A}\n    session-ticket: x\n    ciphers: x"
         )));
         assert_eq!(
             e,
             vec![
                 "$D/t.yaml:7: unknown key ciphers in listen.ssl",
-                "$D/t.yaml:6: listen.ssl.client-ca-file is not supported yet",
+                "$D/t.yaml:6: listen.ssl.session-ticket is not supported yet",
             ]
         );
         let conf = c.ok(&one_listener(&format!("{A}\n    http2: OFF")));
