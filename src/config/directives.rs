@@ -158,6 +158,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http2-allow-cross-origin-push", ALL),
     ("http2-casper", G | H),
     ("http2-reprioritize-blocking-assets", G | H),
+    ("send-informational", G),
     ("error-doc", ALL),
     ("compress", ALL),
     ("compress-minimum-size", ALL),
@@ -211,7 +212,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "reproxy",
     "setenv",
     "unsetenv",
-    "send-informational",
     "stash",
     "ssl-offload",
     "temp-buffer-path",
@@ -247,9 +247,24 @@ const NOT_SUPPORTED_YET: &[&str] = &[
 ];
 
 /// Checks a directive of h2o's that asks for something spate never does (HTTP/2 server push,
-/// reprioritising CSS and JavaScript): OFF, what spate does anyway, is accepted; ON is an
-/// error saying why. Returns false when `name` is not one of them.
+/// reprioritising CSS and JavaScript, passing 1xx answers on): OFF (`none`), what spate does
+/// anyway, is accepted; anything else is an error saying why. Returns false when `name` is
+/// not one of them.
 pub(super) fn off_only(ctx: &mut Ctx, name: &str, v: &Node) -> bool {
+    if name == "send-informational" {
+        // h2o's default is except-h1: interim answers (103 Early Hints) of a backend go on to
+        // HTTP/2 and HTTP/3 clients. spate's proxy passes none on.
+        if v.as_str() != Some("none") {
+            ctx.error(
+                v.line,
+                format!(
+                    "send-informational: only none is supported (spate does not pass a backend's 1xx answers on), got {}",
+                    super::value::show(v)
+                ),
+            );
+        }
+        return true;
+    }
     let why = match name {
         "http2-push-preload" | "http2-allow-cross-origin-push" | "http2-casper" => {
             "spate does not push (browsers have dropped HTTP/2 server push)"

@@ -388,6 +388,12 @@ pub(super) mod tests {
                 "t.yaml:4: directive http2-casper cannot be used at the path level",
             ]
         );
+        ok("listen: 80\nsend-informational: none\nhosts: {a: {paths: {/: {file.dir: .}}}}\n");
+        let e = errors("listen: 80\nsend-informational: except-h1\nhosts: {}\n");
+        assert_eq!(
+            e,
+            ["t.yaml:2: send-informational: only none is supported (spate does not pass a backend's 1xx answers on), got \"except-h1\""]
+        );
     }
 
     #[test]
