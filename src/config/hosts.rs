@@ -31,7 +31,8 @@ pub(super) struct Scoped {
 impl Scoped {
     /// Applies a directive that every level may set. Returns false when `name` is not one.
     pub fn apply(&mut self, ctx: &mut Ctx, name: &str, v: &Node) -> bool {
-        if directives::off_only(ctx, name, v)
+        if name == "stash"
+            || directives::off_only(ctx, name, v)
             || self.file.apply(ctx, name, v)
             || self.proxy.apply(ctx, name, v)
             || self.compress.apply(ctx, name, v)

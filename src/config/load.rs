@@ -146,6 +146,11 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
         "num-name-resolution-threads" => {
             ctx.uint(name, v, 1);
         }
+        // Accepted for compatibility: spate streams request bodies and writes no temporary
+        // files (h2o spills large ones there).
+        "temp-buffer-path" => {
+            ctx.path(name, v);
+        }
         "shutdown-timeout" => set(&mut c.shutdown_timeout, ctx.seconds(name, v)),
         "handshake-timeout" => set(&mut c.handshake_timeout, ctx.seconds(name, v)),
         "ssl-session-resumption" => set(&mut c.session_resumption, tls::session_resumption(ctx, v)),
@@ -394,6 +399,28 @@ pub(super) mod tests {
             e,
             ["t.yaml:2: send-informational: only none is supported (spate does not pass a backend's 1xx answers on), got \"except-h1\""]
         );
+    }
+
+    /// h2o's `stash` holds YAML anchors and does nothing itself; `temp-buffer-path` is accepted.
+    #[test]
+    fn stash_holds_anchors_for_later_aliases() {
+        let c = ok("stash:
+  site: &site
+    file.dir: /srv/site
+  headers: &headers {x-a: 1}
+temp-buffer-path: /tmp
+listen: 80
+hosts:
+  a:
+    stash: [anything, {at: all}]
+    paths:
+      /: *site
+      /b:
+        stash: 1
+        file.dir: /srv/b
+");
+        assert_eq!(file(path(&c, 0, "/")).dir, PathBuf::from("/srv/site"));
+        assert_eq!(file(path(&c, 0, "/b")).dir, PathBuf::from("/srv/b"));
     }
 
     #[test]
