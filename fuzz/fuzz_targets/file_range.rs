@@ -16,7 +16,10 @@ fuzz_target!(|data: &[u8]| {
     let raw = u64::from_le_bytes(size.try_into().unwrap_or_default());
     let size = if raw >> 63 == 1 { raw } else { raw % 100_000 };
     let check = |off: u64, len: u64| {
-        assert!(len > 0 && off < size && len <= size - off, "{off} {len} {size}");
+        assert!(
+            len > 0 && off < size && len <= size - off,
+            "{off} {len} {size}"
+        );
     };
     match parse_range(header, size) {
         Ranges::Whole | Ranges::Unsatisfiable => {}

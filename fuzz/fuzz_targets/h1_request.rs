@@ -6,7 +6,12 @@ use libfuzzer_sys::fuzz_target;
 use spate::proto::h1::{parse_head, ChunkedDecoder, HeadLimits};
 
 fuzz_target!(|data: &[u8]| {
-    let limits = HeadLimits { head_size: 8192, target_size: 2048, fields: 64, body_size: 1 << 20 };
+    let limits = HeadLimits {
+        head_size: 8192,
+        target_size: 2048,
+        fields: 64,
+        body_size: 1 << 20,
+    };
     if let Ok(Some(head)) = parse_head(data, &limits) {
         assert!(head.len <= data.len());
         assert!(head.target.end <= head.len);

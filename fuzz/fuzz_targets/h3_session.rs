@@ -30,7 +30,11 @@ fuzz_target!(|data: &[u8]| {
         rest = next;
         let which = u64::from(tag & 7);
         let fin = tag & 8 != 0;
-        let id = if which < 4 { which * 4 + 2 } else { (which - 4) * 4 };
+        let id = if which < 4 {
+            which * 4 + 2
+        } else {
+            (which - 4) * 4
+        };
         if done.contains(&id) {
             continue;
         }

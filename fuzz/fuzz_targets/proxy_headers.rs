@@ -26,9 +26,15 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     for (name, _) in &fields {
-        assert!(!HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)), "{name:?}");
+        assert!(
+            !HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)),
+            "{name:?}"
+        );
     }
     for (name, _) in &resp.headers {
-        assert!(!HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)), "{name:?}");
+        assert!(
+            !HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)),
+            "{name:?}"
+        );
     }
 });

@@ -9,6 +9,9 @@ use spate::server::quic_padding_start;
 fuzz_target!(|data: &[u8]| {
     if let Some(at) = quic_padding_start(data) {
         assert!(at < data.len(), "cut at {at} of {}", data.len());
-        assert!(data[at..].iter().all(|&b| b == 0), "cut drops frame bytes at {at}");
+        assert!(
+            data[at..].iter().all(|&b| b == 0),
+            "cut drops frame bytes at {at}"
+        );
     }
 });
