@@ -77,7 +77,9 @@ impl ErrorDocs {
         let Some(&(_, index)) = self.statuses.iter().rev().find(|(s, _)| *s == resp.status) else {
             return;
         };
-        let doc = &self.docs[index];
+        let Some(doc) = self.docs.get(index) else {
+            return;
+        };
         let Answer::Now(found) = doc.handler.handle(&get(&doc.url)) else {
             return;
         };

@@ -1,6 +1,8 @@
-//! Reopening log files after logrotate renamed them (SIGUSR1, as h2o and nginx do): the
-//! error log at once on the main thread, each worker's access logs on the worker's own
-//! thread (they are not shared), woken through a process-wide counter and `Notify`.
+//! Reopening log files after logrotate renamed them (SIGUSR1, as h2o and nginx do): every
+//! file once on the main thread ([`super::target::reopen_files`]), the error log's writer at
+//! once, and each worker's access logs on the worker's own thread (they take the new
+//! descriptor, after writing out what they buffered), woken through a process-wide counter
+//! and `Notify`.
 
 use crate::config::LogTarget;
 use std::fs::{File, OpenOptions};
