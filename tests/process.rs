@@ -43,7 +43,8 @@ fn wait_for_text(path: &Path, needle: &str) -> String {
 /// As root it switches to nobody, who can read the site but not a file only root can.
 #[test]
 fn a_debian_style_config_runs_as_its_user_with_a_pid_file_and_piped_logs() {
-    let dir = tempfile::tempdir().unwrap();
+    // In /tmp (world-traversable), wherever TMPDIR points: nobody must reach the site.
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
     let root = dir.path();
     chmod(root, 0o755);
     write_file(root, "www/index.html", b"debian site\n");
