@@ -153,3 +153,31 @@ fn a_binary_upgrade_leaves_the_pid_file_to_the_new_process() {
     }
     assert!(!pid_file.exists(), "the new process removes it at exit");
 }
+
+/// A reload that names another log command lets the old one go: it sees the end of its input
+/// once the old workers have drained, and the new one gets the lines.
+#[test]
+fn a_reload_closes_a_log_command_it_no_longer_names() {
+    let conf = |name: &str| {
+        format!(
+            "access-log: \"| cat >> $DIR/{name}.log; echo ended > $DIR/{name}.ended\"\nlisten: {{host: 127.0.0.1, port: 0}}\nhosts:\n  default:\n    paths:\n      /:\n        respond: {{status: 200, body: {name}}}\n"
+        )
+    };
+    let s = Spate::start(&conf("old"));
+    assert_eq!(get(&s, "/").status, 200);
+    let yaml = conf("new").replace("$DIR", &s.path().display().to_string());
+    std::fs::write(s.path().join("spate.yaml"), yaml).unwrap();
+    signal(&s.child, libc::SIGHUP);
+    assert_eq!(s.log_lines_naming("reloaded", 1).len(), 1);
+    let ended = wait_for_text(&s.path().join("old.ended"), "ended");
+    assert_eq!(ended, "ended\n", "the old command saw the end of its input");
+    assert!(
+        wait_for_text(&s.path().join("old.log"), "GET / ").contains("GET / "),
+        "the old command wrote what it got first"
+    );
+    assert_eq!(get(&s, "/").text(), "new");
+    assert!(
+        !s.path().join("new.ended").exists(),
+        "the new command runs on"
+    );
+}

@@ -85,6 +85,11 @@ impl ErrorLog {
         Ok(ErrorLog)
     }
 
+    /// Where the error log goes, when one is configured.
+    pub fn target() -> Option<&'static LogTarget> {
+        ERROR_LOG.get().map(|(t, _)| t)
+    }
+
     /// Takes the error log file's new descriptor after [`super::target::reopen_files`]; a
     /// pipe, or no error log, stays as it is.
     fn reopen() -> Result<(), String> {

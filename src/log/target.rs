@@ -18,11 +18,14 @@ pub const PIPE_ATOMIC: usize = 4096;
 struct Opened {
     target: LogTarget,
     file: File,
-    /// The command reading a pipe, kept so that it is not left a zombie while we run.
-    _command: Option<Child>,
+    /// The command reading a pipe, kept so that it is reaped once it exits.
+    command: Option<Child>,
 }
 
 static OPENED: Mutex<Vec<Opened>> = Mutex::new(Vec::new());
+
+/// Commands of logs a reload removed, until they exit (so they are reaped, not left zombies).
+static RETIRED: Mutex<Vec<Child>> = Mutex::new(Vec::new());
 
 fn opened() -> MutexGuard<'static, Vec<Opened>> {
     OPENED.lock().unwrap_or_else(|e| e.into_inner())
@@ -35,20 +38,27 @@ pub fn open(target: &LogTarget) -> io::Result<File> {
     if let Some(o) = all.iter().find(|o| &o.target == target) {
         return o.file.try_clone();
     }
-    let (file, command) = match target {
-        LogTarget::File(path) => (super::reopen::open_append(path)?, None),
-        LogTarget::Pipe(command) => {
-            let (file, child) = start(command)?;
-            (file, Some(child))
-        }
-    };
-    let copy = file.try_clone()?;
-    all.push(Opened {
-        target: target.clone(),
-        file,
-        _command: command,
-    });
+    let new = Opened::new(target)?;
+    let copy = new.file.try_clone()?;
+    all.push(new);
     Ok(copy)
+}
+
+impl Opened {
+    fn new(target: &LogTarget) -> io::Result<Opened> {
+        let (file, command) = match target {
+            LogTarget::File(path) => (super::reopen::open_append(path)?, None),
+            LogTarget::Pipe(command) => {
+                let (file, child) = start(command)?;
+                (file, Some(child))
+            }
+        };
+        Ok(Opened {
+            target: target.clone(),
+            file,
+            command,
+        })
+    }
 }
 
 /// Opens every log file again (after a rename); pipes stay. The first failure is returned,
@@ -66,6 +76,22 @@ pub fn reopen_files() -> Result<(), String> {
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// Forgets every destination not in `kept` (after a reload): its file closes, and its command
+/// sees the end of its input once the last writer (an old worker still draining) lets go.
+/// Commands retired earlier that have exited are reaped.
+pub fn keep_only(kept: &[&LogTarget]) {
+    let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+    keep_only_in(&mut opened(), &mut retired, kept);
+}
+
+fn keep_only_in(all: &mut Vec<Opened>, retired: &mut Vec<Child>, kept: &[&LogTarget]) {
+    retired.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+    let (keep, gone): (Vec<Opened>, Vec<Opened>) =
+        all.drain(..).partition(|o| kept.contains(&&o.target));
+    *all = keep;
+    retired.extend(gone.into_iter().filter_map(|o| o.command));
 }
 
 /// Starts `/bin/sh -c COMMAND` with its standard input a pipe; returns the pipe's write end.
@@ -143,6 +169,34 @@ mod tests {
         // Exactly PIPE_BUF in one piece; no newline at all, everything.
         assert_eq!(pieces(&line(4096)), vec![4096]);
         assert_eq!(pieces(&[b'x'; 9000]), vec![9000]);
+    }
+
+    #[test]
+    fn a_destination_a_reload_removed_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let kept = LogTarget::File(dir.path().join("kept.log"));
+        // The command says when its input ends.
+        let gone = LogTarget::Pipe(format!("cat > /dev/null; echo ended > {}", out.display()));
+        // A registry of its own: the process-wide one is shared with the other tests.
+        let mut all = vec![Opened::new(&kept).unwrap(), Opened::new(&gone).unwrap()];
+        let mut retired = Vec::new();
+        keep_only_in(&mut all, &mut retired, &[&kept]);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].target, kept);
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !out.exists() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(out.exists(), "the removed command saw the end of its input");
+        // Reaped at the next call once it has exited.
+        while retired.iter_mut().any(|c| matches!(c.try_wait(), Ok(None)))
+            && std::time::Instant::now() < end
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        keep_only_in(&mut all, &mut retired, &[&kept]);
+        assert!(retired.is_empty());
     }
 
     #[test]

@@ -254,6 +254,10 @@ impl Server {
             .store(config.max_connections.max(1), Ordering::Relaxed);
         match Generation::start(config.clone(), &listeners, shared) {
             Ok(g) => {
+                // The new workers have opened their logs: close those no longer configured.
+                let mut logs = config.access_log_targets();
+                logs.extend(crate::log::reopen::ErrorLog::target());
+                crate::log::target::keep_only(&logs);
                 self.config = config;
                 // Sockets of removed listeners close once the old workers let go of them.
                 self.listeners = listeners;
