@@ -574,11 +574,9 @@ fn response_headers_are_converted_and_location_rewritten() {
 
 #[test]
 fn unreachable_backend_is_502_with_one_log_line() {
-    // A port nobody listens on (bound, then closed).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port();
+    // A port nobody listens on, held for the whole test.
+    let dead = DeadPort::new();
+    let port = dead.port;
     let dir = tempfile::tempdir().expect("tempdir");
     let sock = dir.path().join("nobody.sock").display().to_string();
     let f = Spate::start_in(

@@ -49,12 +49,6 @@ impl Live {
     }
 }
 
-/// A port nothing listens on.
-fn dead_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
 /// A front with `/metrics` and `/` proxied to `url` (the YAML value of `proxy.reverse.url`,
 /// indented for a path), with `options` at the path level.
 fn front(url: &str, options: &str) -> Spate {
@@ -249,7 +243,8 @@ fn a_killed_backend_and_a_slow_one_under_load_fail_no_request() {
 #[test]
 fn passive_health_takes_a_failing_backend_out_then_tries_it_again() {
     let a = Live::start(0);
-    let port = dead_port();
+    let dead_port = DeadPort::new();
+    let port = dead_port.port;
     let dead = format!("127.0.0.1:{port}");
     let url = format!(
         "          - http://{}/\n          - http://{dead}/\n",
@@ -279,6 +274,8 @@ fn passive_health_takes_a_failing_backend_out_then_tries_it_again() {
     assert_eq!(log.count(&[&dead, "cannot connect"]), errors);
 
     // It comes up; after the back-off one trial request finds it and it is back.
+    // The backend comes back on that port: let it go.
+    drop(dead_port);
     let d = Live::start_at(Some(SocketAddr::from(([127, 0, 0, 1], port))), 0);
     let back_off_end = out + Duration::from_millis(3100);
     std::thread::sleep(back_off_end.saturating_duration_since(Instant::now()));
@@ -294,7 +291,8 @@ fn passive_health_takes_a_failing_backend_out_then_tries_it_again() {
 
 #[test]
 fn bad_gateway_only_when_no_backend_answers() {
-    let (p1, p2) = (dead_port(), dead_port());
+    let (d1, d2) = (DeadPort::new(), DeadPort::new());
+    let (p1, p2) = (d1.port, d2.port);
     let url = format!("          - http://127.0.0.1:{p1}/\n          - http://127.0.0.1:{p2}/\n");
     let f = front(&url, "");
     let mut log = Log::new(&f);

@@ -468,7 +468,6 @@ pub fn read_response(s: &mut TcpStream, pending: &mut Vec<u8>, head_request: boo
     }
 }
 
-/// Sends one request on a new connection and reads one response.
 /// `N` distinct ports nobody listens on now (each bound at once, then released).
 pub fn free_ports<const N: usize>() -> [u16; N] {
     let held: Vec<std::net::TcpListener> = (0..N)
@@ -477,6 +476,34 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
     std::array::from_fn(|i| held[i].local_addr().expect("local address").port())
 }
 
+/// A port on 127.0.0.1 that refuses connections for as long as this lives: a socket bound
+/// there without listening, so no other program can take the port in the meantime (as one
+/// could a port probed free and closed).
+pub struct DeadPort {
+    _socket: socket2::Socket,
+    pub port: u16,
+}
+
+impl DeadPort {
+    pub fn new() -> DeadPort {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("address");
+        socket.bind(&any.into()).expect("bind");
+        let port = socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .expect("bound address")
+            .port();
+        DeadPort {
+            _socket: socket,
+            port,
+        }
+    }
+}
+
+/// Sends one request on a new connection and reads one response.
 pub fn request(spate: &Spate, raw: &str) -> RawResponse {
     let mut s = spate.connect();
     s.write_all(raw.as_bytes()).expect("write");
