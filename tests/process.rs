@@ -60,7 +60,7 @@ fn a_debian_style_config_runs_as_its_user_with_a_pid_file_and_piped_logs() {
         "nobody".to_string()
     } else {
         // Without root, only the account in use is possible (and changes nothing).
-        std::env::var("USER").unwrap_or_else(|_| "root".into())
+        spate::server::account::current_user_name().expect("the account in use")
     };
     let yaml = format!(
         r#"server-name: "h2o (Debian)"
