@@ -89,12 +89,7 @@ fn serving<'a>(paths: &'a [PathConf], url: &str) -> Option<&'a PathConf> {
     let path = url.split('?').next().unwrap_or(url);
     paths
         .iter()
-        .filter(|p| {
-            let prefix = p.prefix.trim_end_matches('/');
-            prefix.is_empty()
-                || (path.starts_with(prefix)
-                    && matches!(path.as_bytes().get(prefix.len()), None | Some(b'/')))
-        })
+        .filter(|p| super::prefix_matches(p.prefix.trim_end_matches('/'), path.as_bytes()))
         .max_by_key(|p| p.prefix.trim_end_matches('/').len())
 }
 

@@ -136,7 +136,7 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
             if let Some(name) = ctx.string(name, v) {
                 // Checked here so that `-t` and a reload report an unknown account.
                 match crate::server::account::Account::find(&name) {
-                    Ok(_) => c.user = Some(name),
+                    Ok(account) => c.user = Some(account),
                     Err(e) => ctx.error(v.line, format!("user: {e}")),
                 }
             }
@@ -1036,7 +1036,7 @@ hosts:
             "/etc/h2o/h2o.conf",
         )
         .unwrap();
-        assert_eq!(c.user.as_deref(), Some("root"));
+        assert_eq!(c.user.as_ref().map(|a| a.name.as_str()), Some("root"));
         assert_eq!(c.pid_file, Some(PathBuf::from("/run/h2o.pid")));
         let rotate = |name: &str| {
             LogTarget::Pipe(format!(

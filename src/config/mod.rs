@@ -59,7 +59,7 @@ pub struct Config {
     pub tcp_fastopen: u32,
     /// `user`: the account the server switches to once its sockets, logs and keys are open
     /// (it must start as root for that, as h2o).
-    pub user: Option<String>,
+    pub user: Option<crate::server::account::Account>,
     /// `error-log.emit-request-errors` (default ON): log one line per rejected request.
     pub emit_request_errors: bool,
     pub http1: Http1,
@@ -144,6 +144,14 @@ pub struct Host {
     /// Paths in configuration order (the router sorts them longest prefix first).
     pub paths: Vec<PathConf>,
     pub at: Location,
+}
+
+/// h2o's rule: `/images` matches `/images`, `/images/...`, not `/imagesx`. `prefix` is given
+/// without its trailing slash, so `/` is the empty string and matches everything.
+#[inline]
+pub fn prefix_matches(prefix: &str, path: &[u8]) -> bool {
+    let p = prefix.as_bytes();
+    p.is_empty() || (path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/'))
 }
 
 /// One entry of `paths`, with every directive that applies to it resolved from its scopes.

@@ -9,7 +9,7 @@ pub mod redirect;
 pub mod respond;
 pub mod status;
 
-use crate::config::{self, HandlerConf};
+use crate::config::{self, prefix_matches, HandlerConf};
 use crate::http::{Answer, Handler, Request, Response};
 use crate::log::AccessLog;
 use crate::upstream;
@@ -297,13 +297,6 @@ impl Handler for NotFound {
     fn handle(&self, _req: &Request) -> Answer {
         Answer::Now(Response::error(404))
     }
-}
-
-/// h2o's rule: `/images` matches `/images`, `/images/...`, not `/imagesx`. The stored prefix
-/// has no trailing slash, so `/` is stored as the empty string and matches everything.
-fn prefix_matches(prefix: &str, path: &[u8]) -> bool {
-    let p = prefix.as_bytes();
-    p.is_empty() || (path.starts_with(p) && (path.len() == p.len() || path[p.len()] == b'/'))
 }
 
 /// Splits `host:port`, `[v6]:port`, `host` into a name and a port.

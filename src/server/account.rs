@@ -15,40 +15,17 @@ impl Account {
     /// Looks `name` up in the system's account database (`getpwnam_r`).
     pub fn find(name: &str) -> Result<Account, String> {
         let c_name = CString::new(name).map_err(|_| format!("{name:?} contains a NUL byte"))?;
-        let mut buf = vec![0u8; 1024];
-        loop {
-            // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids).
-            let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-            let mut found: *mut libc::passwd = std::ptr::null_mut();
-            // SAFETY: every pointer is valid for the call; `buf` outlives the use of `pw`.
-            let r = unsafe {
-                libc::getpwnam_r(
-                    c_name.as_ptr(),
-                    &mut pw,
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    &mut found,
-                )
-            };
-            if r == libc::ERANGE && buf.len() < 1 << 20 {
-                buf.resize(buf.len() * 4, 0);
-                continue;
-            }
-            if r != 0 {
-                return Err(format!(
-                    "cannot look up {name}: {}",
-                    std::io::Error::from_raw_os_error(r)
-                ));
-            }
-            if found.is_null() {
-                return Err(format!("no such user {name}"));
-            }
-            return Ok(Account {
-                name: name.to_string(),
-                uid: pw.pw_uid,
-                gid: pw.pw_gid,
-            });
-        }
+        // SAFETY: the pointers come from `lookup` and are valid for the call.
+        let found = lookup(|pw, buf, len, out| unsafe {
+            libc::getpwnam_r(c_name.as_ptr(), pw, buf, len, out)
+        })
+        .map_err(|e| format!("cannot look up {name}: {e}"))?;
+        let (_, uid, gid) = found.ok_or_else(|| format!("no such user {name}"))?;
+        Ok(Account {
+            name: name.to_string(),
+            uid,
+            gid,
+        })
     }
 
     /// Makes this account the process's: its supplementary groups, group and user id, for
@@ -102,19 +79,45 @@ impl Account {
 pub fn current_user_name() -> Option<String> {
     // SAFETY: geteuid only reads process state.
     let uid = unsafe { libc::geteuid() };
-    let mut buf = vec![0u8; 16 * 1024];
-    // SAFETY: as in `find`.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the call.
-    let r =
-        unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
-    if r != 0 || found.is_null() {
-        return None;
+    // SAFETY: the pointers come from `lookup` and are valid for the call.
+    let found = lookup(|pw, buf, len, out| unsafe { libc::getpwuid_r(uid, pw, buf, len, out) });
+    found.ok().flatten().map(|(name, _, _)| name)
+}
+
+/// Runs a `getpw*_r` call with a buffer that grows while it is too small; returns the entry it
+/// found (name, uid, gid), if any.
+fn lookup(
+    mut call: impl FnMut(
+        *mut libc::passwd,
+        *mut libc::c_char,
+        usize,
+        *mut *mut libc::passwd,
+    ) -> libc::c_int,
+) -> std::io::Result<Option<(String, libc::uid_t, libc::gid_t)>> {
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: all-zero is a valid `passwd` (null pointers, zero ids).
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let r = call(&mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found);
+        if r == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 4, 0);
+            continue;
+        }
+        if r != 0 {
+            return Err(std::io::Error::from_raw_os_error(r));
+        }
+        if found.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: on success `pw_name` points at a NUL-terminated string inside `buf`.
+        let name = unsafe { CStr::from_ptr(pw.pw_name) };
+        return Ok(Some((
+            name.to_string_lossy().into_owned(),
+            pw.pw_uid,
+            pw.pw_gid,
+        )));
     }
-    // SAFETY: on success `pw_name` points at a NUL-terminated string inside `buf`.
-    let name = unsafe { CStr::from_ptr(pw.pw_name) };
-    Some(name.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]

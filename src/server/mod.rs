@@ -112,10 +112,8 @@ impl Server {
             },
             None => None,
         };
-        if let Some(name) = &self.config.user {
-            account::Account::find(name)
-                .and_then(|a| a.switch_to())
-                .map_err(StartError)?;
+        if let Some(account) = &self.config.user {
+            account.switch_to().map_err(StartError)?;
         }
         Ok(pid_file)
     }
