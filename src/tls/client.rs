@@ -7,7 +7,7 @@
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ClientSessionMemoryCache, Resumption};
-use rustls::crypto::{aws_lc_rs, CryptoProvider};
+use rustls::crypto::CryptoProvider;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
@@ -40,7 +40,7 @@ impl ClientTls {
     pub fn new(host: &str, opts: &ClientOptions) -> Result<ClientTls, String> {
         let server_name = ServerName::try_from(host.to_owned())
             .map_err(|e| format!("\"{host}\" cannot be a TLS server name: {e}"))?;
-        let provider = Arc::new(aws_lc_rs::default_provider());
+        let provider = Arc::new(super::suites::tuned_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("no usable TLS configuration: {e}"))?;

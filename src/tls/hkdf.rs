@@ -5,64 +5,25 @@
 //! expands about twenty labels from a handful of secrets: here the secret is extracted once
 //! and its HMAC key prepared once (`hmac::Key` holds the hash states after the key pads),
 //! so an expansion costs its own blocks only. The results are the same bytes (RFC 5869; the
-//! tests compare both against each other and a test vector), the suites' AEADs, hashes and
-//! QUIC keys are aws-lc-rs' own.
+//! tests compare both against each other and a test vector); `super::suites` puts it in the
+//! TLS 1.3 suites.
 
 use aws_lc_rs::hmac;
-use rustls::crypto::aws_lc_rs::cipher_suite as aws_lc;
+use rustls::crypto::hash::HashAlgorithm;
 use rustls::crypto::hmac::Tag;
 use rustls::crypto::tls13::{Hkdf, HkdfExpander, OkmBlock, OutputLengthError};
-use rustls::{CipherSuiteCommon, SupportedCipherSuite, Tls13CipherSuite};
-use std::sync::LazyLock;
 
-/// `suite` with its HKDF replaced by one on prepared HMAC keys when it is one of aws-lc-rs'
-/// TLS 1.3 suites; any other suite as it is.
-pub fn prepared(suite: SupportedCipherSuite) -> SupportedCipherSuite {
-    let SupportedCipherSuite::Tls13(base) = suite else {
-        return suite;
-    };
-    let slot = PREPARED_IDS
-        .iter()
-        .position(|id| *id == base.common.suite)
-        .and_then(|i| PREPARED[i].as_ref());
-    match slot {
-        Some(s) => SupportedCipherSuite::Tls13(s),
-        None => suite,
+/// The prepared HKDF over `hash`: SHA-384 for `SHA384`, SHA-256 for every other (the TLS 1.3
+/// suites use no other hash).
+pub fn for_hash(hash: HashAlgorithm) -> &'static dyn Hkdf {
+    match hash {
+        HashAlgorithm::SHA384 => &HKDF_SHA384,
+        _ => &HKDF_SHA256,
     }
 }
 
-/// The aws-lc-rs TLS 1.3 suites that get a prepared HKDF, in `PREPARED`'s order, with it.
-const PREPARED_IDS: [rustls::CipherSuite; 3] = [
-    rustls::CipherSuite::TLS13_AES_128_GCM_SHA256,
-    rustls::CipherSuite::TLS13_AES_256_GCM_SHA384,
-    rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
-];
-
-static PREPARED: [LazyLock<Option<Tls13CipherSuite>>; 3] = [
-    LazyLock::new(|| with_hkdf(aws_lc::TLS13_AES_128_GCM_SHA256, &HKDF_SHA256)),
-    LazyLock::new(|| with_hkdf(aws_lc::TLS13_AES_256_GCM_SHA384, &HKDF_SHA384)),
-    LazyLock::new(|| with_hkdf(aws_lc::TLS13_CHACHA20_POLY1305_SHA256, &HKDF_SHA256)),
-];
-
 static HKDF_SHA256: PreparedHkdf = PreparedHkdf(&hmac::HMAC_SHA256);
 static HKDF_SHA384: PreparedHkdf = PreparedHkdf(&hmac::HMAC_SHA384);
-
-/// aws-lc-rs' TLS 1.3 suite `base` with `hkdf` (`None` for a TLS 1.2 suite).
-fn with_hkdf(base: SupportedCipherSuite, hkdf: &'static dyn Hkdf) -> Option<Tls13CipherSuite> {
-    let SupportedCipherSuite::Tls13(base) = base else {
-        return None;
-    };
-    Some(Tls13CipherSuite {
-        common: CipherSuiteCommon {
-            suite: base.common.suite,
-            hash_provider: base.common.hash_provider,
-            confidentiality_limit: base.common.confidentiality_limit,
-        },
-        hkdf_provider: hkdf,
-        aead_alg: base.aead_alg,
-        quic: base.quic,
-    })
-}
 
 /// HKDF (RFC 5869) with HMAC over the algorithm's hash. An extracted secret is kept as its
 /// prepared HMAC key, the only allocation per secret.
@@ -178,17 +139,17 @@ mod tests {
     /// Every operation of the key schedule gives aws-lc-rs' own bytes, for both hashes.
     #[test]
     fn same_bytes_as_aws_lc_rs() {
-        for i in 0..3 {
-            let ours = PREPARED[i].as_ref().unwrap();
-            let theirs = match rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES
-                .iter()
-                .find(|s| s.suite() == PREPARED_IDS[i])
-            {
-                Some(SupportedCipherSuite::Tls13(s)) => *s,
-                _ => panic!("aws-lc-rs has {:?}", PREPARED_IDS[i]),
+        use rustls::crypto::aws_lc_rs::cipher_suite as aws_lc;
+        use rustls::SupportedCipherSuite;
+        for theirs in [
+            aws_lc::TLS13_AES_128_GCM_SHA256,
+            aws_lc::TLS13_AES_256_GCM_SHA384,
+        ] {
+            let SupportedCipherSuite::Tls13(theirs) = theirs else {
+                panic!("not a TLS 1.3 suite")
             };
-            assert_eq!(ours.common.suite, theirs.common.suite);
-            let (a, b) = (ours.hkdf_provider, theirs.hkdf_provider);
+            let ours = for_hash(theirs.common.hash_provider.algorithm());
+            let (a, b) = (ours, theirs.hkdf_provider);
             let salt = [7u8; 48];
             let secret = [9u8; 32];
             let info: [&[u8]; 3] = [b"tls13 ", b"c hs traffic", &[1, 2, 3]];
@@ -230,23 +191,6 @@ mod tests {
                     a.hmac_sign(&okm, b"finished").as_ref(),
                     b.hmac_sign(&okm, b"finished").as_ref()
                 );
-            }
-        }
-    }
-
-    #[test]
-    fn only_tls13_suites_change() {
-        for s in rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES {
-            let p = prepared(*s);
-            assert_eq!(p.suite(), s.suite());
-            match (p, s) {
-                (SupportedCipherSuite::Tls13(p), SupportedCipherSuite::Tls13(s)) => {
-                    assert!(!std::ptr::addr_eq(p.hkdf_provider, s.hkdf_provider))
-                }
-                (SupportedCipherSuite::Tls12(p), SupportedCipherSuite::Tls12(s)) => {
-                    assert!(std::ptr::eq(p, *s))
-                }
-                _ => panic!("the version changed"),
             }
         }
     }

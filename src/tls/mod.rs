@@ -1,4 +1,4 @@
-//! TLS: a rustls `ServerConfig` (aws-lc-rs provider) built from a listener's [`TlsConf`]:
+//! TLS: a rustls `ServerConfig` (aws-lc-rs provider, suites tuned in `suites`) built from a listener's [`TlsConf`]:
 //! certificates chosen by SNI, ALPN, cipher suites, key exchange groups, session tickets with
 //! key rotation and a session cache. The TLS stream itself is in `server::tls_transport`.
 //!
@@ -12,6 +12,7 @@ pub mod cert;
 pub mod client;
 mod hkdf;
 mod resolver;
+mod suites;
 #[cfg(test)]
 pub(crate) mod testcert;
 mod tickets;
@@ -142,8 +143,8 @@ fn provider(tls: &TlsConf) -> Result<CryptoProvider, String> {
     };
     let mut cipher_suites = pick(&tls.cipher_suites_tls13, true);
     cipher_suites.extend(pick(&tls.cipher_suites, false));
-    // The same suites, with a TLS 1.3 key schedule that sets each HMAC key up once.
-    let cipher_suites = cipher_suites.into_iter().map(hkdf::prepared).collect();
+    // The same suites, with a faster key schedule and, on some CPUs, a faster AES-GCM.
+    let cipher_suites = cipher_suites.into_iter().map(suites::tuned).collect();
     let kx_groups = match &tls.kx_groups {
         None => base.kx_groups.clone(),
         Some(names) => names
