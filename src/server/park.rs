@@ -51,6 +51,9 @@ use lane::{exchange, Lane, Served};
 
 /// Readiness events taken from the epoll instance per call.
 const EVENTS_PER_CALL: usize = 64;
+/// How many times in a row a drained epoll instance is looked at again before the task
+/// goes back to the runtime (bounded: other tasks of the worker must run).
+const LOOK_AGAIN: u32 = 3;
 /// The deadline of a record that has none (an HTTP/2 connection without idle timeout).
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// Parked connections since the last trim after which the freed tasks are given back to the
@@ -504,9 +507,9 @@ impl Parking {
         self.parked.borrow_mut().free.push(slot);
     }
 
-    /// Handles the readiness events waiting in the epoll instance; false when there were
-    /// fewer than a full batch (the instance is drained).
-    fn wake_ready(&self, ctx: &WorkerCtx) -> io::Result<bool> {
+    /// Handles the readiness events waiting in the epoll instance; how many there were (fewer
+    /// than a full batch: the instance is drained).
+    fn wake_ready(&self, ctx: &WorkerCtx) -> io::Result<usize> {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS_PER_CALL];
         // SAFETY: `events` has room for EVENTS_PER_CALL entries; timeout 0 never blocks.
         let n = unsafe {
@@ -520,7 +523,7 @@ impl Parking {
         if n < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(true)
+                Ok(EVENTS_PER_CALL)
             } else {
                 Err(e)
             };
@@ -541,7 +544,7 @@ impl Parking {
             ctx.buffers.give_read(rbuf);
             ctx.buffers.give_write(wbuf);
         }
-        Ok(n == EVENTS_PER_CALL)
+        Ok(n)
     }
 
     /// The record an event names, when the lane serves it in place: its slot, socket,
@@ -922,12 +925,20 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
         // woke the task (through `others`), not on every readiness of the lane.
         others.flag.store(true, Ordering::Release);
         let served = std::future::poll_fn(|cx| {
+            let mut looked_again = 0;
             loop {
                 match parking.epoll.poll_read_ready(cx) {
                     Poll::Ready(Ok(mut ready)) => match parking.wake_ready(&ctx) {
-                        Ok(true) => {}
+                        Ok(EVENTS_PER_CALL) => {}
+                        // Drained after serving some: the peers answered meanwhile are likely
+                        // to have sent again, and looking once more here is one system call
+                        // where going back to the runtime's poll is two.
+                        Ok(n) if n > 0 && looked_again < LOOK_AGAIN => looked_again += 1,
                         // Drained: poll again, which registers for the next edge.
-                        Ok(false) => ready.clear_ready(),
+                        Ok(_) => {
+                            looked_again = 0;
+                            ready.clear_ready()
+                        }
                         Err(e) => return Poll::Ready(Err(format!("epoll_wait failed ({e})"))),
                     },
                     Poll::Ready(Err(_)) => {
