@@ -470,3 +470,67 @@ hosts:
         "{errors}"
     );
 }
+
+/// h2o's `%{ssl.*}x` and `%{http2.stream-id}x` log what each connection negotiated: the
+/// version, the suite and its bits, whether the session was resumed, and the stream.
+#[test]
+fn access_log_names_the_tls_session() {
+    if !need("curl") || !need("openssl") {
+        return;
+    }
+    let mut s = tls_server(
+        "access-log:\n  path: access.log\n  format: \"%H %{ssl.protocol-version}x %{ssl.session-reused}x %{ssl.cipher}x %{ssl.cipher-bits}x %{ssl.session-id}x %{http2.stream-id}x %{connect-time}x\"",
+        "",
+    );
+    let port = s.addr.port();
+    for args in [
+        &["--http1.1"][..],
+        &["--http2"],
+        &["--http1.1", "--tlsv1.2", "--tls-max", "1.2"],
+    ] {
+        let out = curl_https(&s, args, "/index.html");
+        assert!(out.status.success(), "{args:?}");
+    }
+    let (first, second) = resume(port, &[]);
+    assert!(second.starts_with("Reused, TLSv1.3"), "{first} / {second}");
+    assert!(s.stop().success());
+    let log = std::fs::read_to_string(s.path().join("access.log")).expect("access log");
+    let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 5, "{log}");
+    let tls13 = |l: &[&str]| {
+        let bits = match l[3] {
+            "TLS_AES_128_GCM_SHA256" => "128",
+            "TLS_AES_256_GCM_SHA384" | "TLS_CHACHA20_POLY1305_SHA256" => "256",
+            other => panic!("not a TLS 1.3 suite: {other}"),
+        };
+        assert_eq!(l[1], "TLSv1.3", "{l:?}");
+        assert_eq!(l[4], bits, "{l:?}");
+    };
+    // Workers write their lines in turn, not in time order: each line is found by its kind.
+    let h2: Vec<_> = lines.iter().filter(|l| l[0] == "HTTP/2").collect();
+    assert_eq!(h2.len(), 1, "{log}");
+    tls13(h2[0]);
+    // curl's first stream is 1.
+    assert_eq!(
+        (h2[0][2], h2[0][5], h2[0][6], h2[0][7]),
+        ("0", "-", "1", "-")
+    );
+    // TLS 1.2, with an OpenSSL suite name.
+    let tls12: Vec<_> = lines.iter().filter(|l| l[1] == "TLSv1.2").collect();
+    assert_eq!(tls12.len(), 1, "{log}");
+    assert_eq!((tls12[0][0], tls12[0][2]), ("HTTP/1.1", "0"), "{log}");
+    assert!(tls12[0][3].starts_with("ECDHE-"), "{log}");
+    // curl over HTTP/1.1 and openssl s_client twice: a full handshake, then a resumed one.
+    let h1: Vec<_> = lines
+        .iter()
+        .filter(|l| l[0] == "HTTP/1.1" && l[1] == "TLSv1.3")
+        .collect();
+    assert_eq!(h1.len(), 3, "{log}");
+    for l in &h1 {
+        tls13(l);
+        assert_eq!((l[5], l[6], l[7]), ("-", "-", "-"), "{log}");
+    }
+    let resumed: Vec<_> = h1.iter().map(|l| l[2]).collect();
+    assert_eq!(resumed.iter().filter(|r| **r == "1").count(), 1, "{log}");
+    assert_eq!(resumed.iter().filter(|r| **r == "0").count(), 2, "{log}");
+}

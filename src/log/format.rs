@@ -85,7 +85,8 @@ pub(crate) enum Piece {
     TotalBytes,
     /// `%H`: `HTTP/1.1` and the like.
     Protocol,
-    /// `%l`, `%u`: identd name and user, which a server without authentication never knows.
+    /// `%l`, `%u`: identd name and user, which a server without authentication never knows;
+    /// also the `%{NAME}x` values of h2o that spate does not measure ([`UNMEASURED`]).
     Dash,
     /// `%m`
     Method,
@@ -107,6 +108,16 @@ pub(crate) enum Piece {
     DurationFrac,
     /// `%{ms}T`: duration in milliseconds.
     DurationMillis,
+    /// `%{ssl.protocol-version}x`: `TLSv1.3`, `TLSv1.2`.
+    TlsVersion,
+    /// `%{ssl.session-reused}x`: `1` for a resumed session, `0` for a full handshake.
+    TlsResumed,
+    /// `%{ssl.cipher}x`: the suite's OpenSSL name.
+    TlsCipher,
+    /// `%{ssl.cipher-bits}x`: the suite's key length in bits.
+    TlsCipherBits,
+    /// `%{http2.stream-id}x`
+    Http2StreamId,
     /// `%T`, `%{s}T`: duration in whole seconds.
     DurationSecs,
     /// `%{NAME}i`, the name stored lowercased.
@@ -114,6 +125,27 @@ pub(crate) enum Piece {
     /// `%{NAME}o`, the name stored lowercased.
     ResponseHeader(Box<[u8]>),
 }
+
+/// h2o's `%{NAME}x` values that spate does not measure: accepted, so that h2o's formats load,
+/// and logged as missing (`-`, or `null` in JSON), as h2o logs a value it does not have.
+pub(crate) const UNMEASURED: &[&str] = &[
+    "connection-id",
+    "connect-time",
+    "request-header-time",
+    "request-body-time",
+    "request-total-time",
+    "process-time",
+    "response-time",
+    "http1.request-index",
+    "http2.priority.received",
+    "http2.priority.received.exclusive",
+    "http2.priority.received.parent",
+    "http2.priority.received.weight",
+    "http2.priority.actual",
+    "http2.priority.actual.parent",
+    "http2.priority.actual.weight",
+    "ssl.session-id",
+];
 
 /// Parses `format`; the error names the offending escape.
 pub(crate) fn compile(format: &str) -> Result<Vec<Piece>, String> {
@@ -176,6 +208,12 @@ pub(crate) fn compile(format: &str) -> Result<Vec<Piece>, String> {
             (b'T', Some("us")) => Piece::DurationMicros,
             (b'U', None) => Piece::Path,
             (b'x', Some("duration")) => Piece::DurationFrac,
+            (b'x', Some("ssl.protocol-version")) => Piece::TlsVersion,
+            (b'x', Some("ssl.session-reused")) => Piece::TlsResumed,
+            (b'x', Some("ssl.cipher")) => Piece::TlsCipher,
+            (b'x', Some("ssl.cipher-bits")) => Piece::TlsCipherBits,
+            (b'x', Some("http2.stream-id")) => Piece::Http2StreamId,
+            (b'x', Some(name)) if UNMEASURED.contains(&name) => Piece::Dash,
             (b'V' | b'v', None) => Piece::Authority,
             (b'i', Some(name)) if !name.is_empty() => Piece::RequestHeader(lower(name)),
             (b'o', Some(name)) if !name.is_empty() => Piece::ResponseHeader(lower(name)),
@@ -292,7 +330,7 @@ mod tests {
             "%{}i",
             "%{x}s",
             "%{foo}p",
-            "%{connect-time}x",
+            "%{connect-times}x",
             "%é",
         ] {
             assert!(compile(bad).is_err(), "{bad:?} should be rejected");

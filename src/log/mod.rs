@@ -9,8 +9,10 @@
 //! Supported escapes: `%%`, `%A`, `%a`/`%h`, `%b`, `%B`, `%D`, `%H`, `%l`, `%m`, `%O`, `%p`,
 //! `%{local}p`, `%{remote}p`, `%q`, `%r`, `%s` (also `%>s`), `%t`, `%{sec|msec|usec|msec_frac|
 //! usec_frac}t`, `%{STRFTIME}t` (UTC; locale and week-number conversions excluded), `%T`,
-//! `%{s|ms|us}T`, `%U`, `%u`, `%V`, `%v`, `%{NAME}i`, `%{NAME}o`, `%{duration}x`.
-//! Anything else is rejected by [`validate_format`].
+//! `%{s|ms|us}T`, `%U`, `%u`, `%V`, `%v`, `%{NAME}i`, `%{NAME}o`, `%{duration}x`,
+//! `%{ssl.protocol-version|ssl.session-reused|ssl.cipher|ssl.cipher-bits}x`,
+//! `%{http2.stream-id}x`, and h2o's other `%{NAME}x` names, logged as missing
+//! (`format::UNMEASURED`). Anything else is rejected by [`validate_format`].
 
 mod format;
 mod num;
@@ -80,6 +82,19 @@ pub struct LogRecord<'a> {
     pub duration: Duration,
     /// Response header fields, for `%{NAME}o`.
     pub resp_headers: &'a [(bytes::Bytes, bytes::Bytes)],
+    /// The connection's TLS session, for `%{ssl.*}x`; `None` in cleartext and over QUIC.
+    pub tls: Option<TlsFacts>,
+    /// The HTTP/2 stream the request came on (`%{http2.stream-id}x`).
+    pub stream_id: Option<u32>,
+}
+
+/// What a TLS connection's access-log lines say of its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsFacts {
+    pub version: rustls::ProtocolVersion,
+    pub suite: rustls::CipherSuite,
+    /// The session was resumed (a ticket or the cache), not a full handshake.
+    pub resumed: bool,
 }
 
 /// One access log file's writer on one worker thread.

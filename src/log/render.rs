@@ -6,6 +6,37 @@ use super::time::{push_time, Clock};
 use super::{Escape, LogRecord};
 use std::net::IpAddr;
 
+/// The protocol's name as OpenSSL (and so h2o) logs it.
+fn tls_version_name(v: rustls::ProtocolVersion) -> &'static [u8] {
+    match v {
+        rustls::ProtocolVersion::TLSv1_3 => b"TLSv1.3",
+        rustls::ProtocolVersion::TLSv1_2 => b"TLSv1.2",
+        _ => b"unknown",
+    }
+}
+
+/// The suite's OpenSSL name, as h2o logs it (the names `cipher-suite` takes).
+fn suite_name(suite: rustls::CipherSuite) -> Option<&'static [u8]> {
+    crate::config::TLS13_SUITES
+        .iter()
+        .chain(crate::config::TLS12_SUITES)
+        .find(|(_, s)| *s == suite)
+        .map(|(name, _)| name.as_bytes())
+}
+
+/// The suite's key length: 128 for AES-128, 256 for AES-256 and ChaCha20.
+fn suite_bits(suite: rustls::CipherSuite) -> Option<u64> {
+    let name = suite_name(suite)?;
+    let has = |part: &[u8]| name.windows(part.len()).any(|w| w == part);
+    if has(b"AES128") || has(b"AES_128") {
+        Some(128)
+    } else if has(b"AES256") || has(b"AES_256") || has(b"CHACHA20") {
+        Some(256)
+    } else {
+        None
+    }
+}
+
 /// Appends one line, with its `\n`, to `out`.
 pub(crate) fn render(format: &Compiled, rec: &LogRecord<'_>, clock: &mut Clock, out: &mut Vec<u8>) {
     let req = rec.req;
@@ -66,6 +97,20 @@ pub(crate) fn render(format: &Compiled, rec: &LogRecord<'_>, clock: &mut Clock, 
             }
             Piece::DurationMillis => push_u64(out, saturate(rec.duration.as_millis())),
             Piece::DurationSecs => push_u64(out, rec.duration.as_secs()),
+            Piece::TlsVersion => o.field(rec.tls.map(|t| tls_version_name(t.version)), alone),
+            Piece::TlsResumed => match rec.tls {
+                Some(t) => out.push(if t.resumed { b'1' } else { b'0' }),
+                None => o.missing(alone),
+            },
+            Piece::TlsCipher => o.field(rec.tls.and_then(|t| suite_name(t.suite)), alone),
+            Piece::TlsCipherBits => match rec.tls.and_then(|t| suite_bits(t.suite)) {
+                Some(bits) => push_u64(out, bits),
+                None => o.missing(alone),
+            },
+            Piece::Http2StreamId => match rec.stream_id {
+                Some(id) => push_u64(out, id.into()),
+                None => o.missing(alone),
+            },
             Piece::RequestHeader(name) => o.field(req.header(name), alone),
             Piece::ResponseHeader(name) => {
                 let value = rec

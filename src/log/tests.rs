@@ -57,6 +57,8 @@ fn record<'a>(req: &'a Request, resp_headers: &'a [(Bytes, Bytes)]) -> LogRecord
         received_at: received_at(),
         duration: Duration::from_micros(2_500_123),
         resp_headers,
+        tls: None,
+        stream_id: None,
     }
 }
 
@@ -129,6 +131,66 @@ fn each_escape() {
     for (format, want) in cases {
         assert_eq!(line(format, &rec), *want, "format {format:?}");
     }
+}
+
+/// h2o's `%{ssl.*}x` and `%{http2.stream-id}x`, with the connection's facts and without.
+#[test]
+fn tls_and_stream_values() {
+    let req = request(Method::Get, b"/", &[]);
+    let mut rec = record(&req, &[]);
+    let format = "%{ssl.protocol-version}x %{ssl.session-reused}x %{ssl.cipher}x \
+                  %{ssl.cipher-bits}x %{ssl.session-id}x %{http2.stream-id}x";
+    assert_eq!(line(format, &rec), "- - - - - -");
+    rec.tls = Some(TlsFacts {
+        version: rustls::ProtocolVersion::TLSv1_3,
+        suite: rustls::CipherSuite::TLS13_AES_128_GCM_SHA256,
+        resumed: true,
+    });
+    rec.stream_id = Some(7);
+    assert_eq!(
+        line(format, &rec),
+        "TLSv1.3 1 TLS_AES_128_GCM_SHA256 128 - 7"
+    );
+    rec.tls = Some(TlsFacts {
+        version: rustls::ProtocolVersion::TLSv1_2,
+        suite: rustls::CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        resumed: false,
+    });
+    assert_eq!(
+        line(format, &rec),
+        "TLSv1.2 0 ECDHE-RSA-CHACHA20-POLY1305 256 - 7"
+    );
+    rec.tls = Some(TlsFacts {
+        version: rustls::ProtocolVersion::TLSv1_2,
+        suite: rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        resumed: false,
+    });
+    assert_eq!(
+        line("%{ssl.cipher}x %{ssl.cipher-bits}x", &rec),
+        "ECDHE-ECDSA-AES256-GCM-SHA384 256"
+    );
+    // In JSON, a value the connection does not have is null.
+    rec.tls = None;
+    rec.stream_id = None;
+    assert_eq!(
+        line_as(
+            r#"{"v":"%{ssl.protocol-version}x","r":%{ssl.session-reused}x,"s":%{http2.stream-id}x}"#,
+            Escape::Json,
+            &rec
+        ),
+        r#"{"v":null,"r":null,"s":null}"#
+    );
+}
+
+/// Every name of h2o's `%{NAME}x` list loads; those spate does not measure log as missing.
+#[test]
+fn h2o_extension_names_load() {
+    let req = request(Method::Get, b"/", &[]);
+    let rec = record(&req, &[]);
+    for name in super::format::UNMEASURED {
+        assert_eq!(line(&format!("<%{{{name}}}x>"), &rec), "<->", "{name}");
+    }
+    assert!(validate_format("%{ssl.no-such-thing}x").is_err());
 }
 
 #[test]

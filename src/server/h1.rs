@@ -410,6 +410,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             ctx,
             port: self.addrs.1.port(),
             wbuf: &mut self.wbuf,
+            tls: self.stream.tls_facts(),
         };
         out.write_inline(reply, &mut self.rbuf);
         self.queued += 1;
@@ -456,6 +457,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             ctx: self.ctx,
             port: self.addrs.1.port(),
             wbuf: &mut self.wbuf,
+            tls: self.stream.tls_facts(),
         }
     }
 
@@ -814,6 +816,8 @@ struct Out<'o> {
     /// The local port (for the Server and Alt-Svc lines).
     port: u16,
     wbuf: &'o mut Vec<u8>,
+    /// The connection's TLS session, for the log line.
+    tls: Option<crate::log::TlsFacts>,
 }
 
 impl Out<'_> {
@@ -867,6 +871,8 @@ impl Out<'_> {
                 received_at: at,
                 duration: started.elapsed(),
                 resp_headers: &reply.resp.headers,
+                tls: self.tls,
+                stream_id: None,
             });
         }
     }
@@ -1003,6 +1009,7 @@ pub(crate) fn answer_in_lane(
         ctx,
         port: addrs.1.port(),
         wbuf,
+        tls: None,
     };
     out.write_inline(reply, rbuf);
     if let Some((head, status, source)) = kept {

@@ -322,6 +322,15 @@ impl Transport for TlsTransport {
         true
     }
 
+    fn tls_facts(&self) -> Option<crate::log::TlsFacts> {
+        let conn = &self.inner.get_ref().1;
+        Some(crate::log::TlsFacts {
+            version: conn.protocol_version()?,
+            suite: conn.negotiated_cipher_suite()?.suite(),
+            resumed: conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        })
+    }
+
     const WAITS_WITHOUT_BUFFER: bool = true;
 
     /// Ready at once when rustls holds decrypted bytes (or the peer's close); otherwise when

@@ -27,6 +27,10 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     fn is_secure(&self) -> bool {
         false
     }
+    /// The TLS session, for access logs; `None` in cleartext.
+    fn tls_facts(&self) -> Option<crate::log::TlsFacts> {
+        None
+    }
     /// Whether `poll_readable` tells when a read may find data, so an idle connection can
     /// wait without holding a buffer.
     const WAITS_WITHOUT_BUFFER: bool = false;
@@ -100,6 +104,10 @@ impl<T: Transport> Transport for &mut T {
 
     fn is_secure(&self) -> bool {
         (**self).is_secure()
+    }
+
+    fn tls_facts(&self) -> Option<crate::log::TlsFacts> {
+        (**self).tls_facts()
     }
 
     const WAITS_WITHOUT_BUFFER: bool = T::WAITS_WITHOUT_BUFFER;

@@ -268,6 +268,8 @@ impl<'a, T: Transport> Conn<'a, T> {
                 received_at: started.0,
                 duration: started.1.elapsed(),
                 resp_headers: &sent.headers,
+                tls: self.stream.tls_facts(),
+                stream_id: None,
             });
         }
         self.queued += 1;

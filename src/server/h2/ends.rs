@@ -19,6 +19,8 @@ pub(crate) struct StreamEnds {
     open: Vec<Open>,
     /// This worker counts requests (`metrics::enabled`): every stream is tracked.
     counting: bool,
+    /// The connection's TLS session, for the log lines.
+    pub tls: Option<crate::log::TlsFacts>,
 }
 
 struct Open {
@@ -36,6 +38,7 @@ impl StreamEnds {
         StreamEnds {
             open: Vec::new(),
             counting,
+            tls: None,
         }
     }
 
@@ -96,6 +99,8 @@ impl StreamEnds {
                 received_at: o.received_at,
                 duration: end.saturating_duration_since(o.started),
                 resp_headers: &o.headers,
+                tls: self.tls,
+                stream_id: Some(o.id),
             });
         }
     }

@@ -686,6 +686,8 @@ impl<'a> ReqStream<'a> {
             received_at: self.received_at,
             duration: self.started.elapsed(),
             resp_headers: &l.headers,
+            tls: None,
+            stream_id: None,
         });
         l.req.recycle();
         crate::http::recycle::give_header_list(l.headers);
