@@ -74,11 +74,12 @@ impl Nginx {
         self.dir.path()
     }
 
-    /// Waits until nginx listens; what it logged when it exited instead.
+    /// Waits until nginx answers on its port (another program that took the port does not
+    /// count); what it logged when it exited instead.
     fn wait_listening(&mut self) -> Result<(), String> {
         let end = Instant::now() + Duration::from_secs(10);
         while Instant::now() < end {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if answers_as_nginx(self.port) {
                 return Ok(());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -90,6 +91,23 @@ impl Nginx {
         }
         panic!("nginx did not listen on {}", self.port);
     }
+}
+
+/// Whether what listens on `port` answers a request with nginx's Server field.
+fn answers_as_nginx(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    if c.write_all(b"HEAD / HTTP/1.0\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = Vec::new();
+    let _ = c.read_to_end(&mut head);
+    String::from_utf8_lossy(&head)
+        .lines()
+        .any(|l| l.to_ascii_lowercase().starts_with("server: nginx"))
 }
 
 /// Starts nginx on `port` with its configuration written to `dir`.
