@@ -1,6 +1,7 @@
-//! TLS: a rustls `ServerConfig` (aws-lc-rs provider, suites tuned in `suites`) built from a listener's [`TlsConf`]:
-//! certificates chosen by SNI, ALPN, cipher suites, key exchange groups, session tickets with
-//! key rotation and a session cache. The TLS stream itself is in `server::tls_transport`.
+//! TLS: a rustls `ServerConfig` (aws-lc-rs provider, suites tuned in `suites`) built from a
+//! listener's [`TlsConf`]: certificates chosen by SNI, ALPN, cipher suites, key exchange
+//! groups, session tickets with key rotation and a session cache. The TLS stream itself is in
+//! `server::tls_transport`.
 //!
 //! One `ServerConfig` per listener is shared by every worker: a session resumed on another
 //! worker's socket must find its ticket key and cache entry. Both are touched only during a
