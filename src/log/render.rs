@@ -26,14 +26,18 @@ fn suite_name(suite: rustls::CipherSuite) -> Option<&'static [u8]> {
 
 /// The suite's key length: 128 for AES-128, 256 for AES-256 and ChaCha20.
 fn suite_bits(suite: rustls::CipherSuite) -> Option<u64> {
-    let name = suite_name(suite)?;
-    let has = |part: &[u8]| name.windows(part.len()).any(|w| w == part);
-    if has(b"AES128") || has(b"AES_128") {
-        Some(128)
-    } else if has(b"AES256") || has(b"AES_256") || has(b"CHACHA20") {
-        Some(256)
-    } else {
-        None
+    use rustls::CipherSuite as S;
+    match suite {
+        S::TLS13_AES_128_GCM_SHA256
+        | S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+        | S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => Some(128),
+        S::TLS13_AES_256_GCM_SHA384
+        | S::TLS13_CHACHA20_POLY1305_SHA256
+        | S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+        | S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+        | S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+        | S::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 => Some(256),
+        _ => None,
     }
 }
 

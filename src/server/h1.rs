@@ -75,8 +75,10 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         Some(c) => (c.rbuf, c.wbuf),
         None => (ctx.buffers.read_buffer(), ctx.buffers.write_buffer()),
     };
+    let tls = stream.tls_facts();
     let mut conn = Conn {
         stream,
+        tls,
         addrs,
         ctx,
         rbuf,
@@ -95,6 +97,8 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
 
 struct Conn<'a, T> {
     stream: T,
+    /// The TLS session, for log lines (read once: it does not change after the handshake).
+    tls: Option<crate::log::TlsFacts>,
     /// Peer, local.
     addrs: &'a Addrs,
     ctx: &'a WorkerCtx,
@@ -410,7 +414,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             ctx,
             port: self.addrs.1.port(),
             wbuf: &mut self.wbuf,
-            tls: self.stream.tls_facts(),
+            tls: self.tls,
         };
         out.write_inline(reply, &mut self.rbuf);
         self.queued += 1;
@@ -457,7 +461,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             ctx: self.ctx,
             port: self.addrs.1.port(),
             wbuf: &mut self.wbuf,
-            tls: self.stream.tls_facts(),
+            tls: self.tls,
         }
     }
 

@@ -289,8 +289,7 @@ async fn run<'a, T: Transport>(
     waits: &mut Waits<'_, 'a>,
 ) -> std::io::Result<Pause> {
     let mut work = StreamWork::default();
-    let mut ends = StreamEnds::new(crate::metrics::enabled());
-    ends.tls = stream.tls_facts();
+    let mut ends = StreamEnds::new(crate::metrics::enabled(), stream.tls_facts());
     let r = turns(stream, conn, ctx, rbuf, &mut work, &mut ends, waits).await;
     if !matches!(r, Ok(Pause::Quiet)) {
         drop(work);

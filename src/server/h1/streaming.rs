@@ -268,7 +268,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 received_at: started.0,
                 duration: started.1.elapsed(),
                 resp_headers: &sent.headers,
-                tls: self.stream.tls_facts(),
+                tls: self.tls,
                 stream_id: None,
             });
         }

@@ -20,7 +20,7 @@ pub(crate) struct StreamEnds {
     /// This worker counts requests (`metrics::enabled`): every stream is tracked.
     counting: bool,
     /// The connection's TLS session, for the log lines.
-    pub tls: Option<crate::log::TlsFacts>,
+    tls: Option<crate::log::TlsFacts>,
 }
 
 struct Open {
@@ -34,11 +34,11 @@ struct Open {
 }
 
 impl StreamEnds {
-    pub fn new(counting: bool) -> StreamEnds {
+    pub fn new(counting: bool, tls: Option<crate::log::TlsFacts>) -> StreamEnds {
         StreamEnds {
             open: Vec::new(),
             counting,
-            tls: None,
+            tls,
         }
     }
 
@@ -136,7 +136,7 @@ mod tests {
         conn.clear_output();
         let mut resp = Response::new(200);
         resp.body = Body::Bytes(Bytes::from_static(b"0123456789"));
-        let mut logs = StreamEnds::new(false);
+        let mut logs = StreamEnds::new(false, None);
         let start = LogStart {
             req,
             received_at: SystemTime::now(),

@@ -401,7 +401,7 @@ mod tests {
             gate.body_polls.clone(),
         );
         let mut work = StreamWork::default();
-        let mut ends = StreamEnds::new(false);
+        let mut ends = StreamEnds::new(false, None);
         work.add_answer(id, Box::pin(gate), None, Negotiated::NONE, None, None);
         assert!(work.ready(&conn), "a new answer is polled once");
         work.drive(&mut cx, &mut conn, &mut ends, now);
@@ -469,7 +469,7 @@ mod tests {
             std::future::pending::<Response>().await
         };
         let mut work = StreamWork::default();
-        let mut ends = StreamEnds::new(false);
+        let mut ends = StreamEnds::new(false, None);
         work.add_answer(id, Box::pin(fut), None, Negotiated::NONE, None, None);
         let mut cx = Context::from_waker(Waker::noop());
         work.drive(&mut cx, &mut conn, &mut ends, now);
