@@ -116,6 +116,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http2-header-timeout", G),
     ("http2-max-resets-per-second", G),
     ("http2-max-control-frames-per-second", G),
+    ("http2-max-write-size", G),
     // HTTP/3 (config/quic.rs).
     ("http3-idle-timeout", G),
     ("http3-input-window-size", G),

@@ -51,6 +51,8 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool
             &mut c.http2.max_control_frames_per_second,
             ctx.int(name, v, 1),
         ),
+        // At least one DATA frame of the default size.
+        "http2-max-write-size" => set(&mut c.http2.max_write_size, ctx.int(name, v, 16_384)),
         "limit-request-body" => set(&mut c.limits.request_body, ctx.uint(name, v, 0)),
         "max-request-head-size" => set(&mut c.limits.request_head, ctx.int(name, v, 256)),
         "max-request-target-size" => set(&mut c.limits.request_target, ctx.int(name, v, 1)),

@@ -824,6 +824,7 @@ http2-max-streams: 8
 http2-input-window-size: 65535
 http2-idle-timeout: 30
 http2-graceful-shutdown-timeout: 2
+http2-max-write-size: 65536
 max-request-head-size: 4096
 max-request-target-size: 2048
 max-request-headers: 20
@@ -857,6 +858,7 @@ hosts:
                 input_window_size: 65535,
                 idle_timeout: Duration::from_secs(30),
                 graceful_shutdown_timeout: Duration::from_secs(2),
+                max_write_size: 65536,
                 ..Http2::default()
             }
         );
@@ -1280,6 +1282,7 @@ hosts:
         compress: {lzma: 1}
   nopaths:
     file.etag: ON
+http2-max-write-size: 4096
 ",
         );
         assert_eq!(
@@ -1289,6 +1292,7 @@ hosts:
                 "t.yaml:3: directive file.dir cannot be used at the global level",
                 "t.yaml:4: unknown directive lisen (did you mean listen?)",
                 "t.yaml:5: send-server-name expects ON or OFF, got \"maybe\"",
+                "t.yaml:29: http2-max-write-size expects an integer >= 16384, got \"4096\"",
                 "t.yaml:8: directive num-threads cannot be used at the host level",
                 "t.yaml:9: file.etag expects ON or OFF, got \"perhaps\"",
                 "t.yaml:13: path / already has a handler (file.dir at line 12); respond cannot be added",

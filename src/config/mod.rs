@@ -613,6 +613,9 @@ pub struct Http2 {
     /// `http2-max-control-frames-per-second` (spate; default 1000): SETTINGS, PING, PRIORITY,
     /// empty DATA and CONTINUATION frames and tiny WINDOW_UPDATEs per second (floods).
     pub max_control_frames_per_second: u32,
+    /// `http2-max-write-size` (spate; default 512 KiB): whole answers gathered into one write
+    /// of a connection; streamed bodies stop at 128 KiB or this, whichever is less.
+    pub max_write_size: usize,
 }
 
 impl Default for Http2 {
@@ -626,6 +629,7 @@ impl Default for Http2 {
             header_timeout: Duration::from_secs(10),
             max_resets_per_second: 200,
             max_control_frames_per_second: 1000,
+            max_write_size: crate::proto::h2::DEFAULT_MAX_WRITE,
         }
     }
 }

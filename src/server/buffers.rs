@@ -2,7 +2,7 @@
 //! write buffers back while it waits, so thousands of idle connections hold no buffers and
 //! the few busy ones reuse the same cache-warm memory (nginx frees idle buffers likewise).
 
-use crate::proto::h2::TurnBuffers;
+use crate::proto::h2::{TurnBuffers, DEFAULT_MAX_WRITE};
 use bytes::BytesMut;
 use std::cell::RefCell;
 
@@ -17,6 +17,9 @@ const KEEP_WRITE_MAX: usize = 256 * 1024;
 /// HTTP/2 output buffers kept: a connection holds one only during its turn, so a few cover
 /// the turns whose writes wait on the socket at once.
 const KEEP_OUTPUT: usize = 4;
+/// An HTTP/2 output buffer that grew past this is freed, not kept: it holds a turn of the
+/// default `http2-max-write-size` and the frame past it, after `Vec`'s doubling.
+const KEEP_OUTPUT_MAX: usize = 2 * DEFAULT_MAX_WRITE;
 /// HTTP/2 turn buffers kept, as for output buffers.
 const KEEP_TURN: usize = 4;
 /// Turn buffers that grew past this (a turn of many streams) are freed, not kept.
@@ -77,11 +80,11 @@ impl BufferPool {
 
     /// Takes back an HTTP/2 output buffer between turns (see
     /// `Connection::release_idle_buffers`); kept when there is room, whatever its capacity
-    /// up to [`KEEP_WRITE_MAX`], so a turn of large answers finds the room an earlier one
+    /// up to [`KEEP_OUTPUT_MAX`], so a turn of large answers finds the room an earlier one
     /// grew.
     pub fn give_output(&self, mut b: Vec<u8>) {
         let mut pool = self.output.borrow_mut();
-        if b.capacity() > 0 && b.capacity() <= KEEP_WRITE_MAX && pool.len() < KEEP_OUTPUT {
+        if b.capacity() > 0 && b.capacity() <= KEEP_OUTPUT_MAX && pool.len() < KEEP_OUTPUT {
             b.clear();
             pool.push(b);
         }
@@ -147,7 +150,10 @@ mod tests {
         big.extend_from_slice(b"frames");
         pool.give_output(big);
         assert!(pool.output_buffer().unwrap().is_empty());
-        pool.give_output(Vec::with_capacity(KEEP_WRITE_MAX + 1));
+        pool.give_output(Vec::with_capacity(KEEP_OUTPUT_MAX + 1));
         assert_eq!(pool.output.borrow().len(), KEEP_OUTPUT - 1);
+        // A full turn of the default write size, grown by doubling past it, is kept.
+        pool.give_output(Vec::with_capacity(2 * DEFAULT_MAX_WRITE));
+        assert_eq!(pool.output.borrow().len(), KEEP_OUTPUT);
     }
 }

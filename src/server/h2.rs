@@ -15,7 +15,7 @@ use crate::handler::Negotiated;
 use crate::http::{Answer, Request};
 use crate::metrics::Mark;
 use crate::proto::h2::frame::Reason;
-use crate::proto::h2::{Closed, Connection, Parked, Settings, OUTPUT_HIGH_WATER};
+use crate::proto::h2::{Closed, Connection, Parked, Settings};
 use bytes::{Bytes, BytesMut};
 use ends::StreamEnds;
 use std::future::Future;
@@ -106,6 +106,7 @@ fn settings(config: &Config) -> Settings {
         stall_timeout: config.http1.send_timeout,
         max_resets_per_second: h2.max_resets_per_second,
         max_control_frames_per_second: h2.max_control_frames_per_second,
+        max_write: h2.max_write_size,
         server_name: config
             .send_server_name
             .then(|| Bytes::from(config.server_name.clone())),
@@ -339,7 +340,7 @@ async fn turns<'a, T: Transport>(
                 break;
             }
             conn.fill(now);
-            if conn.output().len() >= OUTPUT_HIGH_WATER {
+            if conn.output_full() {
                 break;
             }
         }

@@ -30,8 +30,13 @@ mod park;
 pub use park::Parked;
 
 /// Stop pulling body bytes into the output once it holds this much: the driver writes it out
-/// first, so memory per connection stays bounded whatever the windows are.
+/// first, so memory per connection stays bounded whatever the windows are. Whole small
+/// answers may fill the output further, up to [`Settings::max_write`].
 pub const OUTPUT_HIGH_WATER: usize = 128 * 1024;
+
+/// The default of [`Settings::max_write`]: a turn of 100 answers of 4 KiB goes out in one
+/// write (about 420 KB).
+pub const DEFAULT_MAX_WRITE: usize = 512 * 1024;
 
 /// The connection's limits and settings, from the configuration.
 #[derive(Debug, Clone)]
@@ -61,6 +66,10 @@ pub struct Settings {
     /// Frames per second that cost us work but carry no request (SETTINGS, PING, PRIORITY,
     /// empty DATA or CONTINUATION, tiny WINDOW_UPDATEs) before ENHANCE_YOUR_CALM.
     pub max_control_frames_per_second: u32,
+    /// Whole answers (HEADERS and a body that fits one DATA frame) are built into the output
+    /// until it holds this much; then it is written. Streamed bodies stop earlier, at
+    /// [`OUTPUT_HIGH_WATER`] or this, whichever is less.
+    pub max_write: usize,
     /// The `server` response header, if sent.
     pub server_name: Option<Bytes>,
     /// An `alt-svc` value sent on every response (`h3=":PORT"`), if any.
@@ -85,6 +94,7 @@ impl Default for Settings {
             stall_timeout: Duration::from_secs(60),
             max_resets_per_second: 200,
             max_control_frames_per_second: 1000,
+            max_write: DEFAULT_MAX_WRITE,
             server_name: None,
             alt_svc: None,
             secure: false,
@@ -645,7 +655,7 @@ impl Connection {
             && i64::try_from(len)
                 .is_ok_and(|n| n <= self.streams[i].send_window && n <= self.send_conn_window)
             && self.ready.is_empty()
-            && self.out.len() < OUTPUT_HIGH_WATER
+            && !self.output_full()
     }
 
     /// The whole body of stream `i`, after its HEADERS (`head` bytes of header block): one
@@ -825,7 +835,7 @@ impl Connection {
         };
         let n = a.body_len as usize;
         let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
-        if self.out.len() >= OUTPUT_HIGH_WATER || n as i64 > window {
+        if self.output_full() || n as i64 > window {
             return false;
         }
         // HEADERS, the block and DATA as kept, with this stream's id (the body follows when
@@ -901,7 +911,7 @@ impl Connection {
     /// was framed, the stream and connection have send window, and the output is below
     /// [`OUTPUT_HIGH_WATER`]. So a slow client stops reads from the producer.
     pub fn wants_body(&self, id: u32) -> bool {
-        self.out.len() < OUTPUT_HIGH_WATER
+        self.has_body_room()
             && self.send_conn_window > 0
             && self
                 .index(id)
@@ -1006,10 +1016,7 @@ impl Connection {
             self.credit_consumed();
         }
         let mut urgency = 0;
-        while self.out.len() < OUTPUT_HIGH_WATER
-            && self.send_conn_window > 0
-            && urgency < ready::URGENCIES
-        {
+        while self.has_body_room() && self.send_conn_window > 0 && urgency < ready::URGENCIES {
             let Some(id) = self.ready.pop_front(urgency) else {
                 urgency += 1;
                 continue;
@@ -1050,6 +1057,19 @@ impl Connection {
                 .streams
                 .iter()
                 .any(|s| matches!(s.send, Send::Stream(_)) && s.send_window > 0)
+    }
+
+    /// The output holds [`Settings::max_write`] bytes or more: time to write it.
+    #[inline(always)]
+    pub fn output_full(&self) -> bool {
+        self.out.len() >= self.cfg.max_write
+    }
+
+    /// The output may take more bytes of body pulled from a source (below
+    /// [`OUTPUT_HIGH_WATER`] and [`Settings::max_write`]).
+    #[inline(always)]
+    fn has_body_room(&self) -> bool {
+        self.out.len() < OUTPUT_HIGH_WATER.min(self.cfg.max_write)
     }
 
     /// Bytes to write to the socket.

@@ -11,4 +11,7 @@ mod ready;
 pub mod stream;
 mod table;
 
-pub use conn::{Closed, Connection, Parked, Released, Settings, TurnBuffers, OUTPUT_HIGH_WATER};
+pub use conn::{
+    Closed, Connection, Parked, Released, Settings, TurnBuffers, DEFAULT_MAX_WRITE,
+    OUTPUT_HIGH_WATER,
+};

@@ -9,7 +9,7 @@ use crate::handler::{Negotiated, PathRoute};
 use crate::http::body::{BodyStream, Frame};
 use crate::http::{Pending, Request};
 use crate::metrics::Mark;
-use crate::proto::h2::{Connection, OUTPUT_HIGH_WATER};
+use crate::proto::h2::Connection;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -203,7 +203,7 @@ impl<'a> StreamWork<'a> {
                 return;
             }
             conn.fill(now);
-            if conn.output().len() >= OUTPUT_HIGH_WATER || round + 1 == DRIVE_ROUNDS {
+            if conn.output_full() || round + 1 == DRIVE_ROUNDS {
                 return;
             }
         }

@@ -675,6 +675,43 @@ fn requests_are_decoded_in_batches() {
     assert_eq!(ends, 40);
 }
 
+/// Ten answers of 16,000 bytes (160 KB, more than `OUTPUT_HIGH_WATER`): whole in one turn's
+/// output under the default `max_write`; with 16 KiB, each write holds two bodies (the output
+/// stops taking them once it holds that much) and the rest follow in later writes.
+#[test]
+fn whole_answers_fill_the_output_up_to_max_write() {
+    static BODY: [u8; 16_000] = [b'x'; 16_000];
+    let data_frames = |f: &Frames| f.iter().filter(|(h, _)| h.kind == kind::DATA).count();
+    for (max_write, writes) in [(DEFAULT_MAX_WRITE, vec![10]), (16 * 1024, vec![2; 5])] {
+        let cfg = Settings {
+            max_write,
+            ..Settings::default()
+        };
+        let mut p = Peer::new(cfg, &[(setting::INITIAL_WINDOW_SIZE, 1 << 20)]);
+        let mut b = Vec::new();
+        frame::put_window_update(&mut b, 0, 1 << 20);
+        p.feed(&b);
+        p.turn(b"");
+        let reqs: Vec<u8> = (0..10).flat_map(|i| p.get(1 + 2 * i, "/", true)).collect();
+        p.feed(&reqs);
+        let first = p.turn(&BODY);
+        let heads = first
+            .iter()
+            .filter(|(h, _)| h.kind == kind::HEADERS)
+            .count();
+        assert_eq!(heads, 10);
+        let mut seen = vec![data_frames(&first)];
+        while p.conn.open_streams() > 0 {
+            let f = p.turn(b"");
+            assert!(f
+                .iter()
+                .all(|(h, p)| h.kind == kind::DATA && p.len() == BODY.len()));
+            seen.push(data_frames(&f));
+        }
+        assert_eq!(seen, writes, "max_write {max_write}");
+    }
+}
+
 #[test]
 fn streams_closed_but_unwritten_count_against_the_limit() {
     let cfg = Settings {
