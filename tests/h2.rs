@@ -194,6 +194,27 @@ fn h2load_10mb_with_small_windows_and_100_streams() {
     assert!(t.contains("(1048576000) data"), "{t}");
 }
 
+/// The smallest `http2-max-write-size`: turns of whole answers and of a large body are cut into
+/// writes of about 16 KiB, and every byte still arrives.
+#[test]
+fn h2load_with_the_smallest_write_size() {
+    if !have("h2load") {
+        eprintln!("h2load not installed: skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_file(dir.path(), "www/15k.bin", &big_file()[..15_000]);
+    write_file(dir.path(), "www/10m.bin", &big_file());
+    let conf = format!("http2-max-write-size: 16384\n{CONF}");
+    let s = Spate::start_in(&conf, dir);
+    let t = h2load(&s, &["-n2000", "-c4", "-m100", "-w30", "-W30"], "/15k.bin");
+    assert_all_succeeded(&t, 2000);
+    assert!(t.contains("(30000000) data"), "{t}");
+    let t = h2load(&s, &["-n20", "-c1", "-m20"], "/10m.bin");
+    assert_all_succeeded(&t, 20);
+    assert!(t.contains("(209715200) data"), "{t}");
+}
+
 #[test]
 fn rust_h2_client_fetches_concurrently_with_small_windows() {
     let s = start();
