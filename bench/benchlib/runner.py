@@ -74,7 +74,8 @@ class Runner:
         Within a group of cases every server is started at once (each on its own port, idle
         while the others are measured), and repetitions go round the servers: rep 1 of each,
         then rep 2 of each. Noise from the rest of the machine then falls on every server
-        alike instead of on whichever happened to run during it."""
+        alike instead of on whichever happened to run during it. The order turns with each
+        repetition (`rep_order`)."""
         groups = []
         for case in self.cases:
             if case.group not in groups:
@@ -101,7 +102,7 @@ class Runner:
                             if prepared:
                                 ready.append((server, inst, prepared))
                     for rep in range(1, self.settings.reps + 1):
-                        for server, inst, (url, requests, seconds) in ready:
+                        for server, inst, (url, requests, seconds) in self.rep_order(ready, rep):
                             self.rows.append(
                                 self.measure(server, inst, case, url, rep, requests, seconds)
                             )
@@ -110,6 +111,17 @@ class Runner:
                 for _, inst, _ in started:
                     inst.stop()
         return self.rows
+
+    @staticmethod
+    def rep_order(ready, rep):
+        """The servers of repetition `rep` (from 1), turned by one place per repetition. Run
+        in a fixed order, the first of a pair measured 5-20 % higher than when it ran second
+        (S6 -c10, spate and floor.c, 2026-11-24), which skewed the paired ratios; turned,
+        each server takes each place equally often over a multiple of the servers' count."""
+        if not ready:
+            return ready
+        k = (rep - 1) % len(ready)
+        return ready[k:] + ready[:k]
 
     def runnable(self, server, cases):
         """The cases this server can run; the others are reported n/a with the reason."""

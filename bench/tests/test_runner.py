@@ -52,3 +52,15 @@ def test_http3_runs_use_the_http3_h2load():
     assert argv[0] == "/peers/h2load" and "--alpn-list=h3" in argv
     argv = r.load_argv(case("S3-6b"), "https://127.0.0.1:1/6b.txt", requests=1000)
     assert argv[0] == "h2load" and "--alpn-list=h3" not in argv
+
+
+def test_each_repetition_turns_the_order_of_the_servers():
+    ready = ["spate", "h2o", "floor"]
+    orders = [Runner.rep_order(ready, rep) for rep in (1, 2, 3, 4)]
+    assert orders == [
+        ["spate", "h2o", "floor"],
+        ["h2o", "floor", "spate"],
+        ["floor", "spate", "h2o"],
+        ["spate", "h2o", "floor"],
+    ]
+    assert Runner.rep_order([], 2) == []
