@@ -141,38 +141,40 @@ fn tls_and_stream_values() {
     let format = "%{ssl.protocol-version}x %{ssl.session-reused}x %{ssl.cipher}x \
                   %{ssl.cipher-bits}x %{ssl.session-id}x %{http2.stream-id}x";
     assert_eq!(line(format, &rec), "- - - - - -");
-    let facts = |version, suite, resumed| {
-        Some(TlsFacts {
+    use rustls::{CipherSuite as S, ProtocolVersion as V};
+    let short = "%{ssl.cipher}x %{ssl.cipher-bits}x";
+    let cases = [
+        (
+            V::TLSv1_3,
+            S::TLS13_AES_128_GCM_SHA256,
+            true,
+            format,
+            "TLSv1.3 1 TLS_AES_128_GCM_SHA256 128 - 7",
+        ),
+        (
+            V::TLSv1_2,
+            S::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+            false,
+            format,
+            "TLSv1.2 0 ECDHE-RSA-CHACHA20-POLY1305 256 - 7",
+        ),
+        (
+            V::TLSv1_2,
+            S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            false,
+            short,
+            "ECDHE-ECDSA-AES256-GCM-SHA384 256",
+        ),
+    ];
+    rec.stream_id = Some(7);
+    for (version, suite, resumed, format, want) in cases {
+        rec.tls = Some(TlsFacts {
             version,
             suite,
             resumed,
-        })
-    };
-    use rustls::{CipherSuite as S, ProtocolVersion as V};
-    rec.tls = facts(V::TLSv1_3, S::TLS13_AES_128_GCM_SHA256, true);
-    rec.stream_id = Some(7);
-    assert_eq!(
-        line(format, &rec),
-        "TLSv1.3 1 TLS_AES_128_GCM_SHA256 128 - 7"
-    );
-    rec.tls = facts(
-        V::TLSv1_2,
-        S::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-        false,
-    );
-    assert_eq!(
-        line(format, &rec),
-        "TLSv1.2 0 ECDHE-RSA-CHACHA20-POLY1305 256 - 7"
-    );
-    rec.tls = facts(
-        V::TLSv1_2,
-        S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-        false,
-    );
-    assert_eq!(
-        line("%{ssl.cipher}x %{ssl.cipher-bits}x", &rec),
-        "ECDHE-ECDSA-AES256-GCM-SHA384 256"
-    );
+        });
+        assert_eq!(line(format, &rec), want);
+    }
     // In JSON, a value the connection does not have is null.
     rec.tls = None;
     rec.stream_id = None;

@@ -705,7 +705,7 @@ fn whole_answers_fill_the_output_up_to_max_write() {
             let f = p.turn(b"");
             assert!(f
                 .iter()
-                .all(|(h, p)| h.kind == kind::DATA && p.len() == BODY.len()));
+                .all(|(h, payload)| h.kind == kind::DATA && payload.len() == BODY.len()));
             seen.push(data_frames(&f));
         }
         assert_eq!(seen, writes, "max_write {max_write}");
