@@ -143,7 +143,17 @@ def parse_args(argv):
     p.add_argument(
         "--servers",
         type=_csv_list,
-        default=["spate", "h2o", "nginx", "nghttpd", "nghttpx", "apache", "floor", "h2floor"],
+        default=[
+            "spate",
+            "h2o",
+            "nginx",
+            "nghttpd",
+            "nghttpx",
+            "apache",
+            "floor",
+            "floor-sized",
+            "h2floor",
+        ],
     )
     p.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
     p.add_argument(

@@ -122,6 +122,7 @@ def all_servers():
         Apache(),
         Caddy(),
         Floor(),
+        SizedFloor(),
         H2Floor(),
     ]
 
@@ -542,6 +543,27 @@ class Floor(Server):
         return inst
 
 
+class SizedFloor(Server):
+    """floor.c answering with a body of the case's file size (`floor PORT BODYSIZE`), as
+    h2floor does on S1: next to the original floor (a 2-byte body) it shows what the file's
+    bytes alone cost the kernel. Its headers are the original's (about 100 bytes), not a file
+    server's (about 250)."""
+
+    name = "floor-sized"
+    canned = True
+    scenarios = ("S5",)
+
+    def unsupported(self, case, env):
+        return missing_binary(self.name, env.floor)
+
+    def start(self, env, cases):
+        return start_per_case(self.name, self.argv, env, cases)
+
+    @staticmethod
+    def argv(env, port, case):
+        return [env.floor, str(port), str(FILES[case.path.lstrip("/")])]
+
+
 class H2Floor(Server):
     """h2floor.c: canned HEADERS + DATA for every request over h2c, the body size given at start
     (so one process per case)."""
@@ -554,26 +576,29 @@ class H2Floor(Server):
         return missing_binary(self.name, env.h2floor)
 
     def start(self, env, cases):
-        by_key = {}
-        try:
-            for case in cases:
-                port = free_port()
-                by_key[case.key] = Instance(
-                    port,
-                    env.launcher.start(
-                        self.name, self.argv(env, port, case), env.run_dir, env.server_cpu
-                    ),
-                )
-                by_key[case.key].proc.wait_listening(port)
-        except StartError:
-            PerCase(by_key).stop()
-            raise
-        return PerCase(by_key)
+        return start_per_case(self.name, self.argv, env, cases)
 
     @staticmethod
     def argv(env, port, case):
         """`h2floor PORT BODYSIZE`: the size of the file the case requests."""
         return [env.h2floor, str(port), str(FILES[case.path.lstrip("/")])]
+
+
+def start_per_case(name, argv, env, cases):
+    """One process per case (`argv(env, port, case)`), for a floor whose answer is fixed at
+    start."""
+    by_key = {}
+    try:
+        for case in cases:
+            port = free_port()
+            by_key[case.key] = Instance(
+                port, env.launcher.start(name, argv(env, port, case), env.run_dir, env.server_cpu)
+            )
+            by_key[case.key].proc.wait_listening(port)
+    except StartError:
+        PerCase(by_key).stop()
+        raise
+    return PerCase(by_key)
 
 
 def missing_binary(name, path):

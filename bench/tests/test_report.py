@@ -160,3 +160,20 @@ def test_floor_ratio_pairs_the_runs_of_one_repetition():
 def test_floor_ratio_without_a_floor_is_none():
     cells = report.summarize([row("spate", rps=1.0, cpu=1.0), row("h2o", rps=1.0, cpu=2.0)])
     assert report.floor_ratio(cells["S1-6b"]) == (None, None)
+
+
+def test_each_floor_that_ran_gets_its_own_paired_ratio():
+    rows = [
+        row("spate", rep=1, rps=100.0, cpu=2.2, case="S5", scenario="S5"),
+        row("floor", rep=1, rps=100.0, cpu=2.0, case="S5", scenario="S5"),
+        row("floor-sized", rep=1, rps=100.0, cpu=2.2, case="S5", scenario="S5"),
+    ]
+    cells = report.summarize(rows)["S5"]
+    assert report.floor_ratio(cells)[1] == "floor"
+    (median, _, _), _ = report.floor_ratio(cells, "floor-sized")
+    assert median == pytest.approx(1.0)
+    assert report.floor_ratio(cells, "h2floor") == (None, None)
+    text = report.markdown(rows, select(["S5"]), {})
+    line = next(l for l in text.splitlines() if l.startswith("| 612 B"))
+    assert "CPU 1.10× floor, paired" in line
+    assert "CPU 1.00× floor-sized, paired" in line

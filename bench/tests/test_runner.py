@@ -40,9 +40,9 @@ def test_request_count_follows_the_rate_within_limits():
 
 def test_planned_runs_count_only_servers_that_take_part():
     r = runner()
-    # S5 in quick mode: spate, h2o, nginx, apache and the floor; not nghttpd nor nghttpx.
+    # S5 in quick mode: spate, h2o, nginx, apache and the two floors; not nghttpd nor nghttpx.
     s5 = [c for c in r.cases if c.scenario == "S5"]
-    assert sum(1 for c in s5 for s in r.servers if s.applies(c)) == 5
+    assert sum(1 for c in s5 for s in r.servers if s.applies(c)) == 6
 
 
 def test_http3_runs_use_the_http3_h2load():
