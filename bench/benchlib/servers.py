@@ -543,62 +543,58 @@ class Floor(Server):
         return inst
 
 
-class SizedFloor(Server):
+class BodySizedFloor(Server):
+    """A floor started as `BINARY PORT BODYSIZE`, the size of the file the case requests: its
+    answer is fixed at start, so it runs one process per case (each measured on its own)."""
+
+    canned = True
+
+    def binary(self, env):
+        raise NotImplementedError
+
+    def unsupported(self, case, env):
+        return missing_binary(self.name, self.binary(env))
+
+    def start(self, env, cases):
+        by_key = {}
+        try:
+            for case in cases:
+                port = free_port()
+                argv = self.argv(env, port, case)
+                by_key[case.key] = Instance(
+                    port, env.launcher.start(self.name, argv, env.run_dir, env.server_cpu)
+                )
+                by_key[case.key].proc.wait_listening(port)
+        except StartError:
+            PerCase(by_key).stop()
+            raise
+        return PerCase(by_key)
+
+    def argv(self, env, port, case):
+        return [self.binary(env), str(port), str(FILES[case.path.lstrip("/")])]
+
+
+class SizedFloor(BodySizedFloor):
     """floor.c answering with a body of the case's file size (`floor PORT BODYSIZE`), as
     h2floor does on S1: next to the original floor (a 2-byte body) it shows what the file's
     bytes alone cost the kernel. Its headers are the original's (about 100 bytes), not a file
     server's (about 250)."""
 
     name = "floor-sized"
-    canned = True
     scenarios = ("S5",)
 
-    def unsupported(self, case, env):
-        return missing_binary(self.name, env.floor)
-
-    def start(self, env, cases):
-        return start_per_case(self.name, self.argv, env, cases)
-
-    @staticmethod
-    def argv(env, port, case):
-        return [env.floor, str(port), str(FILES[case.path.lstrip("/")])]
+    def binary(self, env):
+        return env.floor
 
 
-class H2Floor(Server):
-    """h2floor.c: canned HEADERS + DATA for every request over h2c, the body size given at start
-    (so one process per case)."""
+class H2Floor(BodySizedFloor):
+    """h2floor.c: canned HEADERS + DATA for every request over h2c (`h2floor PORT BODYSIZE`)."""
 
     name = "h2floor"
-    canned = True
     scenarios = ("S1", "S2")
 
-    def unsupported(self, case, env):
-        return missing_binary(self.name, env.h2floor)
-
-    def start(self, env, cases):
-        return start_per_case(self.name, self.argv, env, cases)
-
-    @staticmethod
-    def argv(env, port, case):
-        """`h2floor PORT BODYSIZE`: the size of the file the case requests."""
-        return [env.h2floor, str(port), str(FILES[case.path.lstrip("/")])]
-
-
-def start_per_case(name, argv, env, cases):
-    """One process per case (`argv(env, port, case)`), for a floor whose answer is fixed at
-    start."""
-    by_key = {}
-    try:
-        for case in cases:
-            port = free_port()
-            by_key[case.key] = Instance(
-                port, env.launcher.start(name, argv(env, port, case), env.run_dir, env.server_cpu)
-            )
-            by_key[case.key].proc.wait_listening(port)
-    except StartError:
-        PerCase(by_key).stop()
-        raise
-    return PerCase(by_key)
+    def binary(self, env):
+        return env.h2floor
 
 
 def missing_binary(name, path):

@@ -24,7 +24,7 @@ def test_the_sized_floor_runs_s5_only_with_the_file_size(env):
     assert floor.applies(case("S5")) and floor.canned
     for key in ("S6-c100", "S1-6b", "S3-6b"):
         assert not floor.applies(case(key))
-    assert servers.SizedFloor.argv(env, 9000, case("S5")) == ["/nonexistent/floor", "9000", "612"]
+    assert servers.SizedFloor().argv(env, 9000, case("S5")) == ["/nonexistent/floor", "9000", "612"]
     assert "no floor-sized binary at /nonexistent/floor" in floor.unsupported(case("S5"), env)
 
 

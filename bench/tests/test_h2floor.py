@@ -49,8 +49,8 @@ def test_h2floor_says_why_without_its_binary(env):
 
 
 def test_h2floor_argv_carries_the_body_size_of_the_case(env):
-    assert servers.H2Floor.argv(env, 9000, case("S1-6b")) == ["/nonexistent/h2floor", "9000", "6"]
-    assert servers.H2Floor.argv(env, 9001, case("S2-4k")) == [
+    assert servers.H2Floor().argv(env, 9000, case("S1-6b")) == ["/nonexistent/h2floor", "9000", "6"]
+    assert servers.H2Floor().argv(env, 9001, case("S2-4k")) == [
         "/nonexistent/h2floor",
         "9001",
         "4096",
