@@ -764,7 +764,7 @@ impl Connection {
         }
         // As `on_headers` counts a new stream, but in the batch (`REQUEST_BATCH`) only when
         // its body is not kept with the frames: a short answer holds nothing and adds a few
-        // dozen bytes to the output (bounded by its high-water mark), so a read full of
+        // dozen bytes to the output (bounded by `Settings::max_write`), so a read full of
         // repeats is answered in one `recv`.
         self.max_client_stream = id;
         if self.memo.answer.as_ref().is_none_or(|a| !a.body_in_frames) {
@@ -826,8 +826,8 @@ impl Connection {
         }
     }
 
-    /// Writes the memoised answer for stream `id` when the output is below its high-water
-    /// mark and the windows take the body (what each repeat changes), and counts it.
+    /// Writes the memoised answer for stream `id` when the output is not full (`output_full`)
+    /// and the windows take the body (what each repeat changes), and counts it.
     #[inline(always)]
     fn write_repeat(&mut self, id: u32) -> bool {
         let Some(a) = &self.memo.answer else {
@@ -908,8 +908,8 @@ impl Connection {
     }
 
     /// Whether the streamed body of stream `id` may be polled for its next chunk: the last one
-    /// was framed, the stream and connection have send window, and the output is below
-    /// [`OUTPUT_HIGH_WATER`]. So a slow client stops reads from the producer.
+    /// was framed, the stream and connection have send window, and the output has room for
+    /// body bytes (`has_body_room`). So a slow client stops reads from the producer.
     pub fn wants_body(&self, id: u32) -> bool {
         self.has_body_room()
             && self.send_conn_window > 0
@@ -1010,7 +1010,7 @@ impl Connection {
     }
 
     /// Pulls body bytes into the output, fairly among ready streams, until the windows, the
-    /// streams or the output's high-water mark stop it.
+    /// streams or the output's room for body bytes (`has_body_room`) stop it.
     pub fn fill(&mut self, now: Instant) {
         if self.body_pipes > 0 {
             self.credit_consumed();

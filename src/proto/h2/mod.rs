@@ -11,7 +11,4 @@ mod ready;
 pub mod stream;
 mod table;
 
-pub use conn::{
-    Closed, Connection, Parked, Released, Settings, TurnBuffers, DEFAULT_MAX_WRITE,
-    OUTPUT_HIGH_WATER,
-};
+pub use conn::{Closed, Connection, Parked, Released, Settings, TurnBuffers, DEFAULT_MAX_WRITE};
