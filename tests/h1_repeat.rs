@@ -102,6 +102,31 @@ fn repeated_requests_get_the_answer_the_handler_gave() {
     assert_eq!(missing.status, 404);
 }
 
+/// Requests sent one at a time by a client that reads nothing until the end: the kept answer
+/// goes from the memo to the socket until the socket is full (a small `sndbuf`), and the part
+/// of an answer it did not take is sent later. Every answer arrives whole and in order.
+#[test]
+fn answers_a_full_socket_did_not_take_arrive_whole() {
+    let s = start(&CONF.replace("  port: 0\n", "  port: 0\n  sndbuf: 4096\n"));
+    let mut c = Conn::open(s.addr);
+    let req = get("/4k.bin");
+    let first = c.ask(&req);
+    assert_eq!(first.body, vec![b'x'; 4096]);
+    // Each its own read (the memo answers it alone), mostly: the socket fills after about
+    // twenty answers, and one of them goes only in part.
+    let n = 100;
+    for _ in 0..n {
+        write_all(&mut c.c, &req);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for i in 0..n {
+        let r = read_response(&mut c.c, &mut c.pending, false);
+        assert_eq!((i, r.status, undated(&r)), (i, 200, undated(&first)));
+        assert_eq!(r.body, first.body, "answer {i}");
+    }
+    assert!(c.pending.is_empty(), "{} bytes more", c.pending.len());
+}
+
 #[test]
 fn the_date_follows_the_clock_on_repeated_answers() {
     let s = start(CONF);

@@ -1,6 +1,6 @@
 //! A per-thread cached `Date` header value, formatted at most once a second.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// The length of an IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
@@ -24,6 +24,11 @@ pub fn with_now<R>(f: impl FnOnce(&[u8; DATE_LEN]) -> R) -> R {
 /// of the text is current as long as the second is the same.
 pub fn with_now_second<R>(f: impl FnOnce(u64, &[u8; DATE_LEN]) -> R) -> R {
     let second = unix_second();
+    with_second(second, |text| f(second, text))
+}
+
+/// Calls `f` with the IMF-fixdate of `second` (since the epoch), formatted once per second.
+pub fn with_second<R>(second: u64, f: impl FnOnce(&[u8; DATE_LEN]) -> R) -> R {
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.second != second {
@@ -34,8 +39,46 @@ pub fn with_now_second<R>(f: impl FnOnce(u64, &[u8; DATE_LEN]) -> R) -> R {
             }
             c.second = second;
         }
-        f(second, &c.text)
+        f(&c.text)
     })
+}
+
+/// The coarse clocks as one batch of work sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coarse {
+    /// [`crate::http::response::coarse_clock_ns`].
+    pub monotonic_ns: u64,
+    /// Whole seconds since the epoch, as the Date field says them.
+    pub unix_second: u64,
+}
+
+/// The coarse clocks, read at most once for a batch of work much shorter than their tick
+/// (the lane's answers to one readiness batch): each read touches the kernel's time page,
+/// which the batch's system calls have pushed out of the cache, and a batch is dated no
+/// later than a coarse clock would date it anyway.
+#[derive(Debug, Default)]
+pub struct BatchClock(Cell<Option<Coarse>>);
+
+impl BatchClock {
+    /// A batch that sees the clocks at `now`.
+    #[cfg(test)]
+    pub fn at(now: Coarse) -> BatchClock {
+        BatchClock(Cell::new(Some(now)))
+    }
+
+    /// The clocks as read at this batch's first call.
+    #[inline]
+    pub fn now(&self) -> Coarse {
+        if let Some(c) = self.0.get() {
+            return c;
+        }
+        let c = Coarse {
+            monotonic_ns: crate::http::response::coarse_clock_ns(),
+            unix_second: unix_second(),
+        };
+        self.0.set(Some(c));
+        c
+    }
 }
 
 /// Whole seconds since the epoch. Read directly: `SystemTime` minus the epoch normalises a
@@ -74,5 +117,25 @@ mod tests {
             .duration_since(parsed)
             .unwrap_or_default();
         assert!(off < std::time::Duration::from_secs(2), "{d}");
+    }
+
+    #[test]
+    fn a_batch_reads_the_clocks_once() {
+        let clock = super::BatchClock::default();
+        let first = clock.now();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert_eq!(clock.now(), first);
+        let later = super::BatchClock::default().now();
+        assert!(
+            later.monotonic_ns > first.monotonic_ns,
+            "{later:?} {first:?}"
+        );
+        let text = super::with_second(first.unix_second, |t| *t);
+        let parsed = httpdate::parse_http_date(std::str::from_utf8(&text).unwrap()).unwrap();
+        let back = parsed
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert_eq!(back, first.unix_second);
     }
 }

@@ -299,7 +299,13 @@ impl OpenFile {
     /// disk: the same answer made from it may be given again now.
     #[inline]
     pub fn reusable_now(&self) -> bool {
-        coarse_clock_ns() < self.reuse_until.get()
+        self.reusable_at(coarse_clock_ns())
+    }
+
+    /// [`OpenFile::reusable_now`] at `now` on [`coarse_clock_ns`].
+    #[inline]
+    pub fn reusable_at(&self, now: u64) -> bool {
+        now < self.reuse_until.get()
     }
 }
 

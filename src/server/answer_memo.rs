@@ -7,10 +7,10 @@
 //! file the open-file cache holds; never on a path with an access log). A request is the
 //! same when its head has the same bytes and it came to the same local address (routing
 //! and the Server line follow the listener). Until the body's file is checked again
-//! (`Body::reusable_now`) the kept bytes are the answer, with the Date field rewritten when
+//! (`OpenFile::reusable_at`) the kept bytes are the answer, with the Date field rewritten when
 //! the second changes; after that the memo is dropped and the request takes the usual path.
 
-use crate::http::date::{self, DATE_LEN};
+use crate::http::date::{self, BatchClock, DATE_LEN};
 use crate::http::{Body, OpenFile};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -68,34 +68,45 @@ impl Source {
 }
 
 impl AnswerMemo {
-    /// Appends the kept answer to `out` when `buf` starts with the kept request head, it came
-    /// to `local`, and the answer still holds. Otherwise counts a miss (the request takes the
-    /// usual path), dropping an answer that no longer holds.
+    /// The kept answer, when `buf` starts with the kept request head, it came to `local`, and
+    /// the answer still holds at `clock`'s time (its Date field then says that second).
+    /// Otherwise counts a miss (the request takes the usual path), dropping an answer that no
+    /// longer holds.
     #[inline]
-    pub fn give(&mut self, buf: &[u8], local: SocketAddr, out: &mut Vec<u8>) -> Option<Given> {
+    pub fn give(
+        &mut self,
+        buf: &[u8],
+        local: SocketAddr,
+        clock: &BatchClock,
+    ) -> Option<(Given, &[u8])> {
         let n = self.head.len();
         if n == 0 || buf.len() < n || buf[..n] != self.head[..] || self.local != Some(local) {
             self.misses = self.misses.saturating_add(1);
             return None;
         }
-        if !self.file.as_ref().is_none_or(|f| f.reusable_now()) {
+        let now = clock.now();
+        if !self
+            .file
+            .as_ref()
+            .is_none_or(|f| f.reusable_at(now.monotonic_ns))
+        {
             self.clear();
             return None;
         }
-        let at = self.date_at;
-        date::with_now_second(|second, text| {
-            if second != self.second {
-                self.answer[at..at + DATE_LEN].copy_from_slice(text);
-                self.second = second;
-            }
-        });
-        out.extend_from_slice(&self.answer);
+        if now.unix_second != self.second {
+            let at = self.date_at;
+            date::with_second(now.unix_second, |text| {
+                self.answer[at..at + DATE_LEN].copy_from_slice(text)
+            });
+            self.second = now.unix_second;
+        }
         self.misses = 0;
-        Some(Given {
+        let given = Given {
             head_len: n,
             status: self.status,
             answer_len: self.answer.len(),
-        })
+        };
+        Some((given, &self.answer))
     }
 
     /// Whether the next answer that repeats should be kept: none is, or the kept one was
@@ -180,35 +191,41 @@ mod tests {
     #[test]
     fn a_repeated_head_gets_the_kept_answer_with_the_current_date() {
         let mut m = kept();
-        let mut out = Vec::new();
         let mut buf = GET.to_vec();
         buf.extend_from_slice(b"GET /next");
-        let given = m.give(&buf, local(), &mut out).expect("a repeat");
+        let clock = BatchClock::default();
+        let (given, out) = m.give(&buf, local(), &clock).expect("a repeat");
         assert_eq!(given.head_len, GET.len());
         assert_eq!(given.status, 200);
         assert_eq!(given.answer_len, out.len());
-        let now = date::with_now(|d| *d);
-        let at = date_value_at(&out).unwrap();
-        // The clock may tick between the two readings.
-        let written = &out[at..at + DATE_LEN];
-        assert!(written == now || written == date::with_now(|d| *d));
+        let at = date_value_at(out).unwrap();
+        let said = date::with_second(clock.now().unix_second, |d| *d);
+        assert_eq!(&out[at..at + DATE_LEN], said);
         assert!(out.ends_with(b"\r\n\r\n42"));
         assert!(!m.wants());
+        // A batch a second later: the same answer, dated anew.
+        let next = clock.now().unix_second + 1;
+        let later = BatchClock::at(date::Coarse {
+            unix_second: next,
+            ..clock.now()
+        });
+        let (_, out) = m.give(GET, local(), &later).expect("a repeat");
+        let at = date_value_at(out).unwrap();
+        assert_eq!(&out[at..at + DATE_LEN], date::with_second(next, |d| *d));
     }
 
     #[test]
     fn another_head_or_address_or_a_partial_head_is_a_miss() {
         let mut m = kept();
-        let mut out = Vec::new();
+        let clock = BatchClock::default();
         let other = b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
-        assert!(m.give(other, local(), &mut out).is_none());
-        assert!(m.give(&GET[..GET.len() - 1], local(), &mut out).is_none());
+        assert!(m.give(other, local(), &clock).is_none());
+        assert!(m.give(&GET[..GET.len() - 1], local(), &clock).is_none());
         let elsewhere: SocketAddr = "127.0.0.1:8081".parse().unwrap();
-        assert!(m.give(GET, elsewhere, &mut out).is_none());
-        assert!(out.is_empty());
+        assert!(m.give(GET, elsewhere, &clock).is_none());
         // Not asked for lately: the next answer replaces it.
         assert!(m.wants());
-        assert!(m.give(GET, local(), &mut out).is_some());
+        assert!(m.give(GET, local(), &clock).is_some());
         assert!(!m.wants());
     }
 

@@ -6,6 +6,7 @@ use super::answer_memo::Source;
 use super::buffers::READ_BUFFER;
 use super::transport::{self, Transport};
 use super::worker::WorkerCtx;
+use crate::http::date::BatchClock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
 use crate::http::{body, Answer, Body, FileRange, Request, Response};
@@ -936,7 +937,8 @@ fn build_request(head: h1::Head, rbuf: &mut BytesMut, secure: bool, addrs: &Addr
 
 /// What the lane (`park.rs`) did with the request at the start of its read buffer.
 pub(crate) enum LaneStep {
-    /// Answered into the write buffer; the read buffer stepped past it.
+    /// Answered: sent (`send_alone`) or into the write buffer; the read buffer stepped
+    /// past it.
     Answered,
     /// Not an inline answer (or not a complete request): a task takes the connection from
     /// here, the read buffer as it was.
@@ -947,20 +949,31 @@ pub(crate) enum LaneStep {
 /// the inline path of `Conn::answer`: a complete head without body or upgrade, keep-alive
 /// (the server is not stopping), a handler that answers now and a body written as a copy.
 /// Everything else is a `Handover`, which a task serves from the same bytes. `fresh`: no
-/// request answered on the connection yet (the HTTP/2 preface may come).
+/// request answered on the connection yet (the HTTP/2 preface may come). `send_alone` sends
+/// an answer that needs no copy (the kept answer to the read's only request) and says how
+/// much of it the socket took.
 #[inline(always)]
 pub(crate) fn answer_in_lane(
     ctx: &WorkerCtx,
     addrs: &Addrs,
     fresh: bool,
+    clock: &BatchClock,
     rbuf: &mut BytesMut,
     wbuf: &mut Vec<u8>,
+    send_alone: impl FnOnce(&[u8]) -> usize,
 ) -> LaneStep {
     if fresh && is_preface_prefix(rbuf) {
         return LaneStep::Handover;
     }
     if !ctx.stopping.get() {
-        if let Some(given) = ctx.answer_memo.borrow_mut().give(rbuf, addrs.1, wbuf) {
+        let mut memo = ctx.answer_memo.borrow_mut();
+        if let Some((given, answer)) = memo.give(rbuf, addrs.1, clock) {
+            // The read's only request, with nothing queued before it: the kept answer goes
+            // to the socket as it is, and only what the socket did not take is copied.
+            let alone = wbuf.is_empty() && rbuf.len() == given.head_len;
+            let sent = if alone { send_alone(answer) } else { 0 };
+            wbuf.extend_from_slice(answer.get(sent..).unwrap_or_default());
+            drop(memo);
             rbuf.advance(given.head_len);
             if let Some(mark) = crate::metrics::start() {
                 let (head, total) = (given.head_len as u64, given.answer_len as u64);

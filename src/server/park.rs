@@ -579,8 +579,9 @@ impl Parking {
             .buffers
             .get_or_insert_with(|| (ctx.buffers.read_buffer(), ctx.buffers.write_buffer()));
         let mut answered = false;
+        let clock = &lane.clock;
         let served = super::panics::contain_step(&addrs.0, || {
-            exchange(fd, &addrs, fresh, ctx, rbuf, wbuf, &mut answered)
+            exchange(fd, &addrs, fresh, ctx, clock, (rbuf, wbuf), &mut answered)
         });
         let served = served.map(|s| match s {
             Served::Kept if closed => Served::Closed,
@@ -595,7 +596,7 @@ impl Parking {
         };
         match served {
             Served::Kept if answered => {
-                let tick = *lane.tick.get_or_insert_with(tick);
+                let tick = tick_at(lane.clock.now().monotonic_ns);
                 let mut p = self.parked.borrow_mut();
                 let Some(Some(r)) = p.records.get_mut(slot as usize) else {
                     return;
@@ -872,7 +873,12 @@ pub(super) fn enter(socket: std::net::TcpStream, addrs: Addrs, guard: Connection
 /// of activity in 4 bytes, read without the time-stamp counter. Differences are right while
 /// under 49 days, and a record's are under its keep-alive timeout when they are looked at.
 fn tick() -> u32 {
-    (crate::http::response::coarse_clock_ns() / 1_000_000) as u32
+    tick_at(crate::http::response::coarse_clock_ns())
+}
+
+/// The tick of `ns` on the coarse monotonic clock.
+fn tick_at(ns: u64) -> u32 {
+    (ns / 1_000_000) as u32
 }
 
 /// Serves this worker's parked connections until the worker ends: readiness, keep-alive

@@ -3,6 +3,7 @@
 //! waiting. `Parking::serve` (`park.rs`) runs it on readiness and keeps, hands over or closes
 //! the connection by what it returns.
 
+use crate::http::date::BatchClock;
 use crate::server::buffers::READ_BUFFER;
 use crate::server::h1::{self, Addrs, LaneStep};
 use crate::server::worker::WorkerCtx;
@@ -17,11 +18,11 @@ const READ_ROOM_MIN: usize = 1024;
 const READS_PER_TURN: usize = 4;
 
 /// What one batch of readiness events shares: the worker's buffers (taken at the first lane
-/// event, given back after the batch) and the time of the first answer (`tick`).
+/// event, given back after the batch) and the clocks, read at the first answer.
 #[derive(Default)]
 pub(super) struct Lane {
     pub buffers: Option<(BytesMut, Vec<u8>)>,
-    pub tick: Option<u32>,
+    pub clock: BatchClock,
 }
 
 /// How a lane connection's turn ended.
@@ -36,14 +37,15 @@ pub(super) enum Served {
 
 /// Reads what `fd` has (edge-triggered: until a read comes short), answers the inline
 /// requests (`h1::answer_in_lane`) and sends their responses with one `send` per read;
-/// `answered` says whether any request was. Leaves the buffers empty unless it hands over.
+/// `answered` says whether any request was. Leaves the buffers (read, write) empty unless it
+/// hands over.
 pub(super) fn exchange(
     fd: RawFd,
     addrs: &Addrs,
     fresh: bool,
     ctx: &WorkerCtx,
-    rbuf: &mut BytesMut,
-    wbuf: &mut Vec<u8>,
+    clock: &BatchClock,
+    (rbuf, wbuf): (&mut BytesMut, &mut Vec<u8>),
     answered: &mut bool,
 ) -> Served {
     let pipelined = ctx.config.limits.pipelined_requests;
@@ -88,7 +90,9 @@ pub(super) fn exchange(
         unsafe { rbuf.set_len(rbuf.len() + n) };
         let mut queued = 0;
         while !rbuf.is_empty() {
-            match h1::answer_in_lane(ctx, addrs, fresh && !*answered, rbuf, wbuf) {
+            let fresh = fresh && !*answered;
+            let send_alone = |answer: &[u8]| send_once(fd, answer).unwrap_or(0);
+            match h1::answer_in_lane(ctx, addrs, fresh, clock, rbuf, wbuf, send_alone) {
                 LaneStep::Answered => *answered = true,
                 LaneStep::Handover => return Served::Handover,
             }
@@ -115,27 +119,34 @@ pub(super) fn exchange(
 /// not go stays in `wbuf` for the task that takes over (an error there closes it).
 fn send_now(fd: RawFd, wbuf: &mut Vec<u8>) -> bool {
     while !wbuf.is_empty() {
-        // The system call itself, as for the read (`exchange`).
-        // SAFETY: `wbuf` is valid for its length; the fd is the record's own; a null
-        // address is allowed.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_sendto,
-                fd,
-                wbuf.as_ptr(),
-                wbuf.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                std::ptr::null::<libc::sockaddr>(),
-                0 as libc::socklen_t,
-            )
-        };
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
+        match send_once(fd, wbuf) {
+            Ok(n) => {
+                wbuf.drain(..n);
             }
-            return false;
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
         }
-        wbuf.drain(..n as usize);
     }
     true
+}
+
+/// One `send` of `bytes` without waiting: how many the socket took.
+#[inline]
+fn send_once(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
+    // The system call itself, as for the read (`exchange`).
+    // SAFETY: `bytes` is valid for its length; the fd is the record's own; a null address
+    // is allowed.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_sendto,
+            fd,
+            bytes.as_ptr(),
+            bytes.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            std::ptr::null::<libc::sockaddr>(),
+            0 as libc::socklen_t,
+        )
+    };
+    // A negative count is an error; a count is at most `bytes.len()`.
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
