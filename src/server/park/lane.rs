@@ -117,7 +117,14 @@ pub(super) fn exchange(
 
 /// Sends `wbuf` without waiting; true when all of it went (`wbuf` is then empty). What did
 /// not go stays in `wbuf` for the task that takes over (an error there closes it).
+#[inline]
 fn send_now(fd: RawFd, wbuf: &mut Vec<u8>) -> bool {
+    // Empty after an answer sent alone (`h1::answer_in_lane`): no call.
+    wbuf.is_empty() || send_queued(fd, wbuf)
+}
+
+#[inline(never)]
+fn send_queued(fd: RawFd, wbuf: &mut Vec<u8>) -> bool {
     while !wbuf.is_empty() {
         match send_once(fd, wbuf) {
             Ok(n) => {
