@@ -43,12 +43,12 @@ pub(crate) struct AnswerMemo {
     misses: u32,
 }
 
-/// An answer given from the memo: its length, and what the metrics count of it.
+/// What the lane needs of an answer given from the memo besides its bytes: the request's
+/// length, and the status the metrics count.
 pub(crate) struct Given {
     /// The request head's length (the bytes to step past).
     pub head_len: usize,
     pub status: u16,
-    pub answer_len: usize,
 }
 
 /// What a kept answer was made from, to know whether it still holds: bytes always do, a
@@ -104,7 +104,6 @@ impl AnswerMemo {
         let given = Given {
             head_len: n,
             status: self.status,
-            answer_len: self.answer.len(),
         };
         Some((given, &self.answer))
     }
@@ -197,7 +196,6 @@ mod tests {
         let (given, out) = m.give(&buf, local(), &clock).expect("a repeat");
         assert_eq!(given.head_len, GET.len());
         assert_eq!(given.status, 200);
-        assert_eq!(given.answer_len, out.len());
         let at = date_value_at(out).unwrap();
         let said = date::with_second(clock.now().unix_second, |d| *d);
         assert_eq!(&out[at..at + DATE_LEN], said);

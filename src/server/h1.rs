@@ -973,10 +973,11 @@ pub(crate) fn answer_in_lane(
             let alone = wbuf.is_empty() && rbuf.len() == given.head_len;
             let sent = if alone { send_alone(answer) } else { 0 };
             wbuf.extend_from_slice(answer.get(sent..).unwrap_or_default());
+            let total = answer.len() as u64;
             drop(memo);
             rbuf.advance(given.head_len);
             if let Some(mark) = crate::metrics::start() {
-                let (head, total) = (given.head_len as u64, given.answer_len as u64);
+                let head = given.head_len as u64;
                 let proto = crate::metrics::Proto::Http1;
                 crate::metrics::request_between(proto, given.status, head, total, mark, mark);
             }
