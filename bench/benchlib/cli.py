@@ -62,6 +62,7 @@ def main(argv=None):
             _h3_h2load(args.h3_h2load),
             _h2o_quic(args.h2o_quic),
             args.h2floor or _floor_path("h2floor"),
+            args.spate_before,
         )
         settings = Settings(args.quick, reps, args.load_cpu, args.seconds)
         runner = Runner(env, settings, chosen, cases)
@@ -161,6 +162,11 @@ def parse_args(argv):
     )
     p.add_argument("--out", default=None, help="output dir (default bench/results/DATE-TIME)")
     p.add_argument("--spate", default=None, help="spate binary (default target/release/spate)")
+    p.add_argument(
+        "--spate-before",
+        default=None,
+        help="an earlier spate binary, run as server spate-before (name it in --servers)",
+    )
     p.add_argument("--floor", default=None, help="floor binary (default bench/build/floor)")
     p.add_argument(
         "--h2floor", default=None, help="HTTP/2 floor binary (default bench/build/h2floor)"

@@ -13,7 +13,8 @@ from .scenarios import FILES, SCENARIOS
 from .servers import all_servers
 
 SUBJECT = "spate"
-ANCHORS = ("floor", "floor-sized", "h2floor")  # for reference, never "the best peer"
+# For reference, never "the best peer": the floors, and an earlier spate build.
+ANCHORS = ("floor", "floor-sized", "h2floor", "spate-before")
 
 
 class Cell:

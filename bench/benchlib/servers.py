@@ -42,6 +42,7 @@ class Env:
         h3_client,
         h2o_quic=None,
         h2floor=None,
+        spate_before=None,
     ):
         self.run_dir = run_dir
         self.docroot = docroot
@@ -51,6 +52,7 @@ class Env:
         self.launcher = launcher
         self.server_cpu = server_cpu
         self.spate = spate
+        self.spate_before = spate_before  # an earlier spate build (`--spate-before`), or None
         self.floor = floor
         self.h2floor = h2floor  # the HTTP/2 floor binary, or None
         self.h3_client = h3_client  # the h2load that speaks HTTP/3, or None
@@ -128,7 +130,7 @@ def all_servers():
 
 
 def by_name(names):
-    known = {s.name: s for s in all_servers()}
+    known = {s.name: s for s in all_servers() + [SpateBefore()]}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(
@@ -259,6 +261,23 @@ class Spate(H2oDialect):
 
     def argv(self, env, config_path, case):
         return [env.spate, "-c", config_path]
+
+
+class SpateBefore(Spate):
+    """An earlier spate build (`--spate-before BIN`), run in the same repetitions as spate so
+    that a change's before and after meet the same machine; reported as a paired ratio, never
+    as a peer. Only when named in --servers."""
+
+    name = "spate-before"
+
+    def unsupported(self, case, env):
+        binary = getattr(env, "spate_before", None)
+        if not binary or not os.access(binary, os.X_OK):
+            return "no earlier spate binary (--spate-before BIN)"
+        return Server.unsupported(self, case, env)
+
+    def argv(self, env, config_path, case):
+        return [env.spate_before, "-c", config_path]
 
 
 class H2o(H2oDialect):

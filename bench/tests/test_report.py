@@ -177,3 +177,15 @@ def test_each_floor_that_ran_gets_its_own_paired_ratio():
     line = next(l for l in text.splitlines() if l.startswith("| 612 B"))
     assert "CPU 1.10× floor, paired" in line
     assert "CPU 1.00× floor-sized, paired" in line
+
+
+def test_an_earlier_spate_build_is_paired_and_never_the_best_peer():
+    rows = [
+        row("spate", rep=1, rps=100.0, cpu=1.8, case="S5", scenario="S5"),
+        row("spate-before", rep=1, rps=100.0, cpu=2.0, case="S5", scenario="S5"),
+        row("h2o", rep=1, rps=100.0, cpu=3.0, case="S5", scenario="S5"),
+    ]
+    text = report.markdown(rows, select(["S5"]), {})
+    line = next(l for l in text.splitlines() if l.startswith("| 612 B"))
+    assert "CPU 0.60× (vs h2o)" in line
+    assert "CPU 0.90× spate-before, paired" in line
