@@ -181,7 +181,7 @@ fn h2_requests(router: &Router, conn: &mut Connection, batches: Vec<BytesMut>) -
         }
         conn.fill(now);
         for _ in conn.take_done() {}
-        out += black_box(conn.output()).len();
+        out += black_box(conn.output_parts()).len();
         conn.clear_output();
         assert!(conn.closed().is_none(), "connection closed");
     }

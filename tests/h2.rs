@@ -267,6 +267,43 @@ fn rust_h2_client_fetches_concurrently_with_small_windows() {
     });
 }
 
+/// Whole bodies from 100 bytes to just over a frame, many answers per write on one
+/// connection, through a 4 KiB send buffer so that writes stop part way (in a frame or a
+/// body): every body arrives byte for byte, in its place.
+#[test]
+fn bodies_spliced_into_the_output_arrive_intact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = clients::splice_files();
+    for (name, body) in &files {
+        write_file(dir.path(), &format!("www/{name}"), body);
+    }
+    let s = Spate::start_in(
+        &CONF.replace("  port: 0\n", "  port: 0\n  sndbuf: 4096\n"),
+        dir,
+    );
+    let order = clients::splice_requests(&files);
+    let urls: Vec<String> = order
+        .iter()
+        .map(|&k| format!("http://{}/{}", s.addr, files[k].0))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let bodies = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        clients::h2_get_all(tcp, &urls).await
+    });
+    for (got, &k) in bodies.iter().zip(&order) {
+        assert!(
+            got == &files[k].1,
+            "{}: {} bytes, differs from the file",
+            files[k].0,
+            got.len()
+        );
+    }
+}
+
 /// A connection quiet for over a second is parked (kept in a compact form) and put back when
 /// the client sends again: requests after that still decode against the HPACK tables built
 /// before it.

@@ -186,6 +186,53 @@ fn the_servers_settings_answer_the_clients_preface() {
     });
 }
 
+/// As `h2::bodies_spliced_into_the_output_arrive_intact`, over TLS: the records span the
+/// frames and the bodies spliced between them.
+#[test]
+fn bodies_spliced_into_the_output_arrive_intact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    cert(dir.path(), "a", "localhost", false);
+    let files = clients::splice_files();
+    for (name, body) in &files {
+        write_file(dir.path(), &format!("htdocs/{name}"), body);
+    }
+    let s = Spate::start_in(
+        "
+listen:
+  host: 127.0.0.1
+  port: 0
+  sndbuf: 4096
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+num-threads: 1
+hosts:
+  localhost:
+    paths:
+      /:
+        file.dir: htdocs
+",
+        dir,
+    );
+    let order = clients::splice_requests(&files);
+    let urls: Vec<String> = order
+        .iter()
+        .map(|&k| format!("https://localhost:{}/{}", s.addr.port(), files[k].0))
+        .collect();
+    let bodies = runtime().block_on(async {
+        let tls = h2_connect(&s).await;
+        clients::h2_get_all(tls, &urls).await
+    });
+    for (got, &k) in bodies.iter().zip(&order) {
+        assert!(
+            got == &files[k].1,
+            "{}: {} bytes, differs from the file",
+            files[k].0,
+            got.len()
+        );
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

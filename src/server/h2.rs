@@ -113,6 +113,7 @@ fn settings(config: &Config) -> Settings {
         alt_svc: None,
         secure: false,
         enable_connect_protocol: config.has_tunnel(),
+        splice_min: crate::proto::h2::output::SPLICE_MIN,
     }
 }
 
@@ -369,10 +370,12 @@ async fn turns<'a, T: Transport>(
         loop {
             conn.fill(Instant::now());
             ends.write_ended(conn);
-            if conn.output().is_empty() || conn.awaits_preface() {
+            if conn.output_is_empty() || conn.awaits_preface() {
                 break;
             }
-            stream.write_all(conn.output(), false, send_timeout).await?;
+            stream
+                .write_parts(conn.output_parts(), send_timeout)
+                .await?;
             conn.clear_output();
             if !conn.wants_fill() || conn.closed().is_some() {
                 break;

@@ -7,9 +7,10 @@
 
 use super::buffers::BufferPool;
 use super::tls_socket::TlsSocket;
-use super::transport::Transport;
+use super::transport::{Transport, GATHER_MAX};
 use super::worker::WorkerCtx;
 use super::{h1, transport};
+use crate::proto::h2::OutputParts;
 use bytes::BytesMut;
 use std::io;
 use std::net::SocketAddr;
@@ -201,26 +202,26 @@ impl TlsTransport {
         Ok(())
     }
 
-    /// Encrypts the held bytes, then `buf`, and writes their records out: in one `writev` when
-    /// they fit `FLUSHED_WRITE_MAX`. Returns once the socket took them all.
-    async fn write_flushed(&mut self, mut buf: &[u8], timeout: Duration) -> io::Result<()> {
-        let len = self.held.len().saturating_add(buf.len());
+    /// Encrypts the held bytes, then `parts`, and writes their records out: in one `writev`
+    /// when they fit `FLUSHED_WRITE_MAX`. Returns once the socket took them all.
+    async fn write_flushed(&mut self, parts: OutputParts<'_>, timeout: Duration) -> io::Result<()> {
+        let len = self.held.len().saturating_add(parts.len());
         let limit = len
             .saturating_add(RECORD)
             .clamp(SEND_BUFFER, FLUSHED_WRITE_MAX);
         self.inner.get_mut().1.set_buffer_limit(Some(limit));
         // One await point: this future is part of every TLS connection's state.
-        let mut held = 0;
+        let (mut held, mut taken) = (0, 0);
         let r = loop {
-            let before = (held, buf.len());
-            if let Err(e) = self.encrypt(&mut held, &mut buf) {
+            let before = (held, taken);
+            if let Err(e) = self.encrypt(&mut held, &parts, &mut taken) {
                 break Err(e);
             }
-            let progress = (held, buf.len()) != before;
+            let progress = (held, taken) != before;
             if let Err(e) = self.flush(timeout).await {
                 break Err(e);
             }
-            if held == self.held.len() && buf.is_empty() {
+            if held == self.held.len() && taken == parts.len() {
                 break Ok(());
             }
             if !progress {
@@ -233,9 +234,15 @@ impl TlsTransport {
         r
     }
 
-    /// Hands rustls as much as it takes of the held bytes from `held` on, then of `buf`;
-    /// nothing is written to the socket here.
-    fn encrypt(&mut self, held: &mut usize, buf: &mut &[u8]) -> io::Result<()> {
+    /// Hands rustls as much as it takes of the held bytes from `held` on, then of `parts`
+    /// from byte `taken` on, gathered so that records span the pieces; nothing is written to
+    /// the socket here.
+    fn encrypt(
+        &mut self,
+        held: &mut usize,
+        parts: &OutputParts<'_>,
+        taken: &mut usize,
+    ) -> io::Result<()> {
         let mut writer = self.inner.get_mut().1.writer();
         while *held < self.held.len() {
             match io::Write::write(&mut writer, &self.held[*held..])? {
@@ -243,10 +250,21 @@ impl TlsTransport {
                 n => *held += n,
             }
         }
-        while !buf.is_empty() {
-            match io::Write::write(&mut writer, buf)? {
+        if let Some(buf) = parts.as_whole() {
+            while *taken < buf.len() {
+                match io::Write::write(&mut writer, &buf[*taken..])? {
+                    0 => return Ok(()),
+                    n => *taken += n,
+                }
+            }
+            return Ok(());
+        }
+        while *taken < parts.len() {
+            let mut iov = [io::IoSlice::new(&[]); GATHER_MAX];
+            let n = parts.gather(*taken, &mut iov);
+            match io::Write::write_vectored(&mut writer, &iov[..n])? {
                 0 => return Ok(()),
-                n => *buf = &buf[n..],
+                n => *taken += n,
             }
         }
         Ok(())
@@ -274,7 +292,7 @@ impl AsyncRead for TlsTransport {
 impl Transport for TlsTransport {
     async fn write_all(&mut self, mut buf: &[u8], more: bool, timeout: Duration) -> io::Result<()> {
         if !more {
-            return self.write_flushed(buf, timeout).await;
+            return self.write_flushed(OutputParts::whole(buf), timeout).await;
         }
         if !self.held.is_empty() || buf.len() < RECORD {
             // Fill the held record from the front of `buf`.
@@ -291,6 +309,10 @@ impl Transport for TlsTransport {
             r?;
         }
         self.write_plain(buf, timeout).await
+    }
+
+    async fn write_parts(&mut self, parts: OutputParts<'_>, timeout: Duration) -> io::Result<()> {
+        self.write_flushed(parts, timeout).await
     }
 
     async fn send_file(

@@ -416,3 +416,79 @@ where
         assert_eq!(head.headers.get("etag"), Some(&etag));
     }
 }
+
+/// Over one HTTP/2 connection on `io`: GET `urls` 100 at a time (the server's stream limit,
+/// which the client learns only from the server's first answers), with windows large enough
+/// that flow control holds nothing back; returns each body, in `urls`' order.
+pub async fn h2_get_all<T>(io: T, urls: &[String]) -> Vec<Vec<u8>>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (client, conn) = h2::client::Builder::new()
+        .initial_window_size(1 << 24)
+        .initial_connection_window_size(1 << 30)
+        .handshake::<_, bytes::Bytes>(io)
+        .await
+        .expect("h2 handshake");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut bodies = Vec::new();
+    for batch in urls.chunks(100) {
+        bodies.extend(h2_get_batch(&client, batch).await);
+    }
+    bodies
+}
+
+async fn h2_get_batch(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    urls: &[String],
+) -> Vec<Vec<u8>> {
+    let mut answers = Vec::new();
+    for url in urls {
+        let mut client = client.clone().ready().await.expect("ready");
+        let req = http::Request::get(url.as_str()).body(()).expect("request");
+        let (resp, _) = client.send_request(req, true).expect("send");
+        answers.push(tokio::spawn(async move {
+            let (head, mut data) = resp.await.expect("response").into_parts();
+            assert_eq!(head.status, 200);
+            let mut got = Vec::new();
+            while let Some(chunk) = data.data().await {
+                let chunk = chunk.expect("body");
+                let _ = data.flow_control().release_capacity(chunk.len());
+                got.extend_from_slice(&chunk);
+            }
+            got
+        }));
+    }
+    let mut bodies = Vec::new();
+    for a in answers {
+        bodies.push(a.await.expect("answer task"));
+    }
+    bodies
+}
+
+/// Files of sizes around the HTTP/2 output's splice size (2048: below it a body is copied
+/// into the output, from it on sent from the file cache's memory) and the 16 KiB frame, each
+/// with bytes of its own so that a body sent in another's place or at the wrong offset shows.
+pub fn splice_files() -> Vec<(String, Vec<u8>)> {
+    [100usize, 2047, 2048, 5000, 16_384, 16_385]
+        .iter()
+        .enumerate()
+        .map(|(k, &len)| {
+            let body = (0..len as u32)
+                .map(|i| ((i.wrapping_mul(2_654_435_761) >> 24) as u8) ^ (k as u8 * 37))
+                .collect();
+            (format!("s{len}.bin"), body)
+        })
+        .collect()
+}
+
+/// The paths of 300 requests over `splice_files`, in an order that mixes sizes and repeats
+/// each one many times in a row too (repeats take the answer memo's path).
+pub fn splice_requests(files: &[(String, Vec<u8>)]) -> Vec<usize> {
+    let n = files.len();
+    (0..300)
+        .map(|i| if i < 150 { i % n } else { (i / 25) % n })
+        .collect()
+}

@@ -9,6 +9,7 @@
 
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
+use super::output::{self, OutputParts, Spliced, SplicedBodies};
 use super::ready::{self, ReadyQueues};
 use super::stream::{set_send, BodySource, Priority, Recv, Send, Sent, StreamOut, Tail};
 use super::table::StreamTable;
@@ -78,6 +79,9 @@ pub struct Settings {
     /// Advertise SETTINGS_ENABLE_CONNECT_PROTOCOL and accept extended CONNECT (RFC 8441);
     /// without it `:protocol` makes a request malformed.
     pub enable_connect_protocol: bool,
+    /// A body sent whole from memory of this many bytes or more is spliced into the output
+    /// ([`Connection::output_parts`]) instead of copied into its buffer.
+    pub splice_min: usize,
 }
 
 impl Default for Settings {
@@ -99,6 +103,7 @@ impl Default for Settings {
             alt_svc: None,
             secure: false,
             enable_connect_protocol: false,
+            splice_min: output::SPLICE_MIN,
         }
     }
 }
@@ -137,7 +142,9 @@ pub struct Connection {
     local: SocketAddr,
     phase: Phase,
     closed: Option<Closed>,
+    /// The frames to write; large whole bodies go out from their own memory (`spliced`).
     out: Vec<u8>,
+    spliced: SplicedBodies,
 
     // Receiving.
     decoder: hpack::Decoder,
@@ -249,6 +256,7 @@ pub struct TurnBuffers {
     block: Vec<u8>,
     requests: VecDeque<u32>,
     held: VecDeque<(u32, Request)>,
+    spliced: Vec<Spliced>,
 }
 
 impl TurnBuffers {
@@ -261,6 +269,7 @@ impl TurnBuffers {
             + self.block.capacity()
             + self.requests.capacity() * size_of::<u32>()
             + self.held.capacity() * size_of::<(u32, Request)>()
+            + self.spliced.capacity() * size_of::<Spliced>()
     }
 }
 
@@ -616,7 +625,7 @@ impl Connection {
                 let head =
                     self.write_headers(id, resp.status, &resp.headers, Some(body_len), false);
                 crate::http::recycle::give_header_list(resp.headers);
-                self.send_whole(i, data, head);
+                self.send_whole(i, &resp.body, data, head);
                 if repeatable && self.memo.stream == id && self.headers_cache.valid {
                     self.keep_answer(resp.status, resp.body, track.is_some());
                 }
@@ -658,11 +667,12 @@ impl Connection {
             && !self.output_full()
     }
 
-    /// The whole body of stream `i`, after its HEADERS (`head` bytes of header block): one
-    /// DATA frame with END_STREAM, built in the output, and the stream is done. The small
-    /// answer's path: no body source, no ready queue, no second visit in `fill`.
+    /// The whole body of stream `i` (`data`, `body`'s bytes), after its HEADERS (`head`
+    /// bytes of header block): one DATA frame with END_STREAM, built in the output, and the
+    /// stream is done. The small answer's path: no body source, no ready queue, no second
+    /// visit in `fill`.
     #[inline(always)]
-    fn send_whole(&mut self, i: usize, data: &[u8], head: u64) {
+    fn send_whole(&mut self, i: usize, body: &Body, data: &[u8], head: u64) {
         let s = &mut self.streams[i];
         frame::put_head(
             &mut self.out,
@@ -671,7 +681,13 @@ impl Connection {
             flag::END_STREAM,
             s.id,
         );
-        self.out.extend_from_slice(data);
+        put_body(
+            &mut self.out,
+            &mut self.spliced,
+            self.cfg.splice_min,
+            body,
+            data,
+        );
         let n = data.len() as u64;
         s.send_window -= n as i64;
         self.send_conn_window -= n as i64;
@@ -847,7 +863,13 @@ impl Connection {
                 self.out.truncate(at);
                 return false;
             };
-            self.out.extend_from_slice(data);
+            put_body(
+                &mut self.out,
+                &mut self.spliced,
+                self.cfg.splice_min,
+                &a.body,
+                data,
+            );
         }
         let sid = id.to_be_bytes();
         self.out[at + 5..at + 9].copy_from_slice(&sid);
@@ -1062,25 +1084,40 @@ impl Connection {
     /// The output holds [`Settings::max_write`] bytes or more: time to write it.
     #[inline(always)]
     pub fn output_full(&self) -> bool {
-        self.out.len() >= self.cfg.max_write
+        self.out.len() + self.spliced.len() >= self.cfg.max_write
     }
 
     /// The output may take more bytes of body pulled from a source (below
     /// [`OUTPUT_HIGH_WATER`] and [`Settings::max_write`]).
     #[inline(always)]
     fn has_body_room(&self) -> bool {
-        self.out.len() < OUTPUT_HIGH_WATER.min(self.cfg.max_write)
+        self.out.len() + self.spliced.len() < OUTPUT_HIGH_WATER.min(self.cfg.max_write)
     }
 
-    /// Bytes to write to the socket.
+    /// What to write to the socket.
+    pub fn output_parts(&self) -> OutputParts<'_> {
+        OutputParts::new(&self.out, &self.spliced)
+    }
+
+    /// The frame bytes to write, when no body is spliced in (see [`Settings::splice_min`]):
+    /// a connection whose bodies are all smaller, or all streamed.
     pub fn output(&self) -> &[u8] {
+        debug_assert!(self.spliced.len() == 0, "bodies spliced: use output_parts");
         &self.out
+    }
+
+    /// Whether there is nothing to write.
+    #[inline]
+    pub fn output_is_empty(&self) -> bool {
+        // A spliced body follows its DATA frame's header.
+        self.out.is_empty()
     }
 
     /// Call once the output was written; the buffer is kept for reuse.
     pub fn clear_output(&mut self) {
-        self.wrote_large |= self.out.len() > KEEP_OUTPUT_MAX;
+        self.wrote_large |= self.out.len() + self.spliced.len() > KEEP_OUTPUT_MAX;
         self.out.clear();
+        self.spliced.clear();
         self.date = None;
         self.closed_unwritten = 0;
     }
@@ -1157,6 +1194,7 @@ impl Connection {
             block,
             requests,
             held,
+            spliced,
         } = t;
         self.streams = streams;
         self.hbuf = hbuf;
@@ -1164,6 +1202,7 @@ impl Connection {
         self.block = block;
         self.requests = requests;
         self.held = held;
+        self.spliced.lend_list(spliced);
     }
 
     /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
@@ -1188,6 +1227,7 @@ impl Connection {
             block: std::mem::take(&mut self.block),
             requests: std::mem::take(&mut self.requests),
             held: std::mem::take(&mut self.held),
+            spliced: self.spliced.take_list(),
         };
         t.fields.clear();
         t.block.clear();
@@ -2889,6 +2929,31 @@ impl Budget {
 }
 
 /// A body already in memory (bytes, or a file the open-file cache holds), as one slice.
+/// Appends `data`, the bytes of `body`, to the frames in `out`, or splices `body` in after
+/// them when it is `splice_min` bytes or more and shares its memory.
+#[inline(always)]
+fn put_body(
+    out: &mut Vec<u8>,
+    spliced: &mut SplicedBodies,
+    splice_min: usize,
+    body: &Body,
+    data: &[u8],
+) {
+    if data.len() >= splice_min {
+        let shared = match body {
+            Body::Bytes(b) => Some(b.clone()),
+            Body::File(f) => f.cached_bytes(),
+            _ => None,
+        };
+        if let Some(b) = shared {
+            debug_assert_eq!(&b[..], data);
+            spliced.push(out.len(), b);
+            return;
+        }
+    }
+    out.extend_from_slice(data);
+}
+
 fn in_memory(body: &Body) -> Option<&[u8]> {
     match body {
         Body::Bytes(b) => Some(b),

@@ -7,8 +7,10 @@ pub mod client;
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+pub mod output;
 mod ready;
 pub mod stream;
 mod table;
 
 pub use conn::{Closed, Connection, Parked, Released, Settings, TurnBuffers, DEFAULT_MAX_WRITE};
+pub use output::OutputParts;

@@ -11,6 +11,7 @@
 
 use super::{Budget, Connection, HeadersCache, Phase};
 use crate::proto::h2::hpack;
+use crate::proto::h2::output::SplicedBodies;
 use crate::proto::h2::table::StreamTable;
 use bytes::BytesMut;
 use std::collections::VecDeque;
@@ -97,6 +98,7 @@ impl Connection {
             phase: _,
             closed: _,
             out: _,
+            spliced: _,
             decoder,
             hbuf: _,
             fields: _,
@@ -193,6 +195,7 @@ impl Connection {
             phase: Phase::Preface,
             closed: None,
             out: Vec::new(),
+            spliced: SplicedBodies::default(),
             decoder,
             hbuf: BytesMut::new(),
             fields: Vec::new(),

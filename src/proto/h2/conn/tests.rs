@@ -45,7 +45,7 @@ impl Peer {
             self.conn.respond(id, r);
         }
         self.conn.fill(self.now);
-        let out = self.conn.output().to_vec();
+        let out = self.conn.output_parts().to_vec();
         self.conn.clear_output();
         parse(&out)
     }
@@ -376,7 +376,7 @@ fn a_drain_before_the_preface_waits_for_it_then_sends_two_goaways() {
     let mut conn = Connection::new(Settings::default(), addr, addr, now);
     conn.shutdown();
     assert_eq!(conn.closed(), None);
-    let f = parse(conn.output());
+    let f = parse(&conn.output_parts().to_vec());
     assert!(
         f.iter().all(|(h, _)| h.kind != kind::GOAWAY),
         "no GOAWAY before the client's preface: {:?}",
@@ -542,7 +542,7 @@ fn a_shared_header_list_is_cached_by_identity_and_another_is_encoded() {
             );
         }
         p.conn.fill(p.now);
-        let out = p.conn.output().to_vec();
+        let out = p.conn.output_parts().to_vec();
         p.conn.clear_output();
         let f = parse(&out);
         let (_, block) = f.iter().find(|(h, _)| h.kind == kind::HEADERS).unwrap();
@@ -609,7 +609,7 @@ fn upgraded_request_is_stream_one() {
     r.body = Body::Bytes(Bytes::from_static(b"0123456789"));
     c.respond(1, r);
     c.fill(Instant::now());
-    let f = parse(c.output());
+    let f = parse(&c.output_parts().to_vec());
     let data: Vec<usize> = f
         .iter()
         .filter(|(h, _)| h.kind == kind::DATA)
@@ -667,12 +667,51 @@ fn requests_are_decoded_in_batches() {
     }
     assert!(input.is_empty());
     assert_eq!(batches, vec![16, 16, 8]);
-    let out = p.conn.output().to_vec();
+    let out = p.conn.output_parts().to_vec();
     let ends = parse(&out)
         .iter()
         .filter(|(h, _)| h.kind == kind::DATA && h.flags & flag::END_STREAM != 0)
         .count();
     assert_eq!(ends, 40);
+}
+
+/// A whole body from memory of `splice_min` bytes or more goes out from its own memory,
+/// spliced in after its DATA frame's header; a smaller one is copied into the frames.
+#[test]
+fn large_whole_bodies_are_spliced_small_ones_copied() {
+    static BODY: [u8; output::SPLICE_MIN] = [b's'; output::SPLICE_MIN];
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    for (id, body) in [(1, &BODY[..]), (3, &BODY[1..])] {
+        let req = p.get(id, "/", true);
+        p.feed(&req);
+        let (got, _) = p.conn.next_request().unwrap();
+        assert_eq!(got, id);
+        let mut r = Response::new(200);
+        r.body = Body::Bytes(Bytes::from_static(body));
+        p.conn.respond(id, r);
+        p.conn.fill(p.now);
+        let parts = p.conn.output_parts();
+        let pieces: Vec<&[u8]> = parts.pieces().collect();
+        if body.len() >= output::SPLICE_MIN {
+            assert!(parts.as_whole().is_none());
+            assert_eq!(pieces.len(), 2, "the frames, then the body");
+            assert_eq!(pieces[1].as_ptr(), body.as_ptr(), "the body's own memory");
+        } else {
+            assert_eq!(parts.as_whole().map(<[u8]>::len), Some(parts.len()));
+        }
+        let f = parse(&parts.to_vec());
+        assert_eq!(
+            f.iter()
+                .map(|(h, _)| (h.kind, h.stream))
+                .collect::<Vec<_>>(),
+            vec![(kind::HEADERS, id), (kind::DATA, id)]
+        );
+        assert_eq!(f[1].1, body);
+        assert_eq!(f[1].0.flags & flag::END_STREAM, flag::END_STREAM);
+        p.conn.clear_output();
+        assert!(p.conn.output_parts().is_empty());
+    }
 }
 
 /// Ten answers of 16,000 bytes (160 KB, more than `OUTPUT_HIGH_WATER`): whole in one turn's
@@ -735,7 +774,7 @@ fn streams_closed_but_unwritten_count_against_the_limit() {
     }
     // The client has not seen any stream end yet: the 21st exceeds its limit.
     assert_eq!(answered, 20);
-    let out = p.conn.output().to_vec();
+    let out = p.conn.output_parts().to_vec();
     p.conn.clear_output();
     let f = parse(&out);
     let refused: Vec<(u32, Vec<u8>)> = f
@@ -983,7 +1022,7 @@ impl Peer {
     /// Pulls the output without answering anything.
     fn output(&mut self) -> Frames {
         self.conn.fill(self.now);
-        let out = self.conn.output().to_vec();
+        let out = self.conn.output_parts().to_vec();
         self.conn.clear_output();
         parse(&out)
     }
@@ -1970,7 +2009,7 @@ fn repeat_round_with(
         }
     }
     p.conn.fill(p.now);
-    let out = p.conn.output().to_vec();
+    let out = p.conn.output_parts().to_vec();
     p.conn.clear_output();
     (handed, parse(&out))
 }

@@ -1,0 +1,212 @@
+//! What a connection writes: its frames, built in one buffer, and the large bodies it sends
+//! whole, which go out from their own memory (the open-file cache's copy of a file, say)
+//! instead of being copied into that buffer first. Each such body is spliced in after the
+//! frame bytes that precede it; a writer gathers the pieces into one `writev` (or one run of
+//! TLS records).
+
+use bytes::Bytes;
+use std::io::IoSlice;
+
+/// A whole body sent whole from memory is referenced, not copied, from this size on: below
+/// it a copy costs less than the reference (an atomic count) and the extra `iovec`.
+pub const SPLICE_MIN: usize = 2048;
+
+/// A body that goes out after the first `at` bytes of the frame buffer.
+#[derive(Debug)]
+pub struct Spliced {
+    at: usize,
+    body: Bytes,
+}
+
+/// The bodies spliced into one output, in order of `at`.
+#[derive(Debug, Default)]
+pub(super) struct SplicedBodies {
+    list: Vec<Spliced>,
+    /// The bytes of all of them.
+    len: usize,
+}
+
+impl SplicedBodies {
+    /// Adds `body` after the first `at` bytes of the frame buffer, which must be no earlier
+    /// than the last one's.
+    pub(super) fn push(&mut self, at: usize, body: Bytes) {
+        debug_assert!(self.list.last().is_none_or(|s| s.at <= at));
+        self.len += body.len();
+        self.list.push(Spliced { at, body });
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.list.clear();
+        self.len = 0;
+    }
+
+    /// Takes out the (empty) list, keeping its room, for another connection to use.
+    pub(super) fn take_list(&mut self) -> Vec<Spliced> {
+        debug_assert!(self.list.is_empty());
+        self.len = 0;
+        std::mem::take(&mut self.list)
+    }
+
+    /// Uses `list`'s room (it is emptied first).
+    pub(super) fn lend_list(&mut self, mut list: Vec<Spliced>) {
+        list.clear();
+        self.list = list;
+        self.len = 0;
+    }
+}
+
+/// A connection's output as the pieces to write, in order: frame bytes and spliced bodies.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputParts<'a> {
+    frames: &'a [u8],
+    spliced: &'a [Spliced],
+    len: usize,
+}
+
+impl<'a> OutputParts<'a> {
+    pub(super) fn new(frames: &'a [u8], spliced: &'a SplicedBodies) -> OutputParts<'a> {
+        OutputParts {
+            frames,
+            spliced: &spliced.list,
+            len: frames.len() + spliced.len,
+        }
+    }
+
+    /// Output that is all in one buffer.
+    pub fn whole(bytes: &'a [u8]) -> OutputParts<'a> {
+        OutputParts {
+            frames: bytes,
+            spliced: &[],
+            len: bytes.len(),
+        }
+    }
+
+    /// The output in one piece, when no body is spliced in: it takes the plain write path,
+    /// with no `iovec`s to gather.
+    #[inline]
+    pub fn as_whole(&self) -> Option<&'a [u8]> {
+        self.spliced.is_empty().then_some(self.frames)
+    }
+
+    /// The bytes of all the pieces.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The pieces in order, empty ones left out.
+    pub fn pieces(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let frames = self.frames;
+        let mut from = 0;
+        let mut spliced = self.spliced.iter();
+        let mut tail_done = false;
+        std::iter::from_fn(move || loop {
+            match spliced.as_slice().first() {
+                Some(s) if from < s.at => {
+                    let piece = &frames[from..s.at];
+                    from = s.at;
+                    return Some(piece);
+                }
+                Some(_) => {
+                    let s = spliced.next()?;
+                    if !s.body.is_empty() {
+                        return Some(&s.body[..]);
+                    }
+                }
+                None if !tail_done => {
+                    tail_done = true;
+                    if from < frames.len() {
+                        return Some(&frames[from..]);
+                    }
+                }
+                None => return None,
+            }
+        })
+    }
+
+    /// Fills `iov` with the pieces from byte `skip` of the output on; returns how many it
+    /// filled (fewer than `iov.len()` only when the output ends).
+    pub fn gather<'b>(&'b self, mut skip: usize, iov: &mut [IoSlice<'b>]) -> usize {
+        let mut n = 0;
+        for piece in self.pieces() {
+            if n == iov.len() {
+                break;
+            }
+            if skip >= piece.len() {
+                skip -= piece.len();
+                continue;
+            }
+            iov[n] = IoSlice::new(&piece[skip..]);
+            skip = 0;
+            n += 1;
+        }
+        n
+    }
+
+    /// The output in one buffer (tests, and peers of the bytes that want them whole).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len);
+        for piece in self.pieces() {
+            v.extend_from_slice(piece);
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spliced(at_bodies: &[(usize, &'static [u8])]) -> SplicedBodies {
+        let mut s = SplicedBodies::default();
+        for (at, b) in at_bodies {
+            s.push(*at, Bytes::from_static(b));
+        }
+        s
+    }
+
+    #[test]
+    fn pieces_interleave_frames_and_bodies_in_order() {
+        let s = spliced(&[(2, b"XY"), (2, b"Z"), (5, b"W")]);
+        let parts = OutputParts::new(b"abcdefg", &s);
+        let pieces: Vec<&[u8]> = parts.pieces().collect();
+        assert_eq!(
+            pieces,
+            vec![&b"ab"[..], b"XY", b"Z", b"cde", b"W", b"fg"],
+            "a body at the end of the frames and two at one place keep their order"
+        );
+        assert_eq!(parts.len(), 11);
+        assert_eq!(parts.to_vec(), b"abXYZcdeWfg");
+
+        let s = spliced(&[(0, b"X"), (3, b"Y")]);
+        let parts = OutputParts::new(b"abc", &s);
+        assert_eq!(parts.to_vec(), b"XabcY");
+        assert_eq!(parts.pieces().count(), 3);
+    }
+
+    #[test]
+    fn gather_starts_mid_piece_and_stops_at_the_array_end() {
+        let s = spliced(&[(2, b"XY"), (5, b"W")]);
+        let parts = OutputParts::new(b"abcdefg", &s);
+        let mut iov = [IoSlice::new(&[]); 2];
+        let n = parts.gather(3, &mut iov);
+        assert_eq!(n, 2);
+        assert_eq!(&*iov[0], b"Y");
+        assert_eq!(&*iov[1], b"cde");
+        let mut iov = [IoSlice::new(&[]); 8];
+        let n = parts.gather(7, &mut iov);
+        let got: Vec<u8> = iov[..n].iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(got, b"Wfg");
+        assert_eq!(parts.gather(parts.len(), &mut iov), 0);
+        assert_eq!(OutputParts::whole(b"").gather(0, &mut iov), 0);
+        assert_eq!(parts.as_whole(), None);
+        assert_eq!(OutputParts::whole(b"ab").as_whole(), Some(&b"ab"[..]));
+    }
+}
