@@ -273,15 +273,7 @@ fn rust_h2_client_fetches_concurrently_with_small_windows() {
 #[test]
 fn bodies_spliced_into_the_output_arrive_intact() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let files = clients::splice_files();
-    for (name, body) in &files {
-        write_file(dir.path(), &format!("www/{name}"), body);
-    }
-    let s = Spate::start_in(
-        &CONF.replace("  port: 0\n", "  port: 0\n  sndbuf: 4096\n"),
-        dir,
-    );
-    let order = clients::splice_requests(&files);
+    let (s, files, order) = clients::start_for_splicing(CONF, dir, "www");
     let urls: Vec<String> = order
         .iter()
         .map(|&k| format!("http://{}/{}", s.addr, files[k].0))
@@ -294,14 +286,7 @@ fn bodies_spliced_into_the_output_arrive_intact() {
         let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
         clients::h2_get_all(tcp, &urls).await
     });
-    for (got, &k) in bodies.iter().zip(&order) {
-        assert!(
-            got == &files[k].1,
-            "{}: {} bytes, differs from the file",
-            files[k].0,
-            got.len()
-        );
-    }
+    clients::assert_bodies_are_the_files(&bodies, &order, &files);
 }
 
 /// A connection quiet for over a second is parked (kept in a compact form) and put back when

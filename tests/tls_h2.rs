@@ -15,8 +15,10 @@ fn server() -> Spate {
     write_file(dir.path(), "htdocs/4k.bin", &[b'y'; 4096]);
     write_file(dir.path(), "htdocs/big.bin", &patterned(1_000_000));
     write_file(dir.path(), "htdocs/mid.bin", &patterned(150_000));
-    Spate::start_in(
-        "
+    Spate::start_in(CONF, dir)
+}
+
+const CONF: &str = "
 listen:
   host: 127.0.0.1
   port: 0
@@ -29,10 +31,7 @@ hosts:
     paths:
       /:
         file.dir: htdocs
-",
-        dir,
-    )
-}
+";
 
 #[test]
 fn curl_negotiates_http2_and_http11() {
@@ -192,29 +191,7 @@ fn the_servers_settings_answer_the_clients_preface() {
 fn bodies_spliced_into_the_output_arrive_intact() {
     let dir = tempfile::tempdir().expect("tempdir");
     cert(dir.path(), "a", "localhost", false);
-    let files = clients::splice_files();
-    for (name, body) in &files {
-        write_file(dir.path(), &format!("htdocs/{name}"), body);
-    }
-    let s = Spate::start_in(
-        "
-listen:
-  host: 127.0.0.1
-  port: 0
-  sndbuf: 4096
-  ssl:
-    certificate-file: a.crt
-    key-file: a.key
-num-threads: 1
-hosts:
-  localhost:
-    paths:
-      /:
-        file.dir: htdocs
-",
-        dir,
-    );
-    let order = clients::splice_requests(&files);
+    let (s, files, order) = clients::start_for_splicing(CONF, dir, "htdocs");
     let urls: Vec<String> = order
         .iter()
         .map(|&k| format!("https://localhost:{}/{}", s.addr.port(), files[k].0))
@@ -223,14 +200,7 @@ hosts:
         let tls = h2_connect(&s).await;
         clients::h2_get_all(tls, &urls).await
     });
-    for (got, &k) in bodies.iter().zip(&order) {
-        assert!(
-            got == &files[k].1,
-            "{}: {} bytes, differs from the file",
-            files[k].0,
-            got.len()
-        );
-    }
+    clients::assert_bodies_are_the_files(&bodies, &order, &files);
 }
 
 fn runtime() -> tokio::runtime::Runtime {

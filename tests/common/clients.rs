@@ -468,10 +468,13 @@ async fn h2_get_batch(
     bodies
 }
 
+/// Names and contents of files to serve.
+pub type SpliceFiles = Vec<(String, Vec<u8>)>;
+
 /// Files of sizes around the HTTP/2 output's splice size (2048: below it a body is copied
 /// into the output, from it on sent from the file cache's memory) and the 16 KiB frame, each
 /// with bytes of its own so that a body sent in another's place or at the wrong offset shows.
-pub fn splice_files() -> Vec<(String, Vec<u8>)> {
+pub fn splice_files() -> SpliceFiles {
     [100usize, 2047, 2048, 5000, 16_384, 16_385]
         .iter()
         .enumerate()
@@ -491,4 +494,40 @@ pub fn splice_requests(files: &[(String, Vec<u8>)]) -> Vec<usize> {
     (0..300)
         .map(|i| if i < 150 { i % n } else { (i / 25) % n })
         .collect()
+}
+
+/// Each of `bodies` is the file `order` asked for.
+pub fn assert_bodies_are_the_files(
+    bodies: &[Vec<u8>],
+    order: &[usize],
+    files: &[(String, Vec<u8>)],
+) {
+    assert_eq!(bodies.len(), order.len());
+    for (got, &k) in bodies.iter().zip(order) {
+        assert!(
+            got == &files[k].1,
+            "{}: {} bytes, differs from the file",
+            files[k].0,
+            got.len()
+        );
+    }
+}
+
+/// A spate of `conf` with `sndbuf: 4096` on its listener, serving `splice_files` from
+/// `docroot` in `dir`; with the files, and the order of the requests to make for them.
+pub fn start_for_splicing(
+    conf: &str,
+    dir: tempfile::TempDir,
+    docroot: &str,
+) -> (Spate, SpliceFiles, Vec<usize>) {
+    let files = splice_files();
+    for (name, body) in &files {
+        super::write_file(dir.path(), &format!("{docroot}/{name}"), body);
+    }
+    let s = Spate::start_in(
+        &conf.replace("  port: 0\n", "  port: 0\n  sndbuf: 4096\n"),
+        dir,
+    );
+    let order = splice_requests(&files);
+    (s, files, order)
 }

@@ -51,11 +51,12 @@ impl SplicedBodies {
         std::mem::take(&mut self.list)
     }
 
-    /// Uses `list`'s room (it is emptied first).
+    /// Uses `list`'s room (it is emptied first), unless bodies are spliced already.
     pub(super) fn lend_list(&mut self, mut list: Vec<Spliced>) {
-        list.clear();
-        self.list = list;
-        self.len = 0;
+        if self.list.is_empty() {
+            list.clear();
+            self.list = list;
+        }
     }
 }
 
