@@ -2928,7 +2928,6 @@ impl Budget {
     }
 }
 
-/// A body already in memory (bytes, or a file the open-file cache holds), as one slice.
 /// Appends `data`, the bytes of `body`, to the frames in `out`, or splices `body` in after
 /// them when it is `splice_min` bytes or more and shares its memory.
 #[inline(always)]
@@ -2954,6 +2953,7 @@ fn put_body(
     out.extend_from_slice(data);
 }
 
+/// A body already in memory (bytes, or a file the open-file cache holds), as one slice.
 fn in_memory(body: &Body) -> Option<&[u8]> {
     match body {
         Body::Bytes(b) => Some(b),
