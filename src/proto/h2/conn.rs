@@ -2322,7 +2322,20 @@ impl Connection {
         let Send::Body(src) = &mut self.streams[i].send else {
             return;
         };
-        match src.fill(&mut self.out, n) {
+        // A frame's worth of a body in memory goes out from that memory, as whole bodies do.
+        let shared = if n >= self.cfg.splice_min {
+            src.take_bytes(n, n)
+        } else {
+            None
+        };
+        let filled = match shared {
+            Some(b) => {
+                self.spliced.push(self.out.len(), b);
+                Ok(n)
+            }
+            None => src.fill(&mut self.out, n),
+        };
+        match filled {
             Ok(got) if got == n => {}
             _ => {
                 self.out.truncate(at);
@@ -2382,8 +2395,12 @@ impl Connection {
         }
         let at = self.out.len();
         frame::put_head(&mut self.out, n, kind::DATA, 0, id);
-        self.out.extend_from_slice(&o.queued[..n]);
-        o.queued.advance(n);
+        if n >= self.cfg.splice_min {
+            self.spliced.push(self.out.len(), o.queued.split_to(n));
+        } else {
+            self.out.extend_from_slice(&o.queued[..n]);
+            o.queued.advance(n);
+        }
         o.sent += n as u64;
         let drained = o.queued.is_empty();
         let ended = o.tail != Tail::Open;

@@ -714,6 +714,89 @@ fn large_whole_bodies_are_spliced_small_ones_copied() {
     }
 }
 
+/// The (offset, length) of each piece of `parts` that is `body`'s own memory.
+fn pieces_of(parts: output::OutputParts<'_>, body: &[u8]) -> Vec<(usize, usize)> {
+    let range = body.as_ptr_range();
+    parts
+        .pieces()
+        .filter(|p| range.contains(&p.as_ptr()))
+        .map(|p| (p.as_ptr() as usize - range.start as usize, p.len()))
+        .collect()
+}
+
+/// A body in memory larger than a frame goes out frame by frame from its own memory: each
+/// DATA frame of `splice_min` bytes or more is spliced, a smaller one (a narrow window) copied.
+#[test]
+fn data_frames_of_a_body_in_memory_are_spliced() {
+    let body: Bytes = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    let mut p = Peer::new(Settings::default(), &[(setting::INITIAL_WINDOW_SIZE, 1000)]);
+    p.turn(b"");
+    let req = p.get(1, "/", true);
+    p.feed(&req);
+    let (id, _) = p.conn.next_request().unwrap();
+    let mut r = Response::new(200);
+    r.body = Body::Bytes(body.clone());
+    p.conn.respond(id, r);
+    p.conn.fill(p.now);
+    let parts = p.conn.output_parts();
+    assert!(pieces_of(parts, &body).is_empty(), "1,000 bytes are copied");
+    let mut got = Vec::new();
+    for (h, payload) in parse(&parts.to_vec()) {
+        if h.kind == kind::DATA {
+            got.extend_from_slice(&payload);
+        }
+    }
+    assert_eq!(got, body[..1000]);
+    p.conn.clear_output();
+
+    let mut wu = Vec::new();
+    frame::put_window_update(&mut wu, id, 60_000);
+    p.feed(&wu);
+    p.conn.fill(p.now);
+    let parts = p.conn.output_parts();
+    assert_eq!(
+        pieces_of(parts, &body),
+        vec![(1000, 16_384), (17_384, 16_384), (33_768, 6232)],
+        "every frame from the body's memory"
+    );
+    let f = parse(&parts.to_vec());
+    assert!(f.iter().all(|(h, _)| h.kind == kind::DATA));
+    for (h, payload) in &f {
+        got.extend_from_slice(payload);
+        let last = got.len() == body.len();
+        assert_eq!(h.flags & flag::END_STREAM != 0, last);
+    }
+    assert_eq!(got, body);
+    p.conn.clear_output();
+    assert_eq!(p.conn.open_streams(), 0);
+}
+
+/// A pushed chunk of a streamed body is spliced frame by frame too, and the bytes left
+/// below `splice_min` are copied.
+#[test]
+fn data_frames_of_a_streamed_chunk_are_spliced() {
+    let chunk: Bytes = (0..18_000u32).map(|i| (i % 253) as u8).collect();
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let req = p.get(1, "/", true);
+    p.feed(&req);
+    let (id, _) = p.conn.next_request().unwrap();
+    assert!(p.conn.respond(id, streamed(None)).is_some());
+    p.output();
+    assert!(p.conn.push_body(id, chunk.clone()));
+    p.conn.end_body(id, None);
+    p.conn.fill(p.now);
+    let parts = p.conn.output_parts();
+    assert_eq!(pieces_of(parts, &chunk), vec![(0, 16_384)]);
+    let f = parse(&parts.to_vec());
+    assert_eq!(kinds(&f), vec![(kind::DATA, id), (kind::DATA, id)]);
+    assert_eq!(f[0].1, chunk[..16_384]);
+    assert_eq!(f[1].1, chunk[16_384..], "1,616 bytes, copied");
+    assert_eq!(f[0].0.flags & flag::END_STREAM, 0);
+    assert_eq!(f[1].0.flags & flag::END_STREAM, flag::END_STREAM);
+    p.conn.clear_output();
+}
+
 /// Ten answers of 16,000 bytes (160 KB, more than `OUTPUT_HIGH_WATER`): whole in one turn's
 /// output under the default `max_write`; with 16 KiB, each write holds two bodies (the output
 /// stops taking them once it holds that much) and the rest follow in later writes.
