@@ -875,9 +875,17 @@ fn streams_closed_but_unwritten_count_against_the_limit() {
     assert_eq!(answer_all(&mut p.conn, b"", p.now), 1);
 }
 
+/// Bodies copied into the output, never spliced: the tests of the output's own buffer.
+fn copy_bodies() -> Settings {
+    Settings {
+        splice_min: usize::MAX,
+        ..Settings::default()
+    }
+}
+
 #[test]
 fn idle_buffers_are_released_and_regrown() {
-    let mut p = Peer::new(Settings::default(), &[]);
+    let mut p = Peer::new(copy_bodies(), &[]);
     p.turn(b"");
     static BODY: [u8; 30_000] = [5; 30_000];
     let req = p.get(1, "/", true);
@@ -922,7 +930,7 @@ fn idle_buffers_are_released_and_regrown() {
 
 #[test]
 fn a_busy_connection_keeps_its_buffers_until_the_quiet_trim() {
-    let mut p = Peer::new(Settings::default(), &[]);
+    let mut p = Peer::new(copy_bodies(), &[]);
     p.turn(b"");
     let mut two = p.get(1, "/a", true);
     two.extend(p.get(3, "/b", true));
