@@ -79,7 +79,7 @@ pub struct Settings {
     /// Advertise SETTINGS_ENABLE_CONNECT_PROTOCOL and accept extended CONNECT (RFC 8441);
     /// without it `:protocol` makes a request malformed.
     pub enable_connect_protocol: bool,
-    /// A body sent whole from memory of this many bytes or more is spliced into the output
+    /// A DATA payload in memory of this many bytes or more is spliced into the output
     /// ([`Connection::output_parts`]) instead of copied into its buffer.
     pub splice_min: usize,
 }
@@ -142,7 +142,7 @@ pub struct Connection {
     local: SocketAddr,
     phase: Phase,
     closed: Option<Closed>,
-    /// The frames to write; large whole bodies go out from their own memory (`spliced`).
+    /// The frames to write; large payloads in memory go out from there (`spliced`).
     out: Vec<u8>,
     spliced: SplicedBodies,
 
@@ -1099,8 +1099,8 @@ impl Connection {
         OutputParts::new(&self.out, &self.spliced)
     }
 
-    /// The frame bytes to write, when no body is spliced in (see [`Settings::splice_min`]):
-    /// a connection whose bodies are all smaller, or all streamed.
+    /// The frame bytes to write, when nothing is spliced in (see [`Settings::splice_min`]):
+    /// a connection whose DATA payloads are all smaller than that.
     pub fn output(&self) -> &[u8] {
         debug_assert!(self.spliced.len() == 0, "bodies spliced: use output_parts");
         &self.out

@@ -1,14 +1,15 @@
-//! What a connection writes: its frames, built in one buffer, and the large bodies it sends
-//! whole, which go out from their own memory (the open-file cache's copy of a file, say)
-//! instead of being copied into that buffer first. Each such body is spliced in after the
-//! frame bytes that precede it; a writer gathers the pieces into one `writev` (or one run of
-//! TLS records).
+//! What a connection writes: its frames, built in one buffer, and the large body payloads
+//! whose bytes are already in memory (the open-file cache's copy of a file, a response's
+//! `Bytes`, a streamed chunk), which go out from that memory instead of being copied into the
+//! buffer first. Each such payload is spliced in after the frame bytes that precede it (its
+//! DATA frame's header); a writer gathers the pieces into one `writev` (or one run of TLS
+//! records).
 
 use bytes::Bytes;
 use std::io::IoSlice;
 
-/// A whole body sent whole from memory is referenced, not copied, from this size on: below
-/// it a copy costs less than the reference (an atomic count) and the extra `iovec`.
+/// A DATA payload in memory is referenced, not copied, from this size on: below it a copy
+/// costs less than the reference (an atomic count) and the extra `iovec`.
 pub const SPLICE_MIN: usize = 2048;
 
 /// A body that goes out after the first `at` bytes of the frame buffer.
