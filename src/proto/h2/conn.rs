@@ -1140,18 +1140,27 @@ impl Connection {
     /// table and queues every turn cost more than decoding the requests. Not after a large
     /// write (over [`KEEP_OUTPUT_MAX`]): with hundreds of such connections, what each kept
     /// would be out of cache by its next turn, while freed it is the next one's, still warm.
+    /// Such a connection keeps its request memo though: its next requests are most likely the
+    /// same again, and answered from the memo they skip decoding and the handler.
     pub fn release_idle_buffers(&mut self) -> Released {
         if !self.out.is_empty() {
             return Released::default();
         }
         let out = std::mem::take(&mut self.out);
         let small_answers = !std::mem::take(&mut self.wrote_large);
-        let turn =
-            if self.opened_lately >= KEEP_BUFFERS_OPENED && small_answers && self.trim_when_quiet {
-                None
-            } else {
-                self.take_buffers()
-            };
+        let busy = self.opened_lately >= KEEP_BUFFERS_OPENED && self.trim_when_quiet;
+        let turn = if busy && small_answers {
+            None
+        } else if busy {
+            // The memo holds its request's part of the decoded headers' buffer until the
+            // quiet trim or the next other request; the rest of the buffer goes.
+            let memo = std::mem::take(&mut self.memo);
+            let turn = self.take_buffers();
+            self.memo = memo;
+            turn
+        } else {
+            self.take_buffers()
+        };
         Released {
             output: (out.capacity() > 0).then_some(out),
             turn,

@@ -2217,6 +2217,50 @@ fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
     assert_eq!(repeat_round_with(&mut p, "/f", &[9, 11], &body).0, 2);
 }
 
+#[test]
+fn a_busy_connection_keeps_its_memo_when_a_large_write_gives_its_buffers_back() {
+    static BODY: [u8; 4096] = [b'x'; 4096];
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    for id in [1, 3] {
+        let (_, f) = repeat_round(&mut p, "/r", &[id], &BODY);
+        by_stream(&mut p, &f);
+    }
+    // Five repeats of a 4 KiB answer: a write over KEEP_OUTPUT_MAX, after which the turn
+    // buffers go back for another connection's turn...
+    let (handed, f) = repeat_round(&mut p, "/r", &[5, 7, 9, 11, 13], &BODY);
+    assert_eq!(handed, 0);
+    let data: usize = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(_, b)| b.len())
+        .sum();
+    assert_eq!(data, 5 * BODY.len());
+    let released = p.conn.release_idle_buffers();
+    assert!(
+        released.turn.is_some(),
+        "a large write gives the turn buffers back"
+    );
+    assert!(p.conn.needs_turn_buffers());
+    // ... but not the memo: the next repeats are answered from it, with the same bytes.
+    p.conn.lend_turn_buffers(released.turn.unwrap());
+    let (handed, again) = repeat_round(&mut p, "/r", &[15, 17, 19, 21, 23], &BODY);
+    assert_eq!(
+        handed, 0,
+        "answered from the memo, without decoding or the handler"
+    );
+    let mut a = by_stream(&mut p, &f);
+    let mut b = by_stream(&mut p, &again);
+    a.iter_mut().chain(b.iter_mut()).for_each(|s| s.0 = 0);
+    assert_eq!(a, b);
+    // A quiet connection drops it with the rest.
+    p.conn.release_idle_buffers();
+    p.now += QUIET_TRIM;
+    p.conn.handle_timeout(p.now);
+    assert!(p.conn.memo.parsed.is_none());
+    assert_eq!(repeat_round(&mut p, "/r", &[25], &BODY).0, 1);
+}
+
 /// A peer whose connection keeps the memo of a GET for `/r` and of its answer (streams 1 and
 /// 3), and the header block that repeats it.
 fn memo_peer(cfg: Settings) -> (Peer, Vec<u8>) {
