@@ -2967,6 +2967,9 @@ fn put_body(
     data: &[u8],
 ) {
     if data.len() >= splice_min {
+        if spliced.push_again(out.len(), data) {
+            return;
+        }
         let shared = match body {
             Body::Bytes(b) => Some(b.clone()),
             Body::File(f) => f.cached_bytes(),

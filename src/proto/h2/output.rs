@@ -16,7 +16,8 @@ pub const SPLICE_MIN: usize = 2048;
 #[derive(Debug)]
 pub struct Spliced {
     at: usize,
-    body: Bytes,
+    /// None: the bytes of the last body before it, again (see `SplicedBodies::push_again`).
+    body: Option<Bytes>,
 }
 
 /// The bodies spliced into one output, in order of `at`.
@@ -25,6 +26,9 @@ pub(super) struct SplicedBodies {
     list: Vec<Spliced>,
     /// The bytes of all of them.
     len: usize,
+    /// Where the last body pushed (not again) is in memory, and its length: the list holds
+    /// it, so bytes at that address are its bytes until `clear`.
+    last: (usize, usize),
 }
 
 impl SplicedBodies {
@@ -33,7 +37,25 @@ impl SplicedBodies {
     pub(super) fn push(&mut self, at: usize, body: Bytes) {
         debug_assert!(self.list.last().is_none_or(|s| s.at <= at));
         self.len += body.len();
-        self.list.push(Spliced { at, body });
+        self.last = (body.as_ptr() as usize, body.len());
+        self.list.push(Spliced {
+            at,
+            body: Some(body),
+        });
+    }
+
+    /// Adds the last body pushed again after the first `at` bytes of the frame buffer when
+    /// `data` is that body's very memory: a turn of repeats of one answer holds a single
+    /// reference to it, instead of counting one up and down (an atomic each way) per repeat.
+    /// Returns whether it did.
+    pub(super) fn push_again(&mut self, at: usize, data: &[u8]) -> bool {
+        if self.list.is_empty() || (data.as_ptr() as usize, data.len()) != self.last {
+            return false;
+        }
+        debug_assert!(self.list.last().is_some_and(|s| s.at <= at));
+        self.len += data.len();
+        self.list.push(Spliced { at, body: None });
+        true
     }
 
     pub(super) fn len(&self) -> usize {
@@ -43,12 +65,13 @@ impl SplicedBodies {
     pub(super) fn clear(&mut self) {
         self.list.clear();
         self.len = 0;
+        self.last = (0, 0);
     }
 
     /// Takes out the (empty) list, keeping its room, for another connection to use.
     pub(super) fn take_list(&mut self) -> Vec<Spliced> {
         debug_assert!(self.list.is_empty());
-        self.len = 0;
+        self.clear();
         std::mem::take(&mut self.list)
     }
 
@@ -108,6 +131,7 @@ impl<'a> OutputParts<'a> {
         let frames = self.frames;
         let mut from = 0;
         let mut spliced = self.spliced.iter();
+        let mut last: &'a [u8] = &[];
         let mut tail_done = false;
         std::iter::from_fn(move || loop {
             match spliced.as_slice().first() {
@@ -118,8 +142,11 @@ impl<'a> OutputParts<'a> {
                 }
                 Some(_) => {
                     let s = spliced.next()?;
-                    if !s.body.is_empty() {
-                        return Some(&s.body[..]);
+                    if let Some(b) = &s.body {
+                        last = b;
+                    }
+                    if !last.is_empty() {
+                        return Some(last);
                     }
                 }
                 None if !tail_done => {
@@ -191,6 +218,35 @@ mod tests {
         let parts = OutputParts::new(b"abc", &s);
         assert_eq!(parts.to_vec(), b"XabcY");
         assert_eq!(parts.pieces().count(), 3);
+    }
+
+    #[test]
+    fn a_body_pushed_again_goes_out_again_from_the_same_memory() {
+        static W: &[u8] = b"W";
+        let body = Bytes::from(b"XYZ".to_vec());
+        let same_bytes_elsewhere = b"XYZ".to_vec();
+        let mut s = SplicedBodies::default();
+        assert!(!s.push_again(0, &body), "nothing to repeat yet");
+        s.push(1, body.clone());
+        assert!(s.push_again(2, &body));
+        assert!(s.push_again(2, &body[..]));
+        assert!(!s.push_again(3, &body[1..]), "a part is not the body");
+        assert!(
+            !s.push_again(3, &same_bytes_elsewhere),
+            "equal bytes elsewhere are not it"
+        );
+        s.push(3, Bytes::from_static(W));
+        assert!(!s.push_again(4, &body), "only the last body pushed repeats");
+        assert!(s.push_again(4, W));
+        let parts = OutputParts::new(b"abcde", &s);
+        assert_eq!(parts.to_vec(), b"aXYZbXYZXYZcWdWe");
+        assert_eq!(parts.len(), 16);
+        let mut iov = [IoSlice::new(&[]); 16];
+        let n = parts.gather(6, &mut iov);
+        let got: Vec<u8> = iov[..n].iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(got, b"YZXYZcWdWe");
+        s.clear();
+        assert!(!s.push_again(0, &body), "a cleared list holds no body");
     }
 
     #[test]
