@@ -1151,15 +1151,8 @@ impl Connection {
         let busy = self.opened_lately >= KEEP_BUFFERS_OPENED && self.trim_when_quiet;
         let turn = if busy && small_answers {
             None
-        } else if busy {
-            // The memo holds its request's part of the decoded headers' buffer until the
-            // quiet trim or the next other request; the rest of the buffer goes.
-            let memo = std::mem::take(&mut self.memo);
-            let turn = self.take_buffers();
-            self.memo = memo;
-            turn
         } else {
-            self.take_buffers()
+            self.take_buffers(busy)
         };
         Released {
             output: (out.capacity() > 0).then_some(out),
@@ -1218,18 +1211,21 @@ impl Connection {
 
     /// The buffers of [`Connection::release_idle_buffers`], when nothing uses them.
     fn free_buffers(&mut self) {
-        drop(self.take_buffers());
+        drop(self.take_buffers(false));
     }
 
     /// Takes out the turn buffers, emptied, when nothing uses them (none when they held no
-    /// memory).
-    fn take_buffers(&mut self) -> Option<TurnBuffers> {
+    /// memory). The request memo holds its request's part of the decoded headers' buffer: it
+    /// goes too, unless `keep_memo` (a busy connection keeps it until the quiet trim or the
+    /// next other request).
+    fn take_buffers(&mut self, keep_memo: bool) -> Option<TurnBuffers> {
         if !self.streams.is_empty() || !self.out.is_empty() || self.partial.is_some() {
             return None;
         }
         self.out = Vec::new();
-        // It holds a part of the decoded headers' buffer.
-        self.memo = RequestMemo::default();
+        if !keep_memo {
+            self.memo = RequestMemo::default();
+        }
         self.ready = Default::default();
         let mut t = TurnBuffers {
             streams: std::mem::take(&mut self.streams),
