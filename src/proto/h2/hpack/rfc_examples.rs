@@ -1,4 +1,6 @@
 //! RFC 7541 Appendix C: every example decoded, and encoded byte for byte.
+//! Test-only: `hpack/mod.rs` includes it under `#[cfg(test)]`, so its `unwrap`s never see peer
+//! input.
 
 use bytes::BytesMut;
 
