@@ -722,6 +722,7 @@ impl Connection {
             frames.extend_from_slice(data);
         }
         self.memo.answer_fresh = None;
+        self.memo.renew_left = 0;
         self.memo.answer = Some(AnswerMemo {
             status,
             head_len: block.len() as u32,
@@ -1662,14 +1663,22 @@ impl Connection {
             if let Some(p) = self.memo.parsed_for(block) {
                 // The request is made where it is held, not moved there through the callers.
                 let meta = Meta::of(p);
-                if end_stream && meta.bodiless() && self.answer_repeat(id) {
-                    return Ok(());
-                }
+                let renews = end_stream && meta.bodiless() && {
+                    if self.answer_repeat(id) {
+                        return Ok(());
+                    }
+                    self.memo.renews()
+                };
                 self.memo.stream = id;
                 if self.open_request_stream(id, end_stream, Some(meta))? {
                     if let Some(p) = &self.memo.parsed {
                         self.held.push_back((id, p.req.repeat()));
                     }
+                }
+                if renews {
+                    // Its answer renews the memo: handed out before more frames are decoded,
+                    // so those behind it are repeats again, not requests queued after it.
+                    self.batch_opened = self.batch_opened.max(REQUEST_BATCH);
                 }
                 return Ok(());
             }
@@ -2803,6 +2812,9 @@ struct RequestMemo {
     /// Whether `answer` is still the answer, as found by this `recv`'s first repeat (the
     /// Date second and the body's file, which a `recv` does not change).
     answer_fresh: Option<bool>,
+    /// Requests left that may renew a kept answer which could not be given (see
+    /// `RequestMemo::renews`).
+    renew_left: u8,
 }
 
 /// A body up to this long is kept with its answer's frames and written with them.
@@ -2828,6 +2840,9 @@ struct AnswerMemo {
 
 /// Longer blocks are not kept: a client repeating a request sends a few dozen bytes.
 const MEMO_BLOCK_MAX: usize = 256;
+/// Requests that may renew a kept answer gone stale, each answered before the next is
+/// decoded (`RequestMemo::renews`): one whose block indexed new fields, then one to keep.
+const RENEW_TRIES: u8 = 2;
 
 impl RequestMemo {
     /// The request `block` gives, when it is the remembered block (to repeat).
@@ -2854,11 +2869,26 @@ impl RequestMemo {
         self.parsed = Some(kept);
     }
 
+    /// Whether the request just found to be the remembered one, which could not be answered
+    /// from the memo, should renew its answer: yes when an answer is kept (it went stale: a
+    /// new Date second, a file to check again, or it cannot go yet), and for the next
+    /// [`RENEW_TRIES`] - 1 such requests, since the first answer after a stale one may not
+    /// be kept (its header block added fields to the HPACK table).
+    fn renews(&mut self) -> bool {
+        if self.answer.is_some() {
+            self.renew_left = RENEW_TRIES;
+        }
+        let renews = self.renew_left > 0;
+        self.renew_left = self.renew_left.saturating_sub(1);
+        renews
+    }
+
     fn clear(&mut self) {
         self.block.clear();
         self.stream = 0;
         self.answer = None;
         self.answer_fresh = None;
+        self.renew_left = 0;
         if let Some(p) = self.parsed.take() {
             p.req.recycle_shared(&mut self.spare);
         }

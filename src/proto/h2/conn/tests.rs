@@ -31,9 +31,14 @@ impl Peer {
         p
     }
 
+    /// Gives the connection `b`, all of it: a `recv` that pauses is called again at once,
+    /// with no request answered in between.
     fn feed(&mut self, b: &[u8]) {
         let mut input = BytesMut::from(b);
         self.conn.recv(&mut input, self.now);
+        while self.conn.recv_paused() && !input.is_empty() && self.conn.closed().is_none() {
+            self.conn.recv(&mut input, self.now);
+        }
         assert!(input.is_empty() || self.conn.closed().is_some());
     }
 
@@ -2083,22 +2088,43 @@ fn repeat_round_with(
     ids: &[u32],
     body: &dyn Fn() -> Body,
 ) -> (usize, Frames) {
+    repeat_round_answering(p, path, ids, &|| {
+        let mut r = Response::new(200);
+        r.body = body();
+        r
+    })
+}
+
+/// [`repeat_round`] with the responses `answer` makes.
+fn repeat_round_answering(
+    p: &mut Peer,
+    path: &str,
+    ids: &[u32],
+    answer: &dyn Fn() -> Response,
+) -> (usize, Frames) {
     let mut reqs = Vec::new();
     for &id in ids {
         reqs.extend(p.get(id, path, true));
     }
-    p.feed(&reqs);
+    // As the driver does: the requests of each `recv` are answered before the next.
+    let mut input = BytesMut::from(&reqs[..]);
     let mut handed = 0;
-    while let Some((id, _req)) = p.conn.next_request() {
-        handed += 1;
-        let mut r = Response::new(200);
-        r.body = body();
-        if p.conn.answer_memo_wanted(id) {
-            p.conn.respond_repeatable(id, r, None);
-        } else {
-            p.conn.respond(id, r);
+    loop {
+        p.conn.recv(&mut input, p.now);
+        while let Some((id, _req)) = p.conn.next_request() {
+            handed += 1;
+            let r = answer();
+            if p.conn.answer_memo_wanted(id) {
+                p.conn.respond_repeatable(id, r, None);
+            } else {
+                p.conn.respond(id, r);
+            }
+        }
+        if !p.conn.recv_paused() {
+            break;
         }
     }
+    assert!(input.is_empty());
     p.conn.fill(p.now);
     let out = p.conn.output_parts().to_vec();
     p.conn.clear_output();
@@ -2215,6 +2241,103 @@ fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
     // The cache would check the file on disk now: the handler answers.
     open.reuse_until.set(0);
     assert_eq!(repeat_round_with(&mut p, "/f", &[9, 11], &body).0, 2);
+}
+
+/// A file answer from the open-file cache, and a handle on whether the cache vouches for
+/// the file without checking it (`OpenFile::reuse_until`).
+fn cached_file(contents: &'static [u8]) -> Rc<crate::http::OpenFile> {
+    let open = Rc::new(crate::http::OpenFile::new(
+        tempfile::tempfile().unwrap(),
+        contents.len() as u64,
+        std::time::SystemTime::now(),
+        Some(Bytes::from_static(contents)),
+    ));
+    open.reuse_until.set(u64::MAX);
+    open
+}
+
+fn file_body(open: &Rc<crate::http::OpenFile>) -> Body {
+    Body::File(crate::http::FileRange {
+        file: open.clone(),
+        offset: 0,
+        len: open.size,
+    })
+}
+
+#[test]
+fn a_stale_answer_is_renewed_by_one_request_and_the_rest_of_the_read_repeat_it() {
+    let open = cached_file(b"hello");
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    for ids in [&[1][..], &[3], &[5, 7]] {
+        repeat_round_with(&mut p, "/f", ids, &|| file_body(&open));
+    }
+    // The cache would check the file now. The first request takes the handler, whose
+    // answer (the file checked, vouched for again) is kept before the rest of the read
+    // is decoded: they repeat it instead of queueing behind it for the handler.
+    open.reuse_until.set(0);
+    let checked = || {
+        open.reuse_until.set(u64::MAX);
+        file_body(&open)
+    };
+    let (handed, f) = repeat_round_with(&mut p, "/f", &[9, 11, 13, 15, 17], &checked);
+    assert_eq!(handed, 1);
+    let hellos = f
+        .iter()
+        .filter(|(h, b)| h.kind == kind::DATA && b == b"hello")
+        .count();
+    assert_eq!(hellos, 5);
+}
+
+#[test]
+fn a_renewed_answer_that_indexed_new_fields_is_kept_from_the_next_request() {
+    // The file changed: its new ETag goes into the HPACK table with the first answer, whose
+    // header block therefore cannot be sent again; the second answer's can.
+    let open = cached_file(b"hello");
+    let answer = |etag: &'static str| {
+        let open = open.clone();
+        move || {
+            let mut r = Response::new(200).with_header("etag", etag);
+            r.body = file_body(&open);
+            r
+        }
+    };
+    // The peer decodes every block, in order, to follow the table.
+    let etags = |p: &mut Peer, f: &Frames| -> Vec<Vec<u8>> {
+        let mut etags = Vec::new();
+        for (h, block) in f.iter().filter(|(h, _)| h.kind == kind::HEADERS) {
+            let mut buf = BytesMut::new();
+            let mut fields = Vec::new();
+            p.dec.decode(block, &mut buf, |f| fields.push(f)).unwrap();
+            let etag = fields
+                .iter()
+                .find(|f| &buf[f.name.clone()] == b"etag")
+                .unwrap();
+            etags.push(buf[etag.value.clone()].to_vec());
+            assert_eq!(h.flags & flag::END_STREAM, 0);
+        }
+        etags
+    };
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    for ids in [&[1][..], &[3], &[5, 7]] {
+        let (_, f) = repeat_round_answering(&mut p, "/f", ids, &answer("\"v1\""));
+        etags(&mut p, &f);
+    }
+    open.reuse_until.set(0);
+    let changed = answer("\"v2\"");
+    let checked = || {
+        open.reuse_until.set(u64::MAX);
+        changed()
+    };
+    let (handed, f) = repeat_round_answering(&mut p, "/f", &[9, 11, 13, 15, 17], &checked);
+    assert_eq!(handed, 2);
+    assert_eq!(etags(&mut p, &f), vec![b"\"v2\"".to_vec(); 5]);
+    let hellos = f
+        .iter()
+        .filter(|(h, b)| h.kind == kind::DATA && b == b"hello")
+        .count();
+    assert_eq!(hellos, 5);
 }
 
 #[test]
