@@ -163,18 +163,40 @@ impl<'a> OutputParts<'a> {
     /// Fills `iov` with the pieces from byte `skip` of the output on; returns how many it
     /// filled (fewer than `iov.len()` only when the output ends).
     pub fn gather<'b>(&'b self, mut skip: usize, iov: &mut [IoSlice<'b>]) -> usize {
+        // The same walk as `pieces`, unrolled: it runs for every piece of every write.
+        if iov.is_empty() {
+            return 0;
+        }
         let mut n = 0;
-        for piece in self.pieces() {
-            if n == iov.len() {
-                break;
-            }
+        let mut put = |piece: &'b [u8]| {
             if skip >= piece.len() {
                 skip -= piece.len();
-                continue;
+                return true;
             }
             iov[n] = IoSlice::new(&piece[skip..]);
             skip = 0;
             n += 1;
+            n < iov.len()
+        };
+        let frames = self.frames;
+        let mut from = 0;
+        let mut last: &'b [u8] = &[];
+        for s in self.spliced {
+            if from < s.at {
+                if !put(&frames[from..s.at]) {
+                    return n;
+                }
+                from = s.at;
+            }
+            if let Some(b) = &s.body {
+                last = b;
+            }
+            if !last.is_empty() && !put(last) {
+                return n;
+            }
+        }
+        if from < frames.len() {
+            put(&frames[from..]);
         }
         n
     }
