@@ -704,7 +704,9 @@ impl Connection {
     #[inline(never)]
     fn keep_answer(&mut self, status: u16, body: Body, tracked: bool) {
         let block = &self.headers_cache.block;
-        let Some(data) = in_memory(&body) else { return };
+        let Some(data) = shared_bytes(&body) else {
+            return;
+        };
         let Ok(body_len) = u32::try_from(data.len()) else {
             return;
         };
@@ -719,7 +721,7 @@ impl Connection {
         frame::put_head(frames, data.len(), kind::DATA, flag::END_STREAM, 0);
         let body_in_frames = data.len() <= FRAMES_BODY_MAX;
         if body_in_frames {
-            frames.extend_from_slice(data);
+            frames.extend_from_slice(&data);
         }
         self.memo.answer_fresh = None;
         self.memo.renew_left = 0;
@@ -729,6 +731,7 @@ impl Connection {
             body_len,
             body_in_frames,
             body,
+            data,
             stamp: self.headers_cache.stamp,
             tracked,
         });
@@ -834,9 +837,7 @@ impl Connection {
                 let date = *self
                     .date
                     .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
-                let fresh = cache.date == date
-                    && a.body.reusable_now()
-                    && (a.body_in_frames || in_memory(&a.body).is_some());
+                let fresh = cache.date == date && a.body.reusable_now();
                 self.memo.answer_fresh = Some(fresh);
                 fresh
             }
@@ -860,16 +861,11 @@ impl Connection {
         let at = self.out.len();
         self.out.extend_from_slice(&self.memo.frames);
         if !a.body_in_frames {
-            let Some(data) = in_memory(&a.body) else {
-                self.out.truncate(at);
-                return false;
-            };
-            put_body(
+            put_shared(
                 &mut self.out,
                 &mut self.spliced,
                 self.cfg.splice_min,
-                &a.body,
-                data,
+                &a.data,
             );
         }
         let sid = id.to_be_bytes();
@@ -2831,6 +2827,8 @@ struct AnswerMemo {
     body_in_frames: bool,
     /// Bytes, or a file's contents from the open-file cache (`Body::reusable_now`).
     body: Body,
+    /// Its bytes, at hand for each repeat.
+    data: Bytes,
     /// The response header block is the headers cache's while it keeps this stamp (nothing
     /// else encoded since: the HPACK encoder's table is as the block found it).
     stamp: u64,
@@ -2996,18 +2994,32 @@ fn put_body(
         if spliced.push_again(out.len(), data) {
             return;
         }
-        let shared = match body {
-            Body::Bytes(b) => Some(b.clone()),
-            Body::File(f) => f.cached_bytes(),
-            _ => None,
-        };
-        if let Some(b) = shared {
+        if let Some(b) = shared_bytes(body) {
             debug_assert_eq!(&b[..], data);
             spliced.push(out.len(), b);
             return;
         }
     }
     out.extend_from_slice(data);
+}
+
+/// [`put_body`] for a body whose bytes are shared already.
+#[inline(always)]
+fn put_shared(out: &mut Vec<u8>, spliced: &mut SplicedBodies, splice_min: usize, data: &Bytes) {
+    if data.len() < splice_min {
+        out.extend_from_slice(data);
+    } else if !spliced.push_again(out.len(), data) {
+        spliced.push(out.len(), data.clone());
+    }
+}
+
+/// A body already in memory, as bytes that share that memory.
+fn shared_bytes(body: &Body) -> Option<Bytes> {
+    match body {
+        Body::Bytes(b) => Some(b.clone()),
+        Body::File(f) => f.cached_bytes(),
+        _ => None,
+    }
 }
 
 /// A body already in memory (bytes, or a file the open-file cache holds), as one slice.
