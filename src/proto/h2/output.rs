@@ -126,49 +126,50 @@ impl<'a> OutputParts<'a> {
         self.len == 0
     }
 
-    /// The pieces in order, empty ones left out.
-    pub fn pieces(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+    /// Calls `f` with each piece in order, empty ones left out, while it returns true.
+    #[inline(always)]
+    fn walk(&self, mut f: impl FnMut(&'a [u8]) -> bool) {
         let frames = self.frames;
         let mut from = 0;
-        let mut spliced = self.spliced.iter();
         let mut last: &'a [u8] = &[];
-        let mut tail_done = false;
-        std::iter::from_fn(move || loop {
-            match spliced.as_slice().first() {
-                Some(s) if from < s.at => {
-                    let piece = &frames[from..s.at];
-                    from = s.at;
-                    return Some(piece);
+        for s in self.spliced {
+            if from < s.at {
+                if !f(&frames[from..s.at]) {
+                    return;
                 }
-                Some(_) => {
-                    let s = spliced.next()?;
-                    if let Some(b) = &s.body {
-                        last = b;
-                    }
-                    if !last.is_empty() {
-                        return Some(last);
-                    }
-                }
-                None if !tail_done => {
-                    tail_done = true;
-                    if from < frames.len() {
-                        return Some(&frames[from..]);
-                    }
-                }
-                None => return None,
+                from = s.at;
             }
-        })
+            if let Some(b) = &s.body {
+                last = b;
+            }
+            if !last.is_empty() && !f(last) {
+                return;
+            }
+        }
+        if from < frames.len() {
+            f(&frames[from..]);
+        }
+    }
+
+    /// The pieces in order, empty ones left out.
+    #[cfg(test)]
+    pub fn pieces(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let mut v = Vec::new();
+        self.walk(|piece| {
+            v.push(piece);
+            true
+        });
+        v.into_iter()
     }
 
     /// Fills `iov` with the pieces from byte `skip` of the output on; returns how many it
     /// filled (fewer than `iov.len()` only when the output ends).
     pub fn gather<'b>(&'b self, mut skip: usize, iov: &mut [IoSlice<'b>]) -> usize {
-        // The same walk as `pieces`, unrolled: it runs for every piece of every write.
         if iov.is_empty() {
             return 0;
         }
         let mut n = 0;
-        let mut put = |piece: &'b [u8]| {
+        self.walk(|piece| {
             if skip >= piece.len() {
                 skip -= piece.len();
                 return true;
@@ -177,36 +178,17 @@ impl<'a> OutputParts<'a> {
             skip = 0;
             n += 1;
             n < iov.len()
-        };
-        let frames = self.frames;
-        let mut from = 0;
-        let mut last: &'b [u8] = &[];
-        for s in self.spliced {
-            if from < s.at {
-                if !put(&frames[from..s.at]) {
-                    return n;
-                }
-                from = s.at;
-            }
-            if let Some(b) = &s.body {
-                last = b;
-            }
-            if !last.is_empty() && !put(last) {
-                return n;
-            }
-        }
-        if from < frames.len() {
-            put(&frames[from..]);
-        }
+        });
         n
     }
 
     /// The output in one buffer (tests, and peers of the bytes that want them whole).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len);
-        for piece in self.pieces() {
+        self.walk(|piece| {
             v.extend_from_slice(piece);
-        }
+            true
+        });
         v
     }
 }
