@@ -1659,12 +1659,13 @@ impl Connection {
             if let Some(p) = self.memo.parsed_for(block) {
                 // The request is made where it is held, not moved there through the callers.
                 let meta = Meta::of(p);
-                let renews = end_stream && meta.bodiless() && {
+                let mut renews = false;
+                if end_stream && meta.bodiless() {
                     if self.answer_repeat(id) {
                         return Ok(());
                     }
-                    self.memo.renews()
-                };
+                    renews = self.memo.renews();
+                }
                 self.memo.stream = id;
                 if self.open_request_stream(id, end_stream, Some(meta))? {
                     if let Some(p) = &self.memo.parsed {
