@@ -2207,24 +2207,8 @@ fn a_repeat_whose_body_the_window_does_not_take_is_handed_out() {
 
 #[test]
 fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
-    use crate::http::{FileRange, OpenFile};
-    use std::rc::Rc;
-    let contents = Some(Bytes::from_static(b"hello"));
-    let file = tempfile::tempfile().unwrap();
-    let open = Rc::new(OpenFile::new(
-        file,
-        5,
-        std::time::SystemTime::now(),
-        contents,
-    ));
-    open.reuse_until.set(u64::MAX);
-    let body = || {
-        Body::File(FileRange {
-            file: open.clone(),
-            offset: 0,
-            len: 5,
-        })
-    };
+    let open = cached_file(b"hello");
+    let body = || file_body(&open);
     let mut p = Peer::new(Settings::default(), &[]);
     p.turn(b"");
     repeat_round_with(&mut p, "/f", &[1], &body);
