@@ -723,10 +723,15 @@ impl Connection {
         if body_in_frames {
             frames.extend_from_slice(&data);
         }
+        let frames_len = frames.len() as u32;
+        if frames.len() < FRAMES_COPY {
+            frames.resize(FRAMES_COPY, 0);
+        }
         self.memo.answer_fresh = None;
         self.memo.renew_left = 0;
         self.memo.answer = Some(AnswerMemo {
             status,
+            frames_len,
             head_len: block.len() as u32,
             body_len,
             body_in_frames,
@@ -745,64 +750,91 @@ impl Connection {
     /// request bodiless. Then it counts as the usual path counts a new stream. Returns false
     /// (nothing done) otherwise, and the frame takes the usual path. The cheapest check that
     /// turns away a connection without a memo comes first.
-    ///
-    /// `again`: the frame before it in this read was such a repeat. Nothing a repeat does
-    /// changes what was found of the connection and the memo for it, only the stream ids and
-    /// counts, the output and the connection window: those are checked for each frame, the
-    /// rest once per run of repeats.
     #[inline(always)]
-    fn repeat_headers(&mut self, id: u32, block: &[u8], again: bool) -> bool {
-        if !again
-            && (self.memo.answer.is_none()
-                || !matches!(self.phase, Phase::Open)
-                || self.partial.is_some()
-                || !self.decoder.kept_table())
+    fn repeat_headers(&mut self, id: u32, block: &[u8]) -> bool {
+        if self.memo.answer.is_none()
+            || !matches!(self.phase, Phase::Open)
+            || self.partial.is_some()
+            || !self.decoder.kept_table()
         {
             return false;
         }
-        if id <= self.max_client_stream
-            || id % 2 == 0
-            || self.streams.len() + self.closed_unwritten as usize >= self.cfg.max_streams as usize
-        {
+        if id <= self.max_client_stream || id % 2 == 0 {
             return false;
         }
-        if again {
-            if !same_block(&self.memo.block, block) {
-                return false;
-            }
-        } else {
-            match self.memo.parsed_for(block) {
-                Some(p) if Meta::of(p).bodiless() => {}
-                _ => return false,
-            }
-            if !self.repeat_allowed() {
-                return false;
-            }
+        match self.memo.parsed_for(block) {
+            Some(p) if Meta::of(p).bodiless() => {}
+            _ => return false,
         }
-        if !self.write_repeat(id) {
+        if !self.answer_repeat(id) {
             return false;
         }
-        // As `on_headers` counts a new stream, but in the batch (`REQUEST_BATCH`) only when
-        // its body is not kept with the frames: a short answer holds nothing and adds a few
-        // dozen bytes to the output (bounded by `Settings::max_write`), so a read full of
-        // repeats is answered in one `recv`.
-        self.max_client_stream = id;
-        if self.memo.answer.as_ref().is_none_or(|a| !a.body_in_frames) {
-            self.batch_opened += 1;
-        }
-        self.opened_lately = self.opened_lately.saturating_add(1);
+        self.count_opened(id, 1);
         true
+    }
+
+    /// After a frame answered by `repeat_headers`, from `first` to `at` in `input`, answers
+    /// the frames from `at` on that repeat it exactly (the same length, type, flags and
+    /// block) for new odd stream ids, as many as `repeats_room` allows. Nothing a repeat
+    /// changes bears on what `repeat_headers` found of the connection and the memo, only on
+    /// the stream ids, the counts and the room. Returns where the first frame it left starts.
+    #[inline(always)]
+    fn repeat_run(&mut self, input: &[u8], first: usize, mut at: usize) -> usize {
+        let total = at - first;
+        // The frame header's length, type and flags.
+        let Some(&prefix) = input[first..].first_chunk::<5>() else {
+            return at;
+        };
+        let room = self.repeats_room();
+        let mut last = self.max_client_stream;
+        let mut n = 0;
+        while n < room && input.len() - at >= total {
+            let frame = &input[at..at + total];
+            let id = u32::from_be_bytes(word(frame, 5)) & frame::MAX_WINDOW;
+            if frame.first_chunk::<5>() != Some(&prefix)
+                || id <= last
+                || id % 2 == 0
+                || !same_block(&self.memo.block, &frame[frame::HEADER_LEN..])
+            {
+                break;
+            }
+            self.put_repeat(id);
+            last = id;
+            n += 1;
+            at += total;
+        }
+        self.count_repeats(n);
+        self.count_opened(last, n);
+        at
+    }
+
+    /// Counts `n` streams up to `last`, answered by `put_repeat` before they were decoded,
+    /// as `on_headers` counts new streams, but not in the batch (`REQUEST_BATCH`): a repeat
+    /// holds nothing but its place in the output, which `Settings::max_write` bounds
+    /// (`repeats_room`, and `recv_frames` pauses when it is full), so a read full of repeats
+    /// is answered in one `recv`.
+    #[inline(always)]
+    fn count_opened(&mut self, last: u32, n: usize) {
+        self.max_client_stream = last;
+        self.opened_lately = self
+            .opened_lately
+            .saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
     }
 
     /// Answers stream `id`, which just sent the memoised request's block with END_STREAM,
     /// with the memoised answer when it is still the answer and may go now
-    /// (`repeat_allowed`, `write_repeat`): the same HEADERS block and DATA bytes as the
+    /// (`repeat_allowed`, `repeats_room`): the same HEADERS block and DATA bytes as the
     /// handler's answer went out with, and no request made, routed or handed out, no stream
     /// in the table. Returns false (nothing done) otherwise, and the request takes the usual
     /// path.
     #[inline(always)]
     fn answer_repeat(&mut self, id: u32) -> bool {
-        self.repeat_allowed() && self.write_repeat(id)
+        if !self.repeat_allowed() || self.repeats_room() == 0 {
+            return false;
+        }
+        self.put_repeat(id);
+        self.count_repeats(1);
+        true
     }
 
     /// Whether the memoised answer is still the answer, and may go now as far as the
@@ -812,7 +844,8 @@ impl Connection {
     /// one the open-file cache still answers from unchecked. It may go now when the usual
     /// path would send it at once: no earlier request waits for its answer (answers keep the
     /// requests' order), no stream waits to send, the handlers are below their limit, the
-    /// peer's frame size takes the body, and the connection is not shutting down.
+    /// peer's frame size takes the body, and neither side is shutting the connection down
+    /// (a repeat then never closes it: `count_repeats` skips `check_done`).
     #[inline(always)]
     fn repeat_allowed(&mut self) -> bool {
         let Some(a) = &self.memo.answer else {
@@ -822,6 +855,7 @@ impl Connection {
         if !(cache.valid
             && cache.stamp == a.stamp
             && matches!(self.phase, Phase::Open)
+            && !self.peer_goaway
             && self.requests.is_empty()
             && self.ready.is_empty()
             && self.in_handler < self.cfg.max_concurrent_requests
@@ -844,22 +878,51 @@ impl Connection {
         }
     }
 
-    /// Writes the memoised answer for stream `id` when the output is not full (`output_full`)
-    /// and the windows take the body (what each repeat changes), and counts it.
+    /// How many repeats of the memoised answer may go now, as far as what each repeat changes
+    /// goes: the streams open or closed unwritten (`max_streams`), the windows (each takes
+    /// the body) and the output (one more while it is not full, as `output_full` says).
     #[inline(always)]
-    fn write_repeat(&mut self, id: u32) -> bool {
+    fn repeats_room(&self) -> usize {
         let Some(a) = &self.memo.answer else {
-            return false;
+            return 0;
         };
-        let n = a.body_len as usize;
-        let window = i64::from(self.peer_initial_window).min(self.send_conn_window);
-        if self.output_full() || n as i64 > window {
-            return false;
-        }
-        // HEADERS, the block and DATA as kept, with this stream's id (the body follows when
-        // it is not kept with them).
+        let streams = (self.cfg.max_streams as usize)
+            .saturating_sub(self.streams.len() + self.closed_unwritten as usize);
+        let body = i64::from(a.body_len);
+        let windows = if body > i64::from(self.peer_initial_window) || self.send_conn_window < 0 {
+            0
+        } else if body == 0 {
+            usize::MAX
+        } else {
+            usize::try_from(self.send_conn_window / body).unwrap_or(0)
+        };
+        let each = a.frames_len as usize + if a.body_in_frames { 0 } else { body as usize };
+        let output = self
+            .cfg
+            .max_write
+            .saturating_sub(self.out.len() + self.spliced.len())
+            .div_ceil(each.max(1));
+        streams.min(windows).min(output)
+    }
+
+    /// Writes the memoised answer for stream `id` (with room for it: `repeats_room`): its
+    /// frames with this stream's id, and its body.
+    #[inline(always)]
+    fn put_repeat(&mut self, id: u32) {
+        let Some(a) = &self.memo.answer else {
+            return;
+        };
         let at = self.out.len();
-        self.out.extend_from_slice(&self.memo.frames);
+        let len = a.frames_len as usize;
+        match self.memo.frames.first_chunk::<FRAMES_COPY>() {
+            // Short frames are copied with the padding after them, in a copy of fixed size
+            // (a few vector moves, not a call to `memcpy`), and the padding cut off.
+            Some(short) if len <= FRAMES_COPY => {
+                self.out.extend_from_slice(short);
+                self.out.truncate(at + len);
+            }
+            _ => self.out.extend_from_slice(&self.memo.frames[..len]),
+        }
         if !a.body_in_frames {
             put_shared(
                 &mut self.out,
@@ -872,26 +935,29 @@ impl Connection {
         self.out[at + 5..at + 9].copy_from_slice(&sid);
         let d = at + 2 * frame::HEADER_LEN + a.head_len as usize - 4;
         self.out[d..d + 4].copy_from_slice(&sid);
-        self.send_conn_window -= n as i64;
         if a.tracked {
             self.done.push(StreamDone {
                 id,
                 status: a.status,
                 mark: self.turn_mark,
                 head_bytes: u64::from(a.head_len),
-                body_bytes: n as u64,
+                body_bytes: u64::from(a.body_len),
                 complete: true,
             });
         }
-        // Its END_STREAM is in the output: the client counts it as open until it reads it.
-        // One whose body is not kept with the frames stays counted in the batch
-        // (`REQUEST_BATCH`, see `repeat_headers`): the driver fills the output between
-        // batches as it would for the usual path, and a large answer repeated does not fill
-        // the output to its high-water mark in one `recv`, leaving the requests behind it to
-        // be queued as bodies that wait.
-        self.closed_unwritten += 1;
-        self.check_done();
-        true
+    }
+
+    /// Counts `n` answers written by `put_repeat`: their bodies in the connection window,
+    /// their streams as closed unwritten (each one's END_STREAM is in the output, and the
+    /// client counts it as open until it reads it). No stream closed, so `check_done` would
+    /// find what it found before (`repeat_allowed`).
+    #[inline(always)]
+    fn count_repeats(&mut self, n: usize) {
+        let Some(a) = &self.memo.answer else {
+            return;
+        };
+        self.send_conn_window -= i64::from(a.body_len) * n as i64;
+        self.closed_unwritten += n as u32;
     }
 
     /// `respond` with a streamed body: kept out of the inline path's way.
@@ -1388,8 +1454,6 @@ impl Connection {
         // Where the next frame starts: `input` is advanced once, after the loop (or before
         // it waits for more), not per frame.
         let mut at = 0;
-        // The last frame was a repeat answered from the memo (`repeat_headers`).
-        let mut repeating = false;
         while input.len() - at >= frame::HEADER_LEN {
             if self.batch_opened >= REQUEST_BATCH && self.partial.is_none() {
                 self.recv_paused = true;
@@ -1412,26 +1476,29 @@ impl Connection {
             }
             got_frame = true;
             let payload = &input[at + frame::HEADER_LEN..at + total];
-            let r = if head.kind == kind::HEADERS
+            if head.kind == kind::HEADERS
                 && head.flags & REPEAT_FLAGS_MASK == REPEAT_FLAGS
-                && self.repeat_headers(head.stream, payload, repeating)
+                && self.repeat_headers(head.stream, payload)
             {
-                repeating = true;
-                Ok(())
-            } else {
-                repeating = false;
-                match frame::decode(head, payload, frame::DEFAULT_MAX_FRAME_SIZE) {
-                    Ok(f) => self.on_frame(f, now),
-                    Err(FrameError::Connection(r)) => Err(Fail::Conn(r, "invalid frame")),
-                    Err(FrameError::Stream(id, r)) => {
-                        if self.partial.is_some() {
-                            Err(Fail::Conn(
-                                Reason::PROTOCOL_ERROR,
-                                "frame inside a header block",
-                            ))
-                        } else {
-                            self.stream_error(id, r, now)
-                        }
+                at = self.repeat_run(input, at, at + total);
+                if self.output_full() {
+                    // The frames after the run wait for the output to be written, rather
+                    // than be queued as requests whose answers wait.
+                    self.batch_opened = self.batch_opened.max(REQUEST_BATCH);
+                }
+                continue;
+            }
+            let r = match frame::decode(head, payload, frame::DEFAULT_MAX_FRAME_SIZE) {
+                Ok(f) => self.on_frame(f, now),
+                Err(FrameError::Connection(r)) => Err(Fail::Conn(r, "invalid frame")),
+                Err(FrameError::Stream(id, r)) => {
+                    if self.partial.is_some() {
+                        Err(Fail::Conn(
+                            Reason::PROTOCOL_ERROR,
+                            "frame inside a header block",
+                        ))
+                    } else {
+                        self.stream_error(id, r, now)
                     }
                 }
             };
@@ -2803,8 +2870,9 @@ struct RequestMemo {
     /// (`Connection::answer_repeat`).
     answer: Option<AnswerMemo>,
     /// The answer's HEADERS frame and the head of its DATA frame (stream ids zero), written
-    /// as they are for each repeat, with the body when it is small. Its allocation is kept
-    /// for the next answer.
+    /// as they are for each repeat, with the body when it is small (`AnswerMemo::frames_len`
+    /// bytes), zeros after them up to [`FRAMES_COPY`]. Its allocation is kept for the next
+    /// answer.
     frames: Vec<u8>,
     /// Whether `answer` is still the answer, as found by this `recv`'s first repeat (the
     /// Date second and the body's file, which a `recv` does not change).
@@ -2816,11 +2884,16 @@ struct RequestMemo {
 
 /// A body up to this long is kept with its answer's frames and written with them.
 const FRAMES_BODY_MAX: usize = 1024;
+/// Kept frames up to this long are copied as this many bytes (`Connection::put_repeat`):
+/// a HEADERS frame of a few indexed fields, the head of a DATA frame and a short body.
+const FRAMES_COPY: usize = 64;
 
 /// An inline answer to the memoised request, sent whole (HEADERS, one DATA with
 /// END_STREAM), to give again.
 struct AnswerMemo {
     status: u16,
+    /// The length of `RequestMemo::frames` without its padding.
+    frames_len: u32,
     /// The header block's length (in `RequestMemo::frames`).
     head_len: u32,
     body_len: u32,

@@ -2401,10 +2401,16 @@ fn a_repeat_is_checked_as_any_headers_frame() {
     // before, an even one, a HEADERS inside another stream's header block.
     let mut inside = headers_with(11, flag::END_STREAM, &block);
     inside.extend(raw_request(13, &block));
+    // The same inside a run of repeats.
+    let run =
+        |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&id| raw_request(id, &block)).collect() };
     for (frames, code) in [
         (raw_request(3, &block), Reason::STREAM_CLOSED),
         (raw_request(12, &block), Reason::PROTOCOL_ERROR),
         (inside, Reason::PROTOCOL_ERROR),
+        (run(&[5, 9, 7]), Reason::STREAM_CLOSED),
+        (run(&[5, 7, 7]), Reason::STREAM_CLOSED),
+        (run(&[5, 7, 10]), Reason::PROTOCOL_ERROR),
     ] {
         let (mut p, _) = memo_peer(Settings::default());
         p.feed(&frames);
@@ -2457,6 +2463,31 @@ fn a_run_of_repeats_is_checked_again_after_any_other_frame() {
     assert_eq!(kinds(&p.turn(b"hello")), want);
 }
 
+#[test]
+fn a_run_of_repeats_ends_where_the_connection_window_does() {
+    // 1025-byte bodies and the peer's connection window (65,535 bytes, less what the
+    // memo's first answers took): the run answers as many as it takes, the rest are
+    // handed out, in order, to wait for credit.
+    static LONG: [u8; FRAMES_BODY_MAX + 1] = [b'x'; FRAMES_BODY_MAX + 1];
+    let (mut p, block) = memo_peer_with(Settings::default(), &LONG);
+    let room = (65_535 - 2 * LONG.len()) / LONG.len();
+    let ids: Vec<u32> = (0..70).map(|k| 5 + 2 * k).collect();
+    let reqs: Vec<u8> = ids.iter().flat_map(|&id| raw_request(id, &block)).collect();
+    p.feed(&reqs);
+    let mut handed = Vec::new();
+    while let Some((id, _)) = p.conn.next_request() {
+        handed.push(id);
+    }
+    assert_eq!(handed, ids[room..]);
+    let f = p.turn(b"");
+    let data: Vec<u32> = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(h, _)| h.stream)
+        .collect();
+    assert_eq!(data, ids[..room]);
+}
+
 /// The frames (kind, stream) of whole answers to `ids`, in order.
 fn answers(ids: &[u32]) -> Vec<(u8, u32)> {
     ids.iter()
@@ -2465,32 +2496,48 @@ fn answers(ids: &[u32]) -> Vec<(u8, u32)> {
 }
 
 #[test]
-fn repeats_of_a_short_answer_do_not_count_in_the_request_batch() {
-    // 40 repeats in one read: a short answer (kept with its frames) is given to all of them
-    // in one `recv`; a longer one counts in the batch, so `recv` pauses after
-    // `REQUEST_BATCH` of them (the driver fills the output between batches).
+fn repeats_are_answered_in_one_recv_until_the_output_is_full() {
+    // 40 repeats in one read. Short answers (kept with their frames) and longer ones alike
+    // hold nothing but their place in the output: all are answered in one `recv`. When the
+    // output fills (`max_write`), `recv` pauses, and the rest are answered from the memo
+    // once the output is written, not handed out as requests.
     static LONG: [u8; FRAMES_BODY_MAX + 1] = [b'x'; FRAMES_BODY_MAX + 1];
-    for (body, batches) in [
-        (&b"hello"[..], 1),
-        (&LONG[..], 40usize.div_ceil(REQUEST_BATCH)),
+    let small_write = Settings {
+        max_write: 8 * 1024,
+        ..Settings::default()
+    };
+    for (cfg, body) in [
+        (Settings::default(), &b"hello"[..]),
+        (Settings::default(), &LONG[..]),
+        (small_write, &LONG[..]),
     ] {
-        let (mut p, block) = memo_peer_with(Settings::default(), body);
+        let max_write = cfg.max_write;
+        let (mut p, block) = memo_peer_with(cfg, body);
         let reqs: Vec<u8> = (0..40)
             .flat_map(|k| raw_request(5 + 2 * k, &block))
             .collect();
         let mut input = BytesMut::from(&reqs[..]);
+        let mut out = Vec::new();
         let mut recvs = 0;
         while !input.is_empty() {
             p.conn.recv(&mut input, p.now);
             recvs += 1;
+            assert!(
+                p.conn.next_request().is_none(),
+                "all answered from the memo"
+            );
+            let written = p.conn.output_parts().to_vec();
+            // Each answer: HEADERS with the block, DATA with the body.
+            assert!(written.len() < max_write + 2 * frame::HEADER_LEN + 64 + body.len());
+            out.extend_from_slice(&written);
+            p.conn.clear_output();
         }
-        assert_eq!(recvs, batches);
-        assert!(
-            p.conn.next_request().is_none(),
-            "all answered from the memo"
-        );
-        let f = p.turn(b"");
         let ids: Vec<u32> = (0..40).map(|k| 5 + 2 * k).collect();
-        assert_eq!(kinds(&f), answers(&ids));
+        assert_eq!(kinds(&parse(&out)), answers(&ids));
+        if max_write == Settings::default().max_write {
+            assert_eq!(recvs, 1);
+        } else {
+            assert!(recvs >= 40 * body.len() / max_write, "{recvs} recvs");
+        }
     }
 }
