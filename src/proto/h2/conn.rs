@@ -747,45 +747,44 @@ impl Connection {
     /// is decoded as a frame, when the usual path would find it a new request with the
     /// memoised block: the connection open with no header block in progress, a new odd
     /// stream id, room for one more stream, the HPACK table unchanged since the memo and the
-    /// request bodiless. Then it counts as the usual path counts a new stream. Returns false
-    /// (nothing done) otherwise, and the frame takes the usual path. The cheapest check that
+    /// request bodiless. Then it counts as the usual path counts a new stream, and returns
+    /// how many more repeats may go (`answer_repeat`). Returns None (nothing done) otherwise,
+    /// and the frame takes the usual path. The cheapest check that
     /// turns away a connection without a memo comes first.
     #[inline(always)]
-    fn repeat_headers(&mut self, id: u32, block: &[u8]) -> bool {
+    fn repeat_headers(&mut self, id: u32, block: &[u8]) -> Option<usize> {
         if self.memo.answer.is_none()
             || !matches!(self.phase, Phase::Open)
             || self.partial.is_some()
             || !self.decoder.kept_table()
         {
-            return false;
+            return None;
         }
         if id <= self.max_client_stream || id % 2 == 0 {
-            return false;
+            return None;
         }
         match self.memo.parsed_for(block) {
             Some(p) if Meta::of(p).bodiless() => {}
-            _ => return false,
+            _ => return None,
         }
-        if !self.answer_repeat(id) {
-            return false;
-        }
+        let room = self.answer_repeat(id)?;
         self.count_opened(id, 1);
-        true
+        Some(room)
     }
 
     /// After a frame answered by `repeat_headers`, from `first` to `at` in `input`, answers
     /// the frames from `at` on that repeat it exactly (the same length, type, flags and
-    /// block) for new odd stream ids, as many as `repeats_room` allows. Nothing a repeat
-    /// changes bears on what `repeat_headers` found of the connection and the memo, only on
-    /// the stream ids, the counts and the room. Returns where the first frame it left starts.
+    /// block) for new odd stream ids, `room` of them at most (as `repeat_headers` found it).
+    /// Nothing a repeat changes bears on what `repeat_headers` found of the connection and
+    /// the memo, only on the stream ids, the counts and the room. Returns where the first
+    /// frame it left starts.
     #[inline(always)]
-    fn repeat_run(&mut self, input: &[u8], first: usize, mut at: usize) -> usize {
+    fn repeat_run(&mut self, input: &[u8], first: usize, mut at: usize, room: usize) -> usize {
         let total = at - first;
         // The frame header's length, type and flags.
         let Some(&prefix) = input[first..].first_chunk::<5>() else {
             return at;
         };
-        let room = self.repeats_room();
         let mut last = self.max_client_stream;
         let mut n = 0;
         while n < room && input.len() - at >= total {
@@ -825,16 +824,18 @@ impl Connection {
     /// with the memoised answer when it is still the answer and may go now
     /// (`repeat_allowed`, `repeats_room`): the same HEADERS block and DATA bytes as the
     /// handler's answer went out with, and no request made, routed or handed out, no stream
-    /// in the table. Returns false (nothing done) otherwise, and the request takes the usual
-    /// path.
+    /// in the table. Returns how many more repeats may go now (`repeats_room` less this one:
+    /// each repeat takes one from every limit it counts), or None (nothing done), and the
+    /// request takes the usual path.
     #[inline(always)]
-    fn answer_repeat(&mut self, id: u32) -> bool {
-        if !self.repeat_allowed() || self.repeats_room() == 0 {
-            return false;
+    fn answer_repeat(&mut self, id: u32) -> Option<usize> {
+        if !self.repeat_allowed() {
+            return None;
         }
+        let room = self.repeats_room().checked_sub(1)?;
         self.put_repeat(id);
         self.count_repeats(1);
-        true
+        Some(room)
     }
 
     /// Whether the memoised answer is still the answer, and may go now as far as the
@@ -1476,11 +1477,14 @@ impl Connection {
             }
             got_frame = true;
             let payload = &input[at + frame::HEADER_LEN..at + total];
-            if head.kind == kind::HEADERS
-                && head.flags & REPEAT_FLAGS_MASK == REPEAT_FLAGS
-                && self.repeat_headers(head.stream, payload)
-            {
-                at = self.repeat_run(input, at, at + total);
+            let repeat =
+                if head.kind == kind::HEADERS && head.flags & REPEAT_FLAGS_MASK == REPEAT_FLAGS {
+                    self.repeat_headers(head.stream, payload)
+                } else {
+                    None
+                };
+            if let Some(room) = repeat {
+                at = self.repeat_run(input, at, at + total, room);
                 if self.output_full() {
                     // The frames after the run wait for the output to be written, rather
                     // than be queued as requests whose answers wait.
@@ -1728,7 +1732,7 @@ impl Connection {
                 let meta = Meta::of(p);
                 let mut renews = false;
                 if end_stream && meta.bodiless() {
-                    if self.answer_repeat(id) {
+                    if self.answer_repeat(id).is_some() {
                         return Ok(());
                     }
                     renews = self.memo.renews();
