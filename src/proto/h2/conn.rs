@@ -11,6 +11,7 @@ use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, M
 use super::hpack::{self, DecodeError, HeaderField, Indexing};
 use super::output::{self, OutputParts, Spliced, SplicedBodies};
 use super::ready::{self, ReadyQueues};
+use super::runs::{self, Run};
 use super::stream::{set_send, BodySource, Priority, Recv, Send, Sent, StreamOut, Tail};
 use super::table::StreamTable;
 use crate::http::body::{self, BodyError, BodyStream, Side, Trailers};
@@ -776,7 +777,9 @@ impl Connection {
     /// the frames from `at` on that repeat it exactly (the same length, type, flags and
     /// block) for new odd stream ids, `room` of them at most (as `repeat_headers` found it).
     /// Nothing a repeat changes bears on what `repeat_headers` found of the connection and
-    /// the memo, only on the stream ids, the counts and the room. Returns where the first
+    /// the memo, only on the stream ids, the counts and the room. The run goes into the
+    /// worker's run buffer (`runs`), one piece of output, when no unwritten output holds that
+    /// buffer; else each repeat is written as `put_repeat` writes it. Returns where the first
     /// frame it left starts.
     #[inline(always)]
     fn repeat_run(&mut self, input: &[u8], first: usize, mut at: usize, room: usize) -> usize {
@@ -787,6 +790,9 @@ impl Connection {
         };
         let mut last = self.max_client_stream;
         let mut n = 0;
+        // Taken at the first repeat of the run (`runs`).
+        let mut run: Option<Run> = None;
+        let mut run_tried = false;
         while n < room && input.len() - at >= total {
             let frame = &input[at..at + total];
             let id = u32::from_be_bytes(word(frame, 5)) & frame::MAX_WINDOW;
@@ -797,11 +803,21 @@ impl Connection {
             {
                 break;
             }
-            self.put_repeat(id);
+            if !run_tried {
+                run_tried = true;
+                run = self.start_run(room - n);
+            }
+            if run.as_mut().is_some_and(|r| r.put(id)) {
+                self.track_repeat(id);
+            } else {
+                self.end_run(&mut run);
+                self.put_repeat(id);
+            }
             last = id;
             n += 1;
             at += total;
         }
+        self.end_run(&mut run);
         self.count_repeats(n);
         self.count_opened(last, n);
         at
@@ -906,6 +922,37 @@ impl Connection {
         streams.min(windows).min(output)
     }
 
+    /// Takes the worker's run buffer (`runs`) for at most `limit` repeats of the memoised
+    /// answer, when it is free.
+    #[inline(never)]
+    fn start_run(&self, limit: usize) -> Option<Run> {
+        let a = self.memo.answer.as_ref()?;
+        let head = a.head_len as usize;
+        Run::start(
+            runs::Answer {
+                frames: self.memo.frames.get(..a.frames_len as usize)?,
+                body: (!a.body_in_frames).then_some(&a.data),
+                ids: [5, frame::HEADER_LEN + head + 5],
+            },
+            limit,
+        )
+    }
+
+    /// Puts the run's bytes, if one was taken, after the output's.
+    #[inline(always)]
+    fn end_run(&mut self, run: &mut Option<Run>) {
+        if let Some(run) = run.take() {
+            self.finish_run(run);
+        }
+    }
+
+    #[inline(never)]
+    fn finish_run(&mut self, run: Run) {
+        if let Some(piece) = run.finish() {
+            self.spliced.push(self.out.len(), piece);
+        }
+    }
+
     /// Writes the memoised answer for stream `id` (with room for it: `repeats_room`): its
     /// frames with this stream's id, and its body.
     #[inline(always)]
@@ -936,6 +983,15 @@ impl Connection {
         self.out[at + 5..at + 9].copy_from_slice(&sid);
         let d = at + 2 * frame::HEADER_LEN + a.head_len as usize - 4;
         self.out[d..d + 4].copy_from_slice(&sid);
+        self.track_repeat(id);
+    }
+
+    /// Counts the repeat for stream `id` in the metrics when the memoised answer is tracked.
+    #[inline(always)]
+    fn track_repeat(&mut self, id: u32) {
+        let Some(a) = &self.memo.answer else {
+            return;
+        };
         if a.tracked {
             self.done.push(StreamDone {
                 id,

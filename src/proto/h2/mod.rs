@@ -9,6 +9,7 @@ pub mod frame;
 pub mod hpack;
 pub mod output;
 mod ready;
+mod runs;
 pub mod stream;
 mod table;
 

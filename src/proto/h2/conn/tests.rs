@@ -2541,3 +2541,50 @@ fn repeats_are_answered_in_one_recv_until_the_output_is_full() {
         }
     }
 }
+
+#[test]
+fn a_run_of_repeats_goes_out_in_one_piece_with_the_bytes_of_the_usual_path() {
+    // Runs of repeats are laid out in the worker's run buffer: one piece per run, not a
+    // frame piece and a body piece per answer. While an unwritten output holds that buffer,
+    // another connection's run takes the usual path, and writes the very same bytes.
+    static BODY: [u8; 4096] = [b'y'; 4096];
+    static OTHER: [u8; 3000] = [b'z'; 3000];
+    let ids: Vec<u32> = (0..40).map(|k| 5 + 2 * k).collect();
+    // Connection windows for all 40 answers.
+    let mut window = Vec::new();
+    frame::put_window_update(&mut window, 0, 1 << 20);
+    let (mut a, block) = memo_peer_with(Settings::default(), &BODY);
+    let (mut b, _) = memo_peer_with(Settings::default(), &BODY);
+    let reqs: Vec<u8> = ids.iter().flat_map(|&id| raw_request(id, &block)).collect();
+    a.feed(&window);
+    a.feed(&reqs);
+    b.feed(&window);
+    b.feed(&reqs);
+    let (a_out, b_out) = (a.conn.output_parts(), b.conn.output_parts());
+    // The first repeat's frames and body, then the run.
+    assert_eq!(a_out.pieces().count(), 3);
+    assert_eq!(b_out.pieces().count(), 2 * ids.len());
+    assert_eq!(a_out.to_vec(), b_out.to_vec());
+    let f = parse(&a_out.to_vec());
+    assert_eq!(kinds(&f), answers(&ids));
+    for (h, payload) in &f {
+        if h.kind == kind::DATA {
+            assert_eq!(payload[..], BODY[..]);
+        }
+    }
+    a.conn.clear_output();
+    b.conn.clear_output();
+    // Free again, the buffer is laid out anew for another answer.
+    let (mut c, block) = memo_peer_with(Settings::default(), &OTHER);
+    let reqs: Vec<u8> = ids.iter().flat_map(|&id| raw_request(id, &block)).collect();
+    c.feed(&window);
+    c.feed(&reqs);
+    assert_eq!(c.conn.output_parts().pieces().count(), 3);
+    let f = c.turn(b"");
+    assert_eq!(kinds(&f), answers(&ids));
+    for (h, payload) in &f {
+        if h.kind == kind::DATA {
+            assert_eq!(payload[..], OTHER[..]);
+        }
+    }
+}
