@@ -923,15 +923,19 @@ impl Connection {
     }
 
     /// Takes the worker's run buffer (`runs`) for at most `limit` repeats of the memoised
-    /// answer, when it is free.
+    /// answer, when it is free and the answer's body would be spliced: other answers are one
+    /// piece of output already.
     #[inline(never)]
     fn start_run(&self, limit: usize) -> Option<Run> {
         let a = self.memo.answer.as_ref()?;
+        if a.body_in_frames || a.data.len() < self.cfg.splice_min {
+            return None;
+        }
         let head = a.head_len as usize;
         Run::start(
             runs::Answer {
                 frames: self.memo.frames.get(..a.frames_len as usize)?,
-                body: (!a.body_in_frames).then_some(&a.data),
+                body: &a.data,
                 ids: [5, frame::HEADER_LEN + head + 5],
             },
             limit,

@@ -17,12 +17,12 @@ use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
 
 /// Bodies up to this long are laid out in slots: one DATA frame at the default frame size.
-/// Above it the kernel's copy per piece is small next to the body's.
+/// Above it the kernel's cost per piece is small next to the body's copy.
 pub(super) const RUN_BODY_MAX: usize = 16_384;
 
-/// Frames up to this long (a HEADERS frame, the head of a DATA frame, a short body) are laid
-/// out in slots: a repeated request's answer is a few dozen bytes of frames.
-pub(super) const RUN_FRAMES_MAX: usize = 2048;
+/// Frames up to this long (a HEADERS frame and the head of a DATA frame) are laid out in
+/// slots: a repeated request's answer has a few dozen bytes of frames.
+pub(super) const RUN_FRAMES_MAX: usize = 1024;
 
 thread_local! {
     static RUNS: RefCell<RunBuffer> = RefCell::new(RunBuffer::default());
@@ -35,33 +35,28 @@ struct RunBuffer {
     slots: Bytes,
     /// A slot's frames, stream ids zero.
     frames: Vec<u8>,
-    /// A slot's body after the frames, if any; held so that its address stays its own.
+    /// A slot's body after the frames; held so that its address stays its own.
     body: Option<Bytes>,
     filled: usize,
 }
 
-/// What a slot holds: the frames of an answer (stream ids zero; the body of a short answer
-/// included) and the body spliced after them, if any. `ids` are where the HEADERS and the
-/// DATA frame write their stream id.
+/// What a slot holds: the frames of an answer (stream ids zero) and the body that would be
+/// spliced after them. `ids` are where the HEADERS and the DATA frame write their stream id.
 pub(super) struct Answer<'a> {
     pub frames: &'a [u8],
-    pub body: Option<&'a Bytes>,
+    pub body: &'a Bytes,
     pub ids: [usize; 2],
 }
 
 impl Answer<'_> {
-    fn slot_len(&self) -> usize {
-        self.frames.len() + self.body.map_or(0, |b| b.len())
-    }
-
-    /// Whether `buf` was filled with this answer.
+    /// Whether `buf` was filled with this answer: the same frames, and the body the same
+    /// memory (`buf` holds it, so no other bytes can be there).
     fn fills(&self, buf: &RunBuffer) -> bool {
         buf.frames == self.frames
-            && match (self.body, &buf.body) {
-                (None, None) => true,
-                (Some(a), Some(b)) => a.as_ptr() == b.as_ptr() && a.len() == b.len(),
-                _ => false,
-            }
+            && buf
+                .body
+                .as_ref()
+                .is_some_and(|b| b.as_ptr() == self.body.as_ptr() && b.len() == self.body.len())
     }
 }
 
@@ -84,13 +79,10 @@ impl Run {
     /// Takes the worker's buffer for a run of at most `limit` repeats of `answer`; None when
     /// an output still holds part of it, or the answer is not one to lay out in slots.
     pub(super) fn start(answer: Answer<'_>, limit: usize) -> Option<Run> {
-        if limit == 0
-            || answer.frames.len() > RUN_FRAMES_MAX
-            || answer.body.is_some_and(|b| b.len() > RUN_BODY_MAX)
-        {
+        if limit == 0 || answer.frames.len() > RUN_FRAMES_MAX || answer.body.len() > RUN_BODY_MAX {
             return None;
         }
-        let slot = answer.slot_len();
+        let slot = answer.frames.len() + answer.body.len();
         RUNS.with(|runs| {
             let mut buf = runs.try_borrow_mut().ok()?;
             let same = answer.fills(&buf);
@@ -120,7 +112,7 @@ impl Run {
                 run.filled = 0;
                 run.frames.clear();
                 run.frames.extend_from_slice(answer.frames);
-                run.body = answer.body.cloned();
+                run.body = Some(answer.body.clone());
             }
             buf.filled = 0;
             Some(run)
@@ -190,7 +182,7 @@ mod tests {
     fn run(frames: &[u8], body: &Bytes, ids: &[u32]) -> Option<Bytes> {
         let answer = Answer {
             frames,
-            body: Some(body),
+            body,
             ids: [5, 15],
         };
         let mut r = Run::start(answer, ids.len())?;
