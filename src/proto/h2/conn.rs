@@ -790,34 +790,34 @@ impl Connection {
         };
         let mut last = self.max_client_stream;
         let mut n = 0;
-        // Taken at the first repeat of the run (`runs`).
-        let mut run: Option<Run> = None;
-        let mut run_tried = false;
-        while n < room && input.len() - at >= total {
-            let frame = &input[at..at + total];
-            let id = u32::from_be_bytes(word(frame, 5)) & frame::MAX_WINDOW;
-            if frame.first_chunk::<5>() != Some(&prefix)
-                || id <= last
-                || id % 2 == 0
-                || !same_block(&self.memo.block, &frame[frame::HEADER_LEN..])
-            {
+        // In the run buffer when it is free (`runs`), else each on its own.
+        if room > 0 && next_repeat(input, at, total, &prefix, &self.memo.block, last).is_some() {
+            if let Some(mut run) = self.start_run(room) {
+                while n < room {
+                    let Some(id) = next_repeat(input, at, total, &prefix, &self.memo.block, last)
+                    else {
+                        break;
+                    };
+                    if !run.put(id) {
+                        break;
+                    }
+                    self.track_repeat(id);
+                    last = id;
+                    n += 1;
+                    at += total;
+                }
+                self.finish_run(run);
+            }
+        }
+        while n < room {
+            let Some(id) = next_repeat(input, at, total, &prefix, &self.memo.block, last) else {
                 break;
-            }
-            if !run_tried {
-                run_tried = true;
-                run = self.start_run(room - n);
-            }
-            if run.as_mut().is_some_and(|r| r.put(id)) {
-                self.track_repeat(id);
-            } else {
-                self.end_run(&mut run);
-                self.put_repeat(id);
-            }
+            };
+            self.put_repeat(id);
             last = id;
             n += 1;
             at += total;
         }
-        self.end_run(&mut run);
         self.count_repeats(n);
         self.count_opened(last, n);
         at
@@ -942,14 +942,7 @@ impl Connection {
         )
     }
 
-    /// Puts the run's bytes, if one was taken, after the output's.
-    #[inline(always)]
-    fn end_run(&mut self, run: &mut Option<Run>) {
-        if let Some(run) = run.take() {
-            self.finish_run(run);
-        }
-    }
-
+    /// Puts the run's bytes after the output's.
     #[inline(never)]
     fn finish_run(&mut self, run: Run) {
         if let Some(piece) = run.finish() {
@@ -2888,6 +2881,27 @@ impl HeadersCache {
 /// fault-suppression assist costing hundreds of cycles.
 fn same_bytes(a: &Bytes, b: &Bytes) -> bool {
     a.len() == b.len() && (a.is_empty() || a.as_ptr() == b.as_ptr() || a[..] == b[..])
+}
+
+/// The stream id of the frame at `at` in `input` when it repeats the run's first frame
+/// exactly (`total` bytes: the same length, type and flags in `prefix`, the same `block`)
+/// for a new odd stream id above `last`.
+#[inline(always)]
+fn next_repeat(
+    input: &[u8],
+    at: usize,
+    total: usize,
+    prefix: &[u8; 5],
+    block: &[u8],
+    last: u32,
+) -> Option<u32> {
+    let frame = input.get(at..at + total)?;
+    let id = u32::from_be_bytes(word(frame, 5)) & frame::MAX_WINDOW;
+    (frame.first_chunk::<5>() == Some(prefix)
+        && id > last
+        && id % 2 == 1
+        && same_block(block, &frame[frame::HEADER_LEN..]))
+    .then_some(id)
 }
 
 /// Whether two header blocks are the same bytes. A repeated request's block is a few index
