@@ -72,7 +72,7 @@ pub(super) struct Run {
     /// Slots this run may take.
     limit: usize,
     frames: Vec<u8>,
-    body: Option<Bytes>,
+    body: Bytes,
 }
 
 impl Run {
@@ -105,14 +105,13 @@ impl Run {
                 n: 0,
                 limit,
                 frames: std::mem::take(&mut buf.frames),
-                body: buf.body.take(),
+                body: answer.body.clone(),
             };
             if !same {
                 run.slots.clear();
                 run.filled = 0;
                 run.frames.clear();
                 run.frames.extend_from_slice(answer.frames);
-                run.body = Some(answer.body.clone());
             }
             buf.filled = 0;
             Some(run)
@@ -143,9 +142,7 @@ impl Run {
             self.slots.reserve(self.limit * self.slot);
         }
         self.slots.extend_from_slice(&self.frames);
-        if let Some(b) = &self.body {
-            self.slots.extend_from_slice(b);
-        }
+        self.slots.extend_from_slice(&self.body);
         self.filled += 1;
     }
 
@@ -158,7 +155,7 @@ impl Run {
             if let Ok(mut buf) = runs.try_borrow_mut() {
                 buf.slots = slots;
                 buf.frames = self.frames;
-                buf.body = self.body;
+                buf.body = Some(self.body);
                 buf.filled = self.filled;
             }
         });
