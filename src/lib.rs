@@ -11,5 +11,7 @@ pub mod log;
 pub mod metrics;
 pub mod proto;
 pub mod server;
+#[allow(unsafe_code)]
+pub mod sys;
 pub mod tls;
 pub mod upstream;
