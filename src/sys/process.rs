@@ -112,7 +112,8 @@ mod tests {
         let (r, w) = crate::sys::file::pipe().unwrap();
         let fd = w.as_raw_fd();
         let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c").arg(format!("echo kept >&{fd}"));
+        // (dash redirects only descriptors 0 to 9 with `>&N`.)
+        cmd.arg("-c").arg(format!("echo kept > /proc/self/fd/{fd}"));
         keep_open_across_exec(&mut cmd, vec![fd]);
         let status = cmd.status().unwrap();
         assert!(status.success());
