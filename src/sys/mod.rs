@@ -10,6 +10,9 @@
 //!
 //! This module is the bottom of the crate: it imports nothing else of it.
 
+// Every `unsafe` block here says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod account;
 pub mod buf;
 pub mod epoll;
