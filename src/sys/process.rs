@@ -67,16 +67,6 @@ pub fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
     }
 }
 
-/// Sets the descriptor flags of `fd` (fcntl(2) `F_SETFD`).
-fn set_fd_flags(fd: RawFd, flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: F_SETFD takes an integer, no pointer.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags) } < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
 /// The limit on open descriptors (`RLIMIT_NOFILE`): soft and hard.
 pub fn open_file_limit() -> io::Result<libc::rlimit> {
     let mut lim = libc::rlimit {
@@ -98,6 +88,16 @@ pub fn set_open_file_limit(lim: &libc::rlimit) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets the descriptor flags of `fd` (fcntl(2) `F_SETFD`).
+fn set_fd_flags(fd: RawFd, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_SETFD takes an integer, no pointer.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags) } < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
     }
 }
 
