@@ -3,6 +3,11 @@
 //! Data flows one way: socket -> protocol codec -> [`http::Request`] -> host/path routing
 //! ([`handler::Router`]) -> handler -> [`http::Response`] -> protocol codec -> socket.
 //! Handlers never see which protocol carried a request; codecs never see which handler answered.
+//!
+//! Every system call that needs `unsafe` is in [`sys`], behind a safe function; the rest of
+//! the crate has none.
+
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod handler;
@@ -11,5 +16,7 @@ pub mod log;
 pub mod metrics;
 pub mod proto;
 pub mod server;
+#[allow(unsafe_code)]
+pub mod sys;
 pub mod tls;
 pub mod upstream;

@@ -1,5 +1,7 @@
 //! The `spate` command line.
 
+#![deny(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use spate::config::{self, Config};
 use spate::server::Server;

@@ -97,13 +97,7 @@ fn unix_second() -> u64 {
 /// forms), read without the `Duration` normalisation of `SystemTime` and `Instant`.
 #[inline]
 pub(crate) fn read_clock(clock: libc::clockid_t) -> libc::timespec {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write to; callers pass clocks that always exist.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts
+    crate::sys::time::clock(clock)
 }
 
 #[cfg(test)]

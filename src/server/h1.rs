@@ -1127,17 +1127,9 @@ fn poll_read_buf<T: AsyncRead + Unpin>(
     cx: &mut Context<'_>,
     buf: &mut BytesMut,
 ) -> Poll<std::io::Result<usize>> {
-    let at = buf.as_ptr().wrapping_add(buf.len());
-    let mut spare = tokio::io::ReadBuf::uninit(buf.spare_capacity_mut());
-    std::task::ready!(Pin::new(stream).poll_read(cx, &mut spare))?;
-    if spare.filled().as_ptr() != at {
-        return Poll::Ready(Err(std::io::Error::other("read into another buffer")));
-    }
-    let n = spare.filled().len();
-    // SAFETY: `ReadBuf` counts as filled only bytes the read initialized, and (checked above)
-    // they are the first `n` of `buf`'s spare capacity, which `spare` borrowed.
-    unsafe { buf.set_len(buf.len() + n) };
-    Poll::Ready(Ok(n))
+    crate::sys::buf::poll_fill(buf, usize::MAX, |spare| {
+        Pin::new(stream).poll_read(cx, spare)
+    })
 }
 
 /// Whether `buf` is a (possibly partial) HTTP/2 preface; empty is not.

@@ -42,21 +42,7 @@ impl Tuning {
 /// the SYN (socket2 has no setter for it).
 fn set_fastopen(fd: std::os::fd::RawFd, queue: u32) -> io::Result<()> {
     let value = libc::c_int::try_from(queue).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `fd` is an open socket; the option value is a c_int that outlives the call.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_FASTOPEN,
-            std::ptr::addr_of!(value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::sys::socket::set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_FASTOPEN, value)
 }
 
 /// Binds `count` sockets on `addr`, which nobody else may be listening on (unless
@@ -210,20 +196,8 @@ mod tests {
         };
         let l = bind_fresh(any_port(), 1, &tuning).unwrap().remove(0);
         let fastopen = |fd: std::os::fd::RawFd| {
-            let mut v: libc::c_int = -1;
-            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            // SAFETY: `v` and `len` are valid for the call.
-            let r = unsafe {
-                libc::getsockopt(
-                    fd,
-                    libc::IPPROTO_TCP,
-                    libc::TCP_FASTOPEN,
-                    std::ptr::addr_of_mut!(v).cast(),
-                    &mut len,
-                )
-            };
-            assert_eq!(r, 0);
-            v
+            let v = crate::sys::socket::int_option(fd, libc::IPPROTO_TCP, libc::TCP_FASTOPEN);
+            v.unwrap()
         };
         assert_eq!(fastopen(l.as_raw_fd()), 16);
         // The kernel doubles the sizes asked for (room for its own bookkeeping).

@@ -707,15 +707,10 @@ impl Signals {
 /// Each worker's open-file cache and connections need descriptors: lift the soft limit to
 /// the hard one, as nginx's worker_rlimit_nofile would.
 fn raise_open_file_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+    if let Ok(mut lim) = crate::sys::process::open_file_limit() {
+        if lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            if crate::sys::process::set_open_file_limit(&lim).is_err() {
                 tracing::debug!("could not raise RLIMIT_NOFILE");
             }
         }

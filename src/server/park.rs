@@ -37,7 +37,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, VecDeque};
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -281,21 +281,16 @@ impl Parking {
         if !parks && !http1.lane {
             return None;
         }
-        // SAFETY: epoll_create1 has no memory preconditions; the result is checked.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            tracing::warn!(
-                "http1-idle-park-delay: no epoll instance ({}); idle connections keep their task",
-                io::Error::last_os_error()
-            );
-            return None;
-        }
-        // SAFETY: `fd` was just created and is owned by nothing else.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: the OwnedFd is owned by the AsyncFd from here on and returns the same open
-        // fd for as long as it lives.
-        let registered =
-            unsafe { AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) };
+        let owned = match crate::sys::epoll::create() {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(
+                    "http1-idle-park-delay: no epoll instance ({e}); idle connections keep their task"
+                );
+                return None;
+            }
+        };
+        let registered = crate::sys::reactor::register(owned, tokio::io::Interest::READABLE);
         let epoll = match registered {
             Ok(e) => e,
             Err(e) => {
@@ -461,17 +456,11 @@ impl Parking {
         } else {
             libc::EPOLLONESHOT
         };
-        let mut ev = libc::epoll_event {
+        let ev = libc::epoll_event {
             events: (libc::EPOLLIN | libc::EPOLLRDHUP | once) as u32,
             u64: (u64::from(serial) << 32) | u64::from(slot),
         };
-        // SAFETY: both fds are open; `ev` is a valid event for the duration of the call.
-        let r = unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut ev) };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        crate::sys::epoll::control(self.epoll.as_raw_fd(), op, fd, ev)
     }
 
     /// Takes the record an event names, if it is still parked, with its slot; the slot stays
@@ -511,24 +500,12 @@ impl Parking {
     /// than a full batch: the instance is drained).
     fn wake_ready(&self, ctx: &WorkerCtx) -> io::Result<usize> {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; EVENTS_PER_CALL];
-        // SAFETY: `events` has room for EVENTS_PER_CALL entries; timeout 0 never blocks.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                EVENTS_PER_CALL as libc::c_int,
-                0,
-            )
+        // Timeout 0 never blocks.
+        let n = match crate::sys::epoll::wait(self.epoll.as_raw_fd(), &mut events, 0) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(EVENTS_PER_CALL),
+            Err(e) => return Err(e),
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(EVENTS_PER_CALL)
-            } else {
-                Err(e)
-            };
-        }
-        let n = n as usize;
         let mut lane = Lane::default();
         for ev in &events[..n] {
             if let Some(served) = self.served(ev.u64) {
@@ -648,22 +625,17 @@ impl Parking {
     /// A parked socket became readable: resume it if a request waits, close it at end of
     /// stream or on an error, park it again if the wake-up was spurious.
     fn wake(&self, slot: u32, record: Record, ctx: &WorkerCtx) {
-        let mut byte = 0u8;
-        // SAFETY: `byte` is valid for one byte; the fd is the record's own.
-        let n = unsafe {
-            libc::recv(
-                record.socket.as_raw_fd(),
-                (&mut byte as *mut u8).cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        let spurious = n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
+        let mut byte = [0u8; 1];
+        let peek = libc::MSG_PEEK | libc::MSG_DONTWAIT;
+        let n = crate::sys::socket::recv(record.socket.as_raw_fd(), &mut byte, peek);
+        let spurious = n
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock);
         if spurious && !ctx.close_idle.get() {
             return self.put_back(slot, record);
         }
         self.release(slot);
-        if n > 0 && !ctx.close_idle.get() {
+        if n.is_ok_and(|n| n > 0) && !ctx.close_idle.get() {
             self.resume(record, None);
         } else {
             // The peer closed (or reset), or the server stops.
@@ -796,15 +768,7 @@ impl Parking {
             }
         };
         // Leave the parking epoll instance before tokio's takes the socket.
-        // SAFETY: both fds are open; a null event is allowed for EPOLL_CTL_DEL.
-        unsafe {
-            libc::epoll_ctl(
-                self.epoll.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                socket.as_raw_fd(),
-                std::ptr::null_mut(),
-            );
-        }
+        let _ = crate::sys::epoll::delete(self.epoll.as_raw_fd(), socket.as_raw_fd());
         match TcpStream::from_std(socket) {
             Ok(stream) => worker::spawn_connection(stream, addrs, guard, None, Some(idle)),
             Err(e) => tracing::debug!(peer = %addrs.0, "cannot resume a parked connection: {e}"),

@@ -182,14 +182,7 @@ async fn write_all(
     let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
     while !buf.is_empty() {
         let r = stream.try_io(Interest::WRITABLE, || {
-            // SAFETY: `buf` is a valid slice for its length; the fd is the stream's own.
-            let n =
-                unsafe { libc::send(stream.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
+            crate::sys::socket::send(stream.as_raw_fd(), buf, flags)
         });
         match r {
             Ok(n) => buf = &buf[n..],
@@ -253,14 +246,9 @@ async fn sendfile(
         // Bounded chunks keep one connection from monopolising the worker.
         let chunk = left.min(1 << 20) as usize;
         let r = stream.try_io(Interest::WRITABLE, || {
-            // SAFETY: both fds are open for the duration of the call; `off` is a valid pointer.
             let n =
-                unsafe { libc::sendfile(stream.as_raw_fd(), file.as_raw_fd(), &mut off, chunk) };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as u64)
-            }
+                crate::sys::file::sendfile(stream.as_raw_fd(), file.as_raw_fd(), &mut off, chunk);
+            n.map(|n| n as u64)
         });
         match r {
             Ok(0) => {
@@ -299,11 +287,5 @@ async fn writable(stream: &TcpStream, timeout: Duration) -> io::Result<()> {
 
 /// Shuts down the sending side: the peer reads the rest, then sees end of stream.
 pub(crate) fn shutdown_write(stream: &TcpStream) -> io::Result<()> {
-    // SAFETY: the fd is the stream's own and stays open during the call.
-    let r = unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_WR) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    crate::sys::socket::shutdown_write(stream.as_raw_fd())
 }

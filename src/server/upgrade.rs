@@ -12,8 +12,7 @@
 use super::Bound;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 use std::time::Duration;
 
@@ -46,19 +45,7 @@ pub(super) fn start(exe: &Path, listeners: &[Bound]) -> Result<u32, String> {
     cmd.args(std::env::args_os().skip(1))
         .env(INHERIT_ENV, spec.join(";"))
         .env(READY_ENV, write_end.as_raw_fd().to_string());
-    // SAFETY: between fork and exec only fcntl(2), which is async-signal-safe, runs, on
-    // descriptors this process owns; `fds` was allocated before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            for &fd in &fds {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    crate::sys::process::keep_open_across_exec(&mut cmd, fds);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
@@ -79,22 +66,12 @@ pub(super) fn start(exe: &Path, listeners: &[Bound]) -> Result<u32, String> {
 
 /// Waits for the new process's byte.
 fn wait_ready(read_end: &std::fs::File) -> Result<(), String> {
-    let mut pfd = libc::pollfd {
-        fd: read_end.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = UPGRADE_TIMEOUT.as_millis() as libc::c_int;
     loop {
-        // SAFETY: poll(2) on one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
+        match crate::sys::file::wait_readable(read_end.as_raw_fd(), UPGRADE_TIMEOUT) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Ok(false) => return Err(format!("not ready within {UPGRADE_TIMEOUT:?}")),
+            _ => break,
         }
-        if n == 0 {
-            return Err(format!("not ready within {UPGRADE_TIMEOUT:?}"));
-        }
-        break;
     }
     let mut byte = [0u8; 1];
     match io::Read::read(&mut &*read_end, &mut byte) {
@@ -105,18 +82,11 @@ fn wait_ready(read_end: &std::fs::File) -> Result<(), String> {
 }
 
 fn pipe() -> io::Result<(std::fs::File, std::fs::File)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2(2) fills two descriptors that we then own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe {
-        (
-            std::fs::File::from_raw_fd(fds[0]),
-            std::fs::File::from_raw_fd(fds[1]),
-        )
-    })
+    let (read_end, write_end) = crate::sys::file::pipe()?;
+    Ok((
+        std::fs::File::from(read_end),
+        std::fs::File::from(write_end),
+    ))
 }
 
 /// The sockets a previous spate handed us, if we were started by an upgrade.
@@ -139,13 +109,15 @@ pub(super) fn inherited() -> Result<Vec<Bound>, String> {
             let mut udp = Vec::new();
             for fd in fds.split(',') {
                 let fd: RawFd = fd.parse().map_err(|_| bad())?;
-                // SAFETY: as below; a bound UDP socket of a QUIC listener.
-                let sock = unsafe { std::net::UdpSocket::from_raw_fd(fd) };
+                // As below; a bound UDP socket of a QUIC listener.
+                let Ok(sock) = crate::sys::process::adopt_inherited(fd) else {
+                    return Err(format!("{INHERIT_ENV}: descriptor {fd} is not {addr}"));
+                };
+                let sock = std::net::UdpSocket::from(sock);
                 match sock.local_addr() {
                     Ok(a) if a == addr => {}
                     _ => return Err(format!("{INHERIT_ENV}: descriptor {fd} is not {addr}")),
                 }
-                set_cloexec(fd);
                 udp.push(sock);
             }
             out.push(Bound {
@@ -160,14 +132,17 @@ pub(super) fn inherited() -> Result<Vec<Bound>, String> {
         }
         for fd in fds.split(',') {
             let fd: RawFd = fd.parse().map_err(|_| bad())?;
-            // SAFETY: the previous process made this descriptor inheritable for us alone;
-            // it is a listening TCP socket, and nothing else in this process owns it.
-            let sock = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+            // The previous process made this descriptor inheritable for us alone: a listening
+            // TCP socket. Taken over, it is closed on exec (a next upgrade passes it
+            // explicitly).
+            let Ok(sock) = crate::sys::process::adopt_inherited(fd) else {
+                return Err(format!("{INHERIT_ENV}: descriptor {fd} is not {addr}"));
+            };
+            let sock = std::net::TcpListener::from(sock);
             match sock.local_addr() {
                 Ok(a) if a == addr => {}
                 _ => return Err(format!("{INHERIT_ENV}: descriptor {fd} is not {addr}")),
             }
-            set_cloexec(fd);
             socks.push(sock);
         }
         out.push(Bound {
@@ -195,21 +170,9 @@ pub(super) fn report_ready() {
     else {
         return;
     };
-    // SAFETY: the descriptor was inherited for this purpose; we take it over and close it.
-    let mut pipe = unsafe { std::fs::File::from_raw_fd(fd) };
-    if let Err(e) = io::Write::write_all(&mut pipe, b"R") {
+    // The descriptor was inherited for this purpose; we take it over and close it.
+    let pipe = crate::sys::process::adopt_inherited(fd).map(std::fs::File::from);
+    if let Err(e) = pipe.and_then(|mut pipe| io::Write::write_all(&mut pipe, b"R")) {
         tracing::warn!("binary upgrade: cannot tell the old process we are ready: {e}");
-    }
-}
-
-/// Inherited descriptors are not passed on to anything we start later (a next upgrade passes
-/// them explicitly).
-fn set_cloexec(fd: RawFd) {
-    // SAFETY: fcntl(2) on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFD);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-        }
     }
 }

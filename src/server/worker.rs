@@ -153,10 +153,7 @@ pub(crate) fn run(
             // The lane reads a connection's first bytes as a request: a PROXY header is read
             // by the connection's task first.
             let listener = if lane && tls.is_none() && !proxy_protocol {
-                // SAFETY: the AsyncFd owns the listener, whose fd stays open as long as it
-                // lives.
-                let fd =
-                    unsafe { AsyncFd::register_with_interest(sock, tokio::io::Interest::READABLE) };
+                let fd = crate::sys::reactor::register(sock, tokio::io::Interest::READABLE);
                 fd.map(Listener::Lane).map_err(|e| e.to_string())
             } else {
                 (TcpListener::from_std(sock).map(Listener::Tokio)).map_err(|e| e.to_string())
@@ -593,10 +590,7 @@ async fn trim_when_idle(ctx: Rc<WorkerCtx>) {
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub(super) fn trim_allocator() {
-    // SAFETY: malloc_trim only releases free heap memory; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::sys::memory::trim_heap();
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

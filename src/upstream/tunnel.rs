@@ -385,13 +385,9 @@ fn read_arena(conn: &mut Conn, cx: &mut Context<'_>, want: usize) -> Poll<io::Re
             // Reclaims the chunk when nothing points into it any more, else takes a new one.
             arena.reserve(ARENA_CHUNK.max(want));
         }
-        let spare = arena.spare_capacity_mut();
-        let mut buf = ReadBuf::uninit(&mut spare[..want]);
-        std::task::ready!(Pin::new(&mut *conn).poll_read(cx, &mut buf))?;
-        let n = buf.filled().len();
-        // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity, and the
-        // arena is empty (every read is split off whole), so its length becomes `n`.
-        unsafe { arena.set_len(n) };
+        // The arena is empty (every read is split off whole): its length becomes `n`.
+        let read = |buf: &mut ReadBuf<'_>| Pin::new(&mut *conn).poll_read(cx, buf);
+        let n = std::task::ready!(crate::sys::buf::poll_fill(arena, want, read))?;
         Poll::Ready(Ok(arena.split_to(n).freeze()))
     })
 }

@@ -439,8 +439,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("fifo");
         let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        crate::sys::file::mkfifo(&c, 0o644).unwrap();
         assert!(matches!(
             open(p.as_os_str().as_bytes()),
             Ok(Opened::Special)

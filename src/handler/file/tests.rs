@@ -619,15 +619,13 @@ fn special_files_are_403() {
     let s = Site::new();
     let p = s.path().join("fifo");
     let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    crate::sys::file::mkfifo(&c, 0o644).unwrap();
     assert_eq!(get(&s.handler(), "/fifo").status, 403);
 }
 
 #[test]
 fn unreadable_file_is_403() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if crate::sys::account::euid() == 0 {
         // root reads any file regardless of its mode; nothing to test.
         return;
     }

@@ -23,9 +23,8 @@ pub fn accept_for(key: &[u8]) -> Vec<u8> {
 /// The kernel's random bytes. The key only has to differ between handshakes (it guards
 /// against caches, not attackers), so a failing `getrandom` falls back to the clock.
 fn fill_random(buf: &mut [u8]) {
-    // SAFETY: the pointer and length describe `buf`, which getrandom fills at most.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if usize::try_from(n).ok() != Some(buf.len()) {
+    let n = crate::sys::random::fill(buf);
+    if n.ok() != Some(buf.len()) {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()

@@ -53,30 +53,17 @@ pub(super) fn exchange(
         if rbuf.capacity() - rbuf.len() < READ_ROOM_MIN {
             rbuf.reserve(READ_BUFFER);
         }
-        let spare = rbuf.spare_capacity_mut();
-        let room = spare.len();
+        let room = rbuf.capacity() - rbuf.len();
         // The system call itself: libc's `recv` is a cancellation point, which costs more
-        // than the rest of its wrapper, on every request.
-        // SAFETY: `spare` is valid for `room` bytes; the fd is the record's own; null
-        // address arguments are allowed.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_recvfrom,
-                fd,
-                spare.as_mut_ptr(),
-                room,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut::<libc::sockaddr>(),
-                std::ptr::null_mut::<libc::socklen_t>(),
-            )
-        };
-        if n < 0 {
-            match io::Error::last_os_error().kind() {
+        // than the rest of its wrapper, on every request. `rbuf` grows by what came.
+        let n = match crate::sys::socket::recv_direct(fd, rbuf, libc::MSG_DONTWAIT) {
+            Ok(n) => n,
+            Err(e) => match e.kind() {
                 io::ErrorKind::WouldBlock => return Served::Kept,
                 io::ErrorKind::Interrupted => continue,
                 _ => return Served::Closed,
-            }
-        }
+            },
+        };
         if n == 0 {
             // A partial request then end of stream: the task answers as it would.
             return if rbuf.is_empty() {
@@ -85,9 +72,6 @@ pub(super) fn exchange(
                 Served::Handover
             };
         }
-        let n = n as usize;
-        // SAFETY: the kernel initialized the first `n` bytes of the spare capacity.
-        unsafe { rbuf.set_len(rbuf.len() + n) };
         let mut queued = 0;
         while !rbuf.is_empty() {
             let fresh = fresh && !*answered;
@@ -141,19 +125,5 @@ fn send_queued(fd: RawFd, wbuf: &mut Vec<u8>) -> bool {
 #[inline]
 fn send_once(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
     // The system call itself, as for the read (`exchange`).
-    // SAFETY: `bytes` is valid for its length; the fd is the record's own; a null address
-    // is allowed.
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_sendto,
-            fd,
-            bytes.as_ptr(),
-            bytes.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            std::ptr::null::<libc::sockaddr>(),
-            0 as libc::socklen_t,
-        )
-    };
-    // A negative count is an error; a count is at most `bytes.len()`.
-    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    crate::sys::socket::send_direct(fd, bytes, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
 }
