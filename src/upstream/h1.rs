@@ -1,7 +1,7 @@
 //! One HTTP/1.1 exchange with a backend: the future that sends the request and waits for the
-//! response head (retrying once on a fresh connection when a pooled one turns out dead), and the body
-//! stream that reads the rest, still sending the request body if it has not all gone yet
-//! (a backend may answer before it has read everything).
+//! response head (retrying once on a fresh connection when a pooled one turns out dead), and
+//! the body stream that reads the rest, still sending the request body if it has not all gone
+//! yet (a backend may answer before it has read everything).
 
 use super::backend::{Backend, UpstreamRequest};
 use super::conn::Conn;

@@ -1,19 +1,20 @@
 //! HTTP/2 to backends (`proxy.http2.ratio`): one connection per backend per worker carries
-//! many client requests at once, on the sans-IO [`ClientConn`].
+//! many client requests at once, on the sans-IO `ClientConn` of `proto::h2::client`.
 //!
-//! A connection is an [`H2Conn`] in the worker's [`Pool`], shared by the requests on it, and
-//! a driver task (the only one per connection) that connects, writes what the streams queued
-//! and reads what the backend sends, waking the streams it concerns. Each request is an
-//! [`H2Stream`] polled by the client connection's own task, as an HTTP/1.1 exchange is: it
-//! sends its request body as the windows allow while it waits for the response, then
-//! becomes the response body the client's codec pulls (still sending the request body:
-//! bidirectional streaming). Dropping it resets the stream (RST_STREAM CANCEL).
+//! A connection is an [`H2Conn`] (`h2_conn.rs`) in the worker's [`Pool`], shared by the
+//! requests on it, and a driver task (the only one per connection, started here) that
+//! connects, writes what the streams queued and reads what the backend sends, waking the
+//! streams it concerns. Each request is an [`H2Stream`] polled by the client connection's own
+//! task, as an HTTP/1.1 exchange is: it sends its request body as the windows allow while it
+//! waits for the response, then becomes the response body the client's codec pulls (still
+//! sending the request body: bidirectional streaming). Dropping it resets the stream
+//! (RST_STREAM CANCEL).
 //!
-//! A TLS backend that does not choose `h2` in ALPN gets the request over HTTP/1.1 on that
-//! connection, and is remembered as not speaking HTTP/2. A GOAWAY makes the pool open a new
-//! connection for the next requests while those in flight finish; a stream the backend
-//! refused (REFUSED_STREAM, or above a GOAWAY's last id) before any of its body was sent is
-//! sent again on a fresh connection, once.
+//! A TLS backend that does not choose `h2` in ALPN gives the request back with that
+//! connection, for `dispatch` to send over HTTP/1.1, and is remembered as not speaking
+//! HTTP/2. A GOAWAY makes the pool open a new connection for the next requests while those in
+//! flight finish; a stream the backend refused (REFUSED_STREAM, or above a GOAWAY's last id)
+//! before any of its body was sent is sent again on a fresh connection, once.
 
 use super::backend::{Backend, UpstreamRequest};
 use super::conn::{Conn, TlsStart};
