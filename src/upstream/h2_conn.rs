@@ -78,14 +78,6 @@ impl H2Conn {
         r
     }
 
-    fn set_state(&self, state: State) {
-        let mut inner = self.inner.borrow_mut();
-        inner.state = state;
-        for w in inner.waiters.drain(..) {
-            w.wake();
-        }
-    }
-
     /// Waits until the connection is no longer connecting.
     pub(super) async fn opened(&self) {
         poll_fn(|cx| {
@@ -134,6 +126,15 @@ impl H2Conn {
         let mut inner = self.inner.borrow_mut();
         inner.conn.close("the connection to the backend ended");
         inner.state = State::Failed;
+    }
+
+    /// Moves to `state`, waking the requests that waited for the connection to open.
+    fn set_state(&self, state: State) {
+        let mut inner = self.inner.borrow_mut();
+        inner.state = state;
+        for w in inner.waiters.drain(..) {
+            w.wake();
+        }
     }
 }
 
