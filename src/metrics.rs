@@ -4,10 +4,10 @@
 //!
 //! Counting is on only when the configuration has a `status` or `metrics` path, so a server
 //! that does not expose them pays one thread-local flag test per request.
+//!
+//! Only counting lives here: the handlers render the counters (`handler/status.rs`).
 
-use crate::proto::h2::frame::Reason;
 use std::cell::Cell;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -21,7 +21,6 @@ pub enum Proto {
     Http2 = 1,
     Http3 = 2,
 }
-const PROTOS: [&str; 3] = ["http/1.1", "h2", "h3"];
 
 /// Transports connections are counted by.
 #[derive(Clone, Copy)]
@@ -30,7 +29,6 @@ pub enum Transport {
     Tls = 1,
     Quic = 2,
 }
-const TRANSPORTS: [&str; 3] = ["tcp", "tls", "quic"];
 
 /// TLS handshake outcomes.
 #[derive(Clone, Copy)]
@@ -39,7 +37,6 @@ pub enum Handshake {
     Resumed = 1,
     Failed = 2,
 }
-const HANDSHAKES: [&str; 3] = ["full", "resumed", "failed"];
 
 /// HTTP/2 error codes counted by name (RFC 9113 section 7); one more slot for unknown codes.
 const H2_CODES: usize = 15;
@@ -50,13 +47,10 @@ pub enum Direction {
     Sent = 0,
     Received = 1,
 }
-const DIRECTIONS: [&str; 2] = ["sent", "received"];
 
-/// Upper bounds (seconds) of the request duration histogram buckets; +Inf is implied.
-const BUCKETS: [f64; 10] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
-];
-const BUCKETS_US: [u64; 10] = [
+/// Upper bounds (microseconds) of the request duration histogram buckets; +Inf is implied.
+/// The Prometheus text (`handler/status/prometheus.rs`) labels them in seconds.
+pub const BUCKETS_US: [u64; 10] = [
     500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 500_000, 2_500_000,
 ];
 
@@ -555,207 +549,6 @@ thread_local! {
     /// This worker's slot, for [`total`].
     static OWN_SLOT: std::cell::RefCell<Option<Arc<Mutex<Snapshot>>>> =
         const { std::cell::RefCell::new(None) };
-}
-
-/// The Prometheus text exposition format (version 0.0.4).
-pub fn prometheus(s: &Snapshot) -> String {
-    let mut o = String::with_capacity(4096);
-    let _ = writeln!(
-        o,
-        "# HELP spate_requests_total Requests answered, by protocol and status class."
-    );
-    let _ = writeln!(o, "# TYPE spate_requests_total counter");
-    for (p, classes) in s.requests.iter().enumerate() {
-        for (c, n) in classes.iter().enumerate() {
-            let _ = writeln!(
-                o,
-                "spate_requests_total{{protocol=\"{}\",status=\"{}xx\"}} {n}",
-                PROTOS[p],
-                c + 1
-            );
-        }
-    }
-    counter(
-        &mut o,
-        "spate_received_bytes_total",
-        "Request bytes received (HTTP/1.1: heads and bodies as framed; HTTP/2: every frame read).",
-        s.bytes_in,
-    );
-    counter(
-        &mut o,
-        "spate_sent_bytes_total",
-        "Response bytes sent, heads included.",
-        s.bytes_out,
-    );
-    counter(
-        &mut o,
-        "spate_connection_panics_total",
-        "Connections closed because their handling panicked (a bug: see the error log).",
-        s.panics,
-    );
-    let _ = writeln!(
-        o,
-        "# HELP spate_connections Open connections, by transport."
-    );
-    let _ = writeln!(o, "# TYPE spate_connections gauge");
-    for (t, n) in s.open.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "spate_connections{{transport=\"{}\"}} {n}",
-            TRANSPORTS[t]
-        );
-    }
-    let _ = writeln!(
-        o,
-        "# HELP spate_connections_accepted_total Connections accepted, by transport."
-    );
-    let _ = writeln!(o, "# TYPE spate_connections_accepted_total counter");
-    for (t, n) in s.accepted.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "spate_connections_accepted_total{{transport=\"{}\"}} {n}",
-            TRANSPORTS[t]
-        );
-    }
-    let _ = writeln!(
-        o,
-        "# HELP spate_connections_by_protocol Open connections, by protocol (once known: after TLS and ALPN)."
-    );
-    let _ = writeln!(o, "# TYPE spate_connections_by_protocol gauge");
-    for (p, n) in s.open_proto.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "spate_connections_by_protocol{{protocol=\"{}\"}} {n}",
-            PROTOS[p]
-        );
-    }
-    let _ = writeln!(
-        o,
-        "# HELP spate_proxy_tunnels_total Proxy tunnels (WebSocket and other upgrades) opened."
-    );
-    let _ = writeln!(o, "# TYPE spate_proxy_tunnels_total counter");
-    let _ = writeln!(o, "spate_proxy_tunnels_total {}", s.tunnels[0]);
-    let _ = writeln!(o, "# HELP spate_proxy_tunnels_open Proxy tunnels open now.");
-    let _ = writeln!(o, "# TYPE spate_proxy_tunnels_open gauge");
-    let _ = writeln!(o, "spate_proxy_tunnels_open {}", s.tunnels[1]);
-    let _ = writeln!(
-        o,
-        "# HELP spate_http2_resets_total HTTP/2 RST_STREAM frames, by direction and error code."
-    );
-    let _ = writeln!(o, "# TYPE spate_http2_resets_total counter");
-    for (d, codes) in s.resets.iter().enumerate() {
-        for (c, n) in codes.iter().enumerate().filter(|(_, n)| **n > 0) {
-            let _ = writeln!(
-                o,
-                "spate_http2_resets_total{{direction=\"{}\",code=\"{}\"}} {n}",
-                DIRECTIONS[d],
-                Reason(c as u32).name()
-            );
-        }
-    }
-    let _ = writeln!(
-        o,
-        "# HELP spate_http2_goaways_total HTTP/2 GOAWAY frames, by direction, error code and cause."
-    );
-    let _ = writeln!(o, "# TYPE spate_http2_goaways_total counter");
-    for g in &s.goaways {
-        let _ = writeln!(
-            o,
-            "spate_http2_goaways_total{{direction=\"{}\",code=\"{}\",cause=\"{}\"}} {}",
-            DIRECTIONS[g.direction as usize],
-            Reason(g.code).name(),
-            label(g.cause),
-            g.count
-        );
-    }
-    let _ = writeln!(
-        o,
-        "# HELP spate_tls_handshakes_total TLS handshakes, by outcome."
-    );
-    let _ = writeln!(o, "# TYPE spate_tls_handshakes_total counter");
-    for (h, n) in s.handshakes.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "spate_tls_handshakes_total{{result=\"{}\"}} {n}",
-            HANDSHAKES[h]
-        );
-    }
-    let _ = writeln!(
-        o,
-        "# HELP spate_request_duration_seconds Time from request head to the end of the response."
-    );
-    let _ = writeln!(o, "# TYPE spate_request_duration_seconds histogram");
-    let mut cumulative = 0;
-    for (i, n) in s.duration.iter().enumerate() {
-        cumulative += n;
-        let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
-        let _ = writeln!(
-            o,
-            "spate_request_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}"
-        );
-    }
-    let _ = writeln!(
-        o,
-        "spate_request_duration_seconds_sum {}",
-        s.duration_sum_us as f64 / 1e6
-    );
-    let _ = writeln!(o, "spate_request_duration_seconds_count {cumulative}");
-    let health = crate::upstream::backend_health();
-    if !health.is_empty() {
-        let _ = writeln!(
-            o,
-            "# HELP spate_backend_up Whether a backend of a list or with a health check is in service (1) or taken out by its checks (0)."
-        );
-        let _ = writeln!(o, "# TYPE spate_backend_up gauge");
-        for (name, up) in &health {
-            let _ = writeln!(
-                o,
-                "spate_backend_up{{backend=\"{}\"}} {}",
-                label(name),
-                u8::from(*up)
-            );
-        }
-    }
-    if !s.backends.is_empty() {
-        let _ = writeln!(
-            o,
-            "# HELP spate_backend_requests_total Proxied requests, by backend."
-        );
-        let _ = writeln!(o, "# TYPE spate_backend_requests_total counter");
-        for (name, n, _) in &s.backends {
-            let _ = writeln!(
-                o,
-                "spate_backend_requests_total{{backend=\"{}\"}} {n}",
-                label(name)
-            );
-        }
-        let _ = writeln!(
-            o,
-            "# HELP spate_backend_errors_total Proxied requests the backend failed (502, 504)."
-        );
-        let _ = writeln!(o, "# TYPE spate_backend_errors_total counter");
-        for (name, _, e) in &s.backends {
-            let _ = writeln!(
-                o,
-                "spate_backend_errors_total{{backend=\"{}\"}} {e}",
-                label(name)
-            );
-        }
-    }
-    o
-}
-
-fn counter(o: &mut String, name: &str, help: &str, v: u64) {
-    let _ = writeln!(o, "# HELP {name} {help}");
-    let _ = writeln!(o, "# TYPE {name} counter");
-    let _ = writeln!(o, "{name} {v}");
-}
-
-/// A label value escaped as the text format asks (backslash, quote, newline).
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 thread_local! {

@@ -1,6 +1,8 @@
 //! Handlers and the host/path router that picks one for each request.
 
 pub mod compress;
+#[cfg(debug_assertions)]
+mod debug_panic;
 pub mod error_doc;
 pub mod file;
 pub mod headers;
@@ -166,7 +168,7 @@ impl Router {
         route: Option<&'r PathRoute>,
     ) -> (Answer, Option<&'r PathRoute>) {
         #[cfg(debug_assertions)]
-        crate::server::panics::debug_panic_trigger(req.path());
+        debug_panic::on_path(req.path());
         match route {
             Some(route) => {
                 let mut answer = route.handler.handle(req);

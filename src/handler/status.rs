@@ -1,6 +1,8 @@
 //! `status: ON` (h2o's JSON status), `metrics: ON` (Prometheus text format) and
 //! `readiness: ON` (200 while serving, 503 once this worker drains or the server stops).
 
+mod prometheus;
+
 use crate::http::{Answer, Body, Handler, Request, Response};
 use crate::metrics;
 use bytes::Bytes;
@@ -58,7 +60,7 @@ impl Handler for MetricsHandler {
     fn handle(&self, _req: &Request) -> Answer {
         let (s, _, _) = metrics::total();
         Answer::Now(body(
-            metrics::prometheus(&s),
+            prometheus::render(&s),
             "text/plain; version=0.0.4; charset=utf-8",
         ))
     }

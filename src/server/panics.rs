@@ -101,23 +101,6 @@ fn message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Test-only trigger, compiled into debug builds only (never into a release build): with the
-/// environment variable `SPATE_DEBUG_PANIC_PATH` set, a request for exactly that path panics
-/// inside its connection's handling, so the integration tests can show the containment.
-#[cfg(debug_assertions)]
-pub(crate) fn debug_panic_trigger(path: &[u8]) {
-    static PATH: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
-    let armed = PATH.get_or_init(|| {
-        std::env::var_os("SPATE_DEBUG_PANIC_PATH").map(|v| {
-            use std::os::unix::ffi::OsStrExt;
-            v.as_bytes().to_vec()
-        })
-    });
-    if armed.as_deref() == Some(path) {
-        panic!("SPATE_DEBUG_PANIC_PATH requested");
-    }
-}
-
 /// Test-only trigger, debug builds only: with `SPATE_DEBUG_PANIC_DATAGRAM` set to a length, a
 /// QUIC datagram of exactly that many bytes panics inside quinn-proto's contained step, so
 /// the integration tests can show that the worker's other QUIC connections live on.

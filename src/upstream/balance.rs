@@ -4,10 +4,13 @@
 //! The balancer state (smooth round-robin weights, requests in flight) belongs to one worker:
 //! plain cells, no lock and no atomic. Health is shared by the process ([`Board`]).
 
-use super::exchange::{attempt, log_failure, Unsent};
+use super::backend::{Backend, UpstreamRequest};
+use super::dispatch::{attempt, Unsent};
+use super::errors::{log_failure, UpstreamError};
 use super::health::{Avail, Board};
+use super::lease::Lease;
+use super::pool::Pool;
 use super::tunnel::{self, TunnelRequest};
-use super::{Backend, Pool, UpstreamError, UpstreamRequest};
 use crate::config::{Balancer, ProxyConf};
 use crate::http::{Response, Side};
 use std::cell::Cell;
@@ -33,21 +36,9 @@ struct Member {
     /// Smooth weighted round-robin: grows by the weight at each choice, drops by the total
     /// when chosen.
     current: Cell<i64>,
-    /// Requests of this worker sent to it and not finished (the response body read).
-    in_flight: Cell<u32>,
-}
-
-/// Counts one request in flight on a backend until it is dropped (with the exchange).
-pub struct Lease {
-    group: Rc<Group>,
-    i: usize,
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        let n = &self.group.members[self.i].in_flight;
-        n.set(n.get().saturating_sub(1));
-    }
+    /// Requests of this worker sent to it and not finished (the response body read), counted
+    /// by the [`Lease`]s of those requests.
+    in_flight: Rc<Cell<u32>>,
 }
 
 impl Group {
@@ -60,7 +51,7 @@ impl Group {
                 label: Arc::from(b.url.authority.as_str()),
                 weight: i64::from(b.weight),
                 current: Cell::new(0),
-                in_flight: Cell::new(0),
+                in_flight: Rc::new(Cell::new(0)),
             })
             .collect();
         Rc::new(Group {
@@ -152,13 +143,8 @@ impl Group {
         Some(i)
     }
 
-    fn lease(self: &Rc<Self>, i: usize) -> Lease {
-        let n = &self.members[i].in_flight;
-        n.set(n.get() + 1);
-        Lease {
-            group: self.clone(),
-            i,
-        }
+    fn lease(&self, i: usize) -> Lease {
+        Lease::new(&self.members[i].in_flight)
     }
 }
 

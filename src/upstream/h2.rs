@@ -1,285 +1,108 @@
 //! HTTP/2 to backends (`proxy.http2.ratio`): one connection per backend per worker carries
-//! many client requests at once, on the sans-IO [`ClientConn`].
+//! many client requests at once, on the sans-IO `ClientConn` of `proto::h2::client`.
 //!
-//! A connection is an [`H2Conn`] in the worker's [`Pool`], shared by the requests on it, and
-//! a driver task (the only one per connection) that connects, writes what the streams queued
-//! and reads what the backend sends, waking the streams it concerns. Each request is an
-//! [`H2Stream`] polled by the client connection's own task, as an HTTP/1.1 exchange is: it
-//! sends its request body as the windows allow while it waits for the response, then
-//! becomes the response body the client's codec pulls (still sending the request body:
-//! bidirectional streaming). Dropping it resets the stream (RST_STREAM CANCEL).
+//! A connection is an [`H2Conn`] (`h2_conn.rs`) in the worker's [`Pool`], shared by the
+//! requests on it, and a driver task (the only one per connection, started here) that
+//! connects, writes what the streams queued and reads what the backend sends, waking the
+//! streams it concerns. Each request is an [`H2Stream`] polled by the client connection's own
+//! task, as an HTTP/1.1 exchange is: it sends its request body as the windows allow while it
+//! waits for the response, then becomes the response body the client's codec pulls (still
+//! sending the request body: bidirectional streaming). Dropping it resets the stream
+//! (RST_STREAM CANCEL).
 //!
-//! A TLS backend that does not choose `h2` in ALPN gets the request over HTTP/1.1 on that
-//! connection, and is remembered as not speaking HTTP/2. A GOAWAY makes the pool open a new
-//! connection for the next requests while those in flight finish; a stream the backend
-//! refused (REFUSED_STREAM, or above a GOAWAY's last id) before any of its body was sent is
-//! sent again on a fresh connection, once.
+//! A TLS backend that does not choose `h2` in ALPN gives the request back with that
+//! connection, for `dispatch` to send over HTTP/1.1, and is remembered as not speaking
+//! HTTP/2. A GOAWAY makes the pool open a new connection for the next requests while those in
+//! flight finish; a stream the backend refused (REFUSED_STREAM, or above a GOAWAY's last id)
+//! before any of its body was sent is sent again on a fresh connection, once.
 
-use super::balance::Lease;
+use super::backend::{Backend, UpstreamRequest};
 use super::conn::{Conn, TlsStart};
-use super::exchange::{self, Outgoing, Timer, Unsent};
+use super::errors::{log_body_error, UpstreamError};
+use super::fields::{is_connection_specific, is_forbidden_trailer, is_idempotent};
+use super::h2_conn::H2Conn;
+use super::lease::Lease;
 use super::pool::Pool;
-use super::{is_forbidden_trailer, Backend, UpstreamError, UpstreamRequest};
+use super::timer::Timer;
 use crate::http::body::Next;
 use crate::http::StreamBody;
 use crate::http::{Body, BodyError, BodyStream, Frame, Method, RequestBody, Response, Side};
-use crate::proto::h2::client::{ClientConn, ClientSettings, Received, ResponseHead};
-use bytes::{Bytes, BytesMut};
-use std::cell::RefCell;
+use crate::proto::h2::client::{ClientSettings, Received, ResponseHead};
+use bytes::Bytes;
 use std::future::poll_fn;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
-use tokio::io::AsyncWrite;
+use std::task::{Context, Poll};
 use tokio::time::Instant;
 
-/// Response bytes read from the backend at once, at least.
-const READ_SIZE: usize = 16 * 1024;
-/// The read buffer grows by this much when it runs short.
-const READ_CHUNK: usize = 64 * 1024;
-/// How long a new connection stays open for the requests that were waiting for it.
-const UNUSED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// One HTTP/2 connection to a backend, shared by the requests on it.
-pub struct H2Conn {
-    inner: RefCell<Inner>,
-}
-
-struct Inner {
-    state: State,
-    conn: ClientConn,
-    /// The driver task, woken when a stream queued output.
-    driver: Option<Waker>,
-    /// Requests waiting for the connection to open.
-    waiters: Vec<Waker>,
-}
-
-enum State {
-    Connecting,
-    Open,
-    Failed,
-    /// ALPN chose HTTP/1.1: the first request takes the connection.
-    FellBack(Option<Conn>),
-}
-
-impl H2Conn {
-    /// Whether a new request may go on this connection (or wait for it to open).
-    pub fn usable(&self) -> bool {
-        let inner = self.inner.borrow();
-        match inner.state {
-            State::Connecting => true,
-            State::Open => inner.conn.has_capacity(),
-            State::Failed | State::FellBack(_) => false,
-        }
-    }
-
-    /// Runs `f` on the protocol state, then wakes the driver if there is output to write.
-    fn with<R>(&self, f: impl FnOnce(&mut ClientConn) -> R) -> R {
-        let mut inner = self.inner.borrow_mut();
-        let r = f(&mut inner.conn);
-        if !inner.conn.output().is_empty() {
-            if let Some(w) = inner.driver.take() {
-                w.wake();
-            }
-        }
-        r
-    }
-
-    /// Starts a connection to `backend` and its driver; the pool holds it while it lives.
-    fn start(pool: &Rc<Pool>, backend: &Rc<Backend>, max_streams: u32) -> Rc<H2Conn> {
-        let me = Rc::new(H2Conn {
-            inner: RefCell::new(Inner {
-                state: State::Connecting,
-                conn: ClientConn::new(ClientSettings {
-                    max_concurrent_streams: max_streams,
-                    stream_window: backend.io_size as u32,
-                    // `proxy.max-response-head-size`, as for HTTP/1.1.
-                    max_header_list_size: u32::try_from(backend.max_response_head)
-                        .unwrap_or(u32::MAX),
-                }),
-                driver: None,
-                waiters: Vec::new(),
-            }),
-        });
-        pool.add_h2(&backend.pool_key, me.clone());
-        let (pool, backend, conn) = (pool.clone(), backend.clone(), me.clone());
-        tokio::task::spawn_local(async move {
-            drive(&conn, &backend).await;
-            pool.remove_h2(&backend.pool_key, &conn);
-        });
-        me
-    }
-
-    fn set_state(&self, state: State) {
-        let mut inner = self.inner.borrow_mut();
-        inner.state = state;
-        for w in inner.waiters.drain(..) {
-            w.wake();
-        }
-    }
-
-    /// Waits until the connection is no longer connecting.
-    async fn opened(&self) {
-        poll_fn(|cx| {
-            let mut inner = self.inner.borrow_mut();
-            if matches!(inner.state, State::Connecting) {
-                inner.waiters.push(cx.waker().clone());
-                return Poll::Pending;
-            }
-            Poll::Ready(())
-        })
-        .await
-    }
+/// Starts a connection to `backend` and its driver; the pool holds it while it lives.
+fn start(pool: &Rc<Pool>, backend: &Rc<Backend>, max_streams: u32) -> Rc<H2Conn> {
+    let me = Rc::new(H2Conn::new(ClientSettings {
+        max_concurrent_streams: max_streams,
+        stream_window: backend.io_size as u32,
+        // `proxy.max-response-head-size`, as for HTTP/1.1.
+        max_header_list_size: u32::try_from(backend.max_response_head).unwrap_or(u32::MAX),
+    }));
+    pool.add_h2(&backend.pool_key, me.clone());
+    let (pool, backend, conn) = (pool.clone(), backend.clone(), me.clone());
+    tokio::task::spawn_local(async move {
+        drive(&conn, &backend).await;
+        pool.remove_h2(&backend.pool_key, &conn);
+    });
+    me
 }
 
 /// The driver: connects, then writes and reads until the connection ends.
-async fn drive(me: &Rc<H2Conn>, backend: &Backend) {
+async fn drive(me: &H2Conn, backend: &Backend) {
     let tls = backend.tls.as_ref().map(|t| TlsStart {
         client: &t.0,
         offer_h2: true,
     });
-    let mut conn = match Conn::connect(&backend.addr, None, tls, backend.connect_timeout).await {
+    let conn = match Conn::connect(&backend.addr, None, tls, backend.connect_timeout).await {
         Ok(c) => c,
-        Err(e) => {
-            me.inner.borrow_mut().conn.close(&e.to_string());
-            return me.set_state(State::Failed);
-        }
+        Err(e) => return me.fail(&e.to_string()),
     };
     if backend.tls.is_some() && !conn.is_h2() {
-        return me.set_state(State::FellBack(Some(conn)));
+        return me.fall_back(conn);
     }
-    me.set_state(State::Open);
-    let mut rbuf = BytesMut::new();
-    let mut idle = Idle::default();
-    poll_fn(|cx| poll_drive(me, &mut conn, &mut rbuf, &mut idle, backend, cx)).await;
-    let mut inner = me.inner.borrow_mut();
-    inner.conn.close("the connection to the backend ended");
-    inner.state = State::Failed;
+    me.run(conn, backend.keepalive_timeout).await;
 }
 
-/// When the connection became idle, for `proxy.timeout.keepalive`.
-#[derive(Default)]
-struct Idle {
-    since: Option<Instant>,
-    timer: Timer,
-}
-
-fn poll_drive(
-    me: &H2Conn,
-    io: &mut Conn,
-    rbuf: &mut BytesMut,
-    idle: &mut Idle,
-    backend: &Backend,
-    cx: &mut Context<'_>,
-) -> Poll<()> {
-    loop {
-        let mut inner = me.inner.borrow_mut();
-        if !inner
-            .driver
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()))
-        {
-            inner.driver = Some(cx.waker().clone());
-        }
-        let c = &mut inner.conn;
-        while !c.output().is_empty() {
-            match Pin::new(&mut *io).poll_write(cx, c.output()) {
-                Poll::Ready(Ok(0)) => {
-                    c.close("the backend stopped reading");
-                    return Poll::Ready(());
-                }
-                Poll::Ready(Ok(n)) => c.consume_output(n),
-                Poll::Ready(Err(e)) => {
-                    c.close(&format!("write failed: {e}"));
-                    return Poll::Ready(());
-                }
-                Poll::Pending => break,
-            }
-        }
-        // TLS holds written records until flushed.
-        if let Poll::Ready(Err(e)) = Pin::new(&mut *io).poll_flush(cx) {
-            c.close(&format!("write failed: {e}"));
-            return Poll::Ready(());
-        }
-        if c.output().is_empty()
-            && (c.failure().is_some() || c.is_closing() && c.stream_count() == 0)
-        {
-            return Poll::Ready(());
-        }
-        // Frames keep slices of the buffer alive until the client takes them: read into
-        // large chunks, so a new one is needed only every few reads.
-        if rbuf.capacity() - rbuf.len() < READ_SIZE {
-            rbuf.reserve(READ_CHUNK);
-        }
-        match io.poll_read_buf(cx, rbuf, READ_SIZE) {
-            Poll::Ready(Ok(0)) => {
-                c.close("the backend closed the connection");
-                return Poll::Ready(());
-            }
-            Poll::Ready(Ok(_)) => {
-                c.receive(rbuf);
-                continue;
-            }
-            Poll::Ready(Err(e)) => {
-                c.close(&format!("read failed: {e}"));
-                return Poll::Ready(());
-            }
-            Poll::Pending => {}
-        }
-        if c.stream_count() > 0 {
-            idle.since = None;
-            return Poll::Pending;
-        }
-        let since = *idle.since.get_or_insert_with(Instant::now);
-        // A new connection waits for the request it was opened for, whatever the keep-alive.
-        let keep = match c.ever_used() {
-            true => backend.keepalive_timeout,
-            false => backend.keepalive_timeout.max(UNUSED_GRACE),
-        };
-        drop(inner);
-        if idle.timer.poll_until(cx, since + keep).is_pending() {
-            return Poll::Pending;
-        }
-        me.inner.borrow_mut().conn.shut_down();
-    }
-}
-
-/// Sends `req` over HTTP/2 (or over HTTP/1.1 when the backend turned out not to speak it).
-/// `lease` (a balancer's count) lasts as long as the stream. A request none of which was
-/// sent (the connection failed, or the backend refused the stream twice) is given back.
-pub async fn exchange(
+/// Sends `req` over HTTP/2. `lease` (a balancer's count) lasts as long as the stream. A
+/// request none of which was sent (the connection failed, or the backend refused the stream
+/// twice) is given back; so is one to a backend that turned out not to speak HTTP/2, with
+/// the connection ALPN chose HTTP/1.1 on (unless another request took it) and the lease.
+pub(super) async fn exchange(
     pool: &Rc<Pool>,
     backend: &Rc<Backend>,
     req: UpstreamRequest,
     max_streams: u32,
     mut lease: Option<Lease>,
-) -> Result<Response, (UpstreamError, Option<Unsent>)> {
+) -> Result<Response, H2Failure> {
     let head_request = req.method == Method::Head;
     let mut req = Some(req);
     let mut fresh_only = false;
     loop {
         let conn = match pool.h2_conn(&backend.pool_key).filter(|_| !fresh_only) {
             Some(c) => c,
-            None => H2Conn::start(pool, backend, max_streams),
+            None => start(pool, backend, max_streams),
         };
         conn.opened().await;
-        let fell_back = match &mut conn.inner.borrow_mut().state {
-            State::FellBack(c) => Some(c.take()),
-            _ => None,
-        };
+        let fell_back = conn.take_fallback();
         let Some(r) = req.take() else {
-            return Err((UpstreamError::bad_gateway("request lost"), None));
+            return Err(H2Failure::Failed(
+                UpstreamError::bad_gateway("request lost"),
+                None,
+            ));
         };
-        if let Some(first) = fell_back {
-            pool.mark_no_h2(&backend.pool_key);
-            let mut out = Outgoing::new(r, backend);
-            let first = first.map(exchange::Connected::new);
-            let sent = exchange::exchange(pool, backend, &mut out, first, lease).await;
-            return sent.map_err(|(e, back)| (e, back.then_some(Unsent::Serialized(out))));
+        if let Some(conn) = fell_back {
+            return Err(H2Failure::FellBack {
+                req: r,
+                conn,
+                lease,
+            });
         }
-        let failure = conn.inner.borrow().conn.failure().map(str::to_owned);
-        if let Some(e) = failure {
-            return Err((UpstreamError::bad_gateway(e), Some(Unsent::Fields(r))));
+        if let Some(e) = conn.failure() {
+            return Err(H2Failure::Failed(UpstreamError::bad_gateway(e), Some(r)));
         }
         let mut stream = match H2Stream::open(&conn, backend, r) {
             Ok(s) => s,
@@ -302,14 +125,27 @@ pub async fn exchange(
                 fresh_only = true;
             }
             Err(Failed::Refused(r)) => {
-                return Err((
+                return Err(H2Failure::Failed(
                     UpstreamError::bad_gateway("the backend refused the stream twice"),
-                    Some(Unsent::Fields(r)),
+                    Some(r),
                 ))
             }
-            Err(Failed::Error(e)) => return Err((e, None)),
+            Err(Failed::Error(e)) => return Err(H2Failure::Failed(e, None)),
         }
     }
+}
+
+/// Why a request did not get an answer over HTTP/2.
+pub(super) enum H2Failure {
+    /// The error the client gets, and the request when none of it was sent.
+    Failed(UpstreamError, Option<UpstreamRequest>),
+    /// ALPN chose HTTP/1.1: the request goes over it, on `conn` when no other request took
+    /// it, still counted by `lease`.
+    FellBack {
+        req: UpstreamRequest,
+        conn: Option<Conn>,
+        lease: Option<Lease>,
+    },
 }
 
 enum Failed {
@@ -400,7 +236,7 @@ impl H2Stream {
                 client_addrs,
             }));
         };
-        let idempotent = super::is_idempotent(&method);
+        let idempotent = is_idempotent(&method);
         Ok(H2Stream {
             conn: conn.clone(),
             id,
@@ -631,18 +467,11 @@ impl BodyStream for H2Body {
         };
         let next = std::task::ready!(s.poll_body(cx));
         if let Some(Err(e)) = &next {
-            super::log_body_error(&s.backend, e);
+            log_body_error(&s.backend, e);
         }
         if !matches!(next, Some(Ok(Frame::Data(_)))) {
             self.stream = None;
         }
         Poll::Ready(next)
     }
-}
-
-/// Fields not forwarded as they are: HTTP/2 forbids some, and the client writes framing itself.
-fn is_connection_specific(name: &[u8]) -> bool {
-    crate::proto::request_head::is_connection_specific(name)
-        || name.eq_ignore_ascii_case(b"content-length")
-        || name.eq_ignore_ascii_case(b"expect")
 }

@@ -11,6 +11,7 @@
 //! N workers would send N times the probes and each would log the same change. A probe thread
 //! sleeps between probes and holds only a weak reference: it ends once no worker uses the board.
 
+use super::backend::display_name;
 use super::probe;
 use crate::config::{HealthCheck, ProxyConf, TlsClient, UpstreamAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -94,7 +95,7 @@ impl Board {
             .map(|b| State {
                 addr: b.url.addr.clone(),
                 label: b.url.authority.clone(),
-                name: super::display_name(&b.url.addr, b.tls.is_some()),
+                name: display_name(&b.url.addr, b.tls.is_some()),
                 tls: b.tls.clone(),
                 probe_up: AtomicBool::new(true),
                 fails: AtomicU32::new(0),

@@ -2,8 +2,8 @@
 //! first, each closed after its `proxy.timeout.keepalive`, at most `max_idle` per backend.
 
 use super::conn::Conn;
-use super::exchange::Timer;
-use super::h2::H2Conn;
+use super::h2_conn::H2Conn;
+use super::timer::Timer;
 use crate::config::UpstreamAddr;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::{Cell, RefCell};

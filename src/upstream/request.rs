@@ -7,6 +7,7 @@
 //! connection, the request can be sent again on a fresh one.
 
 use super::conn::Conn;
+use super::fields::is_forbidden_trailer;
 use crate::http::{BodyError, Frame, RequestBody, Side};
 use crate::proto::h1::{self, RequestFraming};
 use bytes::{Buf, Bytes};
@@ -51,7 +52,7 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Nothing to send: what an [`Outgoing`](super::exchange::Outgoing) holds while its
+    /// Nothing to send: what an `Outgoing` (`h1.rs`) holds while its
     /// request is out.
     pub fn empty() -> Prepared {
         Prepared {
@@ -315,7 +316,7 @@ impl RequestWriter {
                 )),
             },
             Frame::Trailers(mut t) => {
-                t.retain(|(n, _)| !super::is_forbidden_trailer(n));
+                t.retain(|(n, _)| !is_forbidden_trailer(n));
                 if self.framing == RequestFraming::Chunked {
                     let mut last = Vec::with_capacity(64);
                     h1::write_last_chunk(&mut last, &t);

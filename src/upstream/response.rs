@@ -3,6 +3,8 @@
 //! handed out as slices of the read buffer, read only when the client's codec asks for more.
 
 use super::conn::Conn;
+use super::fields::is_forbidden_trailer;
+use super::read_arena::ReadArena;
 use crate::http::Frame;
 use crate::proto::h1::{self, ChunkedDecoder, ResponseFraming};
 use bytes::{Buf, Bytes, BytesMut};
@@ -168,7 +170,7 @@ impl ResponseReader {
                     };
                     if d.done {
                         let trailers = dec.take_trailers().map(|mut t| {
-                            t.retain(|(n, _)| !super::is_forbidden_trailer(n));
+                            t.retain(|(n, _)| !is_forbidden_trailer(n));
                             t
                         });
                         self.buf.advance(d.consumed);
@@ -267,7 +269,7 @@ impl ResponseReader {
                 return Poll::Ready(Err(e));
             }
             let read = if self.buf.is_empty() {
-                read_into_arena(conn, &mut self.buf, want.max(1))
+                ReadArena::try_read(conn, &mut self.buf, want.max(1))
             } else {
                 self.buf.reserve(want.max(1));
                 conn.try_read_buf(&mut self.buf)
@@ -284,26 +286,4 @@ impl ResponseReader {
         }
         Poll::Ready(Ok(n))
     }
-}
-
-/// Reads are carved from per-worker chunks of this size: a response costs no allocation of
-/// its own, only a share of a chunk, which is reused once every response in it is gone.
-/// Small, because a piece a slow client has not taken yet keeps its whole chunk alive.
-const ARENA_CHUNK: usize = 32 * 1024;
-
-thread_local! {
-    static READ_ARENA: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
-}
-
-/// Reads into the worker's arena and hands `buf` (empty) exactly the bytes that arrived.
-fn read_into_arena(conn: &Conn, buf: &mut BytesMut, want: usize) -> io::Result<usize> {
-    READ_ARENA.with_borrow_mut(|arena| {
-        if arena.capacity() < want {
-            // Reclaims the chunk when nothing points into it any more, else takes a new one.
-            arena.reserve(ARENA_CHUNK.max(want));
-        }
-        let n = conn.try_read_buf(arena)?;
-        *buf = arena.split_to(n);
-        Ok(n)
-    })
 }

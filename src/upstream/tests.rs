@@ -2,8 +2,11 @@
 //! std threads, each test saying exactly what its backend sends.
 
 use super::*;
+use crate::config::UpstreamAddr;
 use crate::http::body::{pipe, BodyWriter};
 use crate::http::{Body, Frame, Trailers};
+use crate::http::{BodyError, Method, RequestBody, Response, Side};
+use bytes::Bytes;
 use std::future::{poll_fn, Future};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -5,11 +5,14 @@
 //! `http/1.1` in ALPN): an upgrade exists only there. Any other answer is
 //! an ordinary response, read to its end; the connection is never pooled either way.
 
-use super::balance::Lease;
+use super::backend::Backend;
 use super::conn::Conn;
-use super::exchange::{connection, log_failure, Outgoing};
+use super::connect::{connection, proxy_line_for};
+use super::errors::{log_failure, UpstreamError};
+use super::lease::Lease;
+use super::pool::Pool;
+use super::read_arena::ReadArena;
 use super::response::{ReadError, ResponseReader};
-use super::{Backend, Pool, UpstreamError};
 use crate::http::body::Next;
 use crate::http::{
     Body, BodyError, BodyStream, Frame, Method, RequestBody, Response, Side, StreamBody,
@@ -17,13 +20,12 @@ use crate::http::{
 use crate::proto::h1::ResponseFraming;
 use bytes::{Buf, Bytes};
 use std::future::{poll_fn, Future};
-use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::time::{Instant, Sleep};
 
 /// An upgrade request as it goes to the backend.
@@ -68,7 +70,7 @@ pub(super) async fn exchange(
     req: TunnelRequest,
     lease: Option<Lease>,
 ) -> Result<Response, (UpstreamError, Option<TunnelRequest>)> {
-    let line = Outgoing::proxy_line_for(backend, req.client_addrs);
+    let line = proxy_line_for(backend, req.client_addrs);
     let conn = match connection(pool, backend, line.as_deref(), false).await {
         Ok(c) => c.conn,
         Err(e) => return Err((e, Some(req))),
@@ -353,41 +355,10 @@ impl Tunnel {
         if !self.early.is_empty() {
             return Poll::Ready(Some(Ok(Frame::Data(std::mem::take(&mut self.early)))));
         }
-        match std::task::ready!(read_arena(conn, cx, self.read_size)) {
+        match std::task::ready!(ReadArena::poll_read(conn, cx, self.read_size)) {
             Ok(b) if b.is_empty() => Poll::Ready(None),
             Ok(b) => Poll::Ready(Some(Ok(Frame::Data(b)))),
             Err(e) => Poll::Ready(Some(Err(ReadError::Io(e)))),
         }
     }
-}
-
-/// Tunnel reads are carved from per-worker chunks of this size, so an idle tunnel holds no
-/// buffer of its own.
-const ARENA_CHUNK: usize = 32 * 1024;
-
-thread_local! {
-    static ARENA: std::cell::RefCell<bytes::BytesMut> =
-        std::cell::RefCell::new(bytes::BytesMut::new());
-}
-
-/// Reads what the backend has (at most `want`) into the worker's arena. Through `AsyncRead`,
-/// so that a short read marks the socket drained and the next poll waits for readiness
-/// instead of trying a read that would find nothing (one system call less per message).
-fn read_arena(conn: &mut Conn, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<Bytes>> {
-    // Nothing is reserved while the backend is quiet. Not over TLS: rustls may hold
-    // decrypted bytes the socket no longer shows.
-    if !conn.is_tls() {
-        std::task::ready!(conn.poll_read_ready(cx))?;
-    }
-    ARENA.with_borrow_mut(|arena| {
-        debug_assert!(arena.is_empty());
-        if arena.capacity() < want {
-            // Reclaims the chunk when nothing points into it any more, else takes a new one.
-            arena.reserve(ARENA_CHUNK.max(want));
-        }
-        // The arena is empty (every read is split off whole): its length becomes `n`.
-        let read = |buf: &mut ReadBuf<'_>| Pin::new(&mut *conn).poll_read(cx, buf);
-        let n = std::task::ready!(crate::sys::buf::poll_fill(arena, want, read))?;
-        Poll::Ready(Ok(arena.split_to(n).freeze()))
-    })
 }

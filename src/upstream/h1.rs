@@ -1,114 +1,31 @@
-//! One exchange with a backend: the future that sends the request and waits for the response
-//! head (retrying once on a fresh connection when a pooled one turns out dead), and the body
-//! stream that reads the rest, still sending the request body if it has not all gone yet
-//! (a backend may answer before it has read everything).
+//! One HTTP/1.1 exchange with a backend: the future that sends the request and waits for the
+//! response head (retrying once on a fresh connection when a pooled one turns out dead), and
+//! the body stream that reads the rest, still sending the request body if it has not all gone
+//! yet (a backend may answer before it has read everything).
 
-use super::balance::Lease;
-use super::conn::{Conn, TlsStart};
+use super::backend::{Backend, UpstreamRequest};
+use super::conn::Conn;
+use super::connect::{connection, proxy_line_for, Connected};
+use super::errors::{log_body_error, UpstreamError};
+use super::fields::is_idempotent;
+use super::lease::Lease;
 use super::pool::Pool;
-use super::proxy_line;
 use super::request::{Prepared, RequestWriter, SendError};
 use super::response::{Head, ReadError, ResponseReader};
-use super::{is_idempotent, Backend, UpstreamError, UpstreamRequest, EXPECT_WAIT};
+use super::timer::Timer;
 use crate::http::body::Next;
 use crate::http::{Body, BodyError, BodyStream, Frame, Method, Response, Side, StreamBody};
 use crate::proto::h1::{self, RequestFraming, ResponseFraming};
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::io;
-use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
-use tokio::time::{Instant, Sleep};
+use std::time::Duration;
+use tokio::time::Instant;
 
-/// Sends `req` to `backend` and resolves to `finish` of its response, or of the error the
-/// client gets (logged here, once, naming the backend and the cause).
-///
-/// Over HTTP/1.1 the head is serialized before the future starts and the future holds only
-/// that: every layer of async state holds its arguments (and a future it awaits) to the end,
-/// and the caller boxes this future per request (smaller boxes come from the allocator's
-/// per-thread caches). So `finish` runs here rather than in an async block of the caller's.
-pub fn send<T>(
-    pool: Rc<Pool>,
-    backend: Rc<Backend>,
-    req: UpstreamRequest,
-    finish: impl FnOnce(Result<Response, UpstreamError>) -> T,
-) -> impl Future<Output = T> {
-    let mut out = match backend.http2 {
-        None => Ok(Outgoing::new(req, &backend)),
-        Some(_) => Err(Box::new(req)),
-    };
-    async move {
-        // `ref mut`: the exchange borrows the head where it is, not a copy of it.
-        let result = match out {
-            Ok(ref mut out) => exchange(&pool, &backend, out, None, None)
-                .await
-                .map_err(|(e, _)| e),
-            Err(req) => Box::pin(attempt(&pool, &backend, Unsent::Fields(*req), None))
-                .await
-                .map_err(|(e, _)| e),
-        };
-        finish(result.inspect_err(|e| log_failure(&backend, e)))
-    }
-}
-
-/// A request on its way to a backend of a list, given back when a backend could not take
-/// it: its fields, or its HTTP/1.1 head once serialized (a new connection that broke before
-/// answering an idempotent request).
-pub(super) enum Unsent {
-    Fields(UpstreamRequest),
-    Serialized(Outgoing),
-}
-
-/// One try of `backend`: over HTTP/2 for its share of the requests (a request whose HTTP/1.1
-/// head was already made goes over HTTP/1.1), else over HTTP/1.1 on a pooled or new
-/// connection. `lease` lasts as long as the exchange. Gives the request back when the backend
-/// could not take it.
-pub(super) async fn attempt(
-    pool: &Rc<Pool>,
-    backend: &Rc<Backend>,
-    unsent: Unsent,
-    lease: Option<Lease>,
-) -> Result<Response, (UpstreamError, Option<Unsent>)> {
-    let req = match unsent {
-        Unsent::Serialized(mut out) => {
-            let sent = exchange(pool, backend, &mut out, None, lease).await;
-            return sent.map_err(|(e, back)| (e, back.then_some(Unsent::Serialized(out))));
-        }
-        Unsent::Fields(req) => req,
-    };
-    if let Some(h) = backend
-        .http2
-        .as_ref()
-        .filter(|h| h.pick(pool, &backend.pool_key))
-    {
-        // Boxed: its state is ~2.5 KB, and every HTTP/1.1 exchange would carry it otherwise.
-        let h2 = super::h2::exchange(pool, backend, req, h.max_concurrent_streams, lease);
-        return Box::pin(h2).await;
-    }
-    // Connected before the head is made: a backend that cannot be reached gives the fields
-    // back, and the next one may take them over HTTP/2.
-    let line = Outgoing::proxy_line_for(backend, req.client_addrs);
-    let first = match connection(pool, backend, line.as_deref(), true).await {
-        Ok(c) => c,
-        Err(e) => return Err((e, Some(Unsent::Fields(req)))),
-    };
-    let mut out = Outgoing::new(req, backend);
-    let sent = exchange(pool, backend, &mut out, Some(first), lease).await;
-    sent.map_err(|(e, back)| (e, back.then_some(Unsent::Serialized(out))))
-}
-
-/// Logs why an exchange with `backend` failed (a warning when the backend is to blame).
-pub(super) fn log_failure(backend: &Backend, e: &UpstreamError) {
-    if !crate::log::emit_request_errors() {
-        return;
-    }
-    if e.side == Side::Upstream {
-        tracing::warn!(backend = %backend.name, "proxy: {e}");
-    } else {
-        tracing::info!(backend = %backend.name, "proxy: {e}");
-    }
-}
+/// How long a request sent with `Expect: 100-continue` waits for `100 Continue` before
+/// sending its body anyway (RFC 9110 10.1.1 lets a client stop waiting).
+pub const EXPECT_WAIT: Duration = Duration::from_secs(1);
 
 /// A request ready to go to any backend of its list: the head serialized once.
 pub(super) struct Outgoing {
@@ -158,67 +75,9 @@ impl Outgoing {
             prepared,
             head_request: method == Method::Head,
             idempotent: is_idempotent(&method),
-            proxy_line: Outgoing::proxy_line_for(backend, client_addrs),
+            proxy_line: proxy_line_for(backend, client_addrs),
         }
     }
-
-    /// With `proxy.proxy-protocol`: the line a new connection to `backend` starts with.
-    pub(super) fn proxy_line_for(
-        backend: &Backend,
-        client_addrs: Option<(SocketAddr, SocketAddr)>,
-    ) -> Option<Vec<u8>> {
-        client_addrs
-            .filter(|_| backend.proxy_protocol)
-            .map(|(from, to)| proxy_line::v1(from, to))
-    }
-}
-
-/// A connection ready for a request, with the timer its exchanges share.
-pub(super) struct Connected {
-    pub(super) conn: Conn,
-    pub(super) timer: Timer,
-    /// It came from the pool (the backend may have closed it meanwhile).
-    pub(super) reused: bool,
-}
-
-impl Connected {
-    /// A connection just made.
-    pub(super) fn new(conn: Conn) -> Connected {
-        Connected {
-            conn,
-            timer: Timer::default(),
-            reused: false,
-        }
-    }
-}
-
-/// A connection to `backend` ready for a request: the newest idle one when `may_reuse`, else
-/// a new one, which gets `proxy_line` first. Nothing of the request has been sent when this
-/// fails.
-pub(super) async fn connection(
-    pool: &Pool,
-    backend: &Backend,
-    proxy_line: Option<&[u8]>,
-    may_reuse: bool,
-) -> Result<Connected, UpstreamError> {
-    if let Some((conn, timer)) = may_reuse.then(|| pool.take(&backend.pool_key)).flatten() {
-        return Ok(Connected {
-            conn,
-            timer,
-            reused: true,
-        });
-    }
-    let tls = backend.tls.as_ref().map(|t| TlsStart {
-        client: &t.0,
-        offer_h2: false,
-    });
-    // Boxed: a new connection is rare next to pooled ones, and its state (~1.4 KB with TLS)
-    // would otherwise be carried by every exchange.
-    let connect = Conn::connect(&backend.addr, proxy_line, tls, backend.connect_timeout);
-    let conn = Box::pin(connect)
-        .await
-        .map_err(|e| UpstreamError::bad_gateway(e.to_string()))?;
-    Ok(Connected::new(conn))
 }
 
 /// Sends `out` over HTTP/1.1 to `backend` on `first` (from [`connection`], or a TLS
@@ -588,7 +447,7 @@ impl BodyStream for ProxyBody {
                 }
             }
             Some(Err(e)) => {
-                super::log_body_error(&ex.backend, e);
+                log_body_error(&ex.backend, e);
                 self.ex = None;
             }
         }
@@ -602,49 +461,5 @@ struct NoBody;
 impl BodyStream for NoBody {
     fn poll_frame(&mut self, _cx: &mut Context<'_>) -> Poll<Next> {
         Poll::Ready(None)
-    }
-}
-
-/// A lazily created timer, kept with a pooled connection for its next exchange (creating,
-/// registering and dropping a tokio timer per request cost ~900 instructions; moving a
-/// registered one later costs one compare-and-swap). A deadline that moves later does not
-/// reset it; it re-arms when it fires early.
-#[derive(Default)]
-pub(super) struct Timer {
-    sleep: Option<Pin<Box<Sleep>>>,
-    /// Parked since its last use: the next deadline replaces the old one.
-    parked: bool,
-}
-
-impl Timer {
-    pub(super) fn poll_until(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
-        let sleep = match &mut self.sleep {
-            Some(s) => {
-                if s.deadline() > at || std::mem::take(&mut self.parked) {
-                    s.as_mut().reset(at);
-                }
-                s
-            }
-            None => self.sleep.insert(Box::pin(tokio::time::sleep_until(at))),
-        };
-        loop {
-            ready!(sleep.as_mut().poll(cx));
-            if Instant::now() >= at {
-                return Poll::Ready(());
-            }
-            sleep.as_mut().reset(at);
-        }
-    }
-
-    /// Until its next use, the timer wakes no one: the waker of the last exchange (which may
-    /// hold that request's task or stream) is replaced with one that does nothing.
-    pub(super) fn park(&mut self) {
-        if let Some(s) = &mut self.sleep {
-            // Outside the task's budget: a spent budget would leave the old waker in place.
-            let mut sleep = tokio::task::unconstrained(s.as_mut());
-            let noop = &mut Context::from_waker(std::task::Waker::noop());
-            let _ = Pin::new(&mut sleep).poll(noop);
-            self.parked = true;
-        }
     }
 }
