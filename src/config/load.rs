@@ -777,7 +777,7 @@ file.mime.addtypes:
             Some(AccessLogConf {
                 target: LogTarget::File(PathBuf::from("/etc/spate/logs/host.log")),
                 format: "%h %s".into(),
-                escape: crate::log::Escape::Json,
+                escape: crate::config::Escape::Json,
             })
         );
         let other = file(path(&c, 0, "/other"));
@@ -797,7 +797,7 @@ file.mime.addtypes:
             Some(AccessLogConf {
                 target: LogTarget::File(PathBuf::from("/var/log/other.log")),
                 format: log::COMBINED.into(),
-                escape: crate::log::Escape::Apache,
+                escape: crate::config::Escape::Apache,
             })
         );
     }

@@ -2,8 +2,7 @@
 
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::AccessLogConf;
-use crate::log::Escape;
+use super::{AccessLogConf, Escape};
 
 /// h2o's default access log format (Apache "combined").
 pub(super) const COMBINED: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";

@@ -565,7 +565,18 @@ pub struct AccessLogConf {
     /// The Apache-style format (default: combined, as in h2o).
     pub format: String,
     /// `escape: apache` (default) or `json`.
-    pub escape: crate::log::Escape,
+    pub escape: Escape,
+}
+
+/// How unsafe bytes in values are written (h2o's `access-log: {escape: ...}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Escape {
+    /// `\xNN`; a missing value is `-`.
+    #[default]
+    Apache,
+    /// `\u00NN`, `\"` and `\\`, so lines are JSON when the format is; a missing value is
+    /// `null` (without the quotes around it in the format).
+    Json,
 }
 
 /// HTTP/1 directives.
@@ -618,6 +629,12 @@ pub struct Http2 {
     pub max_write_size: usize,
 }
 
+impl Http2 {
+    /// 512 KiB: the HTTP/2 engine's own default, which a test in `server::prepare` keeps equal
+    /// (config imports nothing of the engine).
+    pub const DEFAULT_MAX_WRITE_SIZE: usize = 512 * 1024;
+}
+
 impl Default for Http2 {
     fn default() -> Self {
         Http2 {
@@ -629,7 +646,7 @@ impl Default for Http2 {
             header_timeout: Duration::from_secs(10),
             max_resets_per_second: 200,
             max_control_frames_per_second: 1000,
-            max_write_size: crate::proto::h2::DEFAULT_MAX_WRITE,
+            max_write_size: Http2::DEFAULT_MAX_WRITE_SIZE,
         }
     }
 }
