@@ -86,15 +86,7 @@ fn global(ctx: &mut Ctx, root: &Node) -> Config {
     }
     let seen = listeners.seen;
     c.listeners = listeners.list;
-    // Build each TLS configuration once now, so an unusable combination (say, TLS 1.2
-    // suites only with max-version TLSv1.3 and min-version TLSv1.3) fails at -t too.
-    for l in &c.listeners {
-        if let Some(t) = &l.tls {
-            if let Err(e) = crate::tls::server_config(t, &c.session_resumption) {
-                ctx.error(t.at.line, format!("listen.ssl: {e}"));
-            }
-        }
-    }
+    c.proxy_ca_files = std::mem::take(&mut ctx.proxy_ca_files);
     if !seen {
         ctx.error(
             root.line,
@@ -133,12 +125,12 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
             }
         }
         "user" => {
+            // Looked up by `prepare`, so that `-t` and a reload report an unknown account.
             if let Some(name) = ctx.string(name, v) {
-                // Checked here so that `-t` and a reload report an unknown account.
-                match crate::server::account::Account::find(&name) {
-                    Ok(account) => c.user = Some(account),
-                    Err(e) => ctx.error(v.line, format!("user: {e}")),
-                }
+                c.user = Some(super::User {
+                    name,
+                    at: ctx.at(v.line),
+                });
             }
         }
         "error-log.emit-request-errors" => set(&mut c.emit_request_errors, ctx.bool(name, v)),
@@ -778,6 +770,10 @@ file.mime.addtypes:
                 target: LogTarget::File(PathBuf::from("/etc/spate/logs/host.log")),
                 format: "%h %s".into(),
                 escape: crate::config::Escape::Json,
+                at: crate::config::Location {
+                    file: std::sync::Arc::from("t"),
+                    line: 1,
+                },
             })
         );
         let other = file(path(&c, 0, "/other"));
@@ -798,6 +794,10 @@ file.mime.addtypes:
                 target: LogTarget::File(PathBuf::from("/var/log/other.log")),
                 format: log::COMBINED.into(),
                 escape: crate::config::Escape::Apache,
+                at: crate::config::Location {
+                    file: std::sync::Arc::from("t"),
+                    line: 1,
+                },
             })
         );
     }
@@ -1055,13 +1055,11 @@ hosts:
 
     #[test]
     fn an_unknown_user_and_an_empty_log_command_are_errors() {
+        // The account is looked up by `prepare` (its tests check the unknown user's error).
         let e = errors("user: no-such-user-of-spate\nerror-log: \"|  \"\nlisten: 80\nhosts: {}\n");
         assert_eq!(
             e,
-            vec![
-                "t.yaml:1: user: no such user no-such-user-of-spate",
-                "t.yaml:2: error-log: the command after | is empty",
-            ]
+            vec!["t.yaml:2: error-log: the command after | is empty",]
         );
     }
 
