@@ -39,6 +39,9 @@ pub struct TlsConf {
     /// `client-ca-file`: clients must present a certificate issued by one of its roots
     /// (listeners sharing an address must agree on the path).
     pub client_ca: Option<PathAt>,
+    /// `dh-file`: rustls has no finite-field DHE suites, so DH parameters have no use; the
+    /// file must still exist so that a typo does not go unnoticed.
+    pub dh_file: Option<PathAt>,
     /// Things worth a warning in the log at start (skipped curves, raised minimum version);
     /// the server logs them once logging is set up.
     pub warnings: Vec<String>,
@@ -210,6 +213,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
         ocsp_update_interval: Duration::from_secs(4 * 3600),
         ocsp_max_failures: 3,
         client_ca: None,
+        dh_file: None,
         warnings: Vec::new(),
         at: ctx.at(v.line),
     };
@@ -250,15 +254,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
             },
             "ecdh-curves" => ecdh_curves = Some(*val),
             "key-exchange-tls1.3" => kx_tls13 = Some(*val),
-            // rustls has no finite-field DHE suites, so DH parameters have no use; the file
-            // must still be readable so a typo does not go unnoticed.
-            "dh-file" => {
-                if let Some(p) = ctx.path(&name, val) {
-                    if let Err(e) = std::fs::metadata(&p) {
-                        ctx.error(val.line, format!("{name}: {}: {e}", p.display()));
-                    }
-                }
-            }
+            "dh-file" => c.dh_file = ctx.path_at(&name, val),
             "ocsp-update-interval" => {
                 if let Some(d) = ctx.seconds(&name, val) {
                     c.ocsp_update_interval = d;

@@ -1,6 +1,6 @@
 //! What a TLS listener's files hold: its certificates with their keys and OCSP responses, and
-//! the roots of `client-ca-file`, read from the paths its [`TlsConf`] names. A problem is an
-//! error at the line that names the file.
+//! the roots of `client-ca-file` (and that its `dh-file` exists), read from the paths its
+//! [`TlsConf`] names. A problem is an error at the line that names the file.
 
 use super::cert::{self, CertError};
 use super::client;
@@ -28,6 +28,12 @@ impl Keys {
                 .ok()
                 .map(Arc::new)
         });
+        if let Some(file) = &tls.dh_file {
+            if let Err(e) = std::fs::metadata(&file.path) {
+                let path = file.path.display();
+                errors.push(error(file, format!("listen.ssl.dh-file: {path}: {e}")));
+            }
+        }
         let mut identities = Vec::with_capacity(tls.identities.len());
         for identity in &tls.identities {
             let mut keys = Vec::with_capacity(identity.keys.len());

@@ -149,6 +149,19 @@ fn a_bad_client_ca_file_is_an_error_at_its_line() {
 }
 
 #[test]
+fn a_missing_dh_file_is_an_error_at_its_line() {
+    let c = Certs::new();
+    let e = c.errors(&one_listener(&format!("{A}\n    dh-file: $D/dh.pem")));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("$D/t.yaml:6: listen.ssl.dh-file: $D/dh.pem: "),
+        "{e:?}"
+    );
+    let (_, p) = c.ok(&one_listener(&format!("{A}\n    dh-file: $D/a.crt")));
+    assert!(p.tls[0].is_some());
+}
+
+#[test]
 fn an_unknown_user_is_an_error_at_its_line() {
     let c = Certs::new();
     let e = c.errors("user: no-such-user-of-spate\nlisten: 80\nhosts: {}\n");
