@@ -219,38 +219,19 @@ pub(super) mod tests {
             .collect()
     }
 
-    /// A certificate for `localhost` and its key, made once per test run: (cert, key).
+    /// Where a certificate and its key would be: (cert, key). Loading only records the
+    /// paths (`server::prepare` reads them), so no files are needed.
     fn cert() -> &'static (String, String) {
         static PAIR: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
         PAIR.get_or_init(|| {
-            remove_dirs_of_ended_runs();
-            let dir = std::env::temp_dir().join(format!("spate-config-{}", std::process::id()));
-            if let Err(e) = std::fs::create_dir_all(&dir) {
-                panic!("{e}");
-            }
-            let (c, k) = crate::tls::testcert::write(&dir, "localhost", &["localhost"], false);
-            (c.display().to_string(), k.display().to_string())
+            (
+                "/srv/certs/localhost.crt".to_string(),
+                "/srv/certs/localhost.key".to_string(),
+            )
         })
     }
 
-    /// Removes the certificate directories of earlier test runs whose process has ended (a
-    /// static cannot clean up after itself, so each run cleans up after the ones before it).
-    fn remove_dirs_of_ended_runs() {
-        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("spate-config-")) else {
-                continue;
-            };
-            if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
-        }
-    }
-
-    /// `text` with `$CRT` and `$KEY` replaced by a real certificate and key.
+    /// `text` with `$CRT` and `$KEY` replaced by a certificate's and a key's paths.
     pub(in crate::config) fn with_cert(text: &str) -> String {
         let (c, k) = cert();
         text.replace("$CRT", c).replace("$KEY", k)

@@ -607,7 +607,6 @@ fn list(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Vec<String>> {
 mod tests {
     use super::*;
     use crate::config::{load_str, Config};
-    use crate::tls::testcert;
     use std::path::Path;
 
     struct Certs {
@@ -615,11 +614,10 @@ mod tests {
     }
 
     impl Certs {
+        /// A directory for the configuration file; loading only records the certificates'
+        /// paths (`server::prepare` reads them), so they need not exist.
         fn new() -> Certs {
             let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-            testcert::write(dir.path(), "a", &["a.example"], false);
-            testcert::write(dir.path(), "b", &["b.example"], false);
-            testcert::write(dir.path(), "old", &["old.example"], true);
             Certs { dir }
         }
 
