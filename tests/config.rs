@@ -539,3 +539,31 @@ fn listen_buffer_sizes_apply_and_follow_a_reload() {
     assert_eq!(listener_buffers(s.addr), (98304, 131072));
     assert_eq!(get(&s, "/").status, 200);
 }
+
+/// A reload runs the same checks as `-t`: a configuration `prepare` rejects is logged with
+/// its line and the previous one keeps serving.
+#[test]
+fn a_reload_that_prepare_rejects_keeps_the_previous_configuration() {
+    let conf = |body: &str, format: &str| {
+        format!(
+            "num-threads: 1\nlisten: {{host: 127.0.0.1, port: 0}}\nhosts:\n  default:\n    paths:\n      /:\n        access-log:\n          path: /dev/null\n          format: \"{format}\"\n        respond: {{status: 200, body: {body}}}\n"
+        )
+    };
+    let s = Spate::start(&conf("old", "%h %s"));
+    assert_eq!(get(&s, "/").text(), "old");
+    std::fs::write(s.path().join("spate.yaml"), conf("new", "%h %Q")).unwrap();
+    signal(&s.child, libc::SIGHUP);
+    // "reloading", the error, "reload failed".
+    let lines = s.log_lines_naming("spate.yaml", 3);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("spate.yaml:9: access-log.format: ") && l.contains("%Q")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("reload failed")),
+        "{lines:?}"
+    );
+    assert_eq!(get(&s, "/").text(), "old");
+}
