@@ -5,10 +5,11 @@
 //! and access-log buffers. The only state shared between workers is the connection count
 //! (for `max-connections`) and the phase of their generation.
 //!
-//! Reload (SIGHUP): the configuration is read and checked again; a new generation of workers
-//! gets duplicates of the same listening sockets (so connections waiting in an accept queue are
-//! not lost), and once every new worker is set up the old generation drains: it stops
-//! accepting, answers what it has, and ends within `shutdown-timeout`.
+//! Reload (SIGHUP): the configuration is read, checked and prepared (`prepare.rs`) again; a
+//! new generation of workers gets duplicates of the same listening sockets (so connections
+//! waiting in an accept queue are not lost), and once every new worker is set up the old
+//! generation drains: it stops accepting, answers what it has, and ends within
+//! `shutdown-timeout`.
 // Peer input must never panic: outside tests, no unwrap or expect here.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -268,8 +269,7 @@ impl Server {
                 return None;
             }
         };
-        let user = |c: &Config| c.user.as_ref().map(|u| u.name.clone());
-        if user(&config) != user(&self.config) || config.pid_file != self.config.pid_file {
+        if prepared.user != self.prepared.user || config.pid_file != self.config.pid_file {
             tracing::warn!("a reload does not change user or pid-file: they apply at the next start or binary upgrade");
         }
         let config = Arc::new(config);
