@@ -1,5 +1,9 @@
 //! YAML (h2o's dialect) -> typed, validated [`Config`]. Errors carry `file:line`.
 //!
+//! A `Config` is plain data and this module imports nothing else of the crate: the files it
+//! names (certificates, keys, CA roots) stay paths, and `user` a name, each with the line that
+//! gave it; `server::prepare` reads and looks them up, reporting problems at those lines.
+//!
 //! Directives are resolved through h2o's scopes: a directive given at the global level applies
 //! to every host and path below it unless a lower level sets it again.
 
