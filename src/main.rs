@@ -4,10 +4,11 @@
 
 use clap::{Parser, Subcommand};
 use spate::config::{self, Config};
+use spate::server::prepare::prepare;
 use spate::server::Server;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// spate: a web server and reverse proxy configured in h2o's YAML dialect.
@@ -60,32 +61,35 @@ fn main() -> ExitCode {
             }
             c
         }
+        // The same checks for `-t` and a start: the file read, then made into what serving
+        // needs (keys, TLS clients, the account).
         (None, Some(path)) => match config::load_file(path) {
-            Ok(c) => {
-                if cli.test {
-                    println!("{}: configuration is OK", path.display());
-                    return ExitCode::SUCCESS;
-                }
-                c
-            }
-            Err(errors) => {
-                for e in &errors {
-                    eprintln!("{e}");
-                }
-                eprintln!("spate: {} error(s) in {}", errors.len(), path.display());
-                return ExitCode::from(1);
-            }
+            Ok(c) => c,
+            Err(errors) => return config_errors(path, &errors),
         },
         (None, None) => {
             eprintln!("spate: give a configuration with -c FILE, or `spate serve DIR`; see --help");
             return ExitCode::from(2);
         }
     };
+    let prepared = match prepare(&config) {
+        Ok(p) => p,
+        Err(errors) => {
+            let path = cli.conf.as_deref().unwrap_or(Path::new("<command line>"));
+            return config_errors(path, &errors);
+        }
+    };
+    if cli.test {
+        if let Some(path) = &cli.conf {
+            println!("{}: configuration is OK", path.display());
+        }
+        return ExitCode::SUCCESS;
+    }
     if let Err(e) = init_logging(&config) {
         eprintln!("spate: {e}");
         return ExitCode::from(1);
     }
-    let server = match Server::bind(config) {
+    let server = match Server::bind(config, prepared) {
         Ok(s) => match &cli.conf {
             Some(path) if cli.command.is_none() => s.reload_from(path.clone()),
             _ => s,
@@ -119,6 +123,15 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Every problem of the configuration at `path`, then how many: the exit status is 1.
+fn config_errors(path: &Path, errors: &[config::ConfigError]) -> ExitCode {
+    for e in errors {
+        eprintln!("{e}");
+    }
+    eprintln!("spate: {} error(s) in {}", errors.len(), path.display());
+    ExitCode::from(1)
 }
 
 /// Diagnostics go to `error-log` when configured, else to standard error; `RUST_LOG` filters.

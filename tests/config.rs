@@ -87,6 +87,96 @@ fn dash_t_reports_every_problem_with_file_and_line() {
     assert!(err.contains("file.dir"), "a hint at the right name: {err}");
 }
 
+/// What `prepare` finds (it runs for `-t` as at start): each problem at its own line.
+#[test]
+fn dash_t_rejects_a_bad_access_log_format() {
+    let (ok, out, err) = check(
+        "listen: 8080
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: /tmp
+        access-log:
+          path: /dev/null
+          format: \"%h %Q %Z\"
+",
+    );
+    assert!(!ok, "{out}{err}");
+    assert!(!out.contains("configuration is OK"), "{out}");
+    assert!(
+        err.contains("conf.yaml:9: access-log.format: ") && err.contains("%Q"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dash_t_rejects_a_bad_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (crt, key) = tls_support::cert(dir.path(), "a", "localhost", false);
+    let (old_crt, old_key) = tls_support::cert(dir.path(), "old", "localhost", true);
+    let conf = |crt: &Path, key: &Path| {
+        format!(
+            "listen:
+  port: 8443
+  ssl:
+    certificate-file: {}
+    key-file: {}
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: /tmp
+",
+            crt.display(),
+            key.display()
+        )
+    };
+    let (ok, out, err) = check(&conf(&crt, &key));
+    assert!(ok, "{out}{err}");
+    // An expired certificate, a key that is not the certificate's, a missing file.
+    let (ok, _, err) = check(&conf(&old_crt, &old_key));
+    assert!(!ok);
+    assert!(
+        err.contains("conf.yaml:4: ") && err.contains("the certificate expired"),
+        "{err}"
+    );
+    let (ok, _, err) = check(&conf(&crt, &old_key));
+    assert!(!ok);
+    assert!(
+        err.contains("conf.yaml:5: ") && err.contains("does not match the certificate"),
+        "{err}"
+    );
+    let (ok, _, err) = check(&conf(&dir.path().join("none.crt"), &key));
+    assert!(!ok);
+    assert!(
+        err.contains(&format!(
+            "conf.yaml:4: {}: cannot read",
+            dir.path().join("none.crt").display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn dash_t_rejects_an_unknown_user() {
+    let (ok, _, err) = check(
+        "listen: 8080
+user: no-such-user-of-spate
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: /tmp
+",
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("conf.yaml:2: user: no such user no-such-user-of-spate"),
+        "{err}"
+    );
+}
+
 #[test]
 fn yaml_syntax_errors_have_a_line() {
     let (ok, _, err) = check("listen: 8080\nhosts:\n  default:\n    paths: [unclosed\n");
@@ -448,4 +538,32 @@ fn listen_buffer_sizes_apply_and_follow_a_reload() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(listener_buffers(s.addr), (98304, 131072));
     assert_eq!(get(&s, "/").status, 200);
+}
+
+/// A reload runs the same checks as `-t`: a configuration `prepare` rejects is logged with
+/// its line and the previous one keeps serving.
+#[test]
+fn a_reload_that_prepare_rejects_keeps_the_previous_configuration() {
+    let conf = |body: &str, format: &str| {
+        format!(
+            "num-threads: 1\nlisten: {{host: 127.0.0.1, port: 0}}\nhosts:\n  default:\n    paths:\n      /:\n        access-log:\n          path: /dev/null\n          format: \"{format}\"\n        respond: {{status: 200, body: {body}}}\n"
+        )
+    };
+    let s = Spate::start(&conf("old", "%h %s"));
+    assert_eq!(get(&s, "/").text(), "old");
+    std::fs::write(s.path().join("spate.yaml"), conf("new", "%h %Q")).unwrap();
+    signal(&s.child, libc::SIGHUP);
+    // "reloading", the error, "reload failed".
+    let lines = s.log_lines_naming("spate.yaml", 3);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("spate.yaml:9: access-log.format: ") && l.contains("%Q")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("reload failed")),
+        "{lines:?}"
+    );
+    assert_eq!(get(&s, "/").text(), "old");
 }

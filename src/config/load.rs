@@ -86,15 +86,7 @@ fn global(ctx: &mut Ctx, root: &Node) -> Config {
     }
     let seen = listeners.seen;
     c.listeners = listeners.list;
-    // Build each TLS configuration once now, so an unusable combination (say, TLS 1.2
-    // suites only with max-version TLSv1.3 and min-version TLSv1.3) fails at -t too.
-    for l in &c.listeners {
-        if let Some(t) = &l.tls {
-            if let Err(e) = crate::tls::server_config(t, &c.session_resumption) {
-                ctx.error(t.at.line, format!("listen.ssl: {e}"));
-            }
-        }
-    }
+    c.proxy_ca_files = std::mem::take(&mut ctx.proxy_ca_files);
     if !seen {
         ctx.error(
             root.line,
@@ -133,12 +125,12 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
             }
         }
         "user" => {
+            // Looked up by `prepare`, so that `-t` and a reload report an unknown account.
             if let Some(name) = ctx.string(name, v) {
-                // Checked here so that `-t` and a reload report an unknown account.
-                match crate::server::account::Account::find(&name) {
-                    Ok(account) => c.user = Some(account),
-                    Err(e) => ctx.error(v.line, format!("user: {e}")),
-                }
+                c.user = Some(super::User {
+                    name,
+                    at: ctx.at(v.line),
+                });
             }
         }
         "error-log.emit-request-errors" => set(&mut c.emit_request_errors, ctx.bool(name, v)),
@@ -227,38 +219,19 @@ pub(super) mod tests {
             .collect()
     }
 
-    /// A certificate for `localhost` and its key, made once per test run: (cert, key).
+    /// Where a certificate and its key would be: (cert, key). Loading only records the
+    /// paths (`server::prepare` reads them), so no files are needed.
     fn cert() -> &'static (String, String) {
         static PAIR: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
         PAIR.get_or_init(|| {
-            remove_dirs_of_ended_runs();
-            let dir = std::env::temp_dir().join(format!("spate-config-{}", std::process::id()));
-            if let Err(e) = std::fs::create_dir_all(&dir) {
-                panic!("{e}");
-            }
-            let (c, k) = crate::tls::testcert::write(&dir, "localhost", &["localhost"], false);
-            (c.display().to_string(), k.display().to_string())
+            (
+                "/srv/certs/localhost.crt".to_string(),
+                "/srv/certs/localhost.key".to_string(),
+            )
         })
     }
 
-    /// Removes the certificate directories of earlier test runs whose process has ended (a
-    /// static cannot clean up after itself, so each run cleans up after the ones before it).
-    fn remove_dirs_of_ended_runs() {
-        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("spate-config-")) else {
-                continue;
-            };
-            if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
-        }
-    }
-
-    /// `text` with `$CRT` and `$KEY` replaced by a real certificate and key.
+    /// `text` with `$CRT` and `$KEY` replaced by a certificate's and a key's paths.
     pub(in crate::config) fn with_cert(text: &str) -> String {
         let (c, k) = cert();
         text.replace("$CRT", c).replace("$KEY", k)
@@ -777,7 +750,11 @@ file.mime.addtypes:
             Some(AccessLogConf {
                 target: LogTarget::File(PathBuf::from("/etc/spate/logs/host.log")),
                 format: "%h %s".into(),
-                escape: crate::log::Escape::Json,
+                escape: crate::config::Escape::Json,
+                at: crate::config::Location {
+                    file: std::sync::Arc::from("t"),
+                    line: 1,
+                },
             })
         );
         let other = file(path(&c, 0, "/other"));
@@ -797,7 +774,11 @@ file.mime.addtypes:
             Some(AccessLogConf {
                 target: LogTarget::File(PathBuf::from("/var/log/other.log")),
                 format: log::COMBINED.into(),
-                escape: crate::log::Escape::Apache,
+                escape: crate::config::Escape::Apache,
+                at: crate::config::Location {
+                    file: std::sync::Arc::from("t"),
+                    line: 1,
+                },
             })
         );
     }
@@ -1055,13 +1036,11 @@ hosts:
 
     #[test]
     fn an_unknown_user_and_an_empty_log_command_are_errors() {
+        // The account is looked up by `prepare` (its tests check the unknown user's error).
         let e = errors("user: no-such-user-of-spate\nerror-log: \"|  \"\nlisten: 80\nhosts: {}\n");
         assert_eq!(
             e,
-            vec![
-                "t.yaml:1: user: no such user no-such-user-of-spate",
-                "t.yaml:2: error-log: the command after | is empty",
-            ]
+            vec!["t.yaml:2: error-log: the command after | is empty",]
         );
     }
 

@@ -2,8 +2,7 @@
 
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::AccessLogConf;
-use crate::log::Escape;
+use super::{AccessLogConf, Escape};
 
 /// h2o's default access log format (Apache "combined").
 pub(super) const COMBINED: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";
@@ -26,12 +25,14 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
             target,
             format: COMBINED.into(),
             escape: Escape::Apache,
+            at: ctx.at(v.line),
         });
     };
     let mut path = None;
     let mut path_given = false;
     let mut format = COMBINED.to_owned();
     let mut escape = Escape::Apache;
+    let mut format_line = v.line;
     for (key, val) in ctx.known_keys("access-log", entries, &["path", "format", "escape"]) {
         match key {
             "path" => {
@@ -41,6 +42,7 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
             "format" => {
                 if let Some(f) = ctx.string("access-log.format", val) {
                     format = f;
+                    format_line = val.line;
                 }
             }
             // h2o's `escape: apache|json` (2.2 and later).
@@ -62,6 +64,7 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
             target,
             format,
             escape,
+            at: ctx.at(format_line),
         }),
         None => {
             if !path_given {

@@ -1,5 +1,9 @@
 //! YAML (h2o's dialect) -> typed, validated [`Config`]. Errors carry `file:line`.
 //!
+//! A `Config` is plain data and this module imports nothing else of the crate: the files it
+//! names (certificates, keys, CA roots) stay paths, and `user` a name, each with the line that
+//! gave it; `server::prepare` reads and looks them up, reporting problems at those lines.
+//!
 //! Directives are resolved through h2o's scopes: a directive given at the global level applies
 //! to every host and path below it unless a lower level sets it again.
 
@@ -20,6 +24,21 @@ impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.file, self.line)
     }
+}
+
+/// A file named in the configuration (certificate, key, CA roots, ...), with where it was
+/// named: `prepare` reads it and reports a problem with it there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathAt {
+    pub path: PathBuf,
+    pub at: Location,
+}
+
+/// `user`: an account name, looked up by `prepare`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    pub at: Location,
 }
 
 /// One problem in a configuration file.
@@ -59,7 +78,7 @@ pub struct Config {
     pub tcp_fastopen: u32,
     /// `user`: the account the server switches to once its sockets, logs and keys are open
     /// (it must start as root for that, as h2o).
-    pub user: Option<crate::server::account::Account>,
+    pub user: Option<User>,
     /// `error-log.emit-request-errors` (default ON): log one line per rejected request.
     pub emit_request_errors: bool,
     pub http1: Http1,
@@ -73,6 +92,9 @@ pub struct Config {
     pub handshake_timeout: Duration,
     /// `ssl-session-resumption`: session tickets and the session cache (both on by default).
     pub session_resumption: SessionResumption,
+    /// Every `proxy.ssl.cafile` as written, used by a backend or not: `prepare` reads each,
+    /// so a bad one is an error at its line.
+    pub proxy_ca_files: Vec<PathAt>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -349,9 +371,8 @@ pub struct BackendConf {
     /// 1 to 256 (h2o's range), 1 unless given.
     pub weight: u32,
     /// For an `https://` URL: `proxy.ssl.verify-peer` (ON), `proxy.ssl.cafile` (the system's
-    /// roots) and `proxy.ssl.session-cache` (ON) built into rustls configurations, with the
-    /// URL's host as the name to verify.
-    pub tls: Option<TlsClient>,
+    /// roots) and `proxy.ssl.session-cache` (ON), with the URL's host as the name to verify.
+    pub tls: Option<UpstreamTls>,
 }
 
 /// `proxy.reverse.url: {backends: [...], balancer: ...}`
@@ -390,24 +411,22 @@ impl HealthCheck {
     };
 }
 
-/// The TLS client configuration of a backend, built once at load and shared by every worker.
-#[derive(Clone)]
-pub struct TlsClient(pub std::sync::Arc<crate::tls::client::ClientTls>);
-
-impl std::fmt::Debug for TlsClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TlsClient({:?})", self.0.server_name)
-    }
+/// The TLS client settings of an `https://` backend; `prepare` builds them into a rustls
+/// configuration shared by every worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTls {
+    /// Which of the TLS clients `prepare` builds is this backend's: each `https://` backend
+    /// of the file has its own, numbered from 0 in the order they were read.
+    pub id: usize,
+    /// `proxy.ssl.verify-peer` (ON).
+    pub verify_peer: bool,
+    /// `proxy.ssl.cafile`; `None` for the system's roots.
+    pub cafile: Option<PathBuf>,
+    /// `proxy.ssl.session-cache`: entries of the session cache; `None` when OFF.
+    pub session_cache: Option<usize>,
+    /// The `proxy.reverse.url` naming the backend.
+    pub at: Location,
 }
-
-/// The same configuration, not merely an equal one (rustls' has no equality).
-impl PartialEq for TlsClient {
-    fn eq(&self, other: &TlsClient) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for TlsClient {}
 
 impl ProxyConf {
     /// h2o's defaults (spate's for `max_buffer_size` and `max_idle_connections`) for `upstream`.
@@ -559,13 +578,35 @@ pub struct ErrorDoc {
 }
 
 /// `access-log`
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct AccessLogConf {
     pub target: LogTarget,
     /// The Apache-style format (default: combined, as in h2o).
     pub format: String,
     /// `escape: apache` (default) or `json`.
-    pub escape: crate::log::Escape,
+    pub escape: Escape,
+    /// Where the format was given (the `access-log` directive's line for the default).
+    pub at: Location,
+}
+
+/// The same log whichever line wrote it: paths with equal logs share one writer.
+impl PartialEq for AccessLogConf {
+    fn eq(&self, o: &AccessLogConf) -> bool {
+        self.target == o.target && self.format == o.format && self.escape == o.escape
+    }
+}
+
+impl Eq for AccessLogConf {}
+
+/// How unsafe bytes in values are written (h2o's `access-log: {escape: ...}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Escape {
+    /// `\xNN`; a missing value is `-`.
+    #[default]
+    Apache,
+    /// `\u00NN`, `\"` and `\\`, so lines are JSON when the format is; a missing value is
+    /// `null` (without the quotes around it in the format).
+    Json,
 }
 
 /// HTTP/1 directives.
@@ -618,6 +659,12 @@ pub struct Http2 {
     pub max_write_size: usize,
 }
 
+impl Http2 {
+    /// 512 KiB: the HTTP/2 engine's own default, which a test in `server::prepare` keeps equal
+    /// (config imports nothing of the engine).
+    pub const DEFAULT_MAX_WRITE_SIZE: usize = 512 * 1024;
+}
+
 impl Default for Http2 {
     fn default() -> Self {
         Http2 {
@@ -629,7 +676,7 @@ impl Default for Http2 {
             header_timeout: Duration::from_secs(10),
             max_resets_per_second: 200,
             max_control_frames_per_second: 1000,
-            max_write_size: crate::proto::h2::DEFAULT_MAX_WRITE,
+            max_write_size: Http2::DEFAULT_MAX_WRITE_SIZE,
         }
     }
 }
@@ -730,6 +777,7 @@ impl Config {
             shutdown_timeout: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(10),
             session_resumption: SessionResumption::default(),
+            proxy_ca_files: Vec::new(),
         }
     }
 
@@ -795,5 +843,6 @@ mod yaml;
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{
-    Identity, SessionResumption, TlsConf, TlsVersion, KX_GROUPS, TLS12_SUITES, TLS13_SUITES,
+    Identity, KeyPair, SessionResumption, TlsConf, TlsVersion, KX_GROUPS, TLS12_SUITES,
+    TLS13_SUITES,
 };

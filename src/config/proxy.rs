@@ -4,17 +4,11 @@ use super::headers;
 use super::value::{show, Ctx};
 use super::yaml::Node;
 use super::{
-    BackendConf, Balancer, HeaderCommand, HealthCheck, ProxyConf, TlsClient, UpstreamAddr,
+    BackendConf, Balancer, HeaderCommand, HealthCheck, ProxyConf, UpstreamAddr, UpstreamTls,
     UpstreamUrl,
 };
-use crate::tls::{
-    self,
-    client::{ClientOptions, ClientTls},
-};
-use rustls::RootCertStore;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `proxy.*` options as set so far at some level; `None` means "not set here or above".
@@ -45,8 +39,8 @@ pub(super) struct ProxyOpts {
     /// `Some(None)`: turned OFF here.
     health_check: Option<Option<HealthCheck>>,
     ssl_verify_peer: Option<bool>,
-    /// `proxy.ssl.cafile`, read where it is set (so its errors name that line).
-    ssl_roots: Option<Arc<RootCertStore>>,
+    /// `proxy.ssl.cafile` (also kept in `Ctx::proxy_ca_files`, so its errors name its line).
+    ssl_cafile: Option<PathBuf>,
     /// `Some(None)`: `proxy.ssl.session-cache: OFF`.
     ssl_session_cache: Option<Option<usize>>,
     http2_ratio: Option<u8>,
@@ -130,12 +124,10 @@ impl ProxyOpts {
             }
             "proxy.ssl.verify-peer" => set(&mut self.ssl_verify_peer, ctx.bool(name, v)),
             "proxy.ssl.cafile" => {
-                let roots = ctx.path(name, v).and_then(|path| {
-                    tls::client::load_roots(&path)
-                        .map_err(|e| ctx.error(v.line, format!("{name}: {e}")))
-                        .ok()
-                });
-                set(&mut self.ssl_roots, roots.map(Arc::new));
+                if let Some(file) = ctx.path_at(name, v) {
+                    self.ssl_cafile = Some(file.path.clone());
+                    ctx.proxy_ca_files.push(file);
+                }
             }
             "proxy.ssl.session-cache" => {
                 set(&mut self.ssl_session_cache, session_cache(ctx, name, v))
@@ -167,8 +159,8 @@ impl ProxyOpts {
         let Backends { mut list, balancer } = backends;
         // Each `https://` backend gets its TLS client, verifying its own host name.
         for b in list.iter_mut().filter(|b| b.url.tls) {
-            match self.tls_client(&b.url) {
-                Ok(t) => b.tls = Some(TlsClient(Arc::new(t))),
+            match self.tls_client(ctx, line, &b.url) {
+                Ok(t) => b.tls = Some(t),
                 Err(e) => {
                     ctx.error(line, format!("proxy.reverse.url: {e}"));
                     return None;
@@ -252,26 +244,27 @@ impl ProxyOpts {
         })
     }
 
-    fn tls_client(&self, upstream: &UpstreamUrl) -> Result<ClientTls, String> {
-        let UpstreamAddr::Tcp { host, .. } = &upstream.addr else {
+    /// The TLS client settings of an `https://` backend, with the next id.
+    fn tls_client(
+        &self,
+        ctx: &mut Ctx,
+        line: u32,
+        upstream: &UpstreamUrl,
+    ) -> Result<UpstreamTls, String> {
+        if !matches!(upstream.addr, UpstreamAddr::Tcp { .. }) {
             return Err("https to a unix socket is not supported".into());
-        };
-        let roots = match (self.ssl_verify_peer.unwrap_or(true), &self.ssl_roots) {
-            (false, _) => None,
-            (true, Some(r)) => Some(r.clone()),
-            (true, None) => Some(Arc::new(
-                tls::client::load_roots(Path::new(tls::client::SYSTEM_CA_FILE)).map_err(|e| {
-                    format!("the system's trusted roots (set proxy.ssl.cafile, or proxy.ssl.verify-peer: OFF): {e}")
-                })?,
-            )),
-        };
-        let opts = ClientOptions {
-            roots,
+        }
+        let id = ctx.upstream_tls_count;
+        ctx.upstream_tls_count += 1;
+        Ok(UpstreamTls {
+            id,
+            verify_peer: self.ssl_verify_peer.unwrap_or(true),
+            cafile: self.ssl_cafile.clone(),
             session_cache: self
                 .ssl_session_cache
                 .unwrap_or(Some(ProxyConf::DEFAULT_SSL_SESSION_CACHE)),
-        };
-        ClientTls::new(host, &opts)
+            at: ctx.at(line),
+        })
     }
 }
 
@@ -1068,15 +1061,15 @@ hosts:
         let b = proxy(&c, "/b");
         assert!(b.backends[0].tls.is_some() && b.http2_ratio == 0);
         assert_eq!(b.http2_max_concurrent_streams, 100);
-        // Each backend of a list in its own scheme; a TLS one verifies its own name.
-        let names = proxy(&c, "/mixed")
+        // Each backend of a list in its own scheme, a TLS one with its own client (whose name
+        // to verify `server::prepare`'s tests check).
+        let ids = proxy(&c, "/mixed")
             .backends
             .iter()
-            .map(|b| b.tls.as_ref().map(|t| format!("{:?}", t.0.server_name)))
+            .map(|b| b.tls.as_ref().map(|t| t.id))
             .collect::<Vec<_>>();
-        assert_eq!(names[0], None);
-        assert!(names[1].as_ref().is_some_and(|n| n.contains("b.internal")));
-        assert!(names[2].as_ref().is_some_and(|n| n.contains("c.internal")));
+        assert_eq!(ids[0], None);
+        assert!(ids[1].is_some() && ids[2].is_some() && ids[1] != ids[2]);
         let c = proxy(&c, "/c");
         assert!(c.backends[0].tls.is_none() && c.http2_force_cleartext && !c.url().tls);
 
@@ -1101,8 +1094,8 @@ hosts:
         );
         assert_eq!(
             e,
+            // The unreadable cafile of line 6 is `prepare`'s to find (its tests check that).
             vec![
-                "t.yaml:6: proxy.ssl.cafile: /nonexistent/ca.crt: cannot read: No such file or directory (os error 2)",
                 "t.yaml:7: proxy.ssl.session-cache expects both lifetime and capacity",
                 "t.yaml:8: proxy.http2.max-concurrent-streams expects an integer >= 1, got \"0\"",
                 "t.yaml:15: proxy.proxy-protocol: ON cannot go with HTTP/2 to the backend (one HTTP/2 connection carries many clients' requests under the first client's addresses)",

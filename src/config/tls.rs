@@ -1,18 +1,14 @@
 //! A listener's `ssl` mapping and the global TLS directives (`handshake-timeout`,
 //! `ssl-session-resumption`, `neverbleed`), read into typed settings.
 //!
-//! Certificates and keys are loaded here, not when the server starts, so that a missing,
-//! unreadable, mismatched or expired one is a configuration error with `file:line`, also at
-//! `spate -t`.
+//! Certificate, key, OCSP and CA files stay paths with the line that names them; the server's
+//! `prepare` step reads them, so that a missing, unreadable, mismatched or expired one is an
+//! error with `file:line` at `spate -t`, at start and at reload alike.
 
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::Location;
-use crate::tls::cert::{self, CertError};
-use rustls::sign::CertifiedKey;
+use super::{Location, PathAt};
 use rustls::{CipherSuite, NamedGroup};
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// One TLS listener: its certificates (one per host that listens on it with its own `ssl`)
@@ -36,13 +32,16 @@ pub struct TlsConf {
     /// `http2` (spate, default ON): offer `h2` in ALPN on this listener.
     pub http2: bool,
     /// `ocsp-update-interval` (seconds): accepted; the response comes from
-    /// `ocsp-response-file`, read when the configuration is loaded.
+    /// `ocsp-response-file`, read when the configuration is prepared.
     pub ocsp_update_interval: Duration,
     /// `ocsp-max-failures`: accepted for compatibility.
     pub ocsp_max_failures: u32,
-    /// `client-ca-file`: clients must present a certificate issued by one of these roots
-    /// (with the file's path, which listeners sharing an address must agree on).
-    pub client_ca: Option<(PathBuf, Arc<rustls::RootCertStore>)>,
+    /// `client-ca-file`: clients must present a certificate issued by one of its roots
+    /// (listeners sharing an address must agree on the path).
+    pub client_ca: Option<PathAt>,
+    /// `dh-file`: rustls has no finite-field DHE suites, so DH parameters have no use; the
+    /// file must still exist so that a typo does not go unnoticed.
+    pub dh_file: Option<PathAt>,
     /// Things worth a warning in the log at start (skipped curves, raised minimum version);
     /// the server logs them once logging is set up.
     pub warnings: Vec<String>,
@@ -57,8 +56,17 @@ pub struct Identity {
     pub names: Vec<String>,
     /// One per `identity` entry (or the single `certificate-file`/`key-file` pair): a host
     /// may have, say, an RSA and an ECDSA certificate; the first the client can use wins.
-    pub keys: Vec<Arc<CertifiedKey>>,
+    pub keys: Vec<KeyPair>,
+    /// `ocsp-response-file`: stapled to every certificate of this identity.
+    pub ocsp_response: Option<PathAt>,
     pub at: Location,
+}
+
+/// A `certificate-file` and its `key-file`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPair {
+    pub certificate: PathAt,
+    pub key: PathAt,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -205,6 +213,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
         ocsp_update_interval: Duration::from_secs(4 * 3600),
         ocsp_max_failures: 3,
         client_ca: None,
+        dh_file: None,
         warnings: Vec::new(),
         at: ctx.at(v.line),
     };
@@ -216,8 +225,8 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
     for (key, val) in &known {
         let name = format!("listen.ssl.{key}");
         match *key {
-            "certificate-file" => files.cert = ctx.path(&name, val).map(|p| (p, val.line)),
-            "key-file" => files.key = ctx.path(&name, val).map(|p| (p, val.line)),
+            "certificate-file" => files.cert = ctx.path_at(&name, val),
+            "key-file" => files.key = ctx.path_at(&name, val),
             "identity" => identity_list = Some(*val),
             "min-version" | "minimum-version" => {
                 if let Some(ver) = version(ctx, &name, val, true, &mut c.warnings) {
@@ -245,15 +254,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
             },
             "ecdh-curves" => ecdh_curves = Some(*val),
             "key-exchange-tls1.3" => kx_tls13 = Some(*val),
-            // rustls has no finite-field DHE suites, so DH parameters have no use; the file
-            // must still be readable so a typo does not go unnoticed.
-            "dh-file" => {
-                if let Some(p) = ctx.path(&name, val) {
-                    if let Err(e) = std::fs::metadata(&p) {
-                        ctx.error(val.line, format!("{name}: {}: {e}", p.display()));
-                    }
-                }
-            }
+            "dh-file" => c.dh_file = ctx.path_at(&name, val),
             "ocsp-update-interval" => {
                 if let Some(d) = ctx.seconds(&name, val) {
                     c.ocsp_update_interval = d;
@@ -264,7 +265,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
                     c.ocsp_max_failures = n;
                 }
             }
-            "ocsp-response-file" => ocsp_file = ctx.path(&name, val).map(|p| (p, val.line)),
+            "ocsp-response-file" => ocsp_file = ctx.path_at(&name, val),
             // rustls keeps keys in this process safely; neverbleed's separate key process
             // guarded against OpenSSL memory bugs and is unnecessary.
             "neverbleed" => {
@@ -276,11 +277,11 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
                 }
             }
             "client-ca-file" => {
-                if let Some(p) = ctx.path(&name, val) {
-                    match crate::tls::client::load_roots(&p) {
-                        Ok(roots) => c.client_ca = Some((p, Arc::new(roots))),
-                        Err(e) => ctx.error(val.line, format!("{name}: {e}")),
-                    }
+                if let Some(path) = ctx.path(&name, val) {
+                    c.client_ca = Some(PathAt {
+                        path,
+                        at: ctx.at(val.line),
+                    });
                 }
             }
             _ => ctx.error(val.line, format!("{name} is not supported yet")),
@@ -302,28 +303,15 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
             }
             identities(ctx, list, &mut keys);
         }
-        None => keys.extend(files.load(ctx, v.line)),
-    }
-    if let Some((path, line)) = ocsp_file {
-        match std::fs::read(&path) {
-            Ok(der) if !der.is_empty() => {
-                for k in &mut keys {
-                    k.ocsp = Some(der.clone());
-                }
-            }
-            Ok(_) => ctx.error(
-                line,
-                format!("{}: the OCSP response is empty", path.display()),
-            ),
-            Err(e) => ctx.error(line, format!("{}: cannot read: {e}", path.display())),
-        }
+        None => keys.extend(files.pair(ctx, v.line)),
     }
     if ctx.errors.len() != before {
         return None;
     }
     c.identities.push(Identity {
         names: host.map(|h| vec![h.to_owned()]).unwrap_or_default(),
-        keys: keys.into_iter().map(Arc::new).collect(),
+        keys,
+        ocsp_response: ocsp_file,
         at: ctx.at(v.line),
     });
     Some(c)
@@ -340,7 +328,7 @@ impl TlsConf {
             && self.kx_groups == o.kx_groups
             && self.server_cipher_preference == o.server_cipher_preference
             && self.http2 == o.http2
-            && self.client_ca.as_ref().map(|(p, _)| p) == o.client_ca.as_ref().map(|(p, _)| p)
+            && self.client_ca.as_ref().map(|c| &c.path) == o.client_ca.as_ref().map(|c| &c.path)
     }
 }
 
@@ -413,13 +401,13 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
 /// The `certificate-file` and `key-file` of one identity, with the lines they were given on.
 #[derive(Default)]
 struct KeyFiles {
-    cert: Option<(PathBuf, u32)>,
-    key: Option<(PathBuf, u32)>,
+    cert: Option<PathAt>,
+    key: Option<PathAt>,
 }
 
 impl KeyFiles {
-    /// Loads the pair; a missing directive is reported at `line` (the mapping's).
-    fn load(&self, ctx: &mut Ctx, line: u32) -> Option<CertifiedKey> {
+    /// The pair; a missing directive is reported at `line` (the mapping's).
+    fn pair(self, ctx: &mut Ctx, line: u32) -> Option<KeyPair> {
         for (what, have) in [
             ("certificate-file", self.cert.is_some()),
             ("key-file", self.key.is_some()),
@@ -428,24 +416,15 @@ impl KeyFiles {
                 ctx.error(line, format!("listen.ssl: {what} is required"));
             }
         }
-        let ((cert_path, cert_line), (key_path, key_line)) =
-            (self.cert.as_ref()?, self.key.as_ref()?);
-        match cert::load(cert_path, key_path) {
-            Ok(k) => Some(k),
-            Err(e) => {
-                let at = match e {
-                    CertError::Certificate(_) => *cert_line,
-                    CertError::Key(_) => *key_line,
-                };
-                ctx.error(at, e.to_string());
-                None
-            }
-        }
+        Some(KeyPair {
+            certificate: self.cert?,
+            key: self.key?,
+        })
     }
 }
 
 /// `identity: [{certificate-file, key-file}, ...]`.
-fn identities(ctx: &mut Ctx, v: &Node, out: &mut Vec<CertifiedKey>) {
+fn identities(ctx: &mut Ctx, v: &Node, out: &mut Vec<KeyPair>) {
     let Some(items) = v.as_seq() else {
         ctx.error(
             v.line,
@@ -469,16 +448,14 @@ fn identities(ctx: &mut Ctx, v: &Node, out: &mut Vec<CertifiedKey>) {
             entries,
             &["certificate-file", "key-file"],
         ) {
-            let p = ctx
-                .path(&format!("listen.ssl.identity.{key}"), val)
-                .map(|p| (p, val.line));
+            let p = ctx.path_at(&format!("listen.ssl.identity.{key}"), val);
             if key == "certificate-file" {
                 files.cert = p;
             } else {
                 files.key = p;
             }
         }
-        if let Some(k) = files.load(ctx, item.line) {
+        if let Some(k) = files.pair(ctx, item.line) {
             out.push(k);
         }
     }
@@ -630,7 +607,6 @@ fn list(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Vec<String>> {
 mod tests {
     use super::*;
     use crate::config::{load_str, Config};
-    use crate::tls::testcert;
     use std::path::Path;
 
     struct Certs {
@@ -638,11 +614,10 @@ mod tests {
     }
 
     impl Certs {
+        /// A directory for the configuration file; loading only records the certificates'
+        /// paths (`server::prepare` reads them), so they need not exist.
         fn new() -> Certs {
             let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-            testcert::write(dir.path(), "a", &["a.example"], false);
-            testcert::write(dir.path(), "b", &["b.example"], false);
-            testcert::write(dir.path(), "old", &["old.example"], true);
             Certs { dir }
         }
 
@@ -784,53 +759,8 @@ mod tests {
             e,
             vec!["$D/t.yaml:4: listen.ssl: min-version is above max-version"]
         );
-        // TLS 1.3 only with TLS 1.2 suites only: rustls has nothing to offer.
-        let e = c.errors(&one_listener(&format!(
-            "{A}\n    min-version: TLSv1.3\n    cipher-suite-tls1.3: []"
-        )));
-        assert_eq!(e.len(), 1, "{e:?}");
-    }
-
-    #[test]
-    fn certificate_problems_name_the_file_and_line() {
-        let c = Certs::new();
-        let e = c.errors(&one_listener(
-            "    certificate-file: $D/missing.crt\n    key-file: $D/a.key",
-        ));
-        assert_eq!(e.len(), 1);
-        assert!(
-            e[0].starts_with("$D/t.yaml:4: $D/missing.crt: cannot read:"),
-            "{}",
-            e[0]
-        );
-
-        let e = c.errors(&one_listener(
-            "    certificate-file: $D/a.crt\n    key-file: $D/b.key",
-        ));
-        assert_eq!(e.len(), 1);
-        assert!(
-            e[0].starts_with("$D/t.yaml:5: $D/b.key does not match the certificate in $D/a.crt"),
-            "{}",
-            e[0]
-        );
-
-        let e = c.errors(&one_listener(
-            "    certificate-file: $D/old.crt\n    key-file: $D/old.key",
-        ));
-        assert_eq!(
-            e,
-            vec![
-                "$D/t.yaml:4: $D/old.crt: the certificate expired on Mon, 01 Jan 2001 00:00:00 GMT"
-            ]
-        );
-
-        // A key where the certificate should be, and no key at all.
-        let e = c.errors(&one_listener(
-            "    certificate-file: $D/a.key\n    key-file: $D/a.crt",
-        ));
-        assert_eq!(e, vec!["$D/t.yaml:4: $D/a.key: no certificate (PEM) found"]);
-        let e = c.errors(&one_listener("    certificate-file: $D/a.crt"));
-        assert_eq!(e, vec!["$D/t.yaml:4: listen.ssl: key-file is required"]);
+        // TLS 1.3 only with TLS 1.2 suites only is `prepare`'s to find (rustls has nothing
+        // to offer): its tests check it.
     }
 
     #[test]
@@ -881,17 +811,10 @@ hosts:
         ));
         let t = conf.listeners[0].tls.as_ref().expect("tls");
         assert_eq!(t.identities[0].keys.len(), 2);
-        assert!(t.identities[0]
-            .keys
-            .iter()
-            .all(|k| k.ocsp.as_deref() == Some(&[0x30, 0x03, 0x0a, 0x01, 0x00][..])));
-        let e = c.errors(&one_listener(&format!(
-            "{A}\n    ocsp-response-file: nope.der"
-        )));
-        assert!(
-            e[0].starts_with("$D/t.yaml:6: $D/nope.der: cannot read"),
-            "{e:?}"
-        );
+        let ocsp = t.identities[0].ocsp_response.as_ref().expect("ocsp");
+        assert_eq!(ocsp.path, c.path().join("ocsp.der"));
+        assert_eq!(ocsp.at.line, 7);
+        // The response itself is read by `prepare` (its tests check it is stapled).
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! so loading goes on and reports every problem.
 
 use super::yaml::Node;
-use super::{ConfigError, Location, LogTarget};
+use super::{ConfigError, Location, LogTarget, PathAt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +13,10 @@ pub(super) struct Ctx {
     /// Relative paths in the file are resolved against this (the config file's directory).
     pub base_dir: PathBuf,
     pub errors: Vec<ConfigError>,
+    /// Every `proxy.ssl.cafile` read so far ([`super::Config::proxy_ca_files`]).
+    pub proxy_ca_files: Vec<PathAt>,
+    /// `https://` backends read so far: the next one's [`super::UpstreamTls::id`].
+    pub upstream_tls_count: usize,
 }
 
 impl Ctx {
@@ -25,6 +29,8 @@ impl Ctx {
             file: Arc::from(file),
             base_dir,
             errors: Vec::new(),
+            proxy_ca_files: Vec::new(),
+            upstream_tls_count: 0,
         }
     }
 
@@ -40,6 +46,15 @@ impl Ctx {
             at: self.at(line),
             message: message.into(),
         });
+    }
+
+    /// A path (as [`Ctx::path`]) with where it was written.
+    pub fn path_at(&mut self, name: &str, v: &Node) -> Option<PathAt> {
+        let path = self.path(name, v)?;
+        Some(PathAt {
+            path,
+            at: self.at(v.line),
+        })
     }
 
     /// `ON` / `OFF`.

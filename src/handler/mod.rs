@@ -14,6 +14,7 @@ pub mod status;
 use crate::config::{self, prefix_matches, HandlerConf};
 use crate::http::{Answer, Handler, Request, Response};
 use crate::log::AccessLog;
+use crate::tls::client::TlsClient;
 use crate::upstream;
 pub use compress::Negotiated;
 use std::cell::RefCell;
@@ -97,7 +98,12 @@ impl PathRoute {
 impl Router {
     /// Builds the handlers of every host and path. Access logs that name the same file share
     /// one writer on this worker; `logs` collects them so the worker can flush them.
-    pub fn new(conf: &config::Config, logs: &mut Vec<Rc<RefCell<AccessLog>>>) -> Router {
+    /// `upstream_tls` are the TLS clients of `https://` backends (`prepare` builds them).
+    pub fn new(
+        conf: &config::Config,
+        upstream_tls: &[Option<TlsClient>],
+        logs: &mut Vec<Rc<RefCell<AccessLog>>>,
+    ) -> Router {
         let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
         // Idle backend connections of this worker, shared by every proxy path.
         let pool = upstream::Pool::new();
@@ -110,10 +116,10 @@ impl Router {
                     .iter()
                     .map(|p| PathRoute {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
-                        handler: build_handler(p, &cache, &pool),
+                        handler: build_handler(p, &cache, &pool, upstream_tls),
                         headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                         error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
-                            build_handler(doc, &cache, &pool)
+                            build_handler(doc, &cache, &pool, upstream_tls)
                         }),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, logs)),
@@ -262,6 +268,7 @@ fn build_handler(
     path: &config::PathConf,
     cache: &Rc<RefCell<file::OpenFileCache>>,
     pool: &Rc<upstream::Pool>,
+    upstream_tls: &[Option<TlsClient>],
 ) -> Box<dyn Handler> {
     match &path.handler {
         HandlerConf::File(f) => {
@@ -269,7 +276,12 @@ fn build_handler(
         }
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
         HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
-        HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(p, &path.prefix, pool.clone())),
+        HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(
+            p,
+            &path.prefix,
+            pool.clone(),
+            upstream_tls,
+        )),
         HandlerConf::Status => Box::new(status::StatusHandler),
         HandlerConf::Metrics => Box::new(status::MetricsHandler),
         HandlerConf::Readiness => Box::new(status::ReadinessHandler),

@@ -14,6 +14,7 @@ mod websocket;
 use crate::config::ProxyConf;
 use crate::handler::headers::HeaderRewriter;
 use crate::http::{Answer, Handler, Request, Version};
+use crate::tls::client::TlsClient;
 use crate::upstream::{self, Backend, Board, Group, Pool, UpstreamRequest};
 use bytes::Bytes;
 use std::rc::Rc;
@@ -64,19 +65,24 @@ struct Client {
 
 impl ProxyHandler {
     /// `prefix` is the path the handler is configured on; `pool` the worker's idle backend
-    /// connections.
-    pub fn new(conf: &ProxyConf, prefix: &str, pool: Rc<Pool>) -> ProxyHandler {
+    /// connections; `clients` the TLS clients of `https://` backends (`prepare` builds them).
+    pub fn new(
+        conf: &ProxyConf,
+        prefix: &str,
+        pool: Rc<Pool>,
+        clients: &[Option<TlsClient>],
+    ) -> ProxyHandler {
         let url = conf.url();
         // One backend goes straight to it; an active check still watches it (logs, metrics).
-        let board =
-            (conf.backends.len() > 1 || conf.health_check.is_some()).then(|| Board::for_conf(conf));
+        let board = (conf.backends.len() > 1 || conf.health_check.is_some())
+            .then(|| Board::for_conf(conf, clients));
         ProxyHandler {
             name: std::sync::Arc::from(url.authority.as_str()),
-            backend: Rc::new(Backend::new(conf, &conf.backends[0])),
+            backend: Rc::new(Backend::new(conf, &conf.backends[0], clients)),
             group: board
                 .clone()
                 .filter(|_| conf.backends.len() > 1)
-                .map(|b| Group::new(conf, b)),
+                .map(|b| Group::new(conf, b, clients)),
             _board: board,
             pool,
             proxy_protocol: conf.proxy_protocol,

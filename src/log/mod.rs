@@ -21,23 +21,13 @@ pub mod reopen;
 pub mod target;
 mod time;
 
+pub use crate::config::Escape;
 use crate::config::{AccessLogConf, LogTarget};
 use crate::http::Request;
 use format::Compiled;
 use std::fs::File;
 use std::time::{Duration, SystemTime};
 use time::Clock;
-
-/// How unsafe bytes in values are written (h2o's `access-log: {escape: ...}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Escape {
-    /// `\xNN`; a missing value is `-`.
-    #[default]
-    Apache,
-    /// `\u00NN`, `\"` and `\\`, so lines are JSON when the format is; a missing value is
-    /// `null` (without the quotes around it in the format).
-    Json,
-}
 
 /// Apache's (and h2o's) common log format.
 pub const COMMON_FORMAT: &str = "%h %l %u %t \"%r\" %s %b";

@@ -247,6 +247,10 @@ fn conf(path: &Path, format: &str) -> AccessLogConf {
         target: LogTarget::File(path.to_path_buf()),
         format: format.to_string(),
         escape: Escape::Apache,
+        at: crate::config::Location {
+            file: std::sync::Arc::from("t"),
+            line: 1,
+        },
     }
 }
 

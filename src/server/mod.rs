@@ -5,10 +5,11 @@
 //! and access-log buffers. The only state shared between workers is the connection count
 //! (for `max-connections`) and the phase of their generation.
 //!
-//! Reload (SIGHUP): the configuration is read and checked again; a new generation of workers
-//! gets duplicates of the same listening sockets (so connections waiting in an accept queue are
-//! not lost), and once every new worker is set up the old generation drains: it stops
-//! accepting, answers what it has, and ends within `shutdown-timeout`.
+//! Reload (SIGHUP): the configuration is read, checked and prepared (`prepare.rs`) again; a
+//! new generation of workers gets duplicates of the same listening sockets (so connections
+//! waiting in an accept queue are not lost), and once every new worker is set up the old
+//! generation drains: it stops accepting, answers what it has, and ends within
+//! `shutdown-timeout`.
 // Peer input must never panic: outside tests, no unwrap or expect here.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -22,6 +23,7 @@ mod listen;
 pub(crate) mod panics;
 mod park;
 pub mod pid_file;
+pub mod prepare;
 mod proxy_protocol;
 mod quic;
 /// The PROXY header parser, public for its fuzz target only.
@@ -37,6 +39,7 @@ mod upgrade;
 mod worker;
 
 use crate::config::{Config, ListenKind};
+use prepare::Prepared;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,6 +51,8 @@ use tokio_rustls::TlsAcceptor;
 /// A server whose sockets are bound, ready to [`Server::run`].
 pub struct Server {
     config: Arc<Config>,
+    /// The runtime objects of `config` (TLS configurations, the `user` account, ...).
+    prepared: Arc<Prepared>,
     /// The file the configuration came from: SIGHUP reads it again.
     source: Option<PathBuf>,
     /// Registered at bind time, so a signal that arrives once we print our address is ours.
@@ -72,7 +77,8 @@ impl std::error::Error for StartError {}
 
 impl Server {
     /// Binds every listener, one socket per worker. A port of 0 is resolved once and shared.
-    pub fn bind(config: Config) -> Result<Server, StartError> {
+    /// `prepared` is what [`prepare::prepare`] made of `config`.
+    pub fn bind(config: Config, prepared: Prepared) -> Result<Server, StartError> {
         // Started by a binary upgrade: the previous process's sockets, kept where still
         // configured (the others close here).
         let inherited = upgrade::inherited().map_err(StartError)?;
@@ -83,6 +89,7 @@ impl Server {
             Signals::register().map_err(|e| StartError(format!("cannot handle signals: {e}")))?;
         Ok(Server {
             config: Arc::new(config),
+            prepared: Arc::new(prepared),
             source: None,
             signals,
             listeners,
@@ -112,7 +119,7 @@ impl Server {
             },
             None => None,
         };
-        if let Some(account) = &self.config.user {
+        if let Some(account) = &self.prepared.user {
             account.switch_to().map_err(StartError)?;
         }
         Ok(pid_file)
@@ -145,8 +152,13 @@ impl Server {
             max_connections: AtomicUsize::new(self.config.max_connections.max(1)),
             connection_closed: Notify::new(),
         });
-        let mut current = Generation::start(self.config.clone(), &self.listeners, &shared)
-            .map_err(std::io::Error::other)?;
+        let mut current = Generation::start(
+            self.config.clone(),
+            self.prepared.clone(),
+            &self.listeners,
+            &shared,
+        )
+        .map_err(std::io::Error::other)?;
         upgrade::report_ready();
         let mut draining: Vec<Generation> = Vec::new();
         // After a binary upgrade the new process serves: we drain as for a reload, then exit.
@@ -235,6 +247,20 @@ impl Server {
                 return None;
             }
         };
+        let prepared = match prepare::prepare(&config) {
+            Ok(p) => Arc::new(p),
+            Err(errors) => {
+                for e in &errors {
+                    tracing::error!("{e}");
+                }
+                tracing::error!(
+                    "reload failed: {} error(s) in {}; still serving the previous configuration",
+                    errors.len(),
+                    path.display()
+                );
+                return None;
+            }
+        };
         let listeners = match Bound::reconcile(&self.listeners, &config) {
             Ok(l) => l,
             Err(e) => {
@@ -243,20 +269,21 @@ impl Server {
                 return None;
             }
         };
-        if config.user != self.config.user || config.pid_file != self.config.pid_file {
+        if prepared.user != self.prepared.user || config.pid_file != self.config.pid_file {
             tracing::warn!("a reload does not change user or pid-file: they apply at the next start or binary upgrade");
         }
         let config = Arc::new(config);
         shared
             .max_connections
             .store(config.max_connections.max(1), Ordering::Relaxed);
-        match Generation::start(config.clone(), &listeners, shared) {
+        match Generation::start(config.clone(), prepared.clone(), &listeners, shared) {
             Ok(g) => {
                 // The new workers have opened their logs: close those no longer configured.
                 let mut logs = config.access_log_targets();
                 logs.extend(crate::log::reopen::ErrorLog::target());
                 crate::log::target::keep_only(&logs);
                 self.config = config;
+                self.prepared = prepared;
                 // Sockets of removed listeners close once the old workers let go of them.
                 self.listeners = listeners;
                 tracing::info!(
@@ -467,34 +494,31 @@ impl Generation {
     /// every one is set up, then lets them accept.
     fn start(
         config: Arc<Config>,
+        prepared: Arc<Prepared>,
         listeners: &[Bound],
         shared: &Arc<Shared>,
     ) -> Result<Generation, String> {
         let config = with_bound_ports(config, listeners);
         let workers = config.num_threads.max(1);
         // One rustls configuration per listener, shared by the workers so that sessions
-        // resume whichever worker accepts the next connection. Built here, so a reload reads
-        // the certificates and keys again.
+        // resume whichever worker accepts the next connection. `prepare` built them, so a
+        // reload reads the certificates and keys again.
         let mut acceptors = Vec::with_capacity(listeners.len());
         let mut quic_settings = Vec::with_capacity(listeners.len());
-        for l in &config.listeners {
+        let prepared_tls = prepared.tls.iter().zip(&prepared.quic_tls);
+        for (l, (tls, quic_tls)) in config.listeners.iter().zip(prepared_tls) {
             if l.kind == ListenKind::Quic {
-                quic_settings.push(Some(quic::Settings::new(&config, l)?));
+                quic_settings.push(Some(quic::Settings::new(&config, l, quic_tls.clone())?));
                 acceptors.push(None);
                 continue;
             }
             quic_settings.push(None);
-            acceptors.push(match &l.tls {
-                Some(tls) => {
-                    for w in &tls.warnings {
-                        tracing::warn!("{w}");
-                    }
-                    let c = crate::tls::server_config(tls, &config.session_resumption)
-                        .map_err(|e| format!("{}: {e}", tls.at))?;
-                    Some(TlsAcceptor::from(c))
+            if let Some(t) = &l.tls {
+                for w in &t.warnings {
+                    tracing::warn!("{w}");
                 }
-                None => None,
-            });
+            }
+            acceptors.push(tls.clone().map(TlsAcceptor::from));
         }
         // Worker i accepts on sockets i, i + workers, ...: every socket has a worker.
         let mut per_worker: Vec<Vec<worker::Socket>> = (0..workers).map(|_| Vec::new()).collect();
@@ -525,12 +549,13 @@ impl Generation {
         };
         for (i, (sockets, quic)) in per_worker.into_iter().zip(quic_per_worker).enumerate() {
             let config = config.clone();
+            let prepared = prepared.clone();
             let shared = shared.clone();
             let phase = phase_rx.clone();
             let ready = ready_tx.clone();
             let t = std::thread::Builder::new()
                 .name(format!("spate-worker-{i}"))
-                .spawn(move || worker::run(config, sockets, quic, shared, phase, ready));
+                .spawn(move || worker::run(config, prepared, sockets, quic, shared, phase, ready));
             match t {
                 Ok(t) => generation.threads.push(t),
                 Err(e) => {

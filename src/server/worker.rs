@@ -76,6 +76,7 @@ pub(crate) type QuicSocket = (std::net::UdpSocket, super::quic::Settings);
 /// when the phase becomes `Serving`.
 pub(crate) fn run(
     config: Arc<Config>,
+    prepared: Arc<super::Prepared>,
     sockets: Vec<Socket>,
     quic: Vec<QuicSocket>,
     shared: Arc<Shared>,
@@ -98,7 +99,7 @@ pub(crate) fn run(
     // of the thread is then only its handle, not this whole state machine.
     let main = local.spawn_local(async move {
         let mut logs = Vec::new();
-        let router = Router::new(&config, &mut logs);
+        let router = Router::new(&config, &prepared.upstream_tls, &mut logs);
         let server_line = if config.send_server_name {
             format!("Server: {}\r\n", config.server_name).into_bytes()
         } else {

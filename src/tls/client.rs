@@ -1,5 +1,5 @@
 //! The client side of TLS, for `https://` backends: the rustls `ClientConfig` of a proxied
-//! path, built once when the configuration loads (`proxy.ssl.*`), shared by every worker.
+//! path, built once when the configuration is prepared (`proxy.ssl.*`), shared by every worker.
 //!
 //! Two configurations share one session cache: one offers only `http/1.1` in ALPN, the other
 //! `h2` first (for the share of requests `proxy.http2.ratio` sends over HTTP/2), so that a
@@ -17,6 +17,26 @@ use std::sync::Arc;
 /// Where Debian (and most distributions) keep the system's trusted roots: the default
 /// `proxy.ssl.cafile` (h2o uses the Mozilla bundle it ships, which is the same list).
 pub const SYSTEM_CA_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The TLS client of a backend, built once by the server's `prepare` and shared by every
+/// worker.
+#[derive(Clone)]
+pub struct TlsClient(pub Arc<ClientTls>);
+
+impl std::fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TlsClient({:?})", self.0.server_name)
+    }
+}
+
+/// The same configuration, not merely an equal one (rustls' has no equality).
+impl PartialEq for TlsClient {
+    fn eq(&self, other: &TlsClient) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TlsClient {}
 
 /// How a path talks TLS to its backend.
 pub struct ClientTls {

@@ -1,5 +1,5 @@
 //! TLS: a rustls `ServerConfig` (aws-lc-rs provider, suites tuned in `suites`) built from a
-//! listener's [`TlsConf`]: certificates chosen by SNI, ALPN, cipher suites, key exchange
+//! listener's [`TlsConf`] and the [`Keys`] its files hold: certificates chosen by SNI, ALPN, cipher suites, key exchange
 //! groups, session tickets with key rotation and a session cache. The TLS stream itself is in
 //! `server::tls_transport`.
 //!
@@ -12,12 +12,14 @@
 pub mod cert;
 pub mod client;
 mod hkdf;
+mod keys;
 mod resolver;
 mod suites;
 #[cfg(test)]
 pub(crate) mod testcert;
 mod tickets;
 
+pub use keys::Keys;
 pub use resolver::SniResolver;
 
 use crate::config::{SessionResumption, TlsConf, TlsVersion};
@@ -40,6 +42,7 @@ pub fn alpn_protocols(tls: &TlsConf) -> Vec<Vec<u8>> {
 /// Builds the rustls server configuration of one TLS listener.
 pub fn server_config(
     tls: &TlsConf,
+    keys: &Keys,
     resumption: &SessionResumption,
 ) -> Result<Arc<ServerConfig>, String> {
     let provider = provider(tls)?;
@@ -55,20 +58,21 @@ pub fn server_config(
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| format!("no usable TLS configuration: {e}"))?;
-    let builder = match &tls.client_ca {
+    let builder = match (&tls.client_ca, &keys.client_ca) {
         // `client-ca-file`, as in h2o: a certificate is required, and must chain to a root.
-        Some((path, roots)) => {
+        (Some(file), Some(roots)) => {
             let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
                 roots.clone(),
                 provider,
             )
             .build()
-            .map_err(|e| format!("client-ca-file {}: {e}", path.display()))?;
+            .map_err(|e| format!("client-ca-file {}: {e}", file.path.display()))?;
             builder.with_client_cert_verifier(verifier)
         }
-        None => builder.with_no_client_auth(),
+        _ => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_cert_resolver(Arc::new(SniResolver::new(&tls.identities)?));
+    let resolver = SniResolver::new(&tls.identities, &keys.identities)?;
+    let mut config = builder.with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = alpn_protocols(tls);
     config.ignore_client_order = tls.server_cipher_preference;
     // Large records (rustls' default, the 16 KiB maximum) suit bulk transfers.
@@ -93,13 +97,14 @@ pub fn server_config(
 /// `h3`, and early data (0-RTT) only when `early_data`.
 pub fn quic_server_config(
     tls: &TlsConf,
+    keys: &Keys,
     resumption: &SessionResumption,
     early_data: bool,
 ) -> Result<Arc<quinn_proto::crypto::rustls::QuicServerConfig>, String> {
     let mut tls13 = tls.clone();
     tls13.min_version = TlsVersion::Tls13;
     tls13.max_version = TlsVersion::Tls13;
-    let base = server_config(&tls13, resumption)?;
+    let base = server_config(&tls13, keys, resumption)?;
     let mut config = (*base).clone();
     config.alpn_protocols = vec![b"h3".to_vec()];
     config.max_early_data_size = if early_data { u32::MAX } else { 0 };

@@ -18,9 +18,13 @@ pub struct SniResolver {
 }
 
 impl SniResolver {
-    /// The first identity is the default. The first identity that names a host wins.
-    pub fn new(identities: &[Identity]) -> Result<SniResolver, String> {
-        if identities.iter().all(|i| i.keys.is_empty()) {
+    /// The first identity is the default. The first identity that names a host wins. `keys`
+    /// holds each identity's certificates, in the same order.
+    pub fn new(
+        identities: &[Identity],
+        keys: &[Vec<Arc<CertifiedKey>>],
+    ) -> Result<SniResolver, String> {
+        if keys.iter().all(Vec::is_empty) {
             return Err("no certificate configured".into());
         }
         let mut exact = HashMap::new();
@@ -41,7 +45,7 @@ impl SniResolver {
             }
         }
         Ok(SniResolver {
-            identities: identities.iter().map(|i| i.keys.clone()).collect(),
+            identities: keys.to_vec(),
             exact,
             wildcards,
         })
@@ -87,20 +91,30 @@ mod tests {
     use super::*;
     use crate::config::Location;
 
-    fn identity(names: &[&str], n: u8) -> Identity {
+    fn identity(names: &[&str], n: u8) -> (Identity, Vec<Arc<CertifiedKey>>) {
         // A distinguishable key: the certificate bytes carry the index.
         let key = aws_key();
-        Identity {
+        let identity = Identity {
             names: names.iter().map(|s| s.to_string()).collect(),
-            keys: vec![Arc::new(CertifiedKey::new(
-                vec![rustls_pki_types::CertificateDer::from(vec![n])],
-                key,
-            ))],
+            keys: Vec::new(),
+            ocsp_response: None,
             at: Location {
                 file: Arc::from("t"),
                 line: 1,
             },
-        }
+        };
+        let keys = vec![Arc::new(CertifiedKey::new(
+            vec![rustls_pki_types::CertificateDer::from(vec![n])],
+            key,
+        ))];
+        (identity, keys)
+    }
+
+    fn resolver(
+        identities: Vec<(Identity, Vec<Arc<CertifiedKey>>)>,
+    ) -> Result<SniResolver, String> {
+        let (identities, keys): (Vec<_>, Vec<_>) = identities.into_iter().unzip();
+        SniResolver::new(&identities, &keys)
     }
 
     fn aws_key() -> Arc<dyn rustls::sign::SigningKey> {
@@ -114,7 +128,7 @@ mod tests {
 
     #[test]
     fn exact_wildcard_and_default() {
-        let r = SniResolver::new(&[
+        let r = resolver(vec![
             identity(&[], 0),
             identity(&["a.example"], 1),
             identity(&["*.b.example"], 2),
@@ -130,6 +144,6 @@ mod tests {
         assert_eq!(r.index(Some("v.w.b.example")), 0);
         assert_eq!(r.index(Some("other.example")), 0);
         assert_eq!(r.index(None), 0);
-        assert!(SniResolver::new(&[]).is_err());
+        assert!(SniResolver::new(&[], &[]).is_err());
     }
 }

@@ -2,8 +2,9 @@
 //! goes there.
 
 use super::pool::{Pool, PoolKey};
-use crate::config::{BackendConf, ProxyConf, TlsClient, UpstreamAddr};
+use crate::config::{BackendConf, ProxyConf, UpstreamAddr};
 use crate::http::{Method, RequestBody};
+use crate::tls::client::TlsClient;
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -69,16 +70,23 @@ impl Http2 {
     }
 }
 
+/// The TLS client of backend `b` among `clients` (by [`crate::config::UpstreamTls::id`]).
+pub fn tls_client(b: &BackendConf, clients: &[Option<TlsClient>]) -> Option<TlsClient> {
+    b.tls.as_ref().and_then(|t| clients.get(t.id)?.clone())
+}
+
 impl Backend {
     /// The backend `b` of a list with the settings of `conf`.
-    pub fn new(conf: &ProxyConf, b: &BackendConf) -> Backend {
+    /// `clients` are the TLS clients of the configuration's `https://` backends (`prepare`
+    /// builds them).
+    pub fn new(conf: &ProxyConf, b: &BackendConf, clients: &[Option<TlsClient>]) -> Backend {
         let addr = b.url.addr.clone();
         let tls = b.tls.is_some();
         Backend {
             name: display_name(&addr, tls),
             http2: Http2::new(conf, tls),
             pool_key: PoolKey::new(&addr, tls),
-            tls: b.tls.clone(),
+            tls: tls_client(b, clients),
             addr,
             connect_timeout: conf.connect_timeout,
             first_byte_timeout: conf.first_byte_timeout,

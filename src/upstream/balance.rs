@@ -42,12 +42,16 @@ struct Member {
 }
 
 impl Group {
-    pub fn new(conf: &ProxyConf, board: Arc<Board>) -> Rc<Group> {
+    pub fn new(
+        conf: &ProxyConf,
+        board: Arc<Board>,
+        clients: &[Option<crate::tls::client::TlsClient>],
+    ) -> Rc<Group> {
         let members = conf
             .backends
             .iter()
             .map(|b| Member {
-                backend: Rc::new(Backend::new(conf, b)),
+                backend: Rc::new(Backend::new(conf, b, clients)),
                 label: Arc::from(b.url.authority.as_str()),
                 weight: i64::from(b.weight),
                 current: Cell::new(0),
@@ -237,7 +241,7 @@ mod tests {
             .collect();
         conf.balancer = balancer;
         // A board of its own: ports no other test uses.
-        Group::new(&conf, Board::for_conf(&conf))
+        Group::new(&conf, Board::for_conf(&conf, &[]), &[])
     }
 
     fn url(i: usize) -> UpstreamUrl {
@@ -313,8 +317,8 @@ mod tests {
             })
             .collect();
         conf.max_fails = 2;
-        let board = Board::for_conf(&conf);
-        let g = Group::new(&conf, board.clone());
+        let board = Board::for_conf(&conf, &[]);
+        let g = Group::new(&conf, board.clone(), &[]);
         board.failed(0);
         assert_eq!(board.avail(0), Avail::In);
         board.failed(0);
@@ -341,7 +345,7 @@ mod tests {
             .collect();
         conf.max_fails = 1;
         conf.fail_timeout = std::time::Duration::from_millis(1);
-        let board = Board::for_conf(&conf);
+        let board = Board::for_conf(&conf, &[]);
         board.failed(0);
         std::thread::sleep(std::time::Duration::from_millis(5));
         assert_eq!(board.avail(0), Avail::Trial);

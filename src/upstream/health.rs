@@ -11,9 +11,10 @@
 //! N workers would send N times the probes and each would log the same change. A probe thread
 //! sleeps between probes and holds only a weak reference: it ends once no worker uses the board.
 
-use super::backend::display_name;
+use super::backend::{display_name, tls_client};
 use super::probe;
-use crate::config::{HealthCheck, ProxyConf, TlsClient, UpstreamAddr};
+use crate::config::{HealthCheck, ProxyConf, UpstreamAddr};
+use crate::tls::client::TlsClient;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -68,7 +69,7 @@ static BOARDS: Mutex<Vec<Weak<Board>>> = Mutex::new(Vec::new());
 impl Board {
     /// The board of `conf`'s backends: the live one with the same backends and settings, or a
     /// new one, whose probes start now.
-    pub fn for_conf(conf: &ProxyConf) -> Arc<Board> {
+    pub fn for_conf(conf: &ProxyConf, clients: &[Option<TlsClient>]) -> Arc<Board> {
         let key = Key {
             addrs: conf
                 .backends
@@ -96,7 +97,7 @@ impl Board {
                 addr: b.url.addr.clone(),
                 label: b.url.authority.clone(),
                 name: display_name(&b.url.addr, b.tls.is_some()),
-                tls: b.tls.clone(),
+                tls: tls_client(b, clients),
                 probe_up: AtomicBool::new(true),
                 fails: AtomicU32::new(0),
                 out_until: AtomicU64::new(0),

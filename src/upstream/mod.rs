@@ -48,7 +48,7 @@ pub(crate) mod tests;
 mod timer;
 mod tunnel;
 
-pub use backend::{Backend, Http2, UpstreamRequest};
+pub use backend::{tls_client, Backend, Http2, UpstreamRequest};
 pub use balance::{open_tunnel_balanced, send_balanced, Group};
 pub use dispatch::send;
 pub use errors::UpstreamError;

@@ -852,8 +852,7 @@ fn a_send_that_failed_is_resent_whole() {
 
 #[test]
 fn http2_ratio_is_an_exact_share_and_cleartext_needs_force_and_100() {
-    use crate::config::{TlsClient, UpstreamUrl};
-    use crate::tls::client::{ClientOptions, ClientTls};
+    use crate::config::{Location, UpstreamTls, UpstreamUrl};
     let url = UpstreamUrl {
         addr: UpstreamAddr::Tcp {
             host: "b".into(),
@@ -863,16 +862,17 @@ fn http2_ratio_is_an_exact_share_and_cleartext_needs_force_and_100() {
         path: "/".into(),
         tls: true,
     };
-    let tls = ClientTls::new(
-        "b",
-        &ClientOptions {
-            roots: None,
-            session_cache: None,
-        },
-    )
-    .unwrap();
     let mut conf = crate::config::ProxyConf::new(url);
-    conf.backends[0].tls = Some(TlsClient(Arc::new(tls)));
+    conf.backends[0].tls = Some(UpstreamTls {
+        id: 0,
+        verify_peer: false,
+        cafile: None,
+        session_cache: None,
+        at: Location {
+            file: Arc::from("t"),
+            line: 1,
+        },
+    });
     let pool = Pool::new();
     let key = PoolKey::new(&conf.url().addr, true);
     for ratio in [1u8, 30, 50, 99, 100] {

@@ -96,7 +96,7 @@ fn handlers() -> Vec<ProxyHandler> {
         .iter()
         .flat_map(|h| &h.paths)
         .filter_map(|p| match &p.handler {
-            HandlerConf::Proxy(c) => Some(ProxyHandler::new(c, &p.prefix, pool.clone())),
+            HandlerConf::Proxy(c) => Some(ProxyHandler::new(c, &p.prefix, pool.clone(), &[])),
             _ => None,
         })
         .collect()

@@ -115,7 +115,7 @@ fn capturing_backend(reply: &'static str) -> (SocketAddr, mpsc::Receiver<Receive
 }
 
 fn handler(conf: &ProxyConf, prefix: &str) -> ProxyHandler {
-    ProxyHandler::new(conf, prefix, Pool::new())
+    ProxyHandler::new(conf, prefix, Pool::new(), &[])
 }
 
 fn value<'a>(resp: &'a Response, name: &str) -> Option<&'a str> {

@@ -124,6 +124,10 @@ mod tests {
             target: crate::config::LogTarget::File(path.clone()),
             format: "%s %b %O".into(),
             escape: crate::log::Escape::Apache,
+            at: crate::config::Location {
+                file: std::sync::Arc::from("t"),
+                line: 1,
+            },
         })));
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let req = Request::for_test(Method::Get, "/", &[]);

@@ -14,6 +14,7 @@ pub(crate) use socket::{bind, bind_fresh};
 pub use unpad::padding_start;
 
 use crate::config::{Config, Listen, QuicConf};
+use quinn_proto::crypto::rustls::QuicServerConfig;
 use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
 use std::sync::Arc;
 
@@ -29,17 +30,16 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    /// Builds the QUIC server configuration of listener `l` (which has `tls` and `quic`).
-    pub fn new(config: &Config, l: &Listen) -> Result<Settings, String> {
-        let (Some(tls), Some(quic)) = (&l.tls, &l.quic) else {
+    /// Builds the QUIC server configuration of listener `l` (which has `tls` and `quic`) on
+    /// `crypto`, the TLS configuration `prepare` made of its `ssl`.
+    pub fn new(
+        config: &Config,
+        l: &Listen,
+        crypto: Option<Arc<QuicServerConfig>>,
+    ) -> Result<Settings, String> {
+        let (Some(crypto), Some(quic)) = (crypto, &l.quic) else {
             return Err(format!("{}: a quic listen needs ssl", l.at));
         };
-        let crypto = crate::tls::quic_server_config(
-            tls,
-            &config.session_resumption,
-            config.http3.early_data,
-        )
-        .map_err(|e| format!("{}: {e}", tls.at))?;
         // Client packets reach quinn without their trailing padding (`unpad.rs`).
         let mut server = ServerConfig::with_crypto(unpad::wrap(crypto));
         server.transport_config(Arc::new(transport(config, quic)));
