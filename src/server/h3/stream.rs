@@ -365,7 +365,7 @@ impl<'a> ReqStream<'a> {
         let status = resp.status;
         let no_body = head_request || status == 204 || status == 304 || status < 200;
         let declared = resp.body.known_len();
-        let date = crate::http::date::with_now(|d| *d);
+        let date = crate::http::clock::with_now(|d| *d);
         let has_date = resp
             .headers
             .iter()

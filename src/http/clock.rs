@@ -1,4 +1,16 @@
-//! A per-thread cached `Date` header value, formatted at most once a second.
+//! The worker's clock: the readings of the time that answers and their bookkeeping use.
+//!
+//! - the wall clock's second and the Date field for it ([`Date`], [`with_date`]), formatted
+//!   at most once a second per thread;
+//! - the coarse monotonic clock ([`coarse_ns`]): the open-file cache's, the lane's and the
+//!   HTTP/1.1 answer memo's;
+//! - the precise monotonic clock ([`monotonic_ns`]): the metrics' durations;
+//! - [`BatchClock`]: the coarse clocks read once for a batch of work.
+//!
+//! The coarse clocks are the kernel's tick, read without the time-stamp counter, which
+//! under a hypervisor costs more than the rest of a repeated answer. Timers and deadlines
+//! stay on `Instant` (tokio's), and the access log's received time on `SystemTime`: they
+//! need no more than one reading per request, and the log wants sub-second precision.
 
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, UNIX_EPOCH};
@@ -6,47 +18,77 @@ use std::time::{Duration, UNIX_EPOCH};
 /// The length of an IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub const DATE_LEN: usize = 29;
 
-struct Cached {
-    second: u64,
-    text: [u8; DATE_LEN],
+/// The Date field of one wall-clock second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Date {
+    /// Whole seconds since the epoch.
+    pub second: u64,
+    /// `second` as an IMF-fixdate.
+    pub text: [u8; DATE_LEN],
 }
 
+impl Date {
+    /// The Date of `second` (since the epoch), formatted anew.
+    pub fn at(second: u64) -> Date {
+        let mut date = UNSET;
+        date.set(second);
+        date
+    }
+
+    fn set(&mut self, second: u64) {
+        let s = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
+        // httpdate always yields 29 ASCII bytes for dates after 1970.
+        if s.len() == DATE_LEN {
+            self.text.copy_from_slice(s.as_bytes());
+        }
+        self.second = second;
+    }
+}
+
+/// No second yet: the first reading formats one.
+const UNSET: Date = Date {
+    second: u64::MAX,
+    text: [b' '; DATE_LEN],
+};
+
 thread_local! {
-    static CACHE: RefCell<Cached> = const { RefCell::new(Cached { second: u64::MAX, text: [b' '; DATE_LEN] }) };
+    // Per worker thread: the Date of the last second an answer was dated in.
+    static DATE: RefCell<Date> = const { RefCell::new(UNSET) };
+}
+
+/// Calls `f` with the Date of now. `f` must not read the Date again.
+#[inline]
+pub fn with_date<R>(f: impl FnOnce(&Date) -> R) -> R {
+    with_date_at(wall_second(), f)
+}
+
+/// Calls `f` with the Date of `second` (since the epoch), formatted once per second.
+/// `f` must not read the Date again.
+#[inline]
+pub fn with_date_at<R>(second: u64, f: impl FnOnce(&Date) -> R) -> R {
+    DATE.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.second != second {
+            d.set(second);
+        }
+        f(&d)
+    })
 }
 
 /// Calls `f` with the current date as an IMF-fixdate.
 pub fn with_now<R>(f: impl FnOnce(&[u8; DATE_LEN]) -> R) -> R {
-    with_now_second(|_, text| f(text))
-}
-
-/// Calls `f` with the current second since the epoch and the date as an IMF-fixdate: a copy
-/// of the text is current as long as the second is the same.
-pub fn with_now_second<R>(f: impl FnOnce(u64, &[u8; DATE_LEN]) -> R) -> R {
-    let second = unix_second();
-    with_second(second, |text| f(second, text))
+    with_date(|d| f(&d.text))
 }
 
 /// Calls `f` with the IMF-fixdate of `second` (since the epoch), formatted once per second.
 pub fn with_second<R>(second: u64, f: impl FnOnce(&[u8; DATE_LEN]) -> R) -> R {
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.second != second {
-            let s = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
-            // httpdate always yields 29 ASCII bytes for dates after 1970.
-            if s.len() == DATE_LEN {
-                c.text.copy_from_slice(s.as_bytes());
-            }
-            c.second = second;
-        }
-        f(&c.text)
-    })
+    with_date_at(second, |d| f(&d.text))
 }
 
 /// The coarse clocks as one batch of work sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Coarse {
-    /// [`crate::http::response::coarse_clock_ns`].
+    /// [`coarse_ns`].
     pub monotonic_ns: u64,
     /// Whole seconds since the epoch, as the Date field says them.
     pub unix_second: u64,
@@ -73,8 +115,8 @@ impl BatchClock {
             return c;
         }
         let c = Coarse {
-            monotonic_ns: crate::http::response::coarse_clock_ns(),
-            unix_second: unix_second(),
+            monotonic_ns: coarse_ns(),
+            unix_second: wall_second(),
         };
         self.0.set(Some(c));
         c
@@ -87,10 +129,32 @@ impl BatchClock {
 /// under a hypervisor costs more than the rest of a repeated answer; a second seen a tick
 /// late is still the second of the answer.
 #[inline]
-fn unix_second() -> u64 {
+pub fn wall_second() -> u64 {
     let ts = read_clock(libc::CLOCK_REALTIME_COARSE);
     // A clock before 1970 says 1970, as `SystemTime` minus the epoch did.
     u64::try_from(ts.tv_sec).unwrap_or(0)
+}
+
+/// The coarse monotonic clock in nanoseconds: the open-file cache's clock (the kernel's tick,
+/// read without the time-stamp counter).
+#[inline]
+pub fn coarse_ns() -> u64 {
+    let ts = read_clock(libc::CLOCK_MONOTONIC_COARSE);
+    // The monotonic clock starts at boot: never negative.
+    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+/// Nanoseconds on the precise monotonic clock. `Instant` would do, but its subtraction
+/// normalises a `Duration` (about 40 instructions, as much as the rest of a request's
+/// counting): a plain integer is subtracted in one.
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let ts = read_clock(libc::CLOCK_MONOTONIC);
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// One of the clocks every Linux has (CLOCK_REALTIME, CLOCK_MONOTONIC and their coarse
