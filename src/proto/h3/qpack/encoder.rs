@@ -3,14 +3,22 @@
 
 use bytes::BufMut;
 
-use super::{memo, static_table};
+use super::memo::{self, LineMemo};
+use super::section_memo::SectionMemo;
+use super::static_table;
 use crate::proto::h2::hpack::{huffman, integer};
 
-/// Encodes field sections; holds only scratch buffers (a lowercased name, a field line).
+/// Encodes field sections. It holds no connection's state (its sections never use the
+/// dynamic table), only scratch buffers and memos of what it made: one encoder serves every
+/// connection of a worker's endpoint, so that their answers share the memos.
 #[derive(Debug, Default)]
 pub struct Encoder {
     lower: Vec<u8>,
     line: Vec<u8>,
+    /// Field lines made recently (`memo.rs`).
+    lines: LineMemo,
+    /// The last response section made, whole (`section_memo.rs`), for the session to use.
+    pub(crate) last_section: SectionMemo,
 }
 
 impl Encoder {
@@ -27,13 +35,14 @@ impl Encoder {
         }
     }
 
-    /// Appends one field line: the worker's memo has most of them (`memo.rs`).
+    /// Appends one field line: the memo has most of them (`memo.rs`).
     pub fn field(&mut self, name: &[u8], value: &[u8], out: &mut impl BufMut) {
         if name.len() + value.len() > memo::MAX_FIELD {
             self.encode_field(name, value, out);
             return;
         }
-        if memo::get(name, value, |line| out.put_slice(line)) {
+        if let Some(line) = self.lines.get(name, value) {
+            out.put_slice(line);
             return;
         }
         let mut line = std::mem::take(&mut self.line);
@@ -41,7 +50,7 @@ impl Encoder {
         let keep = self.encode_field(name, value, &mut line);
         out.put_slice(&line);
         if keep {
-            memo::put(name, value, &line);
+            self.lines.put(name, value, &line);
         }
         self.line = line;
     }
