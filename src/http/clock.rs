@@ -184,6 +184,16 @@ mod tests {
     }
 
     #[test]
+    fn a_date_is_its_second() {
+        let d = super::Date::at(784_111_777);
+        assert_eq!(&d.text, b"Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(d.second, 784_111_777);
+        assert_eq!(super::with_date_at(784_111_777, |c| *c), d);
+        let next = super::with_date_at(784_111_778, |c| *c);
+        assert_eq!(&next.text, b"Sun, 06 Nov 1994 08:49:38 GMT");
+    }
+
+    #[test]
     fn a_batch_reads_the_clocks_once() {
         let clock = super::BatchClock::default();
         let first = clock.now();

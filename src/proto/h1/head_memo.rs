@@ -239,6 +239,25 @@ mod tests {
     }
 
     #[test]
+    fn a_new_second_is_patched_in() {
+        let fields = [(
+            Bytes::from_static(b"Content-Type"),
+            Bytes::from_static(b"text/plain"),
+        )];
+        let mut memo = HeadMemo::new();
+        let h = head(&fields, 2, true);
+        assert_same(&mut memo, &h);
+        let later = Date::at(NOW.second + 1);
+        let h = ResponseHead {
+            date: Some(&later),
+            ..h
+        };
+        let got = memo_text(&mut memo, &h);
+        assert_eq!(got, plain_text(&h));
+        assert!(String::from_utf8_lossy(&got).contains("Date: Sun, 06 Nov 1994 08:49:38 GMT\r\n"));
+    }
+
+    #[test]
     fn a_stale_date_is_patched() {
         let fields = [(
             Bytes::from_static(b"Content-Type"),
