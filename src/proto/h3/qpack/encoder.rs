@@ -5,7 +5,7 @@ use bytes::BufMut;
 
 use super::memo::{self, LineMemo};
 use super::section_memo::SectionMemo;
-use super::static_table;
+use super::{sensitive, static_table};
 use crate::proto::h2::hpack::{huffman, integer};
 
 /// Encodes field sections. It holds no connection's state (its sections never use the
@@ -88,7 +88,7 @@ pub fn put_status(status: u16, out: &mut impl BufMut) {
 
 /// Appends the field line of a lowercase `name`; false if the field is sensitive.
 fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) -> bool {
-    let never = sensitive(name);
+    let never = sensitive::lowercase(name);
     match static_table::find(name, value) {
         Some((index, true)) => {
             // Indexed Field Line, static: 11xxxxxx.
@@ -108,26 +108,6 @@ fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) -> bool {
         }
     }
     !never
-}
-
-/// Whether a field of this name (in any case) must stay out of every table and memo.
-pub(crate) fn sensitive_name(name: &[u8]) -> bool {
-    [
-        &b"authorization"[..],
-        b"proxy-authorization",
-        b"set-cookie",
-        b"cookie",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
-}
-
-/// Fields an intermediary must not put in a compression table (RFC 9204 section 7.1.3).
-fn sensitive(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"authorization" | b"proxy-authorization" | b"set-cookie" | b"cookie"
-    )
 }
 
 /// A string literal with a `prefix`-bit length; the H bit sits just above the prefix.

@@ -48,7 +48,7 @@ impl SectionMemo {
         self.section.clear();
         self.key.extend_from_slice(&status.to_be_bytes());
         for (name, value) in fields {
-            if super::encoder::sensitive_name(name)
+            if super::sensitive::any_case(name)
                 || self.key.len() + name.len() + value.len() + 8 > MAX_KEY
             {
                 self.key.clear();
