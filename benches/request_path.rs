@@ -326,17 +326,20 @@ fn h1_requests(
             Answer::Later(_) => panic!("a pending answer on the fast path"),
         };
         req.recycle();
-        head_memo.write(
-            wbuf,
-            &ResponseHead {
-                status: resp.status,
-                headers: &resp.headers,
-                content_length: Some(resp.body.len()),
-                keep_alive,
-                server_line: b"Server: spate\r\n",
-                date: true,
-            },
-        );
+        // As the server does: the clock read once per head, its Date passed in.
+        spate::http::clock::with_date(|date| {
+            head_memo.write(
+                wbuf,
+                &ResponseHead {
+                    status: resp.status,
+                    headers: &resp.headers,
+                    content_length: Some(resp.body.len()),
+                    keep_alive,
+                    server_line: b"Server: spate\r\n",
+                    date: Some(date),
+                },
+            )
+        });
         match &resp.body {
             Body::Bytes(b) => wbuf.extend_from_slice(b),
             Body::File(f) => wbuf.extend_from_slice(f.cached_slice().unwrap_or_default()),

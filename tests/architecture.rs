@@ -23,7 +23,6 @@ const LAYERS: &[&[&str]] = &[
 /// members. The test fails when one of them is gone (so that it is taken off this list) or
 /// when a new one appears.
 const KNOWN_CIRCLES: &[&[&str]] = &[
-    &["http::date", "http::recycle", "http::response"],
     &["log::reopen", "log::target"],
     &["proto::h2", "proto::request_head"],
     &[

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use spate::proto::h3::{Error, RequestEvent, Session, Settings};
+use spate::proto::h3::{qpack, Error, RequestEvent, Session, Settings};
 
 fuzz_target!(|data: &[u8]| {
     let mut s = Session::new(Settings {
@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
         enable_connect_protocol: true,
     });
     let _ = s.control_stream_prelude();
+    let mut encoder = qpack::Encoder::default();
     let mut buffers: HashMap<u64, BytesMut> = HashMap::new();
     let mut done: Vec<u64> = Vec::new();
     let mut events = Vec::new();
@@ -74,7 +75,12 @@ fuzz_target!(|data: &[u8]| {
                         assert!(n.end <= h.bytes.len() && v.end <= h.bytes.len());
                     }
                     let mut out = BytesMut::new();
-                    s.encode_response_head(200, [(&b"x"[..], &h.bytes[..])], &mut out);
+                    Session::encode_response_head(
+                        &mut encoder,
+                        200,
+                        [(&b"x"[..], &h.bytes[..])],
+                        &mut out,
+                    );
                 }
                 RequestEvent::End => {
                     buffers.remove(&id);

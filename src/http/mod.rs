@@ -1,9 +1,9 @@
-//! Protocol-neutral request and response types, the Date cache and the Handler trait.
+//! Protocol-neutral request and response types, the clock and the Handler trait.
 
 pub mod accept_encoding;
 pub mod block;
 pub mod body;
-pub mod date;
+pub mod clock;
 pub mod recycle;
 pub mod request;
 pub mod response;
@@ -11,6 +11,13 @@ pub mod response;
 pub use body::{BodyError, BodyStream, Frame, RequestBody, Side, StreamBody, Trailers};
 pub use request::{Method, Request, Version};
 pub use response::{Body, FileRange, Headers, OpenFile, Response};
+
+/// The old paths of the clock's Date, kept until `proto/h2`, `server/answer_memo`,
+/// `handler/proxy` and `metrics` read [`clock`].
+pub mod date {
+    pub(crate) use super::clock::read_clock;
+    pub use super::clock::{with_now, with_second, BatchClock, Coarse, DATE_LEN};
+}
 
 use std::future::Future;
 use std::pin::Pin;

@@ -47,9 +47,23 @@ pub fn header_list(n: usize) -> HeaderList {
 
 /// Keeps a response's header list, once written, for the next response (a list shared with
 /// other responses is only let go).
-pub fn give_header_list(list: impl Into<super::response::Headers>) {
-    if let Some(list) = list.into().into_own() {
+pub fn give_header_list(list: impl OwnHeaderList) {
+    if let Some(list) = list.into_own() {
         give(&HEADER_LISTS, list);
+    }
+}
+
+/// A header list that may be given back: a list, or a response's fields (which are the
+/// response's own to give only when not shared with other responses).
+pub trait OwnHeaderList {
+    /// The list, when it is this value's own.
+    fn into_own(self) -> Option<HeaderList>;
+}
+
+impl OwnHeaderList for HeaderList {
+    #[inline]
+    fn into_own(self) -> Option<HeaderList> {
+        Some(self)
     }
 }
 

@@ -2,7 +2,8 @@
 //! Content-Length or chunking, Connection) and pulls the body.
 
 use super::body::StreamBody;
-use super::recycle::HeaderList;
+use super::clock;
+use super::recycle::{HeaderList, OwnHeaderList};
 use bytes::Bytes;
 use std::cell::Cell;
 use std::fs::File;
@@ -106,9 +107,12 @@ impl Headers {
             Fields::Shared(rc) => Some(rc),
         }
     }
+}
 
+impl OwnHeaderList for Headers {
     /// The list when it is the response's own (for recycling), `None` when shared.
-    pub(crate) fn into_own(self) -> Option<HeaderList> {
+    #[inline]
+    fn into_own(self) -> Option<HeaderList> {
         match self.0 {
             Fields::Own(v) => Some(v),
             Fields::Shared(_) => None,
@@ -277,7 +281,7 @@ pub struct OpenFile {
     pub modified: SystemTime,
     /// The whole contents, for small files: answered with one write, no sendfile.
     pub contents: Option<Bytes>,
-    /// Until when (on [`coarse_clock_ns`]) the open-file cache would answer from this file
+    /// Until when (on [`clock::coarse_ns`]) the open-file cache would answer from this file
     /// without checking it on disk: a connection may give an answer made from it again
     /// until then. Set by the cache when its entry is checked, zero once the entry is gone.
     pub reuse_until: Cell<u64>,
@@ -299,26 +303,18 @@ impl OpenFile {
     /// disk: the same answer made from it may be given again now.
     #[inline]
     pub fn reusable_now(&self) -> bool {
-        self.reusable_at(coarse_clock_ns())
+        self.reusable_at(clock::coarse_ns())
     }
 
-    /// [`OpenFile::reusable_now`] at `now` on [`coarse_clock_ns`].
+    /// [`OpenFile::reusable_now`] at `now` on [`clock::coarse_ns`].
     #[inline]
     pub fn reusable_at(&self, now: u64) -> bool {
         now < self.reuse_until.get()
     }
 }
 
-/// The coarse monotonic clock in nanoseconds: the open-file cache's clock (the kernel's tick,
-/// read without the time-stamp counter).
-#[inline]
-pub fn coarse_clock_ns() -> u64 {
-    let ts = crate::http::date::read_clock(libc::CLOCK_MONOTONIC_COARSE);
-    // The monotonic clock starts at boot: never negative.
-    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
-    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
-    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
-}
+/// The old path of [`clock::coarse_ns`], kept until its callers read the clock module.
+pub use super::clock::coarse_ns as coarse_clock_ns;
 
 /// The standard reason phrase for a status code.
 pub fn reason(status: u16) -> &'static str {

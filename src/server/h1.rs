@@ -6,13 +6,14 @@ use super::answer_memo::Source;
 use super::buffers::READ_BUFFER;
 use super::transport::{self, Transport};
 use super::worker::WorkerCtx;
-use crate::http::date::BatchClock;
+use crate::http::clock::{self, BatchClock};
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
 use crate::http::{body, Answer, Body, FileRange, Request, Response};
 use crate::log::LogRecord;
-use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
+use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead};
 use bytes::{Buf, Bytes, BytesMut};
+use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -478,17 +479,15 @@ impl<'a, T: Transport> Conn<'a, T> {
         body: Body,
         keep_alive: bool,
     ) -> Result<u64, Close> {
-        let head_len = self.ctx.head_memo.borrow_mut().write(
-            &mut self.wbuf,
-            &ResponseHead {
-                status,
-                headers,
-                content_length: Some(body.len()),
-                keep_alive,
-                server_line: self.ctx.server_line(self.addrs.1.port()),
-                date: DATE,
-            },
-        ) as u64;
+        let head = ResponseHead {
+            status,
+            headers,
+            content_length: Some(body.len()),
+            keep_alive,
+            server_line: self.ctx.server_line(self.addrs.1.port()),
+            date: None,
+        };
+        let head_len = write_head_now(&self.ctx.head_memo, &mut self.wbuf, head, DATE) as u64;
         if req.is_head() || status == 304 || status == 204 {
             return Ok(head_len);
         }
@@ -786,17 +785,20 @@ impl<'a, T: Transport> Conn<'a, T> {
             Body::Bytes(b) => b.clone(),
             _ => Bytes::new(),
         };
-        h1::write_head(
-            &mut self.wbuf,
-            &ResponseHead {
-                status,
-                headers: &resp.headers,
-                content_length: Some(body.len() as u64),
-                keep_alive: false,
-                server_line: self.ctx.server_line(self.addrs.1.port()),
-                date: true,
-            },
-        );
+        let server_line = self.ctx.server_line(self.addrs.1.port());
+        clock::with_date(|date| {
+            h1::write_head(
+                &mut self.wbuf,
+                &ResponseHead {
+                    status,
+                    headers: &resp.headers,
+                    content_length: Some(body.len() as u64),
+                    keep_alive: false,
+                    server_line,
+                    date: Some(date),
+                },
+            )
+        });
         self.wbuf.extend_from_slice(&body);
     }
 
@@ -885,17 +887,15 @@ impl Out<'_> {
     /// Writes the head and the (copied) body of an inline reply; returns its bytes.
     fn write_copied(&mut self, reply: &Reply) -> u64 {
         let resp = &reply.resp;
-        let head_len = self.ctx.head_memo.borrow_mut().write(
-            self.wbuf,
-            &ResponseHead {
-                status: resp.status,
-                headers: &resp.headers,
-                content_length: Some(resp.body.len()),
-                keep_alive: reply.keep_alive,
-                server_line: self.ctx.server_line(self.port),
-                date: true,
-            },
-        ) as u64;
+        let head = ResponseHead {
+            status: resp.status,
+            headers: &resp.headers,
+            content_length: Some(resp.body.len()),
+            keep_alive: reply.keep_alive,
+            server_line: self.ctx.server_line(self.port),
+            date: None,
+        };
+        let head_len = write_head_now(&self.ctx.head_memo, self.wbuf, head, true) as u64;
         if reply.sends_no_body() {
             return head_len;
         }
@@ -1193,6 +1193,29 @@ fn base64url_decode(s: &[u8]) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+/// Writes `head` through the worker's head memo; `dated`: with our Date of now (read here,
+/// once), else as it is (a proxied response keeps its own).
+#[inline(always)]
+fn write_head_now(
+    memo: &RefCell<HeadMemo>,
+    out: &mut Vec<u8>,
+    head: ResponseHead<'_>,
+    dated: bool,
+) -> usize {
+    let mut memo = memo.borrow_mut();
+    if dated {
+        clock::with_date(|date| {
+            let head = ResponseHead {
+                date: Some(date),
+                ..head
+            };
+            memo.write(out, &head)
+        })
+    } else {
+        memo.write(out, &head)
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ mod slab;
 mod stream;
 mod wake;
 
-use crate::proto::h3::{self, Error, ErrorCode, RequestEvent, Session};
+use crate::proto::h3::{self, qpack, Error, ErrorCode, RequestEvent, Session};
 use crate::server::quic::Wakes;
 use crate::server::worker::WorkerCtx;
 use bytes::{Bytes, BytesMut};
@@ -162,7 +162,8 @@ impl<'a> H3Conn<'a> {
 
     /// Does everything that can be done now: accepts and reads streams, answers requests,
     /// polls pending answers and bodies that were woken, writes what quinn accepts.
-    pub fn drive(&mut self, conn: &mut Connection, now: Instant) {
+    /// `encoder`: the endpoint's QPACK encoder, shared by its connections.
+    pub fn drive(&mut self, conn: &mut Connection, encoder: &mut qpack::Encoder, now: Instant) {
         if self.lost {
             return;
         }
@@ -176,7 +177,7 @@ impl<'a> H3Conn<'a> {
             if self.peer_uni.contains(&id) {
                 self.read_uni(conn, id);
             } else {
-                self.read_request(conn, id, now);
+                self.read_request(conn, encoder, id, now);
             }
             readable.append(&mut self.readable);
         }
@@ -188,7 +189,7 @@ impl<'a> H3Conn<'a> {
         // read more of those whose handler made room in its pipe.
         let mut busy = false;
         self.streams.retain(|id, s| {
-            let step = s.drive(conn, &mut self.session);
+            let step = s.drive(conn, &mut self.session, encoder);
             busy |= step == Step::Busy;
             if s.wants_read() {
                 self.readable.push(*id);
@@ -200,7 +201,7 @@ impl<'a> H3Conn<'a> {
             // written on the next drive.
             let again = std::mem::take(&mut self.readable);
             for id in again {
-                self.read_request(conn, id, now);
+                self.read_request(conn, encoder, id, now);
             }
             busy = true;
         }
@@ -299,11 +300,17 @@ impl<'a> H3Conn<'a> {
     }
 
     /// Reads a request stream as far as its pipe has room and hands the events on.
-    fn read_request(&mut self, conn: &mut Connection, id: StreamId, now: Instant) {
+    fn read_request(
+        &mut self,
+        conn: &mut Connection,
+        encoder: &mut qpack::Encoder,
+        id: StreamId,
+        now: Instant,
+    ) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        let r = s.read(conn, &mut self.session, &mut self.events, now);
+        let r = s.read(conn, &mut self.session, encoder, &mut self.events, now);
         self.events.clear();
         if let Err(e) = r {
             self.on_error(e);

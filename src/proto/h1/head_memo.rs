@@ -1,6 +1,7 @@
 //! Response heads written before, kept rendered: a server answering the same route or file
 //! over and over writes the same head but for its Date, so the head is rendered once and
-//! copied after, with the Date patched when the second changes.
+//! copied after, with the Date patched when the second changes. The caller reads the clock
+//! and passes the Date in.
 //!
 //! A head is recognised by the identity of its header fields: handlers clone them from their
 //! configuration or the open-file cache, so the `Bytes` of one answer point where the last
@@ -9,7 +10,7 @@
 //! and a hit writes exactly what `write_head` would.
 
 use super::write::{write_head_dated, ResponseHead};
-use crate::http::date::{self, DATE_LEN};
+use crate::http::clock::DATE_LEN;
 use bytes::Bytes;
 
 /// Heads kept; a slot is chosen by a hash of the head, so a few answers that alternate (a
@@ -50,19 +51,17 @@ impl HeadMemo {
     #[inline]
     pub fn write(&mut self, out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
         // A head without our Date (a proxied response) has nothing to patch: not kept.
-        if !head.date {
+        let Some(date) = head.date else {
             return write_head_dated(out, head).0;
-        }
+        };
         let slot = &mut self.slots[slot_of(head)];
         if !slot.matches(head) {
-            return slot.render(out, head);
+            return slot.render(out, head, date.second);
         }
-        date::with_now_second(|second, text| {
-            if second != slot.second {
-                slot.rendered[slot.date_at..slot.date_at + DATE_LEN].copy_from_slice(text);
-                slot.second = second;
-            }
-        });
+        if date.second != slot.second {
+            slot.rendered[slot.date_at..slot.date_at + DATE_LEN].copy_from_slice(&date.text);
+            slot.second = date.second;
+        }
         out.extend_from_slice(&slot.rendered);
         slot.rendered.len()
     }
@@ -93,7 +92,7 @@ impl Slot {
 
     /// Writes the head in full and keeps it in this slot. Out of line: the miss.
     #[inline(never)]
-    fn render(&mut self, out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
+    fn render(&mut self, out: &mut Vec<u8>, head: &ResponseHead<'_>, second: u64) -> usize {
         let start = out.len();
         let (len, date_at) = write_head_dated(out, head);
         let Some(date_at) = date_at else {
@@ -112,8 +111,7 @@ impl Slot {
         self.content_length = head.content_length;
         self.keep_alive = head.keep_alive;
         self.date_at = date_at;
-        // Unknown: the next hit writes the current date in.
-        self.second = u64::MAX;
+        self.second = second;
         len
     }
 }
@@ -133,6 +131,12 @@ fn slot_of(head: &ResponseHead<'_>) -> usize {
 mod tests {
     use super::super::write::write_head;
     use super::*;
+    use crate::http::clock::Date;
+
+    const NOW: Date = Date {
+        second: 784_111_777,
+        text: *b"Sun, 06 Nov 1994 08:49:37 GMT",
+    };
 
     fn head<'a>(headers: &'a [(Bytes, Bytes)], len: u64, keep_alive: bool) -> ResponseHead<'a> {
         ResponseHead {
@@ -141,7 +145,7 @@ mod tests {
             content_length: Some(len),
             keep_alive,
             server_line: b"Server: spate\r\n",
-            date: true,
+            date: Some(&NOW),
         }
     }
 
@@ -222,7 +226,7 @@ mod tests {
                 ..head(&fa, 2, true)
             },
             ResponseHead {
-                date: false,
+                date: None,
                 ..head(&fa, 2, true)
             },
         ];
@@ -232,6 +236,25 @@ mod tests {
                 assert_same(&mut memo, h);
             }
         }
+    }
+
+    #[test]
+    fn a_new_second_is_patched_in() {
+        let fields = [(
+            Bytes::from_static(b"Content-Type"),
+            Bytes::from_static(b"text/plain"),
+        )];
+        let mut memo = HeadMemo::new();
+        let h = head(&fields, 2, true);
+        assert_same(&mut memo, &h);
+        let later = Date::at(NOW.second + 1);
+        let h = ResponseHead {
+            date: Some(&later),
+            ..h
+        };
+        let got = memo_text(&mut memo, &h);
+        assert_eq!(got, plain_text(&h));
+        assert!(String::from_utf8_lossy(&got).contains("Date: Sun, 06 Nov 1994 08:49:38 GMT\r\n"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Response serialization: status line, header fields, and chunk framing.
 
-use crate::http::date;
+use crate::http::clock::Date;
 use crate::http::response::reason;
 use bytes::Bytes;
 
@@ -13,8 +13,9 @@ pub struct ResponseHead<'a> {
     pub keep_alive: bool,
     /// A preformatted `Server: name\r\n` line, or empty.
     pub server_line: &'a [u8],
-    /// Write the Date field; false when `headers` carry their own (a proxied response).
-    pub date: bool,
+    /// The Date to write, read by the caller; `None` when `headers` carry their own (a
+    /// proxied response).
+    pub date: Option<&'a Date>,
 }
 
 /// Appends the response head to `out`; returns the number of bytes written.
@@ -32,10 +33,10 @@ pub(super) fn write_head_dated(
     write_status_line(out, head.status);
     out.extend_from_slice(head.server_line);
     let mut date_at = None;
-    if head.date {
+    if let Some(date) = head.date {
         out.extend_from_slice(b"Date: ");
         date_at = Some(out.len() - start);
-        date::with_now(|d| out.extend_from_slice(d));
+        out.extend_from_slice(&date.text);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(if head.keep_alive {
@@ -178,7 +179,7 @@ mod tests {
                 content_length: len,
                 keep_alive,
                 server_line: b"Server: bench\r\n",
-                date: true,
+                date: Some(&Date::at(784_111_777)),
             },
         );
         assert_eq!(n, out.len());

@@ -110,7 +110,6 @@ impl Head {
 pub struct Session {
     local: Settings,
     decoder: qpack::Decoder,
-    encoder: qpack::Encoder,
     peer_settings: Option<PeerSettings>,
     peer_goaway: Option<u64>,
     peer_max_push_id: Option<u64>,
@@ -193,7 +192,6 @@ impl Session {
         Session {
             local,
             decoder,
-            encoder: qpack::Encoder::default(),
             peer_settings: None,
             peer_goaway: None,
             peer_max_push_id: None,
@@ -785,45 +783,39 @@ impl Session {
     }
 
     /// Appends a HEADERS frame with `:status` and `fields` (names lowercased;
-    /// connection-specific fields dropped, as RFC 9114 section 4.2 requires).
-    /// A head equal to the worker's last one is copied from the section memo.
-    pub fn encode_response_head<'a, I>(&mut self, status: u16, fields: I, out: &mut BytesMut)
-    where
+    /// connection-specific fields dropped, as RFC 9114 section 4.2 requires), encoded by
+    /// `encoder`, which the caller keeps for all its connections. A head equal to the
+    /// encoder's last one is copied from its section memo.
+    pub fn encode_response_head<'a, I>(
+        encoder: &mut qpack::Encoder,
+        status: u16,
+        fields: I,
+        out: &mut BytesMut,
+    ) where
         I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
         I::IntoIter: Clone,
     {
         let at = begin_headers_frame(out);
         let fields = fields.into_iter();
-        if !qpack::section_memo::get(status, fields.clone(), out) {
+        if !encoder.last_section.get(status, fields.clone(), out) {
             let start = out.len();
             qpack::encoder::put_prefix(out);
             qpack::encoder::put_status(status, out);
-            self.put_fields(fields.clone(), out);
-            qpack::section_memo::put(status, fields, &out[start..]);
+            put_fields(encoder, fields.clone(), out);
+            encoder.last_section.put(status, fields, &out[start..]);
         }
         end_headers_frame(out, at);
     }
 
-    /// Appends a HEADERS frame carrying trailers.
-    pub fn encode_trailers<'a, I>(&mut self, fields: I, out: &mut BytesMut)
+    /// Appends a HEADERS frame carrying trailers, encoded by `encoder`.
+    pub fn encode_trailers<'a, I>(encoder: &mut qpack::Encoder, fields: I, out: &mut BytesMut)
     where
         I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
     {
         let at = begin_headers_frame(out);
         qpack::encoder::put_prefix(out);
-        self.put_fields(fields, out);
+        put_fields(encoder, fields, out);
         end_headers_frame(out, at);
-    }
-
-    fn put_fields<'a, I>(&mut self, fields: I, out: &mut BytesMut)
-    where
-        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
-    {
-        for (name, value) in fields {
-            if !name.starts_with(b":") && !request_head::is_connection_specific(name) {
-                self.encoder.field(name, value, out);
-            }
-        }
     }
 
     /// Appends a DATA frame header for a payload of `len` bytes (the payload follows).
@@ -851,6 +843,18 @@ impl Session {
     /// Request streams with state here (open, not yet ended): for tests and metrics.
     pub fn open_request_streams(&self) -> usize {
         self.requests.len()
+    }
+}
+
+/// Appends the field lines of the fields a response or trailers may carry.
+fn put_fields<'a, I>(encoder: &mut qpack::Encoder, fields: I, out: &mut BytesMut)
+where
+    I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+{
+    for (name, value) in fields {
+        if !name.starts_with(b":") && !request_head::is_connection_specific(name) {
+            encoder.field(name, value, out);
+        }
     }
 }
 

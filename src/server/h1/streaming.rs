@@ -313,7 +313,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             body => {
                 sent.body = if req.is_head() { 0 } else { body.len() };
                 if !has_date {
-                    let now = crate::http::date::with_now(|d| Bytes::copy_from_slice(d));
+                    let now = crate::http::clock::with_now(|d| Bytes::copy_from_slice(d));
                     headers.push((Bytes::from_static(b"Date"), now));
                 }
                 // `send::<false>`: the fast path keeps `send::<true>` to itself.
@@ -332,17 +332,28 @@ impl<'a, T: Transport> Conn<'a, T> {
             // An HTTP/1.0 client: the body ends with the connection.
             *keep_alive = false;
         }
-        sent.total = h1::write_head(
-            &mut self.wbuf,
-            &ResponseHead {
-                status,
-                headers: &headers,
-                content_length: stream.len,
-                keep_alive: *keep_alive,
-                server_line: self.ctx.server_line(self.addrs.1.port()),
-                date: !has_date,
-            },
-        ) as u64;
+        let head = ResponseHead {
+            status,
+            headers: &headers,
+            content_length: stream.len,
+            keep_alive: *keep_alive,
+            server_line: self.ctx.server_line(self.addrs.1.port()),
+            date: None,
+        };
+        let wbuf = &mut self.wbuf;
+        sent.total = if has_date {
+            h1::write_head(wbuf, &head)
+        } else {
+            crate::http::clock::with_date(|date| {
+                h1::write_head(
+                    wbuf,
+                    &ResponseHead {
+                        date: Some(date),
+                        ..head
+                    },
+                )
+            })
+        } as u64;
         sent.headers = headers;
         if bodiless {
             return Ok(Out::Done);

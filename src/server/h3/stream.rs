@@ -12,7 +12,7 @@ use crate::http::{Answer, Body, BodyError, Pending, Request, Response, Side};
 use crate::log::{AccessLog, LogRecord};
 use crate::metrics::Mark;
 use crate::proto::h2::stream::BodySource;
-use crate::proto::h3::{Error, ErrorCode, RequestEvent, Session};
+use crate::proto::h3::{qpack, Error, ErrorCode, RequestEvent, Session};
 use crate::server::quic::Wakes;
 use crate::server::worker::WorkerCtx;
 use bytes::{Bytes, BytesMut};
@@ -173,6 +173,7 @@ impl<'a> ReqStream<'a> {
         &mut self,
         conn: &mut Connection,
         session: &mut Session,
+        encoder: &mut qpack::Encoder,
         events: &mut Vec<RequestEvent>,
         now: Instant,
     ) -> Result<(), Error> {
@@ -254,17 +255,25 @@ impl<'a> ReqStream<'a> {
                     if head.expect_continue && body_follows {
                         // The client waits for this before sending its body.
                         let (out, ()) = slab::cut(8, |out| {
-                            session.encode_response_head(100, std::iter::empty(), out)
+                            Session::encode_response_head(encoder, 100, std::iter::empty(), out)
                         });
                         self.out.push(out.freeze());
                     }
                     let req = head.into_request(self.peer, self.local);
-                    self.on_head(conn, session, req, content_length, body_follows, now);
+                    self.on_head(
+                        conn,
+                        session,
+                        encoder,
+                        req,
+                        content_length,
+                        body_follows,
+                        now,
+                    );
                 }
                 RequestEvent::Data(data) => {
                     self.body_received += data.len() as u64;
                     if self.body_received > self.ctx.config.limits.request_body {
-                        self.too_large(conn, session);
+                        self.too_large(conn, session, encoder);
                         continue;
                     }
                     if let Some(w) = &self.body {
@@ -278,13 +287,13 @@ impl<'a> ReqStream<'a> {
                         w.finish(self.trailers.take());
                     }
                     if let Some(req) = self.waiting.take() {
-                        self.answer(session, req, now);
+                        self.answer(encoder, req, now);
                     }
                 }
                 RequestEvent::Blocked => {}
                 RequestEvent::HeadTooLarge => {
                     self.stop_reading(conn, session, ErrorCode::H3_NO_ERROR);
-                    self.respond(session, Response::error(431), false);
+                    self.respond(encoder, Response::error(431), false);
                 }
             }
         }
@@ -300,10 +309,12 @@ impl<'a> ReqStream<'a> {
 
     /// The request head: handlers that read bodies get it now, with the body streaming
     /// behind; the others once the body (dropped) has ended.
+    #[allow(clippy::too_many_arguments)]
     fn on_head(
         &mut self,
         conn: &mut Connection,
         session: &mut Session,
+        encoder: &mut qpack::Encoder,
         req: Request,
         content_length: Option<u64>,
         has_body: bool,
@@ -313,7 +324,7 @@ impl<'a> ReqStream<'a> {
         self.started = now;
         self.mark = crate::metrics::start();
         if content_length.is_some_and(|l| l > self.ctx.config.limits.request_body) {
-            self.too_large(conn, session);
+            self.too_large(conn, session, encoder);
             return;
         }
         let mut req = req;
@@ -321,14 +332,14 @@ impl<'a> ReqStream<'a> {
             let (writer, reader) = body::pipe(content_length);
             req.set_body(reader);
             self.body = Some(writer);
-            self.answer(session, req, now);
+            self.answer(encoder, req, now);
         } else {
             self.waiting = Some(req);
         }
     }
 
     /// Routes the request.
-    fn answer(&mut self, session: &mut Session, req: Request, now: Instant) {
+    fn answer(&mut self, encoder: &mut qpack::Encoder, req: Request, now: Instant) {
         let ctx = self.ctx;
         let (answer, route) = ctx.router.handle(&req);
         let file = route.and_then(|r| r.access_log.clone());
@@ -336,7 +347,7 @@ impl<'a> ReqStream<'a> {
         match answer {
             Answer::Now(resp) => {
                 self.keep_for_log(file, req);
-                self.respond(session, resp, head);
+                self.respond(encoder, resp, head);
             }
             Answer::Later(fut) => {
                 let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(&req));
@@ -361,11 +372,11 @@ impl<'a> ReqStream<'a> {
     }
 
     /// Queues the response head and sets up its body.
-    fn respond(&mut self, session: &mut Session, resp: Response, head_request: bool) {
+    fn respond(&mut self, encoder: &mut qpack::Encoder, resp: Response, head_request: bool) {
         let status = resp.status;
         let no_body = head_request || status == 204 || status == 304 || status < 200;
         let declared = resp.body.known_len();
-        let date = crate::http::date::with_now(|d| *d);
+        let date = crate::http::clock::with_now(|d| *d);
         let has_date = resp
             .headers
             .iter()
@@ -390,7 +401,9 @@ impl<'a> ReqStream<'a> {
                     .map(|(n, v)| (&n[..], &v[..])),
             )
             .chain(len.map(|l| (&b"content-length"[..], l)));
-        let (out, ()) = slab::cut(256, |out| session.encode_response_head(status, fields, out));
+        let (out, ()) = slab::cut(256, |out| {
+            Session::encode_response_head(encoder, status, fields, out)
+        });
         self.status = status;
         self.head_bytes += out.len() as u64;
         match &mut self.log {
@@ -415,7 +428,12 @@ impl<'a> ReqStream<'a> {
     }
 
     /// Writes queued frames and produces more while quinn accepts them.
-    pub fn drive(&mut self, conn: &mut Connection, session: &mut Session) -> Step {
+    pub fn drive(
+        &mut self,
+        conn: &mut Connection,
+        session: &mut Session,
+        encoder: &mut qpack::Encoder,
+    ) -> Step {
         let mut budget = DRIVE_BUDGET;
         loop {
             if budget == 0 {
@@ -429,7 +447,7 @@ impl<'a> ReqStream<'a> {
                 Made::Nothing => break,
                 Made::Response(resp) => {
                     let head = self.log.as_ref().is_some_and(|l| l.req.is_head());
-                    self.respond(session, resp, head);
+                    self.respond(encoder, resp, head);
                 }
                 Made::Data(head, data) => {
                     self.count_body(data.len() as u64, head.len() as u64);
@@ -442,7 +460,8 @@ impl<'a> ReqStream<'a> {
                 }
                 Made::Trailers(t) => {
                     let (out, ()) = slab::cut(64, |out| {
-                        session.encode_trailers(t.iter().map(|(n, v)| (&n[..], &v[..])), out)
+                        let trailers = t.iter().map(|(n, v)| (&n[..], &v[..]));
+                        Session::encode_trailers(encoder, trailers, out)
                     });
                     self.out.push(out.freeze());
                 }
@@ -658,11 +677,16 @@ impl<'a> ReqStream<'a> {
     }
 
     /// The body is over `limit-request-body`: 413 if nothing was answered yet.
-    fn too_large(&mut self, conn: &mut Connection, session: &mut Session) {
+    fn too_large(
+        &mut self,
+        conn: &mut Connection,
+        session: &mut Session,
+        encoder: &mut qpack::Encoder,
+    ) {
         self.stop_reading(conn, session, ErrorCode::H3_NO_ERROR);
         self.waiting = None;
         if matches!(self.send, Send::Waiting) {
-            self.respond(session, Response::error(413), false);
+            self.respond(encoder, Response::error(413), false);
         }
     }
 

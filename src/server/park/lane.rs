@@ -3,7 +3,7 @@
 //! waiting. `Parking::serve` (`park.rs`) runs it on readiness and keeps, hands over or closes
 //! the connection by what it returns.
 
-use crate::http::date::BatchClock;
+use crate::http::clock::BatchClock;
 use crate::server::buffers::READ_BUFFER;
 use crate::server::h1::{self, Addrs, LaneStep};
 use crate::server::worker::WorkerCtx;

@@ -7,6 +7,7 @@
 
 use super::route::{self, Forwarded, Route};
 use super::Settings;
+use crate::proto::h3::qpack;
 use crate::server::h3::H3Conn;
 use crate::server::panics::contain_step;
 use crate::server::worker::{ActiveGuard, WorkerCtx};
@@ -100,6 +101,7 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         gso,
         retry: settings.quic.retry || settings.quic.amp_limit < 3,
         shutdown_at: None,
+        encoder: qpack::Encoder::default(),
     };
     // The driver polls every request's handler and body itself, inside this one task: under
     // tokio's cooperative budget (128 I/O operations per task poll, meant for one connection)
@@ -162,6 +164,9 @@ struct Driver<'a> {
     retry: bool,
     /// Set once the worker stops: connections still open then are closed.
     shutdown_at: Option<Instant>,
+    /// The QPACK encoder of every connection's responses, with its memos: answers on one
+    /// connection make the lines the next connection's answers reuse.
+    encoder: qpack::Encoder,
 }
 
 struct Conn<'a> {
@@ -498,6 +503,7 @@ impl<'a> Driver<'a> {
         let Some(Some(c)) = self.conns.get_mut(i) else {
             return false;
         };
+        let encoder = &mut self.encoder;
         if c.broken {
             while c.quic.poll().is_some() {}
         } else {
@@ -512,7 +518,7 @@ impl<'a> Driver<'a> {
                         _ => {}
                     }
                 }
-                c.h3.drive(&mut c.quic, now);
+                c.h3.drive(&mut c.quic, encoder, now);
             });
             if worked.is_none() {
                 c.broken = true;

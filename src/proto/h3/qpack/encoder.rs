@@ -3,14 +3,22 @@
 
 use bytes::BufMut;
 
-use super::{memo, static_table};
+use super::memo::{self, LineMemo};
+use super::section_memo::SectionMemo;
+use super::{sensitive, static_table};
 use crate::proto::h2::hpack::{huffman, integer};
 
-/// Encodes field sections; holds only scratch buffers (a lowercased name, a field line).
+/// Encodes field sections. It holds no connection's state (its sections never use the
+/// dynamic table), only scratch buffers and memos of what it made: one encoder serves every
+/// connection of a worker's endpoint, so that their answers share the memos.
 #[derive(Debug, Default)]
 pub struct Encoder {
     lower: Vec<u8>,
     line: Vec<u8>,
+    /// Field lines made recently (`memo.rs`).
+    lines: LineMemo,
+    /// The last response section made, whole (`section_memo.rs`), for the session to use.
+    pub(crate) last_section: SectionMemo,
 }
 
 impl Encoder {
@@ -27,13 +35,14 @@ impl Encoder {
         }
     }
 
-    /// Appends one field line: the worker's memo has most of them (`memo.rs`).
+    /// Appends one field line: the memo has most of them (`memo.rs`).
     pub fn field(&mut self, name: &[u8], value: &[u8], out: &mut impl BufMut) {
         if name.len() + value.len() > memo::MAX_FIELD {
             self.encode_field(name, value, out);
             return;
         }
-        if memo::get(name, value, |line| out.put_slice(line)) {
+        if let Some(line) = self.lines.get(name, value) {
+            out.put_slice(line);
             return;
         }
         let mut line = std::mem::take(&mut self.line);
@@ -41,7 +50,7 @@ impl Encoder {
         let keep = self.encode_field(name, value, &mut line);
         out.put_slice(&line);
         if keep {
-            memo::put(name, value, &line);
+            self.lines.put(name, value, &line);
         }
         self.line = line;
     }
@@ -79,7 +88,7 @@ pub fn put_status(status: u16, out: &mut impl BufMut) {
 
 /// Appends the field line of a lowercase `name`; false if the field is sensitive.
 fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) -> bool {
-    let never = sensitive(name);
+    let never = sensitive::lowercase(name);
     match static_table::find(name, value) {
         Some((index, true)) => {
             // Indexed Field Line, static: 11xxxxxx.
@@ -99,26 +108,6 @@ fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) -> bool {
         }
     }
     !never
-}
-
-/// Whether a field of this name (in any case) must stay out of every table and memo.
-pub(crate) fn sensitive_name(name: &[u8]) -> bool {
-    [
-        &b"authorization"[..],
-        b"proxy-authorization",
-        b"set-cookie",
-        b"cookie",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
-}
-
-/// Fields an intermediary must not put in a compression table (RFC 9204 section 7.1.3).
-fn sensitive(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"authorization" | b"proxy-authorization" | b"set-cookie" | b"cookie"
-    )
 }
 
 /// A string literal with a `prefix`-bit length; the H bit sits just above the prefix.

@@ -2,17 +2,23 @@
 //! (a proxied backend's `server`, `content-type`, `etag`, `last-modified`; `date` for a
 //! second), and a line made afresh costs a static-table lookup, a lowercased copy of the name
 //! and a Huffman pass. Our field lines use the static table only, so a line depends on
-//! nothing but its field: the connections of a worker thread share one memo. Bounded: a fixed
-//! number of slots, each keeping a short field only, and never a sensitive one.
-
-use std::cell::RefCell;
+//! nothing but its field: the connections that share an [`super::Encoder`] share its memo.
+//! Bounded: a fixed number of slots, each keeping a short field only, and never a sensitive
+//! one.
 
 /// Slots of the memo (a power of two: the slot is picked by the top bits of a hash).
 const SLOTS: usize = 64;
 /// Name and value bytes of the longest field kept.
 pub(super) const MAX_FIELD: usize = 128;
 
-#[derive(Default)]
+/// Field lines by field, in slots picked by a hash.
+#[derive(Debug, Default)]
+pub(super) struct LineMemo {
+    /// Empty until the first line is kept.
+    slots: Vec<Slot>,
+}
+
+#[derive(Debug, Default)]
 struct Slot {
     /// The field's name then its value, as given.
     key: Vec<u8>,
@@ -21,47 +27,34 @@ struct Slot {
     line: Vec<u8>,
 }
 
-thread_local! {
-    // Per worker thread: a worker's connections encode on its thread.
-    static MEMO: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Calls `hit` with the line kept for (`name`, `value`), if there is one; true if it did.
-pub(super) fn get(name: &[u8], value: &[u8], hit: impl FnOnce(&[u8])) -> bool {
-    MEMO.with(|m| {
-        let m = m.borrow();
-        let Some(s) = m.get(slot_of(name, value)) else {
-            return false;
-        };
+impl LineMemo {
+    /// The line kept for (`name`, `value`), if there is one.
+    #[inline]
+    pub(super) fn get(&self, name: &[u8], value: &[u8]) -> Option<&[u8]> {
+        let s = self.slots.get(slot_of(name, value))?;
         let (n, v) = s.key.split_at(s.name_len.min(s.key.len()));
-        if n == name && v == value {
-            hit(&s.line);
-            true
-        } else {
-            false
-        }
-    })
-}
-
-/// Keeps `line` as the encoding of (`name`, `value`), in place of what its slot held.
-pub(super) fn put(name: &[u8], value: &[u8], line: &[u8]) {
-    if name.len() + value.len() > MAX_FIELD {
-        return;
+        (n == name && v == value).then_some(&s.line[..])
     }
-    MEMO.with(|m| {
-        let mut m = m.borrow_mut();
-        if m.is_empty() {
-            m.resize_with(SLOTS, Slot::default);
+
+    /// Keeps `line` as the encoding of (`name`, `value`), in place of what its slot held.
+    pub(super) fn put(&mut self, name: &[u8], value: &[u8], line: &[u8]) {
+        if name.len() + value.len() > MAX_FIELD {
+            return;
+        }
+        if self.slots.is_empty() {
+            self.slots.resize_with(SLOTS, Slot::default);
         }
         let i = slot_of(name, value);
-        let Some(s) = m.get_mut(i) else { return };
+        let Some(s) = self.slots.get_mut(i) else {
+            return;
+        };
         s.key.clear();
         s.key.extend_from_slice(name);
         s.key.extend_from_slice(value);
         s.name_len = name.len();
         s.line.clear();
         s.line.extend_from_slice(line);
-    })
+    }
 }
 
 /// The slot of a field: a hash of the lengths, the name's first byte and the value's last
@@ -81,16 +74,15 @@ mod tests {
 
     #[test]
     fn a_kept_line_comes_back_for_its_field_only() {
-        put(b"server", b"memo-test", b"line-a");
-        let mut got = Vec::new();
-        assert!(get(b"server", b"memo-test", |l| got.extend_from_slice(l)));
-        assert_eq!(got, b"line-a");
+        let mut memo = LineMemo::default();
+        memo.put(b"server", b"memo-test", b"line-a");
+        assert_eq!(memo.get(b"server", b"memo-test"), Some(&b"line-a"[..]));
         // Same bytes split elsewhere between name and value: another field.
-        assert!(!get(b"serverm", b"emo-test", |_| {}));
-        assert!(!get(b"server", b"memo-tesT", |_| {}));
+        assert!(memo.get(b"serverm", b"emo-test").is_none());
+        assert!(memo.get(b"server", b"memo-tesT").is_none());
         // Too long to keep.
         let long = vec![b'x'; MAX_FIELD];
-        put(b"etag", &long, b"line-b");
-        assert!(!get(b"etag", &long, |_| {}));
+        memo.put(b"etag", &long, b"line-b");
+        assert!(memo.get(b"etag", &long).is_none());
     }
 }

@@ -18,6 +18,7 @@ pub(crate) mod decoder;
 pub(crate) mod encoder;
 mod memo;
 pub(crate) mod section_memo;
+mod sensitive;
 mod static_table;
 
 pub use crate::proto::h2::hpack::HeaderField;
