@@ -14,8 +14,9 @@ mod slab;
 mod stream;
 mod wake;
 
+pub(crate) use wake::Wakes;
+
 use crate::proto::h3::{self, Error, ErrorCode, RequestEvent, Session};
-use crate::server::quic::Wakes;
 use crate::server::worker::WorkerCtx;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ConnectionError, Dir, StreamEvent, StreamId, VarInt};

@@ -4,7 +4,7 @@
 //! queued, or reset) and the request side has ended or been stopped.
 
 use super::slab;
-use super::wake::StreamWake;
+use super::wake::{StreamWake, Wakes};
 use super::{varint, PIPE_HIGH_WATER, READ_BUDGET};
 use crate::handler::{Negotiated, PathRoute};
 use crate::http::body::{self, BodyStream, BodyWriter, Frame, Trailers};
@@ -13,7 +13,6 @@ use crate::log::{AccessLog, LogRecord};
 use crate::metrics::Mark;
 use crate::proto::h2::stream::BodySource;
 use crate::proto::h3::{Error, ErrorCode, RequestEvent, Session};
-use crate::server::quic::Wakes;
 use crate::server::worker::WorkerCtx;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ReadError, StreamId, VarInt, WriteError};

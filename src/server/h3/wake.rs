@@ -2,11 +2,11 @@
 //! its connection queued for the endpoint driver, which drives only connections that were
 //! woken and, in them, polls only streams that were.
 
-use crate::server::quic::Wakes;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
+use tokio::sync::Notify;
 
 /// Marks kept for reuse per worker thread (a stream's mark is an allocation otherwise).
 const SPARE_MAX: usize = 256;
@@ -95,6 +95,36 @@ impl Drop for StreamWake {
                     s.push(self.flag.clone());
                 }
             });
+        }
+    }
+}
+
+/// Connections' wake-ups from pending answers and bodies: the connection's index, then a
+/// nudge to the driver.
+#[derive(Default)]
+pub(crate) struct Wakes {
+    woken: Mutex<Vec<usize>>,
+    notify: Notify,
+}
+
+impl Wakes {
+    /// Marks connection `conn` to be driven.
+    pub fn wake(&self, conn: usize) {
+        if let Ok(mut w) = self.woken.lock() {
+            w.push(conn);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Completes at the next wake-up (or at once if one came since the last).
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// Swaps the marks into `into` (empty), so both vectors keep their capacity across turns.
+    pub fn take(&self, into: &mut Vec<usize>) {
+        if let Ok(mut w) = self.woken.lock() {
+            std::mem::swap(&mut *w, into);
         }
     }
 }
