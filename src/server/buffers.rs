@@ -105,6 +105,18 @@ impl BufferPool {
     }
 }
 
+/// Gives freed heap memory back to the system (glibc keeps a burst's peak otherwise).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn trim_allocator() {
+    // SAFETY: malloc_trim only releases free heap memory; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn trim_allocator() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

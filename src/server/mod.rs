@@ -15,12 +15,14 @@
 pub mod account;
 mod answer_memo;
 mod buffers;
+mod connection;
+mod context;
 mod h1;
 mod h2;
+mod h2_settings;
 mod h3;
 mod listen;
 pub(crate) mod panics;
-mod park;
 pub mod pid_file;
 mod proxy_protocol;
 mod quic;

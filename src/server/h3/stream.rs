@@ -13,7 +13,7 @@ use crate::log::{AccessLog, LogRecord};
 use crate::metrics::Mark;
 use crate::proto::h2::stream::BodySource;
 use crate::proto::h3::{Error, ErrorCode, RequestEvent, Session};
-use crate::server::worker::WorkerCtx;
+use crate::server::context::WorkerCtx;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ReadError, StreamId, VarInt, WriteError};
 use std::cell::RefCell;

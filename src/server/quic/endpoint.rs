@@ -7,9 +7,9 @@
 
 use super::route::{self, Forwarded, Route};
 use super::Settings;
+use crate::server::context::{ActiveGuard, WorkerCtx};
 use crate::server::h3::{H3Conn, Wakes};
 use crate::server::panics::contain_step;
-use crate::server::worker::{ActiveGuard, WorkerCtx};
 use bytes::BytesMut;
 use quinn_proto::{
     ConnectionHandle, DatagramEvent, Endpoint, EndpointEvent, Event, Incoming, Transmit,
