@@ -36,6 +36,7 @@ mod tls_socket;
 mod tls_transport;
 mod transport;
 mod upgrade;
+mod wake_flag;
 mod worker;
 
 use crate::config::{Config, ListenKind};
