@@ -5,6 +5,7 @@
 use super::answer_memo::Source;
 use super::buffers::READ_BUFFER;
 use super::context::{Addrs, WorkerCtx};
+use super::request_end::{request_ended, Counted};
 use super::transport::{self, Transport};
 use crate::http::date::BatchClock;
 use crate::http::request::RequestBuilder;
@@ -875,32 +876,38 @@ impl Out<'_> {
     /// Counts and logs a reply of `total` bytes.
     fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
         let status = reply.resp.status;
-        if let Some(started) = clock.counted {
+        let counted = clock.counted.map(|started| {
             let body_in = match reply.framing {
                 BodyFraming::Length(n) => n,
                 _ => 0,
             };
-            crate::metrics::request(
-                crate::metrics::Proto::Http1,
+            Counted {
+                proto: crate::metrics::Proto::Http1,
                 status,
-                reply.head_len + body_in,
-                total,
+                bytes_in: reply.head_len + body_in,
+                bytes_out: total,
                 started,
-            );
-        }
-        if let (Some(log), Some((at, started))) = (reply.log, clock.received_at) {
-            log.borrow_mut().log(&LogRecord {
-                req: &reply.req,
-                status,
-                body_bytes: if reply.req.is_head() { 0 } else { body_len },
-                total_bytes: total,
-                received_at: at,
-                duration: started.elapsed(),
-                resp_headers: &reply.resp.headers,
-                tls: self.tls,
-                stream_id: None,
-            });
-        }
+                ended: None,
+            }
+        });
+        let log = match (reply.log, clock.received_at) {
+            (Some(log), Some((at, started))) => Some((
+                &**log,
+                LogRecord {
+                    req: &reply.req,
+                    status,
+                    body_bytes: if reply.req.is_head() { 0 } else { body_len },
+                    total_bytes: total,
+                    received_at: at,
+                    duration: started.elapsed(),
+                    resp_headers: &reply.resp.headers,
+                    tls: self.tls,
+                    stream_id: None,
+                },
+            )),
+            _ => None,
+        };
+        request_ended(counted, log);
     }
 
     /// Writes the head and the (copied) body of an inline reply; returns its bytes.
@@ -997,11 +1004,16 @@ pub(crate) fn answer_in_lane(
             let total = answer.len() as u64;
             drop(memo);
             rbuf.advance(given.head_len);
-            if let Some(mark) = crate::metrics::start() {
-                let head = given.head_len as u64;
-                let proto = crate::metrics::Proto::Http1;
-                crate::metrics::request_between(proto, given.status, head, total, mark, mark);
-            }
+            // A kept answer takes no time of its own: it starts and ends at one reading.
+            let counted = crate::metrics::start().map(|mark| Counted {
+                proto: crate::metrics::Proto::Http1,
+                status: given.status,
+                bytes_in: given.head_len as u64,
+                bytes_out: total,
+                started: mark,
+                ended: Some(mark),
+            });
+            request_ended(counted, None);
             return LaneStep::Answered;
         }
     }

@@ -26,6 +26,7 @@ pub(crate) mod panics;
 pub mod pid_file;
 mod proxy_protocol;
 mod quic;
+mod request_end;
 /// The PROXY header parser, public for its fuzz target only.
 #[doc(hidden)]
 pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};

@@ -14,6 +14,7 @@ use crate::metrics::Mark;
 use crate::proto::h2::stream::BodySource;
 use crate::proto::h3::{Error, ErrorCode, RequestEvent, Session};
 use crate::server::context::WorkerCtx;
+use crate::server::request_end::{request_ended, Counted};
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ReadError, StreamId, VarInt, WriteError};
 use std::cell::RefCell;
@@ -673,11 +674,19 @@ impl<'a> ReqStream<'a> {
     /// The response is over (sent, or reset): count it and write its log line.
     fn write_log(&mut self) {
         let total = self.head_bytes + self.body_bytes;
-        if let Some(mark) = self.mark.take() {
-            crate::metrics::request(crate::metrics::Proto::Http3, self.status, 0, total, mark);
-        }
-        let Some(l) = self.log.take() else { return };
-        l.file.borrow_mut().log(&LogRecord {
+        let counted = self.mark.take().map(|mark| Counted {
+            proto: crate::metrics::Proto::Http3,
+            status: self.status,
+            bytes_in: 0,
+            bytes_out: total,
+            started: mark,
+            ended: None,
+        });
+        let Some(l) = self.log.take() else {
+            request_ended(counted, None);
+            return;
+        };
+        let record = LogRecord {
             req: &l.req,
             status: self.status,
             body_bytes: self.body_bytes,
@@ -687,7 +696,8 @@ impl<'a> ReqStream<'a> {
             resp_headers: &l.headers,
             tls: None,
             stream_id: None,
-        });
+        };
+        request_ended(counted, Some((&*l.file, record)));
         l.req.recycle();
         crate::http::recycle::give_header_list(l.headers);
     }
