@@ -25,15 +25,6 @@ const LAYERS: &[&[&str]] = &[
 const KNOWN_CIRCLES: &[&[&str]] = &[
     &["log::reopen", "log::target"],
     &["proto::h2", "proto::request_head"],
-    &[
-        "server::h1",
-        "server::h2",
-        "server::h3",
-        "server::park",
-        "server::quic",
-        "server::tls_transport",
-        "server::worker",
-    ],
 ];
 
 /// Upward imports still to be removed, as `from -> to` of top-level modules.

@@ -105,6 +105,15 @@ impl BufferPool {
     }
 }
 
+/// Gives freed heap memory back to the system (glibc keeps a burst's peak otherwise).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn trim_allocator() {
+    crate::sys::memory::trim_heap();
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn trim_allocator() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,9 @@
 
 use super::answer_memo::Source;
 use super::buffers::READ_BUFFER;
+use super::context::{Addrs, WorkerCtx};
+use super::request_end::{request_ended, Counted};
 use super::transport::{self, Transport};
-use super::worker::WorkerCtx;
 use crate::http::clock::{self, BatchClock};
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
@@ -15,11 +16,12 @@ use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead
 use bytes::{Buf, Bytes, BytesMut};
 use std::cell::RefCell;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::futures::Notified;
+use tokio::time::Sleep;
 
 mod streaming;
 
@@ -29,22 +31,53 @@ const COPY_BODY_MAX: usize = 16 * 1024;
 /// The HTTP/2 client preface, which switches a new connection to HTTP/2 (prior knowledge).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// A connection's peer and local addresses.
-pub(crate) type Addrs = (SocketAddr, SocketAddr);
+/// Where a connection resumes in a new task (parked, or handed over by the lane).
+pub(crate) struct Resume {
+    /// No request answered yet.
+    pub fresh: bool,
+    /// Its place in the open-connection count, kept while it was parked.
+    pub open: crate::metrics::OpenConnection,
+    /// What the lane read and answered but could not finish: the task goes on from there.
+    pub carried: Option<Box<Carried>>,
+}
 
-/// A connection to be parked (`park.rs`): what its next task takes over.
-pub(crate) enum Idle {
-    /// It waited `http1-idle-park-delay` for its next request: whether a request was
-    /// answered yet, and its place in the open-connection count, which it keeps while parked.
-    Http1 {
+/// How the HTTP/1 driver let a connection go.
+pub(crate) enum Ended<'a, T> {
+    /// It is closed, or done and to be closed.
+    Closed,
+    /// Idle for `http1-idle-park-delay` (or, with the lane, after a request): to be parked,
+    /// with whether a request was answered yet and its place in the open-connection count.
+    Idle {
         fresh: bool,
         open: crate::metrics::OpenConnection,
-        /// What the lane (`park.rs`) read and answered but could not finish: the task goes on
-        /// from there. Boxed: the hand-over is the rare path.
-        carried: Option<Box<Carried>>,
     },
-    /// It switched to HTTP/2 and has been quiet (`h2::Asleep`).
-    Http2(Box<super::h2::Asleep>),
+    /// It switches to HTTP/2.
+    Http2(Switched<'a, T>),
+}
+
+/// A connection switching to HTTP/2, with what the HTTP/2 driver goes on from: the bytes
+/// read past the switch, and the connection's timer and stop signal (registered already).
+pub(crate) struct Switched<'a, T> {
+    pub stream: T,
+    pub rbuf: BytesMut,
+    pub via: Http2Via,
+    pub timer: Pin<Box<Sleep>>,
+    pub stop: Pin<Box<Notified<'a>>>,
+}
+
+/// How a connection switches to HTTP/2.
+pub(crate) enum Http2Via {
+    /// The client preface (prior knowledge).
+    Preface,
+    /// An HTTP/1.1 request with `Upgrade: h2c`, answered with 101.
+    Upgrade(Box<H2cUpgrade>),
+}
+
+/// An HTTP/1.1 request upgraded with `Upgrade: h2c`: it becomes stream 1.
+pub(crate) struct H2cUpgrade {
+    pub request: Request,
+    /// The decoded `HTTP2-Settings` payload.
+    pub settings: Vec<u8>,
 }
 
 /// A lane connection's buffers as it goes back to a task: the bytes read and not yet
@@ -54,24 +87,24 @@ pub(crate) struct Carried {
     pub wbuf: Vec<u8>,
 }
 
-/// Serves one connection until it closes, or until it has been idle long enough to park: then
-/// it returns `Idle` and the caller parks the socket. `resumed` is a parked connection's.
+/// Serves one connection until it closes, until it has been idle long enough to park (then
+/// the caller parks the socket), or until it switches to HTTP/2. `resumed` is a parked
+/// connection's.
 /// The addresses are borrowed (and the socket may be): the task that owns them keeps them
 /// anyway, a copy here would double them per connection.
 pub(crate) fn serve<'a, T: Transport + 'a>(
     stream: T,
     addrs: &'a Addrs,
     ctx: &'a WorkerCtx,
-    resumed: Option<Idle>,
-) -> impl Future<Output = Option<Idle>> + 'a {
-    let (fresh, open, handoff, carried) = match resumed {
-        Some(Idle::Http1 {
+    resumed: Option<Resume>,
+) -> impl Future<Output = Ended<'a, T>> + 'a {
+    let (fresh, open, carried) = match resumed {
+        Some(Resume {
             fresh,
             open,
             carried,
-        }) => (fresh, Some(open), None, carried),
-        Some(Idle::Http2(asleep)) => (false, None, Some(super::h2::Start::Resumed(asleep)), None),
-        None => (true, None, None, None),
+        }) => (fresh, Some(open), carried),
+        None => (true, None, None),
     };
     let (rbuf, wbuf) = match carried {
         Some(c) => (c.rbuf, c.wbuf),
@@ -87,14 +120,26 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         wbuf,
         queued: 0,
         fresh,
-        handoff,
+        handoff: None,
         timer: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
         stop: Box::pin(ctx.stop.notified()),
         waits_armed: false,
     };
     // A block that owns the connection holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection.
-    async move { conn.serve(open).await }
+    async move {
+        match conn.serve(open).await {
+            Step::Closed => Ended::Closed,
+            Step::Idle { fresh, open } => Ended::Idle { fresh, open },
+            Step::Http2(via) => Ended::Http2(Switched {
+                stream: conn.stream,
+                rbuf: conn.rbuf,
+                via,
+                timer: conn.timer,
+                stop: conn.stop,
+            }),
+        }
+    }
 }
 
 struct Conn<'a, T> {
@@ -111,9 +156,8 @@ struct Conn<'a, T> {
     queued: usize,
     /// No request answered yet: the HTTP/2 preface may still come.
     fresh: bool,
-    /// Set when the connection switches to HTTP/2 (prior knowledge, or an upgrade), or
-    /// resumes as HTTP/2.
-    handoff: Option<super::h2::Start>,
+    /// Set when the connection switches to HTTP/2 (prior knowledge, or an upgrade).
+    handoff: Option<Http2Via>,
     /// The read deadline, reset for each wait.
     timer: Pin<Box<tokio::time::Sleep>>,
     /// Completes when the server begins to stop; registered once per connection.
@@ -121,6 +165,16 @@ struct Conn<'a, T> {
     /// The timer and the stop signal hold this task's waker from an earlier poll, and neither
     /// was reset since: an idle wait need not poll them again (`poll_idle`).
     waits_armed: bool,
+}
+
+/// How `Conn::serve` let the connection go (`Ended`, without what it hands over).
+enum Step {
+    Closed,
+    Idle {
+        fresh: bool,
+        open: crate::metrics::OpenConnection,
+    },
+    Http2(Http2Via),
 }
 
 /// How a connection ends abnormally.
@@ -151,56 +205,24 @@ enum Wait {
 }
 
 impl<'a, T: Transport> Conn<'a, T> {
-    async fn serve(&mut self, open: Option<crate::metrics::OpenConnection>) -> Option<Idle> {
+    async fn serve(&mut self, open: Option<crate::metrics::OpenConnection>) -> Step {
         self.stop.as_mut().enable();
         let ctx = self.ctx;
         let open = open
             .unwrap_or_else(|| crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1));
-        // A resumed HTTP/2 connection goes straight to its driver.
-        let r = if self.handoff.is_some() {
-            Ok(())
-        } else {
-            self.run().await
-        };
-        match r {
+        match self.run().await {
             Ok(()) => {
-                if let Some(start) = self.handoff.take() {
+                if let Some(via) = self.handoff.take() {
                     drop(open);
                     ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
-                    let rbuf = std::mem::take(&mut self.rbuf);
-                    // Boxed: the HTTP/2 state would otherwise enlarge every connection's task.
-                    let waits = super::h2::Waits {
-                        timer: self.timer.as_mut(),
-                        stop: self.stop.as_mut(),
-                    };
-                    let addrs = *self.addrs;
-                    let asleep = Box::pin(super::h2::serve(
-                        &mut self.stream,
-                        addrs,
-                        ctx,
-                        rbuf,
-                        start,
-                        waits,
-                    ))
-                    .await;
-                    if let Some(asleep) = asleep {
-                        return Some(Idle::Http2(asleep));
-                    }
-                    // After a GOAWAY the client may still send (WINDOW_UPDATE, a PING): unread,
-                    // that would reset the connection before it read our last responses.
-                    Box::pin(transport::drain_input(&mut self.stream)).await;
-                    return None;
+                    return Step::Http2(via);
                 }
             }
             Err(Close::Park) => {
                 ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
                 ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
                 let fresh = self.fresh;
-                return Some(Idle::Http1 {
-                    fresh,
-                    open,
-                    carried: None,
-                });
+                return Step::Idle { fresh, open };
             }
             Err(Close::Quietly) => {}
             Err(Close::Io(e)) => tracing::debug!(peer = %self.addrs.0, "connection closed: {e}"),
@@ -209,7 +231,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         }
         ctx.buffers.give_read(std::mem::take(&mut self.rbuf));
         ctx.buffers.give_write(std::mem::take(&mut self.wbuf));
-        None
+        Step::Closed
     }
 
     async fn run(&mut self) -> Result<(), Close> {
@@ -217,7 +239,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         loop {
             let preface = self.fresh && is_preface_prefix(&self.rbuf);
             if preface && self.rbuf.len() >= PREFACE.len() {
-                self.handoff = Some(super::h2::Start::New);
+                self.handoff = Some(Http2Via::Preface);
                 return Ok(());
             }
             // The head is parsed and answered in `next` (not here), so it is not part of the
@@ -265,15 +287,15 @@ impl<'a, T: Transport> Conn<'a, T> {
             }
             let http1 = &self.ctx.config.http1;
             let idle = self.rbuf.is_empty();
-            let parking = self.ctx.parking.as_ref().filter(|_| idle && T::PARKS);
-            // A plain connection that answered a request waits in the lane (`park.rs`).
-            if !self.fresh && parking.is_some_and(|p| p.lane()) {
+            let parking = idle && T::PARKS;
+            // A plain connection that answered a request waits in the lane (`connection/park.rs`).
+            if !self.fresh && parking && self.ctx.lane {
                 return Err(Close::Park);
             }
             let now = Instant::now();
             // A plain connection waits the park delay rather than the keep-alive timeout, and
-            // then is parked (`park.rs`), which keeps the deadline.
-            let parks = parking.is_some_and(|p| p.parks());
+            // then is parked (`connection/park.rs`), which keeps the deadline.
+            let parks = parking && self.ctx.parks;
             let deadline = if parks {
                 now + http1.idle_park_delay
             } else if idle {
@@ -348,7 +370,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 self.wbuf.extend_from_slice(
                     b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
                 );
-                self.handoff = Some(super::h2::Start::Upgrade(Box::new(super::h2::Upgrade {
+                self.handoff = Some(Http2Via::Upgrade(Box::new(H2cUpgrade {
                     request: req,
                     settings,
                 })));
@@ -856,32 +878,38 @@ impl Out<'_> {
     /// Counts and logs a reply of `total` bytes.
     fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
         let status = reply.resp.status;
-        if let Some(started) = clock.counted {
+        let counted = clock.counted.map(|started| {
             let body_in = match reply.framing {
                 BodyFraming::Length(n) => n,
                 _ => 0,
             };
-            crate::metrics::request(
-                crate::metrics::Proto::Http1,
+            Counted {
+                proto: crate::metrics::Proto::Http1,
                 status,
-                reply.head_len + body_in,
-                total,
+                bytes_in: reply.head_len + body_in,
+                bytes_out: total,
                 started,
-            );
-        }
-        if let (Some(log), Some((at, started))) = (reply.log, clock.received_at) {
-            log.borrow_mut().log(&LogRecord {
-                req: &reply.req,
-                status,
-                body_bytes: if reply.req.is_head() { 0 } else { body_len },
-                total_bytes: total,
-                received_at: at,
-                duration: started.elapsed(),
-                resp_headers: &reply.resp.headers,
-                tls: self.tls,
-                stream_id: None,
-            });
-        }
+                ended: None,
+            }
+        });
+        let log = match (reply.log, clock.received_at) {
+            (Some(log), Some((at, started))) => Some((
+                &**log,
+                LogRecord {
+                    req: &reply.req,
+                    status,
+                    body_bytes: if reply.req.is_head() { 0 } else { body_len },
+                    total_bytes: total,
+                    received_at: at,
+                    duration: started.elapsed(),
+                    resp_headers: &reply.resp.headers,
+                    tls: self.tls,
+                    stream_id: None,
+                },
+            )),
+            _ => None,
+        };
+        request_ended(counted, log);
     }
 
     /// Writes the head and the (copied) body of an inline reply; returns its bytes.
@@ -935,7 +963,7 @@ fn build_request(head: h1::Head, rbuf: &mut BytesMut, secure: bool, addrs: &Addr
     .build(head_bytes)
 }
 
-/// What the lane (`park.rs`) did with the request at the start of its read buffer.
+/// What the lane (`connection/park.rs`) did with the request at the start of its read buffer.
 pub(crate) enum LaneStep {
     /// Answered: sent (`send_alone`) or into the write buffer; the read buffer stepped
     /// past it.
@@ -976,11 +1004,16 @@ pub(crate) fn answer_in_lane(
             let total = answer.len() as u64;
             drop(memo);
             rbuf.advance(given.head_len);
-            if let Some(mark) = crate::metrics::start() {
-                let head = given.head_len as u64;
-                let proto = crate::metrics::Proto::Http1;
-                crate::metrics::request_between(proto, given.status, head, total, mark, mark);
-            }
+            // A kept answer takes no time of its own: it starts and ends at one reading.
+            let counted = crate::metrics::start().map(|mark| Counted {
+                proto: crate::metrics::Proto::Http1,
+                status: given.status,
+                bytes_in: given.head_len as u64,
+                bytes_out: total,
+                started: mark,
+                ended: Some(mark),
+            });
+            request_ended(counted, None);
             return LaneStep::Answered;
         }
     }

@@ -8,20 +8,18 @@ mod ends;
 mod work;
 
 use super::buffers::BufferPool;
+use super::context::WorkerCtx;
 use super::transport::Transport;
-use super::worker::WorkerCtx;
-use crate::config::Config;
 use crate::handler::Negotiated;
 use crate::http::{Answer, Request};
 use crate::metrics::Mark;
 use crate::proto::h2::frame::Reason;
-use crate::proto::h2::{Closed, Connection, Parked, Settings};
-use bytes::{Bytes, BytesMut};
+use crate::proto::h2::{Closed, Connection, Parked};
+use bytes::BytesMut;
 use ends::StreamEnds;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
@@ -43,87 +41,13 @@ pub(crate) struct Upgrade {
     pub settings: Vec<u8>,
 }
 
-/// A worker's connection settings, shared by its connections.
-pub(crate) struct WorkerSettings {
-    plain: Arc<Settings>,
-    secure: Arc<Settings>,
-    /// Ports that also have a QUIC listener: their settings carry `alt-svc` (plain, secure).
-    alt_svc: Vec<(u16, [Arc<Settings>; 2])>,
-}
-
-impl WorkerSettings {
-    /// `alt_svc`: the `alt-svc` value of each port that has one.
-    pub fn new(config: &Config, alt_svc: &[(u16, bytes::Bytes)]) -> WorkerSettings {
-        let plain = settings(config);
-        let secure = Settings {
-            secure: true,
-            ..plain.clone()
-        };
-        let alt_svc = alt_svc
-            .iter()
-            .map(|(port, value)| {
-                let with = |s: &Settings| {
-                    Arc::new(Settings {
-                        alt_svc: Some(value.clone()),
-                        ..s.clone()
-                    })
-                };
-                (*port, [with(&plain), with(&secure)])
-            })
-            .collect();
-        WorkerSettings {
-            plain: Arc::new(plain),
-            secure: Arc::new(secure),
-            alt_svc,
-        }
-    }
-
-    /// The shared settings for a connection on local `port`.
-    fn for_connection(&self, secure: bool, port: u16) -> Arc<Settings> {
-        if let Some((_, both)) = self.alt_svc.iter().find(|(p, _)| *p == port) {
-            return both[usize::from(secure)].clone();
-        }
-        if secure {
-            self.secure.clone()
-        } else {
-            self.plain.clone()
-        }
-    }
-}
-
-/// The connection settings for this configuration.
-fn settings(config: &Config) -> Settings {
-    let h2 = &config.http2;
-    Settings {
-        max_streams: h2.max_streams,
-        max_concurrent_requests: h2.max_concurrent_requests_per_connection,
-        input_window: h2.input_window_size,
-        max_header_list: config.limits.request_head,
-        max_header_fields: config.limits.request_headers,
-        max_request_body: config.limits.request_body,
-        idle_timeout: h2.idle_timeout,
-        header_timeout: h2.header_timeout,
-        stall_timeout: config.http1.send_timeout,
-        max_resets_per_second: h2.max_resets_per_second,
-        max_control_frames_per_second: h2.max_control_frames_per_second,
-        max_write: h2.max_write_size,
-        server_name: config
-            .send_server_name
-            .then(|| Bytes::from(config.server_name.clone())),
-        alt_svc: None,
-        secure: false,
-        enable_connect_protocol: config.has_tunnel(),
-        splice_min: crate::proto::h2::output::SPLICE_MIN,
-    }
-}
-
 /// How an HTTP/2 connection begins in its task.
 pub(crate) enum Start {
     /// With the client preface (prior knowledge, or TLS with ALPN `h2`).
     New,
     /// With an HTTP/1.1 request upgraded with `Upgrade: h2c`.
     Upgrade(Box<Upgrade>),
-    /// Where it left its previous task: quiet, parked by the worker (`server/park.rs`).
+    /// Where it left its previous task: quiet, parked by the worker (`server/connection/park.rs`).
     Resumed(Box<Asleep>),
 }
 
@@ -194,7 +118,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
         }
     };
     // The worker parks the socket of a quiet connection, which then leaves this task.
-    let leaves_task = T::PARKS && ctx.parking.as_ref().is_some_and(|p| p.parks());
+    let leaves_task = T::PARKS && ctx.parks;
     // A block that owns what it needs holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection. It waits in its
     // smallest state while the connection is parked; the busy states are in `run`'s boxed

@@ -14,9 +14,10 @@ mod slab;
 mod stream;
 mod wake;
 
+pub(crate) use wake::Wakes;
+
 use crate::proto::h3::{self, qpack, Error, ErrorCode, RequestEvent, Session};
-use crate::server::quic::Wakes;
-use crate::server::worker::WorkerCtx;
+use crate::server::context::WorkerCtx;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ConnectionError, Dir, StreamEvent, StreamId, VarInt};
 use rustc_hash::FxHashMap;

@@ -16,16 +16,19 @@
 pub mod account;
 mod answer_memo;
 mod buffers;
+mod connection;
+mod context;
 mod h1;
 mod h2;
+mod h2_settings;
 mod h3;
 mod listen;
 pub(crate) mod panics;
-mod park;
 pub mod pid_file;
 pub mod prepare;
 mod proxy_protocol;
 mod quic;
+mod request_end;
 /// The PROXY header parser, public for its fuzz target only.
 #[doc(hidden)]
 pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
@@ -36,6 +39,7 @@ mod tls_socket;
 mod tls_transport;
 mod transport;
 mod upgrade;
+mod wake_flag;
 mod worker;
 
 use crate::config::{Config, ListenKind};

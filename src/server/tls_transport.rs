@@ -1,15 +1,15 @@
-//! TLS connections: the handshake (bounded by `handshake-timeout`), dispatch on the ALPN
-//! protocol, and the [`Transport`] a protocol driver writes through.
+//! TLS connections: the handshake (bounded by `handshake-timeout`), the ALPN protocol the
+//! lifecycle (`connection.rs`) dispatches on, and the [`Transport`] a protocol driver writes
+//! through.
 //!
 //! sendfile cannot encrypt, so file bodies are read into a buffer and written as records.
 //! A response head written with `more` is held back and sent with the start of the body,
 //! so small responses go out in one record.
 
 use super::buffers::BufferPool;
+use super::context::WorkerCtx;
 use super::tls_socket::TlsSocket;
-use super::transport::{Transport, GATHER_MAX};
-use super::worker::WorkerCtx;
-use super::{h1, transport};
+use super::transport::{self, Transport, GATHER_MAX};
 use crate::proto::h2::OutputParts;
 use bytes::BytesMut;
 use std::io;
@@ -103,37 +103,8 @@ pub(crate) async fn handshake(
     }
 }
 
-/// Serves a connection after its handshake with the protocol the client chose in ALPN.
-pub(crate) async fn serve(tls: Box<TlsStream<TlsSocket>>, addrs: &h1::Addrs, ctx: &WorkerCtx) {
-    let alpn = Alpn::of(tls.get_ref().1.alpn_protocol());
-    let mut conn = TlsTransport::new(tls);
-    match alpn {
-        Alpn::H2 => {
-            let timer = tokio::time::sleep_until(tokio::time::Instant::now());
-            let stop = ctx.stop.notified();
-            tokio::pin!(timer, stop);
-            stop.as_mut().enable();
-            let waits = super::h2::Waits { timer, stop };
-            // Request bytes that came with the client's Finished are answered in the first
-            // turn: the server's SETTINGS (and the held tickets) go out with the responses.
-            let handed = conn.take_decrypted(&ctx.buffers);
-            super::h2::serve(&mut conn, *addrs, ctx, handed, super::h2::Start::New, waits).await;
-            // As after a cleartext HTTP/2 connection (see `h1::serve`), into a pooled buffer.
-            let mut buf = ctx.buffers.read_buffer();
-            Box::pin(transport::drain_input_into(&mut conn, &mut buf)).await;
-            ctx.buffers.give_read(buf);
-        }
-        // A TLS connection never parks (`Transport::PARKS`): rustls keeps its state.
-        Alpn::Http1 => {
-            h1::serve(conn, addrs, ctx, None).await;
-        }
-        // rustls only selects a protocol from `tls::alpn_protocols`.
-        Alpn::Other => tracing::debug!(peer = %addrs.0, "no driver for the ALPN protocol"),
-    }
-}
-
 /// The protocol the client chose in ALPN, told apart without copying its name.
-enum Alpn {
+pub(crate) enum Alpn {
     H2,
     /// `http/1.1`, or no ALPN at all.
     Http1,
@@ -141,7 +112,7 @@ enum Alpn {
 }
 
 impl Alpn {
-    fn of(name: Option<&[u8]>) -> Alpn {
+    pub fn of(name: Option<&[u8]>) -> Alpn {
         match name {
             Some(b"h2") => Alpn::H2,
             Some(b"http/1.1") | None => Alpn::Http1,
@@ -168,7 +139,7 @@ impl TlsTransport {
     /// The plaintext rustls has already decrypted, without reading the socket: in a pooled
     /// read buffer, up to its capacity (the rest stays in rustls); empty and unallocated when
     /// there is none.
-    fn take_decrypted(&mut self, pool: &BufferPool) -> BytesMut {
+    pub(crate) fn take_decrypted(&mut self, pool: &BufferPool) -> BytesMut {
         let mut reader = self.inner.get_mut().1.reader();
         let mut buf = BytesMut::new();
         loop {

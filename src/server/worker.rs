@@ -1,7 +1,10 @@
 //! One worker thread: a current-thread runtime that accepts on its own sockets and runs one
 //! task per connection. Everything here is thread-local; nothing is locked per request.
 
-use super::{h1, panics, park, tls_transport, Phase, Shared};
+use super::connection::{self, ConnectionGuard, Connections, Parking};
+use super::context::WorkerCtx;
+use super::h2_settings::H2Settings;
+use super::{panics, Phase, Shared};
 use crate::config::Config;
 use crate::handler::Router;
 use crate::log::AccessLog;
@@ -20,45 +23,6 @@ use tokio_rustls::TlsAcceptor;
 const LOG_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// How often an idle worker checks whether to give memory back (`trim_when_idle`).
 const IDLE_TRIM_INTERVAL: Duration = Duration::from_secs(1);
-
-/// What every connection task of this worker shares.
-pub(crate) struct WorkerCtx {
-    pub config: Arc<Config>,
-    pub router: Router,
-    /// `Server: NAME\r\n`, or empty when `send-server-name` is OFF.
-    server_line: Vec<u8>,
-    /// The Server line followed by `Alt-Svc: h3=":PORT"\r\n`, for each TCP port that has a
-    /// QUIC listener on the same port number (`http3-alt-svc`); usually empty.
-    alt_svc_lines: Vec<(u16, Vec<u8>)>,
-    pub head_limits: HeadLimits,
-    /// The parse of the last request head repeated on this worker (under `head_limits`).
-    pub parse_memo: RefCell<ParseMemo>,
-    /// HTTP/1 response heads this worker wrote, kept rendered for the next ones alike.
-    pub head_memo: RefCell<HeadMemo>,
-    /// The lane's answer to the last request repeated on this worker (`answer_memo.rs`).
-    pub answer_memo: RefCell<super::answer_memo::AnswerMemo>,
-    /// HTTP/2 connection settings from the configuration.
-    pub h2: super::h2::WorkerSettings,
-    /// Buffers of idle HTTP/1 connections, for reuse.
-    pub buffers: super::buffers::BufferPool,
-    /// Set once this worker drains or stops: connections close after their current response.
-    pub stopping: Cell<bool>,
-    /// Set once the server stops (not when a reload drains this worker): idle connections
-    /// and handshakes in progress close at once.
-    pub close_idle: Cell<bool>,
-    /// Wakes idle connections when draining or stopping begins, and again when a drain turns
-    /// into a stop.
-    pub stop: Notify,
-    /// Idle connections parked without their task (`http1-idle-park-delay`) and the
-    /// HTTP/1.1 lane (`http1-lane`); `None` when both are off.
-    pub parking: Option<park::Parking>,
-    /// Open connections of this worker, to know when a graceful stop is complete.
-    active: Cell<usize>,
-    /// The last connection closed since the allocator was last trimmed.
-    went_idle: Cell<bool>,
-    all_closed: Notify,
-    shared: Arc<Shared>,
-}
 
 /// A listening socket of this worker, with its TLS acceptor if the listener is TLS.
 pub(crate) struct Socket {
@@ -106,13 +70,14 @@ pub(crate) fn run(
             Vec::new()
         };
         let alt_svc = alt_svc_values(&config);
-        let h2 = super::h2::WorkerSettings::new(&config, &alt_svc);
+        let h2 = H2Settings::new(&config, &alt_svc);
         let head_limits = HeadLimits {
             head_size: config.limits.request_head,
             target_size: config.limits.request_target,
             fields: config.limits.request_headers,
             body_size: config.limits.request_body,
         };
+        let parking = Parking::new(&config);
         let ctx = Rc::new(WorkerCtx {
             config: config.clone(),
             router,
@@ -136,14 +101,19 @@ pub(crate) fn run(
             stopping: Cell::new(false),
             close_idle: Cell::new(false),
             stop: Notify::new(),
-            parking: park::Parking::new(&config),
+            parks: parking.as_ref().is_some_and(|p| p.parks()),
+            lane: parking.as_ref().is_some_and(|p| p.lane()),
             active: Cell::new(0),
             went_idle: Cell::new(false),
             all_closed: Notify::new(),
             shared: shared.clone(),
         });
 
-        let lane = ctx.parking.as_ref().is_some_and(|p| p.lane());
+        let conns = Rc::new(Connections {
+            ctx: ctx.clone(),
+            parking,
+        });
+        let lane = ctx.lane;
         let mut listeners = Vec::with_capacity(sockets.len());
         for Socket {
             listener: sock,
@@ -178,14 +148,14 @@ pub(crate) fn run(
             return;
         }
         for (listener, tls, proxy_protocol) in listeners {
-            tokio::task::spawn_local(accept_loop(listener, tls, proxy_protocol, ctx.clone()));
+            tokio::task::spawn_local(accept_loop(listener, tls, proxy_protocol, conns.clone()));
         }
         for (sock, settings) in quic {
             tokio::task::spawn_local(super::quic::serve(sock, settings, ctx.clone()));
         }
         let flusher = tokio::task::spawn_local(flush_logs_periodically(logs.clone()));
         let trimmer = tokio::task::spawn_local(trim_when_idle(ctx.clone()));
-        let parker = tokio::task::spawn_local(park::watch(ctx.clone()));
+        let parker = tokio::task::spawn_local(conns.clone().watch_parked());
         let publisher = crate::metrics::enabled().then(|| {
             tokio::task::spawn_local(async move {
                 let mut tick = tokio::time::interval(crate::metrics::PUBLISH_INTERVAL);
@@ -238,9 +208,7 @@ pub(crate) fn run(
         trimmer.abort();
         parker.abort();
         // The records hold the context (their guards): close them now, not never.
-        if let Some(parking) = &ctx.parking {
-            parking.close_all();
-        }
+        conns.close_parked();
         if let Some(p) = publisher {
             p.abort();
         }
@@ -250,21 +218,6 @@ pub(crate) fn run(
         if e.is_panic() {
             std::panic::resume_unwind(e.into_panic());
         }
-    }
-}
-
-impl WorkerCtx {
-    /// The Server line for a response on local `port`, with `Alt-Svc` when a QUIC listener
-    /// shares the port. Preformatted: no allocation per response.
-    #[inline(always)]
-    pub fn server_line(&self, port: u16) -> &[u8] {
-        if self.alt_svc_lines.is_empty() {
-            return &self.server_line;
-        }
-        self.alt_svc_lines
-            .iter()
-            .find(|(p, _)| *p == port)
-            .map_or(&self.server_line[..], |(_, l)| &l[..])
     }
 }
 
@@ -376,8 +329,9 @@ async fn accept_loop(
     listener: Listener,
     tls: Option<TlsAcceptor>,
     proxy_protocol: bool,
-    ctx: Rc<WorkerCtx>,
+    conns: Rc<Connections>,
 ) {
+    let ctx = &conns.ctx;
     // A listener bound to one address gives it to every connection: no getsockname each.
     let bound = listener
         .local_addr()
@@ -420,158 +374,12 @@ async fn accept_loop(
         } else {
             crate::metrics::Transport::Tcp
         };
-        let guard = ConnectionGuard::new(ctx.clone(), transport);
+        let guard = ConnectionGuard::new(conns.clone(), transport);
         match stream {
-            Accepted::Tokio(stream) if proxy_protocol => {
-                tokio::task::spawn_local(after_proxy_header(
-                    stream,
-                    (peer, local),
-                    guard,
-                    tls.clone(),
-                ));
-            }
             Accepted::Tokio(stream) => {
-                spawn_connection(stream, (peer, local), guard, tls.clone(), None)
+                connection::open(stream, (peer, local), guard, tls.clone(), proxy_protocol)
             }
-            Accepted::Lane(socket) => park::enter(socket, (peer, local), guard),
-        }
-    }
-}
-
-/// The task of a connection of a `proxy-protocol` listener: reads the PROXY header that opens
-/// it, then serves it as the client the header names. One without a valid header is closed.
-async fn after_proxy_header(
-    mut stream: TcpStream,
-    (peer, local): h1::Addrs,
-    guard: ConnectionGuard,
-    tls: Option<TlsAcceptor>,
-) {
-    let timeout = guard.ctx.config.handshake_timeout;
-    let client = match super::proxy_protocol::read(&mut stream, timeout).await {
-        Ok(client) => client.unwrap_or(peer),
-        Err(e) => {
-            tracing::info!(peer = %peer, "closing a connection: bad PROXY header: {e}");
-            return;
-        }
-    };
-    match tls {
-        Some(acceptor) => serve_tls(stream, (client, local), guard, acceptor).await,
-        None => serve_plain(stream, (client, local), guard, None).await,
-    }
-}
-
-/// Spawns the task that serves a connection: a new one (TLS when `tls`), or a parked one
-/// that became readable (`resumed`).
-pub(super) fn spawn_connection(
-    stream: TcpStream,
-    addrs: h1::Addrs,
-    guard: ConnectionGuard,
-    tls: Option<TlsAcceptor>,
-    resumed: Option<h1::Idle>,
-) {
-    match tls {
-        Some(acceptor) => {
-            tokio::task::spawn_local(serve_tls(stream, addrs, guard, acceptor));
-        }
-        None => {
-            tokio::task::spawn_local(serve_plain(stream, addrs, guard, resumed));
-        }
-    }
-}
-
-/// A plain TCP connection's task. A connection the HTTP/1 driver returns idle is parked
-/// (`park.rs`) as the task ends.
-async fn serve_plain(
-    mut stream: TcpStream,
-    addrs: h1::Addrs,
-    guard: ConnectionGuard,
-    resumed: Option<h1::Idle>,
-) {
-    // The task's own copies of the socket and addresses, lent to the connection (see
-    // `h1::serve`).
-    let idle = {
-        // Pinned in place, so that the connection's future is stored once in the task.
-        let conn = std::pin::pin!(h1::serve(&mut stream, &addrs, &guard.ctx, resumed));
-        // A panic closes this connection only; the guard still frees its slot.
-        panics::contain(conn, &addrs.0).await.flatten()
-    };
-    match idle {
-        Some(idle) => park::park(stream, addrs, guard, idle),
-        None => drop(guard),
-    }
-}
-
-/// A TLS connection's task: the handshake, then the protocol ALPN chose. Boxed: the TLS state
-/// would otherwise enlarge the task; the handshake apart, so its larger state is freed once
-/// it is done.
-async fn serve_tls(
-    stream: TcpStream,
-    addrs: h1::Addrs,
-    guard: ConnectionGuard,
-    acceptor: TlsAcceptor,
-) {
-    {
-        let conn = std::pin::pin!(async {
-            let ctx = &guard.ctx;
-            if let Some(tls) =
-                Box::pin(tls_transport::handshake(stream, acceptor, addrs.0, ctx)).await
-            {
-                Box::pin(tls_transport::serve(tls, &addrs, ctx)).await
-            }
-        });
-        panics::contain(conn, &addrs.0).await;
-    }
-    drop(guard);
-}
-
-/// Holds a connection's slot for its lifetime, also if its task is dropped at shutdown (or
-/// while the connection is parked).
-pub(super) struct ConnectionGuard {
-    pub ctx: Rc<WorkerCtx>,
-    transport: crate::metrics::Transport,
-}
-
-impl ConnectionGuard {
-    /// Call after `Shared::open_connection` took the slot.
-    fn new(ctx: Rc<WorkerCtx>, transport: crate::metrics::Transport) -> ConnectionGuard {
-        ctx.active.set(ctx.active.get() + 1);
-        crate::metrics::connection(transport, true);
-        ConnectionGuard { ctx, transport }
-    }
-}
-
-impl Drop for ConnectionGuard {
-    fn drop(&mut self) {
-        crate::metrics::connection(self.transport, false);
-        self.ctx.shared.closed();
-        self.ctx.active.set(self.ctx.active.get() - 1);
-        if self.ctx.active.get() == 0 {
-            self.ctx.went_idle.set(true);
-            self.ctx.all_closed.notify_waiters();
-        }
-    }
-}
-
-/// Counts a QUIC connection as open in this worker (a graceful stop waits for it), for its
-/// lifetime. QUIC connections have their own limit (`max-quic-connections`), so they take no
-/// `max-connections` slot.
-pub(crate) struct ActiveGuard<'a> {
-    ctx: &'a WorkerCtx,
-}
-
-impl ActiveGuard<'_> {
-    pub fn new(ctx: &WorkerCtx) -> ActiveGuard<'_> {
-        ctx.active.set(ctx.active.get() + 1);
-        ActiveGuard { ctx }
-    }
-}
-
-impl Drop for ActiveGuard<'_> {
-    fn drop(&mut self) {
-        self.ctx.active.set(self.ctx.active.get() - 1);
-        if self.ctx.active.get() == 0 {
-            self.ctx.went_idle.set(true);
-            self.ctx.all_closed.notify_waiters();
+            Accepted::Lane(socket) => connection::enter_lane(socket, (peer, local), guard),
         }
     }
 }
@@ -584,18 +392,10 @@ async fn trim_when_idle(ctx: Rc<WorkerCtx>) {
     loop {
         tick.tick().await;
         if ctx.active.get() == 0 && ctx.went_idle.replace(false) {
-            trim_allocator();
+            super::buffers::trim_allocator();
         }
     }
 }
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub(super) fn trim_allocator() {
-    crate::sys::memory::trim_heap();
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(super) fn trim_allocator() {}
 
 /// Writes buffered access-log lines out every second, and reopens the files when asked
 /// (SIGUSR1).

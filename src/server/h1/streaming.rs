@@ -12,6 +12,7 @@ use crate::http::{Answer, Body, BodyError, BodyStream, Frame, Pending, Request, 
 use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
+use crate::server::request_end::{request_ended, Counted};
 use crate::server::transport::Transport;
 use bytes::Bytes;
 use std::future::{poll_fn, Future};
@@ -250,17 +251,16 @@ impl<'a, T: Transport> Conn<'a, T> {
             self.flush(false).await?;
         }
         // Request bytes: the body as received so far (the head is not kept on this path).
-        if let Some(counted) = counted {
-            crate::metrics::request(
-                crate::metrics::Proto::Http1,
-                sent.status,
-                received,
-                sent.total,
-                counted,
-            );
-        }
-        if let Some(log) = route.and_then(|r| r.access_log.as_ref()) {
-            log.borrow_mut().log(&LogRecord {
+        let counted = counted.map(|counted| Counted {
+            proto: crate::metrics::Proto::Http1,
+            status: sent.status,
+            bytes_in: received,
+            bytes_out: sent.total,
+            started: counted,
+            ended: None,
+        });
+        let log = route.and_then(|r| r.access_log.as_ref()).map(|log| {
+            let record = LogRecord {
                 req: &req,
                 status: sent.status,
                 body_bytes: sent.body,
@@ -270,8 +270,10 @@ impl<'a, T: Transport> Conn<'a, T> {
                 resp_headers: &sent.headers,
                 tls: self.tls,
                 stream_id: None,
-            });
-        }
+            };
+            (&**log, record)
+        });
+        request_ended(counted, log);
         self.queued += 1;
         // Whatever the handler did not read is read past, to reach the next request.
         drop(writer);

@@ -8,6 +8,7 @@ use crate::http::{Request, Response};
 use crate::log::{AccessLog, LogRecord};
 use crate::metrics::{self, Mark};
 use crate::proto::h2::Connection;
+use crate::server::request_end::{request_ended, Counted};
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -75,23 +76,22 @@ impl StreamEnds {
         let mut now = None;
         let mut ended = None;
         for done in conn.take_done() {
-            if self.counting {
-                // Bytes received are counted as read (every frame), not per stream.
-                metrics::request_between(
-                    metrics::Proto::Http2,
-                    done.status,
-                    0,
-                    done.head_bytes + done.body_bytes,
-                    Mark::from_bits(done.mark),
-                    *ended.get_or_insert_with(Mark::now),
-                );
-            }
+            // Bytes received are counted as read (every frame), not per stream.
+            let counted = self.counting.then(|| Counted {
+                proto: metrics::Proto::Http2,
+                status: done.status,
+                bytes_in: 0,
+                bytes_out: done.head_bytes + done.body_bytes,
+                started: Mark::from_bits(done.mark),
+                ended: Some(*ended.get_or_insert_with(Mark::now)),
+            });
             let Some(k) = self.open.iter().position(|o| o.id == done.id) else {
+                request_ended(counted, None);
                 continue;
             };
             let o = self.open.swap_remove(k);
             let end = *now.get_or_insert_with(Instant::now);
-            o.file.borrow_mut().log(&LogRecord {
+            let record = LogRecord {
                 req: &o.req,
                 status: o.status,
                 body_bytes: done.body_bytes,
@@ -101,7 +101,8 @@ impl StreamEnds {
                 resp_headers: &o.headers,
                 tls: self.tls,
                 stream_id: Some(o.id),
-            });
+            };
+            request_ended(counted, Some((&*o.file, record)));
         }
     }
 }

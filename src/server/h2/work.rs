@@ -10,9 +10,9 @@ use crate::http::body::{BodyStream, Frame};
 use crate::http::{Pending, Request};
 use crate::metrics::Mark;
 use crate::proto::h2::Connection;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::server::wake_flag::WakeFlag;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Instant, SystemTime};
 
 /// Rounds of polling and framing per [`StreamWork::drive`] call: a producer that is always
@@ -53,38 +53,22 @@ pub(crate) struct LogStart {
     pub started: Instant,
 }
 
-/// Set by the entry's waker; cleared before each poll so a wake-up during it is kept.
-struct Flag {
-    woken: AtomicBool,
-    task: Waker,
-}
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
-        self.task.wake_by_ref();
-    }
-}
+/// Set by the entry's waker, which wakes the task; cleared before each poll so a wake-up
+/// during it is kept.
+type Flag = WakeFlag<Waker>;
 
 /// Marks an entry to be polled again without a wake-up (it made progress and has not
 /// registered a waker).
 fn mark(wake: &Option<(Arc<Flag>, Waker)>) {
     if let Some((f, _)) = wake {
-        f.woken.store(true, Ordering::Release);
+        f.mark();
     }
 }
 
 /// The entry's waker, made on its first poll from the task's.
 fn waker<'w>(wake: &'w mut Option<(Arc<Flag>, Waker)>, task: &Waker) -> &'w Waker {
     let (_, w) = wake.get_or_insert_with(|| {
-        let flag = Arc::new(Flag {
-            woken: AtomicBool::new(false),
-            task: task.clone(),
-        });
+        let flag = Arc::new(Flag::new(false, task.clone()));
         (flag.clone(), Waker::from(flag))
     });
     w
@@ -103,15 +87,11 @@ enum Step {
 impl Entry<'_> {
     /// Whether the entry asked to be polled (a new entry always does), and clears the mark.
     fn take_woken(&self) -> bool {
-        self.wake
-            .as_ref()
-            .is_none_or(|(f, _)| f.woken.swap(false, Ordering::AcqRel))
+        self.wake.as_ref().is_none_or(|(f, _)| f.take())
     }
 
     fn woken(&self) -> bool {
-        self.wake
-            .as_ref()
-            .is_none_or(|(f, _)| f.woken.load(Ordering::Acquire))
+        self.wake.as_ref().is_none_or(|(f, _)| f.is_marked())
     }
 
     /// Whether [`StreamWork::drive`] would poll this entry now.
@@ -305,7 +285,8 @@ mod tests {
     use std::future::Future;
     use std::net::SocketAddr;
     use std::rc::Rc;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
 
     /// The connection task's waker: counts wake-ups.
     struct Task(AtomicUsize);

@@ -4,7 +4,7 @@
 //! queued, or reset) and the request side has ended or been stopped.
 
 use super::slab;
-use super::wake::StreamWake;
+use super::wake::{StreamWake, Wakes};
 use super::{varint, PIPE_HIGH_WATER, READ_BUDGET};
 use crate::handler::{Negotiated, PathRoute};
 use crate::http::body::{self, BodyStream, BodyWriter, Frame, Trailers};
@@ -13,8 +13,8 @@ use crate::log::{AccessLog, LogRecord};
 use crate::metrics::Mark;
 use crate::proto::h2::stream::BodySource;
 use crate::proto::h3::{qpack, Error, ErrorCode, RequestEvent, Session};
-use crate::server::quic::Wakes;
-use crate::server::worker::WorkerCtx;
+use crate::server::context::WorkerCtx;
+use crate::server::request_end::{request_ended, Counted};
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ReadError, StreamId, VarInt, WriteError};
 use std::cell::RefCell;
@@ -698,11 +698,19 @@ impl<'a> ReqStream<'a> {
     /// The response is over (sent, or reset): count it and write its log line.
     fn write_log(&mut self) {
         let total = self.head_bytes + self.body_bytes;
-        if let Some(mark) = self.mark.take() {
-            crate::metrics::request(crate::metrics::Proto::Http3, self.status, 0, total, mark);
-        }
-        let Some(l) = self.log.take() else { return };
-        l.file.borrow_mut().log(&LogRecord {
+        let counted = self.mark.take().map(|mark| Counted {
+            proto: crate::metrics::Proto::Http3,
+            status: self.status,
+            bytes_in: 0,
+            bytes_out: total,
+            started: mark,
+            ended: None,
+        });
+        let Some(l) = self.log.take() else {
+            request_ended(counted, None);
+            return;
+        };
+        let record = LogRecord {
             req: &l.req,
             status: self.status,
             body_bytes: self.body_bytes,
@@ -712,7 +720,8 @@ impl<'a> ReqStream<'a> {
             resp_headers: &l.headers,
             tls: None,
             stream_id: None,
-        });
+        };
+        request_ended(counted, Some((&*l.file, record)));
         l.req.recycle();
         crate::http::recycle::give_header_list(l.headers);
     }

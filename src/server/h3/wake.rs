@@ -2,11 +2,12 @@
 //! its connection queued for the endpoint driver, which drives only connections that were
 //! woken and, in them, polls only streams that were.
 
-use crate::server::quic::Wakes;
+use crate::server::wake_flag::{OnWake, WakeFlag};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::task::{Wake, Waker};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+use tokio::sync::Notify;
 
 /// Marks kept for reuse per worker thread (a stream's mark is an allocation otherwise).
 const SPARE_MAX: usize = 256;
@@ -22,23 +23,21 @@ pub(crate) struct StreamWake {
     waker: Waker,
 }
 
-struct Flag {
-    woken: AtomicBool,
+/// A stream's mark: a wake-up queues its connection for the endpoint driver.
+type Flag = WakeFlag<QueueConn>;
+
+struct QueueConn {
     /// The connection's index (set again when the mark is reused).
     conn: AtomicUsize,
     wakes: Arc<Wakes>,
 }
 
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
+impl OnWake for QueueConn {
+    // Queue the connection once per mark.
+    const ONCE_PER_MARK: bool = true;
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        // Queue the connection once per mark.
-        if !self.woken.swap(true, Ordering::AcqRel) {
-            self.wakes.wake(self.conn.load(Ordering::Relaxed));
-        }
+    fn woken(&self) {
+        self.wakes.wake(self.conn.load(Ordering::Relaxed));
     }
 }
 
@@ -50,18 +49,20 @@ impl StreamWake {
             .try_with(|s| s.borrow_mut().pop())
             .ok()
             .flatten()
-            .filter(|f| Arc::ptr_eq(&f.wakes, wakes) && Arc::strong_count(f) == 1);
+            .filter(|f| Arc::ptr_eq(&f.then.wakes, wakes) && Arc::strong_count(f) == 1);
         let flag = match spare {
             Some(f) => {
-                f.conn.store(conn, Ordering::Relaxed);
-                f.woken.store(true, Ordering::Release);
+                f.then.conn.store(conn, Ordering::Relaxed);
+                f.mark();
                 f
             }
-            None => Arc::new(Flag {
-                woken: AtomicBool::new(true),
-                conn: AtomicUsize::new(conn),
-                wakes: wakes.clone(),
-            }),
+            None => Arc::new(Flag::new(
+                true,
+                QueueConn {
+                    conn: AtomicUsize::new(conn),
+                    wakes: wakes.clone(),
+                },
+            )),
         };
         StreamWake {
             waker: Waker::from(flag.clone()),
@@ -71,12 +72,12 @@ impl StreamWake {
 
     /// Whether the stream was woken since the last call; clears the mark.
     pub fn take(&self) -> bool {
-        self.flag.woken.swap(false, Ordering::AcqRel)
+        self.flag.take()
     }
 
     /// Marks the stream to be polled again (it made progress and may make more).
     pub fn mark(&self) {
-        self.flag.woken.store(true, Ordering::Release);
+        self.flag.mark();
     }
 
     pub fn waker(&self) -> &Waker {
@@ -95,6 +96,36 @@ impl Drop for StreamWake {
                     s.push(self.flag.clone());
                 }
             });
+        }
+    }
+}
+
+/// Connections' wake-ups from pending answers and bodies: the connection's index, then a
+/// nudge to the driver.
+#[derive(Default)]
+pub(crate) struct Wakes {
+    woken: Mutex<Vec<usize>>,
+    notify: Notify,
+}
+
+impl Wakes {
+    /// Marks connection `conn` to be driven.
+    pub fn wake(&self, conn: usize) {
+        if let Ok(mut w) = self.woken.lock() {
+            w.push(conn);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Completes at the next wake-up (or at once if one came since the last).
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// Swaps the marks into `into` (empty), so both vectors keep their capacity across turns.
+    pub fn take(&self, into: &mut Vec<usize>) {
+        if let Ok(mut w) = self.woken.lock() {
+            std::mem::swap(&mut *w, into);
         }
     }
 }

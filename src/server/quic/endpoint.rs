@@ -8,9 +8,9 @@
 use super::route::{self, Forwarded, Route};
 use super::Settings;
 use crate::proto::h3::qpack;
-use crate::server::h3::H3Conn;
+use crate::server::context::{ActiveGuard, WorkerCtx};
+use crate::server::h3::{H3Conn, Wakes};
 use crate::server::panics::contain_step;
-use crate::server::worker::{ActiveGuard, WorkerCtx};
 use bytes::BytesMut;
 use quinn_proto::{
     ConnectionHandle, DatagramEvent, Endpoint, EndpointEvent, Event, Incoming, Transmit,
@@ -20,11 +20,10 @@ use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
-use tokio::sync::Notify;
 
 /// Datagrams read per turn before the connections get to run.
 const READ_BUDGET: usize = 256;
@@ -109,31 +108,6 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
     // woken again at once, polled a dozen times per request. The driver bounds its own turns
     // instead (TURNS_PER_YIELD, and the read and send budgets).
     tokio::task::unconstrained(d.run(route)).await;
-}
-
-/// Connections' wake-ups from pending answers and bodies: the connection's index, then a
-/// nudge to the driver.
-#[derive(Default)]
-pub(crate) struct Wakes {
-    woken: Mutex<Vec<usize>>,
-    notify: Notify,
-}
-
-impl Wakes {
-    /// Marks connection `conn` to be driven.
-    pub fn wake(&self, conn: usize) {
-        if let Ok(mut w) = self.woken.lock() {
-            w.push(conn);
-        }
-        self.notify.notify_one();
-    }
-
-    /// Swaps the marks into `into` (empty), so both vectors keep their capacity across turns.
-    fn take(&self, into: &mut Vec<usize>) {
-        if let Ok(mut w) = self.woken.lock() {
-            std::mem::swap(&mut *w, into);
-        }
-    }
 }
 
 struct Driver<'a> {
@@ -247,7 +221,7 @@ impl<'a> Driver<'a> {
                 }
                 f = route.inbox.recv() => forwarded.extend(f),
                 _ = &mut sleep, if deadline.is_some() => armed = None,
-                _ = self.wakes.notify.notified() => {}
+                _ = self.wakes.notified() => {}
                 _ = &mut stop, if !stop_seen => {}
             }
         }

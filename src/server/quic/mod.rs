@@ -8,7 +8,7 @@ mod route;
 mod socket;
 mod unpad;
 
-pub(crate) use endpoint::{serve, Wakes};
+pub(crate) use endpoint::serve;
 pub(crate) use socket::{bind, bind_fresh};
 // For the `quic_unpad` fuzz target.
 pub use unpad::padding_start;

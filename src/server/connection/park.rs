@@ -29,9 +29,11 @@
 //! outlasted the client's last frame parks later than that; its idle timeout may then pass
 //! late by as much, when the connection before it in the FIFO expires.)
 
-use super::h1::{Addrs, Carried, Idle};
-use super::h2::Asleep;
-use super::worker::{self, ConnectionGuard, WorkerCtx};
+use super::{spawn_connection, ConnectionGuard, Connections, Idle};
+use crate::server::buffers::trim_allocator;
+use crate::server::context::{Addrs, WorkerCtx};
+use crate::server::h1::Carried;
+use crate::server::h2::Asleep;
 use bytes::BytesMut;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, VecDeque};
@@ -557,7 +559,7 @@ impl Parking {
             .get_or_insert_with(|| (ctx.buffers.read_buffer(), ctx.buffers.write_buffer()));
         let mut answered = false;
         let clock = &lane.clock;
-        let served = super::panics::contain_step(&addrs.0, || {
+        let served = crate::server::panics::contain_step(&addrs.0, || {
             exchange(fd, &addrs, fresh, ctx, clock, (rbuf, wbuf), &mut answered)
         });
         let served = served.map(|s| match s {
@@ -770,7 +772,7 @@ impl Parking {
         // Leave the parking epoll instance before tokio's takes the socket.
         let _ = crate::sys::epoll::delete(self.epoll.as_raw_fd(), socket.as_raw_fd());
         match TcpStream::from_std(socket) {
-            Ok(stream) => worker::spawn_connection(stream, addrs, guard, None, Some(idle)),
+            Ok(stream) => spawn_connection(stream, addrs, guard, None, Some(idle)),
             Err(e) => tracing::debug!(peer = %addrs.0, "cannot resume a parked connection: {e}"),
         }
     }
@@ -791,14 +793,14 @@ fn split(data: u64) -> (u32, u32) {
     ((data & u64::from(u32::MAX)) as u32, (data >> 32) as u32)
 }
 
-/// Parks a connection whose driver returned it idle (`h1::serve`); closes it instead when that
-/// fails or the server is stopping.
+/// Parks a connection whose driver returned it idle (`h1::Ended::Idle`, `h2::Asleep`);
+/// closes it instead when that fails or the server is stopping.
 pub(super) fn park(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, idle: Idle) {
-    let ctx = guard.ctx.clone();
-    let Some(parking) = ctx.parking.as_ref() else {
+    let conns = guard.conns.clone();
+    let Some(parking) = conns.parking.as_ref() else {
         return;
     };
-    if ctx.close_idle.get() {
+    if conns.ctx.close_idle.get() {
         return;
     }
     let socket = match stream.into_std() {
@@ -819,8 +821,8 @@ pub(super) fn park(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, idle
 /// Puts a connection just accepted into the lane (`Listener::Lane` in `worker.rs`); closes
 /// it when that fails.
 pub(super) fn enter(socket: std::net::TcpStream, addrs: Addrs, guard: ConnectionGuard) {
-    let ctx = guard.ctx.clone();
-    let Some(parking) = ctx.parking.as_ref() else {
+    let conns = guard.conns.clone();
+    let Some(parking) = conns.parking.as_ref() else {
         return;
     };
     let idle = Idle::Http1 {
@@ -847,10 +849,11 @@ fn tick_at(ns: u64) -> u32 {
 
 /// Serves this worker's parked connections until the worker ends: readiness, keep-alive
 /// deadlines, a server stop, and giving the memory of parked tasks back to the system.
-pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
-    let Some(parking) = ctx.parking.as_ref() else {
+pub(super) async fn watch(conns: Rc<Connections>) {
+    let Some(parking) = conns.parking.as_ref() else {
         return;
     };
+    let ctx = &conns.ctx;
     let mut last_trim = Instant::now();
     let mut http2_resumed = false;
     // One timer, moved only when the next wake-up changes (not once per readiness).
@@ -878,7 +881,7 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
         let trim_at =
             (parking.since_trim.get() >= TRIM_AFTER_PARKS).then(|| last_trim + TRIM_INTERVAL);
         if trim_at.is_some_and(|t| t <= now) {
-            worker::trim_allocator();
+            trim_allocator();
             parking.since_trim.set(0);
             last_trim = now;
             continue;
@@ -898,7 +901,7 @@ pub(super) async fn watch(ctx: Rc<WorkerCtx>) {
             let mut looked_again = 0;
             loop {
                 match parking.epoll.poll_read_ready(cx) {
-                    Poll::Ready(Ok(mut ready)) => match parking.wake_ready(&ctx) {
+                    Poll::Ready(Ok(mut ready)) => match parking.wake_ready(ctx) {
                         Ok(EVENTS_PER_CALL) => {}
                         // Drained after serving some: the peers answered meanwhile are likely
                         // to have sent again, and looking once more here is one system call

@@ -5,8 +5,8 @@
 
 use crate::http::clock::BatchClock;
 use crate::server::buffers::READ_BUFFER;
-use crate::server::h1::{self, Addrs, LaneStep};
-use crate::server::worker::WorkerCtx;
+use crate::server::context::{Addrs, WorkerCtx};
+use crate::server::h1::{self, LaneStep};
 use bytes::BytesMut;
 use std::io;
 use std::os::fd::RawFd;
