@@ -215,3 +215,45 @@ def test_report_puts_repeated_and_varied_side_by_side_with_ratios():
     assert "CPU 0.50× (vs h2o)" in lines[0]
     assert "CPU 1.00× (vs h2o)" in lines[1]
     assert lines[1].endswith("| spate 3.00×, h2o 1.50× |")  # nginx's runs were flagged
+
+
+def h2load_output(done, data, protocol="http/1.1", non2xx=0):
+    """h2load's summary as it prints it, with the figures the probe reads."""
+    return (
+        "starting benchmark...\nApplication protocol: %s\n\n"
+        "finished in 100.00ms, 500.00 req/s, 1.00MB/s\n"
+        "requests: %d total, %d started, %d done, %d succeeded, 0 failed, 0 errored, 0 timeout\n"
+        "status codes: %d 2xx, 0 3xx, %d 4xx, 0 5xx\n"
+        "traffic: 1.00MB (1) total, 1.00KB (1) headers (space savings 0.00%%), 1.00MB (%d) data\n"
+        % (protocol, done, done, done, done - non2xx, done - non2xx, non2xx, data)
+    )
+
+
+def test_probe_of_a_varied_case_needs_every_file_whole(monkeypatch, tmp_path):
+    from benchlib import runner as runner_mod
+
+    c = next(c for c in v1() if c.key == "V1-h1-mixed")
+    calls = []
+    answer = {}
+
+    def fake_run(argv, timeout, cpu=None):
+        calls.append(argv)
+        return 0, answer["text"]
+
+    monkeypatch.setattr(runner_mod, "run_bounded", fake_run)
+    env = RunEnv(str(tmp_path))
+    total = varied.expected_body_bytes("mixed")
+    answer["text"] = h2load_output(2000, total)
+    assert runner_mod.probe_varied(c, "http://127.0.0.1:1/x", "/f", env) is None
+    assert calls[-1][:2] == ["h2load", "--h1"] and "-n2000" in calls[-1] and "-m1" in calls[-1]
+    assert calls[-1][-2:] == ["-i", "/f"]
+    answer["text"] = h2load_output(2000, total - 1)
+    assert "body bytes" in runner_mod.probe_varied(c, "http://127.0.0.1:1/x", "/f", env)
+    answer["text"] = h2load_output(2000, total, non2xx=3)
+    assert "non-2xx" in runner_mod.probe_varied(c, "http://127.0.0.1:1/x", "/f", env)
+    # The one-request probe checks the protocol HTTP/1.1 cases negotiated.
+    answer["text"] = h2load_output(1, 4096, protocol="h2c")
+    reason = runner_mod.probe(c, "http://127.0.0.1:1/v1/mixed/0000.txt")
+    assert "expected http/1.1" in reason and "--h1" in calls[-1]
+    answer["text"] = h2load_output(1, 4096, protocol="http/1.1")
+    assert runner_mod.probe(c, "http://127.0.0.1:1/v1/mixed/0000.txt") is None
