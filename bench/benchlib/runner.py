@@ -210,11 +210,8 @@ class Runner:
         if case.tool == "wrk":
             duration = 1 if warm else secs
             return ["wrk", "-t1", "-c%d" % case.conns, "-d%ds" % duration, "--timeout", "5s", url]
-        argv = [
-            self.env.h3_client if case.listener == "quic" else "h2load",
-        ]
-        if case.h1:
-            argv += ["--h1"]
+        argv = [self.env.h3_client if case.listener == "quic" else "h2load"]
+        argv += ["--h1"] if case.h1 else []  # HTTP/1.1 (V1), ALPN http/1.1 over TLS
         argv += [
             "-t1",
             "-c%d" % case.conns,
