@@ -47,7 +47,9 @@ def main(argv=None):
     interrupted = False
     try:
         _pin_self(args.load_cpu)
-        docroot, answer_root = make_docroot(run_dir)
+        docroot, answer_root = make_docroot(
+            run_dir, with_varied=any(c.scenario == "V1" for c in cases)
+        )
         cert, key = make_certificate(run_dir)
         env = servers.Env(
             run_dir,

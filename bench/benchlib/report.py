@@ -171,7 +171,11 @@ def scenario_table(sid, cases, summary, order):
     present = {s for c in cases for s in summary[c.key]}
     servers = [s for s in order if s in present]
     out = ["## %s: %s" % (sid, SCENARIOS[sid]), ""]
+    # V1: each server's CPU per request over its own on the repeated request (same transport).
+    vs_repeated = any(c.baseline for c in cases)
     header = ["case", "load"] + servers + ["spate ÷ best peer"]
+    if vs_repeated:
+        header.append("CPU ÷ repeated")
     out.append("| " + " | ".join(header) + " |")
     out.append("|" + "---|" * len(header))
     notes = []
@@ -200,6 +204,8 @@ def scenario_table(sid, cases, summary, order):
                 floor_text = "CPU %s× %s, paired" % (_range(paired, 2), anchor)
                 verdict = floor_text if verdict == "n/a" else verdict + "; " + floor_text
         line.append(verdict)
+        if vs_repeated:
+            line.append(repeated_ratios(cells, summary.get(case.baseline), servers))
         out.append("| " + " | ".join(line) + " |")
     backend = _backend_notes(cases, summary)
     out.append("")
@@ -211,6 +217,15 @@ def scenario_table(sid, cases, summary, order):
             "over the smallest peer's.".format(FILES["page100k.html"]),
             "",
         ]
+    if vs_repeated:
+        out += [
+            "The repeated line of each transport asks for one file again and again; the "
+            "others ask for distinct files in shuffled order (`h2load -i`, never the same path "
+            "twice in a row on a connection). The last column is each server's CPU per request "
+            "over its own on the repeated line of the transport (medians): what traffic that "
+            "does not repeat costs it.",
+            "",
+        ]
     if backend:
         out += [
             "Backend CPU µs per request (nginx, HTTP/1.1, on the server CPU; not in the "
@@ -220,6 +235,29 @@ def scenario_table(sid, cases, summary, order):
     if notes:
         out += ["%d. %s" % (i + 1, n) for i, n in enumerate(notes)] + [""]
     return out
+
+
+def repeated_ratio(cell, baseline):
+    """A server's CPU per request on a varied case over its own on the repeated case (V1), or
+    None where either has no clean figure."""
+    if not cell or not baseline or cell.status != "ok" or baseline.status != "ok":
+        return None
+    if not cell.cpu or not baseline.cpu or not baseline.cpu[0]:
+        return None
+    return cell.cpu[0] / baseline.cpu[0]
+
+
+def repeated_ratios(cells, baseline_cells, servers):
+    """The "CPU ÷ repeated" column: "spate 1.50×, h2o 1.10×" in the table's server order; ""
+    on the repeated line itself."""
+    if baseline_cells is None:
+        return ""
+    parts = []
+    for srv in servers:
+        r = repeated_ratio(cells.get(srv), baseline_cells.get(srv))
+        if r is not None:
+            parts.append("%s %.2f×" % (srv, r))
+    return ", ".join(parts) or "n/a"
 
 
 def format_cell(cell, notes, server, label):

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from . import page, parsers
+from . import page, parsers, varied
 from .procs import RssSampler, StartError, run_bounded
 from .scenarios import FILES
 
@@ -147,6 +147,8 @@ class Runner:
             case.path,
         )
         reason = probe(case, url, check_body=not server.canned, h3_client=self.env.h3_client)
+        if not reason and case.uris:
+            reason = probe_varied(case, url, self.uri_file(case, url, once=True), self.env)
         if reason:
             self.skip(server, case, self.failure_status(server), "probe: %s" % reason)
             return None
@@ -208,8 +210,9 @@ class Runner:
         if case.tool == "wrk":
             duration = 1 if warm else secs
             return ["wrk", "-t1", "-c%d" % case.conns, "-d%ds" % duration, "--timeout", "5s", url]
-        argv = [
-            self.env.h3_client if case.listener == "quic" else "h2load",
+        argv = [self.env.h3_client if case.listener == "quic" else "h2load"]
+        argv += ["--h1"] if case.h1 else []  # HTTP/1.1 (V1), ALPN http/1.1 over TLS
+        argv += [
             "-t1",
             "-c%d" % case.conns,
             "-m%d" % case.streams,
@@ -223,7 +226,25 @@ class Runner:
             argv += ["--alpn-list=h3"]
         if case.encoding:
             argv += ["-H", "accept-encoding: %s" % case.encoding]
+        if case.uris:
+            return argv + ["-i", self.uri_file(case, url)]
         return argv + [url]
+
+    def uri_file(self, case, url, once=False):
+        """V1: the file of URIs `h2load -i` reads for `case` at `url` (written on first use):
+        case.uris's shuffled list of varied.py, every line a whole URI (h2load takes the
+        scheme, host and port from the first). `once`: each path of the set once, in file
+        order (the probe's)."""
+        base = url.split("://", 1)[0] + "://" + url.split("://", 1)[1].split("/", 1)[0]
+        port = base.rsplit(":", 1)[1]
+        d = os.path.join(self.env.run_dir, "uris")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "%s-%s%s.txt" % (case.key, port, "-once" if once else ""))
+        if not os.path.exists(path):
+            paths = varied.paths(case.uris) if once else varied.uri_list(case.uris)
+            with open(path, "w") as f:
+                f.write("".join(base + p + "\n" for p in paths))
+        return path
 
     def warm_up(self, case, url):
         """Warm the server up; return (requests, seconds): for h2load, the request count for a
@@ -334,6 +355,8 @@ def probe(case, url, check_body=True, h3_client=None):
     if case.tool == "h2load":
         quic = case.listener == "quic"
         argv = [h3_client if quic else "h2load", "-n1", "-c1", "-m1", "-T5"]
+        if case.h1:
+            argv += ["--h1"]
         if quic:
             argv += ["--alpn-list=h3"]
         if case.encoding:
@@ -351,15 +374,46 @@ def probe(case, url, check_body=True, h3_client=None):
                     "tls": "HTTP/2 over TLS",
                     "quic": "HTTP/3",
                 }[case.listener]
+                if case.h1:
+                    what = "HTTP/1.1" + (" over TLS" if case.listener == "tls" else "")
                 counts = "no %s answer: %s" % (what, counts)
             notes = "; ".join(res.notes)
             return "h2load -n1: %s" % (counts + "; " + notes if notes else counts)
-        if case.listener == "clear" and res.protocol != "h2c":
-            return "h2load -n1 negotiated %s" % res.protocol
+        wanted = "http/1.1" if case.h1 else ("h2c" if case.listener == "clear" else None)
+        if wanted and res.protocol.split(" ")[0] != wanted:
+            return "h2load -n1 negotiated %s, expected %s" % (res.protocol, wanted)
         if case.encoding:
             return probe_encoding(case, url, res.data_bytes)
         return None
     return http_get(url, case, check_body)
+
+
+def probe_varied(case, url, uri_file, env):
+    """V1: every path of the case's set answers 200 with the file's bytes: h2load -i over
+    each path once, all completed, none failed, and the body bytes add up to the set's
+    (h2load counts DATA bytes, and bodies over HTTP/1.1). None if so, else what is wrong."""
+    count = len(varied.paths(case.uris))
+    quic = case.listener == "quic"
+    argv = [env.h3_client if quic else "h2load"] + (["--h1"] if case.h1 else [])
+    argv += ["-n%d" % count, "-c1", "-m%d" % (1 if case.h1 else 10), "-T60"]
+    if quic:
+        argv += ["--alpn-list=h3"]
+    _, out = run_bounded(argv + ["-i", uri_file], 90)
+    try:
+        res = parsers.parse_h2load(out)
+    except parsers.ParseError as e:
+        return "h2load -i (the %d paths once): %s" % (count, e)
+    if res.completed != count or res.problems:
+        counts = ", ".join("%d %s" % (v, k) for k, v in res.problems.items())
+        return "h2load -i (the %d paths once): %d completed; %s" % (count, res.completed, counts)
+    expected = varied.expected_body_bytes(case.uris)
+    if res.data_bytes != expected:
+        return "h2load -i (the %d paths once): %d body bytes, expected %d" % (
+            count,
+            res.data_bytes,
+            expected,
+        )
+    return None
 
 
 def probe_encoding(case, url, body_bytes):
@@ -436,8 +490,9 @@ def http_get(url, case, check_body=True):
     return None
 
 
-def make_docroot(run_dir):
-    """The document root (FILES) and S6's answer root, world-readable for dropped workers."""
+def make_docroot(run_dir, with_varied=False):
+    """The document root (FILES) and S6's answer root, world-readable for dropped workers;
+    `with_varied`: also V1's files (benchlib/varied.py, ~33 MB)."""
     docroot = os.path.join(run_dir, "htdocs")
     answer_root = os.path.join(run_dir, "answer")
     for d in (docroot, answer_root):
@@ -450,6 +505,8 @@ def make_docroot(run_dir):
     with open(os.path.join(answer_root, "answer"), "wb") as f:
         f.write(b"42")
     os.chmod(os.path.join(answer_root, "answer"), 0o644)
+    if with_varied:
+        varied.make(docroot, os.path.join(run_dir, "v1-lists"))
     return docroot, answer_root
 
 

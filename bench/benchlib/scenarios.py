@@ -1,4 +1,4 @@
-"""The scenarios S1-S8 of shared/scenarios.md, and C1 (issue 9), as a list of concrete cases.
+"""The scenarios S1-S8 of shared/scenarios.md, C1 (issue 9) and V1 (issue 37), as a list of concrete cases.
 
 A case is one load shape against one URL: the report has one table per scenario and one line
 per case. Servers are started once per (scenario, server, listener) and serve every case of
@@ -6,6 +6,8 @@ that group, so a scenario's cases share a warm server.
 """
 
 from dataclasses import dataclass
+
+from . import varied
 
 # Files the document root holds, by name: size in bytes (see runner.make_docroot).
 FILES = {
@@ -41,24 +43,33 @@ class Case:
     warm_requests: int = 0
     # Proxy cases: backends behind the front (issue 12); above 1, balanced by least-conn.
     backends: int = 1
+    h1: bool = False  # h2load --h1 (HTTP/1.1, cleartext or over TLS with ALPN http/1.1)
+    # V1: the name of a path list of benchlib/varied.py (h2load -i over it); "" for `path`.
+    uris: str = ""
+    # V1: the key of the repeated-request case this one is compared with ("" if none).
+    baseline: str = ""
 
     @property
     def protocol(self):
         """What the server must speak: "h1", "h2" or "h3" (with self.listener for TLS)."""
         if self.listener == "quic":
             return "h3"
-        return "h1" if self.tool == "wrk" else "h2"
+        return "h1" if self.tool == "wrk" or self.h1 else "h2"
 
     @property
     def group(self):
-        """Cases with the same group are served by one server instance."""
-        return (self.scenario, self.listener, self.mode, self.backends)
+        """Cases with the same group are served by one server instance. In cleartext HTTP/1.1
+        and h2c (prior knowledge) take different listens (nginx), so they group apart."""
+        group = (self.scenario, self.listener, self.mode, self.backends)
+        return group + (self.protocol,) if self.listener == "clear" else group
 
     def load_flags(self):
         """The shape of the load as the seeds wrote it (for the report)."""
         if self.tool == "wrk":
             return "wrk -c%d" % self.conns
         flags = "h2load -c%d" % self.conns
+        if self.h1:
+            flags = "h2load --h1 -c%d" % self.conns
         if self.streams > 1:
             flags += " -m%d" % self.streams
         if self.big_windows:
@@ -67,6 +78,8 @@ class Case:
             flags += " --alpn-list=h3"
         if self.encoding:
             flags += " -H 'accept-encoding: %s'" % self.encoding
+        if self.uris:
+            flags += " -i %s" % self.uris
         return flags
 
 
@@ -83,7 +96,55 @@ SCENARIOS = {
     "(h2load --alpn-list=h3 -c100 -m10)",
     "C1": "on-the-fly compression of a 100 KB HTML page at br 6 / gzip 6, from a file and "
     "proxied, HTTP/2 over TLS (h2load -c100 -m10)",
+    "V1": "varied traffic: one 4 KiB file repeated, then 50 and 2,000 distinct 4 KiB files and "
+    "2,000 files of mixed sizes (100 B - 64 KiB) in shuffled order (h2load -i), over h2c, "
+    "HTTP/1.1, TLS (h2 and HTTP/1.1), HTTP/3 and through a proxy (h2load -c100, -m10 for "
+    "HTTP/2 and HTTP/3)",
 }
+
+# V1's traffic: (name of the varied.SETS set, label); the first is the repeated request.
+V1_SETS = (
+    ("one", "4 KiB repeated"),
+    ("d50", "50 × 4 KiB shuffled"),
+    ("d2000", "2,000 × 4 KiB shuffled"),
+    ("mixed", "2,000 mixed 100 B-64 KiB shuffled"),
+)
+# V1's transports: (short name, label, listener, mode, h1, streams).
+V1_TRANSPORTS = (
+    ("h2c", "h2c", "clear", "static", False, 10),
+    ("h1", "HTTP/1.1", "clear", "static", True, 1),
+    ("tls-h2", "TLS h2", "tls", "static", False, 10),
+    ("tls-h1", "TLS HTTP/1.1", "tls", "static", True, 1),
+    ("h3", "HTTP/3", "quic", "static", False, 10),
+    ("proxy", "proxy h2c", "clear", "proxy", False, 10),
+)
+
+
+def v1_cases():
+    """V1 (issue 37): per transport, the repeated request and the three varied ones, each
+    compared with the repeated one of its transport (`baseline`)."""
+    cases = []
+    for short, front, listener, mode, h1, streams in V1_TRANSPORTS:
+        baseline = "V1-%s-one" % short
+        for name, label in V1_SETS:
+            repeated = name == "one"
+            cases.append(
+                Case(
+                    "V1",
+                    "V1-%s-%s" % (short, name),
+                    "%s, %s" % (front, label),
+                    "h2load",
+                    varied.file_path(name, 0),
+                    listener,
+                    mode,
+                    100,
+                    streams,
+                    h1=h1,
+                    uris="" if repeated else name,
+                    baseline="" if repeated else baseline,
+                )
+            )
+    return cases
 
 
 def all_cases():
@@ -226,6 +287,7 @@ def all_cases():
                     warm_requests=1000,
                 )
             )
+    cases += v1_cases()
     return cases
 
 

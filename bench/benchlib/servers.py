@@ -142,7 +142,7 @@ def by_name(names):
 class H2oDialect(Server):
     """h2o and spate: one YAML dialect, one generator."""
 
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "Q1", "C1")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "Q1", "C1", "V1")
 
     def start(self, env, cases):
         case = cases[0]
@@ -320,7 +320,7 @@ class H2o(H2oDialect):
 
 class Nginx(Server):
     name = "nginx"
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1", "V1")
 
     def unsupported(self, case, env):
         if case.protocol == "h3":
@@ -407,7 +407,10 @@ class Nghttpd(Server):
 
 class Nghttpx(Server):
     name = "nghttpx"
-    scenarios = ("S4", "S8")
+    scenarios = ("S4", "S8", "V1")
+
+    def applies(self, case):
+        return super().applies(case) and case.mode == "proxy"  # V1: its proxy rows
 
     def unsupported(self, case, env):
         if case.protocol == "h3":
