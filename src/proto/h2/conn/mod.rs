@@ -15,7 +15,6 @@ use super::stream::{Send, Tail};
 use super::table::StreamTable;
 use crate::http::body::{BodyStream, Trailers};
 use crate::http::{Request, Response};
-use crate::metrics::{self, Direction};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -31,6 +30,7 @@ mod recv;
 mod repeat;
 mod send;
 mod settings;
+mod stats;
 mod streams;
 
 pub use buffers::{Released, TurnBuffers};
@@ -39,6 +39,7 @@ pub use park::Parked;
 use repeat::RequestMemo;
 use send::HeadersCache;
 pub use settings::Settings;
+pub use stats::{GoAway, Stats, RESET_CODES};
 
 /// Stop pulling body bytes into the output once it holds this much: the driver writes it out
 /// first, so memory per connection stays bounded whatever the windows are. Whole small
@@ -114,6 +115,8 @@ pub struct Connection {
     stalled_since: Option<Instant>,
     /// The Date header of this turn: read once per turn, not once per response.
     date: Option<[u8; crate::http::date::DATE_LEN]>,
+    /// Counts for the metrics, until the driver takes them.
+    stats: Stats,
     /// The driver's metrics mark for this turn's requests ([`Connection::set_turn_mark`]),
     /// for those answered from the memo.
     turn_mark: u64,
@@ -683,7 +686,7 @@ impl Connection {
         }
         frame::put_goaway(&mut self.out, MAX_WINDOW, Reason::NO_ERROR);
         // Counted once per connection, though a second GOAWAY follows.
-        metrics::h2_goaway(Direction::Sent, Reason::NO_ERROR.0, "server stopping");
+        self.stats.goaway(true, Reason::NO_ERROR, "server stopping");
         frame::put_ping(&mut self.out, false, &SHUTDOWN_PING);
         self.phase = Phase::Draining;
     }

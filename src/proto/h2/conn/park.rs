@@ -9,7 +9,7 @@
 //! [`Connection::unpark`] puts it back with that rest at its initial values when the client
 //! sends again.
 
-use super::{Budget, Connection, HeadersCache, Phase};
+use super::{Budget, Connection, HeadersCache, Phase, Stats};
 use crate::proto::h2::hpack;
 use crate::proto::h2::output::SplicedBodies;
 use crate::proto::h2::table::StreamTable;
@@ -117,6 +117,8 @@ impl Connection {
             send_conn_window,
             stalled_since: _,
             date: _,
+            // Taken by the driver before it parks.
+            stats: _,
             turn_mark: _,
             streams: _,
             ready: _,
@@ -214,6 +216,7 @@ impl Connection {
             send_conn_window: p.send_conn_window,
             stalled_since: None,
             date: None,
+            stats: Stats::default(),
             turn_mark: 0,
             streams: StreamTable::default(),
             ready: Default::default(),

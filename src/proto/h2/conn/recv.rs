@@ -5,7 +5,6 @@ use super::{
     REQUEST_BATCH, SHUTDOWN_PING, TINY_WINDOW_UPDATE,
 };
 use crate::http::Request;
-use crate::metrics::{self, Direction};
 use crate::proto::h2::frame::{self, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use crate::proto::h2::stream::Priority;
 use bytes::{Buf, BytesMut};
@@ -150,7 +149,7 @@ impl Connection {
             } => self.on_continuation(stream, end_headers, block, now),
             Frame::Priority { .. } => self.spend_control(now),
             Frame::RstStream { stream, reason } => {
-                metrics::h2_reset(Direction::Received, reason.0);
+                self.stats.reset(false, reason);
                 self.on_rst_stream(stream, now)
             }
             Frame::Settings { ack, settings } => {
@@ -180,7 +179,7 @@ impl Connection {
                 }
             }
             Frame::GoAway { reason, .. } => {
-                metrics::h2_goaway(Direction::Received, reason.0, "client");
+                self.stats.goaway(false, reason, "client");
                 self.peer_goaway = true;
                 self.check_done();
                 Ok(())

@@ -3,7 +3,6 @@
 use super::{Closed, Connection, Phase, Res, StreamDone, RECENT_RESETS, REQUEST_BATCH};
 use crate::http::body::{BodyError, Side};
 use crate::http::Request;
-use crate::metrics::{self, Direction};
 use crate::proto::h2::frame::{self, Reason};
 use crate::proto::h2::stream::Send;
 use std::time::Instant;
@@ -34,7 +33,7 @@ impl Connection {
     /// Writes RST_STREAM(`reason`) for stream `id`, counted in the metrics.
     pub(super) fn put_reset(&mut self, id: u32, reason: Reason) {
         frame::put_rst_stream(&mut self.out, id, reason);
-        metrics::h2_reset(Direction::Sent, reason.0);
+        self.stats.reset(true, reason);
     }
 
     pub(super) fn note_reset(&mut self, id: u32) {
@@ -46,7 +45,7 @@ impl Connection {
 
     pub(super) fn fail(&mut self, reason: Reason, why: &'static str) {
         frame::put_goaway(&mut self.out, self.max_client_stream, reason);
-        metrics::h2_goaway(Direction::Sent, reason.0, why);
+        self.stats.goaway(true, reason, why);
         self.closed = Some(Closed::GoAway(reason, why));
         self.partial = None;
     }

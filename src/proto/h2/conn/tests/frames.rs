@@ -437,3 +437,32 @@ fn field_validation_follows_section_8_2_1() {
         assert!(!valid_field(b"x", value), "{value:?}");
     }
 }
+
+#[test]
+fn resets_and_goaways_are_counted_for_the_driver() {
+    let cfg = Settings {
+        max_resets_per_second: 10,
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg, &[]);
+    p.turn(b"");
+    assert!(p.conn.take_stats().is_none(), "nothing counted yet");
+    let mut b = Vec::new();
+    for i in 0..11 {
+        b.extend(p.get(1 + 2 * i, "/", true));
+        frame::put_rst_stream(&mut b, 1 + 2 * i, Reason::CANCEL);
+    }
+    p.feed(&b);
+    let stats = p.conn.take_stats().expect("counts");
+    assert_eq!(stats.resets_received[Reason::CANCEL.0 as usize], 11);
+    assert_eq!(stats.resets_sent.iter().sum::<u32>(), 0);
+    assert_eq!(
+        stats.goaways,
+        [GoAway {
+            sent: true,
+            code: Reason::ENHANCE_YOUR_CALM.0,
+            cause: "too many stream resets",
+        }]
+    );
+    assert!(p.conn.take_stats().is_none(), "taken");
+}
