@@ -14,6 +14,7 @@ use super::ready::{self, ReadyQueues};
 use super::stream::{Send, Tail};
 use super::table::StreamTable;
 use crate::http::body::{BodyStream, Trailers};
+use crate::http::date::DATE_LEN;
 use crate::http::{Request, Response};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -113,8 +114,8 @@ pub struct Connection {
     peer_initial_window: u32,
     send_conn_window: i64,
     stalled_since: Option<Instant>,
-    /// The Date header of this turn: read once per turn, not once per response.
-    date: Option<[u8; crate::http::date::DATE_LEN]>,
+    /// The Date field of this turn's responses, from the driver's clock ([`Connection::set_date`]).
+    date: [u8; DATE_LEN],
     /// Counts for the metrics, until the driver takes them.
     stats: Stats,
     /// The driver's metrics mark for this turn's requests ([`Connection::set_turn_mark`]),
@@ -348,7 +349,6 @@ impl Connection {
         now: Instant,
         streams_body: &dyn Fn(&Request) -> bool,
     ) {
-        self.date = None;
         self.memo.answer_fresh = None;
         self.recv_paused = false;
         self.batch_opened = 0;
@@ -468,6 +468,12 @@ impl Connection {
         mark: Option<u64>,
     ) -> Option<Box<dyn BodyStream>> {
         self.respond_inner(id, resp, mark, true)
+    }
+
+    /// The Date field's value for the responses of this turn: the driver reads its clock once
+    /// a turn, before `recv`, and the connection reads none.
+    pub fn set_date(&mut self, date: &[u8; DATE_LEN]) {
+        self.date = *date;
     }
 
     /// The metrics mark (`metrics::Mark::to_bits`) of this turn's requests, given to those
@@ -651,7 +657,6 @@ impl Connection {
         self.wrote_large |= self.out.len() + self.spliced.len() > KEEP_OUTPUT_MAX;
         self.out.clear();
         self.spliced.clear();
-        self.date = None;
         self.closed_unwritten = 0;
     }
 

@@ -10,6 +10,7 @@
 //! sends again.
 
 use super::{Budget, Connection, HeadersCache, Phase, Stats};
+use crate::http::date::DATE_LEN;
 use crate::proto::h2::hpack;
 use crate::proto::h2::output::SplicedBodies;
 use crate::proto::h2::table::StreamTable;
@@ -215,7 +216,7 @@ impl Connection {
             peer_initial_window: p.peer_initial_window,
             send_conn_window: p.send_conn_window,
             stalled_since: None,
-            date: None,
+            date: [b' '; DATE_LEN],
             stats: Stats::default(),
             turn_mark: 0,
             streams: StreamTable::default(),

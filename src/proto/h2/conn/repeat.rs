@@ -203,10 +203,7 @@ impl Connection {
         match self.memo.answer_fresh {
             Some(fresh) => fresh,
             None => {
-                let date = *self
-                    .date
-                    .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
-                let fresh = cache.date == date && a.body.reusable_now();
+                let fresh = cache.date == self.date && a.body.reusable_now();
                 self.memo.answer_fresh = Some(fresh);
                 fresh
             }

@@ -201,9 +201,7 @@ impl Connection {
         let at = self.out.len();
         frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
         let status_buf = itoa3(status);
-        let date = *self
-            .date
-            .get_or_insert_with(|| crate::http::date::with_now(|d| *d));
+        let date = self.date;
         let cacheable = status >= 200 && body_len.is_some();
         let cache_len = body_len.unwrap_or(0);
         if cacheable

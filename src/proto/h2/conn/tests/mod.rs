@@ -35,6 +35,7 @@ impl Peer {
             dec: Decoder::new(4096, 1 << 20),
             now,
         };
+        p.conn.set_date(&crate::http::date::with_now(|d| *d));
         let mut b = frame::PREFACE.to_vec();
         frame::put_settings(&mut b, client_settings);
         p.feed(&b);
