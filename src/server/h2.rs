@@ -15,9 +15,10 @@ use crate::handler::Negotiated;
 use crate::http::{Answer, Request};
 use crate::metrics::Mark;
 use crate::proto::h2::frame::Reason;
-use crate::proto::h2::{Closed, Connection, Parked, Settings};
+use crate::proto::h2::{Closed, Connection, Parked, RunBuffer, Settings};
 use bytes::{Bytes, BytesMut};
 use ends::StreamEnds;
+use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -43,8 +44,11 @@ pub(crate) struct Upgrade {
     pub settings: Vec<u8>,
 }
 
-/// A worker's connection settings, shared by its connections.
+/// A worker's connection settings, shared by its connections, and its run buffer.
 pub(crate) struct WorkerSettings {
+    /// The worker's buffer for runs of repeated answers, lent to each `recv`: one a worker,
+    /// as the worker runs one connection's turn at a time.
+    runs: RefCell<RunBuffer>,
     plain: Arc<Settings>,
     secure: Arc<Settings>,
     /// Ports that also have a QUIC listener: their settings carry `alt-svc` (plain, secure).
@@ -72,6 +76,7 @@ impl WorkerSettings {
             })
             .collect();
         WorkerSettings {
+            runs: RefCell::default(),
             plain: Arc::new(plain),
             secure: Arc::new(secure),
             alt_svc,
@@ -338,7 +343,8 @@ async fn turns<'a, T: Transport>(
         // free their streams) before the next batch is decoded, all in one write.
         loop {
             if !rbuf.is_empty() {
-                conn.recv_with(rbuf, now, &streams_body);
+                let mut runs = ctx.h2.runs.borrow_mut();
+                conn.recv_with(rbuf, now, &mut runs, &streams_body);
             }
             while answer(conn, ctx, work, ends, now, mark) {}
             if !conn.recv_paused() || conn.closed().is_some() {

@@ -15,3 +15,4 @@ mod table;
 
 pub use conn::{Closed, Connection, Parked, Released, Settings, TurnBuffers, DEFAULT_MAX_WRITE};
 pub use output::OutputParts;
+pub use runs::RunBuffer;

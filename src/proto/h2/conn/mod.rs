@@ -11,6 +11,7 @@ use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, M
 use super::hpack::{self, HeaderField};
 use super::output::{OutputParts, SplicedBodies};
 use super::ready::{self, ReadyQueues};
+use super::runs::RunBuffer;
 use super::stream::{Send, Tail};
 use super::table::StreamTable;
 use crate::http::body::{BodyStream, Trailers};
@@ -330,8 +331,8 @@ impl Connection {
     }
 
     /// [`Connection::recv_with`] for a server whose handlers never stream request bodies.
-    pub fn recv(&mut self, input: &mut BytesMut, now: Instant) {
-        self.recv_with(input, now, &|_| false);
+    pub fn recv(&mut self, input: &mut BytesMut, now: Instant, runs: &mut RunBuffer) {
+        self.recv_with(input, now, runs, &|_| false);
     }
 
     /// Consumes the complete frames at the start of `input`. Protocol errors are answered
@@ -343,10 +344,14 @@ impl Connection {
     /// says yes, the request is handed out at once with a body pipe
     /// ([`Request::take_body`]); otherwise it is handed out at END_STREAM and its DATA is
     /// discarded.
+    ///
+    /// `runs` is the worker's run buffer, lent for the runs of repeated answers
+    /// ([`RunBuffer`]): one a worker, not one a connection.
     pub fn recv_with(
         &mut self,
         input: &mut BytesMut,
         now: Instant,
+        runs: &mut RunBuffer,
         streams_body: &dyn Fn(&Request) -> bool,
     ) {
         self.memo.answer_fresh = None;
@@ -360,7 +365,7 @@ impl Connection {
             input.clear();
             return;
         }
-        if let Err(Fail::Conn(r, why)) = self.recv_frames(input, now, streams_body) {
+        if let Err(Fail::Conn(r, why)) = self.recv_frames(input, now, runs, streams_body) {
             input.clear();
             self.fail(r, why);
         }

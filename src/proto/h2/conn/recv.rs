@@ -6,6 +6,7 @@ use super::{
 };
 use crate::http::Request;
 use crate::proto::h2::frame::{self, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
+use crate::proto::h2::runs::RunBuffer;
 use crate::proto::h2::stream::Priority;
 use bytes::{Buf, BytesMut};
 use std::time::Instant;
@@ -15,6 +16,7 @@ impl Connection {
         &mut self,
         input: &mut BytesMut,
         now: Instant,
+        runs: &mut RunBuffer,
         streams_body: &dyn Fn(&Request) -> bool,
     ) -> Res {
         if self.phase == Phase::Preface {
@@ -64,7 +66,7 @@ impl Connection {
                     None
                 };
             if let Some(room) = repeat {
-                at = self.repeat_run(input, at, at + total, room);
+                at = self.repeat_run(runs, input, at, at + total, room);
                 if self.output_full() {
                     // The frames after the run wait for the output to be written, rather
                     // than be queued as requests whose answers wait.

@@ -6,7 +6,7 @@ use super::{Connection, Phase, StreamDone};
 use crate::http::recycle::FieldList;
 use crate::http::Body;
 use crate::proto::h2::frame::{self, flag, kind};
-use crate::proto::h2::runs::{self, Run};
+use crate::proto::h2::runs::{self, Run, RunBuffer};
 use bytes::Bytes;
 use std::rc::Rc;
 
@@ -96,6 +96,7 @@ impl Connection {
     #[inline(always)]
     pub(super) fn repeat_run(
         &mut self,
+        runs: &mut RunBuffer,
         input: &[u8],
         first: usize,
         mut at: usize,
@@ -110,7 +111,7 @@ impl Connection {
         let mut n = 0;
         // In the run buffer when it is free (`runs`), else each on its own.
         if room > 0 && next_repeat(input, at, total, &prefix, &self.memo.block, last).is_some() {
-            if let Some(mut run) = self.start_run(room) {
+            if let Some(mut run) = self.start_run(runs, room) {
                 while n < room {
                     let Some(id) = next_repeat(input, at, total, &prefix, &self.memo.block, last)
                     else {
@@ -124,7 +125,7 @@ impl Connection {
                     n += 1;
                     at += total;
                 }
-                self.finish_run(run);
+                self.finish_run(runs, run);
             }
         }
         while n < room {
@@ -241,13 +242,14 @@ impl Connection {
     /// answer, when it is free and the answer's body would be spliced: other answers are one
     /// piece of output already.
     #[inline(never)]
-    pub(super) fn start_run(&self, limit: usize) -> Option<Run> {
+    pub(super) fn start_run(&self, runs: &mut RunBuffer, limit: usize) -> Option<Run> {
         let a = self.memo.answer.as_ref()?;
         if a.body_in_frames || a.data.len() < self.cfg.splice_min {
             return None;
         }
         let head = a.head_len as usize;
         Run::start(
+            runs,
             runs::Answer {
                 frames: self.memo.frames.get(..a.frames_len as usize)?,
                 body: &a.data,
@@ -259,8 +261,8 @@ impl Connection {
 
     /// Puts the run's bytes after the output's.
     #[inline(never)]
-    pub(super) fn finish_run(&mut self, run: Run) {
-        if let Some(piece) = run.finish() {
+    pub(super) fn finish_run(&mut self, runs: &mut RunBuffer, run: Run) {
+        if let Some(piece) = run.finish(runs) {
             self.spliced.push(self.out.len(), piece);
         }
     }

@@ -58,7 +58,7 @@ fn requests_are_decoded_in_batches() {
     let mut input = BytesMut::from(&reqs[..]);
     let mut batches = Vec::new();
     loop {
-        p.conn.recv(&mut input, p.now);
+        p.conn.recv(&mut input, p.now, &mut p.runs);
         assert!(p.conn.open_streams() <= REQUEST_BATCH);
         batches.push(answer_all(&mut p.conn, b"ok", p.now));
         assert_eq!(
@@ -255,7 +255,7 @@ fn streams_closed_but_unwritten_count_against_the_limit() {
     let mut input = BytesMut::from(&reqs[..]);
     let mut answered = 0;
     loop {
-        p.conn.recv(&mut input, p.now);
+        p.conn.recv(&mut input, p.now, &mut p.runs);
         answered += answer_all(&mut p.conn, b"", p.now);
         if !p.conn.recv_paused() {
             break;

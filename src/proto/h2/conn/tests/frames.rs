@@ -291,6 +291,7 @@ fn a_drain_before_the_preface_waits_for_it_then_sends_two_goaways() {
         enc: Encoder::default(),
         dec: Decoder::new(4096, 1 << 20),
         now,
+        runs: RunBuffer::default(),
     };
     // The preface, SETTINGS and a request arrive together, as from a client that had not
     // seen anything of ours yet.

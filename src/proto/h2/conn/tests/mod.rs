@@ -5,6 +5,7 @@ use super::*;
 use crate::http::Body;
 use crate::http::Method;
 use crate::proto::h2::hpack::{Decoder, Encoder};
+use crate::proto::h2::RunBuffer;
 use crate::proto::request_head::valid_field;
 use headers_cache::indexed_exchange;
 use streamed::{data, headers_frame, streamed};
@@ -21,6 +22,8 @@ struct Peer {
     enc: Encoder,
     dec: Decoder,
     now: Instant,
+    /// The worker's run buffer, lent to each `recv`.
+    runs: RunBuffer,
 }
 
 type Frames = Vec<(Head, Vec<u8>)>;
@@ -34,6 +37,7 @@ impl Peer {
             enc: Encoder::default(),
             dec: Decoder::new(4096, 1 << 20),
             now,
+            runs: RunBuffer::default(),
         };
         p.conn.set_date(&crate::http::date::with_now(|d| *d));
         let mut b = frame::PREFACE.to_vec();
@@ -46,9 +50,9 @@ impl Peer {
     /// with no request answered in between.
     fn feed(&mut self, b: &[u8]) {
         let mut input = BytesMut::from(b);
-        self.conn.recv(&mut input, self.now);
+        self.conn.recv(&mut input, self.now, &mut self.runs);
         while self.conn.recv_paused() && !input.is_empty() && self.conn.closed().is_none() {
-            self.conn.recv(&mut input, self.now);
+            self.conn.recv(&mut input, self.now, &mut self.runs);
         }
         assert!(input.is_empty() || self.conn.closed().is_some());
     }

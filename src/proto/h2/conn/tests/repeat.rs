@@ -168,7 +168,7 @@ pub(super) fn repeat_round_answering(
     let mut input = BytesMut::from(&reqs[..]);
     let mut handed = 0;
     loop {
-        p.conn.recv(&mut input, p.now);
+        p.conn.recv(&mut input, p.now, &mut p.runs);
         while let Some((id, _req)) = p.conn.next_request() {
             handed += 1;
             let r = answer();
@@ -584,7 +584,7 @@ fn repeats_are_answered_in_one_recv_until_the_output_is_full() {
         let mut out = Vec::new();
         let mut recvs = 0;
         while !input.is_empty() {
-            p.conn.recv(&mut input, p.now);
+            p.conn.recv(&mut input, p.now, &mut p.runs);
             recvs += 1;
             assert!(
                 p.conn.next_request().is_none(),
@@ -622,6 +622,8 @@ fn a_run_of_repeats_goes_out_in_one_piece_with_the_bytes_of_the_usual_path() {
     let reqs: Vec<u8> = ids.iter().flat_map(|&id| raw_request(id, &block)).collect();
     a.feed(&window);
     a.feed(&reqs);
+    // One worker: its run buffer is lent to each connection in turn.
+    b.runs = std::mem::take(&mut a.runs);
     b.feed(&window);
     b.feed(&reqs);
     let (a_out, b_out) = (a.conn.output_parts(), b.conn.output_parts());
@@ -640,6 +642,7 @@ fn a_run_of_repeats_goes_out_in_one_piece_with_the_bytes_of_the_usual_path() {
     b.conn.clear_output();
     // Free again, the buffer is laid out anew for another answer.
     let (mut c, block) = memo_peer_with(Settings::default(), &OTHER);
+    c.runs = std::mem::take(&mut b.runs);
     let reqs: Vec<u8> = ids.iter().flat_map(|&id| raw_request(id, &block)).collect();
     c.feed(&window);
     c.feed(&reqs);

@@ -83,7 +83,9 @@ impl Peer {
     pub(super) fn feed_streaming(&mut self, b: &[u8]) {
         let mut input = BytesMut::from(b);
         self.conn
-            .recv_with(&mut input, self.now, &|r| r.path().starts_with(b"/upload"));
+            .recv_with(&mut input, self.now, &mut self.runs, &|r| {
+                r.path().starts_with(b"/upload")
+            });
         assert!(input.is_empty() || self.conn.closed().is_some());
     }
 
@@ -691,7 +693,7 @@ fn tunnel_data_is_not_cut_by_the_body_limit() {
     ];
     let b = headers_frame(&mut p, 1, &fields, false);
     let mut input = BytesMut::from(&b[..]);
-    p.conn.recv_with(&mut input, p.now, &|_| true);
+    p.conn.recv_with(&mut input, p.now, &mut p.runs, &|_| true);
     let (id, req) = p.conn.next_request().expect("the tunnel's request");
     let mut body = req.take_body().expect("a pipe");
     p.conn.respond(id, streamed(None));
@@ -699,7 +701,7 @@ fn tunnel_data_is_not_cut_by_the_body_limit() {
     let mut got = 0;
     for _ in 0..5 {
         let mut input = BytesMut::from(&data(1, 900, false)[..]);
-        p.conn.recv_with(&mut input, p.now, &|_| true);
+        p.conn.recv_with(&mut input, p.now, &mut p.runs, &|_| true);
         while let Poll::Ready(Some(Ok(crate::http::Frame::Data(d)))) = poll_body(&mut body) {
             got += d.len();
         }
