@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod conn;
+pub mod flow;
 pub mod frame;
 pub mod hpack;
 pub mod output;

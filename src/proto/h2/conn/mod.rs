@@ -7,6 +7,7 @@
 //! driver passes `now` and asks [`Connection::poll_timeout`] when to call
 //! [`Connection::handle_timeout`]. See `LIFECYCLE.md` next to this file.
 
+use super::flow::Window;
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
 use super::hpack::{self, HeaderField};
 use super::output::{OutputParts, SplicedBodies};
@@ -113,7 +114,7 @@ pub struct Connection {
     headers_cache: HeadersCache,
     peer_max_frame: u32,
     peer_initial_window: u32,
-    send_conn_window: i64,
+    send_conn_window: Window,
     stalled_since: Option<Instant>,
     /// The Date field of this turn's responses, from the driver's clock ([`Connection::set_date`]).
     date: [u8; DATE_LEN],
@@ -493,7 +494,7 @@ impl Connection {
     /// body bytes (`has_body_room`). So a slow client stops reads from the producer.
     pub fn wants_body(&self, id: u32) -> bool {
         self.has_body_room()
-            && self.send_conn_window > 0
+            && self.send_conn_window.is_open()
             && self
                 .index(id)
                 .is_some_and(|i| self.streams[i].wants_chunk())
@@ -597,7 +598,8 @@ impl Connection {
             self.credit_consumed();
         }
         let mut urgency = 0;
-        while self.has_body_room() && self.send_conn_window > 0 && urgency < ready::URGENCIES {
+        while self.has_body_room() && self.send_conn_window.is_open() && urgency < ready::URGENCIES
+        {
             let Some(id) = self.ready.pop_front(urgency) else {
                 urgency += 1;
                 continue;
@@ -627,7 +629,7 @@ impl Connection {
 
     /// Whether [`Connection::fill`] would produce more bytes now.
     pub fn wants_fill(&self) -> bool {
-        self.send_conn_window > 0 && !self.ready.is_empty()
+        self.send_conn_window.is_open() && !self.ready.is_empty()
     }
 
     /// The output holds [`Settings::max_write`] bytes or more: time to write it.

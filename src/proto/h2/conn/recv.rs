@@ -5,7 +5,7 @@ use super::{
     REQUEST_BATCH, SHUTDOWN_PING, TINY_WINDOW_UPDATE,
 };
 use crate::http::Request;
-use crate::proto::h2::frame::{self, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
+use crate::proto::h2::frame::{self, kind, setting, Frame, FrameError, Head, Reason};
 use crate::proto::h2::runs::RunBuffer;
 use crate::proto::h2::stream::Priority;
 use bytes::{Buf, BytesMut};
@@ -219,8 +219,7 @@ impl Connection {
             self.spend_control(now)?;
         }
         if id == 0 {
-            self.send_conn_window += i64::from(increment);
-            if self.send_conn_window > i64::from(MAX_WINDOW) {
+            if self.send_conn_window.grow(increment).is_err() {
                 return Err(Fail::Conn(
                     Reason::FLOW_CONTROL_ERROR,
                     "connection window overflow",
@@ -238,8 +237,7 @@ impl Connection {
             return Ok(());
         };
         let s = &mut self.streams[i];
-        s.send_window += i64::from(increment);
-        if s.send_window > i64::from(MAX_WINDOW) {
+        if s.send_window.grow(increment).is_err() {
             return self.stream_error(id, Reason::FLOW_CONTROL_ERROR, now);
         }
         self.schedule(i);
@@ -261,8 +259,7 @@ impl Connection {
                         continue;
                     }
                     let s = &mut self.streams[i];
-                    s.send_window += delta;
-                    if s.send_window > i64::from(MAX_WINDOW) {
+                    if s.send_window.adjust(delta).is_err() {
                         return Err(Fail::Conn(
                             Reason::FLOW_CONTROL_ERROR,
                             "stream window overflow",

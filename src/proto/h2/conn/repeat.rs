@@ -222,13 +222,14 @@ impl Connection {
         let streams = (self.cfg.max_streams as usize)
             .saturating_sub(self.streams.len() + self.closed_unwritten as usize);
         let body = i64::from(a.body_len);
-        let windows = if body > i64::from(self.peer_initial_window) || self.send_conn_window < 0 {
-            0
-        } else if body == 0 {
-            usize::MAX
-        } else {
-            usize::try_from(self.send_conn_window / body).unwrap_or(0)
-        };
+        let windows =
+            if body > i64::from(self.peer_initial_window) || self.send_conn_window.size() < 0 {
+                0
+            } else if body == 0 {
+                usize::MAX
+            } else {
+                usize::try_from(self.send_conn_window.size() / body).unwrap_or(0)
+            };
         let each = a.frames_len as usize + if a.body_in_frames { 0 } else { body as usize };
         let output = self
             .cfg
@@ -327,7 +328,8 @@ impl Connection {
         let Some(a) = &self.memo.answer else {
             return;
         };
-        self.send_conn_window -= i64::from(a.body_len) * n as i64;
+        self.send_conn_window
+            .consume(u64::from(a.body_len) * n as u64);
         self.closed_unwritten += n as u32;
     }
 }

@@ -102,8 +102,9 @@ impl Connection {
     pub(super) fn fits_one_frame(&self, i: usize, len: u64) -> bool {
         len > 0
             && len <= u64::from(self.peer_max_frame)
-            && i64::try_from(len)
-                .is_ok_and(|n| n <= self.streams[i].send_window && n <= self.send_conn_window)
+            && i64::try_from(len).is_ok_and(|n| {
+                n <= self.streams[i].send_window.size() && n <= self.send_conn_window.size()
+            })
             && self.ready.is_empty()
             && !self.output_full()
     }
@@ -130,8 +131,8 @@ impl Connection {
             data,
         );
         let n = data.len() as u64;
-        s.send_window -= n as i64;
-        self.send_conn_window -= n as i64;
+        s.send_window.consume(n);
+        self.send_conn_window.consume(n);
         if let Some(sent) = &mut s.sent {
             sent.head += head;
             sent.body += n;
@@ -174,11 +175,11 @@ impl Connection {
     /// Some streamed body has window for more: it waits on its producer, not on the client.
     pub(super) fn stream_can_take_chunks(&self) -> bool {
         self.streaming > 0
-            && self.send_conn_window > 0
+            && self.send_conn_window.is_open()
             && self
                 .streams
                 .iter()
-                .any(|s| matches!(s.send, Send::Stream(_)) && s.send_window > 0)
+                .any(|s| matches!(s.send, Send::Stream(_)) && s.send_window.is_open())
     }
 
     /// The output may take more bytes of body pulled from a source (below
@@ -338,8 +339,8 @@ impl Connection {
         };
         let n = (self.peer_max_frame as u64)
             .min(src.remaining())
-            .min(self.streams[i].send_window.max(0) as u64)
-            .min(self.send_conn_window.max(0) as u64) as usize;
+            .min(self.streams[i].send_window.available())
+            .min(self.send_conn_window.available()) as usize;
         let at = self.out.len();
         frame::put_head(&mut self.out, n, kind::DATA, 0, id);
         let Send::Body(src) = &mut self.streams[i].send else {
@@ -374,16 +375,16 @@ impl Connection {
         }
         let done = src.remaining() == 0;
         let s = &mut self.streams[i];
-        s.send_window -= n as i64;
+        s.send_window.consume(n as u64);
         if let Some(sent) = &mut s.sent {
             sent.body += n as u64;
         }
-        self.send_conn_window -= n as i64;
+        self.send_conn_window.consume(n as u64);
         if done {
             self.out[at + 4] = flag::END_STREAM;
             self.sending -= 1;
             self.finish_send(i);
-        } else if s.send_window > 0 {
+        } else if s.send_window.is_open() {
             self.requeue(i);
         }
     }
@@ -405,10 +406,10 @@ impl Connection {
     /// follows if the producer gave it; otherwise the stream waits for the next push.
     pub(super) fn send_stream_data(&mut self, i: usize) {
         let peer_max_frame = self.peer_max_frame as usize;
-        let conn_window = self.send_conn_window.max(0) as u64;
+        let conn_window = self.send_conn_window.available();
         let s = &mut self.streams[i];
         let id = s.id;
-        let stream_window = s.send_window.max(0) as u64;
+        let stream_window = s.send_window.available();
         let Send::Stream(o) = &mut s.send else { return };
         let n = (o.queued.len())
             .min(peer_max_frame)
@@ -427,14 +428,14 @@ impl Connection {
         o.sent += n as u64;
         let drained = o.queued.is_empty();
         let ended = o.tail != Tail::Open;
-        s.send_window -= n as i64;
+        s.send_window.consume(n as u64);
         if let Some(sent) = &mut s.sent {
             sent.body += n as u64;
         }
-        self.send_conn_window -= n as i64;
+        self.send_conn_window.consume(n as u64);
         if drained && ended {
             self.write_tail(i, Some(at));
-        } else if !drained && self.streams[i].send_window > 0 {
+        } else if !drained && self.streams[i].send_window.is_open() {
             self.requeue(i);
         }
     }
