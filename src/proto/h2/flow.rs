@@ -65,10 +65,17 @@ impl Window {
         }
     }
 
-    /// A WINDOW_UPDATE of `increment` (or credit we give back).
+    /// A WINDOW_UPDATE of `increment` from the peer.
     #[inline]
     pub fn grow(&mut self, increment: u32) -> Result<(), Overflow> {
         self.adjust(i64::from(increment))
+    }
+
+    /// We give `n` bytes of credit back (our WINDOW_UPDATE): never more than was received,
+    /// so it cannot take the window past its size.
+    #[inline]
+    pub fn credit(&mut self, n: u32) {
+        self.0 += i64::from(n);
     }
 
     /// SETTINGS_INITIAL_WINDOW_SIZE changed by `delta` (new minus old initial size).
