@@ -9,6 +9,8 @@ pub mod flow;
 pub mod frame;
 pub mod hpack;
 pub mod output;
+#[cfg(test)]
+mod pair_tests;
 mod ready;
 mod runs;
 pub mod stream;
