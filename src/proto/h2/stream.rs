@@ -181,6 +181,20 @@ impl Stream {
     }
 }
 
+impl Send {
+    /// A body is on its way out (`Body` or `Stream`): counted in the connection's `sending`.
+    #[inline]
+    pub fn is_sending(&self) -> bool {
+        matches!(self, Send::Body(_) | Send::Stream(_))
+    }
+
+    /// A streamed body: counted in the connection's `streaming`.
+    #[inline]
+    pub fn is_streaming(&self) -> bool {
+        matches!(self, Send::Stream(_))
+    }
+}
+
 /// Sets a stream's sending half. Going from `Waiting` or `Done`, which hold nothing, skips
 /// the old value's drop glue (an out-of-line call on every stream's opening and ending).
 #[inline]

@@ -86,8 +86,7 @@ impl Connection {
         }
         match source {
             Some(src) => {
-                self.sending += 1;
-                self.streams[i].send = Send::Body(src);
+                self.set_send(i, Send::Body(src));
                 self.schedule(i);
             }
             None => self.finish_send(i),
@@ -155,20 +154,18 @@ impl Connection {
         let declared = body.len;
         let head = self.write_headers(id, resp.status, &resp.headers, declared, no_body);
         self.count_head(i, head);
-        let s = &mut self.streams[i];
         if no_body {
             // Dropping the stream cancels the work behind it.
             self.finish_send(i);
             return None;
         }
-        s.send = Send::Stream(Box::new(StreamOut {
+        let out = Send::Stream(Box::new(StreamOut {
             queued: Bytes::new(),
             tail: Tail::Open,
             declared,
             sent: 0,
         }));
-        self.sending += 1;
-        self.streaming += 1;
+        self.set_send(i, out);
         Some(body.stream)
     }
 
@@ -382,7 +379,6 @@ impl Connection {
         self.send_conn_window.consume(n as u64);
         if done {
             self.out[at + 4] = flag::END_STREAM;
-            self.sending -= 1;
             self.finish_send(i);
         } else if s.send_window.is_open() {
             self.requeue(i);
@@ -458,8 +454,6 @@ impl Connection {
                 self.count_head(i, n);
             }
         }
-        self.sending -= 1;
-        self.streaming -= 1;
         self.finish_send(i);
     }
 
@@ -470,11 +464,21 @@ impl Connection {
         }
     }
 
-    /// END_STREAM was written for the stream at `i`. The caller took it out of the
-    /// `sending`/`streaming` counts.
+    /// Moves stream `i`'s sending half to `to`: the one place where the `sending` and
+    /// `streaming` counts change (`Send::is_sending`, `Send::is_streaming`).
+    #[inline]
+    pub(super) fn set_send(&mut self, i: usize, to: Send) {
+        let send = &mut self.streams[i].send;
+        self.sending = self.sending - u32::from(send.is_sending()) + u32::from(to.is_sending());
+        self.streaming =
+            self.streaming - u32::from(send.is_streaming()) + u32::from(to.is_streaming());
+        set_send(send, to);
+    }
+
+    /// END_STREAM was written for the stream at `i` (or it ends without a body).
     pub(super) fn finish_send(&mut self, i: usize) {
+        self.set_send(i, Send::Done);
         let s = &mut self.streams[i];
-        set_send(&mut s.send, Send::Done);
         if let Recv::Body {
             content_length,
             received,

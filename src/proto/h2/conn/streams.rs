@@ -110,8 +110,9 @@ impl Connection {
         {
             self.before_remove(i);
         }
-        if matches!(self.streams[i].send, Send::Body(_)) {
-            self.sending -= 1;
+        if self.streams[i].send.is_sending() {
+            // What the stream sent is already reported (`before_remove`).
+            self.set_send(i, Send::Done);
         }
         self.streams.close(i);
         self.check_done();
@@ -132,9 +133,7 @@ impl Connection {
         let s = &mut self.streams[i];
         let id = s.id;
         if let Send::Stream(_) = s.send {
-            // Counted here; `remove` counts `Send::Body` itself.
-            self.sending -= 1;
-            self.streaming -= 1;
+            // Out of the counts in `remove`, once its end is reported.
             self.cancelled.push(id);
         }
         if std::mem::take(&mut s.with_handler) {
