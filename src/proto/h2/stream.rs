@@ -181,6 +181,32 @@ impl Stream {
     }
 }
 
+/// A stream's state as RFC 9113 section 5.1 names it, seen from its two halves. Idle streams
+/// are not stored (ids above the highest opened), and a closed one leaves the table at once;
+/// `Closed` is only the moment between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Both halves open: request body to come, answer not ended.
+    Open,
+    /// The client sent END_STREAM; the answer is waited for or on its way.
+    HalfClosedRemote,
+    /// Our END_STREAM went out (an answer before the request ended); its body may still come.
+    HalfClosedLocal,
+    Closed,
+}
+
+impl Stream {
+    /// The RFC's name for where the stream is.
+    pub fn state(&self) -> State {
+        match (&self.recv, &self.send) {
+            (Recv::Body { .. }, Send::Done) => State::HalfClosedLocal,
+            (Recv::Body { .. }, _) => State::Open,
+            (Recv::Closed, Send::Done) => State::Closed,
+            (Recv::Closed, _) => State::HalfClosedRemote,
+        }
+    }
+}
+
 impl Send {
     /// A body is on its way out (`Body` or `Stream`): counted in the connection's `sending`.
     #[inline]

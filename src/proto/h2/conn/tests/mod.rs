@@ -15,6 +15,7 @@ mod frames;
 mod headers_cache;
 mod park;
 mod repeat;
+mod states;
 mod streamed;
 
 struct Peer {
