@@ -1,4 +1,5 @@
-//! Request bodies: DATA, discarded or piped to the handler, and the receive windows they consume.
+//! Request bodies: DATA, discarded or piped to the handler, and the receive windows they
+//! consume.
 
 use super::{Connection, Fail, Res};
 use crate::http::body::{self, BodyError, Side, Trailers};

@@ -3,9 +3,14 @@
 //! bytes out ([`Connection::fill`] / [`Connection::output`]). Streamed bodies cross as
 //! values, never as I/O: a request body goes into the pipe the handler reads, and a streamed
 //! response body is polled by the driver and pushed in ([`Connection::push_body`]) when
-//! [`Connection::wants_body`] says the client can take more. No socket and no clock: the
-//! driver passes `now` and asks [`Connection::poll_timeout`] when to call
+//! [`Connection::wants_body`] says the client can take more. No socket, no clock and no
+//! global: the driver passes `now` and the Date ([`Connection::set_date`]), lends the
+//! worker's run buffer to `recv`, takes the counts for the metrics
+//! ([`Connection::take_stats`]), and asks [`Connection::poll_timeout`] when to call
 //! [`Connection::handle_timeout`]. See `LIFECYCLE.md` next to this file.
+//!
+//! This file holds the connection and its public API; the rest is in files of one concern
+//! each, every one an `impl Connection` block.
 
 use super::flow::Window;
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason, MAX_WINDOW};
@@ -37,12 +42,13 @@ mod stats;
 mod streams;
 
 pub use buffers::{Released, TurnBuffers};
-use flood::Budget;
 pub use park::Parked;
-use repeat::RequestMemo;
-use send::HeadersCache;
 pub use settings::Settings;
 pub use stats::{GoAway, Stats, RESET_CODES};
+
+use flood::Budget;
+use repeat::RequestMemo;
+use send::HeadersCache;
 
 /// Stop pulling body bytes into the output once it holds this much: the driver writes it out
 /// first, so memory per connection stays bounded whatever the windows are. Whole small

@@ -1,4 +1,5 @@
-//! Receiving: the preface, frame dispatch, and the control frames (RST_STREAM, WINDOW_UPDATE, SETTINGS).
+//! Receiving: the preface, frame dispatch, and the control frames (RST_STREAM,
+//! WINDOW_UPDATE, SETTINGS).
 
 use super::{
     Connection, Fail, Phase, Res, KEEP_BUFFERS_WITHIN, REPEAT_FLAGS, REPEAT_FLAGS_MASK,

@@ -1,4 +1,5 @@
-//! Sending: response HEADERS, DATA and trailers, the ready queues and the response headers cache.
+//! Sending: response HEADERS, DATA and trailers, the ready queues and the response headers
+//! cache.
 
 use super::{Connection, StreamDone, INDEX_VALUE_MAX, OUTPUT_HIGH_WATER};
 use crate::http::body::BodyStream;

@@ -1,4 +1,5 @@
-//! The connection basics: handshake, flow control, scheduling, errors, shutdown, budgets and timers.
+//! The connection basics: handshake, flow control, scheduling, errors, shutdown, budgets
+//! and timers.
 
 use super::*;
 use crate::http::Version;
