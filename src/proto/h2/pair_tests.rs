@@ -4,6 +4,7 @@
 
 use super::client::{ClientConn, ClientSettings, Received};
 use super::conn::{Connection, Settings};
+use super::frame::Reason;
 use super::runs::RunBuffer;
 use crate::http::{Body, Request, Response};
 use bytes::{Bytes, BytesMut};
@@ -202,4 +203,49 @@ fn a_request_body_flows_as_the_server_windows_allow() {
         200
     );
     assert_eq!(p.body(id), (b"stored".to_vec(), true));
+}
+
+#[test]
+fn a_server_drain_stops_new_streams_and_finishes_the_open_ones() {
+    let mut p = Pair::default();
+    let id = get(&mut p.client, b"/before");
+    p.server.shutdown();
+    p.run(&answer_with(b"served"));
+    // GOAWAY(2^31-1), then after the PING's round trip the final GOAWAY: the client opens
+    // nothing more, and the request already sent is answered.
+    assert!(p.client.is_closing());
+    assert!(!p.client.has_capacity());
+    assert_eq!(
+        p.client.take_head(id).expect("a head").expect("ok").status,
+        200
+    );
+    assert_eq!(p.body(id), (b"served".to_vec(), true));
+    assert!(p.client.failure().is_none());
+}
+
+#[test]
+fn a_client_reset_closes_the_stream_on_the_server() {
+    let mut p = Pair::default();
+    let pseudo: [(&[u8], &[u8]); 4] = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":authority", b"example"),
+        (b":path", b"/slow"),
+    ];
+    let id = p
+        .client
+        .open(&pseudo, [(&b"content-length"[..], &b"100"[..])], false)
+        .expect("room for a stream");
+    let seen = p.run(&answer_with(b"never"));
+    assert!(seen.is_empty(), "the body has not ended");
+    assert_eq!(p.server.open_streams(), 1);
+    p.client.reset(id);
+    assert!(p.server.take_stats().is_none(), "nothing counted yet");
+    let seen = p.run(&answer_with(b"never"));
+    assert!(seen.is_empty());
+    assert_eq!(p.server.open_streams(), 0);
+    let stats = p.server.take_stats().expect("the reset is counted");
+    assert_eq!(stats.resets_received[Reason::CANCEL.0 as usize], 1);
+    assert!(p.client.failure().is_none());
+    assert_eq!(p.server.closed(), None);
 }
