@@ -137,24 +137,32 @@ fn h2_row(router: &Router, path: &str) -> Row {
     let mut input = BytesMut::new();
     input.extend_from_slice(h2::frame::PREFACE);
     frame(&mut input, h2::frame::kind::SETTINGS, 0, 0, &[]);
-    conn.recv(&mut input, Instant::now());
+    // The worker's run buffer, lent to each `recv`.
+    let mut runs = h2::RunBuffer::default();
+    conn.recv(&mut input, Instant::now(), &mut runs);
     conn.clear_output();
     // Warm-up: the HPACK tables, the open-file cache, the buffers reach their steady state.
     let batches: Vec<BytesMut> = (0..REQUESTS / H2_BATCH).map(|_| client.batch()).collect();
-    h2_requests(router, &mut conn, batches);
+    h2_requests(router, &mut conn, &mut runs, batches);
     let batches: Vec<BytesMut> = (0..REQUESTS / H2_BATCH).map(|_| client.batch()).collect();
-    counted(|| h2_requests(router, &mut conn, batches))
+    counted(|| h2_requests(router, &mut conn, &mut runs, batches))
 }
 
 /// What the HTTP/2 driver does per read (`server::h2::run` and `answer`): decode, route,
 /// answer, frame, take the output. Returns the bytes written.
 #[inline(never)]
-fn h2_requests(router: &Router, conn: &mut Connection, batches: Vec<BytesMut>) -> usize {
+fn h2_requests(
+    router: &Router,
+    conn: &mut Connection,
+    runs: &mut h2::RunBuffer,
+    batches: Vec<BytesMut>,
+) -> usize {
     let mut out = 0;
     for mut input in batches {
         let now = Instant::now();
+        spate::http::date::with_now(|d| conn.set_date(d));
         loop {
-            conn.recv_with(&mut input, now, &|req| router.streams_body(req));
+            conn.recv_with(&mut input, now, runs, &|req| router.streams_body(req));
             while let Some((id, req)) = conn.next_request_held() {
                 let (answer, route) = router.handle(req);
                 conn.release_request(id);

@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
 use spate::http::{Body, Response};
 use spate::proto::h2::frame::{Head, HEADER_LEN, PREFACE};
-use spate::proto::h2::{Connection, Settings};
+use spate::proto::h2::{Connection, RunBuffer, Settings};
 use std::time::{Duration, Instant};
 
 static BODY: [u8; 20_000] = [b'x'; 20_000];
@@ -30,12 +30,13 @@ fuzz_target!(|data: &[u8]| {
     let addr = "127.0.0.1:1".parse().unwrap();
     let mut now = Instant::now();
     let mut conn = Connection::new(cfg, addr, addr, now);
+    let mut runs = RunBuffer::default();
     let mut input = BytesMut::from(&PREFACE[..]);
     input.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
-    conn.recv(&mut input, now);
+    conn.recv(&mut input, now, &mut runs);
     for piece in data.chunks(97) {
         input.extend_from_slice(piece);
-        conn.recv(&mut input, now);
+        conn.recv(&mut input, now, &mut runs);
         while let Some((id, _req)) = conn.next_request() {
             let mut r = Response::new(200);
             r.body = Body::Bytes(Bytes::from_static(body));

@@ -9,7 +9,17 @@
 use std::ops::Range;
 
 use crate::http::Method;
-use crate::proto::h2::hpack::HeaderField;
+
+/// One decoded header field: byte ranges into the buffer the HPACK or QPACK decoder filled.
+/// Defined here, below both decoders, which hand out lists of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderField {
+    pub name: Range<usize>,
+    pub value: Range<usize>,
+    /// Sent as "never indexed" (RFC 7541 section 6.2.3): an intermediary forwarding this
+    /// field must encode it the same way.
+    pub never_indexed: bool,
+}
 
 /// A validated request head: ranges into the decoder's buffer.
 #[derive(Debug)]

@@ -131,7 +131,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
             )),
             State::Asleep(_) => None,
         };
-        let (r, conn) = loop {
+        let (r, mut conn) = loop {
             let mut conn = match state {
                 State::Awake(conn) => conn,
                 State::Asleep(asleep) => {
@@ -156,6 +156,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
                 }
             };
             let r = Box::pin(run(&mut stream, &mut conn, ctx, &mut rbuf, &mut waits)).await;
+            count_stats(&mut conn);
             if !matches!(r, Ok(Pause::Quiet)) {
                 break (r.map(|_| ()), conn);
             }
@@ -167,6 +168,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
             }
             state = State::Asleep(asleep);
         };
+        count_stats(&mut conn);
         ctx.buffers.give_read(std::mem::take(&mut rbuf));
         if let Err(e) = r {
             tracing::debug!(peer = %conn.peer(), "HTTP/2 connection closed: {e}");
@@ -246,6 +248,8 @@ async fn turns<'a, T: Transport>(
         if let Some(m) = mark {
             conn.set_turn_mark(m.to_bits());
         }
+        // The Date of this turn's responses: the connection reads no clock.
+        crate::http::date::with_now(|d| conn.set_date(d));
         if conn.needs_output() {
             conn.lend_output(ctx.buffers.output_buffer().unwrap_or_default());
         }
@@ -258,7 +262,8 @@ async fn turns<'a, T: Transport>(
         // free their streams) before the next batch is decoded, all in one write.
         loop {
             if !rbuf.is_empty() {
-                conn.recv_with(rbuf, now, &streams_body);
+                let mut runs = ctx.h2.runs.borrow_mut();
+                conn.recv_with(rbuf, now, &mut runs, &streams_body);
             }
             while answer(conn, ctx, work, ends, now, mark) {}
             if !conn.recv_paused() || conn.closed().is_some() {
@@ -314,6 +319,7 @@ async fn turns<'a, T: Transport>(
             continue;
         }
 
+        count_stats(conn);
         // A waiting connection holds no output buffer, nor its turn buffers unless it is busy:
         // they go back to the worker.
         let released = conn.release_idle_buffers();
@@ -390,6 +396,31 @@ async fn turns<'a, T: Transport>(
 
 /// `conn` in its compact form, with its deadline; its own allocation is freed before the
 /// wait begins.
+/// Forwards what the connection counted to the metrics.
+fn count_stats(conn: &mut Connection) {
+    let Some(stats) = conn.take_stats() else {
+        return;
+    };
+    use crate::metrics::{h2_goaway, h2_reset, Direction};
+    for (direction, counts) in [
+        (Direction::Sent, &stats.resets_sent),
+        (Direction::Received, &stats.resets_received),
+    ] {
+        for (code, &n) in counts.iter().enumerate() {
+            for _ in 0..n {
+                h2_reset(direction, code as u32);
+            }
+        }
+    }
+    for g in &stats.goaways {
+        let direction = match g.sent {
+            true => Direction::Sent,
+            false => Direction::Received,
+        };
+        h2_goaway(direction, g.code, g.cause);
+    }
+}
+
 fn park(conn: Box<Connection>, open: Option<crate::metrics::OpenConnection>) -> Box<Asleep> {
     let deadline = conn.poll_timeout();
     Box::new(Asleep {

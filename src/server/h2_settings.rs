@@ -2,12 +2,16 @@
 //! and shared by its connections.
 
 use crate::config::Config;
-use crate::proto::h2::Settings;
+use crate::proto::h2::{RunBuffer, Settings};
 use bytes::Bytes;
+use std::cell::RefCell;
 use std::sync::Arc;
 
-/// A worker's connection settings, shared by its connections.
+/// A worker's connection settings, shared by its connections, and its run buffer.
 pub(crate) struct H2Settings {
+    /// The worker's buffer for runs of repeated answers, lent to each `recv`: one a worker,
+    /// as the worker runs one connection's turn at a time.
+    pub(crate) runs: RefCell<RunBuffer>,
     plain: Arc<Settings>,
     secure: Arc<Settings>,
     /// Ports that also have a QUIC listener: their settings carry `alt-svc` (plain, secure).
@@ -35,6 +39,7 @@ impl H2Settings {
             })
             .collect();
         H2Settings {
+            runs: RefCell::default(),
             plain: Arc::new(plain),
             secure: Arc::new(secure),
             alt_svc,

@@ -30,6 +30,7 @@
 //! Wakers live in the streams: whatever [`ClientConn::receive`] changes wakes the stream's
 //! reader, and a window opening wakes every stream (a sender may be waiting for it).
 
+use super::flow::{Overflow, Window};
 use super::frame::{self, flag, kind, setting, Frame, FrameError, Head, Reason};
 use super::hpack::{Decoder, Encoder, DEFAULT_TABLE_SIZE};
 use crate::proto::request_head::{is_connection_specific, valid_field};
@@ -101,11 +102,11 @@ pub struct ClientConn {
     peer_initial_window: u32,
     peer_max_frame: u32,
     /// What the backend lets us send on the connection.
-    send_window: i64,
+    send_window: Window,
     /// Connection-level bytes received and consumed (or dropped) but not yet credited back.
     recv_unacked: u32,
     /// What the backend may still send on the connection before our next WINDOW_UPDATE.
-    recv_window: i64,
+    recv_window: Window,
     conn_window: u32,
     /// A header block being continued: stream, fragments so far, END_STREAM.
     continuation: Option<(u32, Vec<u8>, bool)>,
@@ -122,9 +123,9 @@ pub struct ClientConn {
 }
 
 struct Stream {
-    send_window: i64,
+    send_window: Window,
     /// What the backend may still send before our next WINDOW_UPDATE.
-    recv_window: i64,
+    recv_window: Window,
     /// Taken by the reader but not yet credited back.
     recv_unacked: u32,
     head: Option<ResponseHead>,
@@ -188,9 +189,9 @@ impl ClientConn {
             peer_max_concurrent: u32::MAX,
             peer_initial_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
-            send_window: i64::from(frame::DEFAULT_WINDOW),
+            send_window: Window::new(frame::DEFAULT_WINDOW),
             recv_unacked: 0,
-            recv_window: i64::from(conn_window),
+            recv_window: Window::new(conn_window),
             conn_window,
             continuation: None,
             goaway: None,
@@ -276,8 +277,8 @@ impl ClientConn {
         self.streams.insert(
             id,
             Stream {
-                send_window: i64::from(self.peer_initial_window),
-                recv_window: i64::from(self.cfg.stream_window),
+                send_window: Window::new(self.peer_initial_window),
+                recv_window: Window::new(self.cfg.stream_window),
                 recv_unacked: 0,
                 head: None,
                 head_seen: false,
@@ -307,7 +308,7 @@ impl ClientConn {
             return true;
         }
         loop {
-            let room = s.send_window.min(self.send_window).max(0) as usize;
+            let room = s.send_window.available().min(self.send_window.available()) as usize;
             let queue_room = OUTPUT_HIGH_WATER.saturating_sub(self.out.len());
             let n = data.len().min(room).min(max_frame).min(queue_room);
             if n == 0 && !data.is_empty() {
@@ -326,8 +327,8 @@ impl ClientConn {
             );
             self.out.extend_from_slice(&data[..n]);
             *data = data.slice(n..);
-            s.send_window -= n as i64;
-            self.send_window -= n as i64;
+            s.send_window.consume(n as u64);
+            self.send_window.consume(n as u64);
             if last {
                 s.local_end = true;
             }
@@ -422,7 +423,7 @@ impl ClientConn {
             // the client keeps reading.
             if !s.remote_end && s.recv_unacked >= self.cfg.stream_window / 2 {
                 let inc = std::mem::take(&mut s.recv_unacked);
-                s.recv_window += i64::from(inc);
+                s.recv_window.credit(inc);
                 frame::put_window_update(&mut self.out, id, inc);
             }
             self.credit_conn(n);
@@ -454,7 +455,7 @@ impl ClientConn {
         self.recv_unacked = self.recv_unacked.saturating_add(n);
         if self.recv_unacked >= self.conn_window / 2 {
             let inc = std::mem::take(&mut self.recv_unacked);
-            self.recv_window += i64::from(inc);
+            self.recv_window.credit(inc);
             frame::put_window_update(&mut self.out, 0, inc);
         }
     }
@@ -615,7 +616,9 @@ impl ClientConn {
                 settings,
             } => {
                 for (id, value) in settings.iter() {
-                    self.apply_setting(id, value);
+                    if self.apply_setting(id, value).is_err() {
+                        return self.fail(Reason::FLOW_CONTROL_ERROR, "window above 2^31-1");
+                    }
                 }
                 frame::put_settings_ack(&mut self.out);
                 self.wake_all = true;
@@ -645,16 +648,14 @@ impl ClientConn {
                 stream: 0,
                 increment,
             } => {
-                self.send_window += i64::from(increment);
-                if self.send_window > i64::from(frame::MAX_WINDOW) {
+                if self.send_window.grow(increment).is_err() {
                     return self.fail(Reason::FLOW_CONTROL_ERROR, "window above 2^31-1");
                 }
                 self.wake_all = true;
             }
             Frame::WindowUpdate { stream, increment } => {
                 if let Some(s) = self.streams.get_mut(&stream) {
-                    s.send_window += i64::from(increment);
-                    if s.send_window > i64::from(frame::MAX_WINDOW) {
+                    if s.send_window.grow(increment).is_err() {
                         return self.stream_error(
                             stream,
                             Reason::FLOW_CONTROL_ERROR,
@@ -670,7 +671,9 @@ impl ClientConn {
         }
     }
 
-    fn apply_setting(&mut self, id: u16, value: u32) {
+    /// Applies one of the backend's settings; an error when a window change takes a
+    /// stream's window above 2^31-1 (RFC 9113 section 6.9.2).
+    fn apply_setting(&mut self, id: u16, value: u32) -> Result<(), Overflow> {
         match id {
             setting::HEADER_TABLE_SIZE => self.enc.set_peer_max_table_size(value as usize),
             setting::MAX_CONCURRENT_STREAMS => self.peer_max_concurrent = value,
@@ -678,18 +681,18 @@ impl ClientConn {
                 let delta = i64::from(value) - i64::from(self.peer_initial_window);
                 self.peer_initial_window = value;
                 for s in self.streams.values_mut() {
-                    s.send_window += delta;
+                    s.send_window.adjust(delta)?;
                 }
             }
             setting::MAX_FRAME_SIZE => self.peer_max_frame = value,
             _ => {}
         }
+        Ok(())
     }
 
     fn on_data(&mut self, id: u32, end_stream: bool, data: Bytes, flow_len: u32) {
         // The connection window counts every DATA frame, whatever its stream.
-        self.recv_window -= i64::from(flow_len);
-        if self.recv_window < 0 {
+        if self.recv_window.receive(flow_len).is_err() {
             return self.fail(Reason::FLOW_CONTROL_ERROR, "more data than the window");
         }
         let Some(s) = self.streams.get_mut(&id) else {
@@ -702,8 +705,7 @@ impl ClientConn {
         if !s.head_seen || s.remote_end {
             return self.stream_error(id, Reason::PROTOCOL_ERROR, "DATA before HEADERS");
         }
-        s.recv_window -= i64::from(flow_len);
-        if s.recv_window < 0 {
+        if s.recv_window.receive(flow_len).is_err() {
             return self.fail(Reason::FLOW_CONTROL_ERROR, "more data than the window");
         }
         s.received += data.len() as u64;

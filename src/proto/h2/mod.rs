@@ -5,9 +5,12 @@
 
 pub mod client;
 pub mod conn;
+pub mod flow;
 pub mod frame;
 pub mod hpack;
 pub mod output;
+#[cfg(test)]
+mod pair_tests;
 mod ready;
 mod runs;
 pub mod stream;
@@ -15,3 +18,4 @@ mod table;
 
 pub use conn::{Closed, Connection, Parked, Released, Settings, TurnBuffers, DEFAULT_MAX_WRITE};
 pub use output::OutputParts;
+pub use runs::RunBuffer;

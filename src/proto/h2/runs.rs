@@ -10,11 +10,11 @@
 //! The buffer is shared out as `Bytes`: a run goes into a connection's output as a slice of
 //! it, and the slots are written again only when no output holds any (`Bytes::try_into_mut`).
 //! While one does (its write did not finish), runs take the usual path: there is one buffer a
-//! worker, whatever the number of connections, so memory stays bounded.
+//! worker, whatever the number of connections, so memory stays bounded. The worker owns it
+//! and lends it to each `recv` ([`RunBuffer`]); the core keeps no global.
 
 use super::frame;
 use bytes::{Bytes, BytesMut};
-use std::cell::RefCell;
 
 /// Bodies up to this long are laid out in slots: one DATA frame at the default frame size.
 /// Above it the kernel's cost per piece is small next to the body's copy.
@@ -24,13 +24,10 @@ pub(super) const RUN_BODY_MAX: usize = 16_384;
 /// slots: a repeated request's answer has a few dozen bytes of frames.
 pub(super) const RUN_FRAMES_MAX: usize = 1024;
 
-thread_local! {
-    static RUNS: RefCell<RunBuffer> = RefCell::new(RunBuffer::default());
-}
-
-/// The slots, and what they were filled with.
+/// The slots, and what they were filled with: one a worker, lent to each
+/// [`Connection::recv_with`](super::Connection::recv_with).
 #[derive(Default)]
-struct RunBuffer {
+pub struct RunBuffer {
     /// `filled` slots, back to back. Held by outputs while they write runs.
     slots: Bytes,
     /// A slot's frames, stream ids zero.
@@ -78,14 +75,13 @@ pub(super) struct Run {
 impl Run {
     /// Takes the worker's buffer for a run of at most `limit` repeats of `answer`; None when
     /// an output still holds part of it, or the answer is not one to lay out in slots.
-    pub(super) fn start(answer: Answer<'_>, limit: usize) -> Option<Run> {
+    pub(super) fn start(buf: &mut RunBuffer, answer: Answer<'_>, limit: usize) -> Option<Run> {
         if limit == 0 || answer.frames.len() > RUN_FRAMES_MAX || answer.body.len() > RUN_BODY_MAX {
             return None;
         }
         let slot = answer.frames.len() + answer.body.len();
-        RUNS.with(|runs| {
-            let mut buf = runs.try_borrow_mut().ok()?;
-            let same = answer.fills(&buf);
+        {
+            let same = answer.fills(buf);
             let slots = if buf.slots.is_empty() {
                 BytesMut::new()
             } else {
@@ -115,7 +111,7 @@ impl Run {
             }
             buf.filled = 0;
             Some(run)
-        })
+        }
     }
 
     /// Writes the next repeat, for stream `id`; false when the run has taken its slots.
@@ -148,17 +144,13 @@ impl Run {
 
     /// Gives the buffer back to the worker; returns the run's bytes to write (None when it
     /// took no slot).
-    pub(super) fn finish(self) -> Option<Bytes> {
+    pub(super) fn finish(self, buf: &mut RunBuffer) -> Option<Bytes> {
         let slots = self.slots.freeze();
         let piece = (self.n > 0).then(|| slots.slice(..self.n * self.slot));
-        RUNS.with(|runs| {
-            if let Ok(mut buf) = runs.try_borrow_mut() {
-                buf.slots = slots;
-                buf.frames = self.frames;
-                buf.body = Some(self.body);
-                buf.filled = self.filled;
-            }
-        });
+        buf.slots = slots;
+        buf.frames = self.frames;
+        buf.body = Some(self.body);
+        buf.filled = self.filled;
         piece
     }
 }
@@ -176,25 +168,26 @@ mod tests {
         f
     }
 
-    fn run(frames: &[u8], body: &Bytes, ids: &[u32]) -> Option<Bytes> {
+    fn run(buf: &mut RunBuffer, frames: &[u8], body: &Bytes, ids: &[u32]) -> Option<Bytes> {
         let answer = Answer {
             frames,
             body,
             ids: [5, 15],
         };
-        let mut r = Run::start(answer, ids.len())?;
+        let mut r = Run::start(buf, answer, ids.len())?;
         for &id in ids {
             assert!(r.put(id));
         }
         assert!(!r.put(99), "no slot past the limit");
-        r.finish()
+        r.finish(buf)
     }
 
     #[test]
     fn slots_take_each_stream_id_and_are_laid_out_again_for_another_answer() {
+        let mut buf = RunBuffer::default();
         let body = Bytes::from_static(b"0123456789");
         let f = frames(0x88, body.len());
-        let piece = run(&f, &body, &[1, 3, 5]).expect("the buffer is free");
+        let piece = run(&mut buf, &f, &body, &[1, 3, 5]).expect("the buffer is free");
         assert_eq!(piece.len(), 3 * (f.len() + body.len()));
         for (k, slot) in piece.chunks(f.len() + body.len()).enumerate() {
             let id = (1 + 2 * k as u32).to_be_bytes();
@@ -203,18 +196,18 @@ mod tests {
             assert_eq!(slot[f.len()..], body[..]);
         }
         assert!(
-            run(&f, &body, &[7]).is_none(),
+            run(&mut buf, &f, &body, &[7]).is_none(),
             "held by an unwritten output"
         );
         drop(piece);
         // Another block, then another body: the slots are filled anew.
         let g = frames(0x89, body.len());
-        let piece = run(&g, &body, &[7, 9]).expect("free again");
+        let piece = run(&mut buf, &g, &body, &[7, 9]).expect("free again");
         assert_eq!(piece[9], 0x89);
         assert_eq!(piece[g.len() + body.len() + 9], 0x89);
         drop(piece);
         let other = Bytes::copy_from_slice(b"abcdefghij");
-        let piece = run(&g, &other, &[11]).expect("free");
+        let piece = run(&mut buf, &g, &other, &[11]).expect("free");
         assert_eq!(piece[g.len()..], other[..]);
         assert_eq!(piece[5..9], 11u32.to_be_bytes());
     }

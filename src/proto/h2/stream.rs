@@ -10,6 +10,7 @@
 use crate::http::body::{BodyWriter, Trailers};
 use crate::http::response::BodyPart;
 use crate::http::{Body, OpenFile};
+use crate::proto::h2::flow::Window;
 use bytes::Bytes;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
@@ -80,7 +81,7 @@ pub struct Stream {
     /// `max_request_body` (flow control still bounds what is held).
     pub tunnel: bool,
     /// Our send window: may go negative when the peer lowers SETTINGS_INITIAL_WINDOW_SIZE.
-    pub send_window: i64,
+    pub send_window: Window,
     /// How much more the client may send on this stream before our next WINDOW_UPDATE.
     pub recv_window: u32,
     /// Bytes received since our last WINDOW_UPDATE for this stream.
@@ -118,7 +119,7 @@ impl Stream {
             holds_request: false,
             head_request: false,
             tunnel: false,
-            send_window: i64::from(send_window),
+            send_window: Window::new(send_window),
             recv_window,
             recv_unacked: 0,
             priority: Priority::default(),
@@ -158,7 +159,7 @@ impl Stream {
         *holds_request = false;
         *head_request = false;
         *tunnel = false;
-        *s_send_window = i64::from(send_window);
+        *s_send_window = Window::new(send_window);
         *s_recv_window = recv_window;
         *recv_unacked = 0;
         *priority = Priority::default();
@@ -168,15 +169,55 @@ impl Stream {
 
     /// Has body bytes to send and window to send them in.
     pub fn sendable(&self) -> bool {
-        self.send_window > 0
+        self.send_window.is_open()
             && (matches!(self.send, Send::Body(_))
                 || matches!(&self.send, Send::Stream(o) if !o.queued.is_empty()))
     }
 
     /// A streamed body that has sent all it was given and may take the next chunk.
     pub fn wants_chunk(&self) -> bool {
-        self.send_window > 0
+        self.send_window.is_open()
             && matches!(&self.send, Send::Stream(o) if o.queued.is_empty() && o.tail == Tail::Open)
+    }
+}
+
+/// A stream's state as RFC 9113 section 5.1 names it, seen from its two halves. Idle streams
+/// are not stored (ids above the highest opened), and a closed one leaves the table at once;
+/// `Closed` is only the moment between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Both halves open: request body to come, answer not ended.
+    Open,
+    /// The client sent END_STREAM; the answer is waited for or on its way.
+    HalfClosedRemote,
+    /// Our END_STREAM went out (an answer before the request ended); its body may still come.
+    HalfClosedLocal,
+    Closed,
+}
+
+impl Stream {
+    /// The RFC's name for where the stream is.
+    pub fn state(&self) -> State {
+        match (&self.recv, &self.send) {
+            (Recv::Body { .. }, Send::Done) => State::HalfClosedLocal,
+            (Recv::Body { .. }, _) => State::Open,
+            (Recv::Closed, Send::Done) => State::Closed,
+            (Recv::Closed, _) => State::HalfClosedRemote,
+        }
+    }
+}
+
+impl Send {
+    /// A body is on its way out (`Body` or `Stream`): counted in the connection's `sending`.
+    #[inline]
+    pub fn is_sending(&self) -> bool {
+        matches!(self, Send::Body(_) | Send::Stream(_))
+    }
+
+    /// A streamed body: counted in the connection's `streaming`.
+    #[inline]
+    pub fn is_streaming(&self) -> bool {
+        matches!(self, Send::Stream(_))
     }
 }
 

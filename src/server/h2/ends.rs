@@ -158,7 +158,11 @@ mod tests {
         let mut b = frame::PREFACE.to_vec();
         frame::put_settings(&mut b, &[]);
         frame::put_window_update(&mut b, id, 100);
-        conn.recv(&mut BytesMut::from(&b[..]), now);
+        conn.recv(
+            &mut BytesMut::from(&b[..]),
+            now,
+            &mut crate::proto::h2::RunBuffer::default(),
+        );
         conn.fill(now);
         logs.write_ended(&mut conn);
         file.borrow_mut().flush();

@@ -417,7 +417,11 @@ mod tests {
         let mut b = frame::PREFACE.to_vec();
         frame::put_settings(&mut b, &[]);
         frame::put_window_update(&mut b, id, 10_000);
-        conn.recv(&mut BytesMut::from(&b[..]), now);
+        conn.recv(
+            &mut BytesMut::from(&b[..]),
+            now,
+            &mut crate::proto::h2::RunBuffer::default(),
+        );
         work.drive(&mut cx, &mut conn, &mut ends, now);
         assert!(work.is_empty());
         let f = frames(conn.output());
@@ -458,7 +462,11 @@ mod tests {
         let mut b = frame::PREFACE.to_vec();
         frame::put_settings(&mut b, &[]);
         frame::put_rst_stream(&mut b, id, frame::Reason::CANCEL);
-        conn.recv(&mut BytesMut::from(&b[..]), now);
+        conn.recv(
+            &mut BytesMut::from(&b[..]),
+            now,
+            &mut crate::proto::h2::RunBuffer::default(),
+        );
         work.drive(&mut cx, &mut conn, &mut ends, now);
         assert!(dropped.get(), "the reset dropped the pending answer");
         assert!(work.is_empty());

@@ -406,3 +406,27 @@ fn request_body_waits_for_the_output_to_drain() {
     assert!(!c.send_data(id, &mut body, true));
     assert!(body.len() < left, "more went once the output was written");
 }
+
+#[test]
+fn a_settings_change_past_the_largest_window_fails_the_connection() {
+    let mut c = conn();
+    let id = c.open(&[(b":method", b"POST")], NONE, false).unwrap();
+    sent(&mut c);
+    // The stream's window grows to 2^31-1 - 10; a larger initial window would take it past.
+    let mut w = Vec::new();
+    put_window_update(&mut w, id, frame::MAX_WINDOW - frame::DEFAULT_WINDOW - 10);
+    feed(&mut c, w);
+    assert!(c.failure().is_none());
+    let mut s = Vec::new();
+    put_settings(
+        &mut s,
+        &[(setting::INITIAL_WINDOW_SIZE, frame::DEFAULT_WINDOW + 11)],
+    );
+    feed(&mut c, s);
+    assert!(
+        c.failure().is_some(),
+        "RFC 9113 section 6.9.2: FLOW_CONTROL_ERROR"
+    );
+    let frames = sent(&mut c);
+    assert!(frames.iter().any(|(h, _)| h.kind == kind::GOAWAY));
+}

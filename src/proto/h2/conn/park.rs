@@ -9,7 +9,9 @@
 //! [`Connection::unpark`] puts it back with that rest at its initial values when the client
 //! sends again.
 
-use super::{Budget, Connection, HeadersCache, Phase};
+use super::{Budget, Connection, HeadersCache, Phase, Stats};
+use crate::http::date::DATE_LEN;
+use crate::proto::h2::flow::Window;
 use crate::proto::h2::hpack;
 use crate::proto::h2::output::SplicedBodies;
 use crate::proto::h2::table::StreamTable;
@@ -31,7 +33,7 @@ pub struct Parked {
     max_client_stream: u32,
     peer_max_frame: u32,
     peer_initial_window: u32,
-    send_conn_window: i64,
+    send_conn_window: Window,
     last_frame_at: Instant,
     peer_goaway: bool,
     /// Streams reset lately, whose frames may still be in flight; `None` when there are
@@ -52,7 +54,7 @@ impl Parked {
             max_client_stream: 0,
             peer_max_frame: super::frame::DEFAULT_MAX_FRAME_SIZE,
             peer_initial_window: super::frame::DEFAULT_WINDOW,
-            send_conn_window: i64::from(super::frame::DEFAULT_WINDOW),
+            send_conn_window: Window::new(super::frame::DEFAULT_WINDOW),
             last_frame_at: now,
             peer_goaway: false,
             recently_reset: None,
@@ -117,6 +119,8 @@ impl Connection {
             send_conn_window,
             stalled_since: _,
             date: _,
+            // Taken by the driver before it parks.
+            stats: _,
             turn_mark: _,
             streams: _,
             ready: _,
@@ -213,7 +217,8 @@ impl Connection {
             peer_initial_window: p.peer_initial_window,
             send_conn_window: p.send_conn_window,
             stalled_since: None,
-            date: None,
+            date: [b' '; DATE_LEN],
+            stats: Stats::default(),
             turn_mark: 0,
             streams: StreamTable::default(),
             ready: Default::default(),

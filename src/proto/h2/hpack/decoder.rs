@@ -6,16 +6,7 @@ use bytes::BytesMut;
 
 use super::table::{self, DynamicTable, Stowed, ENTRY_OVERHEAD, STATIC_LEN};
 use super::{huffman, integer, DecodeError};
-
-/// One decoded header field: byte ranges into the buffer passed to [`Decoder::decode`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeaderField {
-    pub name: Range<usize>,
-    pub value: Range<usize>,
-    /// Sent as "never indexed" (RFC 7541 section 6.2.3): an intermediary forwarding this
-    /// field must encode it the same way.
-    pub never_indexed: bool,
-}
+pub use crate::proto::request_head::HeaderField;
 
 /// The decoding half of one HTTP/2 connection's HPACK context.
 #[derive(Debug)]

@@ -1,0 +1,154 @@
+//! The stream table's bookkeeping: resets, connection errors, inserting and removing streams.
+
+use super::{Closed, Connection, Phase, Res, StreamDone, RECENT_RESETS, REQUEST_BATCH};
+use crate::http::body::{BodyError, Side};
+use crate::http::Request;
+use crate::proto::h2::frame::{self, Reason};
+use crate::proto::h2::stream::Send;
+use std::time::Instant;
+
+impl Connection {
+    /// Resets stream `i` from our side (a failed or inconsistent streamed body), without
+    /// charging the client's reset budget.
+    pub(super) fn reset(&mut self, i: usize, reason: Reason) {
+        let id = self.streams[i].id;
+        self.put_reset(id, reason);
+        self.note_reset(id);
+        self.closed_unwritten += 1;
+        self.remove(i);
+    }
+
+    /// Resets stream `id` with `reason` (RST_STREAM) and forgets it.
+    pub(super) fn stream_error(&mut self, id: u32, reason: Reason, now: Instant) -> Res {
+        self.put_reset(id, reason);
+        self.note_reset(id);
+        if let Some(i) = self.index(id) {
+            self.closed_unwritten += 1;
+            self.remove(i);
+        }
+        // Resets we are made to send cost the same budget as the client's (MadeYouReset).
+        self.spend_reset(now)
+    }
+
+    /// Writes RST_STREAM(`reason`) for stream `id`, counted in the metrics.
+    pub(super) fn put_reset(&mut self, id: u32, reason: Reason) {
+        frame::put_rst_stream(&mut self.out, id, reason);
+        self.stats.reset(true, reason);
+    }
+
+    pub(super) fn note_reset(&mut self, id: u32) {
+        if self.recently_reset.len() >= RECENT_RESETS {
+            self.recently_reset.pop_front();
+        }
+        self.recently_reset.push_back(id);
+    }
+
+    pub(super) fn fail(&mut self, reason: Reason, why: &'static str) {
+        frame::put_goaway(&mut self.out, self.max_client_stream, reason);
+        self.stats.goaway(true, reason, why);
+        self.closed = Some(Closed::GoAway(reason, why));
+        self.partial = None;
+    }
+
+    pub(super) fn check_done(&mut self) {
+        if self.closed.is_some() || !self.streams.is_empty() {
+            return;
+        }
+        if let Phase::Final { .. } = self.phase {
+            self.closed = Some(Closed::GoAway(Reason::NO_ERROR, "server stopping"));
+        } else if self.peer_goaway {
+            self.closed = Some(Closed::PeerGoAway);
+        }
+    }
+
+    pub(super) fn index(&self, id: u32) -> Option<usize> {
+        self.streams.position(id)
+    }
+
+    /// Stream `id`'s held request, out of the table.
+    #[inline]
+    pub(super) fn take_held(&mut self, id: u32) -> Option<Request> {
+        if self.held.front().is_some_and(|(held, _)| *held == id) {
+            return self.held.pop_front().map(|(_, req)| req);
+        }
+        let k = self.held_position(id)?;
+        self.held.remove(k).map(|(_, req)| req)
+    }
+
+    /// Where stream `id`'s request is in `held`: mostly the first.
+    #[inline]
+    pub(super) fn held_position(&self, id: u32) -> Option<usize> {
+        if self.held.front().is_some_and(|(held, _)| *held == id) {
+            return Some(0);
+        }
+        self.held.iter().position(|(held, _)| *held == id)
+    }
+
+    /// Drops stream `id`'s held request (the stream went away or was answered early).
+    pub(super) fn drop_held(&mut self, id: u32) {
+        if let Some(req) = self.take_held(id) {
+            req.recycle();
+        }
+    }
+
+    /// Opens stream `id` in the table, made where it stays: its slot.
+    #[inline]
+    pub(super) fn insert(&mut self, id: u32) -> usize {
+        let send_window = self.peer_initial_window;
+        let recv_window = self.cfg.input_window;
+        self.streams
+            .open(id, send_window, recv_window, REQUEST_BATCH)
+    }
+
+    pub(super) fn remove(&mut self, i: usize) {
+        let s = &self.streams[i];
+        if s.body.is_some()
+            || s.with_handler
+            || s.holds_request
+            || s.sent.is_some()
+            || matches!(s.send, Send::Stream(_))
+        {
+            self.before_remove(i);
+        }
+        if self.streams[i].send.is_sending() {
+            // What the stream sent is already reported (`before_remove`).
+            self.set_send(i, Send::Done);
+        }
+        self.streams.close(i);
+        self.check_done();
+    }
+
+    /// What the driver must hear of stream `i`'s removal: its request body is aborted, its
+    /// work cancelled, its end reported for the log. Not on the inline path.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn before_remove(&mut self, i: usize) {
+        if std::mem::take(&mut self.streams[i].holds_request) {
+            self.drop_held(self.streams[i].id);
+        }
+        if self.streams[i].body.is_some() {
+            let why = BodyError::new(Side::Downstream, "stream closed before the body ended");
+            self.drop_pipe(i, why);
+        }
+        let s = &mut self.streams[i];
+        let id = s.id;
+        if let Send::Stream(_) = s.send {
+            // Out of the counts in `remove`, once its end is reported.
+            self.cancelled.push(id);
+        }
+        if std::mem::take(&mut s.with_handler) {
+            self.in_handler -= 1;
+            self.cancelled.push(id);
+        }
+        if let Some(sent) = &s.sent {
+            self.done.push(StreamDone {
+                id,
+                status: sent.status,
+                mark: sent.mark,
+                head_bytes: sent.head,
+                body_bytes: sent.body,
+                complete: matches!(s.send, Send::Done),
+            });
+        }
+    }
+}
