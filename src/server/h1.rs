@@ -2,18 +2,17 @@
 //! and writes responses. Pipelined requests are answered in order, their responses gathered
 //! in one buffer and written with one syscall per read. See `src/proto/h1/LIFECYCLE.md`.
 
-use super::answer_memo::Source;
 use super::buffers::READ_BUFFER;
 use super::context::{Addrs, WorkerCtx};
 use super::request_end::{request_ended, Counted};
 use super::transport::{self, Transport};
-use crate::http::clock::{self, BatchClock};
+use crate::http::clock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
 use crate::http::{body, Answer, Body, FileRange, Request, Response};
 use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -23,13 +22,15 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::futures::Notified;
 use tokio::time::Sleep;
 
+mod lane;
 mod streaming;
+mod switch;
+
+pub(crate) use lane::{answer_in_lane, LaneStep};
+use switch::{h2c_upgrade, is_preface_prefix, not_http, PREFACE};
 
 /// Bodies up to this size are copied into the write buffer; larger ones are written directly.
 const COPY_BODY_MAX: usize = 16 * 1024;
-
-/// The HTTP/2 client preface, which switches a new connection to HTTP/2 (prior knowledge).
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Where a connection resumes in a new task (parked, or handed over by the lane).
 pub(crate) struct Resume {
@@ -963,126 +964,6 @@ fn build_request(head: h1::Head, rbuf: &mut BytesMut, secure: bool, addrs: &Addr
     .build(head_bytes)
 }
 
-/// What the lane (`connection/park.rs`) did with the request at the start of its read buffer.
-pub(crate) enum LaneStep {
-    /// Answered: sent (`send_alone`) or into the write buffer; the read buffer stepped
-    /// past it.
-    Answered,
-    /// Not an inline answer (or not a complete request): a task takes the connection from
-    /// here, the read buffer as it was.
-    Handover,
-}
-
-/// Answers the request at the start of `rbuf` on a plain connection of the lane when it is
-/// the inline path of `Conn::answer`: a complete head without body or upgrade, keep-alive
-/// (the server is not stopping), a handler that answers now and a body written as a copy.
-/// Everything else is a `Handover`, which a task serves from the same bytes. `fresh`: no
-/// request answered on the connection yet (the HTTP/2 preface may come). `send_alone` sends
-/// an answer that needs no copy (the kept answer to the read's only request) and says how
-/// much of it the socket took.
-#[inline(always)]
-pub(crate) fn answer_in_lane(
-    ctx: &WorkerCtx,
-    addrs: &Addrs,
-    fresh: bool,
-    clock: &BatchClock,
-    rbuf: &mut BytesMut,
-    wbuf: &mut Vec<u8>,
-    send_alone: impl FnOnce(&[u8]) -> usize,
-) -> LaneStep {
-    if fresh && is_preface_prefix(rbuf) {
-        return LaneStep::Handover;
-    }
-    if !ctx.stopping.get() {
-        let mut memo = ctx.answer_memo.borrow_mut();
-        if let Some((given, answer)) = memo.give(rbuf, addrs.1, clock) {
-            // The read's only request, with nothing queued before it: the kept answer goes
-            // to the socket as it is, and only what the socket did not take is copied.
-            let alone = wbuf.is_empty() && rbuf.len() == given.head_len;
-            let sent = if alone { send_alone(answer) } else { 0 };
-            wbuf.extend_from_slice(answer.get(sent..).unwrap_or_default());
-            let total = answer.len() as u64;
-            drop(memo);
-            rbuf.advance(given.head_len);
-            // A kept answer takes no time of its own: it starts and ends at one reading.
-            let counted = crate::metrics::start().map(|mark| Counted {
-                proto: crate::metrics::Proto::Http1,
-                status: given.status,
-                bytes_in: given.head_len as u64,
-                bytes_out: total,
-                started: mark,
-                ended: Some(mark),
-            });
-            request_ended(counted, None);
-            return LaneStep::Answered;
-        }
-    }
-    let parsed = (ctx.parse_memo.borrow_mut()).parse(rbuf, &ctx.head_limits);
-    let Ok(Some(head)) = parsed else {
-        return LaneStep::Handover;
-    };
-    if head.body != BodyFraming::None || head.upgrade || !head.keep_alive || ctx.stopping.get() {
-        return LaneStep::Handover;
-    }
-    let head_len = head.len as u64;
-    let req = build_request(head, rbuf, false, addrs);
-    let (resp, route) = match ctx.router.handle_now(&req) {
-        Some((Answer::Now(resp), route)) => (resp, route),
-        _ => return hand_back(rbuf, &req),
-    };
-    let reply = Reply {
-        req,
-        resp,
-        log: route.and_then(|r| r.access_log.as_ref()),
-        framing: BodyFraming::None,
-        keep_alive: true,
-        expect_continue: false,
-        head_len,
-    };
-    if !reply.inline() {
-        return hand_back(rbuf, &reply.req);
-    }
-    // A repeatable answer is kept for the next request with the same head (`AnswerMemo`).
-    let keep =
-        route.is_some_and(|r| r.answer_repeats(&reply.resp)) && ctx.answer_memo.borrow().wants();
-    let kept = keep
-        .then(|| Source::of(&reply.resp.body))
-        .flatten()
-        .map(|source| {
-            (
-                Bytes::copy_from_slice(reply.req.raw_head()),
-                reply.resp.status,
-                source,
-            )
-        });
-    let start = wbuf.len();
-    let out = Out {
-        ctx,
-        port: addrs.1.port(),
-        wbuf,
-        tls: None,
-    };
-    out.write_inline(reply, rbuf);
-    if let Some((head, status, source)) = kept {
-        let answer = &wbuf[start..];
-        (ctx.answer_memo.borrow_mut()).keep(&head, addrs.1, status, source, answer);
-    }
-    LaneStep::Answered
-}
-
-/// Puts the head of `req` back in front of `rbuf` for the task that takes over (a copy: the
-/// rare path of an answer that is not inline, e.g. a large file). Exactly sized: the lane
-/// copies the bytes it hands over into a buffer of their own anyway.
-#[cold]
-fn hand_back(rbuf: &mut BytesMut, req: &Request) -> LaneStep {
-    let head = req.raw_head();
-    let mut whole = BytesMut::with_capacity(head.len() + rbuf.len());
-    whole.extend_from_slice(head);
-    whole.extend_from_slice(rbuf);
-    *rbuf = whole;
-    LaneStep::Handover
-}
-
 /// Why the bytes read so far are not a request to answer.
 enum NotYet {
     /// No complete request head yet.
@@ -1165,69 +1046,6 @@ fn poll_read_buf<T: AsyncRead + Unpin>(
     })
 }
 
-/// Whether `buf` is a (possibly partial) HTTP/2 preface; empty is not.
-fn is_preface_prefix(buf: &[u8]) -> bool {
-    let n = buf.len().min(PREFACE.len());
-    n > 0 && buf[..n] == PREFACE[..n]
-}
-
-/// Whether the first line of `buf` is complete and names no HTTP version.
-fn not_http(buf: &[u8]) -> bool {
-    match memchr::memchr(b'\n', buf) {
-        Some(end) => !buf[..end].windows(6).any(|w| w == b" HTTP/"),
-        None => false,
-    }
-}
-
-/// The decoded HTTP2-Settings of an HTTP/1.1 request asking `Upgrade: h2c` (RFC 7540
-/// section 3.2), or `None` when this is not such a request.
-fn h2c_upgrade(req: &Request) -> Option<Vec<u8>> {
-    if req.version != crate::http::Version::Http11 {
-        return None;
-    }
-    let upgrade = req.header(b"upgrade")?;
-    let wants_h2c = upgrade
-        .split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"h2c"));
-    if !wants_h2c {
-        return None;
-    }
-    let mut settings = req.header_all(b"http2-settings");
-    let value = settings.next()?;
-    if settings.next().is_some() {
-        return None;
-    }
-    base64url_decode(value.trim_ascii())
-}
-
-/// Decodes unpadded (or padded) base64url.
-fn base64url_decode(s: &[u8]) -> Option<Vec<u8>> {
-    let s = s
-        .strip_suffix(b"==")
-        .or_else(|| s.strip_suffix(b"="))
-        .unwrap_or(s);
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for &c in s {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' | b'+' => 62,
-            b'_' | b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
-}
-
 /// Writes `head` through the worker's head memo; `dated`: with our Date of now (read here,
 /// once), else as it is (a proxied response keeps its own).
 #[inline(always)]
@@ -1248,32 +1066,5 @@ fn write_head_now(
         })
     } else {
         memo.write(out, &head)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64url() {
-        assert_eq!(
-            base64url_decode(b"AAMAAABkAAQAoAAAAAIAAAAA").unwrap().len(),
-            18
-        );
-        assert_eq!(base64url_decode(b"aGk").unwrap(), b"hi");
-        assert_eq!(base64url_decode(b"aGk=").unwrap(), b"hi");
-        assert!(base64url_decode(b"a*").is_none());
-    }
-
-    #[test]
-    fn preface_prefixes() {
-        assert!(is_preface_prefix(b"PRI * HT"));
-        assert!(is_preface_prefix(PREFACE));
-        assert!(!is_preface_prefix(b""));
-        assert!(!is_preface_prefix(b"GET / HTTP/1.1"));
-        assert!(not_http(b"INVALID CONNECTION PREFACE\r\n\r\n"));
-        assert!(!not_http(b"GET / HTTP/1.1\r\n"));
-        assert!(!not_http(b"GET /very-long-target"));
     }
 }

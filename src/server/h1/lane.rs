@@ -1,0 +1,133 @@
+//! The lane's inline answer (`connection/park/lane.rs`): a request answered from the bytes
+//! the lane read, without a task of its own, by the code a connection's task runs for it.
+
+use super::switch::is_preface_prefix;
+use super::{build_request, Out, Reply};
+use crate::http::clock::BatchClock;
+use crate::http::{Answer, Request};
+use crate::proto::h1::BodyFraming;
+use crate::server::answer_memo::Source;
+use crate::server::context::{Addrs, WorkerCtx};
+use crate::server::request_end::{request_ended, Counted};
+use bytes::{Buf, Bytes, BytesMut};
+
+/// What the lane (`connection/park/lane.rs`) did with the request at the start of its read
+/// buffer.
+pub(crate) enum LaneStep {
+    /// Answered: sent (`send_alone`) or into the write buffer; the read buffer stepped
+    /// past it.
+    Answered,
+    /// Not an inline answer (or not a complete request): a task takes the connection from
+    /// here, the read buffer as it was.
+    Handover,
+}
+
+/// Answers the request at the start of `rbuf` on a plain connection of the lane when it is
+/// the inline path of `Conn::answer`: a complete head without body or upgrade, keep-alive
+/// (the server is not stopping), a handler that answers now and a body written as a copy.
+/// Everything else is a `Handover`, which a task serves from the same bytes. `fresh`: no
+/// request answered on the connection yet (the HTTP/2 preface may come). `send_alone` sends
+/// an answer that needs no copy (the kept answer to the read's only request) and says how
+/// much of it the socket took.
+#[inline(always)]
+pub(crate) fn answer_in_lane(
+    ctx: &WorkerCtx,
+    addrs: &Addrs,
+    fresh: bool,
+    clock: &BatchClock,
+    rbuf: &mut BytesMut,
+    wbuf: &mut Vec<u8>,
+    send_alone: impl FnOnce(&[u8]) -> usize,
+) -> LaneStep {
+    if fresh && is_preface_prefix(rbuf) {
+        return LaneStep::Handover;
+    }
+    if !ctx.stopping.get() {
+        let mut memo = ctx.answer_memo.borrow_mut();
+        if let Some((given, answer)) = memo.give(rbuf, addrs.1, clock) {
+            // The read's only request, with nothing queued before it: the kept answer goes
+            // to the socket as it is, and only what the socket did not take is copied.
+            let alone = wbuf.is_empty() && rbuf.len() == given.head_len;
+            let sent = if alone { send_alone(answer) } else { 0 };
+            wbuf.extend_from_slice(answer.get(sent..).unwrap_or_default());
+            let total = answer.len() as u64;
+            drop(memo);
+            rbuf.advance(given.head_len);
+            // A kept answer takes no time of its own: it starts and ends at one reading.
+            let counted = crate::metrics::start().map(|mark| Counted {
+                proto: crate::metrics::Proto::Http1,
+                status: given.status,
+                bytes_in: given.head_len as u64,
+                bytes_out: total,
+                started: mark,
+                ended: Some(mark),
+            });
+            request_ended(counted, None);
+            return LaneStep::Answered;
+        }
+    }
+    let parsed = (ctx.parse_memo.borrow_mut()).parse(rbuf, &ctx.head_limits);
+    let Ok(Some(head)) = parsed else {
+        return LaneStep::Handover;
+    };
+    if head.body != BodyFraming::None || head.upgrade || !head.keep_alive || ctx.stopping.get() {
+        return LaneStep::Handover;
+    }
+    let head_len = head.len as u64;
+    let req = build_request(head, rbuf, false, addrs);
+    let (resp, route) = match ctx.router.handle_now(&req) {
+        Some((Answer::Now(resp), route)) => (resp, route),
+        _ => return hand_back(rbuf, &req),
+    };
+    let reply = Reply {
+        req,
+        resp,
+        log: route.and_then(|r| r.access_log.as_ref()),
+        framing: BodyFraming::None,
+        keep_alive: true,
+        expect_continue: false,
+        head_len,
+    };
+    if !reply.inline() {
+        return hand_back(rbuf, &reply.req);
+    }
+    // A repeatable answer is kept for the next request with the same head (`AnswerMemo`).
+    let keep =
+        route.is_some_and(|r| r.answer_repeats(&reply.resp)) && ctx.answer_memo.borrow().wants();
+    let kept = keep
+        .then(|| Source::of(&reply.resp.body))
+        .flatten()
+        .map(|source| {
+            (
+                Bytes::copy_from_slice(reply.req.raw_head()),
+                reply.resp.status,
+                source,
+            )
+        });
+    let start = wbuf.len();
+    let out = Out {
+        ctx,
+        port: addrs.1.port(),
+        wbuf,
+        tls: None,
+    };
+    out.write_inline(reply, rbuf);
+    if let Some((head, status, source)) = kept {
+        let answer = &wbuf[start..];
+        (ctx.answer_memo.borrow_mut()).keep(&head, addrs.1, status, source, answer);
+    }
+    LaneStep::Answered
+}
+
+/// Puts the head of `req` back in front of `rbuf` for the task that takes over (a copy: the
+/// rare path of an answer that is not inline, e.g. a large file). Exactly sized: the lane
+/// copies the bytes it hands over into a buffer of their own anyway.
+#[cold]
+fn hand_back(rbuf: &mut BytesMut, req: &Request) -> LaneStep {
+    let head = req.raw_head();
+    let mut whole = BytesMut::with_capacity(head.len() + rbuf.len());
+    whole.extend_from_slice(head);
+    whole.extend_from_slice(rbuf);
+    *rbuf = whole;
+    LaneStep::Handover
+}
