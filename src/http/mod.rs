@@ -57,7 +57,8 @@ pub trait Handler {
 
     /// Whether this handler always answers [`Answer::Now`] and `handle` has no effect beyond
     /// its answer, so a driver may run it and drop the answer to hand the request to another
-    /// path (the HTTP/1.1 lane, `src/server/park.rs`, does for answers it cannot write inline).
+    /// path (the HTTP/1.1 lane, `src/server/connection/park/lane.rs`, does for answers it
+    /// cannot write inline).
     fn answers_now(&self) -> bool {
         false
     }

@@ -41,7 +41,8 @@ const FLUSHED_WRITE_MAX: usize = 160 * 1024;
 
 /// Runs the handshake on an accepted connection; `None` when it failed, timed out or the
 /// server stopped meanwhile. A failed or slow handshake is counted and logged at debug level.
-/// Its state is large and short-lived: the caller boxes it apart from [`serve`]'s.
+/// Its state is large and short-lived: the caller (`connection::serve_tls`) boxes it apart
+/// from the session's.
 pub(crate) async fn handshake(
     stream: TcpStream,
     acceptor: TlsAcceptor,

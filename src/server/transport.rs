@@ -37,8 +37,8 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     /// Whether `poll_readable` tells when a read may find data, so an idle connection can
     /// wait without holding a buffer.
     const WAITS_WITHOUT_BUFFER: bool = false;
-    /// Whether an idle connection may be parked without its task (`park.rs`): only a plain
-    /// TCP socket, whose state is all in the kernel.
+    /// Whether an idle connection may be parked without its task (`connection/park.rs`):
+    /// only a plain TCP socket, whose state is all in the kernel.
     const PARKS: bool = false;
     /// Waits until a read may find data (only used when `WAITS_WITHOUT_BUFFER`); a read that
     /// then finds none is fine, the caller goes back to waiting. A poll, not a future: it

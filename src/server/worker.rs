@@ -263,7 +263,8 @@ enum Listener {
     /// Each connection registered with tokio, for its task.
     Tokio(TcpListener),
     /// Plain TCP with `http1-lane` on: each connection goes straight into the lane
-    /// (`park.rs`), with no task and no registration with tokio (the lane's is the only one).
+    /// (`connection/park.rs`), with no task and no registration with tokio (the lane's is
+    /// the only one).
     Lane(AsyncFd<std::net::TcpListener>),
 }
 

@@ -1,4 +1,4 @@
-//! epoll(7): the instance behind parked and lane connections (`server/park.rs`).
+//! epoll(7): the instance behind parked and lane connections (`server/connection/park.rs`).
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
