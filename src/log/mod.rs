@@ -27,7 +27,7 @@ use crate::http::Request;
 use format::Compiled;
 use std::fs::File;
 use std::time::{Duration, SystemTime};
-use time::Clock;
+use time::Calendar;
 
 /// Apache's (and h2o's) common log format.
 pub const COMMON_FORMAT: &str = "%h %l %u %t \"%r\" %s %b";
@@ -94,7 +94,7 @@ pub struct AccessLog {
     /// `None` when the file could not be opened or the format is invalid: lines are dropped.
     file: Option<File>,
     buf: Vec<u8>,
-    clock: Clock,
+    calendar: Calendar,
     /// A failing write is reported once, not once per flush.
     write_error_reported: bool,
     /// The format compiled: the file is (re)opened.
@@ -128,7 +128,7 @@ impl AccessLog {
                 0
             }),
             file,
-            clock: Clock::default(),
+            calendar: Calendar::default(),
             write_error_reported: false,
             usable,
         }
@@ -157,7 +157,7 @@ impl AccessLog {
         if self.file.is_none() {
             return;
         }
-        render::render(&self.format, rec, &mut self.clock, &mut self.buf);
+        render::render(&self.format, rec, &mut self.calendar, &mut self.buf);
         if self.buf.len() >= BUFFER_LIMIT {
             self.flush();
         }

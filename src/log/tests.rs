@@ -70,7 +70,7 @@ fn line(format: &str, rec: &LogRecord<'_>) -> String {
 fn line_as(format: &str, escape: Escape, rec: &LogRecord<'_>) -> String {
     let compiled = format::Compiled::new(format, escape).unwrap();
     let mut out = Vec::new();
-    render::render(&compiled, rec, &mut time::Clock::default(), &mut out);
+    render::render(&compiled, rec, &mut time::Calendar::default(), &mut out);
     assert_eq!(out.pop(), Some(b'\n'));
     String::from_utf8(out).unwrap()
 }
