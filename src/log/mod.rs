@@ -130,7 +130,8 @@ impl AccessLog {
         let (format, file) = match compiled {
             Some(format) => (format.clone(), open(conf)),
             None => {
-                tracing::error!(target = %conf.target, "access log format not compiled: {}", conf.format);
+                let format = &conf.format;
+                tracing::error!(target = %conf.target, "access log format not compiled: {format}");
                 let none = Compiled {
                     pieces: Vec::new(),
                     escape: conf.escape,
