@@ -53,7 +53,7 @@ fn main() {
     let site = site();
     let text = CONFIG.replace("SITE", site.to_str().unwrap());
     let conf = spate::config::load_str(&text, "bench.yaml").unwrap();
-    let router = Router::new(&conf, &[], &mut Vec::new());
+    let router = Router::new(&conf, &[], &Default::default(), &mut Vec::new());
     type RunRow = fn(&Router, &str) -> Row;
     let rows: [(&str, RunRow, &str); 5] = [
         ("h2-6b", h2_row, "/6b.txt"),

@@ -13,7 +13,7 @@ pub mod status;
 
 use crate::config::{self, prefix_matches, HandlerConf};
 use crate::http::{Answer, Handler, Request, Response};
-use crate::log::AccessLog;
+use crate::log::{AccessLog, Formats};
 use crate::tls::client::TlsClient;
 use crate::upstream;
 pub use compress::Negotiated;
@@ -98,10 +98,12 @@ impl PathRoute {
 impl Router {
     /// Builds the handlers of every host and path. Access logs that name the same file share
     /// one writer on this worker; `logs` collects them so the worker can flush them.
-    /// `upstream_tls` are the TLS clients of `https://` backends (`prepare` builds them).
+    /// `upstream_tls` are the TLS clients of `https://` backends and `formats` the access-log
+    /// formats (`prepare` builds both).
     pub fn new(
         conf: &config::Config,
         upstream_tls: &[Option<TlsClient>],
+        formats: &Formats,
         logs: &mut Vec<Rc<RefCell<AccessLog>>>,
     ) -> Router {
         let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
@@ -122,7 +124,7 @@ impl Router {
                             build_handler(doc, &cache, &pool, upstream_tls)
                         }),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
-                        access_log: p.access_log.as_ref().map(|c| shared_log(c, logs)),
+                        access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
                     })
                     .collect();
                 paths.sort_by_key(|p| std::cmp::Reverse(p.prefix.len()));
@@ -291,12 +293,13 @@ fn build_handler(
 
 fn shared_log(
     conf: &config::AccessLogConf,
+    formats: &Formats,
     logs: &mut Vec<Rc<RefCell<AccessLog>>>,
 ) -> Rc<RefCell<AccessLog>> {
     if let Some(l) = logs.iter().find(|l| l.borrow().conf() == conf) {
         return l.clone();
     }
-    let l = Rc::new(RefCell::new(AccessLog::new(conf)));
+    let l = Rc::new(RefCell::new(AccessLog::new(conf, formats)));
     logs.push(l.clone());
     l
 }

@@ -2,8 +2,8 @@
 //!
 //! - the wall clock's second and the Date field for it ([`Date`], [`with_date`]), formatted
 //!   at most once a second per thread;
-//! - the coarse monotonic clock ([`coarse_ns`]): the open-file cache's, the lane's and the
-//!   HTTP/1.1 answer memo's;
+//! - the coarse monotonic clock ([`coarse_ns`]): the open-file cache's, the lane's, the
+//!   HTTP/1.1 answer memo's and the proxy's back-off after failures;
 //! - the precise monotonic clock ([`monotonic_ns`]): the metrics' durations;
 //! - [`BatchClock`]: the coarse clocks read once for a batch of work.
 //!
@@ -160,7 +160,7 @@ pub fn monotonic_ns() -> u64 {
 /// One of the clocks every Linux has (CLOCK_REALTIME, CLOCK_MONOTONIC and their coarse
 /// forms), read without the `Duration` normalisation of `SystemTime` and `Instant`.
 #[inline]
-pub(crate) fn read_clock(clock: libc::clockid_t) -> libc::timespec {
+fn read_clock(clock: libc::clockid_t) -> libc::timespec {
     crate::sys::time::clock(clock)
 }
 

@@ -12,11 +12,9 @@ pub use body::{BodyError, BodyStream, Frame, RequestBody, Side, StreamBody, Trai
 pub use request::{Method, Request, Version};
 pub use response::{Body, FileRange, Headers, OpenFile, Response};
 
-/// The old paths of the clock's Date, kept until `proto/h2`, `server/answer_memo`,
-/// `handler/proxy` and `metrics` read [`clock`].
+// proto/h2 moves to a Date argument (issue 36)
 pub mod date {
-    pub(crate) use super::clock::read_clock;
-    pub use super::clock::{with_now, with_second, BatchClock, Coarse, DATE_LEN};
+    pub use super::clock::{with_now, DATE_LEN};
 }
 
 use std::future::Future;

@@ -313,9 +313,6 @@ impl OpenFile {
     }
 }
 
-/// The old path of [`clock::coarse_ns`], kept until its callers read the clock module.
-pub use super::clock::coarse_ns as coarse_clock_ns;
-
 /// The standard reason phrase for a status code.
 pub fn reason(status: u16) -> &'static str {
     match status {

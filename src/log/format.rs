@@ -5,6 +5,7 @@ use super::time::{self, TimeFormat};
 use super::Escape;
 
 /// A compiled format with how its values are escaped.
+#[derive(Clone)]
 pub(crate) struct Compiled {
     pub pieces: Vec<Piece>,
     pub escape: Escape,

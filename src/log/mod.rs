@@ -12,7 +12,7 @@
 //! `%{s|ms|us}T`, `%U`, `%u`, `%V`, `%v`, `%{NAME}i`, `%{NAME}o`, `%{duration}x`,
 //! `%{ssl.protocol-version|ssl.session-reused|ssl.cipher|ssl.cipher-bits}x`,
 //! `%{http2.stream-id}x`, and h2o's other `%{NAME}x` names, logged as missing
-//! (`format::UNMEASURED`). Anything else is rejected by [`validate_format`].
+//! (`format::UNMEASURED`). Anything else is rejected by [`Formats::compile`].
 
 mod format;
 mod num;
@@ -27,7 +27,7 @@ use crate::http::Request;
 use format::Compiled;
 use std::fs::File;
 use std::time::{Duration, SystemTime};
-use time::Clock;
+use time::Calendar;
 
 /// Apache's (and h2o's) common log format.
 pub const COMMON_FORMAT: &str = "%h %l %u %t \"%r\" %s %b";
@@ -53,9 +53,28 @@ pub fn emit_request_errors() -> bool {
     EMIT_REQUEST_ERRORS.with(std::cell::Cell::get)
 }
 
-/// Checks an access-log format; the error says which escape is wrong (for config errors).
-pub fn validate_format(format: &str) -> Result<(), String> {
-    format::compile(format).map(|_| ())
+/// The access-log formats of one configuration, each compiled once (by `prepare`, at `-t`,
+/// start and reload) and copied into every worker's [`AccessLog`]s.
+#[derive(Default)]
+pub struct Formats(Vec<(Box<str>, Escape, Compiled)>);
+
+impl Formats {
+    /// Compiles `format` with `escape`, unless it already is; the error says which escape is
+    /// wrong (for config errors).
+    pub fn compile(&mut self, format: &str, escape: Escape) -> Result<(), String> {
+        if self.find(format, escape).is_none() {
+            let compiled = Compiled::new(format, escape)?;
+            self.0.push((format.into(), escape, compiled));
+        }
+        Ok(())
+    }
+
+    fn find(&self, format: &str, escape: Escape) -> Option<&Compiled> {
+        self.0
+            .iter()
+            .find(|(f, e, _)| **f == *format && *e == escape)
+            .map(|(_, _, c)| c)
+    }
 }
 
 /// What the server knows about a finished request.
@@ -94,23 +113,25 @@ pub struct AccessLog {
     /// `None` when the file could not be opened or the format is invalid: lines are dropped.
     file: Option<File>,
     buf: Vec<u8>,
-    clock: Clock,
+    calendar: Calendar,
     /// A failing write is reported once, not once per flush.
     write_error_reported: bool,
-    /// The format compiled: the file is (re)opened.
+    /// The format is among the compiled ones: the file is (re)opened.
     usable: bool,
 }
 
 impl AccessLog {
-    /// Compiles the format and opens the file for appending. Failures are logged with
-    /// `tracing::error!` and leave a log that drops its lines, so a bad log never stops serving.
-    pub fn new(conf: &AccessLogConf) -> AccessLog {
-        let compiled = Compiled::new(&conf.format, conf.escape);
-        let usable = compiled.is_ok();
+    /// Takes the format from `formats` and opens the file for appending. Failures are logged
+    /// with `tracing::error!` and leave a log that drops its lines, so a bad log never stops
+    /// serving.
+    pub fn new(conf: &AccessLogConf, formats: &Formats) -> AccessLog {
+        let compiled = formats.find(&conf.format, conf.escape);
+        let usable = compiled.is_some();
         let (format, file) = match compiled {
-            Ok(format) => (format, open(conf)),
-            Err(e) => {
-                tracing::error!(target = %conf.target, "access log format: {e}");
+            Some(format) => (format.clone(), open(conf)),
+            None => {
+                let format = &conf.format;
+                tracing::error!(target = %conf.target, "access log format not compiled: {format}");
                 let none = Compiled {
                     pieces: Vec::new(),
                     escape: conf.escape,
@@ -128,7 +149,7 @@ impl AccessLog {
                 0
             }),
             file,
-            clock: Clock::default(),
+            calendar: Calendar::default(),
             write_error_reported: false,
             usable,
         }
@@ -157,7 +178,7 @@ impl AccessLog {
         if self.file.is_none() {
             return;
         }
-        render::render(&self.format, rec, &mut self.clock, &mut self.buf);
+        render::render(&self.format, rec, &mut self.calendar, &mut self.buf);
         if self.buf.len() >= BUFFER_LIMIT {
             self.flush();
         }

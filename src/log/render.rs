@@ -2,7 +2,7 @@
 
 use super::format::{Compiled, Piece};
 use super::num::{push_u64, push_u64_padded, saturate};
-use super::time::{push_time, Clock};
+use super::time::{push_time, Calendar};
 use super::{Escape, LogRecord};
 use std::net::IpAddr;
 
@@ -42,7 +42,12 @@ fn suite_bits(suite: rustls::CipherSuite) -> Option<u64> {
 }
 
 /// Appends one line, with its `\n`, to `out`.
-pub(crate) fn render(format: &Compiled, rec: &LogRecord<'_>, clock: &mut Clock, out: &mut Vec<u8>) {
+pub(crate) fn render(
+    format: &Compiled,
+    rec: &LogRecord<'_>,
+    calendar: &mut Calendar,
+    out: &mut Vec<u8>,
+) {
     let req = rec.req;
     let mut o = Out {
         out,
@@ -92,7 +97,7 @@ pub(crate) fn render(format: &Compiled, rec: &LogRecord<'_>, clock: &mut Clock, 
             Piece::Status => push_u64(out, rec.status.into()),
             Piece::Path => o.escaped(req.path()),
             Piece::Authority => o.field(req.authority(), alone),
-            Piece::Time(f) => push_time(out, f, rec.received_at, clock),
+            Piece::Time(f) => push_time(out, f, rec.received_at, calendar),
             Piece::DurationMicros => push_u64(out, saturate(rec.duration.as_micros())),
             Piece::DurationFrac => {
                 push_u64(out, rec.duration.as_secs());

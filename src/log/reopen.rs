@@ -5,10 +5,8 @@
 //! and `Notify`.
 
 use crate::config::LogTarget;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use tokio::sync::Notify;
@@ -58,15 +56,6 @@ impl Requests {
             woken.await;
         }
     }
-}
-
-/// Opens `path` for appending (created 0644), as every log file is.
-pub fn open_append(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o644)
-        .open(path)
 }
 
 /// The `error-log` file, when one is configured: the writer of the diagnostics subscriber.

@@ -6,8 +6,10 @@
 //! files again (after logrotate renamed them); a command keeps its pipe.
 
 use crate::config::LogTarget;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
@@ -47,7 +49,7 @@ pub fn open(target: &LogTarget) -> io::Result<File> {
 impl Opened {
     fn new(target: &LogTarget) -> io::Result<Opened> {
         let (file, command) = match target {
-            LogTarget::File(path) => (super::reopen::open_append(path)?, None),
+            LogTarget::File(path) => (open_append(path)?, None),
             LogTarget::Pipe(command) => {
                 let (file, child) = start(command)?;
                 (file, Some(child))
@@ -67,7 +69,7 @@ pub fn reopen_files() -> Result<(), String> {
     let mut first_error = None;
     for o in opened().iter_mut() {
         if let LogTarget::File(path) = &o.target {
-            match super::reopen::open_append(path) {
+            match open_append(path) {
                 Ok(f) => o.file = f,
                 Err(e) => {
                     first_error.get_or_insert(format!("cannot reopen {}: {e}", path.display()));
@@ -107,6 +109,15 @@ fn start(command: &str) -> io::Result<(File, Child)> {
         .take()
         .ok_or_else(|| io::Error::other("the command's standard input is not a pipe"))?;
     Ok((File::from(std::os::fd::OwnedFd::from(stdin)), child))
+}
+
+/// Opens `path` for appending (created 0644), as every log file is.
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(path)
 }
 
 /// Writes whole lines from `buf`. To a pipe (`atomic`), in pieces of at most [`PIPE_ATOMIC`]

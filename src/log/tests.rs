@@ -70,7 +70,7 @@ fn line(format: &str, rec: &LogRecord<'_>) -> String {
 fn line_as(format: &str, escape: Escape, rec: &LogRecord<'_>) -> String {
     let compiled = format::Compiled::new(format, escape).unwrap();
     let mut out = Vec::new();
-    render::render(&compiled, rec, &mut time::Clock::default(), &mut out);
+    render::render(&compiled, rec, &mut time::Calendar::default(), &mut out);
     assert_eq!(out.pop(), Some(b'\n'));
     String::from_utf8(out).unwrap()
 }
@@ -242,6 +242,18 @@ fn validate_format_reports_errors() {
     assert!(validate_format("%Q").unwrap_err().contains("%Q"));
 }
 
+/// Checks a format as `prepare` does.
+fn validate_format(format: &str) -> Result<(), String> {
+    Formats::default().compile(format, Escape::Apache)
+}
+
+/// The log of `conf` with its format compiled, as `prepare` compiles it.
+fn prepared(conf: &AccessLogConf) -> AccessLog {
+    let mut formats = Formats::default();
+    formats.compile(&conf.format, conf.escape).unwrap();
+    AccessLog::new(conf, &formats)
+}
+
 fn conf(path: &Path, format: &str) -> AccessLogConf {
     AccessLogConf {
         target: LogTarget::File(path.to_path_buf()),
@@ -264,8 +276,8 @@ fn common_and_combined_end_to_end() {
     let path = dir.path().join("access.log");
     let req = sample();
     {
-        let mut common = AccessLog::new(&conf(&path, COMMON_FORMAT));
-        let mut combined = AccessLog::new(&conf(&path, COMBINED_FORMAT));
+        let mut common = prepared(&conf(&path, COMMON_FORMAT));
+        let mut combined = prepared(&conf(&path, COMBINED_FORMAT));
         common.log(&record(&req, &[]));
         common.flush();
         combined.log(&record(&req, &[]));
@@ -292,7 +304,7 @@ fn appends_to_an_existing_file() {
     let path = dir.path().join("access.log");
     std::fs::write(&path, "old line\n").unwrap();
     let req = sample();
-    let mut log = AccessLog::new(&conf(&path, "%m %U"));
+    let mut log = prepared(&conf(&path, "%m %U"));
     log.log(&record(&req, &[]));
     log.flush();
     assert_eq!(read(&path), "old line\nGET /dir/a.html\n");
@@ -303,7 +315,7 @@ fn buffers_until_flush() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
     let req = sample();
-    let mut log = AccessLog::new(&conf(&path, "%s %U"));
+    let mut log = prepared(&conf(&path, "%s %U"));
     log.log(&record(&req, &[]));
     log.log(&record(&req, &[]));
     assert_eq!(read(&path), "", "nothing is written before a flush");
@@ -322,7 +334,7 @@ fn writes_whole_lines_when_the_buffer_fills() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
     let req = sample();
-    let mut log = AccessLog::new(&conf(&path, "%s %U %{User-Agent}i"));
+    let mut log = prepared(&conf(&path, "%s %U %{User-Agent}i"));
     let one = "200 /dir/a.html curl/8.0\n";
     let mut logged = 0;
     // Just below the limit: still nothing on disk.
@@ -348,7 +360,7 @@ fn unopenable_file_drops_lines() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("missing-dir").join("access.log");
     let req = sample();
-    let mut log = AccessLog::new(&conf(&path, COMMON_FORMAT));
+    let mut log = prepared(&conf(&path, COMMON_FORMAT));
     log.log(&record(&req, &[]));
     log.flush();
     assert!(!path.exists());
@@ -360,7 +372,10 @@ fn invalid_format_logs_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
     let req = sample();
-    let mut log = AccessLog::new(&conf(&path, "%Z"));
+    let conf = conf(&path, "%Z");
+    let mut formats = Formats::default();
+    assert!(formats.compile(&conf.format, conf.escape).is_err());
+    let mut log = AccessLog::new(&conf, &formats);
     log.log(&record(&req, &[]));
     log.flush();
     assert_eq!(read(&path), "");

@@ -1,6 +1,6 @@
 //! `%t` and `%{FORMAT}t`: the time a request was received, always in UTC.
 //!
-//! The calendar breakdown and the `%t` text are cached per second in a [`Clock`], so a busy
+//! The calendar breakdown and the `%t` text are cached per second in a [`Calendar`], so a busy
 //! log does the date arithmetic about once a second rather than once a line.
 
 use super::num::{push_u64, push_u64_padded, saturate};
@@ -75,15 +75,15 @@ pub(crate) fn parse(arg: &str) -> Result<TimeFormat, String> {
     })
 }
 
-/// The per-log time cache.
+/// The per-log calendar: the last second logged, broken down and as `%t` text.
 #[derive(Debug, Default)]
-pub(crate) struct Clock {
+pub(crate) struct Calendar {
     second: Option<u64>,
     tm: Tm,
     clf: Vec<u8>,
 }
 
-impl Clock {
+impl Calendar {
     fn at(&mut self, second: u64) -> (&Tm, &[u8]) {
         if self.second != Some(second) {
             self.tm = Tm::from_epoch(second);
@@ -96,18 +96,23 @@ impl Clock {
 }
 
 /// Appends `at` in format `f`.
-pub(crate) fn push_time(out: &mut Vec<u8>, f: &TimeFormat, at: SystemTime, clock: &mut Clock) {
+pub(crate) fn push_time(
+    out: &mut Vec<u8>,
+    f: &TimeFormat,
+    at: SystemTime,
+    calendar: &mut Calendar,
+) {
     // A clock before 1970 is a broken clock; log the epoch rather than fail.
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     match f {
-        TimeFormat::Clf => out.extend_from_slice(clock.at(since.as_secs()).1),
+        TimeFormat::Clf => out.extend_from_slice(calendar.at(since.as_secs()).1),
         TimeFormat::Sec => push_u64(out, since.as_secs()),
         TimeFormat::Msec => push_u64(out, saturate(since.as_millis())),
         TimeFormat::Usec => push_u64(out, saturate(since.as_micros())),
         TimeFormat::MsecFrac => push_u64_padded(out, since.subsec_millis().into(), 3, b'0'),
         TimeFormat::UsecFrac => push_u64_padded(out, since.subsec_micros().into(), 6, b'0'),
         TimeFormat::Strftime(parts) => {
-            let tm = clock.at(since.as_secs()).0;
+            let tm = calendar.at(since.as_secs()).0;
             for part in parts {
                 match part {
                     Strf::Literal(text) => out.extend_from_slice(text),
@@ -339,7 +344,7 @@ mod tests {
             &mut v,
             &f,
             UNIX_EPOCH + Duration::from_secs(secs),
-            &mut Clock::default(),
+            &mut Calendar::default(),
         );
         String::from_utf8(v).unwrap()
     }
@@ -407,8 +412,8 @@ mod tests {
     }
 
     #[test]
-    fn clock_caches_per_second() {
-        let mut c = Clock::default();
+    fn calendar_caches_per_second() {
+        let mut c = Calendar::default();
         assert_eq!(c.at(0).1, b"[01/Jan/1970:00:00:00 +0000]");
         // Within the same second the cached text is returned without formatting again.
         c.clf = b"cached".to_vec();
@@ -420,7 +425,7 @@ mod tests {
     #[test]
     fn fractions_and_epochs() {
         let at = UNIX_EPOCH + Duration::new(5, 7_008_009);
-        let mut c = Clock::default();
+        let mut c = Calendar::default();
         let mut v = Vec::new();
         for f in [
             TimeFormat::Sec,

@@ -10,7 +10,7 @@
 //! (`OpenFile::reusable_at`) the kept bytes are the answer, with the Date field rewritten when
 //! the second changes; after that the memo is dropped and the request takes the usual path.
 
-use crate::http::date::{self, BatchClock, DATE_LEN};
+use crate::http::clock::{self, BatchClock, DATE_LEN};
 use crate::http::{Body, OpenFile};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -95,7 +95,7 @@ impl AnswerMemo {
         }
         if now.unix_second != self.second {
             let at = self.date_at;
-            date::with_second(now.unix_second, |text| {
+            clock::with_second(now.unix_second, |text| {
                 self.answer[at..at + DATE_LEN].copy_from_slice(text)
             });
             self.second = now.unix_second;
@@ -197,19 +197,19 @@ mod tests {
         assert_eq!(given.head_len, GET.len());
         assert_eq!(given.status, 200);
         let at = date_value_at(out).unwrap();
-        let said = date::with_second(clock.now().unix_second, |d| *d);
+        let said = clock::with_second(clock.now().unix_second, |d| *d);
         assert_eq!(&out[at..at + DATE_LEN], said);
         assert!(out.ends_with(b"\r\n\r\n42"));
         assert!(!m.wants());
         // A batch a second later: the same answer, dated anew.
         let next = clock.now().unix_second + 1;
-        let later = BatchClock::at(date::Coarse {
+        let later = BatchClock::at(clock::Coarse {
             unix_second: next,
             ..clock.now()
         });
         let (_, out) = m.give(GET, local(), &later).expect("a repeat");
         let at = date_value_at(out).unwrap();
-        assert_eq!(&out[at..at + DATE_LEN], date::with_second(next, |d| *d));
+        assert_eq!(&out[at..at + DATE_LEN], clock::with_second(next, |d| *d));
     }
 
     #[test]

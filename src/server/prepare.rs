@@ -1,8 +1,7 @@
 //! `prepare`: a checked [`Config`] made into what serving needs: the rustls configurations of
 //! the TLS listeners (certificates and keys read), the TLS clients of `https://` backends, the
-//! `user` account; and the checks that need them (access-log formats). The same step runs for
-//! `spate -t`, at start and at reload, so each reports every problem as `FILE:LINE: message`
-//! before anything serves.
+//! `user` account, the access-log formats compiled. The same step runs for `spate -t`, at start
+//! and at reload, so each reports every problem as `FILE:LINE: message` before anything serves.
 
 use super::account::Account;
 use crate::config::{Config, ConfigError, HandlerConf, ListenKind, Location, UpstreamTls};
@@ -26,6 +25,8 @@ pub struct Prepared {
     pub upstream_tls: Vec<Option<TlsClient>>,
     /// `user`.
     pub user: Option<Account>,
+    /// Every access-log format, compiled.
+    pub access_log_formats: crate::log::Formats,
 }
 
 /// Builds the runtime objects of `config`; every problem is returned, not just the first.
@@ -47,13 +48,14 @@ pub fn prepare(config: &Config) -> Result<Prepared, Vec<ConfigError>> {
             .map_err(|e| errors.push(&u.at, format!("user: {e}")))
             .ok()
     });
+    let mut access_log_formats = crate::log::Formats::default();
     for log in config
         .hosts
         .iter()
         .flat_map(|h| &h.paths)
         .filter_map(|p| p.access_log.as_ref())
     {
-        if let Err(e) = crate::log::validate_format(&log.format) {
+        if let Err(e) = access_log_formats.compile(&log.format, log.escape) {
             errors.push(&log.at, format!("access-log.format: {e}"));
         }
     }
@@ -65,6 +67,7 @@ pub fn prepare(config: &Config) -> Result<Prepared, Vec<ConfigError>> {
         quic_tls,
         upstream_tls,
         user,
+        access_log_formats,
     })
 }
 

@@ -63,7 +63,12 @@ pub(crate) fn run(
     // of the thread is then only its handle, not this whole state machine.
     let main = local.spawn_local(async move {
         let mut logs = Vec::new();
-        let router = Router::new(&config, &prepared.upstream_tls, &mut logs);
+        let router = Router::new(
+            &config,
+            &prepared.upstream_tls,
+            &prepared.access_log_formats,
+            &mut logs,
+        );
         let server_line = if config.send_server_name {
             format!("Server: {}\r\n", config.server_name).into_bytes()
         } else {

@@ -16,8 +16,8 @@ use super::probe;
 use crate::config::{HealthCheck, ProxyConf, UpstreamAddr};
 use crate::tls::client::TlsClient;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 pub struct Board {
     key: Key,
@@ -250,8 +250,8 @@ fn start_probes(board: Weak<Board>, i: usize, check: HealthCheck) {
     }
 }
 
-/// Milliseconds since the first call, never 0 (0 means "in service" in `out_until`).
+/// Milliseconds on the coarse monotonic clock, never 0 (0 means "in service" in
+/// `out_until`). The clock is the whole machine's, so every worker reads the same time.
 fn now_ms() -> u64 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
+    crate::http::clock::coarse_ns() / 1_000_000 + 1
 }

@@ -197,7 +197,7 @@ impl Tick {
     /// The files' `reuse_until` is on the same clock.
     #[inline]
     pub fn now() -> Tick {
-        Tick(crate::http::response::coarse_clock_ns())
+        Tick(crate::http::clock::coarse_ns())
     }
 }
 

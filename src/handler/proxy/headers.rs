@@ -5,7 +5,7 @@
 //! `Location` that points at the backend rewritten to the client's authority and prefix.
 
 use super::{Client, Conversion};
-use crate::http::{date, recycle, Request, Response, Version};
+use crate::http::{clock, recycle, Request, Response, Version};
 use bytes::Bytes;
 use std::io::Write;
 use std::net::IpAddr;
@@ -257,7 +257,7 @@ impl Conversion {
             }
         }
         if !has_date && self.emit_missing_date_header {
-            let now = date::with_now(|d| Bytes::copy_from_slice(d));
+            let now = clock::with_now(|d| Bytes::copy_from_slice(d));
             resp.headers.push((Bytes::from_static(b"Date"), now));
         }
         let http1 = matches!(client.version, Version::Http10 | Version::Http11);

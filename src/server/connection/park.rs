@@ -839,7 +839,7 @@ pub(super) fn enter(socket: std::net::TcpStream, addrs: Addrs, guard: Connection
 /// of activity in 4 bytes, read without the time-stamp counter. Differences are right while
 /// under 49 days, and a record's are under its keep-alive timeout when they are looked at.
 fn tick() -> u32 {
-    tick_at(crate::http::response::coarse_clock_ns())
+    tick_at(crate::http::clock::coarse_ns())
 }
 
 /// The tick of `ns` on the coarse monotonic clock.

@@ -121,7 +121,7 @@ mod tests {
     fn lines_are_written_at_stream_end_with_the_bytes_sent() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("access.log");
-        let file = Rc::new(RefCell::new(AccessLog::new(&AccessLogConf {
+        let conf = AccessLogConf {
             target: crate::config::LogTarget::File(path.clone()),
             format: "%s %b %O".into(),
             escape: crate::log::Escape::Apache,
@@ -129,7 +129,10 @@ mod tests {
                 file: std::sync::Arc::from("t"),
                 line: 1,
             },
-        })));
+        };
+        let mut formats = crate::log::Formats::default();
+        formats.compile(&conf.format, conf.escape).unwrap();
+        let file = Rc::new(RefCell::new(AccessLog::new(&conf, &formats)));
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let req = Request::for_test(Method::Get, "/", &[]);
         let now = Instant::now();
