@@ -1,6 +1,9 @@
 //! The pieces of a known response body as a protocol driver frames them: HTTP/2 DATA frames
 //! (`proto/h2`) and HTTP/3 DATA frames (`server/h3`) pull from one [`BodySource`]. The file
 //! reads happen here, so a sans-IO core that fills its output from a source does no IO itself.
+//!
+//! HTTP/1.1 does not frame a body, so it does not pull one in pieces: it writes each part
+//! whole, a file range with sendfile (or, over TLS, read into one reused buffer per file).
 
 use crate::http::response::BodyPart;
 use crate::http::{Body, FileRange, OpenFile};
