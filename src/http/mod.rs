@@ -3,12 +3,14 @@
 pub mod accept_encoding;
 pub mod block;
 pub mod body;
+pub mod body_source;
 pub mod clock;
 pub mod recycle;
 pub mod request;
 pub mod response;
 
 pub use body::{BodyError, BodyStream, Frame, RequestBody, Side, StreamBody, Trailers};
+pub use body_source::BodySource;
 pub use request::{Method, Request, Version};
 pub use response::{Body, FileRange, Headers, OpenFile, Response};
 
