@@ -237,22 +237,11 @@ impl Server {
         };
         let started = Instant::now();
         tracing::info!("reloading {}", path.display());
-        let config = match crate::config::load_file(path) {
-            Ok(c) => c,
-            Err(errors) => {
-                for e in &errors {
-                    tracing::error!("{e}");
-                }
-                tracing::error!(
-                    "reload failed: {} error(s) in {}; still serving the previous configuration",
-                    errors.len(),
-                    path.display()
-                );
-                return None;
-            }
-        };
-        let prepared = match prepare::prepare(&config) {
-            Ok(p) => Arc::new(p),
+        // Loading and preparing fail alike: every error logged, the old configuration kept.
+        let loaded = crate::config::load_file(path)
+            .and_then(|config| prepare::prepare(&config).map(|p| (config, Arc::new(p))));
+        let (config, prepared) = match loaded {
+            Ok(both) => both,
             Err(errors) => {
                 for e in &errors {
                     tracing::error!("{e}");
