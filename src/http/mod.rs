@@ -5,6 +5,7 @@ pub mod block;
 pub mod body;
 pub mod clock;
 pub mod recycle;
+pub mod repeat;
 pub mod request;
 pub mod response;
 
