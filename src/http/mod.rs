@@ -6,6 +6,7 @@ pub mod body;
 pub mod body_source;
 pub mod clock;
 pub mod recycle;
+pub mod repeat;
 pub mod request;
 pub mod response;
 

@@ -6,14 +6,16 @@
 //! long as its body may be reused (`PathRoute::answer_repeats`: `respond`, `redirect`, a
 //! file the open-file cache holds; never on a path with an access log). A request is the
 //! same when its head has the same bytes and it came to the same local address (routing
-//! and the Server line follow the listener). Until the body's file is checked again
-//! (`OpenFile::reusable_at`) the kept bytes are the answer, with the Date field rewritten when
-//! the second changes; after that the memo is dropped and the request takes the usual path.
+//! and the Server line follow the listener). Whether the kept bytes are still the answer is
+//! the one rule's ([`Repeatable::at`]): until the body's file is checked again they are,
+//! with the Date field rewritten when the second changes; after that the memo is dropped and
+//! the request takes the usual path.
 
 use crate::http::clock::{self, BatchClock, DATE_LEN};
-use crate::http::{Body, OpenFile};
+use crate::http::repeat::{Repeatable, Reuse};
 use std::net::SocketAddr;
-use std::rc::Rc;
+
+/// The lane's name for what a kept answer was made from (`server/h1/lane.rs`).
 
 /// Request heads longer than this are not kept (and a peer cannot make the memo hold more).
 const HEAD_MAX: usize = 1024;
@@ -32,12 +34,10 @@ pub(crate) struct AnswerMemo {
     local: Option<SocketAddr>,
     /// The answer's bytes, head and body, as the usual path wrote them.
     answer: Vec<u8>,
-    /// Where the Date value is in `answer`, and the second it says.
+    /// Where the Date value is in `answer`.
     date_at: usize,
-    second: u64,
-    /// The file the body came from, when it did: the answer holds while the open-file
-    /// cache vouches for it.
-    file: Option<Rc<OpenFile>>,
+    /// Whether `answer` still holds, and the Date second it says; none when nothing is kept.
+    reuse: Option<Repeatable>,
     status: u16,
     /// Requests answered the usual way since the last answer given from here.
     misses: u32,
@@ -49,22 +49,6 @@ pub(crate) struct Given {
     /// The request head's length (the bytes to step past).
     pub head_len: usize,
     pub status: u16,
-}
-
-/// What a kept answer was made from, to know whether it still holds: bytes always do, a
-/// file's contents while the open-file cache vouches for them.
-pub(crate) struct Source(Option<Rc<OpenFile>>);
-
-impl Source {
-    /// The source of an answer with `body`; none for a body that is not kept (streamed or
-    /// in parts).
-    pub fn of(body: &Body) -> Option<Source> {
-        match body {
-            Body::Empty | Body::Bytes(_) => Some(Source(None)),
-            Body::File(f) => Some(Source(Some(f.file.clone()))),
-            Body::Parts(_) | Body::Stream(_) => None,
-        }
-    }
 }
 
 impl AnswerMemo {
@@ -84,21 +68,22 @@ impl AnswerMemo {
             self.misses = self.misses.saturating_add(1);
             return None;
         }
-        let now = clock.now();
-        if !self
-            .file
-            .as_ref()
-            .is_none_or(|f| f.reusable_at(now.monotonic_ns))
-        {
-            self.clear();
+        let Some(reuse) = &mut self.reuse else {
             return None;
-        }
-        if now.unix_second != self.second {
-            let at = self.date_at;
-            clock::with_second(now.unix_second, |text| {
-                self.answer[at..at + DATE_LEN].copy_from_slice(text)
-            });
-            self.second = now.unix_second;
+        };
+        match reuse.at(clock.now()) {
+            Reuse::AsKept => {}
+            Reuse::Redate(second) => {
+                let at = self.date_at;
+                clock::with_second(second, |text| {
+                    self.answer[at..at + DATE_LEN].copy_from_slice(text)
+                });
+                reuse.redated(second);
+            }
+            Reuse::Stale => {
+                self.clear();
+                return None;
+            }
         }
         self.misses = 0;
         let given = Given {
@@ -116,14 +101,15 @@ impl AnswerMemo {
     }
 
     /// Keeps `answer` (head and body, as written, with its Date field) for the request with
-    /// `head` that came to `local`; `body` is what it was made from. Out of line: the miss.
+    /// `head` that came to `local`; `reuse` is the rule for it, its Date second not known yet
+    /// (the next answer given writes the current date in). Out of line: the miss.
     #[inline(never)]
     pub fn keep(
         &mut self,
         head: &[u8],
         local: SocketAddr,
         status: u16,
-        source: Source,
+        reuse: Repeatable,
         answer: &[u8],
     ) {
         self.clear();
@@ -137,16 +123,14 @@ impl AnswerMemo {
         self.answer.extend_from_slice(answer);
         self.local = Some(local);
         self.date_at = date_at;
-        // Unknown: the next answer given writes the current date in.
-        self.second = u64::MAX;
-        self.file = source.0;
+        self.reuse = Some(reuse);
         self.status = status;
     }
 
     fn clear(&mut self) {
         self.head.clear();
         self.answer.clear();
-        self.file = None;
+        self.reuse = None;
         self.misses = 0;
     }
 }
@@ -166,6 +150,7 @@ fn date_value_at(answer: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::Body;
 
     const GET: &[u8] = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
 
@@ -180,10 +165,15 @@ mod tests {
         a
     }
 
+    /// The rule for an answer of bytes alone.
+    fn bytes() -> Repeatable {
+        Repeatable::of(&Body::Empty).expect("bytes are kept whole")
+    }
+
     fn kept() -> AnswerMemo {
         let mut m = AnswerMemo::default();
         assert!(m.wants());
-        m.keep(GET, local(), 200, Source(None), &answer());
+        m.keep(GET, local(), 200, bytes(), &answer());
         m
     }
 
@@ -230,27 +220,21 @@ mod tests {
     #[test]
     fn bodies_in_parts_or_streamed_have_no_source() {
         let part = crate::http::response::BodyPart::Bytes(bytes::Bytes::from_static(b"4"));
-        assert!(Source::of(&Body::Parts(vec![part])).is_none());
-        assert!(Source::of(&Body::Empty).is_some());
+        assert!(Repeatable::of(&Body::Parts(vec![part])).is_none());
+        assert!(Repeatable::of(&Body::Empty).is_some());
     }
 
     #[test]
     fn long_or_undated_answers_are_not_kept() {
         let mut m = AnswerMemo::default();
-        m.keep(
-            GET,
-            local(),
-            200,
-            Source(None),
-            b"HTTP/1.1 200 OK\r\n\r\n42",
-        );
+        m.keep(GET, local(), 200, bytes(), b"HTTP/1.1 200 OK\r\n\r\n42");
         assert!(m.wants());
         let mut long = answer();
         long.resize(ANSWER_MAX + 1, b'.');
-        m.keep(GET, local(), 200, Source(None), &long);
+        m.keep(GET, local(), 200, bytes(), &long);
         assert!(m.wants());
         let long_head = [b'a'; HEAD_MAX + 1];
-        m.keep(&long_head, local(), 200, Source(None), &answer());
+        m.keep(&long_head, local(), 200, bytes(), &answer());
         assert!(m.wants());
     }
 }

@@ -7,10 +7,12 @@
 //! configuration or the open-file cache, so the `Bytes` of one answer point where the last
 //! one's did. The memo keeps clones of the fields it was rendered from; while it holds them
 //! their bytes cannot change or be freed, so the same address and length mean the same bytes
-//! and a hit writes exactly what `write_head` would.
+//! and a hit writes exactly what `write_head` would. Such a head never goes stale but for
+//! its Date, which the one rule for repeated answers dates (`http::repeat::Dated`).
 
 use super::write::{write_head_dated, ResponseHead};
 use crate::http::clock::DATE_LEN;
+use crate::http::repeat::Dated;
 use bytes::Bytes;
 
 /// Heads kept; a slot is chosen by a hash of the head, so a few answers that alternate (a
@@ -37,7 +39,7 @@ struct Slot {
     rendered: Vec<u8>,
     /// Where the Date value is in `rendered`, and the second it was written for.
     date_at: usize,
-    second: u64,
+    dated: Dated,
 }
 
 impl HeadMemo {
@@ -58,9 +60,8 @@ impl HeadMemo {
         if !slot.matches(head) {
             return slot.render(out, head, date.second);
         }
-        if date.second != slot.second {
+        if slot.dated.redate(date.second) {
             slot.rendered[slot.date_at..slot.date_at + DATE_LEN].copy_from_slice(&date.text);
-            slot.second = date.second;
         }
         out.extend_from_slice(&slot.rendered);
         slot.rendered.len()
@@ -111,7 +112,7 @@ impl Slot {
         self.content_length = head.content_length;
         self.keep_alive = head.keep_alive;
         self.date_at = date_at;
-        self.second = second;
+        self.dated = Dated::at(second);
         len
     }
 }
@@ -268,7 +269,7 @@ mod tests {
         memo_text(&mut memo, &h);
         let slot = &mut memo.slots[slot_of(&h)];
         // As if rendered a second earlier, with another date in it.
-        slot.second = 1;
+        slot.dated = Dated::at(1);
         let at = slot.date_at;
         slot.rendered[at..at + DATE_LEN].copy_from_slice(b"Thu, 01 Jan 1970 00:00:01 GMT");
         assert_same(&mut memo, &h);

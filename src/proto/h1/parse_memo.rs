@@ -8,6 +8,8 @@
 //! under the same limits, its parse is the one kept, with every validation, limit and
 //! framing decision as a full parse makes them. A changed byte anywhere in the head is a
 //! miss, and the head is parsed in full. Only heads that parsed without error are kept.
+//! So a kept parse never expires: unlike a kept answer (`http::repeat`), it depends on no
+//! time, file or Date.
 
 use super::parse::{parse_head, Head, HeadLimits};
 use super::Error;

@@ -12,6 +12,10 @@
 //! While one does (its write did not finish), runs take the usual path: there is one buffer a
 //! worker, whatever the number of connections, so memory stays bounded. The worker owns it
 //! and lends it to each `recv` ([`RunBuffer`]); the core keeps no global.
+//!
+//! The slots have no expiry of their own: a run is only laid out for the connection's
+//! memoised answer while the one rule for repeated answers (`http::repeat`) says it holds,
+//! and slots filled with other frames or another body are filled anew.
 
 use super::frame;
 use bytes::{Bytes, BytesMut};

@@ -4,9 +4,9 @@
 use super::switch::is_preface_prefix;
 use super::{build_request, Out, Reply};
 use crate::http::clock::BatchClock;
+use crate::http::repeat::Repeatable;
 use crate::http::{Answer, Request};
 use crate::proto::h1::BodyFraming;
-use crate::server::answer_memo::Source;
 use crate::server::context::{Addrs, WorkerCtx};
 use crate::server::request_end::{request_ended, Counted};
 use bytes::{Buf, Bytes, BytesMut};
@@ -95,7 +95,7 @@ pub(crate) fn answer_in_lane(
     let keep =
         route.is_some_and(|r| r.answer_repeats(&reply.resp)) && ctx.answer_memo.borrow().wants();
     let kept = keep
-        .then(|| Source::of(&reply.resp.body))
+        .then(|| Repeatable::of(&reply.resp.body))
         .flatten()
         .map(|source| {
             (

@@ -4,6 +4,7 @@ use super::headers::{Meta, Parsed};
 use super::send::{put_shared, shared_bytes};
 use super::{Connection, Phase, StreamDone};
 use crate::http::recycle::FieldList;
+use crate::http::repeat::Repeatable;
 use crate::http::Body;
 use crate::proto::h2::frame::{self, flag, kind};
 use crate::proto::h2::runs::{self, Run, RunBuffer};
@@ -21,6 +22,9 @@ impl Connection {
             return;
         };
         let Ok(body_len) = u32::try_from(data.len()) else {
+            return;
+        };
+        let Some(reuse) = Repeatable::of(&body) else {
             return;
         };
         if block.len() > self.peer_max_frame as usize {
@@ -48,7 +52,7 @@ impl Connection {
             head_len: block.len() as u32,
             body_len,
             body_in_frames,
-            body,
+            reuse,
             data,
             stamp: self.headers_cache.stamp,
             tracked,
@@ -176,8 +180,9 @@ impl Connection {
     /// Whether the memoised answer is still the answer, and may go now as far as the
     /// connection's state goes (a repeat does not change any of it). It is the answer when
     /// the header block is still the cache's and nothing was encoded since (the HPACK
-    /// encoder's table is as it found it), of this turn's Date second, and the body's file is
-    /// one the open-file cache still answers from unchecked. It may go now when the usual
+    /// encoder's table is as it found it), of this turn's Date second (the block indexes the
+    /// Date: a new second renews the answer), and what it was made from still holds
+    /// (`Repeatable::holds_at`, the one rule). It may go now when the usual
     /// path would send it at once: no earlier request waits for its answer (answers keep the
     /// requests' order), no stream waits to send, the handlers are below their limit, the
     /// peer's frame size takes the body, and neither side is shutting the connection down
@@ -204,7 +209,8 @@ impl Connection {
         match self.memo.answer_fresh {
             Some(fresh) => fresh,
             None => {
-                let fresh = cache.date == self.date && a.body.reusable_now();
+                let fresh =
+                    cache.date == self.date && a.reuse.holds_at(crate::http::clock::coarse_ns());
                 self.memo.answer_fresh = Some(fresh);
                 fresh
             }
@@ -429,9 +435,11 @@ pub(super) struct AnswerMemo {
     body_len: u32,
     /// The body is in `RequestMemo::frames` too (up to [`FRAMES_BODY_MAX`] bytes).
     body_in_frames: bool,
-    /// Bytes, or a file's contents from the open-file cache (`Body::reusable_now`).
-    body: Body,
-    /// Its bytes, at hand for each repeat.
+    /// Whether the body still holds: bytes always, a file's contents from the open-file
+    /// cache while it answers from the file unchecked (`Repeatable::holds_at`). Holds the
+    /// file, as the body did.
+    reuse: Repeatable,
+    /// The body's bytes, at hand for each repeat.
     data: Bytes,
     /// The response header block is the headers cache's while it keeps this stamp (nothing
     /// else encoded since: the HPACK encoder's table is as the block found it).

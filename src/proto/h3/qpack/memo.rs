@@ -4,7 +4,8 @@
 //! and a Huffman pass. Our field lines use the static table only, so a line depends on
 //! nothing but its field: the connections that share an [`super::Encoder`] share its memo.
 //! Bounded: a fixed number of slots, each keeping a short field only, and never a sensitive
-//! one.
+//! one. A kept line never expires: it depends on no time, file or Date (a field with another
+//! date is another key), unlike a kept answer (`http::repeat`).
 
 /// Slots of the memo (a power of two: the slot is picked by the top bits of a hash).
 const SLOTS: usize = 64;

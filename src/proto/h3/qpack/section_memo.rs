@@ -4,7 +4,9 @@
 //! of being filtered and encoded field by field. Our sections use the static table only, so a
 //! section depends on nothing but its status and fields: the connections that share an
 //! [`super::Encoder`] share it. Bounded: one section of at most [`MAX_KEY`] bytes, never one
-//! with a sensitive field.
+//! with a sensitive field. A kept section never expires: its key holds every field, the Date
+//! among them, so a new second is a miss; it depends on no time or file, unlike a kept answer
+//! (`http::repeat`).
 
 use bytes::BufMut;
 
