@@ -15,7 +15,6 @@ use crate::http::clock::{self, BatchClock, DATE_LEN};
 use crate::http::repeat::{Repeatable, Reuse};
 use std::net::SocketAddr;
 
-
 /// Request heads longer than this are not kept (and a peer cannot make the memo hold more).
 const HEAD_MAX: usize = 1024;
 /// Answers longer than this are not kept.
