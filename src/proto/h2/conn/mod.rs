@@ -4,7 +4,7 @@
 //! values, never as I/O: a request body goes into the pipe the handler reads, and a streamed
 //! response body is polled by the driver and pushed in ([`Connection::push_body`]) when
 //! [`Connection::wants_body`] says the client can take more. No socket, no clock and no
-//! global: the driver passes `now` and the Date ([`Connection::set_date`]), lends the
+//! global: the driver passes `now`, the Date and the coarse clock ([`Connection::set_now`]), lends the
 //! worker's run buffer to `recv`, takes the counts for the metrics
 //! ([`Connection::take_stats`]), and asks [`Connection::poll_timeout`] when to call
 //! [`Connection::handle_timeout`]. See `LIFECYCLE.md` next to this file.
@@ -21,7 +21,7 @@ use super::runs::RunBuffer;
 use super::stream::{Send, Tail};
 use super::table::StreamTable;
 use crate::http::body::{BodyStream, Trailers};
-use crate::http::date::DATE_LEN;
+use crate::http::clock::DATE_LEN;
 use crate::http::{Request, Response};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -122,8 +122,11 @@ pub struct Connection {
     peer_initial_window: u32,
     send_conn_window: Window,
     stalled_since: Option<Instant>,
-    /// The Date field of this turn's responses, from the driver's clock ([`Connection::set_date`]).
+    /// The Date field of this turn's responses, from the driver's clock ([`Connection::set_now`]).
     date: [u8; DATE_LEN],
+    /// The coarse monotonic clock of this turn ([`crate::http::clock::coarse_ns`]), from the
+    /// driver ([`Connection::set_now`]): whether a memoised answer's file may be given again.
+    coarse_ns: u64,
     /// Counts for the metrics, until the driver takes them.
     stats: Stats,
     /// The driver's metrics mark for this turn's requests ([`Connection::set_turn_mark`]),
@@ -469,7 +472,7 @@ impl Connection {
 
     /// [`Connection::respond`] (tracked with `mark` when given) for the memoised request's
     /// stream ([`Connection::answer_memo_wanted`]), with an answer that depends on the
-    /// request alone while [`Body::reusable_now`] holds: the connection keeps it and gives it
+    /// request alone while [`Body::reusable_at`] holds: the connection keeps it and gives it
     /// again, bytes for bytes, to the next streams that send the same header block, without
     /// handing their requests out (see `RequestMemo`).
     #[inline]
@@ -482,10 +485,13 @@ impl Connection {
         self.respond_inner(id, resp, mark, true)
     }
 
-    /// The Date field's value for the responses of this turn: the driver reads its clock once
-    /// a turn, before `recv`, and the connection reads none.
-    pub fn set_date(&mut self, date: &[u8; DATE_LEN]) {
+    /// The time of this turn: the Date field's value for its responses and the coarse
+    /// monotonic clock ([`crate::http::clock::coarse_ns`]) that says whether a memoised
+    /// answer may be given again. The driver reads its clocks once a turn, before `recv`, and
+    /// the connection reads none.
+    pub fn set_now(&mut self, date: &[u8; DATE_LEN], coarse_ns: u64) {
         self.date = *date;
+        self.coarse_ns = coarse_ns;
     }
 
     /// The metrics mark (`metrics::Mark::to_bits`) of this turn's requests, given to those

@@ -204,7 +204,7 @@ impl Connection {
         match self.memo.answer_fresh {
             Some(fresh) => fresh,
             None => {
-                let fresh = cache.date == self.date && a.body.reusable_now();
+                let fresh = cache.date == self.date && a.body.reusable_at(self.coarse_ns);
                 self.memo.answer_fresh = Some(fresh);
                 fresh
             }
@@ -429,7 +429,7 @@ pub(super) struct AnswerMemo {
     body_len: u32,
     /// The body is in `RequestMemo::frames` too (up to [`FRAMES_BODY_MAX`] bytes).
     body_in_frames: bool,
-    /// Bytes, or a file's contents from the open-file cache (`Body::reusable_now`).
+    /// Bytes, or a file's contents from the open-file cache (`Body::reusable_at`).
     body: Body,
     /// Its bytes, at hand for each repeat.
     data: Bytes,

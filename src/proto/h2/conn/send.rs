@@ -537,7 +537,7 @@ pub(super) struct HeadersCache {
     /// memo made with this block knows it by its stamp.
     pub(super) stamp: u64,
     status: u16,
-    pub(super) date: [u8; crate::http::date::DATE_LEN],
+    pub(super) date: [u8; crate::http::clock::DATE_LEN],
     /// The fields, when they were a shared list (a cached file's): the same list again is
     /// known by its address, kept valid by holding it.
     pub(super) shared: Option<Rc<HeaderList>>,
@@ -561,7 +561,7 @@ impl HeadersCache {
     pub(super) fn matches(
         &self,
         status: u16,
-        date: &[u8; crate::http::date::DATE_LEN],
+        date: &[u8; crate::http::clock::DATE_LEN],
         headers: &Headers,
         body_len: u64,
     ) -> bool {
@@ -588,7 +588,7 @@ impl HeadersCache {
     pub(super) fn store(
         &mut self,
         status: u16,
-        date: &[u8; crate::http::date::DATE_LEN],
+        date: &[u8; crate::http::clock::DATE_LEN],
         headers: &Headers,
         body_len: u64,
         block: Vec<u8>,
