@@ -130,7 +130,7 @@ impl Stream {
         }
     }
 
-    /// Makes this closed stream, whose slot the table keeps ([`super::table`]), stream `id`
+    /// Makes this closed stream, whose slot the table keeps (`table.rs`), stream `id`
     /// as [`Stream::new`] would, in place: no stream is built elsewhere and copied in. A
     /// closed stream holds nothing (`Send::Done`, no pipe, not tracked).
     #[inline]

@@ -1,6 +1,6 @@
 //! The server side of one HTTP/2 connection, sans-IO: bytes in ([`Connection::recv_with`]),
 //! requests out ([`Connection::next_request`]), responses in ([`Connection::respond`]),
-//! bytes out ([`Connection::fill`] / [`Connection::output`]). Streamed bodies cross as
+//! bytes out ([`Connection::fill`] / [`Connection::output_parts`]). Streamed bodies cross as
 //! values, never as I/O: a request body goes into the pipe the handler reads, and a streamed
 //! response body is polled by the driver and pushed in ([`Connection::push_body`]) when
 //! [`Connection::wants_body`] says the client can take more. No socket, no clock and no
@@ -472,7 +472,7 @@ impl Connection {
 
     /// [`Connection::respond`] (tracked with `mark` when given) for the memoised request's
     /// stream ([`Connection::answer_memo_wanted`]), with an answer that depends on the
-    /// request alone while [`Body::reusable_at`] holds: the connection keeps it and gives it
+    /// request alone while [`crate::http::Body::reusable_at`] holds: the connection keeps it and gives it
     /// again, bytes for bytes, to the next streams that send the same header block, without
     /// handing their requests out (see `RequestMemo`).
     #[inline]
