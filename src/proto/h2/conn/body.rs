@@ -1,6 +1,7 @@
 //! Request bodies: DATA, discarded or piped to the handler, and the receive windows they
 //! consume.
 
+use super::transition::Event;
 use super::{Connection, Fail, Res};
 use crate::http::body::{self, BodyError, Side, Trailers};
 use crate::http::Request;
@@ -29,8 +30,7 @@ impl Connection {
         }
         let (writer, reader) = body::pipe(content_length);
         req.set_body(reader);
-        s.body = Some(writer);
-        self.body_pipes += 1;
+        self.transition(i, Event::PipeOpened(writer));
         self.requests.push_back(id);
     }
 
@@ -147,12 +147,12 @@ impl Connection {
             w.finish(trailers);
             if matches!(s.send, Send::Done) {
                 // Answered already; the rest of the body was let in and dropped.
-                self.remove(i);
+                self.transition(i, Event::Close { told: false });
             }
         } else if s.holds_request {
             self.requests.push_back(id);
         } else if matches!(s.send, Send::Done) {
-            self.remove(i);
+            self.transition(i, Event::Close { told: false });
         }
         Ok(())
     }
@@ -184,8 +184,7 @@ impl Connection {
                 }
                 Recv::Closed if w.buffered() == 0 && w.is_finished() => {
                     // All of it arrived and was read: nothing more to account for.
-                    s.body = None;
-                    self.body_pipes -= 1;
+                    self.transition(i, Event::PipeClosed);
                 }
                 Recv::Closed => {}
             }
@@ -215,14 +214,14 @@ impl Connection {
     /// Aborts (unless already finished) and drops stream `i`'s request body pipe; its unread
     /// bytes (queued, or read since the last `credit_consumed`) no longer hold credit.
     pub(super) fn drop_pipe(&mut self, i: usize, why: BodyError) {
-        let Some(w) = self.streams[i].body.take() else {
+        let Some(w) = &self.streams[i].body else {
             return;
         };
         if !w.is_finished() {
             w.abort(why);
         }
-        self.body_pipes -= 1;
         let unread = w.buffered() as u64 + w.take_consumed();
+        self.transition(i, Event::PipeClosed);
         self.unread_total = self.unread_total.saturating_sub(unread);
         self.hold_credit();
     }

@@ -40,6 +40,7 @@ mod send;
 mod settings;
 mod stats;
 mod streams;
+mod transition;
 
 pub use buffers::{Released, TurnBuffers};
 pub use park::Parked;
@@ -49,6 +50,7 @@ pub use stats::{GoAway, Stats, RESET_CODES};
 use flood::Budget;
 use repeat::RequestMemo;
 use send::HeadersCache;
+use transition::Event;
 
 /// Stop pulling body bytes into the output once it holds this much: the driver writes it out
 /// first, so memory per connection stays bounded whatever the windows are. Whole small
@@ -392,8 +394,7 @@ impl Connection {
                 let Some(req) = self.take_held(id) else {
                     continue;
                 };
-                self.in_handler += 1;
-                self.streams[i].with_handler = true;
+                self.transition(i, Event::HandedOut);
                 return Some((id, req));
             }
         }
@@ -415,8 +416,7 @@ impl Connection {
             let Some(k) = self.held_position(id) else {
                 continue;
             };
-            self.in_handler += 1;
-            self.streams[i].with_handler = true;
+            self.transition(i, Event::HandedOut);
             return Some((id, &self.held[k].1));
         }
         None
@@ -598,7 +598,7 @@ impl Connection {
     pub fn close_streams(&mut self) {
         for i in (0..self.streams.slots()).rev() {
             if self.streams.is_open(i) {
-                self.remove(i);
+                self.transition(i, Event::Close { told: false });
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Receiving: the preface, frame dispatch, and the control frames (RST_STREAM,
 //! WINDOW_UPDATE, SETTINGS).
 
+use super::transition::Event;
 use super::{
     Connection, Fail, Phase, Res, KEEP_BUFFERS_WITHIN, REPEAT_FLAGS, REPEAT_FLAGS_MASK,
     REQUEST_BATCH, SHUTDOWN_PING, TINY_WINDOW_UPDATE,
@@ -209,7 +210,7 @@ impl Connection {
             ));
         }
         if let Some(i) = self.index(id) {
-            self.remove(i);
+            self.transition(i, Event::Close { told: false });
             self.spend_reset(now)?;
         }
         Ok(())
