@@ -44,10 +44,10 @@ impl Connection {
     ) -> Res {
         let len = data.len();
         if flow_len > self.recv_conn_window {
-            return Err(Fail::Conn(
-                Reason::FLOW_CONTROL_ERROR,
-                "connection window exceeded",
-            ));
+            return Err(Fail::Connection {
+                code: Reason::FLOW_CONTROL_ERROR,
+                why: "connection window exceeded",
+            });
         }
         // Discarded bodies give the connection window back at once; bytes kept in a body
         // pipe may hold some of it back (`hold_credit`).
@@ -58,19 +58,31 @@ impl Connection {
         }
         let Some(i) = self.index(id) else {
             if id > self.max_client_stream {
-                return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "DATA on an idle stream"));
+                return Err(Fail::Connection {
+                    code: Reason::PROTOCOL_ERROR,
+                    why: "DATA on an idle stream",
+                });
             }
             if self.recently_reset.contains(&id) {
                 // We reset it; the client may have sent this before it knew.
                 return Ok(());
             }
-            return self.stream_error(id, Reason::STREAM_CLOSED, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::STREAM_CLOSED,
+            });
         };
         if matches!(self.streams[i].recv, Recv::Closed) {
-            return self.stream_error(id, Reason::STREAM_CLOSED, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::STREAM_CLOSED,
+            });
         }
         if flow_len > self.streams[i].recv_window {
-            return self.stream_error(id, Reason::FLOW_CONTROL_ERROR, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::FLOW_CONTROL_ERROR,
+            });
         }
         let s = &mut self.streams[i];
         s.recv_window -= flow_len;
@@ -85,10 +97,13 @@ impl Connection {
             Recv::Closed => (0, None),
         };
         if content_length.is_some_and(|cl| received > cl || (end_stream && received != cl)) {
-            return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::PROTOCOL_ERROR,
+            });
         }
         if received > self.cfg.max_request_body && !self.streams[i].tunnel {
-            return self.body_too_large(i, now);
+            return self.body_too_large(i);
         }
         let s = &mut self.streams[i];
         // Bytes kept in a pipe earn credit when read (`credit_consumed`); padding and
@@ -118,7 +133,7 @@ impl Connection {
     /// Stream `i`'s request body passed `limit-request-body`: 413 if no response started
     /// (its end then resets the stream with NO_ERROR to stop the body), else RST_STREAM. A
     /// body pipe is aborted and dropped; further DATA is discarded.
-    pub(super) fn body_too_large(&mut self, i: usize, now: Instant) -> Res {
+    pub(super) fn body_too_large(&mut self, i: usize) -> Res {
         let id = self.streams[i].id;
         self.drop_pipe(
             i,
@@ -131,7 +146,10 @@ impl Connection {
             self.respond_early(id, 413);
             Ok(())
         } else {
-            self.stream_error(id, Reason::CANCEL, now)
+            Err(Fail::Stream {
+                id,
+                code: Reason::CANCEL,
+            })
         }
     }
 

@@ -224,9 +224,15 @@ struct Partial {
     started: Instant,
 }
 
-/// An error ending processing of the current frame.
+/// An error ending the processing of the current frame, saying what it closes. The frame
+/// handlers return it and `recv_frames` applies it (`Connection::apply`): RST_STREAM for a
+/// stream's, GOAWAY for the connection's. A stream refused while its header block is still
+/// decoded (for the HPACK table's sake) is reset where it is refused instead (`stream_error`).
 enum Fail {
-    Conn(Reason, &'static str),
+    /// RST_STREAM(`code`): stream `id` closes, the connection goes on.
+    Stream { id: u32, code: Reason },
+    /// GOAWAY(`code`): the connection ends, for `why` (the log line's reason).
+    Connection { code: Reason, why: &'static str },
 }
 
 type Res = Result<(), Fail>;
@@ -377,9 +383,12 @@ impl Connection {
             input.clear();
             return;
         }
-        if let Err(Fail::Conn(r, why)) = self.recv_frames(input, now, runs, streams_body) {
+        // A stream's error never leaves `recv_frames`: it is applied there, frame by frame.
+        if let Err(Fail::Connection { code, why }) =
+            self.recv_frames(input, now, runs, streams_body)
+        {
             input.clear();
-            self.fail(r, why);
+            self.fail(code, why);
         }
     }
 

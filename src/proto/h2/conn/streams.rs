@@ -1,7 +1,7 @@
 //! The stream table's bookkeeping: resets, connection errors, inserting and removing streams.
 
 use super::transition::Event;
-use super::{Closed, Connection, Phase, Res, RECENT_RESETS, REQUEST_BATCH};
+use super::{Closed, Connection, Fail, Phase, Res, RECENT_RESETS, REQUEST_BATCH};
 use crate::http::Request;
 use crate::proto::h2::frame::{self, Reason};
 use std::time::Instant;
@@ -16,7 +16,20 @@ impl Connection {
         self.transition(i, Event::Close { told: true });
     }
 
-    /// Resets stream `id` with `reason` (RST_STREAM) and forgets it.
+    /// Applies a frame handler's result: a stream's error resets the stream (`stream_error`)
+    /// and the connection goes on, unless the resets it is made to send exceed their budget;
+    /// the connection's passes on, for `recv_with` to drop the input and send GOAWAY.
+    #[inline(always)]
+    pub(super) fn apply(&mut self, r: Res, now: Instant) -> Res {
+        match r {
+            Err(Fail::Stream { id, code }) => self.stream_error(id, code, now),
+            r => r,
+        }
+    }
+
+    /// Resets stream `id` with `reason` (RST_STREAM) and forgets it. Called directly only
+    /// where a stream is refused and its header block is still decoded (HPACK sync); every
+    /// other stream error is a [`Fail::Stream`] the frame handler returns.
     pub(super) fn stream_error(&mut self, id: u32, reason: Reason, now: Instant) -> Res {
         self.put_reset(id, reason);
         self.note_reset(id);
