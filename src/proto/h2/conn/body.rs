@@ -142,7 +142,7 @@ impl Connection {
                 "request body larger than limit-request-body",
             ),
         );
-        if matches!(self.streams[i].send, Send::Waiting) {
+        if matches!(self.streams[i].send, Send::Waiting | Send::WithHandler) {
             self.respond_early(id, 413);
             Ok(())
         } else {

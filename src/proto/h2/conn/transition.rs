@@ -38,7 +38,9 @@ impl Connection {
         match event {
             Event::HandedOut => {
                 self.in_handler += 1;
-                self.streams[i].with_handler = true;
+                let send = &mut self.streams[i].send;
+                debug_assert!(matches!(send, Send::Waiting));
+                set_send(send, Send::WithHandler);
                 true
             }
             Event::LeftHandler => self.leave_handler(i),
@@ -64,8 +66,10 @@ impl Connection {
 
     #[inline(always)]
     fn leave_handler(&mut self, i: usize) -> bool {
-        let was = std::mem::take(&mut self.streams[i].with_handler);
+        let send = &mut self.streams[i].send;
+        let was = matches!(send, Send::WithHandler);
         if was {
+            set_send(send, Send::Waiting);
             self.in_handler -= 1;
         }
         was
@@ -93,10 +97,9 @@ impl Connection {
     fn remove(&mut self, i: usize) {
         let s = &self.streams[i];
         if s.body.is_some()
-            || s.with_handler
             || s.holds_request
             || s.sent.is_some()
-            || matches!(s.send, Send::Stream(_))
+            || matches!(s.send, Send::WithHandler | Send::Stream(_))
         {
             self.before_remove(i);
         }
