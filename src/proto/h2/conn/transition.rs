@@ -40,7 +40,8 @@ impl Connection {
                 self.in_handler += 1;
                 let send = &mut self.streams[i].send;
                 debug_assert!(matches!(send, Send::Waiting));
-                set_send(send, Send::WithHandler);
+                // `Waiting` holds nothing: no drop glue, no test of what it was.
+                std::mem::forget(std::mem::replace(send, Send::WithHandler));
                 true
             }
             Event::LeftHandler => self.leave_handler(i),
@@ -69,7 +70,8 @@ impl Connection {
         let send = &mut self.streams[i].send;
         let was = matches!(send, Send::WithHandler);
         if was {
-            set_send(send, Send::Waiting);
+            // `WithHandler` holds nothing: no drop glue.
+            std::mem::forget(std::mem::replace(send, Send::Waiting));
             self.in_handler -= 1;
         }
         was
