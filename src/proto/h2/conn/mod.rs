@@ -146,7 +146,7 @@ pub struct Connection {
     /// they are handed out, so taking one is taking the first.
     held: VecDeque<(u32, Request)>,
     /// Requests handed out and not yet answered (`Send::WithHandler`). This count and the
-    /// next three, and `closed_unwritten`, change only in `Connection::transition`.
+    /// next three change only in `Connection::transition`.
     in_handler: u32,
     /// Streams with response bytes left to send (`Send::Body` or `Send::Stream`).
     sending: u32,

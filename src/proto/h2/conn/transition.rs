@@ -3,7 +3,9 @@
 //! and of those streamed ones (`streaming`), request body pipes (`body_pipes`), and streams
 //! closed with their last frame still in the output (`closed_unwritten`). Every event of a
 //! stream's life that changes one of them goes through [`Connection::transition`]; nothing
-//! else adds to or takes from those counts.
+//! else adds to or takes from those counts, except that `closed_unwritten` is cleared when the
+//! output is written and counts the repeated answers too, which never enter the table
+//! (`repeat.rs`).
 
 use super::{Connection, StreamDone};
 use crate::http::body::{BodyError, BodyWriter, Side};
