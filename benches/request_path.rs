@@ -160,7 +160,8 @@ fn h2_requests(
     let mut out = 0;
     for mut input in batches {
         let now = Instant::now();
-        spate::http::date::with_now(|d| conn.set_date(d));
+        let coarse_ns = spate::http::clock::coarse_ns();
+        spate::http::clock::with_now(|d| conn.set_now(d, coarse_ns));
         loop {
             conn.recv_with(&mut input, now, runs, &|req| router.streams_body(req));
             while let Some((id, req)) = conn.next_request_held() {

@@ -15,11 +15,6 @@ pub use body_source::BodySource;
 pub use request::{Method, Request, Version};
 pub use response::{Body, FileRange, Headers, OpenFile, Response};
 
-// proto/h2 moves to a Date argument (issue 36)
-pub mod date {
-    pub use super::clock::{with_now, DATE_LEN};
-}
-
 use std::future::Future;
 use std::pin::Pin;
 

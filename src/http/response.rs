@@ -234,9 +234,16 @@ impl Body {
     /// ([`OpenFile::reusable_now`]), anything else never.
     #[inline]
     pub fn reusable_now(&self) -> bool {
+        self.reusable_at(clock::coarse_ns())
+    }
+
+    /// [`Body::reusable_now`] at `now` on [`clock::coarse_ns`], for a caller that reads no
+    /// clock (a sans-IO core, given the time by its driver).
+    #[inline]
+    pub fn reusable_at(&self, now: u64) -> bool {
         match self {
             Body::Empty | Body::Bytes(_) => true,
-            Body::File(f) => f.file.reusable_now(),
+            Body::File(f) => f.file.reusable_at(now),
             Body::Parts(_) | Body::Stream(_) => false,
         }
     }

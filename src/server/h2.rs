@@ -248,8 +248,9 @@ async fn turns<'a, T: Transport>(
         if let Some(m) = mark {
             conn.set_turn_mark(m.to_bits());
         }
-        // The Date of this turn's responses: the connection reads no clock.
-        crate::http::date::with_now(|d| conn.set_date(d));
+        // The Date and coarse clock of this turn's responses: the connection reads no clock.
+        let coarse_ns = crate::http::clock::coarse_ns();
+        crate::http::clock::with_now(|d| conn.set_now(d, coarse_ns));
         if conn.needs_output() {
             conn.lend_output(ctx.buffers.output_buffer().unwrap_or_default());
         }

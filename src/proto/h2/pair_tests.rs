@@ -26,7 +26,10 @@ impl Pair {
         let now = Instant::now();
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let mut server = Connection::new(server, addr, addr, now);
-        server.set_date(b"Sat, 28 Nov 2026 07:00:00 GMT");
+        server.set_now(
+            b"Sat, 28 Nov 2026 07:00:00 GMT",
+            crate::http::clock::coarse_ns(),
+        );
         Pair {
             client: ClientConn::new(client),
             server,

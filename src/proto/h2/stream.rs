@@ -28,8 +28,12 @@ pub enum Recv {
 /// The sending half.
 #[derive(Debug)]
 pub enum Send {
-    /// No response yet: the request is queued or with the handler.
+    /// No response yet, and the request is not with a handler: it is still coming, or held
+    /// until it is handed out.
     Waiting,
+    /// No response yet: the request is with a handler (counted in the connection's
+    /// `in_handler`), its answer possibly pending in the driver.
+    WithHandler,
     /// HEADERS sent; body bytes left to send as windows allow.
     Body(BodySource),
     /// HEADERS sent; the body is a stream the driver polls and pushes
@@ -86,8 +90,6 @@ pub struct Stream {
     pub priority: Priority,
     /// In one of the connection's ready queues.
     pub queued: bool,
-    /// The request was handed out and is not answered yet.
-    pub with_handler: bool,
     /// The request body's pipe, when the handler streams it (`Connection::recv_with`).
     pub body: Option<BodyWriter>,
     /// What was sent, counted only for a stream whose end is reported for the access log and
@@ -121,13 +123,12 @@ impl Stream {
             recv_unacked: 0,
             priority: Priority::default(),
             queued: false,
-            with_handler: false,
             body: None,
             sent: None,
         }
     }
 
-    /// Makes this closed stream, whose slot the table keeps ([`super::table`]), stream `id`
+    /// Makes this closed stream, whose slot the table keeps (`table.rs`), stream `id`
     /// as [`Stream::new`] would, in place: no stream is built elsewhere and copied in. A
     /// closed stream holds nothing (`Send::Done`, no pipe, not tracked).
     #[inline]
@@ -145,7 +146,6 @@ impl Stream {
             recv_unacked,
             priority,
             queued,
-            with_handler,
             body,
             sent,
         } = self;
@@ -161,7 +161,6 @@ impl Stream {
         *recv_unacked = 0;
         *priority = Priority::default();
         *queued = false;
-        *with_handler = false;
     }
 
     /// Has body bytes to send and window to send them in.
@@ -218,11 +217,12 @@ impl Send {
     }
 }
 
-/// Sets a stream's sending half. Going from `Waiting` or `Done`, which hold nothing, skips
-/// the old value's drop glue (an out-of-line call on every stream's opening and ending).
+/// Sets a stream's sending half. Going from `Waiting`, `WithHandler` or `Done`, which hold
+/// nothing, skips the old value's drop glue (an out-of-line call on every stream's opening
+/// and ending).
 #[inline]
 pub fn set_send(send: &mut Send, to: Send) {
-    if matches!(send, Send::Waiting | Send::Done) {
+    if matches!(send, Send::Waiting | Send::WithHandler | Send::Done) {
         std::mem::forget(std::mem::replace(send, to));
     } else {
         *send = to;

@@ -1,6 +1,7 @@
 //! Request bodies: DATA, discarded or piped to the handler, and the receive windows they
 //! consume.
 
+use super::transition::Event;
 use super::{Connection, Fail, Res};
 use crate::http::body::{self, BodyError, Side, Trailers};
 use crate::http::Request;
@@ -29,8 +30,7 @@ impl Connection {
         }
         let (writer, reader) = body::pipe(content_length);
         req.set_body(reader);
-        s.body = Some(writer);
-        self.body_pipes += 1;
+        self.transition(i, Event::PipeOpened(writer));
         self.requests.push_back(id);
     }
 
@@ -44,10 +44,10 @@ impl Connection {
     ) -> Res {
         let len = data.len();
         if flow_len > self.recv_conn_window {
-            return Err(Fail::Conn(
-                Reason::FLOW_CONTROL_ERROR,
-                "connection window exceeded",
-            ));
+            return Err(Fail::Connection {
+                code: Reason::FLOW_CONTROL_ERROR,
+                why: "connection window exceeded",
+            });
         }
         // Discarded bodies give the connection window back at once; bytes kept in a body
         // pipe may hold some of it back (`hold_credit`).
@@ -58,19 +58,31 @@ impl Connection {
         }
         let Some(i) = self.index(id) else {
             if id > self.max_client_stream {
-                return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "DATA on an idle stream"));
+                return Err(Fail::Connection {
+                    code: Reason::PROTOCOL_ERROR,
+                    why: "DATA on an idle stream",
+                });
             }
             if self.recently_reset.contains(&id) {
                 // We reset it; the client may have sent this before it knew.
                 return Ok(());
             }
-            return self.stream_error(id, Reason::STREAM_CLOSED, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::STREAM_CLOSED,
+            });
         };
         if matches!(self.streams[i].recv, Recv::Closed) {
-            return self.stream_error(id, Reason::STREAM_CLOSED, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::STREAM_CLOSED,
+            });
         }
         if flow_len > self.streams[i].recv_window {
-            return self.stream_error(id, Reason::FLOW_CONTROL_ERROR, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::FLOW_CONTROL_ERROR,
+            });
         }
         let s = &mut self.streams[i];
         s.recv_window -= flow_len;
@@ -85,10 +97,13 @@ impl Connection {
             Recv::Closed => (0, None),
         };
         if content_length.is_some_and(|cl| received > cl || (end_stream && received != cl)) {
-            return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::PROTOCOL_ERROR,
+            });
         }
         if received > self.cfg.max_request_body && !self.streams[i].tunnel {
-            return self.body_too_large(i, now);
+            return self.body_too_large(i);
         }
         let s = &mut self.streams[i];
         // Bytes kept in a pipe earn credit when read (`credit_consumed`); padding and
@@ -118,7 +133,7 @@ impl Connection {
     /// Stream `i`'s request body passed `limit-request-body`: 413 if no response started
     /// (its end then resets the stream with NO_ERROR to stop the body), else RST_STREAM. A
     /// body pipe is aborted and dropped; further DATA is discarded.
-    pub(super) fn body_too_large(&mut self, i: usize, now: Instant) -> Res {
+    pub(super) fn body_too_large(&mut self, i: usize) -> Res {
         let id = self.streams[i].id;
         self.drop_pipe(
             i,
@@ -127,11 +142,14 @@ impl Connection {
                 "request body larger than limit-request-body",
             ),
         );
-        if matches!(self.streams[i].send, Send::Waiting) {
+        if matches!(self.streams[i].send, Send::Waiting | Send::WithHandler) {
             self.respond_early(id, 413);
             Ok(())
         } else {
-            self.stream_error(id, Reason::CANCEL, now)
+            Err(Fail::Stream {
+                id,
+                code: Reason::CANCEL,
+            })
         }
     }
 
@@ -147,12 +165,12 @@ impl Connection {
             w.finish(trailers);
             if matches!(s.send, Send::Done) {
                 // Answered already; the rest of the body was let in and dropped.
-                self.remove(i);
+                self.transition(i, Event::Close { told: false });
             }
         } else if s.holds_request {
             self.requests.push_back(id);
         } else if matches!(s.send, Send::Done) {
-            self.remove(i);
+            self.transition(i, Event::Close { told: false });
         }
         Ok(())
     }
@@ -184,8 +202,7 @@ impl Connection {
                 }
                 Recv::Closed if w.buffered() == 0 && w.is_finished() => {
                     // All of it arrived and was read: nothing more to account for.
-                    s.body = None;
-                    self.body_pipes -= 1;
+                    self.transition(i, Event::PipeClosed);
                 }
                 Recv::Closed => {}
             }
@@ -215,14 +232,14 @@ impl Connection {
     /// Aborts (unless already finished) and drops stream `i`'s request body pipe; its unread
     /// bytes (queued, or read since the last `credit_consumed`) no longer hold credit.
     pub(super) fn drop_pipe(&mut self, i: usize, why: BodyError) {
-        let Some(w) = self.streams[i].body.take() else {
+        let Some(w) = &self.streams[i].body else {
             return;
         };
         if !w.is_finished() {
             w.abort(why);
         }
-        self.body_pipes -= 1;
         let unread = w.buffered() as u64 + w.take_consumed();
+        self.transition(i, Event::PipeClosed);
         self.unread_total = self.unread_total.saturating_sub(unread);
         self.hold_credit();
     }

@@ -57,14 +57,14 @@ impl Connection {
     /// of large bodies writes into room an earlier turn grew instead of growing its own
     /// again by doubling. Call before
     /// waiting for input: an idle connection then holds little more than its HPACK tables.
-    /// A connection still quiet after [`QUIET_TRIM`] trims more (see `handle_timeout`).
+    /// A connection still quiet after `QUIET_TRIM` trims more (see `handle_timeout`).
     ///
     /// A busy connection (its second request since it was last quiet, each within
-    /// [`KEEP_BUFFERS_WITHIN`] of the client's previous input) keeps the rest until
+    /// `KEEP_BUFFERS_WITHIN` of the client's previous input) keeps the rest until
     /// that quiet trim instead: a client that multiplexes sends its next requests within
     /// microseconds, one that does not within a round trip, and freeing and regrowing the
     /// table and queues every turn cost more than decoding the requests. Not after a large
-    /// write (over [`KEEP_OUTPUT_MAX`]): with hundreds of such connections, what each kept
+    /// write (over `KEEP_OUTPUT_MAX`): with hundreds of such connections, what each kept
     /// would be out of cache by its next turn, while freed it is the next one's, still warm.
     /// Such a connection keeps its request memo though: its next requests are most likely the
     /// same again, and answered from the memo they skip decoding and the handler.

@@ -9,10 +9,10 @@ impl Connection {
         if self.resets.take(now) {
             Ok(())
         } else {
-            Err(Fail::Conn(
-                Reason::ENHANCE_YOUR_CALM,
-                "too many stream resets",
-            ))
+            Err(Fail::Connection {
+                code: Reason::ENHANCE_YOUR_CALM,
+                why: "too many stream resets",
+            })
         }
     }
 
@@ -20,10 +20,10 @@ impl Connection {
         if self.control.take(now) {
             Ok(())
         } else {
-            Err(Fail::Conn(
-                Reason::ENHANCE_YOUR_CALM,
-                "too many control frames",
-            ))
+            Err(Fail::Connection {
+                code: Reason::ENHANCE_YOUR_CALM,
+                why: "too many control frames",
+            })
         }
     }
 }

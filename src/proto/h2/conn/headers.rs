@@ -46,14 +46,17 @@ impl Connection {
                 BlockUse::Discard
             }
             None if id <= self.max_client_stream => {
-                return Err(Fail::Conn(
-                    Reason::STREAM_CLOSED,
-                    "HEADERS on a closed stream",
-                ));
+                return Err(Fail::Connection {
+                    code: Reason::STREAM_CLOSED,
+                    why: "HEADERS on a closed stream",
+                });
             }
             None => {
                 if id % 2 == 0 {
-                    return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "even stream id"));
+                    return Err(Fail::Connection {
+                        code: Reason::PROTOCOL_ERROR,
+                        why: "even stream id",
+                    });
                 }
                 self.max_client_stream = id;
                 self.batch_opened += 1;
@@ -71,7 +74,7 @@ impl Connection {
             }
         };
         if end_headers {
-            return self.on_block(id, end_stream, usage, block, now);
+            return self.on_block(id, end_stream, usage, block);
         }
         self.block.clear();
         self.block.extend_from_slice(block);
@@ -92,10 +95,10 @@ impl Connection {
         now: Instant,
     ) -> Res {
         let Some(p) = self.partial.take() else {
-            return Err(Fail::Conn(
-                Reason::PROTOCOL_ERROR,
-                "CONTINUATION without HEADERS",
-            ));
+            return Err(Fail::Connection {
+                code: Reason::PROTOCOL_ERROR,
+                why: "CONTINUATION without HEADERS",
+            });
         };
         debug_assert_eq!(p.stream, id);
         if block.is_empty() && !end_headers {
@@ -103,10 +106,10 @@ impl Connection {
         }
         // The compressed block may not be much larger than the decoded list we accept.
         if self.block.len() + block.len() > self.cfg.max_header_list.saturating_mul(2) + 1024 {
-            return Err(Fail::Conn(
-                Reason::ENHANCE_YOUR_CALM,
-                "header block too large",
-            ));
+            return Err(Fail::Connection {
+                code: Reason::ENHANCE_YOUR_CALM,
+                why: "header block too large",
+            });
         }
         self.block.extend_from_slice(block);
         if !end_headers {
@@ -114,7 +117,7 @@ impl Connection {
             return Ok(());
         }
         let whole = std::mem::take(&mut self.block);
-        let r = self.on_block(id, p.end_stream, p.usage, &whole, now);
+        let r = self.on_block(id, p.end_stream, p.usage, &whole);
         self.block = whole;
         r
     }
@@ -126,7 +129,6 @@ impl Connection {
         end_stream: bool,
         usage: BlockUse,
         block: &[u8],
-        now: Instant,
     ) -> Res {
         if usage == BlockUse::Request && self.decoder.kept_table() {
             if let Some(p) = self.memo.parsed_for(block) {
@@ -179,16 +181,19 @@ impl Connection {
                         self.respond_early(id, 431);
                         Ok(())
                     }
-                    BlockUse::Trailers => self.stream_error(id, Reason::PROTOCOL_ERROR, now),
+                    BlockUse::Trailers => Err(Fail::Stream {
+                        id,
+                        code: Reason::PROTOCOL_ERROR,
+                    }),
                     BlockUse::Discard => Ok(()),
                 };
             }
             Err(e) => {
                 tracing::debug!("HPACK decoding failed: {e}");
-                return Err(Fail::Conn(
-                    Reason::COMPRESSION_ERROR,
-                    "HPACK decoding failed",
-                ));
+                return Err(Fail::Connection {
+                    code: Reason::COMPRESSION_ERROR,
+                    why: "HPACK decoding failed",
+                });
             }
         }
         match usage {
@@ -200,7 +205,10 @@ impl Connection {
                 let ok = request_head::valid_trailers(&self.hbuf, &self.fields);
                 let Some(i) = self.index(id).filter(|_| ok) else {
                     self.hbuf.clear();
-                    return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
+                    return Err(Fail::Stream {
+                        id,
+                        code: Reason::PROTOCOL_ERROR,
+                    });
                 };
                 if let Recv::Body {
                     content_length: Some(cl),
@@ -210,7 +218,10 @@ impl Connection {
                     if cl != received {
                         // Declared more than the DATA sent (section 8.1.1).
                         self.hbuf.clear();
-                        return self.stream_error(id, Reason::PROTOCOL_ERROR, now);
+                        return Err(Fail::Stream {
+                            id,
+                            code: Reason::PROTOCOL_ERROR,
+                        });
                     }
                 }
                 let trailers = if self.streams[i].body.is_some() {
@@ -245,7 +256,10 @@ impl Connection {
                     }
                     Err(()) => {
                         self.hbuf.clear();
-                        self.stream_error(id, Reason::PROTOCOL_ERROR, now)
+                        Err(Fail::Stream {
+                            id,
+                            code: Reason::PROTOCOL_ERROR,
+                        })
                     }
                 }
             }

@@ -1,10 +1,10 @@
 //! The server side of one HTTP/2 connection, sans-IO: bytes in ([`Connection::recv_with`]),
 //! requests out ([`Connection::next_request`]), responses in ([`Connection::respond`]),
-//! bytes out ([`Connection::fill`] / [`Connection::output`]). Streamed bodies cross as
+//! bytes out ([`Connection::fill`] / [`Connection::output_parts`]). Streamed bodies cross as
 //! values, never as I/O: a request body goes into the pipe the handler reads, and a streamed
 //! response body is polled by the driver and pushed in ([`Connection::push_body`]) when
 //! [`Connection::wants_body`] says the client can take more. No socket, no clock and no
-//! global: the driver passes `now` and the Date ([`Connection::set_date`]), lends the
+//! global: the driver passes `now`, the Date and the coarse clock ([`Connection::set_now`]), lends the
 //! worker's run buffer to `recv`, takes the counts for the metrics
 //! ([`Connection::take_stats`]), and asks [`Connection::poll_timeout`] when to call
 //! [`Connection::handle_timeout`]. See `LIFECYCLE.md` next to this file.
@@ -21,7 +21,7 @@ use super::runs::RunBuffer;
 use super::stream::{Send, Tail};
 use super::table::StreamTable;
 use crate::http::body::{BodyStream, Trailers};
-use crate::http::date::DATE_LEN;
+use crate::http::clock::DATE_LEN;
 use crate::http::{Request, Response};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -40,6 +40,7 @@ mod send;
 mod settings;
 mod stats;
 mod streams;
+mod transition;
 
 pub use buffers::{Released, TurnBuffers};
 pub use park::Parked;
@@ -49,6 +50,7 @@ pub use stats::{GoAway, Stats, RESET_CODES};
 use flood::Budget;
 use repeat::RequestMemo;
 use send::HeadersCache;
+use transition::Event;
 
 /// Stop pulling body bytes into the output once it holds this much: the driver writes it out
 /// first, so memory per connection stays bounded whatever the windows are. Whole small
@@ -122,8 +124,11 @@ pub struct Connection {
     peer_initial_window: u32,
     send_conn_window: Window,
     stalled_since: Option<Instant>,
-    /// The Date field of this turn's responses, from the driver's clock ([`Connection::set_date`]).
+    /// The Date field of this turn's responses, from the driver's clock ([`Connection::set_now`]).
     date: [u8; DATE_LEN],
+    /// The coarse monotonic clock of this turn ([`crate::http::clock::coarse_ns`]), from the
+    /// driver ([`Connection::set_now`]): whether a memoised answer's file may be given again.
+    coarse_ns: u64,
     /// Counts for the metrics, until the driver takes them.
     stats: Stats,
     /// The driver's metrics mark for this turn's requests ([`Connection::set_turn_mark`]),
@@ -140,7 +145,8 @@ pub struct Connection {
     /// stream table, whose entries move on every insertion and removal. Mostly in the order
     /// they are handed out, so taking one is taking the first.
     held: VecDeque<(u32, Request)>,
-    /// Requests handed out and not yet answered.
+    /// Requests handed out and not yet answered (`Send::WithHandler`). This count and the
+    /// next three change only in `Connection::transition`.
     in_handler: u32,
     /// Streams with response bytes left to send (`Send::Body` or `Send::Stream`).
     sending: u32,
@@ -219,9 +225,15 @@ struct Partial {
     started: Instant,
 }
 
-/// An error ending processing of the current frame.
+/// An error ending the processing of the current frame, saying what it closes. The frame
+/// handlers return it and `recv_frames` applies it (`Connection::apply`): RST_STREAM for a
+/// stream's, GOAWAY for the connection's. A stream refused while its header block is still
+/// decoded (for the HPACK table's sake) is reset where it is refused instead (`stream_error`).
 enum Fail {
-    Conn(Reason, &'static str),
+    /// RST_STREAM(`code`): stream `id` closes, the connection goes on.
+    Stream { id: u32, code: Reason },
+    /// GOAWAY(`code`): the connection ends, for `why` (the log line's reason).
+    Connection { code: Reason, why: &'static str },
 }
 
 type Res = Result<(), Fail>;
@@ -372,9 +384,12 @@ impl Connection {
             input.clear();
             return;
         }
-        if let Err(Fail::Conn(r, why)) = self.recv_frames(input, now, runs, streams_body) {
+        // A stream's error never leaves `recv_frames`: it is applied there, frame by frame.
+        if let Err(Fail::Connection { code, why }) =
+            self.recv_frames(input, now, runs, streams_body)
+        {
             input.clear();
-            self.fail(r, why);
+            self.fail(code, why);
         }
     }
 
@@ -389,8 +404,7 @@ impl Connection {
                 let Some(req) = self.take_held(id) else {
                     continue;
                 };
-                self.in_handler += 1;
-                self.streams[i].with_handler = true;
+                self.transition(i, Event::HandedOut);
                 return Some((id, req));
             }
         }
@@ -412,8 +426,7 @@ impl Connection {
             let Some(k) = self.held_position(id) else {
                 continue;
             };
-            self.in_handler += 1;
-            self.streams[i].with_handler = true;
+            self.transition(i, Event::HandedOut);
             return Some((id, &self.held[k].1));
         }
         None
@@ -469,7 +482,7 @@ impl Connection {
 
     /// [`Connection::respond`] (tracked with `mark` when given) for the memoised request's
     /// stream ([`Connection::answer_memo_wanted`]), with an answer that depends on the
-    /// request alone while [`Body::reusable_now`] holds: the connection keeps it and gives it
+    /// request alone while [`crate::http::Body::reusable_at`] holds: the connection keeps it and gives it
     /// again, bytes for bytes, to the next streams that send the same header block, without
     /// handing their requests out (see `RequestMemo`).
     #[inline]
@@ -482,10 +495,13 @@ impl Connection {
         self.respond_inner(id, resp, mark, true)
     }
 
-    /// The Date field's value for the responses of this turn: the driver reads its clock once
-    /// a turn, before `recv`, and the connection reads none.
-    pub fn set_date(&mut self, date: &[u8; DATE_LEN]) {
+    /// The time of this turn: the Date field's value for its responses and the coarse
+    /// monotonic clock ([`crate::http::clock::coarse_ns`]) that says whether a memoised
+    /// answer may be given again. The driver reads its clocks once a turn, before `recv`, and
+    /// the connection reads none.
+    pub fn set_now(&mut self, date: &[u8; DATE_LEN], coarse_ns: u64) {
         self.date = *date;
+        self.coarse_ns = coarse_ns;
     }
 
     /// The metrics mark (`metrics::Mark::to_bits`) of this turn's requests, given to those
@@ -592,7 +608,7 @@ impl Connection {
     pub fn close_streams(&mut self) {
         for i in (0..self.streams.slots()).rev() {
             if self.streams.is_open(i) {
-                self.remove(i);
+                self.transition(i, Event::Close { told: false });
             }
         }
     }

@@ -10,7 +10,7 @@
 //! sends again.
 
 use super::{Budget, Connection, HeadersCache, Phase, Stats};
-use crate::http::date::DATE_LEN;
+use crate::http::clock::DATE_LEN;
 use crate::proto::h2::flow::Window;
 use crate::proto::h2::hpack;
 use crate::proto::h2::output::SplicedBodies;
@@ -119,6 +119,7 @@ impl Connection {
             send_conn_window,
             stalled_since: _,
             date: _,
+            coarse_ns: _,
             // Taken by the driver before it parks.
             stats: _,
             turn_mark: _,
@@ -218,6 +219,7 @@ impl Connection {
             send_conn_window: p.send_conn_window,
             stalled_since: None,
             date: [b' '; DATE_LEN],
+            coarse_ns: 0,
             stats: Stats::default(),
             turn_mark: 0,
             streams: StreamTable::default(),

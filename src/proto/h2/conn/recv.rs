@@ -1,6 +1,7 @@
 //! Receiving: the preface, frame dispatch, and the control frames (RST_STREAM,
 //! WINDOW_UPDATE, SETTINGS).
 
+use super::transition::Event;
 use super::{
     Connection, Fail, Phase, Res, KEEP_BUFFERS_WITHIN, REPEAT_FLAGS, REPEAT_FLAGS_MASK,
     REQUEST_BATCH, SHUTDOWN_PING, TINY_WINDOW_UPDATE,
@@ -23,7 +24,10 @@ impl Connection {
         if self.phase == Phase::Preface {
             let n = input.len().min(frame::PREFACE.len());
             if input[..n] != frame::PREFACE[..n] {
-                return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "bad connection preface"));
+                return Err(Fail::Connection {
+                    code: Reason::PROTOCOL_ERROR,
+                    why: "bad connection preface",
+                });
             }
             if n < frame::PREFACE.len() {
                 return Ok(());
@@ -45,11 +49,17 @@ impl Connection {
             }
             let head_bytes: &[u8; frame::HEADER_LEN] = input[at..at + frame::HEADER_LEN]
                 .try_into()
-                .map_err(|_| Fail::Conn(Reason::INTERNAL_ERROR, "frame header"))?;
+                .map_err(|_| Fail::Connection {
+                    code: Reason::INTERNAL_ERROR,
+                    why: "frame header",
+                })?;
             let head = Head::parse(head_bytes);
             // Refuse an oversized frame before buffering its payload.
             if head.len > frame::DEFAULT_MAX_FRAME_SIZE {
-                return Err(Fail::Conn(Reason::FRAME_SIZE_ERROR, "frame too large"));
+                return Err(Fail::Connection {
+                    code: Reason::FRAME_SIZE_ERROR,
+                    why: "frame too large",
+                });
             }
             let total = frame::HEADER_LEN + head.len as usize;
             if input.len() - at < total {
@@ -77,20 +87,23 @@ impl Connection {
             }
             let r = match frame::decode(head, payload, frame::DEFAULT_MAX_FRAME_SIZE) {
                 Ok(f) => self.on_frame(f, now),
-                Err(FrameError::Connection(r)) => Err(Fail::Conn(r, "invalid frame")),
+                Err(FrameError::Connection(r)) => Err(Fail::Connection {
+                    code: r,
+                    why: "invalid frame",
+                }),
                 Err(FrameError::Stream(id, r)) => {
                     if self.partial.is_some() {
-                        Err(Fail::Conn(
-                            Reason::PROTOCOL_ERROR,
-                            "frame inside a header block",
-                        ))
+                        Err(Fail::Connection {
+                            code: Reason::PROTOCOL_ERROR,
+                            why: "frame inside a header block",
+                        })
                     } else {
-                        self.stream_error(id, r, now)
+                        Err(Fail::Stream { id, code: r })
                     }
                 }
             };
             at += total;
-            r?;
+            self.apply(r, now)?;
             if let Some(id) = self.opened_with_body.take() {
                 // Decided before the stream's first DATA frame is processed.
                 self.attach_body(id, streams_body);
@@ -118,17 +131,22 @@ impl Connection {
             match f {
                 Frame::Settings { ack: false, .. } => self.phase = Phase::Open,
                 _ => {
-                    return Err(Fail::Conn(
-                        Reason::PROTOCOL_ERROR,
-                        "expected SETTINGS first",
-                    ))
+                    return Err(Fail::Connection {
+                        code: Reason::PROTOCOL_ERROR,
+                        why: "expected SETTINGS first",
+                    })
                 }
             }
         }
         if let Some(p) = &self.partial {
             match f {
                 Frame::Continuation { stream, .. } if stream == p.stream => {}
-                _ => return Err(Fail::Conn(Reason::PROTOCOL_ERROR, "expected CONTINUATION")),
+                _ => {
+                    return Err(Fail::Connection {
+                        code: Reason::PROTOCOL_ERROR,
+                        why: "expected CONTINUATION",
+                    })
+                }
             }
         }
         match f {
@@ -203,13 +221,13 @@ impl Connection {
 
     pub(super) fn on_rst_stream(&mut self, id: u32, now: Instant) -> Res {
         if id > self.max_client_stream {
-            return Err(Fail::Conn(
-                Reason::PROTOCOL_ERROR,
-                "RST_STREAM on an idle stream",
-            ));
+            return Err(Fail::Connection {
+                code: Reason::PROTOCOL_ERROR,
+                why: "RST_STREAM on an idle stream",
+            });
         }
         if let Some(i) = self.index(id) {
-            self.remove(i);
+            self.transition(i, Event::Close { told: false });
             self.spend_reset(now)?;
         }
         Ok(())
@@ -221,25 +239,28 @@ impl Connection {
         }
         if id == 0 {
             if self.send_conn_window.grow(increment).is_err() {
-                return Err(Fail::Conn(
-                    Reason::FLOW_CONTROL_ERROR,
-                    "connection window overflow",
-                ));
+                return Err(Fail::Connection {
+                    code: Reason::FLOW_CONTROL_ERROR,
+                    why: "connection window overflow",
+                });
             }
             return Ok(());
         }
         let Some(i) = self.index(id) else {
             if id > self.max_client_stream {
-                return Err(Fail::Conn(
-                    Reason::PROTOCOL_ERROR,
-                    "WINDOW_UPDATE on an idle stream",
-                ));
+                return Err(Fail::Connection {
+                    code: Reason::PROTOCOL_ERROR,
+                    why: "WINDOW_UPDATE on an idle stream",
+                });
             }
             return Ok(());
         };
         let s = &mut self.streams[i];
         if s.send_window.grow(increment).is_err() {
-            return self.stream_error(id, Reason::FLOW_CONTROL_ERROR, now);
+            return Err(Fail::Stream {
+                id,
+                code: Reason::FLOW_CONTROL_ERROR,
+            });
         }
         self.schedule(i);
         Ok(())
@@ -261,10 +282,10 @@ impl Connection {
                     }
                     let s = &mut self.streams[i];
                     if s.send_window.adjust(delta).is_err() {
-                        return Err(Fail::Conn(
-                            Reason::FLOW_CONTROL_ERROR,
-                            "stream window overflow",
-                        ));
+                        return Err(Fail::Connection {
+                            code: Reason::FLOW_CONTROL_ERROR,
+                            why: "stream window overflow",
+                        });
                     }
                     self.schedule(i);
                 }

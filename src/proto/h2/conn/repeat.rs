@@ -209,8 +209,7 @@ impl Connection {
         match self.memo.answer_fresh {
             Some(fresh) => fresh,
             None => {
-                let fresh =
-                    cache.date == self.date && a.reuse.holds_at(crate::http::clock::coarse_ns());
+                let fresh = cache.date == self.date && a.reuse.holds_at(self.coarse_ns);
                 self.memo.answer_fresh = Some(fresh);
                 fresh
             }

@@ -1,6 +1,7 @@
 //! Sending: response HEADERS, DATA and trailers, the ready queues and the response headers
 //! cache.
 
+use super::transition::Event;
 use super::{Connection, StreamDone, INDEX_VALUE_MAX, OUTPUT_HIGH_WATER};
 use crate::http::body::BodyStream;
 use crate::http::recycle::HeaderList;
@@ -9,7 +10,7 @@ use crate::http::{Body, BodySource, Response};
 use crate::proto::h2::frame::{self, flag, kind, Reason};
 use crate::proto::h2::hpack::Indexing;
 use crate::proto::h2::output::SplicedBodies;
-use crate::proto::h2::stream::{set_send, Recv, Send, Sent, StreamOut, Tail};
+use crate::proto::h2::stream::{Recv, Send, Sent, StreamOut, Tail};
 use crate::proto::request_head;
 use bytes::{Buf, Bytes};
 use std::rc::Rc;
@@ -41,10 +42,8 @@ impl Connection {
             }
             return None;
         };
+        self.transition(i, Event::LeftHandler);
         let s = &mut self.streams[i];
-        if std::mem::take(&mut s.with_handler) {
-            self.in_handler -= 1;
-        }
         if !matches!(s.send, Send::Waiting) {
             return None;
         }
@@ -87,7 +86,7 @@ impl Connection {
         }
         match source {
             Some(src) => {
-                self.set_send(i, Send::Body(src));
+                self.transition(i, Event::Send(Send::Body(src)));
                 self.schedule(i);
             }
             None => self.finish_send(i),
@@ -166,7 +165,7 @@ impl Connection {
             declared,
             sent: 0,
         }));
-        self.set_send(i, out);
+        self.transition(i, Event::Send(out));
         Some(body.stream)
     }
 
@@ -366,8 +365,7 @@ impl Connection {
                     "response body read failed; resetting the stream"
                 );
                 self.put_reset(id, Reason::INTERNAL_ERROR);
-                self.closed_unwritten += 1;
-                self.remove(i);
+                self.transition(i, Event::Close { told: true });
                 return;
             }
         }
@@ -465,20 +463,9 @@ impl Connection {
         }
     }
 
-    /// Moves stream `i`'s sending half to `to`: the one place where the `sending` and
-    /// `streaming` counts change (`Send::is_sending`, `Send::is_streaming`).
-    #[inline]
-    pub(super) fn set_send(&mut self, i: usize, to: Send) {
-        let send = &mut self.streams[i].send;
-        self.sending = self.sending - u32::from(send.is_sending()) + u32::from(to.is_sending());
-        self.streaming =
-            self.streaming - u32::from(send.is_streaming()) + u32::from(to.is_streaming());
-        set_send(send, to);
-    }
-
     /// END_STREAM was written for the stream at `i` (or it ends without a body).
     pub(super) fn finish_send(&mut self, i: usize) {
-        self.set_send(i, Send::Done);
+        self.transition(i, Event::Send(Send::Done));
         let s = &mut self.streams[i];
         if let Recv::Body {
             content_length,
@@ -499,8 +486,7 @@ impl Connection {
             self.put_reset(id, Reason::NO_ERROR);
             self.note_reset(id);
         }
-        self.closed_unwritten += 1;
-        self.remove(i);
+        self.transition(i, Event::Close { told: true });
     }
 
     /// Answers a request the connection refused itself (431, 413). A handler that had it
@@ -511,9 +497,7 @@ impl Connection {
         if std::mem::take(&mut s.holds_request) {
             self.drop_held(id);
         }
-        let s = &mut self.streams[i];
-        if std::mem::take(&mut s.with_handler) {
-            self.in_handler -= 1;
+        if self.transition(i, Event::LeftHandler) {
             self.cancelled.push(id);
         }
         self.respond(id, Response::error(status));
@@ -537,7 +521,7 @@ pub(super) struct HeadersCache {
     /// memo made with this block knows it by its stamp.
     pub(super) stamp: u64,
     status: u16,
-    pub(super) date: [u8; crate::http::date::DATE_LEN],
+    pub(super) date: [u8; crate::http::clock::DATE_LEN],
     /// The fields, when they were a shared list (a cached file's): the same list again is
     /// known by its address, kept valid by holding it.
     pub(super) shared: Option<Rc<HeaderList>>,
@@ -561,7 +545,7 @@ impl HeadersCache {
     pub(super) fn matches(
         &self,
         status: u16,
-        date: &[u8; crate::http::date::DATE_LEN],
+        date: &[u8; crate::http::clock::DATE_LEN],
         headers: &Headers,
         body_len: u64,
     ) -> bool {
@@ -588,7 +572,7 @@ impl HeadersCache {
     pub(super) fn store(
         &mut self,
         status: u16,
-        date: &[u8; crate::http::date::DATE_LEN],
+        date: &[u8; crate::http::clock::DATE_LEN],
         headers: &Headers,
         body_len: u64,
         block: Vec<u8>,

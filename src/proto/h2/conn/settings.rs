@@ -35,7 +35,7 @@ pub struct Settings {
     pub max_control_frames_per_second: u32,
     /// Whole answers (HEADERS and a body that fits one DATA frame) are built into the output
     /// until it holds this much; then it is written. Streamed bodies stop earlier, at
-    /// [`OUTPUT_HIGH_WATER`] or this, whichever is less.
+    /// [`super::OUTPUT_HIGH_WATER`] or this, whichever is less.
     pub max_write: usize,
     /// The `server` response header, if sent.
     pub server_name: Option<Bytes>,
@@ -46,7 +46,7 @@ pub struct Settings {
     /// without it `:protocol` makes a request malformed.
     pub enable_connect_protocol: bool,
     /// A DATA payload in memory of this many bytes or more is spliced into the output
-    /// ([`Connection::output_parts`]) instead of copied into its buffer.
+    /// ([`super::Connection::output_parts`]) instead of copied into its buffer.
     pub splice_min: usize,
 }
 

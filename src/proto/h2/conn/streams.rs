@@ -1,10 +1,9 @@
 //! The stream table's bookkeeping: resets, connection errors, inserting and removing streams.
 
-use super::{Closed, Connection, Phase, Res, StreamDone, RECENT_RESETS, REQUEST_BATCH};
-use crate::http::body::{BodyError, Side};
+use super::transition::Event;
+use super::{Closed, Connection, Fail, Phase, Res, RECENT_RESETS, REQUEST_BATCH};
 use crate::http::Request;
 use crate::proto::h2::frame::{self, Reason};
-use crate::proto::h2::stream::Send;
 use std::time::Instant;
 
 impl Connection {
@@ -14,17 +13,28 @@ impl Connection {
         let id = self.streams[i].id;
         self.put_reset(id, reason);
         self.note_reset(id);
-        self.closed_unwritten += 1;
-        self.remove(i);
+        self.transition(i, Event::Close { told: true });
     }
 
-    /// Resets stream `id` with `reason` (RST_STREAM) and forgets it.
+    /// Applies a frame handler's result: a stream's error resets the stream (`stream_error`)
+    /// and the connection goes on, unless the resets it is made to send exceed their budget;
+    /// the connection's passes on, for `recv_with` to drop the input and send GOAWAY.
+    #[inline(always)]
+    pub(super) fn apply(&mut self, r: Res, now: Instant) -> Res {
+        match r {
+            Err(Fail::Stream { id, code }) => self.stream_error(id, code, now),
+            r => r,
+        }
+    }
+
+    /// Resets stream `id` with `reason` (RST_STREAM) and forgets it. Called directly only
+    /// where a stream is refused and its header block is still decoded (HPACK sync); every
+    /// other stream error is a [`Fail::Stream`] the frame handler returns.
     pub(super) fn stream_error(&mut self, id: u32, reason: Reason, now: Instant) -> Res {
         self.put_reset(id, reason);
         self.note_reset(id);
         if let Some(i) = self.index(id) {
-            self.closed_unwritten += 1;
-            self.remove(i);
+            self.transition(i, Event::Close { told: true });
         }
         // Resets we are made to send cost the same budget as the client's (MadeYouReset).
         self.spend_reset(now)
@@ -98,57 +108,5 @@ impl Connection {
         let recv_window = self.cfg.input_window;
         self.streams
             .open(id, send_window, recv_window, REQUEST_BATCH)
-    }
-
-    pub(super) fn remove(&mut self, i: usize) {
-        let s = &self.streams[i];
-        if s.body.is_some()
-            || s.with_handler
-            || s.holds_request
-            || s.sent.is_some()
-            || matches!(s.send, Send::Stream(_))
-        {
-            self.before_remove(i);
-        }
-        if self.streams[i].send.is_sending() {
-            // What the stream sent is already reported (`before_remove`).
-            self.set_send(i, Send::Done);
-        }
-        self.streams.close(i);
-        self.check_done();
-    }
-
-    /// What the driver must hear of stream `i`'s removal: its request body is aborted, its
-    /// work cancelled, its end reported for the log. Not on the inline path.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn before_remove(&mut self, i: usize) {
-        if std::mem::take(&mut self.streams[i].holds_request) {
-            self.drop_held(self.streams[i].id);
-        }
-        if self.streams[i].body.is_some() {
-            let why = BodyError::new(Side::Downstream, "stream closed before the body ended");
-            self.drop_pipe(i, why);
-        }
-        let s = &mut self.streams[i];
-        let id = s.id;
-        if let Send::Stream(_) = s.send {
-            // Out of the counts in `remove`, once its end is reported.
-            self.cancelled.push(id);
-        }
-        if std::mem::take(&mut s.with_handler) {
-            self.in_handler -= 1;
-            self.cancelled.push(id);
-        }
-        if let Some(sent) = &s.sent {
-            self.done.push(StreamDone {
-                id,
-                status: sent.status,
-                mark: sent.mark,
-                head_bytes: sent.head,
-                body_bytes: sent.body,
-                complete: matches!(s.send, Send::Done),
-            });
-        }
     }
 }

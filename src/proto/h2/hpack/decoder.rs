@@ -53,13 +53,13 @@ impl Decoder {
         self.max_header_list_size = size;
     }
 
-    /// Frees the table's spare capacity (see [`super::table::DynamicTable::shrink_to_fit`]).
+    /// Frees the table's spare capacity (see `DynamicTable::shrink_to_fit`).
     pub fn shrink_to_fit(&mut self) {
         self.table.shrink_to_fit();
     }
 
     /// Packs a small dynamic table in place for a parked connection (see
-    /// [`super::table::DynamicTable::stow`]); `None` leaves the table as it is.
+    /// `DynamicTable::stow`); `None` leaves the table as it is.
     pub fn stow_table(&mut self) -> Option<Stowed> {
         self.table.stow()
     }

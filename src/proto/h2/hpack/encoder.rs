@@ -63,7 +63,7 @@ impl Encoder {
         }
     }
 
-    /// Frees the table's spare capacity (see [`super::table::DynamicTable::shrink_to_fit`])
+    /// Frees the table's spare capacity (see `DynamicTable::shrink_to_fit`)
     /// and the scratch space for lowercasing names.
     pub fn shrink_to_fit(&mut self) {
         self.table.shrink_to_fit();

@@ -40,7 +40,10 @@ impl Peer {
             now,
             runs: RunBuffer::default(),
         };
-        p.conn.set_date(&crate::http::date::with_now(|d| *d));
+        p.conn.set_now(
+            &crate::http::clock::with_now(|d| *d),
+            crate::http::clock::coarse_ns(),
+        );
         let mut b = frame::PREFACE.to_vec();
         frame::put_settings(&mut b, client_settings);
         p.feed(&b);
