@@ -68,8 +68,9 @@ impl PathRoute {
     }
 
     /// Whether `resp`, this path's answer ready now, may be given again to a byte-identical
-    /// request while [`Body::reusable_now`] holds ([`Handler::answer_repeats`]). Not on a path
-    /// with an access log: each request there has its line.
+    /// request while the one rule ([`crate::http::repeat`]) says it holds
+    /// ([`Handler::answer_repeats`]). Not on a path with an access log: each request there has
+    /// its line.
     #[inline]
     pub fn answer_repeats(&self, resp: &Response) -> bool {
         self.access_log.is_none()

@@ -1,6 +1,6 @@
-//! The client side of the proxy: HTTP/1.1 ([`h1`]) and HTTP/2 ([`h2`]) to backends over TCP,
-//! TLS or Unix sockets, with a per-worker connection pool; lists of backends ([`balance`])
-//! with their health ([`health`]); tunnels ([`tunnel`]).
+//! The client side of the proxy: HTTP/1.1 (`h1`) and HTTP/2 (`h2`) to backends over TCP,
+//! TLS or Unix sockets, with a per-worker connection pool; lists of backends (`balance`)
+//! with their health (`health`); tunnels (`tunnel`).
 //!
 //! [`send`] is polled by the client connection's own task (no task per request): it takes a
 //! pooled connection or opens one, sends the request head and streams the request body while
