@@ -1,7 +1,8 @@
-//! The stream table's bookkeeping: resets, connection errors, inserting and removing streams.
+//! The stream table's bookkeeping: resets, connection errors, held requests; streams open and
+//! close in `transition.rs`.
 
 use super::transition::Event;
-use super::{Closed, Connection, Fail, Phase, Res, RECENT_RESETS, REQUEST_BATCH};
+use super::{Closed, Connection, Fail, Phase, Res, RECENT_RESETS};
 use crate::http::Request;
 use crate::proto::h2::frame::{self, Reason};
 use std::time::Instant;
@@ -99,14 +100,5 @@ impl Connection {
         if let Some(req) = self.take_held(id) {
             req.recycle();
         }
-    }
-
-    /// Opens stream `id` in the table, made where it stays: its slot.
-    #[inline]
-    pub(super) fn insert(&mut self, id: u32) -> usize {
-        let send_window = self.peer_initial_window;
-        let recv_window = self.cfg.input_window;
-        self.streams
-            .open(id, send_window, recv_window, REQUEST_BATCH)
     }
 }

@@ -1,13 +1,14 @@
 //! The one place where a stream's changes of state move the connection's counts of streams
-//! in each state: requests with handlers (`in_handler`), streams sending a body (`sending`)
+//! in each state: open streams (the table's length: [`Connection::insert`] and
+//! `Event::Close`), requests with handlers (`in_handler`), streams sending a body (`sending`)
 //! and of those streamed ones (`streaming`), request body pipes (`body_pipes`), and streams
 //! closed with their last frame still in the output (`closed_unwritten`). Every event of a
-//! stream's life that changes one of them goes through [`Connection::transition`]; nothing
-//! else adds to or takes from those counts, except that `closed_unwritten` is cleared when the
-//! output is written and counts the repeated answers too, which never enter the table
-//! (`repeat.rs`).
+//! stream's life that changes one of them goes through [`Connection::transition`], its opening
+//! through [`Connection::insert`], and the repeated answers, which never enter the table (`repeat.rs`), through
+//! [`Connection::close_repeats`]; nothing else adds to or takes from those counts, except that
+//! `closed_unwritten` is cleared when the output is written.
 
-use super::{Connection, StreamDone};
+use super::{Connection, StreamDone, REQUEST_BATCH};
 use crate::http::body::{BodyError, BodyWriter, Side};
 use crate::proto::h2::stream::{set_send, Send};
 
@@ -65,6 +66,25 @@ impl Connection {
                 true
             }
         }
+    }
+
+    /// Opens stream `id` in the table, made where it stays: its slot. The table's length is the
+    /// count of open streams (`max_streams`), so opening is counted there, as closing is in
+    /// `Event::Close`.
+    #[inline]
+    pub(super) fn insert(&mut self, id: u32) -> usize {
+        let send_window = self.peer_initial_window;
+        let recv_window = self.cfg.input_window;
+        self.streams
+            .open(id, send_window, recv_window, REQUEST_BATCH)
+    }
+
+    /// Counts `n` repeated answers, streams that closed without entering the table, as
+    /// `Close { told: true }` would: each one's END_STREAM is in the output, and the client
+    /// counts it as open until it reads it (`max_streams`).
+    #[inline(always)]
+    pub(super) fn close_repeats(&mut self, n: u32) {
+        self.closed_unwritten += n;
     }
 
     #[inline(always)]
