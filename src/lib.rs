@@ -5,9 +5,11 @@
 //! Handlers never see which protocol carried a request; codecs never see which handler answered.
 //!
 //! Every system call that needs `unsafe` is in [`sys`], behind a safe function; the rest of
-//! the crate has none.
+//! the crate has none. Outside tests, no `unwrap` or `expect` either: a value a peer can
+//! shape becomes an error, never a panic (clippy enforces it below).
 
 #![deny(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod config;
 pub mod handler;
