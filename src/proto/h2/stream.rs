@@ -1,11 +1,15 @@
 //! One HTTP/2 stream as the connection keeps it: the receiving and sending halves of the
-//! RFC 9113 section 5.1 state machine, flow-control windows, priority, the response body
-//! being pulled (or pushed by the driver, for a streamed body), and the request body pipe.
+//! RFC 9113 section 5.1 state machine, flow-control windows, priority, and the response's
+//! byte counts when its end is reported.
 //!
-//! The state of section 5.1 is the pair of halves: `open` is (`Recv::Body`, not `Send::Done`),
-//! `half-closed (remote)` is (`Recv::Closed`, not `Send::Done`), `half-closed (local)` is
-//! (`Recv::Body`, `Send::Done`), and `closed` is the stream's removal from the table. `idle`
-//! streams are not stored: they are the ids above the highest one the client opened.
+//! The state of section 5.1 is the pair of halves (`Stream::state`): `open` is
+//! (`Recv::Open`, not `Send::Done`), `half-closed (remote)` is (`Recv::Closed`, not
+//! `Send::Done`), `half-closed (local)` is (`Recv::Open`, `Send::Done`), and `closed` is the
+//! stream's removal from the table. `idle` streams are not stored: they are the ids above the
+//! highest one the client opened. Each half is one enum whose variants hold what that state
+//! needs; a change of variant is the connection's `transition` (`conn/transition.rs`), and the
+//! code elsewhere only updates the data a variant holds (bytes received, a body source read
+//! on).
 
 use crate::http::body::{BodyWriter, Trailers};
 use crate::http::BodySource;
@@ -15,26 +19,52 @@ use bytes::Bytes;
 /// The receiving half.
 #[derive(Debug)]
 pub enum Recv {
-    /// Request body DATA (or trailers) may still arrive.
-    Body {
+    /// The client did not end the stream: request body DATA (or trailers) may still arrive.
+    Open {
         /// From the request's content-length, checked against the DATA received.
         content_length: Option<u64>,
         received: u64,
+        /// An extended CONNECT (RFC 8441): its DATA is a tunnel's, not a body under
+        /// `max_request_body` (flow control still bounds what is held).
+        tunnel: bool,
+        /// The request body's pipe, when the handler streams it (`Connection::recv_with`).
+        pipe: Option<BodyWriter>,
     },
-    /// The client sent END_STREAM (or we stopped listening after an early response).
-    Closed,
+    /// Half-closed (remote): the client sent END_STREAM (or we stopped listening after an
+    /// early response).
+    Closed {
+        /// The pipe of a streamed request body the handler has not read to its end yet.
+        pipe: Option<BodyWriter>,
+    },
+}
+
+impl Recv {
+    /// Nothing to receive and no pipe: how a stream opened with END_STREAM starts.
+    pub const ENDED: Recv = Recv::Closed { pipe: None };
+
+    /// The request body's pipe, in either state.
+    #[inline(always)]
+    pub fn pipe(&self) -> Option<&BodyWriter> {
+        match self {
+            Recv::Open { pipe, .. } | Recv::Closed { pipe } => pipe.as_ref(),
+        }
+    }
 }
 
 /// The sending half.
 #[derive(Debug)]
 pub enum Send {
-    /// No response yet, and the request is not with a handler: it is still coming, or held
-    /// until it is handed out.
-    Waiting,
+    /// No response yet, and the request is not with a handler: it is still coming (its
+    /// headers are, for a stream refused by the connection, not held), or `held` until it
+    /// is handed out (in the connection's table of held requests, which keeps the stream
+    /// small to move). `head`: a HEAD request, answered without a body.
+    Waiting { held: bool, head: bool },
     /// No response yet: the request is with a handler (counted in the connection's
     /// `in_handler`), its answer possibly pending in the driver.
-    WithHandler,
-    /// HEADERS sent; body bytes left to send as windows allow.
+    WithHandler { head: bool },
+    /// HEADERS sent; body bytes left to send as windows allow. (HEADERS are written whole,
+    /// with the change to this state or to `Stream` or `Done`: sending them is no state of
+    /// its own.)
     Body(BodySource),
     /// HEADERS sent; the body is a stream the driver polls and pushes
     /// ([`super::Connection::push_body`]). Boxed: keeps this enum's drop glue small on the
@@ -74,13 +104,6 @@ pub struct Stream {
     pub id: u32,
     pub recv: Recv,
     pub send: Send,
-    /// The complete request is held for this stream until the connection hands it out (in
-    /// the connection's table of held requests, which keeps the stream small to move).
-    pub holds_request: bool,
-    pub head_request: bool,
-    /// An extended CONNECT (RFC 8441): its DATA is a tunnel's, not a body under
-    /// `max_request_body` (flow control still bounds what is held).
-    pub tunnel: bool,
     /// Our send window: may go negative when the peer lowers SETTINGS_INITIAL_WINDOW_SIZE.
     pub send_window: Window,
     /// How much more the client may send on this stream before our next WINDOW_UPDATE.
@@ -90,8 +113,6 @@ pub struct Stream {
     pub priority: Priority,
     /// In one of the connection's ready queues.
     pub queued: bool,
-    /// The request body's pipe, when the handler streams it (`Connection::recv_with`).
-    pub body: Option<BodyWriter>,
     /// What was sent, counted only for a stream whose end is reported for the access log and
     /// the metrics (`Connection::respond_tracked`, `Connection::take_done`). Not boxed: with
     /// metrics on every stream is tracked, and an allocation would cost more than the rest.
@@ -110,20 +131,17 @@ pub struct Sent {
 }
 
 impl Stream {
-    pub fn new(id: u32, send_window: u32, recv_window: u32) -> Stream {
+    /// Stream `id` in the state it opens with (`recv`, `send`).
+    pub fn new(id: u32, send_window: u32, recv_window: u32, recv: Recv, send: Send) -> Stream {
         Stream {
             id,
-            recv: Recv::Closed,
-            send: Send::Waiting,
-            holds_request: false,
-            head_request: false,
-            tunnel: false,
+            recv,
+            send,
             send_window: Window::new(send_window),
             recv_window,
             recv_unacked: 0,
             priority: Priority::default(),
             queued: false,
-            body: None,
             sent: None,
         }
     }
@@ -132,30 +150,24 @@ impl Stream {
     /// as [`Stream::new`] would, in place: no stream is built elsewhere and copied in. A
     /// closed stream holds nothing (`Send::Done`, no pipe, not tracked).
     #[inline]
-    pub fn reopen(&mut self, id: u32, send_window: u32, recv_window: u32) {
+    pub fn reopen(&mut self, id: u32, send_window: u32, recv_window: u32, to: Recv, send_to: Send) {
         // Every field, so that a new one cannot be forgotten here.
         let Stream {
             id: s_id,
             recv,
             send,
-            holds_request,
-            head_request,
-            tunnel,
             send_window: s_send_window,
             recv_window: s_recv_window,
             recv_unacked,
             priority,
             queued,
-            body,
             sent,
         } = self;
-        debug_assert!(matches!(send, Send::Done) && body.is_none() && sent.is_none());
+        debug_assert!(matches!(send, Send::Done) && recv.pipe().is_none() && sent.is_none());
         *s_id = id;
-        *recv = Recv::Closed;
-        set_send(send, Send::Waiting);
-        *holds_request = false;
-        *head_request = false;
-        *tunnel = false;
+        // The closed stream's halves hold nothing: no drop glue.
+        std::mem::forget(std::mem::replace(recv, to));
+        set_send(send, send_to);
         *s_send_window = Window::new(send_window);
         *s_recv_window = recv_window;
         *recv_unacked = 0;
@@ -195,15 +207,27 @@ impl Stream {
     /// The RFC's name for where the stream is.
     pub fn state(&self) -> State {
         match (&self.recv, &self.send) {
-            (Recv::Body { .. }, Send::Done) => State::HalfClosedLocal,
-            (Recv::Body { .. }, _) => State::Open,
-            (Recv::Closed, Send::Done) => State::Closed,
-            (Recv::Closed, _) => State::HalfClosedRemote,
+            (Recv::Open { .. }, Send::Done) => State::HalfClosedLocal,
+            (Recv::Open { .. }, _) => State::Open,
+            (Recv::Closed { .. }, Send::Done) => State::Closed,
+            (Recv::Closed { .. }, _) => State::HalfClosedRemote,
         }
     }
 }
 
 impl Send {
+    /// The request is held by the connection until it is handed out.
+    #[inline(always)]
+    pub fn holds_request(&self) -> bool {
+        matches!(self, Send::Waiting { held: true, .. })
+    }
+
+    /// No response yet (`Waiting` or `WithHandler`).
+    #[inline(always)]
+    pub fn unanswered(&self) -> bool {
+        matches!(self, Send::Waiting { .. } | Send::WithHandler { .. })
+    }
+
     /// A body is on its way out (`Body` or `Stream`): counted in the connection's `sending`.
     #[inline]
     pub fn is_sending(&self) -> bool {
@@ -222,7 +246,10 @@ impl Send {
 /// and ending).
 #[inline]
 pub fn set_send(send: &mut Send, to: Send) {
-    if matches!(send, Send::Waiting | Send::WithHandler | Send::Done) {
+    if matches!(
+        send,
+        Send::Waiting { .. } | Send::WithHandler { .. } | Send::Done
+    ) {
         std::mem::forget(std::mem::replace(send, to));
     } else {
         *send = to;
@@ -276,6 +303,19 @@ impl Priority {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table holds a few of these per connection and reopens them on every request: the
+    /// states as types cost no room over the halves and flags they replaced (168 bytes).
+    #[test]
+    fn a_stream_stays_small() {
+        assert_eq!(std::mem::size_of::<Recv>(), 40);
+        assert_eq!(std::mem::size_of::<Send>(), 64);
+        assert!(
+            std::mem::size_of::<Stream>() <= 168,
+            "{}",
+            std::mem::size_of::<Stream>()
+        );
+    }
 
     #[test]
     fn priority_fields() {

@@ -3,7 +3,7 @@
 //! table that packed its entries (push, swap-remove) moved one on every opening and closing,
 //! a copy through memory each time. A slot's index stays valid while its stream is open.
 
-use super::stream::{set_send, Send, Stream};
+use super::stream::{set_send, Recv, Send, Stream};
 
 /// The id of a free slot: stream ids have 31 bits.
 const VACANT: u32 = u32::MAX;
@@ -28,14 +28,21 @@ impl StreamTable {
         self.ids.iter().position(|&x| x == id)
     }
 
-    /// Opens stream `id` in the first free slot (a new one when none is free) and returns
-    /// the slot.
+    /// Opens stream `id` in the first free slot (a new one when none is free), its halves
+    /// `recv` and `send`, and returns the slot.
     #[inline(always)]
-    pub fn open(&mut self, id: u32, send_window: u32, recv_window: u32, reserve: usize) -> usize {
+    pub fn open(
+        &mut self,
+        id: u32,
+        send_window: u32,
+        recv_window: u32,
+        (recv, send): (Recv, Send),
+        reserve: usize,
+    ) -> usize {
         self.live += 1;
         if let Some(i) = self.ids.iter().position(|&x| x == VACANT) {
             self.ids[i] = id;
-            self.slots[i].reopen(id, send_window, recv_window);
+            self.slots[i].reopen(id, send_window, recv_window, recv, send);
             return i;
         }
         if self.slots.capacity() == 0 {
@@ -43,7 +50,8 @@ impl StreamTable {
             self.ids.reserve_exact(reserve);
         }
         self.ids.push(id);
-        self.slots.push(Stream::new(id, send_window, recv_window));
+        self.slots
+            .push(Stream::new(id, send_window, recv_window, recv, send));
         self.ids.len() - 1
     }
 
@@ -55,8 +63,8 @@ impl StreamTable {
         self.live -= 1;
         let s = &mut self.slots[i];
         set_send(&mut s.send, Send::Done);
-        if s.body.is_some() {
-            s.body = None;
+        if s.recv.pipe().is_some() {
+            s.recv = Recv::ENDED;
         }
         s.sent = None;
     }
@@ -131,12 +139,20 @@ impl std::ops::IndexMut<usize> for StreamTable {
 mod tests {
     use super::*;
 
+    fn opened() -> (Recv, Send) {
+        let send = Send::Waiting {
+            held: true,
+            head: false,
+        };
+        (Recv::ENDED, send)
+    }
+
     #[test]
     fn slots_are_reused_and_streams_do_not_move() {
         let mut t = StreamTable::default();
-        let a = t.open(1, 100, 100, 4);
-        let b = t.open(3, 100, 100, 4);
-        let c = t.open(5, 100, 100, 4);
+        let a = t.open(1, 100, 100, opened(), 4);
+        let b = t.open(3, 100, 100, opened(), 4);
+        let c = t.open(5, 100, 100, opened(), 4);
         assert_eq!((a, b, c), (0, 1, 2));
         let at = std::ptr::from_ref(&t[c]);
         t.close(a);
@@ -148,7 +164,11 @@ mod tests {
             at,
             "closing another left it in place"
         );
-        assert_eq!(t.open(7, 100, 100, 4), a, "the free slot is taken first");
+        assert_eq!(
+            t.open(7, 100, 100, opened(), 4),
+            a,
+            "the free slot is taken first"
+        );
         assert_eq!(t[a].id, 7);
         assert_eq!(t.slots(), 3);
         assert_eq!(t.iter().map(|s| s.id).collect::<Vec<_>>(), [7, 3, 5]);

@@ -15,11 +15,11 @@ impl Connection {
     /// bodies, the request gets a body pipe and is handed out now, before its body.
     pub(super) fn attach_body(&mut self, id: u32, streams_body: &dyn Fn(&Request) -> bool) {
         let Some(i) = self.index(id) else { return };
-        let s = &mut self.streams[i];
-        let Recv::Body { content_length, .. } = s.recv else {
+        let s = &self.streams[i];
+        let Recv::Open { content_length, .. } = s.recv else {
             return;
         };
-        if !s.holds_request {
+        if !s.send.holds_request() {
             return;
         }
         let Some((_, req)) = self.held.iter_mut().find(|(held, _)| *held == id) else {
@@ -72,7 +72,7 @@ impl Connection {
                 code: Reason::STREAM_CLOSED,
             });
         };
-        if matches!(self.streams[i].recv, Recv::Closed) {
+        if matches!(self.streams[i].recv, Recv::Closed { .. }) {
             return Err(Fail::Stream {
                 id,
                 code: Reason::STREAM_CLOSED,
@@ -86,15 +86,17 @@ impl Connection {
         }
         let s = &mut self.streams[i];
         s.recv_window -= flow_len;
-        let (received, content_length) = match &mut s.recv {
-            Recv::Body {
+        let (received, content_length, tunnel) = match &mut s.recv {
+            Recv::Open {
                 content_length,
                 received,
+                tunnel,
+                ..
             } => {
                 *received += len as u64;
-                (*received, *content_length)
+                (*received, *content_length, *tunnel)
             }
-            Recv::Closed => (0, None),
+            Recv::Closed { .. } => (0, None, false),
         };
         if content_length.is_some_and(|cl| received > cl || (end_stream && received != cl)) {
             return Err(Fail::Stream {
@@ -102,14 +104,14 @@ impl Connection {
                 code: Reason::PROTOCOL_ERROR,
             });
         }
-        if received > self.cfg.max_request_body && !self.streams[i].tunnel {
+        if received > self.cfg.max_request_body && !tunnel {
             return self.body_too_large(i);
         }
         let s = &mut self.streams[i];
         // Bytes kept in a pipe earn credit when read (`credit_consumed`); padding and
         // discarded bodies at once.
         let mut credit = flow_len;
-        if let Some(w) = &s.body {
+        if let Some(w) = s.recv.pipe() {
             if len > 0 {
                 w.push(Bytes::copy_from_slice(data));
                 self.unread_total += len as u64;
@@ -142,7 +144,7 @@ impl Connection {
                 "request body larger than limit-request-body",
             ),
         );
-        if matches!(self.streams[i].send, Send::Waiting | Send::WithHandler) {
+        if self.streams[i].send.unanswered() {
             self.respond_early(id, 413);
             Ok(())
         } else {
@@ -158,16 +160,16 @@ impl Connection {
         let Some(i) = self.index(id) else {
             return Ok(());
         };
-        let s = &mut self.streams[i];
-        s.recv = Recv::Closed;
-        if let Some(w) = &s.body {
+        self.transition(i, Event::RecvEnded);
+        let s = &self.streams[i];
+        if let Some(w) = s.recv.pipe() {
             // Handed out (or queued) when its head arrived.
             w.finish(trailers);
             if matches!(s.send, Send::Done) {
                 // Answered already; the rest of the body was let in and dropped.
                 self.transition(i, Event::Close { told: false });
             }
-        } else if s.holds_request {
+        } else if s.send.holds_request() {
             self.requests.push_back(id);
         } else if matches!(s.send, Send::Done) {
             self.transition(i, Event::Close { told: false });
@@ -183,28 +185,28 @@ impl Connection {
         for i in 0..self.streams.slots() {
             let s = &mut self.streams[i];
             // A free slot has no pipe.
-            let Some(w) = &s.body else { continue };
+            let (w, receiving) = match &s.recv {
+                Recv::Open { pipe: Some(w), .. } => (w, true),
+                Recv::Closed { pipe: Some(w) } => (w, false),
+                _ => continue,
+            };
             let read = w.take_consumed();
             if read == 0 {
                 continue;
             }
             self.unread_total = self.unread_total.saturating_sub(read);
-            match s.recv {
-                Recv::Body { .. } => {
-                    s.recv_unacked = s
-                        .recv_unacked
-                        .saturating_add(u32::try_from(read).unwrap_or(u32::MAX));
-                    if s.recv_unacked >= half {
-                        frame::put_window_update(&mut self.out, s.id, s.recv_unacked);
-                        s.recv_window = s.recv_window.saturating_add(s.recv_unacked);
-                        s.recv_unacked = 0;
-                    }
+            if receiving {
+                s.recv_unacked = s
+                    .recv_unacked
+                    .saturating_add(u32::try_from(read).unwrap_or(u32::MAX));
+                if s.recv_unacked >= half {
+                    frame::put_window_update(&mut self.out, s.id, s.recv_unacked);
+                    s.recv_window = s.recv_window.saturating_add(s.recv_unacked);
+                    s.recv_unacked = 0;
                 }
-                Recv::Closed if w.buffered() == 0 && w.is_finished() => {
-                    // All of it arrived and was read: nothing more to account for.
-                    self.transition(i, Event::PipeClosed);
-                }
-                Recv::Closed => {}
+            } else if w.buffered() == 0 && w.is_finished() {
+                // All of it arrived and was read: nothing more to account for.
+                self.transition(i, Event::PipeClosed);
             }
         }
         self.hold_credit();
@@ -232,7 +234,7 @@ impl Connection {
     /// Aborts (unless already finished) and drops stream `i`'s request body pipe; its unread
     /// bytes (queued, or read since the last `credit_consumed`) no longer hold credit.
     pub(super) fn drop_pipe(&mut self, i: usize, why: BodyError) {
-        let Some(w) = &self.streams[i].body else {
+        let Some(w) = self.streams[i].recv.pipe() else {
             return;
         };
         if !w.is_finished() {

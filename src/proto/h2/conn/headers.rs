@@ -9,7 +9,7 @@ use crate::http::response::Headers;
 use crate::http::{Request, Version};
 use crate::proto::h2::frame::Reason;
 use crate::proto::h2::hpack::DecodeError;
-use crate::proto::h2::stream::{Priority, Recv};
+use crate::proto::h2::stream::{Priority, Recv, Send};
 use crate::proto::request_head;
 use std::time::Instant;
 
@@ -31,13 +31,13 @@ impl Connection {
         };
         let usage = match known {
             Some(i) => match self.streams[i].recv {
-                Recv::Body { .. } if end_stream => BlockUse::Trailers,
-                Recv::Body { .. } => {
+                Recv::Open { .. } if end_stream => BlockUse::Trailers,
+                Recv::Open { .. } => {
                     // Trailers must end the stream (RFC 9113 section 8.1).
                     self.stream_error(id, Reason::PROTOCOL_ERROR, now)?;
                     BlockUse::Discard
                 }
-                Recv::Closed => {
+                Recv::Closed { .. } => {
                     self.stream_error(id, Reason::STREAM_CLOSED, now)?;
                     BlockUse::Discard
                 }
@@ -210,9 +210,10 @@ impl Connection {
                         code: Reason::PROTOCOL_ERROR,
                     });
                 };
-                if let Recv::Body {
+                if let Recv::Open {
                     content_length: Some(cl),
                     received,
+                    ..
                 } = self.streams[i].recv
                 {
                     if cl != received {
@@ -224,7 +225,7 @@ impl Connection {
                         });
                     }
                 }
-                let trailers = if self.streams[i].body.is_some() {
+                let trailers = if self.streams[i].recv.pipe().is_some() {
                     let block = self.hbuf.split().freeze();
                     let t: Trailers = self
                         .fields
@@ -317,33 +318,39 @@ impl Connection {
         end_stream: bool,
         meta: Option<Meta>,
     ) -> Result<bool, Fail> {
-        let i = self.insert(id);
-        let s = &mut self.streams[i];
-        if !end_stream {
-            s.recv = Recv::Body {
-                content_length: meta.and_then(|m| m.content_length),
+        let content_length = meta.and_then(|m| m.content_length);
+        // Declared a body but sent none (section 8.1.1): refused below, holding nothing.
+        let no_declared_body = end_stream && content_length.is_some_and(|l| l != 0);
+        let recv = if end_stream {
+            Recv::ENDED
+        } else {
+            Recv::Open {
+                content_length,
                 received: 0,
-            };
-        }
+                tunnel: meta.is_some_and(|m| m.tunnel),
+                pipe: None,
+            }
+        };
+        let has_request = meta.is_some() && !no_declared_body;
+        let send = Send::Waiting {
+            held: has_request,
+            head: meta.is_some_and(|m| m.head),
+        };
+        let i = self.insert(id, (recv, send));
         let mut continue_100 = false;
         if let Some(m) = meta {
-            s.head_request = m.head;
-            s.tunnel = m.tunnel;
             if let Some(prio) = m.priority {
-                s.priority = prio;
+                self.streams[i].priority = prio;
             }
             continue_100 = m.expect_continue && !end_stream;
-            if end_stream && m.content_length.is_some_and(|l| l != 0) {
-                // Declared a body but sent none (section 8.1.1).
+            if no_declared_body {
                 self.stream_error(id, Reason::PROTOCOL_ERROR, self.last_frame_at)?;
                 return Ok(false);
             }
-            s.holds_request = true;
             if self.held.capacity() == 0 {
                 self.held.reserve_exact(REQUEST_BATCH);
             }
         }
-        let has_request = s.holds_request;
         if end_stream {
             self.requests.push_back(id);
         } else {

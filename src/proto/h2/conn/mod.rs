@@ -18,7 +18,7 @@ use super::hpack::{self, HeaderField};
 use super::output::{OutputParts, SplicedBodies};
 use super::ready::{self, ReadyQueues};
 use super::runs::RunBuffer;
-use super::stream::{Send, Tail};
+use super::stream::{Recv, Send, Tail};
 use super::table::StreamTable;
 use crate::http::body::{BodyStream, Trailers};
 use crate::http::clock::DATE_LEN;
@@ -141,9 +141,9 @@ pub struct Connection {
     ready: ReadyQueues,
     /// Streams whose request is complete, in arrival order.
     requests: VecDeque<u32>,
-    /// The requests not yet handed out, by stream id (`Stream::holds_request`): out of the
-    /// stream table, whose entries move on every insertion and removal. Mostly in the order
-    /// they are handed out, so taking one is taking the first.
+    /// The requests not yet handed out, by stream id (`Send::Waiting { held: true }`): out of
+    /// the stream table, whose entries move on every insertion and removal. Mostly in the
+    /// order they are handed out, so taking one is taking the first.
     held: VecDeque<(u32, Request)>,
     /// Requests handed out and not yet answered (`Send::WithHandler`). This count and the
     /// next three change only in `Connection::transition`.
@@ -152,7 +152,7 @@ pub struct Connection {
     sending: u32,
     /// Of those, streamed bodies (`Send::Stream`).
     streaming: u32,
-    /// Streams with a request body pipe (`Stream::body`).
+    /// Streams with a request body pipe (`Recv::Open` or `Recv::Closed` with `pipe`).
     body_pipes: u32,
     /// Request body bytes in pipes and not yet read, over all streams.
     unread_total: u64,
@@ -339,10 +339,12 @@ impl Connection {
             Ok(_) => return Err(Reason::PROTOCOL_ERROR),
             Err(FrameError::Connection(r) | FrameError::Stream(_, r)) => return Err(r),
         }
-        let i = c.insert(1);
-        let s = &mut c.streams[i];
-        s.head_request = request.is_head();
-        s.holds_request = true;
+        // Half-closed (remote): the HTTP/1.1 request carried its whole body.
+        let send = Send::Waiting {
+            held: true,
+            head: request.is_head(),
+        };
+        c.insert(1, (Recv::ENDED, send));
         c.held.push_back((1, request));
         c.max_client_stream = 1;
         c.requests.push_back(1);
@@ -399,9 +401,9 @@ impl Connection {
         while self.in_handler < self.cfg.max_concurrent_requests {
             let id = self.requests.pop_front()?;
             let Some(i) = self.index(id) else { continue };
-            let s = &mut self.streams[i];
-            if std::mem::take(&mut s.holds_request) {
+            if self.streams[i].send.holds_request() {
                 let Some(req) = self.take_held(id) else {
+                    self.transition(i, Event::HeldDropped);
                     continue;
                 };
                 self.transition(i, Event::HandedOut);
@@ -420,10 +422,11 @@ impl Connection {
         while self.in_handler < self.cfg.max_concurrent_requests {
             let id = self.requests.pop_front()?;
             let Some(i) = self.index(id) else { continue };
-            if !std::mem::take(&mut self.streams[i].holds_request) {
+            if !self.streams[i].send.holds_request() {
                 continue;
             }
             let Some(k) = self.held_position(id) else {
+                self.transition(i, Event::HeldDropped);
                 continue;
             };
             self.transition(i, Event::HandedOut);

@@ -44,9 +44,9 @@ impl Connection {
         };
         self.transition(i, Event::LeftHandler);
         let s = &mut self.streams[i];
-        if !matches!(s.send, Send::Waiting) {
+        let Send::Waiting { head, .. } = s.send else {
             return None;
-        }
+        };
         if let Some(mark) = track {
             s.sent = Some(Sent {
                 status: resp.status,
@@ -55,8 +55,7 @@ impl Connection {
                 body: 0,
             });
         }
-        let no_body =
-            s.head_request || resp.status == 204 || resp.status == 304 || resp.status < 200;
+        let no_body = head || resp.status == 204 || resp.status == 304 || resp.status < 200;
         if let Body::Stream(_) = resp.body {
             return self.respond_streamed(i, resp, no_body);
         }
@@ -467,9 +466,10 @@ impl Connection {
     pub(super) fn finish_send(&mut self, i: usize) {
         self.transition(i, Event::Send(Send::Done));
         let s = &mut self.streams[i];
-        if let Recv::Body {
+        if let Recv::Open {
             content_length,
             received,
+            ..
         } = s.recv
         {
             // Answered before the request ended (an early error, a backend that did not
@@ -493,10 +493,7 @@ impl Connection {
     /// (a streamed body) loses it: the driver drops its pending answer.
     pub(super) fn respond_early(&mut self, id: u32, status: u16) {
         let Some(i) = self.index(id) else { return };
-        let s = &mut self.streams[i];
-        if std::mem::take(&mut s.holds_request) {
-            self.drop_held(id);
-        }
+        self.transition(i, Event::HeldDropped);
         if self.transition(i, Event::LeftHandler) {
             self.cancelled.push(id);
         }

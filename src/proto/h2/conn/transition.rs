@@ -1,21 +1,27 @@
-//! The one place where a stream's changes of state move the connection's counts of streams
-//! in each state: open streams (the table's length: [`Connection::insert`] and
-//! `Event::Close`), requests with handlers (`in_handler`), streams sending a body (`sending`)
-//! and of those streamed ones (`streaming`), request body pipes (`body_pipes`), and streams
-//! closed with their last frame still in the output (`closed_unwritten`). Every event of a
-//! stream's life that changes one of them goes through [`Connection::transition`], its opening
-//! through [`Connection::insert`], and the repeated answers, which never enter the table (`repeat.rs`), through
-//! [`Connection::close_repeats`]; nothing else adds to or takes from those counts, except that
-//! `closed_unwritten` is cleared when the output is written.
+//! The one place where a stream changes state (RFC 9113 section 5.1, as `stream.rs` types it)
+//! and where those changes move the connection's counts of streams in each state: open
+//! streams (the table's length: [`Connection::insert`] and `Event::Close`), requests with
+//! handlers (`in_handler`), streams sending a body (`sending`) and of those streamed ones
+//! (`streaming`), request body pipes (`body_pipes`), and streams closed with their last frame
+//! still in the output (`closed_unwritten`). A stream opens through [`Connection::insert`],
+//! in the state its first header block says; every later change of variant of its `Recv` or
+//! `Send`, counted or not, goes through [`Connection::transition`]; the repeated answers,
+//! which never enter the table (`repeat.rs`), are counted through
+//! [`Connection::close_repeats`]. Nothing else adds to or takes from those counts, except
+//! that `closed_unwritten` is cleared when the output is written.
 
 use super::{Connection, StreamDone, REQUEST_BATCH};
 use crate::http::body::{BodyError, BodyWriter, Side};
-use crate::proto::h2::stream::{set_send, Send};
+use crate::proto::h2::stream::{set_send, Recv, Send};
 
-/// What happens to a stream, as far as the connection's counts go.
+/// What happens to a stream.
 pub(super) enum Event {
-    /// Its request goes to a handler (`next_request`).
+    /// Its held request goes to a handler (`next_request`): `Waiting { held }` becomes
+    /// `WithHandler`.
     HandedOut,
+    /// Its held request is dropped (the connection answered it, or it closes), not handed
+    /// out. Returns whether it held one.
+    HeldDropped,
     /// It is no longer with a handler: the answer came, or the connection answered or dropped
     /// the request itself. [`Connection::transition`] says whether it was with one.
     LeftHandler,
@@ -25,6 +31,8 @@ pub(super) enum Event {
     PipeOpened(BodyWriter),
     /// Its request body pipe is dropped: the body was all read, or it was aborted.
     PipeClosed,
+    /// The client ended it (END_STREAM): half-closed (remote), keeping the body pipe.
+    RecvEnded,
     /// It closes: the table forgets it, and the driver hears what it must (work cancelled,
     /// the end of a tracked stream). `told`: our END_STREAM or RST_STREAM for it is in the
     /// output, and the client counts it as open until that is written (`max_streams`).
@@ -42,22 +50,35 @@ impl Connection {
             Event::HandedOut => {
                 self.in_handler += 1;
                 let send = &mut self.streams[i].send;
-                debug_assert!(matches!(send, Send::Waiting));
+                debug_assert!(send.holds_request());
+                let head = matches!(send, Send::Waiting { head: true, .. });
                 // `Waiting` holds nothing: no drop glue, no test of what it was.
-                std::mem::forget(std::mem::replace(send, Send::WithHandler));
+                std::mem::forget(std::mem::replace(send, Send::WithHandler { head }));
                 true
             }
+            Event::HeldDropped => self.drop_held_request(i),
             Event::LeftHandler => self.leave_handler(i),
             Event::Send(to) => {
                 self.set_send(i, to);
                 true
             }
             Event::PipeOpened(writer) => {
-                self.streams[i].body = Some(writer);
+                let (Recv::Open { pipe, .. } | Recv::Closed { pipe }) = &mut self.streams[i].recv;
+                *pipe = Some(writer);
                 self.body_pipes += 1;
                 true
             }
             Event::PipeClosed => self.close_pipe(i),
+            Event::RecvEnded => {
+                let recv = &mut self.streams[i].recv;
+                let Recv::Open { pipe, .. } = recv else {
+                    return false;
+                };
+                let pipe = pipe.take();
+                // What is left of `Open` is plain numbers: no drop glue.
+                std::mem::forget(std::mem::replace(recv, Recv::Closed { pipe }));
+                true
+            }
             Event::Close { told } => {
                 if told {
                     self.closed_unwritten += 1;
@@ -68,15 +89,15 @@ impl Connection {
         }
     }
 
-    /// Opens stream `id` in the table, made where it stays: its slot. The table's length is the
-    /// count of open streams (`max_streams`), so opening is counted there, as closing is in
-    /// `Event::Close`.
+    /// Opens stream `id` in the table, made where it stays: its slot, in the state `halves`
+    /// (`Recv`, `Send`) its first header block says. The table's length is the count of open
+    /// streams (`max_streams`), so opening is counted there, as closing is in `Event::Close`.
     #[inline]
-    pub(super) fn insert(&mut self, id: u32) -> usize {
+    pub(super) fn insert(&mut self, id: u32, halves: (Recv, Send)) -> usize {
         let send_window = self.peer_initial_window;
         let recv_window = self.cfg.input_window;
         self.streams
-            .open(id, send_window, recv_window, REQUEST_BATCH)
+            .open(id, send_window, recv_window, halves, REQUEST_BATCH)
     }
 
     /// Counts `n` repeated answers, streams that closed without entering the table, as
@@ -90,13 +111,27 @@ impl Connection {
     #[inline(always)]
     fn leave_handler(&mut self, i: usize) -> bool {
         let send = &mut self.streams[i].send;
-        let was = matches!(send, Send::WithHandler);
-        if was {
-            // `WithHandler` holds nothing: no drop glue.
-            std::mem::forget(std::mem::replace(send, Send::Waiting));
-            self.in_handler -= 1;
+        let Send::WithHandler { head } = *send else {
+            return false;
+        };
+        // `WithHandler` holds nothing: no drop glue.
+        std::mem::forget(std::mem::replace(send, Send::Waiting { held: false, head }));
+        self.in_handler -= 1;
+        true
+    }
+
+    /// Stream `i` no longer holds its request, which is dropped (`drop_held`).
+    fn drop_held_request(&mut self, i: usize) -> bool {
+        let s = &mut self.streams[i];
+        let Send::Waiting { held, .. } = &mut s.send else {
+            return false;
+        };
+        if !std::mem::take(held) {
+            return false;
         }
-        was
+        let id = s.id;
+        self.drop_held(id);
+        true
     }
 
     /// Moves stream `i`'s sending half to `to`, keeping the `sending` and `streaming` counts
@@ -111,7 +146,8 @@ impl Connection {
     }
 
     fn close_pipe(&mut self, i: usize) -> bool {
-        if self.streams[i].body.take().is_none() {
+        let (Recv::Open { pipe, .. } | Recv::Closed { pipe }) = &mut self.streams[i].recv;
+        if pipe.take().is_none() {
             return false;
         }
         self.body_pipes -= 1;
@@ -120,10 +156,12 @@ impl Connection {
 
     fn remove(&mut self, i: usize) {
         let s = &self.streams[i];
-        if s.body.is_some()
-            || s.holds_request
+        if s.recv.pipe().is_some()
             || s.sent.is_some()
-            || matches!(s.send, Send::WithHandler | Send::Stream(_))
+            || matches!(
+                s.send,
+                Send::Waiting { held: true, .. } | Send::WithHandler { .. } | Send::Stream(_)
+            )
         {
             self.before_remove(i);
         }
@@ -140,10 +178,8 @@ impl Connection {
     #[cold]
     #[inline(never)]
     fn before_remove(&mut self, i: usize) {
-        if std::mem::take(&mut self.streams[i].holds_request) {
-            self.drop_held(self.streams[i].id);
-        }
-        if self.streams[i].body.is_some() {
+        self.drop_held_request(i);
+        if self.streams[i].recv.pipe().is_some() {
             let why = BodyError::new(Side::Downstream, "stream closed before the body ended");
             self.drop_pipe(i, why);
         }
