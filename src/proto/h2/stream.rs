@@ -30,8 +30,7 @@ pub enum Recv {
         /// The request body's pipe, when the handler streams it (`Connection::recv_with`).
         pipe: Option<BodyWriter>,
     },
-    /// Half-closed (remote): the client sent END_STREAM (or we stopped listening after an
-    /// early response).
+    /// Half-closed (remote): the client sent END_STREAM, on the HEADERS or later.
     Closed {
         /// The pipe of a streamed request body the handler has not read to its end yet.
         pipe: Option<BodyWriter>,
@@ -54,10 +53,11 @@ impl Recv {
 /// The sending half.
 #[derive(Debug)]
 pub enum Send {
-    /// No response yet, and the request is not with a handler: it is still coming (its
-    /// headers are, for a stream refused by the connection, not held), or `held` until it
-    /// is handed out (in the connection's table of held requests, which keeps the stream
-    /// small to move). `head`: a HEAD request, answered without a body.
+    /// No response yet, and the request is not with a handler. `held`: the connection holds
+    /// the request until it is handed out (in its table of held requests, which keeps the
+    /// stream small to move); without it, the request was refused or dropped by the
+    /// connection (its own answer follows at once), or has just left its handler (the
+    /// handler's answer follows). `head`: a HEAD request, answered without a body.
     Waiting { held: bool, head: bool },
     /// No response yet: the request is with a handler (counted in the connection's
     /// `in_handler`), its answer possibly pending in the driver.
