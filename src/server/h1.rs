@@ -5,11 +5,12 @@
 use super::buffers::READ_BUFFER;
 use super::context::{Addrs, WorkerCtx};
 use super::request_end::{request_ended, Counted};
+use super::request_start::{self, Routed};
 use super::transport::{self, Transport};
 use crate::http::clock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
-use crate::http::{body, Answer, Body, FileRange, Request, Response};
+use crate::http::{body, Body, FileRange, Request, Response};
 use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead};
 use bytes::{Bytes, BytesMut};
@@ -343,8 +344,8 @@ impl<'a, T: Transport> Conn<'a, T> {
     fn respond(&mut self, head: h1::Head) -> Responded<'_> {
         match self.answer(head) {
             Answered::Done(keep_alive) => Responded::Now(keep_alive),
-            Answered::Streaming(exchange, answer) => {
-                Responded::Later(self.respond_streaming_boxed(exchange, answer))
+            Answered::Streaming(exchange, routed) => {
+                Responded::Later(self.respond_streaming_boxed(exchange, routed))
             }
             Answered::Waits(reply) => Responded::Later(self.reply_boxed(reply)),
             Answered::Rejected(e) => Responded::Later(Box::pin(async move {
@@ -401,26 +402,28 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Answered::Rejected(e);
             }
         }
-        let (answer, route) = ctx.router.handle(&req);
-        let resp = match answer {
-            Answer::Now(resp) if writer.is_none() && !matches!(resp.body, Body::Stream(_)) => resp,
-            answer => {
+        let (resp, route) = match request_start::route(ctx, &req) {
+            Routed::Now(resp, route)
+                if writer.is_none() && !matches!(resp.body, Body::Stream(_)) =>
+            {
+                (resp, route)
+            }
+            routed => {
                 let exchange = streaming::Exchange {
                     req,
-                    route,
                     writer,
                     framing,
                     keep_alive,
                     expect_continue,
                     tunnel,
                 };
-                return Answered::Streaming(exchange, answer);
+                return Answered::Streaming(exchange, routed);
             }
         };
         let reply = Reply {
             req,
             resp,
-            log: route.and_then(|r| r.access_log.as_ref()),
+            log: route.log(),
             framing,
             keep_alive,
             expect_continue,
@@ -984,7 +987,7 @@ enum Answered<'a> {
     /// Answered inline (or switched to HTTP/2); whether the connection stays open.
     Done(bool),
     /// The slow path: a streamed body either way, or an answer that comes later.
-    Streaming(streaming::Exchange<'a>, Answer),
+    Streaming(streaming::Exchange, Routed<'a>),
     /// Ready, but writing it may wait: a large or file body, or a request body to read past.
     Waits(Reply<'a>),
     /// The request is malformed after all (its body's framing): an error answer, then close.
