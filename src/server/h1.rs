@@ -4,14 +4,13 @@
 
 use super::buffers::READ_BUFFER;
 use super::context::{Addrs, WorkerCtx};
-use super::request_end::{request_ended, Counted};
+use super::request_end::{request_ended, Counted, Figures, Logged};
 use super::request_start::{self, Routed};
 use super::transport::{self, Transport};
 use crate::http::clock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
 use crate::http::{body, Body, FileRange, Request, Response};
-use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead};
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
@@ -881,39 +880,34 @@ impl Out<'_> {
 
     /// Counts and logs a reply of `total` bytes.
     fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
-        let status = reply.resp.status;
-        let counted = clock.counted.map(|started| {
-            let body_in = match reply.framing {
-                BodyFraming::Length(n) => n,
-                _ => 0,
-            };
-            Counted {
-                proto: crate::metrics::Proto::Http1,
-                status,
-                bytes_in: reply.head_len + body_in,
-                bytes_out: total,
-                started,
-                ended: None,
-            }
+        let body_in = match reply.framing {
+            BodyFraming::Length(n) => n,
+            _ => 0,
+        };
+        let figures = Figures {
+            proto: crate::metrics::Proto::Http1,
+            status: reply.resp.status,
+            bytes_in: reply.head_len + body_in,
+            body_bytes: if reply.req.is_head() { 0 } else { body_len },
+            total_bytes: total,
+        };
+        let counted = clock.counted.map(|started| Counted {
+            started,
+            ended: None,
         });
         let log = match (reply.log, clock.received_at) {
-            (Some(log), Some((at, started))) => Some((
-                &**log,
-                LogRecord {
-                    req: &reply.req,
-                    status,
-                    body_bytes: if reply.req.is_head() { 0 } else { body_len },
-                    total_bytes: total,
-                    received_at: at,
-                    duration: started.elapsed(),
-                    resp_headers: &reply.resp.headers,
-                    tls: self.tls,
-                    stream_id: None,
-                },
-            )),
+            (Some(log), Some((at, started))) => Some(Logged {
+                file: log,
+                req: &reply.req,
+                resp_headers: &reply.resp.headers,
+                received_at: at,
+                duration: started.elapsed(),
+                tls: self.tls,
+                stream_id: None,
+            }),
             _ => None,
         };
-        request_ended(counted, log);
+        request_ended(figures, counted, log);
     }
 
     /// Writes the head and the (copied) body of an inline reply; returns its bytes.

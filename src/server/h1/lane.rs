@@ -8,7 +8,7 @@ use crate::http::repeat::Repeatable;
 use crate::http::Request;
 use crate::proto::h1::BodyFraming;
 use crate::server::context::{Addrs, WorkerCtx};
-use crate::server::request_end::{request_ended, Counted};
+use crate::server::request_end::{request_ended, Counted, Figures};
 use crate::server::request_start;
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -55,15 +55,19 @@ pub(crate) fn answer_in_lane(
             drop(memo);
             rbuf.advance(given.head_len);
             // A kept answer takes no time of its own: it starts and ends at one reading.
-            let counted = crate::metrics::start().map(|mark| Counted {
+            let figures = Figures {
                 proto: crate::metrics::Proto::Http1,
                 status: given.status,
                 bytes_in: given.head_len as u64,
-                bytes_out: total,
+                // Counted only: a kept answer's route has no access log.
+                body_bytes: 0,
+                total_bytes: total,
+            };
+            let counted = crate::metrics::start().map(|mark| Counted {
                 started: mark,
                 ended: Some(mark),
             });
-            request_ended(counted, None);
+            request_ended(figures, counted, None);
             return LaneStep::Answered;
         }
     }

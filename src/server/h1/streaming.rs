@@ -8,10 +8,9 @@
 use super::{Close, Conn};
 use crate::http::body::BodyWriter;
 use crate::http::{Body, BodyError, BodyStream, Frame, Request, Response, Side};
-use crate::log::LogRecord;
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
-use crate::server::request_end::{request_ended, Counted};
+use crate::server::request_end::{request_ended, Counted, Figures, Logged};
 use crate::server::request_start::{LaterAnswer, Routed};
 use crate::server::transport::Transport;
 use bytes::Bytes;
@@ -247,29 +246,27 @@ impl<'a, T: Transport> Conn<'a, T> {
             self.flush(false).await?;
         }
         // Request bytes: the body as received so far (the head is not kept on this path).
-        let counted = counted.map(|counted| Counted {
+        let figures = Figures {
             proto: crate::metrics::Proto::Http1,
             status: sent.status,
             bytes_in: received,
-            bytes_out: sent.total,
-            started: counted,
+            body_bytes: sent.body,
+            total_bytes: sent.total,
+        };
+        let counted = counted.map(|started| Counted {
+            started,
             ended: None,
         });
-        let log = route.log().map(|log| {
-            let record = LogRecord {
-                req: &req,
-                status: sent.status,
-                body_bytes: sent.body,
-                total_bytes: sent.total,
-                received_at: started.0,
-                duration: started.1.elapsed(),
-                resp_headers: &sent.headers,
-                tls: self.tls,
-                stream_id: None,
-            };
-            (&**log, record)
+        let log = route.log().map(|file| Logged {
+            file,
+            req: &req,
+            resp_headers: &sent.headers,
+            received_at: started.0,
+            duration: started.1.elapsed(),
+            tls: self.tls,
+            stream_id: None,
         });
-        request_ended(counted, log);
+        request_ended(figures, counted, log);
         self.queued += 1;
         // Whatever the handler did not read is read past, to reach the next request.
         drop(writer);

@@ -8,11 +8,11 @@ use super::wake::{StreamWake, Wakes};
 use super::{varint, PIPE_HIGH_WATER, READ_BUDGET};
 use crate::http::body::{self, BodyStream, BodyWriter, Frame, Trailers};
 use crate::http::{Body, BodyError, BodySource, Request, Response, Side};
-use crate::log::{AccessLog, LogRecord};
+use crate::log::AccessLog;
 use crate::metrics::Mark;
 use crate::proto::h3::{qpack, Error, ErrorCode, RequestEvent, Session};
 use crate::server::context::WorkerCtx;
-use crate::server::request_end::{request_ended, Counted};
+use crate::server::request_end::{request_ended, Counted, Figures, Logged};
 use crate::server::request_start::{self, LaterAnswer, Routed};
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ReadError, StreamId, VarInt, WriteError};
@@ -680,31 +680,31 @@ impl<'a> ReqStream<'a> {
 
     /// The response is over (sent, or reset): count it and write its log line.
     fn write_log(&mut self) {
-        let total = self.head_bytes + self.body_bytes;
-        let counted = self.mark.take().map(|mark| Counted {
+        let figures = Figures {
             proto: crate::metrics::Proto::Http3,
             status: self.status,
             bytes_in: 0,
-            bytes_out: total,
-            started: mark,
+            body_bytes: self.body_bytes,
+            total_bytes: self.head_bytes + self.body_bytes,
+        };
+        let counted = self.mark.take().map(|started| Counted {
+            started,
             ended: None,
         });
         let Some(l) = self.log.take() else {
-            request_ended(counted, None);
+            request_ended(figures, counted, None);
             return;
         };
-        let record = LogRecord {
+        let log = Logged {
+            file: &l.file,
             req: &l.req,
-            status: self.status,
-            body_bytes: self.body_bytes,
-            total_bytes: total,
+            resp_headers: &l.headers,
             received_at: self.received_at,
             duration: self.started.elapsed(),
-            resp_headers: &l.headers,
             tls: None,
             stream_id: None,
         };
-        request_ended(counted, Some((&*l.file, record)));
+        request_ended(figures, counted, Some(log));
         l.req.recycle();
         crate::http::recycle::give_header_list(l.headers);
     }
