@@ -4,13 +4,13 @@
 
 use super::buffers::READ_BUFFER;
 use super::context::{Addrs, WorkerCtx};
-use super::request_end::{request_ended, Counted};
+use super::request_end::{request_ended, Counted, Figures, Logged};
+use super::request_start::{self, Routed};
 use super::transport::{self, Transport};
 use crate::http::clock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
-use crate::http::{body, Answer, Body, FileRange, Request, Response};
-use crate::log::LogRecord;
+use crate::http::{body, Body, FileRange, Request, Response};
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead};
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
@@ -343,8 +343,8 @@ impl<'a, T: Transport> Conn<'a, T> {
     fn respond(&mut self, head: h1::Head) -> Responded<'_> {
         match self.answer(head) {
             Answered::Done(keep_alive) => Responded::Now(keep_alive),
-            Answered::Streaming(exchange, answer) => {
-                Responded::Later(self.respond_streaming_boxed(exchange, answer))
+            Answered::Streaming(exchange, routed) => {
+                Responded::Later(self.respond_streaming_boxed(exchange, routed))
             }
             Answered::Waits(reply) => Responded::Later(self.reply_boxed(reply)),
             Answered::Rejected(e) => Responded::Later(Box::pin(async move {
@@ -401,26 +401,28 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Answered::Rejected(e);
             }
         }
-        let (answer, route) = ctx.router.handle(&req);
-        let resp = match answer {
-            Answer::Now(resp) if writer.is_none() && !matches!(resp.body, Body::Stream(_)) => resp,
-            answer => {
+        let (resp, route) = match request_start::route(ctx, &req) {
+            Routed::Now(resp, route)
+                if writer.is_none() && !matches!(resp.body, Body::Stream(_)) =>
+            {
+                (resp, route)
+            }
+            routed => {
                 let exchange = streaming::Exchange {
                     req,
-                    route,
                     writer,
                     framing,
                     keep_alive,
                     expect_continue,
                     tunnel,
                 };
-                return Answered::Streaming(exchange, answer);
+                return Answered::Streaming(exchange, routed);
             }
         };
         let reply = Reply {
             req,
             resp,
-            log: route.and_then(|r| r.access_log.as_ref()),
+            log: route.log(),
             framing,
             keep_alive,
             expect_continue,
@@ -878,39 +880,34 @@ impl Out<'_> {
 
     /// Counts and logs a reply of `total` bytes.
     fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
-        let status = reply.resp.status;
-        let counted = clock.counted.map(|started| {
-            let body_in = match reply.framing {
-                BodyFraming::Length(n) => n,
-                _ => 0,
-            };
-            Counted {
-                proto: crate::metrics::Proto::Http1,
-                status,
-                bytes_in: reply.head_len + body_in,
-                bytes_out: total,
-                started,
-                ended: None,
-            }
+        let body_in = match reply.framing {
+            BodyFraming::Length(n) => n,
+            _ => 0,
+        };
+        let figures = Figures {
+            proto: crate::metrics::Proto::Http1,
+            status: reply.resp.status,
+            bytes_in: reply.head_len + body_in,
+            body_bytes: if reply.req.is_head() { 0 } else { body_len },
+            total_bytes: total,
+        };
+        let counted = clock.counted.map(|started| Counted {
+            started,
+            ended: None,
         });
         let log = match (reply.log, clock.received_at) {
-            (Some(log), Some((at, started))) => Some((
-                &**log,
-                LogRecord {
-                    req: &reply.req,
-                    status,
-                    body_bytes: if reply.req.is_head() { 0 } else { body_len },
-                    total_bytes: total,
-                    received_at: at,
-                    duration: started.elapsed(),
-                    resp_headers: &reply.resp.headers,
-                    tls: self.tls,
-                    stream_id: None,
-                },
-            )),
+            (Some(log), Some((at, started))) => Some(Logged {
+                file: log,
+                req: &reply.req,
+                resp_headers: &reply.resp.headers,
+                received_at: at,
+                duration: started.elapsed(),
+                tls: self.tls,
+                stream_id: None,
+            }),
             _ => None,
         };
-        request_ended(counted, log);
+        request_ended(figures, counted, log);
     }
 
     /// Writes the head and the (copied) body of an inline reply; returns its bytes.
@@ -984,7 +981,7 @@ enum Answered<'a> {
     /// Answered inline (or switched to HTTP/2); whether the connection stays open.
     Done(bool),
     /// The slow path: a streamed body either way, or an answer that comes later.
-    Streaming(streaming::Exchange<'a>, Answer),
+    Streaming(streaming::Exchange, Routed<'a>),
     /// Ready, but writing it may wait: a large or file body, or a request body to read past.
     Waits(Reply<'a>),
     /// The request is malformed after all (its body's framing): an error answer, then close.

@@ -28,6 +28,7 @@ pub mod prepare;
 mod proxy_protocol;
 mod quic;
 mod request_end;
+mod request_start;
 /// The PROXY header parser, public for its fuzz target only.
 #[doc(hidden)]
 pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
