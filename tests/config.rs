@@ -197,14 +197,9 @@ fn a_bad_config_stops_the_server_from_starting() {
 /// Copies a seed configuration with its placeholders replaced by a test root and a port.
 fn seed(rel: &str, root: &Path, port: u16) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/configs")
+        .join("tests/fixtures/seed-configs")
         .join(rel);
-    let text = std::fs::read_to_string(&src).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (the seed configs live in ../shared)",
-            src.display()
-        )
-    });
+    let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
     let root = root.display().to_string();
     text.replace("/path/to/htdocs", &root)
         .replace("/usr/local/nginx/html", &root)
@@ -261,7 +256,7 @@ fn seed_backend_runs() {
 fn seed_004_fails_only_on_its_certificate_paths() {
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/configs/seed-004-proxy-h2-h3/h2o.yaml"),
+            .join("tests/fixtures/seed-configs/seed-004-proxy-h2-h3/h2o.yaml"),
     )
     .unwrap();
     let (ok, _, err) = check(&text);
