@@ -22,6 +22,8 @@ pub struct ResponseControl {
     pub stale_if_error: Option<u64>,
     /// Any directive was present.
     pub present: bool,
+    /// Read from `CDN-Cache-Control`: `Expires` does not count.
+    pub targeted: bool,
 }
 
 impl ResponseControl {

@@ -42,11 +42,75 @@ pub fn fields<'a>(
 /// An HTTP-date as seconds since the epoch; `None` when it is not one.
 pub fn http_date(value: &[u8]) -> Option<u64> {
     let s = std::str::from_utf8(value).ok()?.trim();
-    let t = httpdate::parse_http_date(s).ok()?;
-    Some(
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-    )
+    match httpdate::parse_http_date(s) {
+        Ok(t) => Some(
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        ),
+        Err(_) => lenient_date(s),
+    }
+}
+
+/// A date in one of the three forms of RFC 9110 §5.6.7 read leniently, as caches do: names
+/// in any case, the weekday not checked, asctime's padded day.
+fn lenient_date(s: &str) -> Option<u64> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let (mut day, mut month, mut year, mut time) = (None, None, None, None);
+    for token in s.split([' ', ',', '-']).filter(|t| !t.is_empty()) {
+        let lower = token.to_ascii_lowercase();
+        if let Some(m) = MONTHS.iter().position(|m| *m == lower) {
+            month = Some(m as u64 + 1);
+        } else if token.contains(':') {
+            let mut parts = token.split(':').map(|p| p.parse::<u64>().ok());
+            let (h, m, sec) = (parts.next()??, parts.next()??, parts.next()??);
+            if parts.next().is_some() || h > 23 || m > 59 || sec > 60 {
+                return None;
+            }
+            time = Some(h * 3600 + m * 60 + sec);
+        } else if token.bytes().all(|b| b.is_ascii_digit()) {
+            let n: u64 = token.parse().ok()?;
+            match token.len() {
+                1 | 2 if day.is_none() => day = Some(n),
+                // RFC 850's two-digit year (§5.6.7: 50 and up are the 1900s).
+                2 => year = Some(if n >= 50 { 1900 + n } else { 2000 + n }),
+                4 => year = Some(n),
+                _ => return None,
+            }
+        } else if lower != "gmt" && !lower.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return None;
+        }
+    }
+    let (day, month, year, time) = (day?, month?, year?, time?);
+    if !(1..=31).contains(&day) || year < 1970 {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86400 + time)
+}
+
+/// Days since 1970-01-01 of a date in the Gregorian calendar (from 1970 on).
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146097 + doe).saturating_sub(719468)
+}
+
+/// The directives this cache follows: `CDN-Cache-Control` (RFC 9213) when it has any,
+/// in place of `Cache-Control` and `Expires`; else `Cache-Control`.
+pub fn response_control(headers: &[(Bytes, Bytes)]) -> ResponseControl {
+    let cdn = ResponseControl::parse(fields(headers, b"cdn-cache-control"));
+    if cdn.present {
+        return ResponseControl {
+            targeted: true,
+            ..cdn
+        };
+    }
+    ResponseControl::parse(fields(headers, b"cache-control"))
 }
 
 /// Why a response is not stored, for `Cache-Status`' `detail`.
@@ -137,7 +201,7 @@ pub fn lifetime(
     if let Some(m) = cc.max_age {
         return m;
     }
-    if let Some(expires) = field(headers, b"expires") {
+    if let Some(expires) = field(headers, b"expires").filter(|_| !cc.targeted) {
         let date = field(headers, b"date")
             .and_then(|d| http_date(d))
             .unwrap_or(response_time);
@@ -309,6 +373,34 @@ mod tests {
 
     const DATE: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
     const DATE_S: u64 = 784111777;
+
+    #[test]
+    fn dates_read_leniently() {
+        assert_eq!(http_date(DATE.as_bytes()), Some(DATE_S));
+        assert_eq!(http_date(b"SUN, 06 NOV 1994 08:49:37 gmt"), Some(DATE_S));
+        assert_eq!(http_date(b"Sun Nov  6 08:49:37 1994"), Some(DATE_S));
+        assert_eq!(http_date(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(DATE_S));
+        assert_eq!(http_date(b"Thu Aug  8 02:01:18 2050"), Some(2543536878));
+        assert_eq!(http_date(b"0"), None);
+        assert_eq!(http_date(b"tomorrow"), None);
+    }
+
+    #[test]
+    fn cdn_cache_control_takes_over() {
+        let both = h(&[
+            ("Cache-Control", "no-store"),
+            ("CDN-Cache-Control", "max-age=60"),
+        ]);
+        let c = response_control(&both);
+        assert!(c.targeted && !c.no_store);
+        assert_eq!(c.max_age, Some(60));
+        let expires = h(&[
+            ("Date", DATE),
+            ("Expires", "Sun, 06 Nov 1994 09:49:37 GMT"),
+            ("CDN-Cache-Control", "max-age=0"),
+        ]);
+        assert_eq!(lifetime(200, &expires, &response_control(&expires), 0), 0);
+    }
 
     #[test]
     fn what_is_stored() {

@@ -7,10 +7,9 @@
 use super::ProxyHandler;
 use crate::cache::policy::{self, Timing, Use};
 use crate::cache::store::{normalized, vary_names};
-use crate::cache::{
-    self, Filling, Found, Leader, RequestControl, ResponseControl, Role, Store, Stored,
-};
+use crate::cache::{self, Filling, Found, Leader, RequestControl, Role, Store, Stored};
 use crate::config::CacheConf;
+use crate::handler::file::range::{self, Ranges};
 use crate::http::{Answer, Body, Method, Request, Response};
 use crate::upstream::UpstreamRequest;
 use bytes::Bytes;
@@ -61,6 +60,8 @@ struct Validators {
     /// Also If-Match, If-Unmodified-Since, If-Range or Range: the request is passed on as
     /// it is rather than revalidated with our validators.
     other: bool,
+    /// `Range`, without `If-Range`: answered from a stored whole response.
+    range: Option<Bytes>,
 }
 
 impl Validators {
@@ -71,6 +72,10 @@ impl Validators {
             other: ["if-match", "if-unmodified-since", "if-range", "range"]
                 .iter()
                 .any(|n| req.header(n.as_bytes()).is_some()),
+            range: req
+                .header(b"range")
+                .filter(|_| req.header(b"if-range").is_none())
+                .map(Bytes::copy_from_slice),
         }
     }
 
@@ -300,6 +305,38 @@ fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
             body: Body::Empty,
         };
     }
+    if let (Some(range), 200) = (&v.range, s.status) {
+        let size = s.body.len() as u64;
+        match range::parse(range, size) {
+            Ranges::Single(offset, len) => {
+                let content_range = format!("bytes {offset}-{}/{size}", offset + len - 1);
+                headers.push((
+                    Bytes::from_static(b"Content-Range"),
+                    Bytes::from(content_range),
+                ));
+                // Within the body: `parse` keeps a range inside the size.
+                let (start, end) = (offset as usize, (offset + len) as usize);
+                return Response {
+                    status: 206,
+                    headers: headers.into(),
+                    body: Body::Bytes(s.body.slice(start..end)),
+                };
+            }
+            Ranges::Unsatisfiable => {
+                headers.push((
+                    Bytes::from_static(b"Content-Range"),
+                    Bytes::from(format!("bytes */{size}")),
+                ));
+                return Response {
+                    status: 416,
+                    headers: headers.into(),
+                    body: Body::Empty,
+                };
+            }
+            // Several ranges or none usable: the whole response.
+            Ranges::Whole | Ranges::Multi(_) => {}
+        }
+    }
     Response {
         status: s.status,
         headers: headers.into(),
@@ -318,7 +355,7 @@ fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
     let timing = Timing::new(&headers, ask.request_time, response_time);
     headers
         .retain(|(n, _)| !n.eq_ignore_ascii_case(b"age") && !n.eq_ignore_ascii_case(b"connection"));
-    let control = ResponseControl::parse(policy::fields(&headers, b"cache-control"));
+    let control = policy::response_control(&headers);
     let lifetime = policy::lifetime(s.status, &headers, &control, response_time);
     let fresh = Stored {
         status: s.status,
@@ -352,7 +389,7 @@ fn store_miss(
     collapsed: bool,
 ) -> Response {
     let response_time = cache::now();
-    let control = ResponseControl::parse(policy::fields(&resp.headers, b"cache-control"));
+    let control = policy::response_control(&resp.headers);
     let verdict = if ask.head {
         // A HEAD's response has no body to store.
         Err("head")
