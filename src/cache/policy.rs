@@ -51,42 +51,72 @@ pub fn http_date(value: &[u8]) -> Option<u64> {
     }
 }
 
-/// A date in one of the three forms of RFC 9110 §5.6.7 read leniently, as caches do: names
-/// in any case, the weekday not checked, asctime's padded day.
+/// A date read a little leniently, as caches do, but never guessed at: the names of the
+/// three forms of RFC 9110 §5.6.7 in any case, and asctime's weekday not checked against
+/// the date. Other spacing, zones or punctuation stay invalid.
 fn lenient_date(s: &str) -> Option<u64> {
     const MONTHS: [&str; 12] = [
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ];
-    let (mut day, mut month, mut year, mut time) = (None, None, None, None);
-    for token in s.split([' ', ',', '-']).filter(|t| !t.is_empty()) {
-        let lower = token.to_ascii_lowercase();
-        if let Some(m) = MONTHS.iter().position(|m| *m == lower) {
-            month = Some(m as u64 + 1);
-        } else if token.contains(':') {
-            let mut parts = token.split(':').map(|p| p.parse::<u64>().ok());
-            let (h, m, sec) = (parts.next()??, parts.next()??, parts.next()??);
-            if parts.next().is_some() || h > 23 || m > 59 || sec > 60 {
-                return None;
-            }
-            time = Some(h * 3600 + m * 60 + sec);
-        } else if token.bytes().all(|b| b.is_ascii_digit()) {
-            let n: u64 = token.parse().ok()?;
-            match token.len() {
-                1 | 2 if day.is_none() => day = Some(n),
-                // RFC 850's two-digit year (§5.6.7: 50 and up are the 1900s).
-                2 => year = Some(if n >= 50 { 1900 + n } else { 2000 + n }),
-                4 => year = Some(n),
-                _ => return None,
-            }
-        } else if lower != "gmt" && !lower.starts_with(|c: char| c.is_ascii_alphabetic()) {
-            return None;
+    let canon = canonical_case(s);
+    if canon != s {
+        if let Ok(t) = httpdate::parse_http_date(&canon) {
+            return t
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs());
         }
     }
-    let (day, month, year, time) = (day?, month?, year?, time?);
-    if !(1..=31).contains(&day) || year < 1970 {
+    // asctime: `Www Mmm dd hh:mm:ss yyyy`, the day padded with a space.
+    let b = s.as_bytes();
+    let shape = b.len() == 24
+        && b[..3].iter().all(u8::is_ascii_alphabetic)
+        && [3, 7, 10, 19].iter().all(|&i| b[i] == b' ')
+        && b[13] == b':'
+        && b[16] == b':';
+    if !shape {
         return None;
     }
-    Some(days_from_civil(year, month, day) * 86400 + time)
+    let num = |r: std::ops::Range<usize>| -> Option<u64> {
+        let t = s.get(r)?.trim_start();
+        (!t.is_empty() && t.bytes().all(|c| c.is_ascii_digit())).then(|| t.parse().ok())?
+    };
+    let month = MONTHS
+        .iter()
+        .position(|m| m.eq_ignore_ascii_case(s.get(4..7).unwrap_or_default()))?
+        as u64
+        + 1;
+    let (day, h, m, sec, year) = (
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+        num(20..24)?,
+    );
+    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 || year < 1970 {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86400 + h * 3600 + m * 60 + sec)
+}
+
+/// Weekday and month names capitalized (`THU` -> `Thu`), `GMT` upper case.
+fn canonical_case(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut word_start = true;
+    for c in s.chars() {
+        if c.is_ascii_alphabetic() {
+            out.push(if word_start {
+                c.to_ascii_uppercase()
+            } else {
+                c.to_ascii_lowercase()
+            });
+            word_start = false;
+        } else {
+            out.push(c);
+            word_start = true;
+        }
+    }
+    out.replace("Gmt", "GMT")
 }
 
 /// Days since 1970-01-01 of a date in the Gregorian calendar (from 1970 on).
@@ -104,13 +134,42 @@ fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
 /// in place of `Cache-Control` and `Expires`; else `Cache-Control`.
 pub fn response_control(headers: &[(Bytes, Bytes)]) -> ResponseControl {
     let cdn = ResponseControl::parse(fields(headers, b"cdn-cache-control"));
-    if cdn.present {
+    if cdn.present && fields(headers, b"cdn-cache-control").all(valid_dictionary) {
         return ResponseControl {
             targeted: true,
             ..cdn
         };
     }
     ResponseControl::parse(fields(headers, b"cache-control"))
+}
+
+/// Whether a `CDN-Cache-Control` line is a structured dictionary (RFC 8941) as RFC 9213
+/// wants, with integer ages: keys are lowercase tokens, values integers or tokens. An
+/// invalid one is ignored as a whole.
+fn valid_dictionary(line: &[u8]) -> bool {
+    line.split(|&b| b == b',').all(|member| {
+        let member = member.trim_ascii();
+        let (key, value) = match memchr::memchr(b'=', member) {
+            Some(i) => (&member[..i], Some(&member[i + 1..])),
+            None => (member, None),
+        };
+        let key_ok = key
+            .first()
+            .is_some_and(|c| c.is_ascii_lowercase() || *c == b'*')
+            && key
+                .iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"_-.*".contains(c));
+        let age = matches!(
+            key,
+            b"max-age" | b"s-maxage" | b"stale-while-revalidate" | b"stale-if-error"
+        );
+        let value_ok = match value {
+            None => true,
+            Some(v) if age => !v.is_empty() && v.iter().all(u8::is_ascii_digit),
+            Some(v) => !v.is_empty() && !v.contains(&b' '),
+        };
+        key_ok && value_ok
+    })
 }
 
 /// Why a response is not stored, for `Cache-Status`' `detail`.
@@ -202,6 +261,10 @@ pub fn lifetime(
         return m;
     }
     if let Some(expires) = field(headers, b"expires").filter(|_| !cc.targeted) {
+        if fields(headers, b"expires").nth(1).is_some() {
+            // Two Expires lines: which one holds is not known, so neither does.
+            return 0;
+        }
         let date = field(headers, b"date")
             .and_then(|d| http_date(d))
             .unwrap_or(response_time);
@@ -240,7 +303,10 @@ pub struct Timing {
 
 impl Timing {
     pub fn new(headers: &[(Bytes, Bytes)], request_time: u64, response_time: u64) -> Timing {
+        // A list (`7200, 0`) counts its first member, as a recipient of a repeated singleton
+        // field takes the first.
         let age_value = field(headers, b"age")
+            .and_then(|v| v.split(|&b| b == b',').next())
             .and_then(|v| {
                 std::str::from_utf8(v.trim_ascii())
                     .ok()?
@@ -380,6 +446,10 @@ mod tests {
         assert_eq!(http_date(b"SUN, 06 NOV 1994 08:49:37 gmt"), Some(DATE_S));
         assert_eq!(http_date(b"Sun Nov  6 08:49:37 1994"), Some(DATE_S));
         assert_eq!(http_date(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(DATE_S));
+        assert_eq!(http_date(b"Sun, 06 Nov 1994 08:49:37 UTC"), None);
+        assert_eq!(http_date(b"Sun, 06-Nov-1994 08:49:37 GMT"), None);
+        assert_eq!(http_date(b"Sun, 06 Nov 1994 8:49:37 GMT"), None);
+        assert_eq!(http_date(b"Sun 06 Nov 1994 08:49:37 GMT"), None);
         assert_eq!(http_date(b"Thu Aug  8 02:01:18 2050"), Some(2543536878));
         assert_eq!(http_date(b"0"), None);
         assert_eq!(http_date(b"tomorrow"), None);
@@ -393,6 +463,10 @@ mod tests {
         ]);
         let c = response_control(&both);
         assert!(c.targeted && !c.no_store);
+        for bad in ["max-age=60, &&&", "max-age=\"60\""] {
+            let h = h(&[("Cache-Control", "no-store"), ("CDN-Cache-Control", bad)]);
+            assert!(!response_control(&h).targeted, "{bad}");
+        }
         assert_eq!(c.max_age, Some(60));
         let expires = h(&[
             ("Date", DATE),
