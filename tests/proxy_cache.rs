@@ -1,6 +1,6 @@
 //! `proxy.cache` (issue 40) against a real backend: a small HTTP/1.1 origin in this file
 //! whose answers say how to cache them (its query: `cc=`, `etag=`, `vary=`, `len=`,
-//! `delay=`), and which counts the requests each path reached it with. Clients: raw
+//! `delay=`, `fail-after=`: 503 from the request after N on), and which counts the requests each path reached it with. Clients: raw
 //! HTTP/1.1 over TCP.
 
 mod common;
@@ -136,6 +136,16 @@ fn serve(mut conn: TcpStream, seen: Arc<Mutex<Seen>>) {
         };
         if let Some(ms) = query(&target, "delay").and_then(|v| v.parse().ok()) {
             std::thread::sleep(Duration::from_millis(ms));
+        }
+        if query(&target, "fail-after")
+            .and_then(|v| v.parse::<usize>().ok())
+            .is_some_and(|after| n > after)
+        {
+            let out = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\n\r\nbusy\n";
+            if conn.write_all(out.as_bytes()).is_err() {
+                return;
+            }
+            continue;
         }
         let mut extra = String::new();
         if let Some(cc) = query(&target, "cc") {
@@ -312,6 +322,37 @@ fn stale_responses_are_revalidated_and_a_304_updates_them() {
     let c = get_with(&s, fresh, "If-None-Match: \"v2\"\r\n");
     assert_eq!((c.status, status_of(&c)), (304, "spate; hit"));
     assert_eq!(origin.count("/fresh-etag"), 1);
+}
+
+#[test]
+fn stale_entries_are_answered_while_refreshed_or_when_the_backend_fails() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    // stale-while-revalidate: the stale entry at once, one refresh behind it.
+    let swr = "/swr?cc=max-age%3D0%2C%20stale-while-revalidate%3D60&etag=w";
+    assert_eq!(get(&s, swr).header("x-gen"), Some("1"));
+    let b = get(&s, swr);
+    assert_eq!((b.status, b.header("x-gen")), (200, Some("1")));
+    assert_eq!(status_of(&b), "spate; hit; detail=stale-while-revalidate");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while origin.count("/swr") < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(origin.count("/swr"), 2);
+    assert!(origin.last("/swr").contains("If-None-Match: \"w\""));
+    // The refresh's 304 updated the entry.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(get(&s, swr).header("x-gen"), Some("2"));
+    // stale-if-error: the backend fails (503 from its second request on); the stale entry
+    // answers. Without it, the failure passes.
+    let sie = "/sie?cc=max-age%3D0%2C%20stale-if-error%3D60&etag=e&fail-after=1";
+    get(&s, sie);
+    let c = get(&s, sie);
+    assert_eq!(c.status, 200);
+    assert!(status_of(&c).contains("detail=stale-if-error"), "{c:?}");
+    let plain = "/nosie?cc=max-age%3D0&etag=e&fail-after=1";
+    get(&s, plain);
+    assert_eq!(get(&s, plain).status, 503);
 }
 
 #[test]

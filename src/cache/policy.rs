@@ -362,6 +362,26 @@ pub fn usable(age: u64, lifetime: u64, cc: &ResponseControl, req: &RequestContro
     }
 }
 
+/// Whether a stale entry may be answered while it is refreshed behind the answer: within
+/// its `stale-while-revalidate` window and without `must-revalidate` and the like (§4.2.4).
+pub fn stale_while_revalidate(age: u64, lifetime: u64, cc: &ResponseControl) -> bool {
+    let strict = cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some() || cc.no_cache;
+    !strict
+        && cc
+            .stale_while_revalidate
+            .is_some_and(|w| age.saturating_sub(lifetime) <= w)
+}
+
+/// Whether a stale entry may be answered because the backend failed: within its
+/// `stale-if-error` window, without `must-revalidate` and the like.
+pub fn stale_if_error(age: u64, lifetime: u64, cc: &ResponseControl) -> bool {
+    let strict = cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some() || cc.no_cache;
+    !strict
+        && cc
+            .stale_if_error
+            .is_some_and(|w| age.saturating_sub(lifetime) <= w)
+}
+
 /// Fields a 304 does not replace in the stored head (§3.2): the framing and those only the
 /// stored body can say.
 fn kept_on_update(name: &[u8]) -> bool {

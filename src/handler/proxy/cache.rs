@@ -159,17 +159,38 @@ impl ProxyHandler {
         };
         let (mut up, client) = self.outgoing(req);
         if let Some(s) = stale {
-            if !ask.validators.any() && add_validators(&mut up, &s) {
-                let pending = self.exchange(up, client);
-                return Answer::Later(Box::pin(async move {
-                    let resp = pending.await;
-                    revalidated(ask, s, resp)
-                }));
-            }
+            let with_ours = !ask.validators.any() && add_validators(&mut up, &s);
             let pending = self.exchange(up, client);
+            // stale-while-revalidate (RFC 5861): the stale entry now, one refresh per key
+            // behind it, on the worker's own task set (the refresh outlives the request).
+            let age = s.timing.age(now);
+            if fwd == "stale"
+                && with_ours
+                && policy::stale_while_revalidate(age, s.lifetime, &s.control)
+            {
+                let out = answer(
+                    &s,
+                    age,
+                    &ask.validators,
+                    Bytes::from_static(b"spate; hit; detail=stale-while-revalidate"),
+                );
+                if let Role::Lead(leader) = cache.store.fill(&ask.key) {
+                    tokio::task::spawn_local(async move {
+                        let resp = pending.await;
+                        let resp = revalidated(ask, s, resp);
+                        drain(resp.body).await;
+                        drop(leader);
+                    });
+                }
+                return Answer::Now(out);
+            }
             return Answer::Later(Box::pin(async move {
                 let resp = pending.await;
-                store_miss(ask, resp, None, fwd, false)
+                if with_ours {
+                    revalidated(ask, s, resp)
+                } else {
+                    stale_on_error(ask, s, resp, fwd)
+                }
             }));
         }
         // Misses of a whole GET collapse: the first fetches, the others wait for it.
@@ -348,7 +369,7 @@ fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
 /// and the stored response is answered; anything else is a new response, stored as a miss.
 fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
     if resp.status != 304 || !policy::validates(&s.headers, &resp.headers) {
-        return store_miss(ask, resp, None, "stale", false);
+        return stale_on_error(ask, s, resp, "stale");
     }
     let response_time = cache::now();
     let mut headers = policy::freshen(&s.headers, &resp.headers);
@@ -377,6 +398,32 @@ fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
         ask.store.insert(ask.key, fresh);
     }
     out
+}
+
+/// The backend's answer for a stale entry that is not a 304: a server error (or no answer,
+/// 502/504) within the entry's `stale-if-error` (RFC 5861) gives the stale entry; anything
+/// else is a new response, stored as a miss.
+fn stale_on_error(ask: Ask, s: Arc<Stored>, resp: Response, fwd: &str) -> Response {
+    let age = s.timing.age(cache::now());
+    if resp.status >= 500 && policy::stale_if_error(age, s.lifetime, &s.control) {
+        return answer(
+            &s,
+            age,
+            &ask.validators,
+            Bytes::from(format!(
+                "spate; hit; fwd=stale; fwd-status={}; detail=stale-if-error",
+                resp.status
+            )),
+        );
+    }
+    store_miss(ask, resp, None, fwd, false)
+}
+
+/// Reads a body to its end (a background refresh's, so that it is stored).
+async fn drain(body: Body) {
+    if let Body::Stream(mut s) = body {
+        while let Some(Ok(_)) = std::future::poll_fn(|cx| s.stream.poll_frame(cx)).await {}
+    }
 }
 
 /// The backend's response to a miss (or a failed revalidation): stored as it streams to
