@@ -198,6 +198,8 @@ num-threads: 2
 hosts:
   default:
     paths:
+      /metrics:
+        metrics: ON
       /:
         proxy.reverse.url: http://{}/
         proxy.cache: {cache}
@@ -419,6 +421,21 @@ fn least_recently_used_go_when_the_budget_is_full() {
     assert!(status_of(&a).contains("detail=too-large"), "{a:?}");
     get(&s, big);
     assert_eq!(origin.count("/big"), 2);
+    // The store's counts, by the place of its directive. The store is read directly (no
+    // worker publishes it), so one scrape holds.
+    let samples = common::prometheus::scrape_until(&s, "/metrics", |_| true);
+    let key = |name: &str| {
+        let line = samples
+            .iter()
+            .find(|l| l.starts_with(&format!("{name}{{cache=")))
+            .unwrap_or_else(|| panic!("no {name} in {samples:?}"));
+        line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(-1.0)
+    };
+    assert_eq!(key("spate_cache_hits_total"), 1.0);
+    assert_eq!(key("spate_cache_misses_total"), 33.0);
+    assert_eq!(key("spate_cache_stored_total"), 31.0);
+    assert!(key("spate_cache_evicted_total") >= 24.0);
+    assert!(key("spate_cache_bytes") <= 65536.0 && key("spate_cache_bytes") > 30000.0);
 }
 
 #[test]

@@ -112,11 +112,28 @@ pub enum Found {
     Miss,
 }
 
-/// Counts the store keeps, for metrics.
+/// Counts the store keeps, for metrics (relaxed atomics: the workers share the store).
 #[derive(Debug, Default)]
 pub struct Counts {
+    /// Answered from the store, fresh (or stale as allowed).
+    pub hits: AtomicU64,
+    /// Went to the backend: no entry, no variant, or not usable.
+    pub misses: AtomicU64,
+    /// Stale entries revalidated with the backend and found unchanged (304).
+    pub revalidated: AtomicU64,
+    /// Misses that waited for another request's fetch of the key.
+    pub collapsed: AtomicU64,
     pub stored: AtomicU64,
     pub evicted: AtomicU64,
+    /// Bytes of the responses stored and evicted.
+    pub stored_bytes: AtomicU64,
+    pub evicted_bytes: AtomicU64,
+}
+
+impl Counts {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 pub struct Store {
@@ -220,27 +237,37 @@ impl Store {
         inner.lru.insert(tick, key);
         inner.bytes += size;
         self.counts.stored.fetch_add(1, Ordering::Relaxed);
+        self.counts
+            .stored_bytes
+            .fetch_add(size as u64, Ordering::Relaxed);
         while inner.bytes > self.budget {
             let Some((old_tick, old_key)) = inner.lru.pop_first() else {
                 break;
             };
-            self.drop_variant(inner, &old_key, old_tick);
+            let freed = self.drop_variant(inner, &old_key, old_tick);
             self.counts.evicted.fetch_add(1, Ordering::Relaxed);
+            self.counts
+                .evicted_bytes
+                .fetch_add(freed as u64, Ordering::Relaxed);
         }
         true
     }
 
-    fn drop_variant(&self, inner: &mut Inner, key: &Bytes, tick: u64) {
+    /// Drops one variant; returns the bytes it was charged.
+    fn drop_variant(&self, inner: &mut Inner, key: &Bytes, tick: u64) -> usize {
         let Some(slot) = inner.keys.get_mut(key) else {
-            return;
+            return 0;
         };
+        let mut freed = 0;
         if let Some(i) = slot.variants.iter().position(|v| v.tick == tick) {
             let old = slot.variants.swap_remove(i);
-            inner.bytes -= old.stored.size();
+            freed = old.stored.size();
+            inner.bytes -= freed;
         }
         if slot.variants.is_empty() && slot.fill.is_none() {
             inner.keys.remove(key);
         }
+        freed
     }
 
     /// Drops every variant of `key` (§4.4).
@@ -383,6 +410,15 @@ impl Future for Wait {
 /// The process's stores, one per `proxy.cache` directive (by where it is written and its
 /// sizes): the workers share it, and a reload that keeps the directive keeps the store.
 static STORES: Mutex<Vec<(StoreKey, Weak<Store>)>> = Mutex::new(Vec::new());
+
+/// The stores in use, each labelled `file:line` of its `proxy.cache`, for metrics.
+pub fn all() -> Vec<(String, Arc<Store>)> {
+    let stores = STORES.lock().unwrap_or_else(PoisonError::into_inner);
+    stores
+        .iter()
+        .filter_map(|((file, line, _, _), s)| Some((format!("{file}:{line}"), s.upgrade()?)))
+        .collect()
+}
 
 type StoreKey = (String, u32, u64, u64);
 

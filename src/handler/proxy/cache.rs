@@ -6,7 +6,7 @@
 
 use super::ProxyHandler;
 use crate::cache::policy::{self, Timing, Use};
-use crate::cache::store::{normalized, vary_names};
+use crate::cache::store::{normalized, vary_names, Counts};
 use crate::cache::{self, Filling, Found, Leader, RequestControl, Role, Store, Stored};
 use crate::config::CacheConf;
 use crate::handler::file::range::{self, Ranges};
@@ -131,6 +131,7 @@ impl ProxyHandler {
                 let age = s.timing.age(now);
                 match policy::usable(age, s.lifetime, &s.control, &control) {
                     Use::Fresh => {
+                        Counts::add(&cache.store.counts.hits, 1);
                         let v = Validators::of(req);
                         return Answer::Now(answer(&s, age, &v, Bytes::from_static(b"spate; hit")));
                     }
@@ -141,6 +142,7 @@ impl ProxyHandler {
             Found::VaryMiss => ("vary-miss", None),
             Found::Miss => ("uri-miss", None),
         };
+        Counts::add(&cache.store.counts.misses, 1);
         if control.only_if_cached {
             return Answer::Now(Response::error(504).with_header(
                 CACHE_STATUS,
@@ -207,6 +209,7 @@ impl ProxyHandler {
                     let found = ask
                         .store
                         .lookup(&ask.key, |n| normalized(policy::fields(fields, n)));
+                    Counts::add(&ask.store.counts.collapsed, 1);
                     if let Found::Hit(s) = found {
                         let age = s.timing.age(now);
                         if policy::usable(age, s.lifetime, &s.control, &ask.control) == Use::Fresh {
@@ -387,6 +390,7 @@ fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
         lifetime,
         vary: s.vary.clone(),
     };
+    Counts::add(&ask.store.counts.revalidated, 1);
     let age = fresh.timing.age(response_time);
     let out = answer(
         &fresh,
