@@ -429,7 +429,10 @@ fn least_recently_used_go_when_the_budget_is_full() {
             .iter()
             .find(|l| l.starts_with(&format!("{name}{{cache=")))
             .unwrap_or_else(|| panic!("no {name} in {samples:?}"));
-        line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(-1.0)
+        line.rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(-1.0)
     };
     assert_eq!(key("spate_cache_hits_total"), 1.0);
     assert_eq!(key("spate_cache_misses_total"), 33.0);

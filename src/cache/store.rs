@@ -93,6 +93,30 @@ pub fn normalized<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Option<Bytes> {
     out.map(Bytes::from)
 }
 
+/// A request's value of the field `name` (lowercase) as variants are told apart by:
+/// [`normalized`], and for `Accept-Language` and `Accept-Encoding`, whose members are
+/// case-insensitive and equally preferred unless weighted, lowercase with the members sorted
+/// (`en, DE` and `de, en` select one variant).
+pub fn vary_value<'a>(name: &[u8], lines: impl Iterator<Item = &'a [u8]>) -> Option<Bytes> {
+    let value = normalized(lines)?;
+    if name != b"accept-language" && name != b"accept-encoding" {
+        return Some(value);
+    }
+    let lower = value.to_ascii_lowercase();
+    let mut members: Vec<Vec<u8>> = lower
+        .split(|&b| b == b',')
+        .map(|m| {
+            m.iter()
+                .copied()
+                .filter(|b| *b != b' ' && *b != b'\t')
+                .collect()
+        })
+        .filter(|m: &Vec<u8>| !m.is_empty())
+        .collect();
+    members.sort();
+    Some(Bytes::from(members.join(&b", "[..])))
+}
+
 /// The names a response varies on, lowercase.
 pub fn vary_names(headers: &[(Bytes, Bytes)]) -> Vec<Bytes> {
     policy::fields(headers, b"vary")

@@ -6,7 +6,7 @@
 
 use super::ProxyHandler;
 use crate::cache::policy::{self, Timing, Use};
-use crate::cache::store::{normalized, vary_names, Counts};
+use crate::cache::store::{vary_names, vary_value, Counts};
 use crate::cache::{self, Filling, Found, Leader, RequestControl, Role, Store, Stored};
 use crate::config::CacheConf;
 use crate::handler::file::range::{self, Ranges};
@@ -125,7 +125,9 @@ impl ProxyHandler {
         let control =
             RequestControl::parse(req.header_all(b"cache-control"), req.header_all(b"pragma"));
         let now = cache::now();
-        let found = cache.store.lookup(&key, |n| normalized(req.header_all(n)));
+        let found = cache
+            .store
+            .lookup(&key, |n| vary_value(n, req.header_all(n)));
         let (fwd, stale) = match found {
             Found::Hit(s) => {
                 let age = s.timing.age(now);
@@ -208,7 +210,7 @@ impl ProxyHandler {
                     let fields = &ask.fields;
                     let found = ask
                         .store
-                        .lookup(&ask.key, |n| normalized(policy::fields(fields, n)));
+                        .lookup(&ask.key, |n| vary_value(n, policy::fields(fields, n)));
                     Counts::add(&ask.store.counts.collapsed, 1);
                     if let Found::Hit(s) = found {
                         let age = s.timing.age(now);
@@ -460,7 +462,7 @@ fn store_miss(
             let vary = vary_names(&resp.headers)
                 .into_iter()
                 .map(|n| {
-                    let v = normalized(policy::fields(&ask.fields, &n));
+                    let v = vary_value(&n, policy::fields(&ask.fields, &n));
                     (n, v)
                 })
                 .collect();
