@@ -493,3 +493,64 @@ fn a_bad_cache_directive_names_its_line() {
         "{err}"
     );
 }
+
+#[test]
+fn memory_stays_within_the_budget_under_a_working_set_ten_times_larger() {
+    let origin = Origin::start();
+    // 4 MiB of budget; 640 objects of 64 KB are 40 MB.
+    let s = spate(&origin, "{memory: 4MB, max-object-size: 128K}");
+    let path = |i: usize| format!("/rss{i}?cc=max-age%3D600&len=65536");
+    for i in 0..20 {
+        get(&s, &path(i));
+    }
+    let before = s.rss_kib();
+    for round in 0..2 {
+        for i in 0..320 {
+            let r = get(&s, &path(round * 320 + i));
+            assert_eq!(r.body.len(), 65536);
+        }
+    }
+    let growth = s.rss_kib().saturating_sub(before);
+    // The budget (4 MiB) and room for the allocator; holding the working set would be 40 MB.
+    assert!(growth < 12 * 1024, "RSS grew by {growth} KiB");
+}
+
+#[test]
+fn the_access_log_can_say_what_the_cache_did() {
+    let origin = Origin::start();
+    let s = Spate::start(&format!(
+        "
+listen: 0
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://{}/
+        proxy.cache: ON
+        access-log:
+          path: $DIR/access.log
+          format: \"%s %{{cache-status}}o\"
+",
+        origin.addr
+    ));
+    get(&s, "/logged?cc=max-age%3D60");
+    get(&s, "/logged?cc=max-age%3D60");
+    let log = s.dir.path().join("access.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut text = String::new();
+    while std::time::Instant::now() < deadline {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().count() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "200 spate; fwd=uri-miss; fwd-status=200; stored",
+            "200 spate; hit"
+        ]
+    );
+}
