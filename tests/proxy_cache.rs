@@ -554,3 +554,19 @@ hosts:
         ]
     );
 }
+
+#[test]
+fn http2_clients_get_the_stored_response_too() {
+    use common::clients::{h2_fetch, H2Req};
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    let path = "/h2?cc=max-age%3D60&len=5000";
+    let a = h2_fetch(s.addr, H2Req::get(path));
+    let b = h2_fetch(s.addr, H2Req::get(path));
+    assert_eq!((a.status, b.status), (200, 200));
+    assert_eq!(b.body, a.body);
+    assert_eq!(b.body.len(), 5000);
+    assert_eq!(b.header("cache-status"), Some("spate; hit"));
+    assert_eq!(b.header("date"), a.header("date"), "the stored Date, once");
+    assert_eq!(origin.count("/h2"), 1);
+}
