@@ -294,13 +294,29 @@ impl Store {
         freed
     }
 
-    /// Drops every variant of `key` (§4.4).
-    pub fn invalidate(&self, key: &[u8]) {
+    /// Drops every variant of `key` (§4.4); returns how many there were.
+    pub fn invalidate(&self, key: &[u8]) -> usize {
         let mut inner = self.lock();
-        let inner = &mut *inner;
+        Self::remove_key(&mut inner, key)
+    }
+
+    /// Drops every variant of every key that starts with `prefix`; returns how many.
+    pub fn invalidate_prefix(&self, prefix: &[u8]) -> usize {
+        let mut inner = self.lock();
+        let keys: Vec<Bytes> = inner
+            .keys
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        keys.iter().map(|k| Self::remove_key(&mut inner, k)).sum()
+    }
+
+    fn remove_key(inner: &mut Inner, key: &[u8]) -> usize {
         let Some(slot) = inner.keys.get_mut(key) else {
-            return;
+            return 0;
         };
+        let n = slot.variants.len();
         for v in slot.variants.drain(..) {
             inner.bytes -= v.stored.size();
             inner.lru.remove(&v.tick);
@@ -308,6 +324,7 @@ impl Store {
         if slot.fill.is_none() {
             inner.keys.remove(key);
         }
+        n
     }
 
     /// The bytes charged now.
@@ -510,9 +527,11 @@ mod tests {
         assert_eq!(store.len(), 3);
         assert!(store.bytes() <= 3 * one);
         assert!(!store.insert(Bytes::from("e"), stored(3000, &[])));
-        store.invalidate(b"a");
+        assert_eq!(store.invalidate(b"a"), 1);
         assert!(matches!(store.lookup(b"a", no_fields), Found::Miss));
         assert_eq!(store.len(), 2);
+        assert_eq!(store.invalidate_prefix(b""), 2);
+        assert_eq!((store.len(), store.bytes()), (0, 0));
     }
 
     #[test]

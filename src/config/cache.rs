@@ -20,6 +20,9 @@ pub struct CacheConf {
     /// `lock-timeout` (5000 ms): how long a request for a key another request is already
     /// fetching waits for that answer before going to the backend itself.
     pub lock_timeout: Duration,
+    /// `purge` (OFF): a `PURGE` request from the machine itself (a loopback address) drops
+    /// the stored responses of its URL, or of every URL it prefixes when it ends with `*`.
+    pub purge: bool,
     /// Where the directive is: the store is the process's one for this place, so a reload
     /// keeps what it holds.
     pub at: Location,
@@ -37,6 +40,7 @@ pub(super) fn parse(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<CacheC
         memory: CacheConf::DEFAULT_MEMORY,
         max_object_size: CacheConf::DEFAULT_MAX_OBJECT_SIZE,
         lock_timeout: CacheConf::DEFAULT_LOCK_TIMEOUT,
+        purge: false,
         at: ctx.at(v.line),
     };
     if v.as_map().is_none() {
@@ -47,12 +51,13 @@ pub(super) fn parse(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<CacheC
     for (key, val) in ctx.known_keys(
         name,
         entries,
-        &["memory", "max-object-size", "lock-timeout"],
+        &["memory", "max-object-size", "lock-timeout", "purge"],
     ) {
         let full = format!("{name}.{key}");
         match key {
             "memory" => conf.memory = size(ctx, &full, val)?,
             "max-object-size" => conf.max_object_size = size(ctx, &full, val)?,
+            "purge" => conf.purge = ctx.bool(&full, val)?,
             _ => conf.lock_timeout = Duration::from_millis(ctx.uint(&full, val, 1)?),
         }
     }

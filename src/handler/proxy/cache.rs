@@ -23,6 +23,7 @@ const CACHE_STATUS: &str = "Cache-Status";
 pub(super) struct Cache {
     store: Arc<Store>,
     lock_timeout: Duration,
+    purge: bool,
 }
 
 impl Cache {
@@ -35,6 +36,7 @@ impl Cache {
                 conf.max_object_size,
             ),
             lock_timeout: conf.lock_timeout,
+            purge: conf.purge,
         }
     }
 }
@@ -112,6 +114,9 @@ impl ProxyHandler {
     pub(super) fn through_cache(&self, cache: &Cache, req: &Request) -> Answer {
         match req.method {
             Method::Get | Method::Head => {}
+            Method::Other(ref m) if cache.purge && &m[..] == b"PURGE" => {
+                return Answer::Now(purge(cache, req));
+            }
             Method::Options | Method::Trace | Method::Connect => {
                 return later_with(self.forward(req), "spate; fwd=method");
             }
@@ -265,6 +270,34 @@ impl ProxyHandler {
             ));
             resp
         }))
+    }
+}
+
+/// `PURGE` (with `purge: ON`): from a loopback address only; a target ending in `*` drops
+/// every URL it prefixes. 200 with the count, 404 when nothing was stored.
+fn purge(cache: &Cache, req: &Request) -> Response {
+    if !req.peer.ip().to_canonical().is_loopback() {
+        return Response::error(403);
+    }
+    let target = req.target();
+    let authority = req.authority().unwrap_or_default();
+    let n = match target.strip_suffix(b"*") {
+        Some(prefix) => cache
+            .store
+            .invalidate_prefix(&cache::key(req.secure, authority, prefix)),
+        None => cache
+            .store
+            .invalidate(&cache::key(req.secure, authority, target)),
+    };
+    let status = if n == 0 { 404 } else { 200 };
+    Response {
+        status,
+        headers: vec![(
+            Bytes::from_static(b"Content-Type"),
+            Bytes::from_static(b"text/plain; charset=utf-8"),
+        )]
+        .into(),
+        body: Body::Bytes(Bytes::from(format!("purged {n}\n"))),
     }
 }
 
