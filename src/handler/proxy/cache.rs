@@ -68,6 +68,13 @@ struct Validators {
 
 impl Validators {
     fn of(req: &Request) -> Validators {
+        // One pass first: most requests have no `If-*` or `Range` field at all.
+        let any = req
+            .headers()
+            .any(|(n, _)| matches!(n.first(), Some(b'i' | b'I' | b'r' | b'R')));
+        if !any {
+            return Validators::default();
+        }
         Validators {
             none_match: req.header(b"if-none-match").map(Bytes::copy_from_slice),
             modified_since: req.header(b"if-modified-since").and_then(policy::http_date),
