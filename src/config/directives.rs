@@ -207,6 +207,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     // h2o registers this spelling too.
     ("proxy.http2.max-concurrent_streams", ALL),
     ("proxy.http2.force-cleartext", ALL),
+    ("proxy.cache", ALL),
 ];
 
 /// h2o directives that later work will implement; today they are an error naming them.

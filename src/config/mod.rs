@@ -362,6 +362,8 @@ pub struct ProxyConf {
     pub http2_max_concurrent_streams: u32,
     /// `proxy.http2.force-cleartext` (OFF): HTTP/2 with prior knowledge to an `http://` URL.
     pub http2_force_cleartext: bool,
+    /// spate's `proxy.cache` (OFF): the HTTP cache in front of the backends.
+    pub cache: Option<Box<CacheConf>>,
 }
 
 /// One backend of `proxy.reverse.url`.
@@ -463,6 +465,7 @@ impl ProxyConf {
             http2_ratio: 0,
             http2_max_concurrent_streams: ProxyConf::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             http2_force_cleartext: false,
+            cache: None,
         }
     }
 
@@ -822,6 +825,7 @@ impl Config {
     }
 }
 
+mod cache;
 mod compress;
 mod directives;
 mod error_doc;
@@ -840,6 +844,7 @@ mod tls;
 mod value;
 mod yaml;
 
+pub use cache::CacheConf;
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{

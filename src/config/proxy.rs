@@ -46,6 +46,8 @@ pub(super) struct ProxyOpts {
     http2_ratio: Option<u8>,
     http2_max_concurrent_streams: Option<u32>,
     http2_force_cleartext: Option<bool>,
+    /// `Some(None)`: `proxy.cache: OFF`.
+    cache: Option<Option<super::CacheConf>>,
 }
 
 /// What `proxy.reverse.url` names: its backends and how to choose among them.
@@ -148,6 +150,7 @@ impl ProxyOpts {
             "proxy.http2.force-cleartext" => {
                 set(&mut self.http2_force_cleartext, ctx.bool(name, v))
             }
+            "proxy.cache" => set(&mut self.cache, super::cache::parse(ctx, name, v)),
             _ => return false,
         }
         true
@@ -240,6 +243,7 @@ impl ProxyOpts {
                 .http2_max_concurrent_streams
                 .unwrap_or(d.http2_max_concurrent_streams),
             http2_force_cleartext,
+            cache: self.cache.clone().flatten().map(Box::new),
             backends: d.backends,
         })
     }

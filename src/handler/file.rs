@@ -23,7 +23,7 @@ mod conditional;
 mod encoding;
 mod listing;
 mod path;
-mod range;
+pub(super) mod range;
 
 pub use cache::{OpenFileCache, DEFAULT_CAPACITY, DEFAULT_REVALIDATE_AFTER, SMALL_FILE};
 pub use range::MAX_RANGES;

@@ -462,15 +462,25 @@ impl<'a, T: Transport> Conn<'a, T> {
         let body = std::mem::take(&mut reply.resp.body);
         let body_len = body.len();
         let resp = &reply.resp;
-        let total = self
-            .send::<true>(
+        let total = if carries_date(&resp.headers) {
+            self.send::<false>(
                 &reply.req,
                 resp.status,
                 &resp.headers,
                 body,
                 reply.keep_alive,
             )
-            .await?;
+            .await?
+        } else {
+            self.send::<true>(
+                &reply.req,
+                resp.status,
+                &resp.headers,
+                body,
+                reply.keep_alive,
+            )
+            .await?
+        };
         self.out().reply_sent(&reply, body_len, clock, total);
         self.queued += 1;
         // The handler did not need the body; read past it to reach the next request.
@@ -921,7 +931,8 @@ impl Out<'_> {
             server_line: self.ctx.server_line(self.port),
             date: None,
         };
-        let head_len = write_head_now(&self.ctx.head_memo, self.wbuf, head, true) as u64;
+        let dated = !carries_date(&resp.headers);
+        let head_len = write_head_now(&self.ctx.head_memo, self.wbuf, head, dated) as u64;
         if reply.sends_no_body() {
             return head_len;
         }
@@ -1041,6 +1052,16 @@ fn poll_read_buf<T: AsyncRead + Unpin>(
     crate::sys::buf::poll_fill(buf, usize::MAX, |spare| {
         Pin::new(stream).poll_read(cx, spare)
     })
+}
+
+/// Whether a handler's answer has a Date of its own (a cached proxied response keeps the
+/// one it was stored with). A shared field list (a file's) never has: no scan for those.
+#[inline(always)]
+fn carries_date(headers: &crate::http::Headers) -> bool {
+    headers.shared_list().is_none()
+        && headers
+            .iter()
+            .any(|(n, _)| n.len() == 4 && n.eq_ignore_ascii_case(b"date"))
 }
 
 /// Writes `head` through the worker's head memo; `dated`: with our Date of now (read here,
