@@ -41,7 +41,8 @@ pub fn load_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
             return Err(ctx.errors);
         }
     };
-    let config = global(&mut ctx, &root);
+    let mut config = global(&mut ctx, &root);
+    config.warnings = std::mem::take(&mut ctx.warnings);
     if ctx.errors.is_empty() {
         Ok(config)
     } else {

@@ -95,6 +95,9 @@ pub struct Config {
     /// Every `proxy.ssl.cafile` as written, used by a backend or not: `prepare` reads each,
     /// so a bad one is an error at its line.
     pub proxy_ca_files: Vec<PathAt>,
+    /// What was accepted but is done differently from h2o (a directive that only tunes h2o's
+    /// internals, a handler never reached): `spate -t` prints them and a start logs them.
+    pub warnings: Vec<ConfigError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +114,8 @@ impl Config {
         self.hosts
             .iter()
             .flat_map(|h| &h.paths)
-            .any(|p| matches!(&p.handler, HandlerConf::Proxy(c) if c.tunnel))
+            .flat_map(|p| p.handler.each())
+            .any(|h| matches!(h, HandlerConf::Proxy(c) if c.tunnel))
     }
 
     /// Whether some path exposes counters (`status` or `metrics`): only then are they kept.
@@ -119,7 +123,8 @@ impl Config {
         self.hosts
             .iter()
             .flat_map(|h| &h.paths)
-            .any(|p| matches!(p.handler, HandlerConf::Status | HandlerConf::Metrics))
+            .flat_map(|p| p.handler.each())
+            .any(|h| matches!(h, HandlerConf::Status | HandlerConf::Metrics))
     }
 }
 
@@ -229,6 +234,21 @@ pub enum HandlerConf {
     Readiness,
     /// A path with no handler (only headers or logging): answers 404.
     None,
+    /// Several handlers on one path (h2o's sequence of mappings, or several handler directives
+    /// in one mapping), in the order written: each is asked in turn until one answers. Only
+    /// `file.dir` passes a request on, when it finds no file (as h2o's declines on ENOENT);
+    /// two or more entries, none of them a `Chain`.
+    Chain(Vec<HandlerConf>),
+}
+
+impl HandlerConf {
+    /// The handlers this one is made of: itself, or the entries of a `Chain`.
+    pub fn each(&self) -> &[HandlerConf] {
+        match self {
+            HandlerConf::Chain(list) => list,
+            one => std::slice::from_ref(one),
+        }
+    }
 }
 
 /// `file.*` directives.
@@ -778,6 +798,7 @@ impl Config {
             handshake_timeout: Duration::from_secs(10),
             session_resumption: SessionResumption::default(),
             proxy_ca_files: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 

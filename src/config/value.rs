@@ -13,6 +13,8 @@ pub(super) struct Ctx {
     /// Relative paths in the file are resolved against this (the config file's directory).
     pub base_dir: PathBuf,
     pub errors: Vec<ConfigError>,
+    /// Things accepted that deserve a word ([`super::Config::warnings`]).
+    pub warnings: Vec<ConfigError>,
     /// Every `proxy.ssl.cafile` read so far ([`super::Config::proxy_ca_files`]).
     pub proxy_ca_files: Vec<PathAt>,
     /// `https://` backends read so far: the next one's [`super::UpstreamTls::id`].
@@ -29,6 +31,7 @@ impl Ctx {
             file: Arc::from(file),
             base_dir,
             errors: Vec::new(),
+            warnings: Vec::new(),
             proxy_ca_files: Vec::new(),
             upstream_tls_count: 0,
         }
@@ -43,6 +46,15 @@ impl Ctx {
 
     pub fn error(&mut self, line: u32, message: impl Into<String>) {
         self.errors.push(ConfigError {
+            at: self.at(line),
+            message: message.into(),
+        });
+    }
+
+    /// Records a warning: the configuration is accepted, but `message` says what spate does
+    /// differently from what the directive asks of h2o.
+    pub fn warn(&mut self, line: u32, message: impl Into<String>) {
+        self.warnings.push(ConfigError {
             at: self.at(line),
             message: message.into(),
         });

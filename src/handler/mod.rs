@@ -1,5 +1,6 @@
 //! Handlers and the host/path router that picks one for each request.
 
+mod chain;
 pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
@@ -273,15 +274,25 @@ fn build_handler(
     pool: &Rc<upstream::Pool>,
     upstream_tls: &[Option<TlsClient>],
 ) -> Box<dyn Handler> {
-    match &path.handler {
+    build(&path.handler, &path.prefix, cache, pool, upstream_tls)
+}
+
+fn build(
+    handler: &HandlerConf,
+    prefix: &str,
+    cache: &Rc<RefCell<file::OpenFileCache>>,
+    pool: &Rc<upstream::Pool>,
+    upstream_tls: &[Option<TlsClient>],
+) -> Box<dyn Handler> {
+    match handler {
         HandlerConf::File(f) => {
-            Box::new(file::FileHandler::new(f.clone(), cache.clone()).with_prefix(&path.prefix))
+            Box::new(file::FileHandler::new(f.clone(), cache.clone()).with_prefix(prefix))
         }
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
-        HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
+        HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, prefix)),
         HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(
             p,
-            &path.prefix,
+            prefix,
             pool.clone(),
             upstream_tls,
         )),
@@ -289,6 +300,14 @@ fn build_handler(
         HandlerConf::Metrics => Box::new(status::MetricsHandler),
         HandlerConf::Readiness => Box::new(status::ReadinessHandler),
         HandlerConf::None => Box::new(NotFound),
+        HandlerConf::Chain(list) => Box::new(chain::Chain::new(
+            list.iter()
+                .map(|h| {
+                    let passes_on = matches!(h, HandlerConf::File(_));
+                    (build(h, prefix, cache, pool, upstream_tls), passes_on)
+                })
+                .collect(),
+        )),
     }
 }
 

@@ -1,0 +1,83 @@
+//! h2o's configurations and answers, run unchanged by a real spate: a path mapped to a list
+//! of handler blocks, `!file` includes and `!env` values, and directives that only tune h2o's
+//! internals (accepted with a warning).
+
+mod common;
+
+use common::*;
+
+/// A document root with `hello.txt` and `sub/index.html`, and `config` (with `$DIR`) started.
+fn site_with(config: &str) -> Spate {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "htdocs/hello.txt", b"hello world\n");
+    write_file(dir.path(), "htdocs/sub/index.html", b"sub index\n");
+    write_file(
+        dir.path(),
+        "second/only-here.txt",
+        b"from the second root\n",
+    );
+    Spate::start_in(config, dir)
+}
+
+/// h2o's `file.dir` then `proxy.reverse.url` on one path: files that exist are served, the
+/// rest (a missing file, a POST) goes on to the backend, and the headers block at the top
+/// applies to both.
+#[test]
+fn a_list_of_handler_blocks_falls_through_to_the_next() {
+    let backend = backend::Backend::start();
+    let s = site_with(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /:
+        - header.add: "x-block: one"
+        - file.dir: $DIR/htdocs
+        - proxy.reverse.url: {}
+"#,
+        backend.url("/")
+    ));
+    let r = get(&s, "/hello.txt");
+    assert_eq!((r.status, r.text().as_str()), (200, "hello world\n"));
+    assert_eq!(r.header("x-block"), Some("one"));
+    assert_eq!(get(&s, "/sub/").text(), "sub index\n");
+    assert_eq!(backend.requests(), 0, "files are not asked of the backend");
+
+    let r = get(&s, "/missing/text");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "hello from the backend\n");
+    assert_eq!(r.header("x-block"), Some("one"));
+    assert_eq!(backend.requests(), 1);
+
+    let r = request(
+        &s,
+        "POST /hello.txt/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let echo = r.text();
+    assert!(
+        echo.contains("method: POST\ntarget: /hello.txt/echo\n"),
+        "{echo}"
+    );
+}
+
+/// Two document roots on one path: the second is looked in when the first has no such file,
+/// and a name in neither is 404.
+#[test]
+fn two_document_roots_on_one_path_are_tried_in_order() {
+    let s = site_with(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  default:
+    paths:
+      /:
+        - file.dir: $DIR/htdocs
+        - file.dir: $DIR/second
+"#,
+    );
+    assert_eq!(get(&s, "/hello.txt").text(), "hello world\n");
+    assert_eq!(get(&s, "/only-here.txt").text(), "from the second root\n");
+    assert_eq!(get(&s, "/in-neither.txt").status, 404);
+}
