@@ -81,3 +81,42 @@ hosts:
     assert_eq!(get(&s, "/only-here.txt").text(), "from the second root\n");
     assert_eq!(get(&s, "/in-neither.txt").status, 404);
 }
+
+/// h2o's `t/50config.t`: a path's directives in a file of their own (`!file`), which itself
+/// includes another, and a header value from the environment (`!env`).
+#[test]
+fn file_and_env_tags_configure_a_path() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "htdocs/index.html", b"the index\n");
+    let d = dir.path().display().to_string();
+    write_file(
+        dir.path(),
+        "inner.conf",
+        format!("header.add: \"foo: FOO\"\nfile.dir: {d}/htdocs\n").as_bytes(),
+    );
+    write_file(
+        dir.path(),
+        "outer.conf",
+        format!("!file {d}/inner.conf\n").as_bytes(),
+    );
+    let s = Spate::start_in_env(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  default:
+    paths:
+      /: !file $DIR/outer.conf
+      /env:
+        header.add: !env SPATE_COMPAT_HEADER
+        file.dir: $DIR/htdocs
+"#,
+        dir,
+        &[("SPATE_COMPAT_HEADER", "hello: world")],
+    );
+    let r = get(&s, "/");
+    assert_eq!((r.status, r.text().as_str()), (200, "the index\n"));
+    assert_eq!(r.header("foo"), Some("FOO"));
+    let r = get(&s, "/env/");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("hello"), Some("world"));
+}

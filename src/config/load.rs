@@ -30,7 +30,7 @@ pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
 /// relative paths.
 pub fn load_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
     let mut ctx = Ctx::new(file);
-    let root = match yaml::parse(text) {
+    let root = match yaml::parse_with(text, &mut ctx.sources) {
         Ok(Some(root)) => root,
         Ok(None) => {
             ctx.error(1, "the configuration is empty");

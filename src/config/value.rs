@@ -2,14 +2,14 @@
 //! Every reader records an error saying what was expected and returns `None` on a bad value,
 //! so loading goes on and reports every problem.
 
-use super::yaml::Node;
+use super::yaml::{Node, Sources};
 use super::{ConfigError, Location, LogTarget, PathAt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 pub(super) struct Ctx {
-    pub file: Arc<str>,
+    /// The configuration file and those it includes (`!file`): a node's line says which.
+    pub sources: Sources,
     /// Relative paths in the file are resolved against this (the config file's directory).
     pub base_dir: PathBuf,
     pub errors: Vec<ConfigError>,
@@ -28,7 +28,7 @@ impl Ctx {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         Ctx {
-            file: Arc::from(file),
+            sources: Sources::new(file, &base_dir),
             base_dir,
             errors: Vec::new(),
             warnings: Vec::new(),
@@ -37,11 +37,10 @@ impl Ctx {
         }
     }
 
+    /// Where a node's `line` is: in which file and on which line of it.
     pub fn at(&self, line: u32) -> Location {
-        Location {
-            file: self.file.clone(),
-            line,
-        }
+        let (file, line) = self.sources.locate(line);
+        Location { file, line }
     }
 
     pub fn error(&mut self, line: u32, message: impl Into<String>) {

@@ -1057,4 +1057,5 @@ hosts:
     assert_eq!(path(&c, 1, "/").at.line, 5);
 }
 
+mod include;
 mod seeds;
