@@ -38,7 +38,12 @@ pub(super) fn check<'a>(ctx: &mut Ctx, key: &'a Node, level: Level) -> Option<&'
         ctx.error(key.line, "a directive name must be a string");
         return None;
     };
-    if let Some((_, levels)) = DIRECTIVES.iter().find(|(n, _)| *n == name) {
+    let levels = DIRECTIVES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, levels)| *levels)
+        .or_else(|| super::internals::levels(name));
+    if let Some(levels) = levels {
         if levels & level.bit() == 0 {
             ctx.error(
                 key.line,
@@ -58,7 +63,8 @@ pub(super) fn check<'a>(ctx: &mut Ctx, key: &'a Node, level: Level) -> Option<&'
     let known = DIRECTIVES
         .iter()
         .map(|(n, _)| *n)
-        .chain(NOT_SUPPORTED_YET.iter().copied());
+        .chain(NOT_SUPPORTED_YET.iter().copied())
+        .chain(super::internals::TUNING.iter().map(|(n, _, _)| *n));
     let hint = suggest(name, known)
         .map(|s| format!(" (did you mean {s}?)"))
         .unwrap_or_default();
@@ -66,9 +72,9 @@ pub(super) fn check<'a>(ctx: &mut Ctx, key: &'a Node, level: Level) -> Option<&'
     None
 }
 
-const G: u8 = 1;
-const H: u8 = 2;
-const P: u8 = 4;
+pub(super) const G: u8 = 1;
+pub(super) const H: u8 = 2;
+pub(super) const P: u8 = 4;
 const ALL: u8 = G | H | P;
 
 /// Supported directives and where they may appear.
@@ -216,14 +222,8 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "reproxy",
     "setenv",
     "unsetenv",
-    "ssl-offload",
-    "crash-handler",
     "throttle-response",
-    "http2-latency-optimization-min-rtt",
-    "http2-latency-optimization-max-additional-delay",
-    "http2-latency-optimization-max-cwnd",
     "http3-max-concurrent-streaming-requests-per-connection",
-    "num-quic-threads",
     "mruby.handler",
     "mruby.handler-file",
     "fastcgi.connect",
@@ -242,10 +242,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "proxy.proxy-status.identity",
     "proxy.header.cookie.unset",
     "proxy.header.cookie.unsetunless",
-    "proxy.happy-eyeballs.connection-attempt-delay",
-    "proxy.happy-eyeballs.name-resolution-delay",
-    "proxy.max-spare-pipes",
-    "proxy.zerocopy",
 ];
 
 /// Checks a directive of h2o's that asks for something spate never does (HTTP/2 server push,
@@ -282,9 +278,8 @@ pub(super) fn off_only(ctx: &mut Ctx, name: &str, v: &Node) -> bool {
     true
 }
 
-/// The names above, and every `proxy.ssl.*`, `proxy.http2.*`, `proxy.http3.*`, `fastcgi.*`,
-/// `mruby.*` and `http2-latency-optimization-*` directive, are h2o's and not
-/// supported yet.
+/// The names above, and every `proxy.ssl.*`, `proxy.http2.*`, `proxy.http3.*`, `fastcgi.*`
+/// and `mruby.*` directive, are h2o's and not supported yet.
 fn is_not_supported_yet(name: &str) -> bool {
     NOT_SUPPORTED_YET.contains(&name)
         || name.starts_with("proxy.ssl.")
@@ -292,7 +287,6 @@ fn is_not_supported_yet(name: &str) -> bool {
         || name.starts_with("proxy.http3.")
         || name.starts_with("fastcgi.")
         || name.starts_with("mruby.")
-        || name.starts_with("http2-latency-optimization-")
 }
 
 #[cfg(test)]
@@ -344,6 +338,28 @@ mod tests {
         );
         let (_, e) = run("frobnicate", Level::Path);
         assert_eq!(e, vec!["t.yaml:7: unknown directive frobnicate"]);
+    }
+
+    #[test]
+    fn directives_that_tune_h2o_internals_are_known_at_h2o_levels() {
+        assert_eq!(
+            run("proxy.zerocopy", Level::Global).0.as_deref(),
+            Some("proxy.zerocopy")
+        );
+        assert_eq!(
+            run("file.io_uring", Level::Path).0.as_deref(),
+            Some("file.io_uring")
+        );
+        let (_, e) = run("ssl-offload", Level::Path);
+        assert_eq!(
+            e,
+            vec!["t.yaml:7: directive ssl-offload cannot be used at the path level"]
+        );
+        let (_, e) = run("io_uring-batch-siz", Level::Global);
+        assert_eq!(
+            e,
+            vec!["t.yaml:7: unknown directive io_uring-batch-siz (did you mean io_uring-batch-size?)"]
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::listen::Listeners;
 use super::proxy::{self, ProxyOpts};
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::{error_doc, headers, log, redirect, respond};
+use super::{error_doc, headers, internals, log, redirect, respond};
 use super::{AccessLogConf, ErrorDoc, HandlerConf, HeaderCommand, Host, PathConf};
 
 /// Options that a level passes on to the levels inside it.
@@ -33,6 +33,7 @@ impl Scoped {
     pub fn apply(&mut self, ctx: &mut Ctx, name: &str, v: &Node) -> bool {
         if name == "stash"
             || directives::off_only(ctx, name, v)
+            || internals::apply(ctx, name, v)
             || self.file.apply(ctx, name, v)
             || self.proxy.apply(ctx, name, v)
             || self.compress.apply(ctx, name, v)

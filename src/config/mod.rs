@@ -850,6 +850,7 @@ mod file;
 mod headers;
 mod hosts;
 mod http;
+mod internals;
 mod listen;
 mod load;
 mod log;
