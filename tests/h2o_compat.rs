@@ -120,3 +120,38 @@ hosts:
     assert_eq!(r.status, 200);
     assert_eq!(r.header("hello"), Some("world"));
 }
+
+/// An h2o tree moved over: h2o resolves relative paths against its working directory (its own
+/// tests name `t/assets/doc_root` from the source tree), spate against the configuration's
+/// folder unless the path is found only under the working directory, as here.
+#[test]
+fn a_relative_path_found_only_under_the_working_directory_is_served_from_there() {
+    let cwd = tempfile::tempdir().unwrap();
+    write_file(
+        cwd.path(),
+        "t/assets/doc_root/index.txt",
+        b"from the working directory\n",
+    );
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = conf_dir.path().join("h2o.conf");
+    std::fs::write(
+        &conf,
+        "listen: {host: 127.0.0.1, port: 0}\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: t/assets/doc_root\n",
+    )
+    .unwrap();
+    let child = std::process::Command::new(BIN)
+        .arg("-c")
+        .arg(&conf)
+        .current_dir(cwd.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let s = Spate::from_child(child);
+    let r = get(&s, "/");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "from the working directory\n")
+    );
+}

@@ -65,8 +65,8 @@ pub fn parse_with(text: &str, sources: &mut Sources) -> Result<Option<Node>, Yam
 /// through every error report unchanged, and [`Sources::locate`] splits them.
 pub struct Sources {
     pub files: Vec<Arc<str>>,
-    /// Where a relative `!file` name is looked for first (the configuration's directory), then
-    /// the working directory, where h2o looks.
+    /// The configuration's directory: a relative `!file` name is resolved as every relative
+    /// path of the configuration (`value::resolve`).
     base_dir: PathBuf,
 }
 
@@ -97,14 +97,7 @@ impl Sources {
     }
 
     fn resolve(&self, name: &str) -> PathBuf {
-        let p = Path::new(name);
-        if p.is_relative() {
-            let beside = self.base_dir.join(p);
-            if beside.exists() {
-                return beside;
-            }
-        }
-        p.to_path_buf()
+        super::value::resolve(&self.base_dir, Path::new(name))
     }
 }
 
@@ -368,7 +361,7 @@ fn include(name: &str, line: u32, sources: &mut Sources, depth: usize) -> Result
     let path = sources.resolve(name);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) => return fail(format!("!file {}: cannot read: {e}", path.display())),
+        Err(e) => return fail(format!("!file {name}: cannot read {}: {e}", path.display())),
     };
     sources.files.push(Arc::from(path.display().to_string()));
     match Builder::default().run(&text, sources, depth + 1)? {

@@ -93,7 +93,7 @@ fn a_missing_or_looping_include_is_an_error_at_the_tag() {
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].at.line, 5);
     assert!(
-        e[0].message.starts_with("!file nowhere.conf: cannot read:"),
+        e[0].message.starts_with("!file nowhere.conf: cannot read "),
         "{e:?}"
     );
 
