@@ -155,3 +155,34 @@ fn a_relative_path_found_only_under_the_working_directory_is_served_from_there()
         (200, "from the working directory\n")
     );
 }
+
+/// h2o's `t/40bad-request.t`: a request line with a later HTTP/1 minor version is read as
+/// HTTP/1.1, so its broken field is a 400 (not a 505 for the version), and a bare CRLF that
+/// no request follows is closed quietly (not answered 408).
+#[test]
+fn a_broken_request_is_400_and_a_bare_crlf_closes_quietly() {
+    let s = site_with(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+http1-request-io-timeout: 300
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/htdocs
+"#,
+    );
+    let r = s.raw(b"GET / HTTP/1.2\r\na\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 400 "), "{r}");
+    let r = s.raw(b"GET /hello.txt HTTP/1.2\r\nHost: a\r\nConnection: close\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+    assert!(r.ends_with("hello world\n"), "{r}");
+
+    let mut c = s.connect();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    write_all(&mut c, b"\r\n");
+    let started = std::time::Instant::now();
+    assert_eq!(read_to_close(&mut c), "");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+}
