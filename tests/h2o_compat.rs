@@ -186,3 +186,28 @@ hosts:
     assert_eq!(read_to_close(&mut c), "");
     assert!(started.elapsed() < std::time::Duration::from_secs(4));
 }
+
+/// As h2o: a path configured as `/p3/` does not answer `/p3` (no redirect: 404 from the host's
+/// other paths or none), one configured as `/p4` redirects `/p4` to `/p4/`; and `/%00` names no
+/// file: 404, not 400.
+#[test]
+fn a_slashed_path_does_not_answer_its_bare_name_and_a_nul_is_not_found() {
+    let s = site_with(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  default:
+    paths:
+      /p3/:
+        file.dir: $DIR/htdocs
+      /p4:
+        file.dir: $DIR/htdocs
+"#,
+    );
+    assert_eq!(get(&s, "/p3/hello.txt").text(), "hello world\n");
+    assert_eq!(get(&s, "/p3").status, 404);
+    let r = get(&s, "/p4");
+    assert_eq!((r.status, r.header("location")), (301, Some("/p4/")));
+    assert_eq!(get(&s, "/p3/%00").status, 404);
+    assert_eq!(get(&s, "/p3/hello.txt%00.html").status, 404);
+}

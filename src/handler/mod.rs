@@ -48,6 +48,9 @@ struct HostRoute {
 /// A path's handler with the filters and log that apply to it.
 pub struct PathRoute {
     prefix: String,
+    /// Configured with a trailing slash (`/p3/`): as in h2o, it matches `/p3/...` and not `/p3`
+    /// itself (which another path, or none, answers).
+    slashed: bool,
     handler: Box<dyn Handler>,
     headers: headers::HeaderRewriter,
     /// `error-doc`; `None` when the path has none, so the fast path pays one branch.
@@ -120,6 +123,7 @@ impl Router {
                     .iter()
                     .map(|p| PathRoute {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
+                        slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
                         handler: build_handler(p, &cache, &pool, upstream_tls),
                         headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                         error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
@@ -212,7 +216,9 @@ impl Router {
     fn route(&self, req: &Request) -> Option<&PathRoute> {
         let host = self.host_for(req)?;
         let path = req.path();
-        host.paths.iter().find(|p| prefix_matches(&p.prefix, path))
+        host.paths.iter().find(|p| {
+            prefix_matches(&p.prefix, path) && !(p.slashed && path.len() == p.prefix.len())
+        })
     }
 
     #[inline(always)]
