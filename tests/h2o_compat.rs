@@ -211,3 +211,53 @@ hosts:
     assert_eq!(get(&s, "/p3/%00").status, 404);
     assert_eq!(get(&s, "/p3/hello.txt%00.html").status, 404);
 }
+
+/// h2o's `strict-match: ON`: the host answers only requests that name it; a request naming no
+/// host goes to the first host without it, or gets 404 when there is none.
+#[test]
+fn a_strict_match_host_is_never_the_fallback() {
+    let s = Spate::start(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  strict.example:
+    strict-match: ON
+    paths:
+      /:
+        respond: {body: strict}
+  other.example:
+    paths:
+      /:
+        respond: {body: other}
+"#,
+    );
+    let ask = |host: &str| {
+        request(
+            &s,
+            &format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    assert_eq!(ask("strict.example").text(), "strict");
+    assert_eq!(ask("other.example").text(), "other");
+    assert_eq!(ask("unknown.example").text(), "other");
+
+    let s = Spate::start(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  only.example:
+    strict-match: ON
+    paths:
+      /:
+        respond: {body: only}
+"#,
+    );
+    let ask = |host: &str| {
+        request(
+            &s,
+            &format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    assert_eq!(ask("only.example").text(), "only");
+    assert_eq!(ask("unknown.example").status, 404);
+}

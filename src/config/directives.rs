@@ -82,6 +82,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     // Structure.
     ("hosts", G),
     ("paths", H),
+    ("strict-match", H),
     ("listen", G | H),
     // Server-wide settings.
     ("num-threads", G),

@@ -82,11 +82,12 @@ pub(super) fn hosts(
             );
             continue;
         }
-        let paths = host(ctx, k, (out.len(), &name), body, outer, listeners);
+        let (paths, strict_match) = host(ctx, k, (out.len(), &name), body, outer, listeners);
         out.push(Host {
             name,
             port,
             paths,
+            strict_match,
             at: ctx.at(k.line),
         });
     }
@@ -99,15 +100,21 @@ fn host(
     v: &Node,
     outer: &Scoped,
     listeners: &mut Listeners,
-) -> Vec<PathConf> {
+) -> (Vec<PathConf>, bool) {
     let Some(entries) = ctx.map("a host", v) else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
     let mut scoped = outer.clone();
     let mut path_maps = Vec::new();
+    let mut strict_match = false;
     for (k, val) in entries {
         match directives::check(ctx, k, Level::Host) {
             Some("paths") => path_maps.push(val),
+            Some("strict-match") => {
+                if let Some(b) = ctx.bool("strict-match", val) {
+                    strict_match = b;
+                }
+            }
             Some("listen") => listeners.add(ctx, val, Some((index, name))),
             // The table allows only inherited options at this level besides the two above.
             Some(name) if !scoped.apply(ctx, name, val) => ctx.error(
@@ -147,7 +154,7 @@ fn host(
         }
     }
     error_doc::check(ctx, &out);
-    out
+    (out, strict_match)
 }
 
 fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Option<PathConf> {

@@ -170,6 +170,9 @@ pub struct Host {
     pub port: Option<u16>,
     /// Paths in configuration order (the router sorts them longest prefix first).
     pub paths: Vec<PathConf>,
+    /// `strict-match` (OFF): only requests naming this host get it; it is never the fallback
+    /// for unknown names (which goes to the first host without it, as in h2o).
+    pub strict_match: bool,
     pub at: Location,
 }
 
@@ -837,6 +840,7 @@ impl Config {
                 compress: None,
                 at: at.clone(),
             }],
+            strict_match: false,
             at,
         });
         c

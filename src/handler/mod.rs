@@ -41,6 +41,8 @@ struct BoundListener {
 struct HostRoute {
     name: String,
     port: Option<u16>,
+    /// `strict-match`: never the fallback for a name no host matches.
+    strict: bool,
     /// Longest prefix first.
     paths: Vec<PathRoute>,
 }
@@ -137,6 +139,7 @@ impl Router {
                 HostRoute {
                     name: h.name.clone(),
                     port: h.port,
+                    strict: h.strict_match,
                     paths,
                 }
             })
@@ -225,7 +228,9 @@ impl Router {
     fn host_for(&self, req: &Request) -> Option<&HostRoute> {
         // One host answers everything: no need to look at the authority.
         if let [only] = self.hosts.as_slice() {
-            return Some(only);
+            if !only.strict {
+                return Some(only);
+            }
         }
         let (name, port) = match req.authority() {
             Some(a) => split_authority(a),
@@ -243,15 +248,17 @@ impl Router {
         };
         let port_matches = |h: &HostRoute| h.port.is_none() || h.port == port;
         let matches = |h: &&HostRoute| name_matches(h) && port_matches(h);
+        // A request naming no host goes to the first one without `strict-match`.
+        let fallback = |h: &&HostRoute| !h.strict;
         match self.bound_hosts(req) {
             None => self
                 .hosts
                 .iter()
                 .find(matches)
-                .or_else(|| self.hosts.first()),
+                .or_else(|| self.hosts.iter().find(fallback)),
             Some(bound) => {
                 let mut hosts = bound.iter().filter_map(|&i| self.hosts.get(i));
-                hosts.clone().find(matches).or_else(|| hosts.next())
+                hosts.clone().find(matches).or_else(|| hosts.find(fallback))
             }
         }
     }
