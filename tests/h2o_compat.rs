@@ -261,3 +261,35 @@ hosts:
     assert_eq!(ask("only.example").text(), "only");
     assert_eq!(ask("unknown.example").status, 404);
 }
+
+/// As h2o and nginx: an access-log line is in the file once its request is answered, not up to a
+/// second later (spate's `buffer-size` asks for buffering).
+#[test]
+fn the_access_log_line_is_written_at_the_end_of_the_request() {
+    let s = site_with(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/htdocs
+        access-log: {path: $DIR/access.log, format: "%s %U"}
+"#,
+    );
+    let log = s.path().join("access.log");
+    for (n, path) in ["/hello.txt", "/missing", "/sub/"].iter().enumerate() {
+        get(&s, path);
+        let started = std::time::Instant::now();
+        let lines = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.lines().count() > n || started.elapsed().as_millis() > 150 {
+                break text;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert_eq!(lines.lines().count(), n + 1, "{lines}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text, "200 /hello.txt\n404 /missing\n200 /sub/\n");
+}

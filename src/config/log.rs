@@ -25,6 +25,7 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
             target,
             format: COMBINED.into(),
             escape: Escape::Apache,
+            buffer_size: 0,
             at: ctx.at(v.line),
         });
     };
@@ -33,7 +34,9 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
     let mut format = COMBINED.to_owned();
     let mut escape = Escape::Apache;
     let mut format_line = v.line;
-    for (key, val) in ctx.known_keys("access-log", entries, &["path", "format", "escape"]) {
+    let mut buffer_size = 0;
+    let keys = &["path", "format", "escape", "buffer-size"];
+    for (key, val) in ctx.known_keys("access-log", entries, keys) {
         match key {
             "path" => {
                 path_given = true;
@@ -43,6 +46,11 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
                 if let Some(f) = ctx.string("access-log.format", val) {
                     format = f;
                     format_line = val.line;
+                }
+            }
+            "buffer-size" => {
+                if let Some(n) = ctx.int("access-log.buffer-size", val, 0) {
+                    buffer_size = n;
                 }
             }
             // h2o's `escape: apache|json` (2.2 and later).
@@ -64,6 +72,7 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
             target,
             format,
             escape,
+            buffer_size,
             at: ctx.at(format_line),
         }),
         None => {

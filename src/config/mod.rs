@@ -608,6 +608,10 @@ pub struct AccessLogConf {
     pub format: String,
     /// `escape: apache` (default) or `json`.
     pub escape: Escape,
+    /// spate's `buffer-size` (bytes; default 0): lines gather per worker up to this and are
+    /// written at least once a second. 0 writes each line at the end of its request, as h2o
+    /// and nginx do unless told to buffer.
+    pub buffer_size: usize,
     /// Where the format was given (the `access-log` directive's line for the default).
     pub at: Location,
 }
@@ -615,7 +619,10 @@ pub struct AccessLogConf {
 /// The same log whichever line wrote it: paths with equal logs share one writer.
 impl PartialEq for AccessLogConf {
     fn eq(&self, o: &AccessLogConf) -> bool {
-        self.target == o.target && self.format == o.format && self.escape == o.escape
+        self.target == o.target
+            && self.format == o.format
+            && self.escape == o.escape
+            && self.buffer_size == o.buffer_size
     }
 }
 

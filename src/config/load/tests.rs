@@ -382,6 +382,7 @@ file.mime.addtypes:
             target: LogTarget::File(PathBuf::from("/etc/spate/logs/host.log")),
             format: "%h %s".into(),
             escape: crate::config::Escape::Json,
+            buffer_size: 0,
             at: crate::config::Location {
                 file: std::sync::Arc::from("t"),
                 line: 1,
@@ -406,6 +407,7 @@ file.mime.addtypes:
             target: LogTarget::File(PathBuf::from("/var/log/other.log")),
             format: log::COMBINED.into(),
             escape: crate::config::Escape::Apache,
+            buffer_size: 0,
             at: crate::config::Location {
                 file: std::sync::Arc::from("t"),
                 line: 1,
