@@ -7,6 +7,10 @@ use super::{AccessLogConf, Escape};
 /// h2o's default access log format (Apache "combined").
 pub(super) const COMBINED: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";
 
+/// The most `buffer-size` may be: the access log reserves its buffer up front
+/// (`log::BUFFER_LIMIT`).
+pub(super) const MAX_BUFFER_SIZE: usize = 64 * 1024;
+
 /// `access-log: PATH` or `access-log: {path: PATH, format: FORMAT}`.
 pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
     let Some(entries) = v.as_map() else {
@@ -48,11 +52,14 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
                     format_line = val.line;
                 }
             }
-            "buffer-size" => {
-                if let Some(n) = ctx.int("access-log.buffer-size", val, 0) {
-                    buffer_size = n;
-                }
-            }
+            "buffer-size" => match ctx.int::<usize>("access-log.buffer-size", val, 0) {
+                Some(n) if n > MAX_BUFFER_SIZE => ctx.error(
+                    val.line,
+                    format!("access-log.buffer-size: {n} is more than {MAX_BUFFER_SIZE}"),
+                ),
+                Some(n) => buffer_size = n,
+                None => {}
+            },
             // h2o's `escape: apache|json` (2.2 and later).
             _ => match val.as_str() {
                 Some("apache") => escape = Escape::Apache,

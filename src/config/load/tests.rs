@@ -914,6 +914,20 @@ fn a_path_sequence_item_that_is_not_a_mapping_is_an_error() {
 }
 
 #[test]
+fn access_log_buffer_size_is_bounded() {
+    let c = ok("listen: 1\nhosts:\n  h:\n    paths:\n      /:\n        access-log: {path: a.log, buffer-size: 4096}\n");
+    assert_eq!(
+        path(&c, 0, "/").access_log.as_ref().map(|l| l.buffer_size),
+        Some(4096)
+    );
+    let e = errors("listen: 1\nhosts:\n  h:\n    paths:\n      /:\n        access-log: {path: a.log, buffer-size: 100000}\n");
+    assert_eq!(
+        e,
+        vec!["t.yaml:6: access-log.buffer-size: 100000 is more than 65536"]
+    );
+}
+
+#[test]
 fn respond_defaults() {
     let c = ok("listen: 1\nhosts:\n  h:\n    paths:\n      /:\n        respond: {}\n");
     match &path(&c, 0, "/").handler {
