@@ -293,3 +293,48 @@ hosts:
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(text, "200 /hello.txt\n404 /missing\n200 /sub/\n");
 }
+
+/// h2o's `send-server-name: preserve`: a proxied answer carries the backend's Server and spate
+/// adds none of its own (to any answer); with the default, the backend's is replaced by spate's.
+#[test]
+fn send_server_name_preserve_passes_the_backends_server_on() {
+    let backend = Spate::start(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+server-name: backend-7
+hosts:
+  default:
+    paths:
+      /:
+        respond: {body: from the backend}
+"#,
+    );
+    let front = |preserve: &str| {
+        site_with(&format!(
+            r#"
+listen: {{host: 127.0.0.1, port: 0}}
+{preserve}
+hosts:
+  default:
+    paths:
+      /app:
+        proxy.reverse.url: http://{}/
+      /:
+        file.dir: $DIR/htdocs
+"#,
+            backend.addr
+        ))
+    };
+    let s = front("send-server-name: preserve");
+    let r = get(&s, "/app/x");
+    assert_eq!((r.status, r.text().as_str()), (200, "from the backend"));
+    assert_eq!(r.header("server"), Some("backend-7"));
+    assert_eq!(get(&s, "/hello.txt").header("server"), None);
+
+    let s = front("");
+    let r = get(&s, "/app/x");
+    assert!(
+        r.header("server").is_some_and(|v| v.starts_with("spate/")),
+        "{r:?}"
+    );
+}

@@ -113,7 +113,23 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
             }
             value => set(&mut c.server_name, value),
         },
-        "send-server-name" => set(&mut c.send_server_name, ctx.bool(name, v)),
+        // h2o's `preserve`: no Server of spate's own, and a proxied answer keeps the backend's.
+        "send-server-name" => match v.as_str() {
+            Some(s) if s.eq_ignore_ascii_case("preserve") => {
+                c.send_server_name = false;
+                ctx.preserve_server_header = true;
+            }
+            _ => match v.as_bool() {
+                Some(b) => c.send_server_name = b,
+                None => ctx.error(
+                    v.line,
+                    format!(
+                        "send-server-name expects ON, OFF or preserve, got {}",
+                        show(v)
+                    ),
+                ),
+            },
+        },
         "error-log" => {
             if let Some(t) = ctx.log_target(name, v) {
                 c.error_log = Some(t);

@@ -385,6 +385,9 @@ pub struct ProxyConf {
     pub http2_max_concurrent_streams: u32,
     /// `proxy.http2.force-cleartext` (OFF): HTTP/2 with prior knowledge to an `http://` URL.
     pub http2_force_cleartext: bool,
+    /// `send-server-name: preserve` (global): the backend's Server field goes on to the client
+    /// (otherwise it is dropped, as h2o drops it).
+    pub preserve_server_header: bool,
 }
 
 /// One backend of `proxy.reverse.url`.
@@ -486,6 +489,7 @@ impl ProxyConf {
             http2_ratio: 0,
             http2_max_concurrent_streams: ProxyConf::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             http2_force_cleartext: false,
+            preserve_server_header: false,
         }
     }
 

@@ -240,6 +240,7 @@ impl ProxyOpts {
                 .http2_max_concurrent_streams
                 .unwrap_or(d.http2_max_concurrent_streams),
             http2_force_cleartext,
+            preserve_server_header: ctx.preserve_server_header,
             backends: d.backends,
         })
     }

@@ -17,6 +17,8 @@ pub(super) struct Ctx {
     pub warnings: Vec<ConfigError>,
     /// Every `proxy.ssl.cafile` read so far ([`super::Config::proxy_ca_files`]).
     pub proxy_ca_files: Vec<PathAt>,
+    /// `send-server-name: preserve`: proxied answers keep the backend's Server field.
+    pub preserve_server_header: bool,
     /// `https://` backends read so far: the next one's [`super::UpstreamTls::id`].
     pub upstream_tls_count: usize,
 }
@@ -33,6 +35,7 @@ impl Ctx {
             errors: Vec::new(),
             warnings: Vec::new(),
             proxy_ca_files: Vec::new(),
+            preserve_server_header: false,
             upstream_tls_count: 0,
         }
     }

@@ -983,7 +983,7 @@ http2-max-write-size: 4096
             "t.yaml:2: num-threads expects an integer >= 1, got \"0\"",
             "t.yaml:3: directive file.dir cannot be used at the global level",
             "t.yaml:4: unknown directive lisen (did you mean listen?)",
-            "t.yaml:5: send-server-name expects ON or OFF, got \"maybe\"",
+            "t.yaml:5: send-server-name expects ON, OFF or preserve, got \"maybe\"",
             "t.yaml:29: http2-max-write-size expects an integer >= 16384, got \"4096\"",
             "t.yaml:8: directive num-threads cannot be used at the host level",
             "t.yaml:9: file.etag expects ON or OFF, got \"perhaps\"",
