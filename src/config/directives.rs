@@ -224,7 +224,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "setenv",
     "unsetenv",
     "throttle-response",
-    "http3-max-concurrent-streaming-requests-per-connection",
     "mruby.handler",
     "mruby.handler-file",
     "fastcgi.connect",

@@ -135,6 +135,21 @@ pub(super) const TUNING: &[(&str, u8, &str)] = &[
         "spate connects to a backend's addresses one after another",
     ),
     (
+        "quic-nodes",
+        G,
+        "spate does not forward QUIC packets between the nodes of a cluster",
+    ),
+    (
+        "http2-max-concurrent-streaming-requests-per-connection",
+        G,
+        "request bodies of an HTTP/2 connection all stream at once, within http2-max-concurrent-requests-per-connection",
+    ),
+    (
+        "http3-max-concurrent-streaming-requests-per-connection",
+        G,
+        "request bodies of an HTTP/3 connection all stream at once, within its stream limit",
+    ),
+    (
         "proxy.http3.ecn",
         G | H | P,
         "spate does not speak HTTP/3 to backends",
