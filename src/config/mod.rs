@@ -869,6 +869,7 @@ mod internals;
 mod listen;
 mod load;
 mod log;
+mod paths;
 mod proxy;
 mod quic;
 mod redirect;

@@ -545,7 +545,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
                 if socket.is_empty() {
                     return bad(format!("\"{url}\": [unix:] needs a socket path"));
                 }
-                let path = super::value::resolve(base_dir, Path::new(socket));
+                let path = super::paths::resolve(base_dir, Path::new(socket));
                 let len = path.as_os_str().len();
                 if len > MAX_UNIX_PATH {
                     return bad(format!(

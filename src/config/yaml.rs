@@ -66,7 +66,7 @@ pub fn parse_with(text: &str, sources: &mut Sources) -> Result<Option<Node>, Yam
 pub struct Sources {
     pub files: Vec<Arc<str>>,
     /// The configuration's directory: a relative `!file` name is resolved as every relative
-    /// path of the configuration (`value::resolve`).
+    /// path of the configuration (`paths::resolve`).
     base_dir: PathBuf,
 }
 
@@ -97,7 +97,7 @@ impl Sources {
     }
 
     fn resolve(&self, name: &str) -> PathBuf {
-        super::value::resolve(&self.base_dir, Path::new(name))
+        super::paths::resolve(&self.base_dir, Path::new(name))
     }
 }
 
