@@ -80,6 +80,10 @@ fn main() -> ExitCode {
         }
     };
     if cli.test {
+        // A start logs them once logging is set up.
+        for w in &config.warnings {
+            eprintln!("{}: warning: {}", w.at, w.message);
+        }
         if let Some(path) = &cli.conf {
             println!("{}: configuration is OK", path.display());
         }
@@ -88,6 +92,9 @@ fn main() -> ExitCode {
     if let Err(e) = init_logging(&config) {
         eprintln!("spate: {e}");
         return ExitCode::from(1);
+    }
+    for w in &config.warnings {
+        tracing::warn!("{}: {}", w.at, w.message);
     }
     let server = match Server::bind(config, prepared) {
         Ok(s) => match &cli.conf {

@@ -58,6 +58,40 @@ hosts:
     }
 }
 
+/// h2o directives that only tune h2o's internals run unchanged: `-t` accepts the file and
+/// warns for each at its line with what spate does instead; OFF passes without a word.
+#[test]
+fn dash_t_warns_about_directives_that_only_tune_h2o() {
+    let (ok, out, err) = check(
+        "listen: 8080
+proxy.zerocopy: always
+ssl-offload: kernel
+neverbleed-offload: OFF
+io_uring-batch-size: 64
+max-spare-pipes: 10
+hosts:
+  default:
+    file.io_uring: ON
+    paths:
+      /:
+        file.dir: /srv
+",
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("configuration is OK"), "{out}");
+    for want in [
+        "conf.yaml:2: warning: proxy.zerocopy tunes h2o's internals and is ignored: ",
+        "conf.yaml:3: warning: ssl-offload tunes h2o's internals and is ignored: spate encrypts TLS in user space with rustls",
+        "conf.yaml:5: warning: io_uring-batch-size ",
+        "conf.yaml:6: warning: max-spare-pipes ",
+        "conf.yaml:9: warning: file.io_uring ",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
+    assert!(!err.contains("neverbleed-offload"), "{err}");
+    assert_eq!(err.lines().count(), 5, "{err}");
+}
+
 #[test]
 fn dash_t_accepts_a_valid_file() {
     let (ok, out, err) =

@@ -95,6 +95,9 @@ pub struct Config {
     /// Every `proxy.ssl.cafile` as written, used by a backend or not: `prepare` reads each,
     /// so a bad one is an error at its line.
     pub proxy_ca_files: Vec<PathAt>,
+    /// What was accepted but is done differently from h2o (a directive that only tunes h2o's
+    /// internals, a handler never reached): `spate -t` prints them and a start logs them.
+    pub warnings: Vec<ConfigError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +114,8 @@ impl Config {
         self.hosts
             .iter()
             .flat_map(|h| &h.paths)
-            .any(|p| matches!(&p.handler, HandlerConf::Proxy(c) if c.tunnel))
+            .flat_map(|p| p.handler.each())
+            .any(|h| matches!(h, HandlerConf::Proxy(c) if c.tunnel))
     }
 
     /// Whether some path exposes counters (`status` or `metrics`): only then are they kept.
@@ -119,7 +123,8 @@ impl Config {
         self.hosts
             .iter()
             .flat_map(|h| &h.paths)
-            .any(|p| matches!(p.handler, HandlerConf::Status | HandlerConf::Metrics))
+            .flat_map(|p| p.handler.each())
+            .any(|h| matches!(h, HandlerConf::Status | HandlerConf::Metrics))
     }
 }
 
@@ -165,6 +170,9 @@ pub struct Host {
     pub port: Option<u16>,
     /// Paths in configuration order (the router sorts them longest prefix first).
     pub paths: Vec<PathConf>,
+    /// `strict-match` (OFF): only requests naming this host get it; it is never the fallback
+    /// for unknown names (which goes to the first host without it, as in h2o).
+    pub strict_match: bool,
     pub at: Location,
 }
 
@@ -229,6 +237,21 @@ pub enum HandlerConf {
     Readiness,
     /// A path with no handler (only headers or logging): answers 404.
     None,
+    /// Several handlers on one path (h2o's sequence of mappings, or several handler directives
+    /// in one mapping), in the order written: each is asked in turn until one answers. Only
+    /// `file.dir` passes a request on, when it finds no file (as h2o's declines on ENOENT);
+    /// two or more entries, none of them a `Chain`.
+    Chain(Vec<HandlerConf>),
+}
+
+impl HandlerConf {
+    /// The handlers this one is made of: itself, or the entries of a `Chain`.
+    pub fn each(&self) -> &[HandlerConf] {
+        match self {
+            HandlerConf::Chain(list) => list,
+            one => std::slice::from_ref(one),
+        }
+    }
 }
 
 /// `file.*` directives.
@@ -364,6 +387,9 @@ pub struct ProxyConf {
     pub http2_force_cleartext: bool,
     /// spate's `proxy.cache` (OFF): the HTTP cache in front of the backends.
     pub cache: Option<Box<CacheConf>>,
+    /// `send-server-name: preserve` (global): the backend's Server field goes on to the client
+    /// (otherwise it is dropped, as h2o drops it).
+    pub preserve_server_header: bool,
 }
 
 /// One backend of `proxy.reverse.url`.
@@ -466,6 +492,7 @@ impl ProxyConf {
             http2_max_concurrent_streams: ProxyConf::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             http2_force_cleartext: false,
             cache: None,
+            preserve_server_header: false,
         }
     }
 
@@ -588,6 +615,10 @@ pub struct AccessLogConf {
     pub format: String,
     /// `escape: apache` (default) or `json`.
     pub escape: Escape,
+    /// spate's `buffer-size` (bytes; default 0): lines gather per worker up to this and are
+    /// written at least once a second. 0 writes each line at the end of its request, as h2o
+    /// and nginx do unless told to buffer.
+    pub buffer_size: usize,
     /// Where the format was given (the `access-log` directive's line for the default).
     pub at: Location,
 }
@@ -595,7 +626,10 @@ pub struct AccessLogConf {
 /// The same log whichever line wrote it: paths with equal logs share one writer.
 impl PartialEq for AccessLogConf {
     fn eq(&self, o: &AccessLogConf) -> bool {
-        self.target == o.target && self.format == o.format && self.escape == o.escape
+        self.target == o.target
+            && self.format == o.format
+            && self.escape == o.escape
+            && self.buffer_size == o.buffer_size
     }
 }
 
@@ -781,6 +815,7 @@ impl Config {
             handshake_timeout: Duration::from_secs(10),
             session_resumption: SessionResumption::default(),
             proxy_ca_files: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -819,6 +854,7 @@ impl Config {
                 compress: None,
                 at: at.clone(),
             }],
+            strict_match: false,
             at,
         });
         c
@@ -833,9 +869,11 @@ mod file;
 mod headers;
 mod hosts;
 mod http;
+mod internals;
 mod listen;
 mod load;
 mod log;
+mod paths;
 mod proxy;
 mod quic;
 mod redirect;

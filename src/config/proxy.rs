@@ -244,6 +244,7 @@ impl ProxyOpts {
                 .unwrap_or(d.http2_max_concurrent_streams),
             http2_force_cleartext,
             cache: self.cache.clone().flatten().map(Box::new),
+            preserve_server_header: ctx.preserve_server_header,
             backends: d.backends,
         })
     }
@@ -548,7 +549,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
                 if socket.is_empty() {
                     return bad(format!("\"{url}\": [unix:] needs a socket path"));
                 }
-                let path = base_dir.join(socket);
+                let path = super::paths::resolve(base_dir, Path::new(socket));
                 let len = path.as_os_str().len();
                 if len > MAX_UNIX_PATH {
                     return bad(format!(

@@ -1,5 +1,6 @@
 //! Handlers and the host/path router that picks one for each request.
 
+mod chain;
 pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
@@ -40,6 +41,8 @@ struct BoundListener {
 struct HostRoute {
     name: String,
     port: Option<u16>,
+    /// `strict-match`: never the fallback for a name no host matches.
+    strict: bool,
     /// Longest prefix first.
     paths: Vec<PathRoute>,
 }
@@ -47,6 +50,9 @@ struct HostRoute {
 /// A path's handler with the filters and log that apply to it.
 pub struct PathRoute {
     prefix: String,
+    /// Configured with a trailing slash (`/p3/`): as in h2o, it matches `/p3/...` and not `/p3`
+    /// itself (which another path, or none, answers).
+    slashed: bool,
     handler: Box<dyn Handler>,
     headers: headers::HeaderRewriter,
     /// `error-doc`; `None` when the path has none, so the fast path pays one branch.
@@ -119,6 +125,7 @@ impl Router {
                     .iter()
                     .map(|p| PathRoute {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
+                        slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
                         handler: build_handler(p, &cache, &pool, upstream_tls),
                         headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                         error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
@@ -132,6 +139,7 @@ impl Router {
                 HostRoute {
                     name: h.name.clone(),
                     port: h.port,
+                    strict: h.strict_match,
                     paths,
                 }
             })
@@ -211,14 +219,18 @@ impl Router {
     fn route(&self, req: &Request) -> Option<&PathRoute> {
         let host = self.host_for(req)?;
         let path = req.path();
-        host.paths.iter().find(|p| prefix_matches(&p.prefix, path))
+        host.paths.iter().find(|p| {
+            prefix_matches(&p.prefix, path) && !(p.slashed && path.len() == p.prefix.len())
+        })
     }
 
     #[inline(always)]
     fn host_for(&self, req: &Request) -> Option<&HostRoute> {
         // One host answers everything: no need to look at the authority.
         if let [only] = self.hosts.as_slice() {
-            return Some(only);
+            if !only.strict {
+                return Some(only);
+            }
         }
         let (name, port) = match req.authority() {
             Some(a) => split_authority(a),
@@ -236,15 +248,17 @@ impl Router {
         };
         let port_matches = |h: &HostRoute| h.port.is_none() || h.port == port;
         let matches = |h: &&HostRoute| name_matches(h) && port_matches(h);
+        // A request naming no host goes to the first one without `strict-match`.
+        let fallback = |h: &&HostRoute| !h.strict;
         match self.bound_hosts(req) {
             None => self
                 .hosts
                 .iter()
                 .find(matches)
-                .or_else(|| self.hosts.first()),
+                .or_else(|| self.hosts.iter().find(fallback)),
             Some(bound) => {
                 let mut hosts = bound.iter().filter_map(|&i| self.hosts.get(i));
-                hosts.clone().find(matches).or_else(|| hosts.next())
+                hosts.clone().find(matches).or_else(|| hosts.find(fallback))
             }
         }
     }
@@ -273,15 +287,25 @@ fn build_handler(
     pool: &Rc<upstream::Pool>,
     upstream_tls: &[Option<TlsClient>],
 ) -> Box<dyn Handler> {
-    match &path.handler {
+    build(&path.handler, &path.prefix, cache, pool, upstream_tls)
+}
+
+fn build(
+    handler: &HandlerConf,
+    prefix: &str,
+    cache: &Rc<RefCell<file::OpenFileCache>>,
+    pool: &Rc<upstream::Pool>,
+    upstream_tls: &[Option<TlsClient>],
+) -> Box<dyn Handler> {
+    match handler {
         HandlerConf::File(f) => {
-            Box::new(file::FileHandler::new(f.clone(), cache.clone()).with_prefix(&path.prefix))
+            Box::new(file::FileHandler::new(f.clone(), cache.clone()).with_prefix(prefix))
         }
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
-        HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
+        HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, prefix)),
         HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(
             p,
-            &path.prefix,
+            prefix,
             pool.clone(),
             upstream_tls,
         )),
@@ -289,6 +313,14 @@ fn build_handler(
         HandlerConf::Metrics => Box::new(status::MetricsHandler),
         HandlerConf::Readiness => Box::new(status::ReadinessHandler),
         HandlerConf::None => Box::new(NotFound),
+        HandlerConf::Chain(list) => Box::new(chain::Chain::new(
+            list.iter()
+                .map(|h| {
+                    let passes_on = matches!(h, HandlerConf::File(_));
+                    (build(h, prefix, cache, pool, upstream_tls), passes_on)
+                })
+                .collect(),
+        )),
     }
 }
 

@@ -52,6 +52,8 @@ struct Conversion {
     emit_missing_date_header: bool,
     preserve_x_forwarded_proto: bool,
     forward_close_connection: bool,
+    /// `send-server-name: preserve`: the backend's Server field is kept.
+    preserve_server_header: bool,
     /// `proxy.header.*`
     request_commands: HeaderRewriter,
     /// The added fields of the last request, for the next one.
@@ -98,6 +100,7 @@ impl ProxyHandler {
                 emit_missing_date_header: conf.emit_missing_date_header,
                 preserve_x_forwarded_proto: conf.preserve_x_forwarded_proto,
                 forward_close_connection: conf.forward_close_connection,
+                preserve_server_header: conf.preserve_server_header,
                 request_commands: HeaderRewriter::new(&conf.headers),
                 added: Default::default(),
             }),

@@ -309,7 +309,11 @@ impl<'a, T: Transport> Conn<'a, T> {
                 Wait::Data => {}
                 Wait::Eof | Wait::Stopping => return Ok(()),
                 Wait::Park => return Err(Close::Park),
-                Wait::TimedOut if self.rbuf.is_empty() => return Ok(()),
+                // Nothing, or only the empty lines RFC 9112 2.2 lets a client send before a
+                // request: closed quietly, as h2o does, rather than answered 408.
+                Wait::TimedOut if self.rbuf.iter().all(|b| matches!(b, b'\r' | b'\n')) => {
+                    return Ok(())
+                }
                 Wait::TimedOut => {
                     self.log_request_error(408, "request head not received in time");
                     self.write_error(408);

@@ -254,6 +254,9 @@ impl Server {
                 return None;
             }
         };
+        for w in &config.warnings {
+            tracing::warn!("{}: {}", w.at, w.message);
+        }
         let listeners = match Bound::reconcile(&self.listeners, &config) {
             Ok(l) => l,
             Err(e) => {

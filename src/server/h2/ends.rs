@@ -124,6 +124,7 @@ mod tests {
             target: crate::config::LogTarget::File(path.clone()),
             format: "%s %b %O".into(),
             escape: crate::log::Escape::Apache,
+            buffer_size: 0,
             at: crate::config::Location {
                 file: std::sync::Arc::from("t"),
                 line: 1,
