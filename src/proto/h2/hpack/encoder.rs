@@ -2,7 +2,7 @@
 
 use bytes::BufMut;
 
-use super::table::{self, DynamicTable, ENTRY_OVERHEAD, STATIC_LEN};
+use super::table::{self, DynamicTable, Hashes, ENTRY_OVERHEAD, STATIC_LEN};
 use super::{huffman, integer, DEFAULT_TABLE_SIZE};
 
 /// How to represent a field that is not already in a table.
@@ -55,7 +55,7 @@ impl Encoder {
     pub fn new(max_table_size: usize) -> Encoder {
         let size = max_table_size.min(DEFAULT_TABLE_SIZE);
         Encoder {
-            table: DynamicTable::new(size),
+            table: DynamicTable::indexed(size),
             max_table_size,
             pending_min: (size != DEFAULT_TABLE_SIZE).then_some(size),
             huffman: true,
@@ -162,9 +162,10 @@ impl Encoder {
             Indexing::Without => Repr::Without,
             Indexing::Never => Repr::Never,
         };
+        let hashes = Hashes::of(name, value);
         let in_dynamic = self
             .table
-            .find(name, value)
+            .find_hashed(name, value, hashes, in_static.is_none())
             .map(|(i, exact)| (STATIC_LEN + 1 + i, exact));
         match in_dynamic {
             // A sensitive value is not sent as a reference even if some earlier block
@@ -187,7 +188,7 @@ impl Encoder {
         }
         self.put_string(value, dst);
         if repr == Repr::Incremental {
-            self.table.insert(name, value);
+            self.table.insert_hashed(name, value, hashes);
         }
     }
 
