@@ -134,6 +134,10 @@ impl Encoder {
         dst: &mut impl BufMut,
     ) {
         if name.iter().any(u8::is_ascii_uppercase) {
+            if let Some(lower) = known_lowercase(name) {
+                self.encode_lowercase(lower, value, indexing, dst);
+                return;
+            }
             let mut lower = std::mem::take(&mut self.lower);
             lower.clear();
             lower.extend(name.iter().map(u8::to_ascii_lowercase));
@@ -229,6 +233,30 @@ enum Repr {
     Incremental,
     Without,
     Never,
+}
+
+/// The lowercase form of the capitalised names handlers write for HTTP/1.1, without copying.
+fn known_lowercase(name: &[u8]) -> Option<&'static [u8]> {
+    Some(match name {
+        b"Content-Type" => b"content-type",
+        b"Content-Length" => b"content-length",
+        b"Last-Modified" => b"last-modified",
+        b"ETag" => b"etag",
+        b"Accept-Ranges" => b"accept-ranges",
+        b"Cache-Control" => b"cache-control",
+        b"Content-Encoding" => b"content-encoding",
+        b"Content-Range" => b"content-range",
+        b"Location" => b"location",
+        b"Vary" => b"vary",
+        b"Expires" => b"expires",
+        b"Date" => b"date",
+        b"Server" => b"server",
+        b"Set-Cookie" => b"set-cookie",
+        b"Allow" => b"allow",
+        b"Link" => b"link",
+        b"Age" => b"age",
+        _ => return None,
+    })
 }
 
 fn auto_repr(name: &[u8], value: &[u8], table_size: usize) -> Repr {
