@@ -155,18 +155,18 @@ impl Encoder {
         indexing: Indexing,
         dst: &mut impl BufMut,
     ) {
-        let in_static = table::static_find(name, value);
+        let hashes = Hashes::of(name, value);
+        let in_static = table::static_find_hashed(name, value, hashes);
         if let Some((index, true)) = in_static {
             integer::encode(index, 7, 0x80, dst);
             return;
         }
         let repr = match indexing {
-            Indexing::Auto => auto_repr(name, value, self.table.max_size()),
+            Indexing::Auto => auto_repr(in_static, name, value, self.table.max_size()),
             Indexing::Incremental => Repr::Incremental,
             Indexing::Without => Repr::Without,
             Indexing::Never => Repr::Never,
         };
-        let hashes = Hashes::of(name, value);
         let in_dynamic = self
             .table
             .find_hashed(name, value, hashes, in_static.is_none())
@@ -259,24 +259,22 @@ fn known_lowercase(name: &[u8]) -> Option<&'static [u8]> {
     })
 }
 
-fn auto_repr(name: &[u8], value: &[u8], table_size: usize) -> Repr {
-    match name {
-        b"authorization" | b"proxy-authorization" | b"set-cookie" => Repr::Never,
-        b"cookie" if value.len() < 20 => Repr::Never,
-        b"content-length"
-        | b"etag"
-        | b"last-modified"
-        | b"content-range"
-        | b"age"
-        | b"expires"
-        | b"location"
-        | b":path"
-        | b"if-none-match"
-        | b"if-modified-since"
-        | b"if-match"
-        | b"if-unmodified-since"
-        | b"if-range"
-        | b"range" => Repr::Without,
+/// The representation [`Indexing::Auto`] picks; `in_static` is the static table's entry for
+/// the name (every name the policy singles out is there).
+fn auto_repr(
+    in_static: Option<(usize, bool)>,
+    name: &[u8],
+    value: &[u8],
+    table_size: usize,
+) -> Repr {
+    match in_static.map(|(index, _)| index) {
+        // authorization, proxy-authorization, set-cookie
+        Some(23 | 49 | 55) => Repr::Never,
+        // cookie
+        Some(32) if value.len() < 20 => Repr::Never,
+        // :path, if-match, if-modified-since, if-none-match, if-range, if-unmodified-since,
+        // age, content-length, content-range, etag, expires, last-modified, location, range
+        Some(4 | 39..=43 | 21 | 28 | 30 | 34 | 36 | 44 | 46 | 50) => Repr::Without,
         // Indexing a field that big would flush most of the table for one entry.
         _ if name.len() + value.len() + ENTRY_OVERHEAD > table_size / 2 => Repr::Without,
         _ => Repr::Incremental,
@@ -443,6 +441,49 @@ mod tests {
             .field_with(b"x-secret", b"v", Indexing::Never);
         assert_eq!(out[0], 0x10);
         assert!(decode(&mut dec, &out).unwrap()[0].2);
+    }
+
+    #[test]
+    fn the_policy_by_static_index_names_the_right_fields() {
+        let repr = |name: &[u8], value: &[u8]| {
+            auto_repr(table::static_find(name, value), name, value, 4096)
+        };
+        for name in [&b"authorization"[..], b"proxy-authorization", b"set-cookie"] {
+            assert_eq!(repr(name, b"x"), Repr::Never);
+        }
+        assert_eq!(repr(b"cookie", b"short"), Repr::Never);
+        assert_eq!(
+            repr(b"cookie", b"a-cookie-longer-than-20"),
+            Repr::Incremental
+        );
+        for name in [
+            &b"content-length"[..],
+            b"etag",
+            b"last-modified",
+            b"content-range",
+            b"age",
+            b"expires",
+            b"location",
+            b":path",
+            b"if-none-match",
+            b"if-modified-since",
+            b"if-match",
+            b"if-unmodified-since",
+            b"if-range",
+            b"range",
+        ] {
+            assert_eq!(repr(name, b"x"), Repr::Without, "{name:?}");
+        }
+        for name in [
+            &b"server"[..],
+            b"content-type",
+            b"date",
+            b"x-custom",
+            b":status",
+        ] {
+            assert_eq!(repr(name, b"x"), Repr::Incremental, "{name:?}");
+        }
+        assert_eq!(repr(b"x-custom", &[b'x'; 3000]), Repr::Without);
     }
 
     #[test]
