@@ -155,12 +155,12 @@ impl Encoder {
         indexing: Indexing,
         dst: &mut impl BufMut,
     ) {
-        let hashes = Hashes::of(name, value);
-        let in_static = table::static_find_hashed(name, value, hashes);
+        let in_static = table::static_find(name, value);
         if let Some((index, true)) = in_static {
             integer::encode(index, 7, 0x80, dst);
             return;
         }
+        let hashes = Hashes::of(name, value);
         let repr = match indexing {
             Indexing::Auto => auto_repr(in_static, name, value, self.table.max_size()),
             Indexing::Incremental => Repr::Incremental,
