@@ -14,6 +14,8 @@ pub(super) struct FileOpts {
     etag: Option<bool>,
     dirlisting: Option<bool>,
     send_compressed: Option<bool>,
+    /// `file.custom-handler`, outer levels first; a later one for an extension wins.
+    pub custom_handlers: Vec<super::CustomHandler>,
 }
 
 impl FileOpts {
@@ -70,6 +72,7 @@ impl FileOpts {
             etag: self.etag.unwrap_or(d.etag),
             dirlisting: self.dirlisting.unwrap_or(d.dirlisting),
             send_compressed: self.send_compressed.unwrap_or(d.send_compressed),
+            custom_handlers: self.custom_handlers.clone(),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use super::compress::CompressOpts;
 use super::directives::{self, Level};
+use super::fastcgi::{self, FastcgiOpts};
 use super::file::FileOpts;
 use super::listen::Listeners;
 use super::proxy::{self, ProxyOpts};
@@ -19,6 +20,7 @@ use super::{AccessLogConf, ErrorDoc, HandlerConf, HeaderCommand, Host, PathConf}
 pub(super) struct Scoped {
     file: FileOpts,
     proxy: ProxyOpts,
+    fastcgi: FastcgiOpts,
     /// Outer commands first; each level appends its own.
     headers: Vec<HeaderCommand>,
     /// `expires` in seconds; `None` when OFF or not set.
@@ -35,12 +37,18 @@ impl Scoped {
             || directives::off_only(ctx, name, v)
             || self.file.apply(ctx, name, v)
             || self.proxy.apply(ctx, name, v)
+            || self.fastcgi.apply(ctx, name, v)
             || self.compress.apply(ctx, name, v)
             || headers::apply(ctx, name, v, &mut self.headers)
         {
             return true;
         }
         match name {
+            "file.custom-handler" => {
+                if let Some(h) = fastcgi::custom_handler(ctx, v, &self.fastcgi) {
+                    self.file.custom_handlers.push(h);
+                }
+            }
             "access-log" => {
                 if let Some(l) = log::access_log(ctx, v) {
                     self.access_log = Some(l);
@@ -166,6 +174,8 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
                 redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
             }
             "proxy.reverse.url" => proxy::reverse_url(ctx, val).map(Handler::Proxy),
+            "fastcgi.connect" => fastcgi::connect(ctx, val).map(Handler::Fastcgi),
+            "fastcgi.spawn" => fastcgi::spawn(ctx, val).map(Handler::Fastcgi),
             "status" | "metrics" | "readiness" => match ctx.bool(name, val) {
                 Some(true) => Some(Handler::Done(match name {
                     "status" => HandlerConf::Status,
@@ -205,6 +215,9 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         Some((Handler::File(dir), _, _)) => HandlerConf::File(scoped.file.build(dir)),
         Some((Handler::Proxy(backends), _, line)) => {
             HandlerConf::Proxy(scoped.proxy.build(ctx, line, backends)?)
+        }
+        Some((Handler::Fastcgi(target), _, line)) => {
+            HandlerConf::Fastcgi(scoped.fastcgi.build(ctx, target, line))
         }
         Some((Handler::Done(h), _, _)) => h,
         None => HandlerConf::None,
@@ -263,6 +276,8 @@ enum Handler {
     File(std::path::PathBuf),
     /// `proxy.reverse.url`: built once the path's `proxy.*` options are all read.
     Proxy(proxy::Backends),
+    /// `fastcgi.connect` / `fastcgi.spawn`: built once the path's `fastcgi.*` options are read.
+    Fastcgi(fastcgi::Target),
     Done(HandlerConf),
 }
 

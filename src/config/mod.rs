@@ -221,6 +221,8 @@ pub enum HandlerConf {
     Redirect(RedirectConf),
     /// `proxy.reverse.url`: forwards requests to an HTTP/1.1 backend.
     Proxy(ProxyConf),
+    /// `fastcgi.connect` / `fastcgi.spawn`: a FastCGI application answers.
+    Fastcgi(FastcgiConf),
     /// `status: ON`: h2o's JSON status.
     Status,
     /// `metrics: ON` (spate): counters in the Prometheus text format.
@@ -246,6 +248,8 @@ pub struct FileConf {
     pub dirlisting: bool,
     /// `file.send-compressed` (default OFF): serve `.br` / `.gz` siblings when accepted
     pub send_compressed: bool,
+    /// `file.custom-handler`: extensions whose files FastCGI answers.
+    pub custom_handlers: Vec<CustomHandler>,
 }
 
 /// `file.mime.addtypes`, `removetypes`, `settypes` and `setdefaulttype`: the media type of a
@@ -732,6 +736,7 @@ impl Default for FileConf {
             etag: true,
             dirlisting: false,
             send_compressed: false,
+            custom_handlers: Vec::new(),
         }
     }
 }
@@ -825,6 +830,7 @@ impl Config {
 mod compress;
 mod directives;
 mod error_doc;
+mod fastcgi;
 mod file;
 mod headers;
 mod hosts;
@@ -840,6 +846,7 @@ mod tls;
 mod value;
 mod yaml;
 
+pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{

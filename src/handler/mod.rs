@@ -4,6 +4,7 @@ pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
 pub mod error_doc;
+pub mod fastcgi;
 pub mod file;
 pub mod headers;
 pub mod proxy;
@@ -110,6 +111,8 @@ impl Router {
         let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
         // Idle backend connections of this worker, shared by every proxy path.
         let pool = upstream::Pool::new();
+        // Idle FastCGI connections of this worker, shared by every FastCGI path.
+        let fcgi = fastcgi::Shared::new(&conf.server_name);
         let hosts = conf
             .hosts
             .iter()
@@ -119,10 +122,10 @@ impl Router {
                     .iter()
                     .map(|p| PathRoute {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
-                        handler: build_handler(p, &cache, &pool, upstream_tls),
+                        handler: build_handler(p, &cache, &pool, upstream_tls, &fcgi),
                         headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                         error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
-                            build_handler(doc, &cache, &pool, upstream_tls)
+                            build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
                         }),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
@@ -272,11 +275,17 @@ fn build_handler(
     cache: &Rc<RefCell<file::OpenFileCache>>,
     pool: &Rc<upstream::Pool>,
     upstream_tls: &[Option<TlsClient>],
+    fcgi: &fastcgi::Shared,
 ) -> Box<dyn Handler> {
     match &path.handler {
         HandlerConf::File(f) => {
-            Box::new(file::FileHandler::new(f.clone(), cache.clone()).with_prefix(&path.prefix))
+            let file = file::FileHandler::new(f.clone(), cache.clone()).with_prefix(&path.prefix);
+            if f.custom_handlers.is_empty() {
+                return Box::new(file);
+            }
+            Box::new(fastcgi::FileWithScripts::new(file, f, &path.prefix, fcgi))
         }
+        HandlerConf::Fastcgi(c) => Box::new(fcgi.handler(c)),
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
         HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
         HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(

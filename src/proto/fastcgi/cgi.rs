@@ -115,7 +115,12 @@ fn parse_u64(v: &[u8]) -> Option<u64> {
 
 fn trim(v: &[u8]) -> &[u8] {
     let start = v.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
-    let end = v.len() - v[start..].iter().rev().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    let end = v.len()
+        - v[start..]
+            .iter()
+            .rev()
+            .take_while(|b| matches!(b, b' ' | b'\t'))
+            .count();
     &v[start..end]
 }
 

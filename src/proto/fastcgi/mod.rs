@@ -152,7 +152,10 @@ pub enum Record {
     Stdout(Bytes),
     Stderr(Bytes),
     /// END_REQUEST: the application's exit status and protocol status (0: request complete).
-    End { app_status: u32, protocol_status: u8 },
+    End {
+        app_status: u32,
+        protocol_status: u8,
+    },
     /// A management record (request id 0) or one for another request: ignored.
     Other,
 }

@@ -111,8 +111,13 @@ fn cgi_heads() {
     assert_eq!(h.status, 200);
     assert_eq!(h.len, 37);
     assert_eq!(h.fields[1], (b"X-A".to_vec(), b"b".to_vec()));
-    let h = cgi::parse(b"Status: 404 Not Found\nContent-Length: 3\n\n").unwrap().unwrap();
-    assert_eq!((h.status, h.content_length, h.fields.len()), (404, Some(3), 0));
+    let h = cgi::parse(b"Status: 404 Not Found\nContent-Length: 3\n\n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (h.status, h.content_length, h.fields.len()),
+        (404, Some(3), 0)
+    );
     let h = cgi::parse(b"Location: http://a/\r\n\r\n").unwrap().unwrap();
     assert_eq!(h.status, 302);
     let h = cgi::parse(b"Location: /local\r\n\r\n").unwrap().unwrap();
