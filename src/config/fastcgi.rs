@@ -49,6 +49,27 @@ pub struct CustomHandler {
     pub fastcgi: FastcgiConf,
 }
 
+/// A `file.custom-handler` as read: built for each path it applies to, with that path's
+/// `fastcgi.*` options under its own (h2o's extension level is inside the path level).
+#[derive(Debug, Clone)]
+pub(super) struct PendingCustom {
+    extensions: Vec<String>,
+    target: Target,
+    /// The `fastcgi.*` options given inside the mapping.
+    own: FastcgiOpts,
+    line: u32,
+}
+
+impl PendingCustom {
+    pub fn build(&self, ctx: &mut Ctx, outer: &FastcgiOpts) -> CustomHandler {
+        let opts = outer.under(&self.own);
+        CustomHandler {
+            extensions: self.extensions.clone(),
+            fastcgi: opts.build(ctx, self.target.clone(), self.line),
+        }
+    }
+}
+
 /// `fastcgi.*` options as set so far at some level; `None` means "not set here or above".
 #[derive(Debug, Clone, Default)]
 pub(super) struct FastcgiOpts {
@@ -64,7 +85,8 @@ pub(super) struct FastcgiOpts {
 #[derive(Debug, Clone)]
 pub(super) enum Target {
     Connect(UpstreamAddr),
-    Spawn(Spawn),
+    /// The command, and the socket it gets (one per directive, however many paths it serves).
+    Spawn(Spawn, PathBuf),
 }
 
 impl FastcgiOpts {
@@ -84,10 +106,22 @@ impl FastcgiOpts {
         true
     }
 
+    /// These options with those `inner` sets taking precedence.
+    fn under(&self, inner: &FastcgiOpts) -> FastcgiOpts {
+        FastcgiOpts {
+            timeout_io: inner.timeout_io.or(self.timeout_io),
+            keepalive: inner.keepalive.or(self.keepalive),
+            send_delegated_uri: inner.send_delegated_uri.or(self.send_delegated_uri),
+            document_root: inner.document_root.clone().or(self.document_root.clone()),
+            max_request_buffer: inner.max_request_buffer.or(self.max_request_buffer),
+            max_response_head: inner.max_response_head.or(self.max_response_head),
+        }
+    }
+
     pub fn build(&self, ctx: &mut Ctx, target: Target, line: u32) -> FastcgiConf {
         let (addr, spawn) = match target {
             Target::Connect(a) => (a, None),
-            Target::Spawn(s) => (UpstreamAddr::Unix(spawn_socket(ctx)), Some(s)),
+            Target::Spawn(s, socket) => (UpstreamAddr::Unix(socket), Some(s)),
         };
         FastcgiConf {
             addr,
@@ -205,25 +239,22 @@ pub(super) fn spawn(ctx: &mut Ctx, v: &Node) -> Option<Target> {
             Some(u) => Some(ctx.string(NAME, u)?),
             None => None,
         };
-        return Some(Target::Spawn(Spawn { command, user }));
+        return Some(Target::Spawn(Spawn { command, user }, spawn_socket(ctx)));
     }
     let command = ctx.string(NAME, v)?;
-    Some(Target::Spawn(Spawn {
+    let spawn = Spawn {
         command,
         user: None,
-    }))
+    };
+    Some(Target::Spawn(spawn, spawn_socket(ctx)))
 }
 
 /// `file.custom-handler: {extension: .php, fastcgi.connect: ..., fastcgi.*: ...}` (h2o's
-/// extension level); `outer` are the `fastcgi.*` options of the level it is written at.
-pub(super) fn custom_handler(
-    ctx: &mut Ctx,
-    v: &Node,
-    outer: &FastcgiOpts,
-) -> Option<CustomHandler> {
+/// extension level).
+pub(super) fn custom_handler(ctx: &mut Ctx, v: &Node) -> Option<PendingCustom> {
     const NAME: &str = "file.custom-handler";
     let entries = ctx.map(NAME, v)?;
-    let mut opts = outer.clone();
+    let mut opts = FastcgiOpts::default();
     let mut extensions = None;
     let mut target = None;
     for (k, val) in entries {
@@ -253,10 +284,11 @@ pub(super) fn custom_handler(
         );
         return None;
     };
-    let fastcgi = opts.build(ctx, target, line);
-    Some(CustomHandler {
+    Some(PendingCustom {
         extensions,
-        fastcgi,
+        target,
+        own: opts,
+        line,
     })
 }
 

@@ -45,7 +45,7 @@ impl Scoped {
         }
         match name {
             "file.custom-handler" => {
-                if let Some(h) = fastcgi::custom_handler(ctx, v, &self.fastcgi) {
+                if let Some(h) = fastcgi::custom_handler(ctx, v) {
                     self.file.custom_handlers.push(h);
                 }
             }
@@ -212,7 +212,9 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         }
     }
     let handler = match handler {
-        Some((Handler::File(dir), _, _)) => HandlerConf::File(scoped.file.build(dir)),
+        Some((Handler::File(dir), _, _)) => {
+            HandlerConf::File(scoped.file.build(ctx, dir, &scoped.fastcgi))
+        }
         Some((Handler::Proxy(backends), _, line)) => {
             HandlerConf::Proxy(scoped.proxy.build(ctx, line, backends)?)
         }
