@@ -89,7 +89,7 @@ fn main() -> ExitCode {
         eprintln!("spate: {e}");
         return ExitCode::from(1);
     }
-    let server = match Server::bind(config, prepared) {
+    let mut server = match Server::bind(config, prepared) {
         Ok(s) => match &cli.conf {
             Some(path) if cli.command.is_none() => s.reload_from(path.clone()),
             _ => s,

@@ -390,3 +390,92 @@ fn malformed_answers_give_502_and_silence_gives_504() {
         assert!(!s.log_lines_naming("fastcgi", 1).is_empty());
     }
 }
+
+/// A FastCGI application in Python that serves on its standard input (the listening socket
+/// `fastcgi.spawn` gives it), as php-cgi does: answers its pid.
+const SPAWNED_APP: &str = r#"
+import os, socket, struct
+l = socket.socket(fileno=0)
+while True:
+    c, _ = l.accept()
+    buf = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        buf += d
+        at, done = 0, False
+        while at + 8 <= len(buf):
+            n = struct.unpack(">H", buf[at + 4:at + 6])[0]
+            if buf[at + 1] == 5 and n == 0:
+                done = True
+            at += 8 + n + buf[at + 6]
+        if done:
+            break
+    body = b"Content-Type: text/plain\r\n\r\nspawned pid=%d" % os.getpid()
+    c.sendall(struct.pack(">BBHHBB", 1, 6, 1, len(body), 0, 0) + body)
+    c.sendall(struct.pack(">BBHHBB", 1, 3, 1, 8, 0, 0) + bytes(8))
+    c.close()
+"#;
+
+#[test]
+fn fastcgi_spawn_starts_the_application_and_stops_it_at_exit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::write_file(dir.path(), "app.py", SPAWNED_APP.as_bytes());
+    let mut s = Spate::start_in(
+        "listen: 0\nhosts:\n  default:\n    paths:\n      /:\n        fastcgi.spawn: \"exec python3 $DIR/app.py\"\n",
+        dir,
+    );
+    let out = curl(&["-s", &s.url("/anything")]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let pid: u32 = text
+        .strip_prefix("spawned pid=")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    s.stop();
+    // SIGTERM at exit, waited for: the process is gone (not even a zombie).
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+#[test]
+fn bad_fastcgi_configurations_name_file_and_line() {
+    let cases = [
+        (
+            "        fastcgi.connect: {type: udp, port: 9000}\n",
+            "fastcgi.connect: type is tcp or unix",
+        ),
+        ("        fastcgi.connect: nowhere\n", "fastcgi.connect expects a port"),
+        (
+            "        fastcgi.connect: 9000\n        fastcgi.timeout.io: soon\n",
+            "fastcgi.timeout.io",
+        ),
+        (
+            "        file.dir: /tmp\n        file.custom-handler:\n          extension: php\n          fastcgi.connect: 9000\n",
+            "must start with a dot",
+        ),
+        (
+            "        file.dir: /tmp\n        file.custom-handler:\n          extension: .php\n",
+            "a handler is required",
+        ),
+    ];
+    for (paths, want) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf = dir.path().join("spate.yaml");
+        std::fs::write(
+            &conf,
+            format!("listen: 0\nhosts:\n  default:\n    paths:\n      /:\n{paths}"),
+        )
+        .expect("write");
+        let out = std::process::Command::new(common::BIN)
+            .arg("-t")
+            .arg("-c")
+            .arg(&conf)
+            .output()
+            .expect("spate -t");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{paths}");
+        assert!(err.contains(&format!("{}:", conf.display())), "{err}");
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}
