@@ -174,16 +174,25 @@ fn skipped_field(name: &[u8]) -> bool {
 }
 
 fn push_addr(p: &mut Params, addr_name: &[u8], port_name: &[u8], addr: SocketAddr) {
+    use std::io::Write;
     let ip = match addr {
         // An IPv4 client on a dual-stack socket: its IPv4 form, as CGI programs expect.
         SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => v6.ip().to_string(),
+            Some(v4) => std::net::IpAddr::V4(v4),
+            None => std::net::IpAddr::V6(*v6.ip()),
         },
-        SocketAddr::V4(v4) => v4.ip().to_string(),
+        SocketAddr::V4(v4) => std::net::IpAddr::V4(*v4.ip()),
     };
-    p.push(addr_name, ip.as_bytes());
-    p.push(port_name, addr.port().to_string().as_bytes());
+    // Formatted on the stack: an address is at most 45 bytes, a port 5.
+    let mut buf = [0u8; 64];
+    let mut at = &mut buf[..];
+    let _ = write!(at, "{ip}");
+    let ip_len = 64 - at.len();
+    p.push(addr_name, &buf[..ip_len]);
+    let mut at = &mut buf[..];
+    let _ = write!(at, "{}", addr.port());
+    let port_len = 64 - at.len();
+    p.push(port_name, &buf[..port_len]);
 }
 
 /// The host of an authority, without its port.
