@@ -282,16 +282,19 @@ fn a_pool_that_is_down_gives_503_and_one_log_line() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "plain file\n");
 }
 
-/// A FastCGI server answering each request with `answer`'s records; counts connections.
-fn fake_app(answer: &'static [u8], keep: bool) -> (u16, Arc<AtomicUsize>) {
+/// A FastCGI server answering each request with `answer`'s records; counts connections, and
+/// those the client closed.
+fn fake_app(answer: &'static [u8], keep: bool) -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = l.local_addr().expect("addr").port();
     let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (count, closes) = (accepted.clone(), closed.clone());
     std::thread::spawn(move || {
         for conn in l.incoming() {
             let Ok(mut c) = conn else { return };
             count.fetch_add(1, Ordering::SeqCst);
+            let closes = closes.clone();
             std::thread::spawn(move || {
                 // Read records until the empty STDIN one, answer, and again while kept.
                 let mut buf = Vec::new();
@@ -303,7 +306,11 @@ fn fake_app(answer: &'static [u8], keep: bool) -> (u16, Arc<AtomicUsize>) {
                             break;
                         }
                         match c.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
+                            Ok(0) => {
+                                closes.fetch_add(1, Ordering::SeqCst);
+                                return;
+                            }
+                            Err(_) => return,
                             Ok(n) => buf.extend_from_slice(&chunk[..n]),
                         }
                     }
@@ -314,7 +321,7 @@ fn fake_app(answer: &'static [u8], keep: bool) -> (u16, Arc<AtomicUsize>) {
             });
         }
     });
-    (port, accepted)
+    (port, accepted, closed)
 }
 
 /// The end of the first empty STDIN record in `buf`.
@@ -345,7 +352,7 @@ fn start_fake(port: u16, keepalive_ms: u32) -> Spate {
 #[test]
 fn keepalive_reuses_connections_and_zero_does_not() {
     for (keepalive, want) in [(5000, 1), (0, 4)] {
-        let (port, accepted) = fake_app(GOOD, keepalive > 0);
+        let (port, accepted, _) = fake_app(GOOD, keepalive > 0);
         let s = start_fake(port, keepalive);
         for _ in 0..4 {
             let out = curl(&["-s", &s.url("/x")]);
@@ -383,7 +390,7 @@ fn malformed_answers_give_502_and_silence_gives_504() {
         (b"", "504"),
     ];
     for (answer, want) in cases {
-        let (port, _) = fake_app(answer, answer.is_empty());
+        let (port, _, _) = fake_app(answer, answer.is_empty());
         let s = start_fake(port, 0);
         let out = curl(&["-s", "-o", "/dev/null", "-w", "%{http_code}", &s.url("/x")]);
         assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{answer:?}");
@@ -478,4 +485,19 @@ fn bad_fastcgi_configurations_name_file_and_line() {
         assert!(err.contains(&format!("{}:", conf.display())), "{err}");
         assert!(err.contains(want), "{want}: {err}");
     }
+}
+
+#[test]
+fn idle_connections_close_after_the_keepalive_timeout() {
+    let (port, accepted, closed) = fake_app(GOOD, true);
+    let s = start_fake(port, 300);
+    let out = curl(&["-s", &s.url("/x")]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    // No further request comes to find it expired: the pool closes it itself.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while closed.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(closed.load(Ordering::SeqCst), 1);
 }

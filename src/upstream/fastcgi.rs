@@ -19,11 +19,11 @@ use crate::http::body::Next;
 use crate::http::{BodyError, BodyStream, Frame, RequestBody, Side};
 use crate::proto::fastcgi::{self, cgi, Params, Record};
 use bytes::{Bytes, BytesMut};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -60,10 +60,14 @@ impl FastcgiTarget {
     }
 }
 
-/// The worker's idle FastCGI connections, newest last.
-#[derive(Default)]
+/// The worker's idle FastCGI connections, newest last. An idle connection holds one of the
+/// application's workers (PHP-FPM serves a connection at a time), so expired ones are closed
+/// even when no request comes to reuse them.
 pub struct FastcgiPool {
     idle: RefCell<Vec<Idle>>,
+    /// Whether the task that closes expired connections is running.
+    sweeping: Cell<bool>,
+    me: Weak<FastcgiPool>,
 }
 
 struct Idle {
@@ -74,7 +78,11 @@ struct Idle {
 
 impl FastcgiPool {
     pub fn new() -> Rc<FastcgiPool> {
-        Rc::new(FastcgiPool::default())
+        Rc::new_cyclic(|me| FastcgiPool {
+            idle: RefCell::new(Vec::new()),
+            sweeping: Cell::new(false),
+            me: me.clone(),
+        })
     }
 
     /// The newest idle connection to `addr` the application has not closed; expired ones go.
@@ -100,6 +108,36 @@ impl FastcgiPool {
             conn,
             until: Instant::now() + keepalive,
         });
+        self.start_sweeping();
+    }
+
+    /// One task per worker, only while connections are idle.
+    fn start_sweeping(&self) {
+        if self.sweeping.replace(true) {
+            return;
+        }
+        let me = self.me.clone();
+        tokio::task::spawn_local(async move {
+            loop {
+                let Some(next) = me.upgrade().and_then(|p| p.sweep()) else {
+                    return;
+                };
+                tokio::time::sleep_until(next).await;
+            }
+        });
+    }
+
+    /// Drops expired connections; the next expiry, or `None` (sweeping stops) when none is
+    /// idle.
+    fn sweep(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut idle = self.idle.borrow_mut();
+        idle.retain(|i| i.until > now);
+        let next = idle.iter().map(|i| i.until).min();
+        if next.is_none() {
+            self.sweeping.set(false);
+        }
+        next
     }
 
     /// Idle connections kept (the tests).
