@@ -391,10 +391,11 @@ class Nginx(Server):
             if os.path.exists(NGINX_BROTLI):
                 modules = "load_module %s;" % NGINX_BROTLI
                 body += "\n        " + compress_directives("brotli")
-        # A proxied request holds a client stream and an upstream connection.
+        # A proxied (or FastCGI) request holds a client stream and an upstream connection.
         # Upstream connections linger after use, so leave twice that (nginx warns and starts
         # reusing connections, failing streams, when the limit is reached).
-        conns = max(c.conns * (2 * c.streams + 1 if case.mode == "proxy" else 1) for c in cases)
+        upstream_too = case.mode in ("proxy", "fastcgi")
+        conns = max(c.conns * (2 * c.streams + 1 if upstream_too else 1) for c in cases)
         return {
             "listen": listen,
             "body": body,
