@@ -96,7 +96,7 @@ fn main() -> ExitCode {
     for w in &config.warnings {
         tracing::warn!("{}: {}", w.at, w.message);
     }
-    let server = match Server::bind(config, prepared) {
+    let mut server = match Server::bind(config, prepared) {
         Ok(s) => match &cli.conf {
             Some(path) if cli.command.is_none() => s.reload_from(path.clone()),
             _ => s,

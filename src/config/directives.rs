@@ -153,6 +153,16 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("file.etag", ALL),
     ("file.dirlisting", ALL),
     ("file.send-compressed", ALL),
+    ("file.custom-handler", ALL),
+    // FastCGI (config/fastcgi.rs).
+    ("fastcgi.connect", P),
+    ("fastcgi.spawn", P),
+    ("fastcgi.timeout.io", ALL),
+    ("fastcgi.timeout.keepalive", ALL),
+    ("fastcgi.document_root", ALL),
+    ("fastcgi.send-delegated-uri", ALL),
+    ("fastcgi.max-request-buffer", ALL),
+    ("fastcgi.max-response-head-size", ALL),
     ("header.add", ALL),
     ("header.append", ALL),
     ("header.merge", ALL),
@@ -377,7 +387,6 @@ fn levels_of_tuning(name: &str) -> Option<u8> {
 
 /// h2o directives that later work will implement; today they are an error naming them.
 const NOT_SUPPORTED_YET: &[&str] = &[
-    "file.custom-handler",
     "max-delegations",
     "reproxy",
     "setenv",
@@ -385,12 +394,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "throttle-response",
     "mruby.handler",
     "mruby.handler-file",
-    "fastcgi.connect",
-    "fastcgi.spawn",
-    "fastcgi.timeout.io",
-    "fastcgi.timeout.keepalive",
-    "fastcgi.document_root",
-    "fastcgi.send-delegated-uri",
     // h2o's proxy directives spate does not have yet. Named one by one (not `proxy.*`), so a
     // misspelt supported one gets a hint rather than "not supported yet".
     "proxy.http3.ratio",
@@ -437,14 +440,13 @@ pub(super) fn off_only(ctx: &mut Ctx, name: &str, v: &Node) -> bool {
     true
 }
 
-/// The names above, and every `proxy.ssl.*`, `proxy.http2.*`, `proxy.http3.*`, `fastcgi.*`
-/// and `mruby.*` directive, are h2o's and not supported yet.
+/// The names above, and every `proxy.ssl.*`, `proxy.http2.*`, `proxy.http3.*` and `mruby.*`
+/// directive, are h2o's and not supported yet.
 fn is_not_supported_yet(name: &str) -> bool {
     NOT_SUPPORTED_YET.contains(&name)
         || name.starts_with("proxy.ssl.")
         || name.starts_with("proxy.http2.")
         || name.starts_with("proxy.http3.")
-        || name.starts_with("fastcgi.")
         || name.starts_with("mruby.")
 }
 
@@ -528,7 +530,6 @@ mod tests {
             "proxy.http2.anything",
             "proxy.connect",
             "proxy.header.cookie.unset",
-            "fastcgi.connect",
         ] {
             let (r, e) = run(name, Level::Path);
             assert_eq!(r, None);

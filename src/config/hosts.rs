@@ -6,6 +6,7 @@
 
 use super::compress::CompressOpts;
 use super::directives::{self, Level};
+use super::fastcgi::{self, FastcgiOpts};
 use super::file::FileOpts;
 use super::listen::Listeners;
 use super::proxy::{self, ProxyOpts};
@@ -19,6 +20,7 @@ use super::{AccessLogConf, ErrorDoc, HandlerConf, HeaderCommand, Host, PathConf}
 pub(super) struct Scoped {
     file: FileOpts,
     proxy: ProxyOpts,
+    fastcgi: FastcgiOpts,
     /// Outer commands first; each level appends its own.
     headers: Vec<HeaderCommand>,
     /// `expires` in seconds; `None` when OFF or not set.
@@ -36,12 +38,18 @@ impl Scoped {
             || internals::apply(ctx, name, v)
             || self.file.apply(ctx, name, v)
             || self.proxy.apply(ctx, name, v)
+            || self.fastcgi.apply(ctx, name, v)
             || self.compress.apply(ctx, name, v)
             || headers::apply(ctx, name, v, &mut self.headers)
         {
             return true;
         }
         match name {
+            "file.custom-handler" => {
+                if let Some(h) = fastcgi::custom_handler(ctx, v) {
+                    self.file.custom_handlers.push(h);
+                }
+            }
             "access-log" => {
                 if let Some(l) = log::access_log(ctx, v) {
                     self.access_log = Some(l);
@@ -175,6 +183,8 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
                 redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
             }
             "proxy.reverse.url" => proxy::reverse_url(ctx, val).map(Handler::Proxy),
+            "fastcgi.connect" => fastcgi::connect(ctx, val).map(Handler::Fastcgi),
+            "fastcgi.spawn" => fastcgi::spawn(ctx, val).map(Handler::Fastcgi),
             "status" | "metrics" | "readiness" => match ctx.bool(name, val) {
                 Some(true) => Some(Handler::Done(match name {
                     "status" => HandlerConf::Status,
@@ -214,9 +224,12 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
     let mut built = Vec::with_capacity(handlers.len());
     for (h, _, line) in handlers {
         built.push(match h {
-            Handler::File(dir) => HandlerConf::File(scoped.file.build(dir)),
+            Handler::File(dir) => HandlerConf::File(scoped.file.build(ctx, dir, &scoped.fastcgi)),
             Handler::Proxy(backends) => {
                 HandlerConf::Proxy(scoped.proxy.build(ctx, line, backends)?)
+            }
+            Handler::Fastcgi(target) => {
+                HandlerConf::Fastcgi(scoped.fastcgi.build(ctx, target, line))
             }
             Handler::Done(h) => h,
         });
@@ -311,6 +324,8 @@ enum Handler {
     File(std::path::PathBuf),
     /// `proxy.reverse.url`: built once the path's `proxy.*` options are all read.
     Proxy(proxy::Backends),
+    /// `fastcgi.connect` / `fastcgi.spawn`: built once the path's `fastcgi.*` options are read.
+    Fastcgi(fastcgi::Target),
     Done(HandlerConf),
 }
 

@@ -229,6 +229,8 @@ pub enum HandlerConf {
     Redirect(RedirectConf),
     /// `proxy.reverse.url`: forwards requests to an HTTP/1.1 backend.
     Proxy(ProxyConf),
+    /// `fastcgi.connect` / `fastcgi.spawn`: a FastCGI application answers.
+    Fastcgi(FastcgiConf),
     /// `status: ON`: h2o's JSON status.
     Status,
     /// `metrics: ON` (spate): counters in the Prometheus text format.
@@ -269,6 +271,8 @@ pub struct FileConf {
     pub dirlisting: bool,
     /// `file.send-compressed` (default OFF): serve `.br` / `.gz` siblings when accepted
     pub send_compressed: bool,
+    /// `file.custom-handler`: extensions whose files FastCGI answers.
+    pub custom_handlers: Vec<CustomHandler>,
 }
 
 /// `file.mime.addtypes`, `removetypes`, `settypes` and `setdefaulttype`: the media type of a
@@ -769,6 +773,7 @@ impl Default for FileConf {
             etag: true,
             dirlisting: false,
             send_compressed: false,
+            custom_handlers: Vec::new(),
         }
     }
 }
@@ -865,6 +870,7 @@ mod cache;
 mod compress;
 mod directives;
 mod error_doc;
+mod fastcgi;
 mod file;
 mod headers;
 mod hosts;
@@ -883,6 +889,7 @@ mod value;
 mod yaml;
 
 pub use cache::CacheConf;
+pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{

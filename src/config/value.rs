@@ -21,6 +21,8 @@ pub(super) struct Ctx {
     pub preserve_server_header: bool,
     /// `https://` backends read so far: the next one's [`super::UpstreamTls::id`].
     pub upstream_tls_count: usize,
+    /// `fastcgi.spawn`s so far: each gets its own socket.
+    pub fastcgi_spawns: usize,
 }
 
 impl Ctx {
@@ -37,6 +39,7 @@ impl Ctx {
             proxy_ca_files: Vec::new(),
             preserve_server_header: false,
             upstream_tls_count: 0,
+            fastcgi_spawns: 0,
         }
     }
 

@@ -5,6 +5,7 @@ pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
 pub mod error_doc;
+pub mod fastcgi;
 pub mod file;
 pub mod headers;
 pub mod proxy;
@@ -116,6 +117,8 @@ impl Router {
         let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
         // Idle backend connections of this worker, shared by every proxy path.
         let pool = upstream::Pool::new();
+        // Idle FastCGI connections of this worker, shared by every FastCGI path.
+        let fcgi = fastcgi::Shared::new(&conf.server_name);
         let hosts = conf
             .hosts
             .iter()
@@ -126,10 +129,10 @@ impl Router {
                     .map(|p| PathRoute {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
                         slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
-                        handler: build_handler(p, &cache, &pool, upstream_tls),
+                        handler: build_handler(p, &cache, &pool, upstream_tls, &fcgi),
                         headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                         error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
-                            build_handler(doc, &cache, &pool, upstream_tls)
+                            build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
                         }),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
@@ -286,8 +289,9 @@ fn build_handler(
     cache: &Rc<RefCell<file::OpenFileCache>>,
     pool: &Rc<upstream::Pool>,
     upstream_tls: &[Option<TlsClient>],
+    fcgi: &fastcgi::Shared,
 ) -> Box<dyn Handler> {
-    build(&path.handler, &path.prefix, cache, pool, upstream_tls)
+    build(&path.handler, &path.prefix, cache, pool, upstream_tls, fcgi)
 }
 
 fn build(
@@ -296,11 +300,17 @@ fn build(
     cache: &Rc<RefCell<file::OpenFileCache>>,
     pool: &Rc<upstream::Pool>,
     upstream_tls: &[Option<TlsClient>],
+    fcgi: &fastcgi::Shared,
 ) -> Box<dyn Handler> {
     match handler {
         HandlerConf::File(f) => {
-            Box::new(file::FileHandler::new(f.clone(), cache.clone()).with_prefix(prefix))
+            let file = file::FileHandler::new(f.clone(), cache.clone()).with_prefix(prefix);
+            if f.custom_handlers.is_empty() {
+                return Box::new(file);
+            }
+            Box::new(fastcgi::FileWithScripts::new(file, f, prefix, fcgi))
         }
+        HandlerConf::Fastcgi(c) => Box::new(fcgi.handler(c)),
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
         HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, prefix)),
         HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(
@@ -317,7 +327,7 @@ fn build(
             list.iter()
                 .map(|h| {
                     let passes_on = matches!(h, HandlerConf::File(_));
-                    (build(h, prefix, cache, pool, upstream_tls), passes_on)
+                    (build(h, prefix, cache, pool, upstream_tls, fcgi), passes_on)
                 })
                 .collect(),
         )),

@@ -17,6 +17,7 @@ mod answer_memo;
 mod buffers;
 mod connection;
 mod context;
+mod fastcgi_spawn;
 mod h1;
 mod h2;
 mod h2_settings;
@@ -65,6 +66,8 @@ pub struct Server {
     listeners: Vec<Bound>,
     /// The executable we were started from: SIGUSR2 starts it again (binary upgrade).
     exe: Option<PathBuf>,
+    /// `fastcgi.spawn`'s applications, stopped when the server is dropped.
+    spawned: fastcgi_spawn::Spawned,
 }
 
 /// Why the server could not start.
@@ -98,13 +101,15 @@ impl Server {
             signals,
             listeners,
             exe: std::env::current_exe().ok(),
+            spawned: fastcgi_spawn::Spawned::default(),
         })
     }
 
     /// What must happen as root before serving, in h2o's order: every log opened (and its
-    /// command started), the `pid-file` written, then the switch to `user`. Returns the pid
-    /// file, which removes itself when dropped at exit.
-    pub fn settle(&self) -> Result<Option<pid_file::PidFile>, StartError> {
+    /// command started), the `pid-file` written, the `fastcgi.spawn` applications started,
+    /// then the switch to `user`. Returns the pid file, which removes itself when dropped at
+    /// exit.
+    pub fn settle(&mut self) -> Result<Option<pid_file::PidFile>, StartError> {
         for target in self.config.access_log_targets() {
             if let Err(e) = crate::log::target::open(target) {
                 tracing::error!("cannot open access log {target}: {e}");
@@ -123,6 +128,7 @@ impl Server {
             },
             None => None,
         };
+        self.spawned = fastcgi_spawn::Spawned::start(&self.config, self.prepared.user.as_ref())?;
         if let Some(account) = &self.prepared.user {
             account.switch_to().map_err(StartError)?;
         }
