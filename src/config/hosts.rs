@@ -6,6 +6,7 @@
 
 use super::compress::CompressOpts;
 use super::directives::{self, Level};
+use super::edge::EdgeOpts;
 use super::file::FileOpts;
 use super::listen::Listeners;
 use super::proxy::{self, ProxyOpts};
@@ -26,6 +27,7 @@ pub(super) struct Scoped {
     error_docs: Vec<ErrorDoc>,
     access_log: Option<AccessLogConf>,
     compress: CompressOpts,
+    edge: EdgeOpts,
 }
 
 impl Scoped {
@@ -36,6 +38,7 @@ impl Scoped {
             || self.file.apply(ctx, name, v)
             || self.proxy.apply(ctx, name, v)
             || self.compress.apply(ctx, name, v)
+            || self.edge.apply(ctx, name, v)
             || headers::apply(ctx, name, v, &mut self.headers)
         {
             return true;
@@ -217,6 +220,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         error_docs: scoped.error_docs,
         access_log: scoped.access_log,
         compress: scoped.compress.build(),
+        edge: scoped.edge.build(ctx),
         at: ctx.at(key.line),
     })
 }

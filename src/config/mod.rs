@@ -139,6 +139,9 @@ pub struct Listen {
     /// `proxy-protocol` (default OFF): each connection opens with a PROXY protocol header
     /// (version 1 or 2) naming the client.
     pub proxy_protocol: bool,
+    /// `proxy-protocol-from`: the balancers allowed to send the PROXY header; a connection
+    /// from any other peer is closed. Empty (the default): every peer.
+    pub proxy_protocol_from: Vec<Cidr>,
     /// `sndbuf`, `rcvbuf` and `reuseport` of a TCP listener.
     pub socket: SocketOptions,
     pub at: Location,
@@ -192,6 +195,8 @@ pub struct PathConf {
     pub access_log: Option<AccessLogConf>,
     /// `compress` / `gzip`; `None` when on-the-fly compression is off (the default).
     pub compress: Option<CompressConf>,
+    /// `access`, `real-ip.*`: the checks before the handler; `None` when the path has none.
+    pub edge: Option<EdgeConf>,
     pub at: Location,
 }
 
@@ -796,6 +801,7 @@ impl Config {
             quic: None,
             hosts: None,
             proxy_protocol: false,
+            proxy_protocol_from: Vec::new(),
             socket: SocketOptions::default(),
             at: at.clone(),
         });
@@ -814,6 +820,7 @@ impl Config {
                 error_docs: Vec::new(),
                 access_log: None,
                 compress: None,
+                edge: None,
                 at: at.clone(),
             }],
             at,
@@ -824,6 +831,7 @@ impl Config {
 
 mod compress;
 mod directives;
+mod edge;
 mod error_doc;
 mod file;
 mod headers;
@@ -840,6 +848,7 @@ mod tls;
 mod value;
 mod yaml;
 
+pub use edge::{any_contains, AccessRule, Cidr, EdgeConf, RealIpConf, RealIpHeader};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{

@@ -3,6 +3,7 @@
 pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
+pub mod edge;
 pub mod error_doc;
 pub mod file;
 pub mod headers;
@@ -53,6 +54,8 @@ pub struct PathRoute {
     error_docs: Option<error_doc::ErrorDocs>,
     /// `compress`; `None` when off (the default), so the fast path pays one branch.
     compress: Option<compress::Compressor>,
+    /// `access`, `real-ip.*`; `None` when the path has none, so the fast path pays one branch.
+    gate: Option<Box<edge::Gate>>,
     /// Shared with the other paths that log to the same file on this worker.
     pub access_log: Option<Rc<RefCell<AccessLog>>>,
 }
@@ -70,10 +73,11 @@ impl PathRoute {
     /// Whether `resp`, this path's answer ready now, may be given again to a byte-identical
     /// request while the one rule ([`crate::http::repeat`]) says it holds
     /// ([`Handler::answer_repeats`]). Not on a path with an access log: each request there has
-    /// its line.
+    /// its line; nor on one with checks: the same bytes may come from another client.
     #[inline]
     pub fn answer_repeats(&self, resp: &Response) -> bool {
         self.access_log.is_none()
+            && self.gate.is_none()
             && self.handler.answer_repeats(resp)
             && !self
                 .error_docs
@@ -125,6 +129,7 @@ impl Router {
                             build_handler(doc, &cache, &pool, upstream_tls)
                         }),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
+                        gate: p.edge.as_ref().map(|e| Box::new(edge::Gate::new(e))),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
                     })
                     .collect();
@@ -180,6 +185,9 @@ impl Router {
         debug_panic::on_path(req.path());
         match route {
             Some(route) => {
+                if let Some(refusal) = route.gate.as_ref().and_then(|g| g.check(req)) {
+                    return (Answer::Now(refusal), Some(route));
+                }
                 let mut answer = route.handler.handle(req);
                 if let Answer::Now(resp) = &mut answer {
                     if let Some(d) = &route.error_docs {

@@ -1,0 +1,323 @@
+//! The edge: HAProxy as the L4 balancer sending PROXY v1 and v2 to spate (over TCP and TLS),
+//! `proxy-protocol-from` refusing a PROXY header from any other peer, `access` rules and the
+//! client address `real-ip.*` finds behind trusted proxies. Clients take source addresses on
+//! 127.0.0.0/8 (`curl --interface`), so each test tells clients apart on one host.
+
+mod common;
+mod tls_support;
+
+use common::backend::{Backend, Echo};
+use common::*;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `curl` from the source address `from`: the status, and the body.
+fn curl_from(from: &str, url: &str, extra: &[&str]) -> (u16, String) {
+    let mut args = vec![
+        "-sk",
+        "--max-time",
+        "10",
+        "--interface",
+        from,
+        "-w",
+        "\n%{http_code}",
+    ];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let out = curl(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The access log's lines once it has `n` of them (it is written every second or so).
+fn log_lines(path: &std::path::Path, n: usize) -> Vec<String> {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= n || Instant::now() > end {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// HAProxy in TCP mode: each of `routes` is (front port, spate address, `send-proxy` or
+/// `send-proxy-v2`).
+fn haproxy(dir: &std::path::Path, routes: &[(u16, std::net::SocketAddr, &str)]) -> Haproxy {
+    let mut conf = String::from(
+        "global\n  maxconn 200\ndefaults\n  mode tcp\n  timeout connect 5s\n  \
+         timeout client 30s\n  timeout server 30s\n",
+    );
+    for (i, (port, to, send)) in routes.iter().enumerate() {
+        conf.push_str(&format!(
+            "frontend f{i}\n  bind 127.0.0.1:{port}\n  default_backend b{i}\n\
+             backend b{i}\n  server s{i} {to} {send}\n"
+        ));
+    }
+    let path = dir.join("haproxy.cfg");
+    std::fs::write(&path, conf).unwrap();
+    let child = Command::new("haproxy")
+        .args(["-db", "-f"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("haproxy (apt-get install haproxy)");
+    let h = Haproxy(child);
+    // Ready once every front accepts.
+    let end = Instant::now() + Duration::from_secs(10);
+    for (port, _, _) in routes {
+        while std::net::TcpStream::connect(("127.0.0.1", *port)).is_err() {
+            assert!(Instant::now() < end, "haproxy did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    h
+}
+
+#[test]
+fn haproxy_names_the_client_over_tcp_and_tls_v1_and_v2() {
+    let backend = Backend::start();
+    let dir = tempfile::tempdir().unwrap();
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let s = Spate::start_in(
+        &format!(
+            "
+listen:
+  - {{host: 127.0.0.1, port: 0, proxy-protocol: ON, proxy-protocol-from: [127.0.0.1/32]}}
+  - host: 127.0.0.2
+    port: 0
+    proxy-protocol: ON
+    proxy-protocol-from: 127.0.0.1
+    ssl:
+      certificate-file: a.crt
+      key-file: a.key
+num-threads: 1
+access-log:
+  path: $DIR/access.log
+  format: \"%h %r %s\"
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    );
+    let (plain, tls) = (s.listening[0], s.listening[1]);
+    let [p1, p2, p3, p4] = free_ports::<4>();
+    let _h = haproxy(
+        s.path(),
+        &[
+            (p1, plain, "send-proxy"),
+            (p2, plain, "send-proxy-v2"),
+            (p3, tls, "send-proxy"),
+            (p4, tls, "send-proxy-v2"),
+        ],
+    );
+    let cases = [
+        ("127.0.0.11", format!("http://127.0.0.1:{p1}/v1")),
+        ("127.0.0.12", format!("http://127.0.0.1:{p2}/v2")),
+        ("127.0.0.13", format!("https://127.0.0.1:{p3}/tls-v1")),
+        ("127.0.0.14", format!("https://127.0.0.1:{p4}/tls-v2")),
+    ];
+    for (from, url) in &cases {
+        let (status, body) = curl_from(from, url, &[]);
+        assert_eq!(status, 200, "{url}: {body}");
+        let echo = Echo::parse(body.as_bytes()).expect("an echo");
+        // What the backend receives: the client HAProxy accepted, not HAProxy.
+        assert_eq!(echo.header("x-forwarded-for"), Some(*from), "{url}");
+    }
+    let lines = log_lines(&s.path().join("access.log"), cases.len());
+    for (from, url) in &cases {
+        let path = &url[url.rfind('/').unwrap()..];
+        // curl speaks HTTP/2 where TLS lets it choose.
+        let version = if url.starts_with("https") {
+            "HTTP/2"
+        } else {
+            "HTTP/1.1"
+        };
+        let want = format!("{from} GET {path} {version} 200");
+        assert!(lines.contains(&want), "{want} not in {lines:?}");
+    }
+}
+
+#[test]
+fn a_proxy_header_from_an_untrusted_peer_is_refused_with_one_line() {
+    let s = Spate::start(
+        "
+listen: {host: 127.0.0.1, port: 0, proxy-protocol: ON, proxy-protocol-from: [127.0.0.1]}
+num-threads: 1
+hosts:
+  default:
+    paths:
+      /:
+        respond: {body: hello}
+",
+    );
+    // From 127.0.0.1, trusted: served as the client it names.
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    write_all(
+        &mut c,
+        b"PROXY TCP4 203.0.113.7 127.0.0.1 5000 80\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert_eq!(
+        read_response(&mut c, &mut Vec::new(), false).text(),
+        "hello"
+    );
+    // From 127.0.0.2: whatever it claims, closed unanswered.
+    let out = curl(&[
+        "-s",
+        "--max-time",
+        "5",
+        "--interface",
+        "127.0.0.2",
+        "--haproxy-protocol",
+        "-w",
+        "%{http_code}",
+        &s.url("/"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "000");
+    let lines = s.log_lines_naming("not in proxy-protocol-from", 1);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("127.0.0.2"), "{lines:?}");
+}
+
+/// Rules per host and path, in order, inherited and replaced; 403 and one log line.
+#[test]
+fn access_rules_allow_and_deny_by_address_in_order() {
+    let s = Spate::start(
+        "
+listen: {host: 127.0.0.1, port: 0}
+num-threads: 1
+hosts:
+  default:
+    access:
+      - deny: 127.0.0.66
+    paths:
+      /open:
+        respond: {body: open}
+      /private:
+        access:
+          - allow: [127.0.0.2, 127.0.1.0/24]
+          - deny: all
+        respond: {body: private}
+      /private/public:
+        access:
+          - allow: all
+        respond: {body: public}
+",
+    );
+    let url = |p: &str| s.url(p);
+    assert_eq!(curl_from("127.0.0.3", &url("/open"), &[]).0, 200);
+    assert_eq!(curl_from("127.0.0.66", &url("/open"), &[]).0, 403);
+    assert_eq!(curl_from("127.0.0.2", &url("/private"), &[]).0, 200);
+    assert_eq!(curl_from("127.0.1.77", &url("/private/x"), &[]).0, 200);
+    assert_eq!(curl_from("127.0.0.3", &url("/private"), &[]).0, 403);
+    // The inner level's rules replace the host's: 127.0.0.66 may pass here.
+    assert_eq!(curl_from("127.0.0.66", &url("/private/public"), &[]).0, 200);
+    // HTTP/2 too: the same rules whatever carries the request.
+    let (status, _) = curl_from("127.0.0.3", &url("/private"), &["--http2-prior-knowledge"]);
+    assert_eq!(status, 403);
+    let lines = s.log_lines_naming("access rule denies", 3);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("127.0.0.66")), "{lines:?}");
+}
+
+/// `real-ip.*`: the address trusted proxies name in `X-Forwarded-For` / `Forwarded` is the
+/// client the access rules judge; an untrusted peer's header counts for nothing.
+#[test]
+fn real_ip_walks_trusted_proxies_right_to_left() {
+    let s = Spate::start(
+        "
+listen: {host: 127.0.0.1, port: 0}
+num-threads: 1
+real-ip.from: [127.0.0.1, 10.0.0.0/8]
+real-ip.recursive: ON
+hosts:
+  default:
+    access:
+      - deny: 203.0.113.0/24
+    paths:
+      /:
+        respond: {body: ok}
+      /forwarded:
+        real-ip.header: Forwarded
+        respond: {body: ok}
+      /one-step:
+        real-ip.recursive: OFF
+        respond: {body: ok}
+",
+    );
+    let xff = |v: &str| format!("X-Forwarded-For: {v}");
+    let from_lo = |path: &str, h: &str| curl_from("127.0.0.1", &s.url(path), &["-H", h]).0;
+    assert_eq!(from_lo("/", &xff("203.0.113.5")), 403);
+    assert_eq!(from_lo("/", &xff("203.0.113.5, 10.1.2.3, 10.0.0.1")), 403);
+    assert_eq!(from_lo("/", &xff("198.51.100.1")), 200);
+    assert_eq!(
+        from_lo("/", &xff("203.0.113.5, 198.51.100.1, 10.0.0.1")),
+        200
+    );
+    // One step only: the last address, a trusted proxy, is the client.
+    assert_eq!(from_lo("/one-step", &xff("203.0.113.5, 10.0.0.1")), 200);
+    assert_eq!(from_lo("/one-step", &xff("10.0.0.1, 203.0.113.5")), 403);
+    let fwd = "Forwarded: for=203.0.113.5;proto=https, for=\"[2001:db8::1]:80\", for=10.0.0.9";
+    assert_eq!(from_lo("/forwarded", fwd), 200);
+    let fwd = "Forwarded: for=203.0.113.5, for=10.0.0.9";
+    assert_eq!(from_lo("/forwarded", fwd), 403);
+    // 127.0.0.2 is no trusted proxy: its header is ignored.
+    let (status, _) = curl_from("127.0.0.2", &s.url("/"), &["-H", &xff("203.0.113.5")]);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn dash_t_names_each_bad_edge_directive() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conf.yaml");
+    std::fs::write(
+        &path,
+        "listen:
+  - {port: 8080, proxy-protocol-from: 10.0.0.0/8}
+  - {port: 8081, proxy-protocol: ON, proxy-protocol-from: [10.0.0.1/8]}
+hosts:
+  default:
+    access:
+      - allow: 10.0.0.0/33
+      - permit: all
+    real-ip.header: X-Real-IP
+    paths:
+      /:
+        respond: {body: x}
+",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["-t", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "conf.yaml:2: listen: proxy-protocol-from needs proxy-protocol: ON",
+        "conf.yaml:3: listen.proxy-protocol-from expects an address or CIDR range: 10.0.0.1/8 has bits set after the prefix length",
+        "conf.yaml:7: access.allow expects an address or CIDR range: prefix length \"33\" is not 0 to 32",
+        "conf.yaml:8: access expects a sequence of {allow: RANGES} or {deny: RANGES}, got the key permit",
+        "conf.yaml:9: real-ip.header and real-ip.recursive need real-ip.from",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
+}
