@@ -321,3 +321,132 @@ hosts:
         assert!(err.contains(want), "{want} not in {err}");
     }
 }
+
+/// `htpasswd` from apache2-utils writes the file, one user per hash it offers.
+fn htpasswd(file: &std::path::Path, flags: &str, user: &str, password: &str) {
+    let mut args = vec![format!("-b{flags}")];
+    if !file.exists() {
+        args[0].push('c');
+    }
+    let out = Command::new("htpasswd")
+        .args(&args)
+        .arg(file)
+        .args([user, password])
+        .output()
+        .expect("htpasswd (apt-get install apache2-utils)");
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn basic_auth_against_htpasswd_files_reloaded_when_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("users");
+    htpasswd(&file, "m", "alice", "apr1-pass");
+    htpasswd(&file, "B", "bob", "bcrypt-pass");
+    htpasswd(&file, "2", "carol", "sha256-pass");
+    htpasswd(&file, "5", "dave", "sha512-pass");
+    // A broken line and a hash spate does not take: skipped, each with a line; the rest
+    // still counts.
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("this line is broken\neve:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n");
+    std::fs::write(&file, text).unwrap();
+    let s = Spate::start_in(
+        "
+listen: {host: 127.0.0.1, port: 0}
+num-threads: 1
+hosts:
+  default:
+    paths:
+      /:
+        respond: {body: open}
+      /private:
+        basic-auth: {htpasswd: users, realm: Staff only}
+        respond: {body: private}
+      /missing:
+        basic-auth: {htpasswd: no-such-file}
+        respond: {body: never}
+",
+        dir,
+    );
+    let get = |path: &str, user: Option<&str>| {
+        let mut args = vec!["-s", "-i", "--max-time", "10"];
+        if let Some(u) = user {
+            args.extend(["-u", u]);
+        }
+        let url = s.url(path);
+        args.push(&url);
+        String::from_utf8_lossy(&curl(&args).stdout).into_owned()
+    };
+    assert!(get("/", None).starts_with("HTTP/1.1 200"));
+    let refused = get("/private", None);
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(
+        refused.contains("www-authenticate: Basic realm=\"Staff only\""),
+        "{refused}"
+    );
+    // The file is read at the first request that needs it.
+    let broken = s.log_lines_naming("skipped", 2);
+    assert_eq!(broken.len(), 2, "{broken:?}");
+    assert!(
+        broken[0].contains("users:5: skipped: no user:hash"),
+        "{broken:?}"
+    );
+    assert!(
+        broken[1].contains("users:6: skipped: a hash other than"),
+        "{broken:?}"
+    );
+    for cred in [
+        "alice:apr1-pass",
+        "bob:bcrypt-pass",
+        "carol:sha256-pass",
+        "dave:sha512-pass",
+    ] {
+        let r = get("/private", Some(cred));
+        assert!(
+            r.starts_with("HTTP/1.1 200") && r.ends_with("private"),
+            "{cred}: {r}"
+        );
+    }
+    for cred in ["alice:wrong", "nobody:apr1-pass", "eve:abc"] {
+        assert!(
+            get("/private", Some(cred)).starts_with("HTTP/1.1 401"),
+            "{cred}"
+        );
+    }
+    // Changed on disk: a new user counts, a removed one no more, within a second or so.
+    // (htpasswd itself refuses to edit a file with a broken line: rewritten here, with its
+    // -n output for the new user.)
+    let users = s.path().join("users");
+    let out = Command::new("htpasswd")
+        .args(["-nbm", "frank", "new-pass"])
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&users).unwrap();
+    let mut kept: String = text
+        .lines()
+        .filter(|l| !l.starts_with("alice:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    kept.push_str(String::from_utf8_lossy(&out.stdout).trim());
+    kept.push('\n');
+    std::fs::write(&users, kept).unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while !get("/private", Some("frank:new-pass")).starts_with("HTTP/1.1 200") {
+        assert!(Instant::now() < end, "the changed file was not read again");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(get("/private", Some("alice:apr1-pass")).starts_with("HTTP/1.1 401"));
+    // Refusals are logged, credentials never.
+    let refusals = s.log_lines_naming("401: Basic credentials not accepted", 4);
+    assert!(refusals.len() >= 4, "{refusals:?}");
+    for l in refusals.iter().chain(&broken) {
+        assert!(!l.contains("pass") && !l.contains("wrong"), "{l}");
+    }
+    // No file: 500, never a pass-through, and one line however many requests.
+    for _ in 0..3 {
+        assert!(get("/missing", Some("bob:bcrypt-pass")).starts_with("HTTP/1.1 500"));
+    }
+    let lines = s.log_lines_naming("cannot read", 1);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(!lines[0].contains("pass"), "{lines:?}");
+}

@@ -169,6 +169,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("gzip", ALL),
     // The edge (config/edge.rs): spate's names, h2o does these with mruby.
     ("access", ALL),
+    ("basic-auth", ALL),
     ("real-ip.from", ALL),
     ("real-ip.header", ALL),
     ("real-ip.recursive", ALL),

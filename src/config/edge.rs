@@ -7,6 +7,7 @@
 use super::value::{show, Ctx};
 use super::yaml::Node;
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 /// An address range: `10.0.0.0/8`, `2001:db8::/32`, one address, or `all`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +132,17 @@ pub struct EdgeConf {
     /// client no rule names passes.
     pub access: Vec<AccessRule>,
     pub real_ip: Option<RealIpConf>,
+    /// `basic-auth`.
+    pub basic_auth: Option<BasicAuthConf>,
+}
+
+/// `basic-auth: {htpasswd: PATH, realm: TEXT}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicAuthConf {
+    /// The htpasswd file (relative to the configuration's directory).
+    pub htpasswd: PathBuf,
+    /// `realm` (default `Restricted`).
+    pub realm: String,
 }
 
 /// The edge directives as set so far at some level.
@@ -143,6 +155,8 @@ pub(super) struct EdgeOpts {
     /// The line of the last `real-ip.header` / `real-ip.recursive`, for the check that
     /// `real-ip.from` came with them.
     real_ip_line: Option<u32>,
+    /// `Some(None)`: `basic-auth: OFF` at this level.
+    basic_auth: Option<Option<BasicAuthConf>>,
 }
 
 impl EdgeOpts {
@@ -152,6 +166,11 @@ impl EdgeOpts {
             "access" => {
                 if let Some(rules) = access(ctx, v) {
                     self.access = rules;
+                }
+            }
+            "basic-auth" => {
+                if let Some(b) = basic_auth(ctx, v) {
+                    self.basic_auth = Some(b);
                 }
             }
             "real-ip.from" => {
@@ -216,12 +235,14 @@ impl EdgeOpts {
                 None
             }
         };
-        if self.access.is_empty() && real_ip.is_none() {
+        let basic_auth = self.basic_auth.clone().flatten();
+        if self.access.is_empty() && real_ip.is_none() && basic_auth.is_none() {
             return None;
         }
         Some(EdgeConf {
             access: self.access.clone(),
             real_ip,
+            basic_auth,
         })
     }
 }
@@ -263,6 +284,48 @@ pub(super) fn cidrs(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Vec<Cidr>> {
         }
     }
     ok.then_some(out)
+}
+
+/// `basic-auth: OFF` or `basic-auth: {htpasswd: PATH, realm: TEXT}`.
+fn basic_auth(ctx: &mut Ctx, v: &Node) -> Option<Option<BasicAuthConf>> {
+    if v.as_bool() == Some(false) {
+        return Some(None);
+    }
+    let Some(entries) = v.as_map() else {
+        ctx.error(
+            v.line,
+            format!(
+                "basic-auth expects OFF or a mapping with htpasswd (and realm), got {}",
+                show(v)
+            ),
+        );
+        return None;
+    };
+    let mut htpasswd = None;
+    let mut realm = "Restricted".to_string();
+    let mut ok = true;
+    for (key, val) in ctx.known_keys("basic-auth", entries, &["htpasswd", "realm"]) {
+        match key {
+            "htpasswd" => match ctx.path("basic-auth.htpasswd", val) {
+                Some(p) => htpasswd = Some(p),
+                None => ok = false,
+            },
+            _ => match ctx.string("basic-auth.realm", val) {
+                Some(r) => realm = r,
+                None => ok = false,
+            },
+        }
+    }
+    let Some(htpasswd) = htpasswd.filter(|_| ok) else {
+        if ok {
+            ctx.error(
+                v.line,
+                "basic-auth: htpasswd (the password file) is required",
+            );
+        }
+        return None;
+    };
+    Some(Some(BasicAuthConf { htpasswd, realm }))
 }
 
 /// `access: [{allow: RANGES}, {deny: RANGES}, ...]`.

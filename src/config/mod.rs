@@ -195,7 +195,7 @@ pub struct PathConf {
     pub access_log: Option<AccessLogConf>,
     /// `compress` / `gzip`; `None` when on-the-fly compression is off (the default).
     pub compress: Option<CompressConf>,
-    /// `access`, `real-ip.*`: the checks before the handler; `None` when the path has none.
+    /// `access`, `real-ip.*`, `basic-auth`: the checks before the handler; `None` when the path has none.
     pub edge: Option<EdgeConf>,
     pub at: Location,
 }
@@ -848,7 +848,7 @@ mod tls;
 mod value;
 mod yaml;
 
-pub use edge::{any_contains, AccessRule, Cidr, EdgeConf, RealIpConf, RealIpHeader};
+pub use edge::{any_contains, AccessRule, BasicAuthConf, Cidr, EdgeConf, RealIpConf, RealIpHeader};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{

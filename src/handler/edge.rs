@@ -1,5 +1,5 @@
-//! The checks a path makes before its handler runs (`access`, `real-ip.*`): who the client is
-//! and whether it may pass. Built only for a path that configures one, so a path without
+//! The checks a path makes before its handler runs (`access`, `real-ip.*`, `basic-auth`):
+//! who the client is and whether it may pass: the access rules first, then the credentials. Built only for a path that configures one, so a path without
 //! them pays one `Option` check.
 
 use crate::config::{any_contains, AccessRule, EdgeConf, RealIpConf, RealIpHeader};
@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 pub struct Gate {
     access: Vec<AccessRule>,
     real_ip: Option<RealIpConf>,
+    basic_auth: Option<super::auth::BasicAuth>,
 }
 
 impl Gate {
@@ -17,6 +18,7 @@ impl Gate {
         Gate {
             access: conf.access.clone(),
             real_ip: conf.real_ip.clone(),
+            basic_auth: conf.basic_auth.as_ref().map(super::auth::BasicAuth::new),
         }
     }
 
@@ -32,6 +34,11 @@ impl Gate {
                     "403: an access rule denies the client"
                 );
                 return Some(Response::error(403));
+            }
+        }
+        if let Some(auth) = &self.basic_auth {
+            if let super::auth::Verdict::Refuse(resp) = auth.check(req, client) {
+                return Some(resp);
             }
         }
         None

@@ -1,5 +1,6 @@
 //! Handlers and the host/path router that picks one for each request.
 
+pub mod auth;
 pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
