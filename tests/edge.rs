@@ -450,3 +450,189 @@ hosts:
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(!lines[0].contains("pass"), "{lines:?}");
 }
+
+/// One request on a kept connection: its status.
+fn status_on(c: &mut std::net::TcpStream, pending: &mut Vec<u8>, path: &str, key: &str) -> u16 {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nX-Key: {key}\r\n\r\n");
+    write_all(c, req.as_bytes());
+    read_response(c, pending, false).status
+}
+
+/// The patterns of the comparison with nginx, on the server at `port`: (pattern, passed,
+/// refused) for each.
+fn limit_patterns(port: u16) -> Vec<(&'static str, usize, usize)> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut out = Vec::new();
+    let tally = |statuses: &[u16]| {
+        let passed = statuses.iter().filter(|s| **s == 200).count();
+        let refused = statuses.iter().filter(|s| **s == 429).count();
+        assert_eq!(passed + refused, statuses.len(), "{statuses:?}");
+        (passed, refused)
+    };
+    // Steady at twice the rate: 40 requests 50 ms apart against 10 r/s.
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    let mut pending = Vec::new();
+    let start = Instant::now();
+    let mut statuses = Vec::new();
+    for i in 0..40u32 {
+        let at = start + Duration::from_millis(50) * i;
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        statuses.push(status_on(&mut c, &mut pending, "/steady", "-"));
+    }
+    let (p, r) = tally(&statuses);
+    out.push(("steady 20 r/s against 10 r/s, 40 requests", p, r));
+    // A burst of 20 at once against 5 r/s, burst 5, nodelay.
+    let statuses: Vec<u16> = (0..20)
+        .map(|_| status_on(&mut c, &mut pending, "/nodelay", "-"))
+        .collect();
+    let (p, r) = tally(&statuses);
+    out.push(("20 at once, 5 r/s burst 5 nodelay", p, r));
+    // The same without nodelay: 20 clients at once; those within the burst wait.
+    let threads: Vec<_> = (0..20)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                status_on(&mut c, &mut Vec::new(), "/delay", "-")
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let (p, r) = tally(&statuses);
+    out.push(("20 clients at once, 5 r/s burst 5 (delayed)", p, r));
+    // Two keys (a header) interleaved, 12 each at once, 5 r/s burst 2 nodelay.
+    let statuses: Vec<u16> = (0..24)
+        .map(|i| {
+            status_on(
+                &mut c,
+                &mut pending,
+                "/keys",
+                if i % 2 == 0 { "a" } else { "b" },
+            )
+        })
+        .collect();
+    let (p, r) = tally(&statuses);
+    out.push(("two keys, 12 each at once, 5 r/s burst 2 nodelay", p, r));
+    out
+}
+
+struct NginxProcess(Child);
+
+impl Drop for NginxProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Debian's nginx with the same zones, on `port`.
+fn nginx_limits(dir: &std::path::Path, port: u16) -> NginxProcess {
+    let d = dir.display();
+    std::fs::create_dir_all(dir.join("htdocs")).unwrap();
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    for f in ["steady", "nodelay", "delay", "keys"] {
+        std::fs::write(dir.join("htdocs").join(f), "ok").unwrap();
+    }
+    let conf = format!(
+        "daemon off; user root; worker_processes 1; pid {d}/nginx.pid; error_log {d}/error.log;
+events {{}}
+http {{
+  access_log off;
+  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
+  uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
+  limit_req_zone $binary_remote_addr zone=steady:1m rate=10r/s;
+  limit_req_zone $binary_remote_addr zone=nodelay:1m rate=5r/s;
+  limit_req_zone $binary_remote_addr zone=delay:1m rate=5r/s;
+  limit_req_zone $http_x_key zone=keys:1m rate=5r/s;
+  limit_req_status 429;
+  server {{
+    listen 127.0.0.1:{port};
+    root {d}/htdocs;
+    location /steady {{ limit_req zone=steady; }}
+    location /nodelay {{ limit_req zone=nodelay burst=5 nodelay; }}
+    location /delay {{ limit_req zone=delay burst=5; }}
+    location /keys {{ limit_req zone=keys burst=2 nodelay; }}
+  }}
+}}
+"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).unwrap();
+    let bin = if std::path::Path::new("/usr/sbin/nginx").exists() {
+        "/usr/sbin/nginx"
+    } else {
+        "nginx"
+    };
+    let child = Command::new(bin)
+        .arg("-c")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx (apt-get install nginx-light)");
+    let n = NginxProcess(child);
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < end, "nginx did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    n
+}
+
+/// nginx's `limit_req` and spate's `limit-req` on the same traffic: the same numbers of
+/// passed and refused requests, within a couple (the two see slightly different clocks).
+#[test]
+fn limit_req_agrees_with_nginx() {
+    let s = Spate::start(
+        "
+listen: {host: 127.0.0.1, port: 0}
+num-threads: 2
+limit-req-zones:
+  steady: {key: client, rate: 10r/s}
+  nodelay: {rate: 5r/s}
+  delay: {rate: 5r/s}
+  keys: {key: \"header:X-Key\", rate: 5r/s}
+hosts:
+  default:
+    paths:
+      /steady:
+        limit-req: {zone: steady}
+        respond: {body: ok}
+      /nodelay:
+        limit-req: {zone: nodelay, burst: 5, nodelay: ON}
+        respond: {body: ok}
+      /delay:
+        limit-req: {zone: delay, burst: 5}
+        respond: {body: ok}
+      /keys:
+        limit-req: {zone: keys, burst: 2, nodelay: ON}
+        respond: {body: ok}
+",
+    );
+    let spate = limit_patterns(s.addr.port());
+    let dir = tempfile::tempdir().unwrap();
+    let [port] = free_ports::<1>();
+    let nginx = nginx_limits(dir.path(), port);
+    let theirs = limit_patterns(port);
+    drop(nginx);
+    eprintln!("pattern | spate passed/refused | nginx passed/refused");
+    for ((name, p, r), (_, np, nr)) in spate.iter().zip(&theirs) {
+        eprintln!("{name} | {p}/{r} | {np}/{nr}");
+    }
+    for ((name, p, _), (_, np, _)) in spate.iter().zip(&theirs) {
+        assert!(p.abs_diff(*np) <= 2, "{name}: spate {p} passed, nginx {np}");
+    }
+    // A refusal says when to come back.
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    let refusal = (0..10)
+        .map(|_| {
+            write_all(&mut c, b"GET /nodelay HTTP/1.1\r\nHost: x\r\n\r\n");
+            read_response(&mut c, &mut pending, false)
+        })
+        .find(|r| r.status == 429)
+        .expect("a refusal");
+    let retry = refusal
+        .header("retry-after")
+        .map(|v| v.parse::<u64>().unwrap());
+    assert!(retry.is_some_and(|v| v >= 1), "{retry:?}");
+}

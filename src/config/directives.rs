@@ -170,6 +170,8 @@ const DIRECTIVES: &[(&str, u8)] = &[
     // The edge (config/edge.rs): spate's names, h2o does these with mruby.
     ("access", ALL),
     ("basic-auth", ALL),
+    ("limit-req-zones", G),
+    ("limit-req", ALL),
     ("real-ip.from", ALL),
     ("real-ip.header", ALL),
     ("real-ip.recursive", ALL),

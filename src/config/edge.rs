@@ -134,6 +134,49 @@ pub struct EdgeConf {
     pub real_ip: Option<RealIpConf>,
     /// `basic-auth`.
     pub basic_auth: Option<BasicAuthConf>,
+    /// `limit-req`: each zone the request counts in.
+    pub limits: Vec<LimitReqConf>,
+}
+
+/// One entry of `limit-req-zones` (nginx's `limit_req_zone`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitZone {
+    pub name: String,
+    pub key: LimitKey,
+    /// `rate`, in thousandths of a request per second (nginx's unit): `10r/s` is 10,000,
+    /// `30r/m` is 500.
+    pub rate: u64,
+    /// `size` (10,000): the keys remembered; beyond them the least recently seen is forgotten.
+    pub size: usize,
+    pub at: super::Location,
+}
+
+impl LimitZone {
+    pub const DEFAULT_SIZE: usize = 10_000;
+}
+
+/// What a zone counts requests by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitKey {
+    /// The client's address (`client`): the peer, the PROXY header's client, or `real-ip`'s.
+    Client,
+    /// A request header's value (`header:NAME`, the name in lower case); a request without
+    /// it is not counted (nginx's empty key).
+    Header(String),
+}
+
+/// One `limit-req` of a path (nginx's `limit_req`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitReqConf {
+    pub zone: LimitZone,
+    /// `burst` (0): requests over the rate that wait (or pass at once up to `delay`).
+    pub burst: u64,
+    /// `delay` (0) or `nodelay: ON` (= `burst`): excess requests answered without waiting.
+    pub delay: u64,
+    /// `status` (429).
+    pub status: u16,
+    /// `dry-run` (OFF): only log and count what would be refused.
+    pub dry_run: bool,
 }
 
 /// `basic-auth: {htpasswd: PATH, realm: TEXT}`.
@@ -157,6 +200,8 @@ pub(super) struct EdgeOpts {
     real_ip_line: Option<u32>,
     /// `Some(None)`: `basic-auth: OFF` at this level.
     basic_auth: Option<Option<BasicAuthConf>>,
+    /// `limit-req` as written (zones named, resolved when a path is built).
+    limits: Option<Vec<(LimitReqConf, String, u32)>>,
 }
 
 impl EdgeOpts {
@@ -171,6 +216,12 @@ impl EdgeOpts {
             "basic-auth" => {
                 if let Some(b) = basic_auth(ctx, v) {
                     self.basic_auth = Some(b);
+                }
+            }
+            "limit-req-zones" => zones(ctx, v),
+            "limit-req" => {
+                if let Some(l) = limit_req(ctx, v) {
+                    self.limits = Some(l);
                 }
             }
             "real-ip.from" => {
@@ -236,13 +287,35 @@ impl EdgeOpts {
             }
         };
         let basic_auth = self.basic_auth.clone().flatten();
-        if self.access.is_empty() && real_ip.is_none() && basic_auth.is_none() {
+        let mut limits = Vec::new();
+        for (limit, zone, line) in self.limits.iter().flatten() {
+            match ctx.limit_zones.iter().find(|z| z.name == *zone) {
+                Some(z) => limits.push(LimitReqConf {
+                    zone: z.clone(),
+                    ..limit.clone()
+                }),
+                None => {
+                    let message = format!("limit-req: no zone {zone} in limit-req-zones");
+                    let at = ctx.at(*line);
+                    if !ctx
+                        .errors
+                        .iter()
+                        .any(|e| e.at == at && e.message == message)
+                    {
+                        ctx.error(*line, message);
+                    }
+                }
+            }
+        }
+        if self.access.is_empty() && real_ip.is_none() && basic_auth.is_none() && limits.is_empty()
+        {
             return None;
         }
         Some(EdgeConf {
             access: self.access.clone(),
             real_ip,
             basic_auth,
+            limits,
         })
     }
 }
@@ -279,6 +352,188 @@ pub(super) fn cidrs(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Vec<Cidr>> {
                         show(item)
                     ),
                 );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// `limit-req-zones: {NAME: {key: client | header:NAME, rate: Nr/s | Nr/m, size: N}}`.
+fn zones(ctx: &mut Ctx, v: &Node) {
+    let Some(entries) = ctx.map("limit-req-zones", v) else {
+        return;
+    };
+    for (k, body) in entries {
+        let Some(name) = k.as_str().filter(|n| !n.is_empty()) else {
+            ctx.error(k.line, "limit-req-zones: a zone name must be a string");
+            continue;
+        };
+        if let Some(dup) = ctx.limit_zones.iter().find(|z| z.name == name) {
+            let line = dup.at.line;
+            ctx.error(
+                k.line,
+                format!("limit-req-zones: zone {name} is defined twice (first at line {line})"),
+            );
+            continue;
+        }
+        let Some(fields) = ctx.map(&format!("limit-req-zones.{name}"), body) else {
+            continue;
+        };
+        let what = format!("limit-req-zones.{name}");
+        let mut key = Some(LimitKey::Client);
+        let mut rate = None;
+        let mut size = Some(LimitZone::DEFAULT_SIZE);
+        for (field, val) in ctx.known_keys(&what, fields, &["key", "rate", "size"]) {
+            match field {
+                "key" => {
+                    key = match val.as_str() {
+                        Some("client") => Some(LimitKey::Client),
+                        Some(h) if h.strip_prefix("header:").is_some_and(is_token) => {
+                            Some(LimitKey::Header(h["header:".len()..].to_ascii_lowercase()))
+                        }
+                        _ => {
+                            ctx.error(
+                                val.line,
+                                format!(
+                                    "{what}.key expects client or header:NAME, got {}",
+                                    show(val)
+                                ),
+                            );
+                            None
+                        }
+                    }
+                }
+                "rate" => {
+                    rate = val.as_str().and_then(parse_rate);
+                    if rate.is_none() {
+                        ctx.error(
+                            val.line,
+                            format!(
+                                "{what}.rate expects requests per second or minute (10r/s, 30r/m), got {}",
+                                show(val)
+                            ),
+                        );
+                    }
+                }
+                _ => size = ctx.int(&format!("{what}.size"), val, 1),
+            }
+        }
+        if !fields.iter().any(|(f, _)| f.as_str() == Some("rate")) {
+            ctx.error(k.line, format!("{what}: rate is required"));
+        }
+        if let (Some(key), Some(rate), Some(size)) = (key, rate, size) {
+            let at = ctx.at(k.line);
+            ctx.limit_zones.push(LimitZone {
+                name: name.to_string(),
+                key,
+                rate,
+                size,
+                at,
+            });
+        }
+    }
+}
+
+/// `10r/s` -> 10,000; `30r/m` -> 500 (thousandths of a request per second).
+fn parse_rate(text: &str) -> Option<u64> {
+    let (n, unit) = text.trim().split_once("r/")?;
+    let n: u64 = n
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| *n > 0 && *n <= 1_000_000)?;
+    match unit {
+        "s" => Some(n * 1000),
+        "m" => Some((n * 1000 / 60).max(1)),
+        _ => None,
+    }
+}
+
+/// `limit-req: {zone: NAME, burst: N, nodelay: ON | delay: N, status: 429, dry-run: OFF}`, a
+/// sequence of them, or OFF.
+fn limit_req(ctx: &mut Ctx, v: &Node) -> Option<Vec<(LimitReqConf, String, u32)>> {
+    if v.as_bool() == Some(false) {
+        return Some(Vec::new());
+    }
+    let items: Vec<&Node> = match v.as_seq() {
+        Some(items) => items.iter().collect(),
+        None => vec![v],
+    };
+    let mut out = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(fields) = item.as_map() else {
+            ctx.error(
+                item.line,
+                format!(
+                    "limit-req expects a mapping with zone (and burst, nodelay, delay, status, dry-run), got {}",
+                    show(item)
+                ),
+            );
+            ok = false;
+            continue;
+        };
+        let allowed = ["zone", "burst", "nodelay", "delay", "status", "dry-run"];
+        let mut zone = None;
+        let mut limit = LimitReqConf {
+            zone: LimitZone {
+                name: String::new(),
+                key: LimitKey::Client,
+                rate: 0,
+                size: 0,
+                at: ctx.at(item.line),
+            },
+            burst: 0,
+            delay: 0,
+            status: 429,
+            dry_run: false,
+        };
+        let mut nodelay = false;
+        let mut delay = None;
+        for (field, val) in ctx.known_keys("limit-req", fields, &allowed) {
+            let name = format!("limit-req.{field}");
+            match field {
+                "zone" => zone = ctx.string(&name, val),
+                "burst" => match ctx.uint(&name, val, 0) {
+                    Some(n) => limit.burst = n,
+                    None => ok = false,
+                },
+                "nodelay" => match ctx.bool(&name, val) {
+                    Some(on) => nodelay = on,
+                    None => ok = false,
+                },
+                "delay" => match ctx.uint(&name, val, 0) {
+                    Some(n) => delay = Some((n, val.line)),
+                    None => ok = false,
+                },
+                "status" => match ctx.int::<u16>(&name, val, 400) {
+                    Some(s) if s <= 599 => limit.status = s,
+                    Some(_) => {
+                        ctx.error(val.line, format!("{name} expects a status from 400 to 599"));
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                _ => match ctx.bool(&name, val) {
+                    Some(on) => limit.dry_run = on,
+                    None => ok = false,
+                },
+            }
+        }
+        if let (true, Some((_, line))) = (nodelay, delay) {
+            ctx.error(line, "limit-req: nodelay and delay exclude each other");
+            ok = false;
+        }
+        limit.delay = if nodelay {
+            limit.burst
+        } else {
+            delay.map_or(0, |(d, _)| d)
+        };
+        match zone {
+            Some(z) => out.push((limit, z, item.line)),
+            None => {
+                ctx.error(item.line, "limit-req: zone is required");
                 ok = false;
             }
         }

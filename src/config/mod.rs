@@ -848,7 +848,10 @@ mod tls;
 mod value;
 mod yaml;
 
-pub use edge::{any_contains, AccessRule, BasicAuthConf, Cidr, EdgeConf, RealIpConf, RealIpHeader};
+pub use edge::{
+    any_contains, AccessRule, BasicAuthConf, Cidr, EdgeConf, LimitKey, LimitReqConf, LimitZone,
+    RealIpConf, RealIpHeader,
+};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{

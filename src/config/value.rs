@@ -17,6 +17,8 @@ pub(super) struct Ctx {
     pub proxy_ca_files: Vec<PathAt>,
     /// `https://` backends read so far: the next one's [`super::UpstreamTls::id`].
     pub upstream_tls_count: usize,
+    /// `limit-req-zones` read so far (`config/edge.rs`).
+    pub limit_zones: Vec<super::LimitZone>,
 }
 
 impl Ctx {
@@ -31,6 +33,7 @@ impl Ctx {
             errors: Vec::new(),
             proxy_ca_files: Vec::new(),
             upstream_tls_count: 0,
+            limit_zones: Vec::new(),
         }
     }
 

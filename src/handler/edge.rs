@@ -3,14 +3,24 @@
 //! them pays one `Option` check.
 
 use crate::config::{any_contains, AccessRule, EdgeConf, RealIpConf, RealIpHeader};
-use crate::http::{Request, Response};
+use crate::http::{Answer, Request, Response};
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 /// A path's checks.
 pub struct Gate {
     access: Vec<AccessRule>,
     real_ip: Option<RealIpConf>,
     basic_auth: Option<super::auth::BasicAuth>,
+    limits: Vec<super::limit::Limit>,
+}
+
+/// What the checks say of a request.
+pub enum Verdict {
+    Pass,
+    /// Answered after this wait (`limit-req` within its burst, over its `delay`).
+    Delay(Duration),
+    Refuse(Response),
 }
 
 impl Gate {
@@ -19,12 +29,13 @@ impl Gate {
             access: conf.access.clone(),
             real_ip: conf.real_ip.clone(),
             basic_auth: conf.basic_auth.as_ref().map(super::auth::BasicAuth::new),
+            limits: conf.limits.iter().map(super::limit::Limit::new).collect(),
         }
     }
 
-    /// The refusal `req` gets, or `None` when it passes.
-    #[inline]
-    pub fn check(&self, req: &Request) -> Option<Response> {
+    /// Whether `req` passes, waits or is refused: the access rules, then the rate limits
+    /// (counted only for a client the rules let in), then the credentials.
+    pub fn check(&self, req: &Request) -> Verdict {
         let client = self.client(req);
         if let Some(rule) = self.access.iter().find(|r| any_contains(&r.from, client)) {
             if !rule.allow {
@@ -33,15 +44,28 @@ impl Gate {
                     path = %String::from_utf8_lossy(req.path()),
                     "403: an access rule denies the client"
                 );
-                return Some(Response::error(403));
+                return Verdict::Refuse(Response::error(403));
+            }
+        }
+        // The longest wait of the zones, as nginx's.
+        let mut wait = Duration::ZERO;
+        for limit in &self.limits {
+            match limit.check(req, client) {
+                super::limit::Verdict::Pass => {}
+                super::limit::Verdict::Delay(d) => wait = wait.max(d),
+                super::limit::Verdict::Refuse(resp) => return Verdict::Refuse(resp),
             }
         }
         if let Some(auth) = &self.basic_auth {
             if let super::auth::Verdict::Refuse(resp) = auth.check(req, client) {
-                return Some(resp);
+                return Verdict::Refuse(resp);
             }
         }
-        None
+        if wait.is_zero() {
+            Verdict::Pass
+        } else {
+            Verdict::Delay(wait)
+        }
     }
 
     /// The client's address: the connection's peer (the PROXY header's client on such a
@@ -51,6 +75,26 @@ impl Gate {
         match &self.real_ip {
             Some(conf) => real_ip(conf, req, peer),
             None => peer,
+        }
+    }
+}
+
+/// Runs a path's checks: the answer when they decide it (a refusal, or the handler's answer
+/// held back for a delay), `None` to go on to the handler.
+pub fn gate(gate: &Gate, handler: &dyn crate::http::Handler, req: &Request) -> Option<Answer> {
+    match gate.check(req) {
+        Verdict::Pass => None,
+        Verdict::Refuse(resp) => Some(Answer::Now(resp)),
+        Verdict::Delay(wait) => {
+            // The handler runs now (it borrows the request); its answer goes out after the wait.
+            let answer = handler.handle(req);
+            Some(Answer::Later(Box::pin(async move {
+                tokio::time::sleep(wait).await;
+                match answer {
+                    Answer::Now(resp) => resp,
+                    Answer::Later(pending) => pending.await,
+                }
+            })))
         }
     }
 }

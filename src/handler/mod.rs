@@ -8,6 +8,7 @@ pub mod edge;
 pub mod error_doc;
 pub mod file;
 pub mod headers;
+pub mod limit;
 pub mod proxy;
 pub mod redirect;
 pub mod respond;
@@ -170,7 +171,8 @@ impl Router {
     #[inline(always)]
     pub fn handle_now(&self, req: &Request) -> Option<(Answer, Option<&PathRoute>)> {
         let route = self.route(req);
-        if route.is_some_and(|r| !r.handler.answers_now()) {
+        // A path's checks have effects (log lines, counts): not run twice.
+        if route.is_some_and(|r| r.gate.is_some() || !r.handler.answers_now()) {
             return None;
         }
         Some(self.handle_routed(req, route))
@@ -186,8 +188,10 @@ impl Router {
         debug_panic::on_path(req.path());
         match route {
             Some(route) => {
-                if let Some(refusal) = route.gate.as_ref().and_then(|g| g.check(req)) {
-                    return (Answer::Now(refusal), Some(route));
+                if let Some(gate) = &route.gate {
+                    if let Some(answer) = edge::gate(gate, route.handler.as_ref(), req) {
+                        return (answer, Some(route));
+                    }
                 }
                 let mut answer = route.handler.handle(req);
                 if let Answer::Now(resp) = &mut answer {
