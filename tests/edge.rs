@@ -636,3 +636,101 @@ hosts:
         .map(|v| v.parse::<u64>().unwrap());
     assert!(retry.is_some_and(|v| v >= 1), "{retry:?}");
 }
+
+/// A full zone forgets its least recently seen key (one line says so), dry-run only logs,
+/// and HTTP/2 streams count as requests.
+#[test]
+fn limit_req_full_zone_dry_run_and_http2_streams() {
+    let s = Spate::start(
+        "
+listen: {host: 127.0.0.1, port: 0}
+num-threads: 1
+limit-req-zones:
+  small: {key: \"header:X-Key\", rate: 1r/m, size: 2}
+  dry: {rate: 1r/m}
+  streams: {rate: 1r/m}
+hosts:
+  default:
+    paths:
+      /small:
+        limit-req: {zone: small}
+        respond: {body: ok}
+      /dry:
+        limit-req: {zone: dry, dry-run: ON}
+        respond: {body: ok}
+      /h2:
+        limit-req: {zone: streams, burst: 1, nodelay: ON, status: 503}
+        respond: {body: ok}
+",
+    );
+    let mut c = s.connect();
+    let mut pending = Vec::new();
+    let mut st = |path: &str, key: &str| status_on(&mut c, &mut pending, path, key);
+    assert_eq!(st("/small", "a"), 200);
+    assert_eq!(st("/small", "b"), 200);
+    assert_eq!(st("/small", "a"), 429);
+    // c takes the place of a (least recently counted), so a starts afresh; b still counts.
+    assert_eq!(st("/small", "c"), 200);
+    assert_eq!(st("/small", "a"), 200);
+    assert_eq!(st("/small", "c"), 429);
+    let full = s.log_lines_naming("zone full", 1);
+    assert_eq!(full.len(), 1, "{full:?}");
+    for _ in 0..3 {
+        assert_eq!(st("/dry", "-"), 200);
+    }
+    let dry = s.log_lines_naming("would refuse (dry-run)", 2);
+    assert_eq!(dry.len(), 2, "{dry:?}");
+    // Three streams on one HTTP/2 connection (h2load, cleartext prior knowledge): two
+    // within the burst, the third refused.
+    let out = Command::new("h2load")
+        .args(["-n", "3", "-c", "1", "-m", "1", &s.url("/h2")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("status codes: 2 2xx, 0 3xx, 0 4xx, 1 5xx"),
+        "{text}"
+    );
+}
+
+#[test]
+fn dash_t_names_each_bad_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conf.yaml");
+    std::fs::write(
+        &path,
+        "listen: 8080
+limit-req-zones:
+  a: {key: cookie, rate: 10r/s}
+  b: {rate: 10 per second}
+  c: {size: 10}
+hosts:
+  default:
+    paths:
+      /:
+        limit-req: {zone: nowhere}
+        respond: {body: x}
+      /x:
+        limit-req: {zone: c, nodelay: ON, delay: 3, status: 302}
+        respond: {body: x}
+",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["-t", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "conf.yaml:3: limit-req-zones.a.key expects client or header:NAME, got \"cookie\"",
+        "conf.yaml:4: limit-req-zones.b.rate expects requests per second or minute",
+        "conf.yaml:5: limit-req-zones.c: rate is required",
+        "conf.yaml:10: limit-req: no zone nowhere in limit-req-zones",
+        "conf.yaml:13: limit-req: nodelay and delay exclude each other",
+        "conf.yaml:13: limit-req.status",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
+}
