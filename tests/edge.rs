@@ -734,3 +734,46 @@ hosts:
         assert!(err.contains(want), "{want} not in {err}");
     }
 }
+
+/// The client `real-ip` finds is the client everywhere after it: the access log's `%h` and
+/// the `X-Forwarded-For` the backend gets.
+#[test]
+fn real_ip_reaches_the_log_and_the_backend() {
+    let backend = Backend::start();
+    let s = Spate::start(&format!(
+        "
+listen: {{host: 127.0.0.1, port: 0}}
+num-threads: 1
+real-ip.from: 127.0.0.1
+access-log:
+  path: $DIR/access.log
+  format: \"%h %s\"
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: {}
+",
+        backend.url("/")
+    ));
+    let (status, body) = curl_from(
+        "127.0.0.1",
+        &s.url("/x"),
+        &["-H", "X-Forwarded-For: 198.51.100.23"],
+    );
+    assert_eq!(status, 200, "{body}");
+    let echo = Echo::parse(body.as_bytes()).expect("an echo");
+    // The incoming list, with the client spate took it for appended as nginx's
+    // $proxy_add_x_forwarded_for does.
+    let xff = echo.header("x-forwarded-for").unwrap_or_default();
+    assert!(xff.ends_with("198.51.100.23"), "{xff}");
+    // Untrusted: its own address.
+    let (status, _) = curl_from(
+        "127.0.0.2",
+        &s.url("/y"),
+        &["-H", "X-Forwarded-For: 1.2.3.4"],
+    );
+    assert_eq!(status, 200);
+    let lines = log_lines(&s.path().join("access.log"), 2);
+    assert_eq!(lines, ["198.51.100.23 200", "127.0.0.2 200"]);
+}

@@ -35,8 +35,14 @@ impl Gate {
 
     /// Whether `req` passes, waits or is refused: the access rules, then the rate limits
     /// (counted only for a client the rules let in), then the credentials.
-    pub fn check(&self, req: &Request) -> Verdict {
+    /// With `real-ip.from`, the client found stands for the peer from here on (the access
+    /// log's `%h`, `X-Forwarded-For` and the PROXY line to backends), as nginx's `real_ip`.
+    pub fn check(&self, req: &mut Request) -> Verdict {
         let client = self.client(req);
+        if self.real_ip.is_some() && client != req.peer.ip().to_canonical() {
+            // The header gave no port (one given is not kept).
+            req.peer = SocketAddr::new(client, 0);
+        }
         if let Some(rule) = self.access.iter().find(|r| any_contains(&r.from, client)) {
             if !rule.allow {
                 tracing::info!(
@@ -81,7 +87,7 @@ impl Gate {
 
 /// Runs a path's checks: the answer when they decide it (a refusal, or the handler's answer
 /// held back for a delay), `None` to go on to the handler.
-pub fn gate(gate: &Gate, handler: &dyn crate::http::Handler, req: &Request) -> Option<Answer> {
+pub fn gate(gate: &Gate, handler: &dyn crate::http::Handler, req: &mut Request) -> Option<Answer> {
     match gate.check(req) {
         Verdict::Pass => None,
         Verdict::Refuse(resp) => Some(Answer::Now(resp)),

@@ -162,14 +162,15 @@ impl Router {
     /// and applies the path's filters (compression, header commands) to an answer that is ready
     /// now (for one that comes later, the driver calls [`PathRoute::finish`] with what
     /// [`PathRoute::negotiate`] said). Returns the path route for logging.
-    pub fn handle(&self, req: &Request) -> (Answer, Option<&PathRoute>) {
-        self.handle_routed(req, self.route(req))
+    pub fn handle(&self, req: &mut Request) -> (Answer, Option<&PathRoute>) {
+        let route = self.route(req);
+        self.handle_routed(req, route)
     }
 
     /// [`Router::handle`] when the handler for `req` answers now without other effect
     /// ([`Handler::answers_now`]); `None` (nothing run) otherwise.
     #[inline(always)]
-    pub fn handle_now(&self, req: &Request) -> Option<(Answer, Option<&PathRoute>)> {
+    pub fn handle_now(&self, req: &mut Request) -> Option<(Answer, Option<&PathRoute>)> {
         let route = self.route(req);
         // A path's checks have effects (log lines, counts): not run twice.
         if route.is_some_and(|r| r.gate.is_some() || !r.handler.answers_now()) {
@@ -181,7 +182,7 @@ impl Router {
     #[inline(always)]
     fn handle_routed<'r>(
         &'r self,
-        req: &Request,
+        req: &mut Request,
         route: Option<&'r PathRoute>,
     ) -> (Answer, Option<&'r PathRoute>) {
         #[cfg(debug_assertions)]

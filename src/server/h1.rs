@@ -401,7 +401,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Answered::Rejected(e);
             }
         }
-        let (answer, route) = ctx.router.handle(&req);
+        let (answer, route) = ctx.router.handle(&mut req);
         let resp = match answer {
             Answer::Now(resp) if writer.is_none() && !matches!(resp.body, Body::Stream(_)) => resp,
             answer => {

@@ -74,8 +74,8 @@ pub(crate) fn answer_in_lane(
         return LaneStep::Handover;
     }
     let head_len = head.len as u64;
-    let req = build_request(head, rbuf, false, addrs);
-    let (resp, route) = match ctx.router.handle_now(&req) {
+    let mut req = build_request(head, rbuf, false, addrs);
+    let (resp, route) = match ctx.router.handle_now(&mut req) {
         Some((Answer::Now(resp), route)) => (resp, route),
         _ => return hand_back(rbuf, &req),
     };

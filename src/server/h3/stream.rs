@@ -338,9 +338,9 @@ impl<'a> ReqStream<'a> {
     }
 
     /// Routes the request.
-    fn answer(&mut self, encoder: &mut qpack::Encoder, req: Request, now: Instant) {
+    fn answer(&mut self, encoder: &mut qpack::Encoder, mut req: Request, now: Instant) {
         let ctx = self.ctx;
-        let (answer, route) = ctx.router.handle(&req);
+        let (answer, route) = ctx.router.handle(&mut req);
         let file = route.and_then(|r| r.access_log.clone());
         let head = req.is_head();
         match answer {
