@@ -579,7 +579,7 @@ http {{
 }
 
 /// nginx's `limit_req` and spate's `limit-req` on the same traffic: the same numbers of
-/// passed and refused requests, within a couple (the two see slightly different clocks).
+/// passed and refused requests (within a few where the client's timing decides).
 #[test]
 fn limit_req_agrees_with_nginx() {
     let s = Spate::start(
@@ -619,7 +619,13 @@ hosts:
         eprintln!("{name} | {p}/{r} | {np}/{nr}");
     }
     for ((name, p, _), (_, np, _)) in spate.iter().zip(&theirs) {
-        assert!(p.abs_diff(*np) <= 2, "{name}: spate {p} passed, nginx {np}");
+        // The steady pattern's count follows the client's own timing, which a busy machine
+        // stretches differently in the two runs; the others agree exactly when it is idle.
+        let slack = if name.starts_with("steady") { 4 } else { 1 };
+        assert!(
+            p.abs_diff(*np) <= slack,
+            "{name}: spate {p} passed, nginx {np}"
+        );
     }
     // A refusal says when to come back.
     let mut c = s.connect();

@@ -189,12 +189,15 @@ impl Router {
         debug_panic::on_path(req.path());
         match route {
             Some(route) => {
-                if let Some(gate) = &route.gate {
-                    if let Some(answer) = edge::gate(gate, route.handler.as_ref(), req) {
-                        return (answer, Some(route));
-                    }
-                }
-                let mut answer = route.handler.handle(req);
+                // A refusal of the path's checks gets the path's filters too (its error-doc).
+                let checked = match &route.gate {
+                    Some(gate) => edge::gate(gate, route.handler.as_ref(), req),
+                    None => None,
+                };
+                let mut answer = match checked {
+                    Some(answer) => answer,
+                    None => route.handler.handle(req),
+                };
                 if let Answer::Now(resp) = &mut answer {
                     if let Some(d) = &route.error_docs {
                         d.apply(resp);
