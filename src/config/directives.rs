@@ -184,6 +184,14 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("compress", ALL),
     ("compress-minimum-size", ALL),
     ("gzip", ALL),
+    // The edge (config/edge.rs): spate's names, h2o does these with mruby.
+    ("access", ALL),
+    ("basic-auth", ALL),
+    ("limit-req-zones", G),
+    ("limit-req", ALL),
+    ("real-ip.from", ALL),
+    ("real-ip.header", ALL),
+    ("real-ip.recursive", ALL),
     // Reverse proxy options. h2o takes the emit-*, preserve-x-forwarded-proto and expect
     // switches at the global level only; spate takes them at every level.
     ("proxy.preserve-host", ALL),

@@ -6,6 +6,7 @@
 
 use super::compress::CompressOpts;
 use super::directives::{self, Level};
+use super::edge::EdgeOpts;
 use super::fastcgi::{self, FastcgiOpts};
 use super::file::FileOpts;
 use super::listen::Listeners;
@@ -28,6 +29,7 @@ pub(super) struct Scoped {
     error_docs: Vec<ErrorDoc>,
     access_log: Option<AccessLogConf>,
     compress: CompressOpts,
+    edge: EdgeOpts,
 }
 
 impl Scoped {
@@ -40,6 +42,7 @@ impl Scoped {
             || self.proxy.apply(ctx, name, v)
             || self.fastcgi.apply(ctx, name, v)
             || self.compress.apply(ctx, name, v)
+            || self.edge.apply(ctx, name, v)
             || headers::apply(ctx, name, v, &mut self.headers)
         {
             return true;
@@ -246,6 +249,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         error_docs: scoped.error_docs,
         access_log: scoped.access_log,
         compress: scoped.compress.build(),
+        edge: scoped.edge.build(ctx),
         at: ctx.at(key.line),
     })
 }

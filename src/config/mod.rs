@@ -144,6 +144,9 @@ pub struct Listen {
     /// `proxy-protocol` (default OFF): each connection opens with a PROXY protocol header
     /// (version 1 or 2) naming the client.
     pub proxy_protocol: bool,
+    /// `proxy-protocol-from`: the balancers allowed to send the PROXY header; a connection
+    /// from any other peer is closed. Empty (the default): every peer.
+    pub proxy_protocol_from: Vec<Cidr>,
     /// `sndbuf`, `rcvbuf` and `reuseport` of a TCP listener.
     pub socket: SocketOptions,
     pub at: Location,
@@ -200,6 +203,8 @@ pub struct PathConf {
     pub access_log: Option<AccessLogConf>,
     /// `compress` / `gzip`; `None` when on-the-fly compression is off (the default).
     pub compress: Option<CompressConf>,
+    /// `access`, `real-ip.*`, `basic-auth`: the checks before the handler; `None` when the path has none.
+    pub edge: Option<EdgeConf>,
     pub at: Location,
 }
 
@@ -839,6 +844,7 @@ impl Config {
             quic: None,
             hosts: None,
             proxy_protocol: false,
+            proxy_protocol_from: Vec::new(),
             socket: SocketOptions::default(),
             at: at.clone(),
         });
@@ -857,6 +863,7 @@ impl Config {
                 error_docs: Vec::new(),
                 access_log: None,
                 compress: None,
+                edge: None,
                 at: at.clone(),
             }],
             strict_match: false,
@@ -869,6 +876,7 @@ impl Config {
 mod cache;
 mod compress;
 mod directives;
+mod edge;
 mod error_doc;
 mod fastcgi;
 mod file;
@@ -889,6 +897,10 @@ mod value;
 mod yaml;
 
 pub use cache::CacheConf;
+pub use edge::{
+    any_contains, AccessRule, BasicAuthConf, Cidr, EdgeConf, LimitKey, LimitReqConf, LimitZone,
+    RealIpConf, RealIpHeader,
+};
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};

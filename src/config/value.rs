@@ -23,6 +23,8 @@ pub(super) struct Ctx {
     pub upstream_tls_count: usize,
     /// `fastcgi.spawn`s so far: each gets its own socket.
     pub fastcgi_spawns: usize,
+    /// `limit-req-zones` read so far (`config/edge.rs`).
+    pub limit_zones: Vec<super::LimitZone>,
 }
 
 impl Ctx {
@@ -40,6 +42,7 @@ impl Ctx {
             preserve_server_header: false,
             upstream_tls_count: 0,
             fastcgi_spawns: 0,
+            limit_zones: Vec::new(),
         }
     }
 

@@ -1,13 +1,16 @@
 //! Handlers and the host/path router that picks one for each request.
 
+pub mod auth;
 mod chain;
 pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
+pub mod edge;
 pub mod error_doc;
 pub mod fastcgi;
 pub mod file;
 pub mod headers;
+pub mod limit;
 pub mod proxy;
 pub mod redirect;
 pub mod respond;
@@ -60,6 +63,8 @@ pub struct PathRoute {
     error_docs: Option<error_doc::ErrorDocs>,
     /// `compress`; `None` when off (the default), so the fast path pays one branch.
     compress: Option<compress::Compressor>,
+    /// `access`, `real-ip.*`; `None` when the path has none, so the fast path pays one branch.
+    gate: Option<Box<edge::Gate>>,
     /// Shared with the other paths that log to the same file on this worker.
     pub access_log: Option<Rc<RefCell<AccessLog>>>,
 }
@@ -77,10 +82,11 @@ impl PathRoute {
     /// Whether `resp`, this path's answer ready now, may be given again to a byte-identical
     /// request while the one rule ([`crate::http::repeat`]) says it holds
     /// ([`Handler::answer_repeats`]). Not on a path with an access log: each request there has
-    /// its line.
+    /// its line; nor on one with checks: the same bytes may come from another client.
     #[inline]
     pub fn answer_repeats(&self, resp: &Response) -> bool {
         self.access_log.is_none()
+            && self.gate.is_none()
             && self.handler.answer_repeats(resp)
             && !self
                 .error_docs
@@ -135,6 +141,7 @@ impl Router {
                             build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
                         }),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
+                        gate: p.edge.as_ref().map(|e| Box::new(edge::Gate::new(e))),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
                     })
                     .collect();
@@ -166,16 +173,18 @@ impl Router {
     /// and applies the path's filters (compression, header commands) to an answer that is ready
     /// now (for one that comes later, the driver calls [`PathRoute::finish`] with what
     /// [`PathRoute::negotiate`] said). Returns the path route for logging.
-    pub fn handle(&self, req: &Request) -> (Answer, Option<&PathRoute>) {
-        self.handle_routed(req, self.route(req))
+    pub fn handle(&self, req: &mut Request) -> (Answer, Option<&PathRoute>) {
+        let route = self.route(req);
+        self.handle_routed(req, route)
     }
 
     /// [`Router::handle`] when the handler for `req` answers now without other effect
     /// ([`Handler::answers_now`]); `None` (nothing run) otherwise.
     #[inline(always)]
-    pub fn handle_now(&self, req: &Request) -> Option<(Answer, Option<&PathRoute>)> {
+    pub fn handle_now(&self, req: &mut Request) -> Option<(Answer, Option<&PathRoute>)> {
         let route = self.route(req);
-        if route.is_some_and(|r| !r.handler.answers_now()) {
+        // A path's checks have effects (log lines, counts): not run twice.
+        if route.is_some_and(|r| r.gate.is_some() || !r.handler.answers_now()) {
             return None;
         }
         Some(self.handle_routed(req, route))
@@ -184,14 +193,22 @@ impl Router {
     #[inline(always)]
     fn handle_routed<'r>(
         &'r self,
-        req: &Request,
+        req: &mut Request,
         route: Option<&'r PathRoute>,
     ) -> (Answer, Option<&'r PathRoute>) {
         #[cfg(debug_assertions)]
         debug_panic::on_path(req.path());
         match route {
             Some(route) => {
-                let mut answer = route.handler.handle(req);
+                // A refusal of the path's checks gets the path's filters too (its error-doc).
+                let checked = match &route.gate {
+                    Some(gate) => edge::gate(gate, route.handler.as_ref(), req),
+                    None => None,
+                };
+                let mut answer = match checked {
+                    Some(answer) => answer,
+                    None => route.handler.handle(req),
+                };
                 if let Answer::Now(resp) = &mut answer {
                     if let Some(d) = &route.error_docs {
                         d.apply(resp);

@@ -405,7 +405,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Answered::Rejected(e);
             }
         }
-        let (resp, route) = match request_start::route(ctx, &req) {
+        let (resp, route) = match request_start::route(ctx, &mut req) {
             Routed::Now(resp, route)
                 if writer.is_none() && !matches!(resp.body, Body::Stream(_)) =>
             {

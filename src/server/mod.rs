@@ -533,7 +533,9 @@ impl Generation {
                 per_worker[j % workers].push(worker::Socket {
                     listener: dup,
                     tls: acceptor.clone(),
-                    proxy_protocol: l.proxy_protocol,
+                    proxy_protocol: l
+                        .proxy_protocol
+                        .then(|| Arc::from(l.proxy_protocol_from.as_slice())),
                 });
             }
             if let Some(q) = quic {

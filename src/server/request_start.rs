@@ -87,7 +87,7 @@ impl<'a> LaterAnswer<'a> {
 
 /// Routes `req` and runs its handler.
 #[inline(always)]
-pub(crate) fn route<'a>(ctx: &'a WorkerCtx, req: &Request) -> Routed<'a> {
+pub(crate) fn route<'a>(ctx: &'a WorkerCtx, req: &mut Request) -> Routed<'a> {
     let (answer, route) = ctx.router.handle(req);
     match answer {
         Answer::Now(resp) => Routed::Now(resp, Route(route)),
@@ -98,7 +98,10 @@ pub(crate) fn route<'a>(ctx: &'a WorkerCtx, req: &Request) -> Routed<'a> {
 /// [`route`] for a request whose handler answers now without other effect (the lane's
 /// inline path): `None` when it would not, and nothing was run.
 #[inline(always)]
-pub(crate) fn route_now<'a>(ctx: &'a WorkerCtx, req: &Request) -> Option<(Response, Route<'a>)> {
+pub(crate) fn route_now<'a>(
+    ctx: &'a WorkerCtx,
+    req: &mut Request,
+) -> Option<(Response, Route<'a>)> {
     match ctx.router.handle_now(req)? {
         (Answer::Now(resp), route) => Some((resp, Route(route))),
         (Answer::Later(_), _) => None,

@@ -79,8 +79,8 @@ pub(crate) fn answer_in_lane(
         return LaneStep::Handover;
     }
     let head_len = head.len as u64;
-    let req = build_request(head, rbuf, false, addrs);
-    let Some((resp, route)) = request_start::route_now(ctx, &req) else {
+    let mut req = build_request(head, rbuf, false, addrs);
+    let Some((resp, route)) = request_start::route_now(ctx, &mut req) else {
         return hand_back(rbuf, &req);
     };
     let reply = Reply {

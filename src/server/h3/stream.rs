@@ -334,9 +334,9 @@ impl<'a> ReqStream<'a> {
     }
 
     /// Routes the request.
-    fn answer(&mut self, encoder: &mut qpack::Encoder, req: Request, now: Instant) {
+    fn answer(&mut self, encoder: &mut qpack::Encoder, mut req: Request, now: Instant) {
         let ctx = self.ctx;
-        let routed = request_start::route(ctx, &req);
+        let routed = request_start::route(ctx, &mut req);
         let file = routed.route().log().cloned();
         let head = req.is_head();
         match routed {
