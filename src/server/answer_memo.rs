@@ -39,6 +39,12 @@ pub(crate) struct AnswerMemo {
     status: u16,
     /// Requests answered the usual way since the last answer given from here.
     misses: u32,
+    /// The head of the last request whose answer could have been kept and was not, and the
+    /// address it came to: an answer is kept when its request comes a second time in a row
+    /// of such requests, so traffic that does not repeat copies no answer (see
+    /// [`AnswerMemo::seen_again`]).
+    candidate: Vec<u8>,
+    candidate_local: Option<SocketAddr>,
 }
 
 /// What the lane needs of an answer given from the memo besides its bytes: the request's
@@ -98,6 +104,23 @@ impl AnswerMemo {
         self.head.is_empty() || self.misses >= REPLACE_AFTER_MISSES
     }
 
+    /// Whether the request with `head`, to `local`, whose answer could be kept, is the one
+    /// seen last time such a request came: only then is its answer worth keeping. Otherwise
+    /// it becomes the one to look for, at the cost of copying its head (a varied stream of
+    /// requests would otherwise copy every other answer into the memo, to give none).
+    #[inline]
+    pub fn seen_again(&mut self, head: &[u8], local: SocketAddr) -> bool {
+        if self.candidate == head && self.candidate_local == Some(local) {
+            return true;
+        }
+        if head.len() <= HEAD_MAX {
+            self.candidate.clear();
+            self.candidate.extend_from_slice(head);
+            self.candidate_local = Some(local);
+        }
+        false
+    }
+
     /// Keeps `answer` (head and body, as written, with its Date field) for the request with
     /// `head` that came to `local`; `reuse` is the rule for it, its Date second not known yet
     /// (the next answer given writes the current date in). Out of line: the miss.
@@ -137,11 +160,8 @@ impl AnswerMemo {
 /// Date field comes first (after the status and Server lines), before any of the handler's.
 fn date_value_at(answer: &[u8]) -> Option<usize> {
     const FIELD: &[u8] = b"\r\nDate: ";
-    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let at = answer[..head_end]
-        .windows(FIELD.len())
-        .position(|w| w == FIELD)?
-        + FIELD.len();
+    let head_end = memchr::memmem::find(answer, b"\r\n\r\n")?;
+    let at = memchr::memmem::find(&answer[..head_end], FIELD)? + FIELD.len();
     (at + DATE_LEN <= head_end).then_some(at)
 }
 
@@ -213,6 +233,21 @@ mod tests {
         assert!(m.wants());
         assert!(m.give(GET, local(), &clock).is_some());
         assert!(!m.wants());
+    }
+
+    #[test]
+    fn an_answer_is_worth_keeping_when_its_request_comes_twice_in_a_row() {
+        let mut m = AnswerMemo::default();
+        let other = b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+        let elsewhere: SocketAddr = "127.0.0.1:8081".parse().unwrap();
+        assert!(!m.seen_again(GET, local()));
+        assert!(!m.seen_again(other, local()));
+        assert!(!m.seen_again(GET, local()), "another came between");
+        assert!(!m.seen_again(GET, elsewhere), "to another address");
+        assert!(m.seen_again(GET, elsewhere));
+        let long_head = [b'a'; HEAD_MAX + 1];
+        assert!(!m.seen_again(&long_head, local()));
+        assert!(!m.seen_again(&long_head, local()), "too long to look for");
     }
 
     #[test]
