@@ -158,11 +158,22 @@ impl AnswerMemo {
 
 /// Where the value of the Date field starts in a response head the server wrote: its own
 /// Date field comes first (after the status and Server lines), before any of the handler's.
+/// A walk over the line ends, which stops at the head's end: it is a few lines in, and a
+/// `memmem` searcher costs more to set up than this walk.
 fn date_value_at(answer: &[u8]) -> Option<usize> {
     const FIELD: &[u8] = b"\r\nDate: ";
-    let head_end = memchr::memmem::find(answer, b"\r\n\r\n")?;
-    let at = memchr::memmem::find(&answer[..head_end], FIELD)? + FIELD.len();
-    (at + DATE_LEN <= head_end).then_some(at)
+    for i in memchr::memchr_iter(b'\r', answer) {
+        let rest = &answer[i..];
+        if rest.starts_with(b"\r\n\r\n") {
+            return None;
+        }
+        if rest.starts_with(FIELD) {
+            let at = i + FIELD.len();
+            let value = answer.get(at..at + DATE_LEN)?;
+            return (!value.contains(&b'\r')).then_some(at);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -255,6 +266,19 @@ mod tests {
         let part = crate::http::response::BodyPart::Bytes(bytes::Bytes::from_static(b"4"));
         assert!(Repeatable::of(&Body::Parts(vec![part])).is_none());
         assert!(Repeatable::of(&Body::Empty).is_some());
+    }
+
+    #[test]
+    fn the_date_is_found_in_the_head_only() {
+        let a = answer();
+        let before = b"HTTP/1.1 200 OK\r\nServer: s\r\nDate: ".len();
+        assert_eq!(date_value_at(&a), Some(before));
+        assert_eq!(date_value_at(b"HTTP/1.1 200 OK\r\n\r\nDate: x"), None);
+        assert_eq!(
+            date_value_at(b"HTTP/1.1 200 OK\r\nDate: short\r\n\r\n"),
+            None
+        );
+        assert_eq!(date_value_at(b"HTTP/1.1 200 OK\r\nDate: "), None);
     }
 
     #[test]
