@@ -95,8 +95,12 @@ pub(crate) fn answer_in_lane(
     if !reply.inline() {
         return hand_back(rbuf, &reply.req);
     }
-    // A repeatable answer is kept for the next request with the same head (`AnswerMemo`).
-    let keep = route.answer_repeats(&reply.resp) && ctx.answer_memo.borrow().wants();
+    // A repeatable answer is kept for the next request with the same head (`AnswerMemo`),
+    // once that head came twice in a row: varied traffic copies no answers.
+    let keep = route.answer_repeats(&reply.resp) && {
+        let mut memo = ctx.answer_memo.borrow_mut();
+        memo.wants() && memo.seen_again(reply.req.raw_head(), addrs.1)
+    };
     let kept = keep
         .then(|| Repeatable::of(&reply.resp.body))
         .flatten()
