@@ -53,9 +53,10 @@ pub struct DynamicTable {
     /// Entries inserted since the table was made (wrapping): entry `i` (0 = newest) is
     /// insertion number `inserted - 1 - i`, which is how the index names entries.
     inserted: u32,
-    /// Where entries are by hash, for [`DynamicTable::find`]; empty and unused in a table
-    /// made by [`DynamicTable::new`] (a decoder's, which only looks entries up by position).
-    index: Index,
+    /// Where entries are by hash, for [`DynamicTable::find`]; `None` in a table made by
+    /// [`DynamicTable::new`] (a decoder's, which only looks entries up by position). Boxed:
+    /// a parked connection keeps two tables, and only one of them has an index.
+    index: Option<Box<Index>>,
 }
 
 /// Offsets into the arena: 32-bit, so a small table's ring costs 12 B per entry, not 24.
@@ -98,7 +99,7 @@ impl DynamicTable {
             size: 0,
             max_size: clamp(max_size),
             inserted: 0,
-            index: Index::default(),
+            index: None,
         }
     }
 
@@ -106,10 +107,7 @@ impl DynamicTable {
     /// so that [`DynamicTable::find`] costs a hash and a probe or two however full it is.
     pub fn indexed(max_size: usize) -> DynamicTable {
         DynamicTable {
-            index: Index {
-                on: true,
-                ..Index::default()
-            },
+            index: Some(Box::default()),
             ..DynamicTable::new(max_size)
         }
     }
@@ -145,7 +143,7 @@ impl DynamicTable {
     /// Adds an entry, evicting as RFC 7541 section 4.4 says: an entry bigger than the whole
     /// table empties it and is not added.
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
-        let hashes = if self.index.on {
+        let hashes = if self.index.is_some() {
             Hashes::of(name, value)
         } else {
             Hashes::NONE
@@ -189,15 +187,15 @@ impl DynamicTable {
         self.size += cost as u32;
         let seq = self.inserted;
         self.inserted = seq.wrapping_add(1);
-        if self.index.on {
-            self.index_insert(seq, name, value, hashes);
+        if let Some(index) = self.index.take() {
+            self.index = Some(self.index_insert(index, seq, name, value, hashes));
         }
     }
 
     /// Finds `name`/`value`: `(index, true)` for an exact match, else `(index, false)` for the
     /// newest entry with that name. Indexes are 0-based from the newest.
     pub fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
-        if self.index.on {
+        if self.index.is_some() {
             return self.find_hashed(name, value, Hashes::of(name, value), true);
         }
         let mut name_match = None;
@@ -222,10 +220,12 @@ impl DynamicTable {
         }
         self.arena.shrink_to_fit();
         self.entries.shrink_to_fit();
-        self.index.hashes.shrink_to_fit();
-        if self.entries.is_empty() {
-            self.index.fields = Vec::new();
-            self.index.names = Vec::new();
+        if let Some(index) = self.index.as_deref_mut() {
+            index.hashes.shrink_to_fit();
+            if self.entries.is_empty() {
+                index.fields = Vec::new();
+                index.names = Vec::new();
+            }
         }
     }
 
@@ -233,11 +233,13 @@ impl DynamicTable {
         let Some(old) = self.entries.pop_back() else {
             return;
         };
-        if let Some(hashes) = self.index.hashes.pop_back() {
-            // The oldest entry's insertion number.
-            let seq = self.inserted.wrapping_sub(self.entries.len() as u32 + 1);
-            remove(&mut self.index.fields, hashes.field, seq);
-            remove(&mut self.index.names, hashes.name, seq);
+        let seq = self.inserted.wrapping_sub(self.entries.len() as u32 + 1);
+        if let Some(index) = self.index.as_deref_mut() {
+            if let Some(hashes) = index.hashes.pop_back() {
+                // `seq`: the oldest entry's insertion number.
+                remove(&mut index.fields, hashes.field, seq);
+                remove(&mut index.names, hashes.name, seq);
+            }
         }
         self.size -= old.size() as u32;
         match self.entries.back() {
@@ -254,9 +256,11 @@ impl DynamicTable {
         self.arena.clear();
         self.base = 0;
         self.size = 0;
-        self.index.hashes.clear();
-        self.index.fields.fill(Slot::EMPTY);
-        self.index.names.fill(Slot::EMPTY);
+        if let Some(index) = self.index.as_deref_mut() {
+            index.hashes.clear();
+            index.fields.fill(Slot::EMPTY);
+            index.names.fill(Slot::EMPTY);
+        }
     }
 
     fn compact(&mut self) {
@@ -303,10 +307,14 @@ impl DynamicTable {
             len = end;
         }
         let len = std::num::NonZeroU8::new(u8::try_from(len).ok()?)?;
-        *self = if self.index.on {
-            DynamicTable::indexed(self.max_size())
-        } else {
-            DynamicTable::new(self.max_size())
+        // An index's box is kept, emptied: it would be made again on the first insert.
+        let index = self.index.take().map(|mut index| {
+            *index = Index::default();
+            index
+        });
+        *self = DynamicTable {
+            index,
+            ..DynamicTable::new(self.max_size())
         };
         Some(Stowed { len, bytes })
     }
@@ -337,7 +345,6 @@ impl DynamicTable {
 /// every lookup cost before there was an index.
 #[derive(Debug, Default)]
 struct Index {
-    on: bool,
     /// The entries' hashes, in step with `entries` (newest at the front).
     hashes: VecDeque<Hashes>,
     fields: Vec<Slot>,
@@ -421,43 +428,51 @@ impl DynamicTable {
         self.get(self.position(seq))
     }
 
-    /// Adds entry `seq` (just pushed at the front) to the index.
-    fn index_insert(&mut self, seq: u32, name: &[u8], value: &[u8], hashes: Hashes) {
-        self.index.hashes.push_front(hashes);
-        if self.entries.len() * 2 > self.index.fields.len() {
-            self.rebuild_index();
-            return;
+    /// Adds entry `seq` (just pushed at the front) to `index` (taken out of the table while
+    /// the table's entries are read), and gives the index back.
+    fn index_insert(
+        &self,
+        mut index: Box<Index>,
+        seq: u32,
+        name: &[u8],
+        value: &[u8],
+        hashes: Hashes,
+    ) -> Box<Index> {
+        index.hashes.push_front(hashes);
+        if self.entries.len() * 2 > index.fields.len() {
+            self.rebuild_index(&mut index);
+            return index;
         }
         let Hashes {
             name: name_hash,
             field: field_hash,
         } = hashes;
-        let mut fields = std::mem::take(&mut self.index.fields);
-        put(&mut fields, field_hash, seq, |old| {
+        put(&mut index.fields, field_hash, seq, |old| {
             self.entry_by_seq(old) == Some((name, value))
         });
-        self.index.fields = fields;
-        let mut names = std::mem::take(&mut self.index.names);
-        put(&mut names, name_hash, seq, |old| {
+        put(&mut index.names, name_hash, seq, |old| {
             self.entry_by_seq(old).map(|(n, _)| n) == Some(name)
         });
-        self.index.names = names;
+        index
     }
 
     /// Makes the index again at twice the slots the entries need (on growth: amortised).
     #[cold]
-    fn rebuild_index(&mut self) {
+    fn rebuild_index(&self, index: &mut Index) {
         let slots = (self.entries.len() * 4)
             .next_power_of_two()
             .max(FIRST_SLOTS);
-        let mut fields = std::mem::take(&mut self.index.fields);
-        let mut names = std::mem::take(&mut self.index.names);
-        for slots_of in [&mut fields, &mut names] {
+        let Index {
+            hashes: all,
+            fields,
+            names,
+        } = index;
+        for slots_of in [&mut *fields, &mut *names] {
             slots_of.clear();
             slots_of.resize(slots, Slot::EMPTY);
         }
         // Oldest first, so that the newest entry of each key is the one kept.
-        for (i, hashes) in self.index.hashes.iter().enumerate().rev() {
+        for (i, hashes) in all.iter().enumerate().rev() {
             let seq = self.inserted.wrapping_sub(1).wrapping_sub(i as u32);
             let Some((name, value)) = self.get(i) else {
                 continue;
@@ -466,15 +481,13 @@ impl DynamicTable {
                 name: name_hash,
                 field: field_hash,
             } = *hashes;
-            put(&mut fields, field_hash, seq, |old| {
+            put(fields, field_hash, seq, |old| {
                 self.entry_by_seq(old) == Some((name, value))
             });
-            put(&mut names, name_hash, seq, |old| {
+            put(names, name_hash, seq, |old| {
                 self.entry_by_seq(old).map(|(n, _)| n) == Some(name)
             });
         }
-        self.index.fields = fields;
-        self.index.names = names;
     }
 
     /// [`DynamicTable::find`] with the field's [`Hashes`] (for an indexed table), and a
@@ -487,13 +500,13 @@ impl DynamicTable {
         hashes: Hashes,
         by_name: bool,
     ) -> Option<(usize, bool)> {
-        if !self.index.on {
+        let Some(index) = self.index.as_deref() else {
             return self.find(name, value);
-        }
+        };
         if self.entries.is_empty() {
             return None;
         }
-        if let Some(seq) = lookup(&self.index.fields, hashes.field, |seq| {
+        if let Some(seq) = lookup(&index.fields, hashes.field, |seq| {
             self.entry_by_seq(seq) == Some((name, value))
         }) {
             return Some((self.position(seq), true));
@@ -501,7 +514,7 @@ impl DynamicTable {
         if !by_name {
             return None;
         }
-        let seq = lookup(&self.index.names, hashes.name, |seq| {
+        let seq = lookup(&index.names, hashes.name, |seq| {
             self.entry_by_seq(seq).map(|(n, _)| n) == Some(name)
         })?;
         Some((self.position(seq), false))
@@ -884,7 +897,7 @@ mod tests {
                         "run {run} step {step}"
                     );
                 }
-                let slots = indexed.index.fields.len();
+                let slots = indexed.index.as_ref().unwrap().fields.len();
                 assert!(slots == 0 || indexed.len() * 2 <= slots);
             }
         }
@@ -894,12 +907,15 @@ mod tests {
     fn an_emptied_index_frees_its_slots_and_comes_back() {
         let mut t = DynamicTable::indexed(4096);
         t.insert(b"server", b"spate");
-        assert_eq!(t.index.fields.len(), FIRST_SLOTS);
+        assert_eq!(t.index.as_ref().unwrap().fields.len(), FIRST_SLOTS);
         t.set_max_size(0);
         t.set_max_size(4096);
         t.shrink_to_fit();
         assert_eq!(
-            (t.index.fields.capacity(), t.index.names.capacity()),
+            {
+                let index = t.index.as_ref().unwrap();
+                (index.fields.capacity(), index.names.capacity())
+            },
             (0, 0)
         );
         assert_eq!(t.find(b"server", b"spate"), None);
