@@ -19,13 +19,14 @@
 //! dispatch           one try of a backend: HTTP/2 for its share, else HTTP/1.1
 //! h1 | h2 | tunnel   the exchange over each (h1 on request / response, h2 on h2_conn)
 //! connect            a pooled connection or a new one
-//! pool               idle connections, shared HTTP/2 connections (h2_conn)
+//! pool               idle connections, shared HTTP/2 connections (h2_conn), caps (cap)
 //! backend, errors, lease, fields, timer, read_arena, conn, proxy_line: leaves
 //! ```
 // Peer input must never panic: outside tests, no unwrap or expect here.
 
 mod backend;
 mod balance;
+mod cap;
 mod conn;
 mod connect;
 mod dispatch;
