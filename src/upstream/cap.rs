@@ -14,10 +14,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tokio::time::Sleep;
+use tokio::time::Instant;
 
 /// The connections to one backend of one worker, and the requests waiting for one.
 pub(super) struct Gate {
@@ -25,8 +25,12 @@ pub(super) struct Gate {
     /// Connections holding a slot (including slots handed to a waiter not yet woken).
     open: Cell<u32>,
     queue_max: usize,
-    /// Oldest first.
+    /// Oldest first; as all wait the same time, they also expire in this order.
     waiters: RefCell<VecDeque<Rc<Waiter>>>,
+    /// Whether the task that expires waiters runs (one per gate, only while some wait: no
+    /// timer per waiting request).
+    expiring: Cell<bool>,
+    me: Weak<Gate>,
 }
 
 /// One connection's right to be open; dropping it lets the first waiter open one.
@@ -41,10 +45,11 @@ pub(super) enum Grant {
     Open(Slot),
 }
 
-#[derive(Default)]
 pub(super) struct Waiter {
     grant: RefCell<Option<Grant>>,
     waker: Cell<Option<Waker>>,
+    deadline: Instant,
+    timed_out: Cell<bool>,
 }
 
 /// Why a request got no connection: the queue was full, or it waited too long.
@@ -55,11 +60,13 @@ pub(super) enum Refused {
 
 impl Gate {
     pub(super) fn new(cap: u32, queue_max: usize) -> Rc<Gate> {
-        Rc::new(Gate {
+        Rc::new_cyclic(|me| Gate {
             cap,
             open: Cell::new(0),
             queue_max,
             waiters: RefCell::new(VecDeque::new()),
+            expiring: Cell::new(false),
+            me: me.clone(),
         })
     }
 
@@ -79,14 +86,55 @@ impl Gate {
         if waiters.len() >= self.queue_max {
             return Err(Refused::QueueFull);
         }
-        let me = Rc::new(Waiter::default());
+        let me = Rc::new(Waiter {
+            grant: RefCell::new(None),
+            waker: Cell::new(None),
+            deadline: Instant::now() + timeout,
+            timed_out: Cell::new(false),
+        });
         waiters.push_back(me.clone());
+        drop(waiters);
+        self.start_expiring();
         Ok(Wait {
             gate: self.clone(),
             me,
-            // Boxed: only a request that waits pays for it.
-            sleep: Box::pin(tokio::time::sleep(timeout)),
         })
+    }
+
+    fn start_expiring(&self) {
+        if self.expiring.replace(true) {
+            return;
+        }
+        let me = self.me.clone();
+        tokio::task::spawn_local(async move {
+            loop {
+                let Some(next) = me.upgrade().and_then(|g| g.expire()) else {
+                    return;
+                };
+                tokio::time::sleep_until(next).await;
+            }
+        });
+    }
+
+    /// Wakes the waiters whose time is up, out of the queue; returns the next deadline, or
+    /// `None` (and stops expiring) when no one waits.
+    fn expire(&self) -> Option<Instant> {
+        let now = Instant::now();
+        loop {
+            let front = self.waiters.borrow().front().cloned();
+            let Some(w) = front else {
+                self.expiring.set(false);
+                return None;
+            };
+            if w.deadline > now {
+                return Some(w.deadline);
+            }
+            self.waiters.borrow_mut().pop_front();
+            w.timed_out.set(true);
+            if let Some(waker) = w.waker.take() {
+                waker.wake();
+            }
+        }
     }
 
     /// The first waiter, out of the queue.
@@ -143,17 +191,16 @@ impl Drop for Slot {
 pub(super) struct Wait {
     gate: Rc<Gate>,
     me: Rc<Waiter>,
-    sleep: Pin<Box<Sleep>>,
 }
 
 impl Future for Wait {
     type Output = Result<Grant, Refused>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if let Some(g) = self.me.grant.borrow_mut().take() {
             return Poll::Ready(Ok(g));
         }
-        if self.sleep.as_mut().poll(cx).is_ready() {
+        if self.me.timed_out.get() {
             return Poll::Ready(Err(Refused::Timeout));
         }
         self.me.waker.set(Some(cx.waker().clone()));
