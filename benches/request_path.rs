@@ -319,7 +319,7 @@ fn h1_requests(
         };
         let head_bytes = rbuf.split_to(head.len).freeze();
         let keep_alive = head.keep_alive;
-        let req = RequestBuilder {
+        let mut req = RequestBuilder {
             method: head.method,
             version: head.version,
             secure: false,
@@ -330,7 +330,7 @@ fn h1_requests(
             fields: head.fields,
         }
         .build(head_bytes);
-        let resp = match router.handle(&req).0 {
+        let resp = match router.handle(&mut req).0 {
             Answer::Now(resp) => resp,
             Answer::Later(_) => panic!("a pending answer on the fast path"),
         };

@@ -80,6 +80,10 @@ fn main() -> ExitCode {
         }
     };
     if cli.test {
+        // A start logs them once logging is set up.
+        for w in &config.warnings {
+            eprintln!("{}: warning: {}", w.at, w.message);
+        }
         if let Some(path) = &cli.conf {
             println!("{}: configuration is OK", path.display());
         }
@@ -89,7 +93,10 @@ fn main() -> ExitCode {
         eprintln!("spate: {e}");
         return ExitCode::from(1);
     }
-    let server = match Server::bind(config, prepared) {
+    for w in &config.warnings {
+        tracing::warn!("{}: {}", w.at, w.message);
+    }
+    let mut server = match Server::bind(config, prepared) {
         Ok(s) => match &cli.conf {
             Some(path) if cli.command.is_none() => s.reload_from(path.clone()),
             _ => s,

@@ -386,6 +386,45 @@ hosts:
     assert_eq!(vary.len(), 1, "{:?}", r.headers);
 }
 
+/// A proxied answer comes later (`request_start::LaterAnswer`): on HTTP/1.1 and HTTP/2 alike
+/// it is finished by its route when it comes, as an answer ready now is: compressed in the
+/// coding the request allows, with the path's header commands applied.
+#[test]
+fn a_later_answer_is_finished_by_its_route_on_http1_and_http2() {
+    let b = Backend::start();
+    let s = Spate::start(&format!(
+        "
+listen: 127.0.0.1:0
+compress: ON
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: {}
+        header.set: \"X-Finished: by-route\"
+",
+        b.url("/")
+    ));
+    let path = "/chunked?pieces=3&trailers=0";
+    let want = b"piece 0\npiece 1\npiece 2\n";
+    for proto in [Proto::H1, Proto::H2c] {
+        let r = fetch(&s, proto, path, &["-H", "Accept-Encoding: gzip"]);
+        assert_eq!(r.status, 200, "{proto:?}: {r:?}");
+        assert_eq!(
+            r.header("content-encoding"),
+            Some("gzip"),
+            "{proto:?}: {r:?}"
+        );
+        assert_eq!(r.header("x-finished"), Some("by-route"), "{proto:?}: {r:?}");
+        assert_eq!(python_decode("gzip", &r.body), want, "{proto:?}");
+        // Not accepted: the same answer as it came, still with the header commands.
+        let r = fetch(&s, proto, path, &[]);
+        assert_eq!(r.header("content-encoding"), None, "{proto:?}: {r:?}");
+        assert_eq!(r.header("x-finished"), Some("by-route"), "{proto:?}: {r:?}");
+        assert_eq!(r.body, want, "{proto:?}");
+    }
+}
+
 /// A slowly streamed proxied response: its first compressed bytes reach the client and decode
 /// while the backend is still sending, and the backend's trailers come through.
 #[test]

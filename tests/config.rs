@@ -58,6 +58,40 @@ hosts:
     }
 }
 
+/// h2o directives that only tune h2o's internals run unchanged: `-t` accepts the file and
+/// warns for each at its line with what spate does instead; OFF passes without a word.
+#[test]
+fn dash_t_warns_about_directives_that_only_tune_h2o() {
+    let (ok, out, err) = check(
+        "listen: 8080
+proxy.zerocopy: always
+ssl-offload: kernel
+neverbleed-offload: OFF
+io_uring-batch-size: 64
+max-spare-pipes: 10
+hosts:
+  default:
+    file.io_uring: ON
+    paths:
+      /:
+        file.dir: /srv
+",
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("configuration is OK"), "{out}");
+    for want in [
+        "conf.yaml:2: warning: proxy.zerocopy tunes h2o's internals and is ignored: ",
+        "conf.yaml:3: warning: ssl-offload tunes h2o's internals and is ignored: spate encrypts TLS in user space with rustls",
+        "conf.yaml:5: warning: io_uring-batch-size ",
+        "conf.yaml:6: warning: max-spare-pipes ",
+        "conf.yaml:9: warning: file.io_uring ",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
+    assert!(!err.contains("neverbleed-offload"), "{err}");
+    assert_eq!(err.lines().count(), 5, "{err}");
+}
+
 #[test]
 fn dash_t_accepts_a_valid_file() {
     let (ok, out, err) =
@@ -197,14 +231,9 @@ fn a_bad_config_stops_the_server_from_starting() {
 /// Copies a seed configuration with its placeholders replaced by a test root and a port.
 fn seed(rel: &str, root: &Path, port: u16) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/configs")
+        .join("tests/fixtures/seed-configs")
         .join(rel);
-    let text = std::fs::read_to_string(&src).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (the seed configs live in ../shared)",
-            src.display()
-        )
-    });
+    let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
     let root = root.display().to_string();
     text.replace("/path/to/htdocs", &root)
         .replace("/usr/local/nginx/html", &root)
@@ -261,7 +290,7 @@ fn seed_backend_runs() {
 fn seed_004_fails_only_on_its_certificate_paths() {
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/configs/seed-004-proxy-h2-h3/h2o.yaml"),
+            .join("tests/fixtures/seed-configs/seed-004-proxy-h2-h3/h2o.yaml"),
     )
     .unwrap();
     let (ok, _, err) = check(&text);

@@ -369,7 +369,7 @@ fn seed_004_serves_http2_and_http3_on_one_port() {
     let (crt, key) = tls_support::cert(dir.path(), "localhost", "localhost", false);
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/configs/seed-004-proxy-h2-h3/h2o.yaml"),
+            .join("tests/fixtures/seed-configs/seed-004-proxy-h2-h3/h2o.yaml"),
     )
     .expect("seed-004");
     let yaml = |port: u16| {

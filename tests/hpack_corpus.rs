@@ -27,8 +27,24 @@ struct Case {
     headers: Headers,
 }
 
+/// Whether the corpus is there: it lives beside the repository (`../shared`), not in it (34 MB),
+/// so a plain clone skips these tests and says so.
+fn corpus_here() -> bool {
+    let here = corpus().is_dir();
+    if !here {
+        eprintln!(
+            "skipped: the HPACK corpus is not at {} (set HPACK_TEST_CASE_DIR)",
+            corpus().display()
+        );
+    }
+    here
+}
+
 #[test]
 fn decodes_every_encoded_story() {
+    if !corpus_here() {
+        return;
+    }
     let mut stories = 0;
     let mut blocks = 0;
     for dir in corpus_dirs() {
@@ -58,6 +74,9 @@ fn decodes_every_encoded_story() {
 
 #[test]
 fn raw_data_round_trips_through_our_encoder_and_decoder() {
+    if !corpus_here() {
+        return;
+    }
     let mut checked = 0;
     for lists in raw_stories() {
         // A small table too, to exercise eviction and the initial size update.
@@ -76,6 +95,9 @@ fn raw_data_round_trips_through_our_encoder_and_decoder() {
 
 #[test]
 fn hpack_crate_decodes_our_output() {
+    if !corpus_here() {
+        return;
+    }
     for lists in raw_stories() {
         let mut enc = Encoder::default();
         let mut theirs = hpack::Decoder::new();
@@ -89,6 +111,9 @@ fn hpack_crate_decodes_our_output() {
 
 #[test]
 fn we_decode_hpack_crate_output() {
+    if !corpus_here() {
+        return;
+    }
     for lists in raw_stories() {
         let mut theirs = hpack::Encoder::new();
         let mut dec = Decoder::new(4096, usize::MAX);

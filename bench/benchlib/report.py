@@ -227,9 +227,11 @@ def scenario_table(sid, cases, summary, order):
             "",
         ]
     if backend:
+        # F1's backend is the FastCGI application; the proxies' is nginx.
+        which = "PHP-FPM, FastCGI" if sid == "F1" else "nginx, HTTP/1.1"
         out += [
-            "Backend CPU µs per request (nginx, HTTP/1.1, on the server CPU; not in the "
-            "figures above): " + "; ".join(backend) + ".",
+            "Backend CPU µs per request (%s, on the server CPU; not in the "
+            "figures above): " % which + "; ".join(backend) + ".",
             "",
         ]
     if notes:

@@ -504,6 +504,10 @@ def make_docroot(run_dir, with_varied=False):
         os.chmod(os.path.join(docroot, name), 0o644)
     with open(os.path.join(answer_root, "answer"), "wb") as f:
         f.write(b"42")
+    # F1's page, run by PHP-FPM.
+    with open(os.path.join(docroot, "hello.php"), "w") as f:
+        f.write('<?php header("Content-Type: text/plain"); echo "Hello from PHP\\n";\n')
+    os.chmod(os.path.join(docroot, "hello.php"), 0o644)
     os.chmod(os.path.join(answer_root, "answer"), 0o644)
     if with_varied:
         varied.make(docroot, os.path.join(run_dir, "v1-lists"))

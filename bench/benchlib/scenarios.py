@@ -96,6 +96,8 @@ SCENARIOS = {
     "(h2load --alpn-list=h3 -c100 -m10)",
     "C1": "on-the-fly compression of a 100 KB HTML page at br 6 / gzip 6, from a file and "
     "proxied, HTTP/2 over TLS (h2load -c100 -m10)",
+    "F1": "FastCGI: a small PHP page from PHP-FPM (the same pool for every server, over TCP), "
+    "h2c (h2load -c100 -m10)",
     "V1": "varied traffic: one 4 KiB file repeated, then 50 and 2,000 distinct 4 KiB files and "
     "2,000 files of mixed sizes (100 B - 64 KiB) in shuffled order (h2load -i), over h2c, "
     "HTTP/1.1, TLS (h2 and HTTP/1.1), HTTP/3 and through a proxy (h2load -c100, -m10 for "
@@ -287,6 +289,11 @@ def all_cases():
                     warm_requests=1000,
                 )
             )
+    # F1 (issue 38): the front's CPU per request; PHP-FPM's is reported as the backend's.
+    cases.append(
+        Case("F1", "F1-php", "small PHP page", "h2load", "/hello.php", "clear", "fastcgi", 100, 10,
+             warm_requests=2000)
+    )
     cases += v1_cases()
     return cases
 

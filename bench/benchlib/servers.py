@@ -5,6 +5,7 @@ runs pinned to the server CPU. Configurations follow each server's own advice fo
 serving (see bench/README.md, "Peer configurations"); the templates are in bench/templates/.
 """
 
+import glob
 import os
 import resource
 import shutil
@@ -142,12 +143,14 @@ def by_name(names):
 class H2oDialect(Server):
     """h2o and spate: one YAML dialect, one generator."""
 
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "Q1", "C1", "V1")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "Q1", "C1", "V1", "F1")
 
     def start(self, env, cases):
         case = cases[0]
         port = free_port()
         backend = start_backend(env, self.name, case.backends) if case.mode == "proxy" else None
+        if case.mode == "fastcgi":
+            backend = start_php_fpm(env, self.name)
         # Requests in flight at once: each holds one backend connection (HTTP/1.1).
         in_flight = max(c.conns * c.streams for c in cases)
         config = self.render(env, case, port, backend.ports if backend else None, in_flight)
@@ -194,6 +197,13 @@ class H2oDialect(Server):
                 globals_ += ["compress:", "  br: 6"]
         elif case.mode == "answer":
             paths += self.answer_paths()
+        elif case.mode == "fastcgi":
+            # h2o's way to PHP: .php files of the document root to the FastCGI pool (h2o's
+            # default: a connection per request, as nginx's fastcgi_keep_conn off).
+            paths += ["      /:", "        file.dir: %s" % env.docroot]
+            paths += ["        file.custom-handler:", "          extension: .php"]
+            paths += ["          fastcgi.connect:", "            host: 127.0.0.1"]
+            paths += ["            port: %d" % backend_ports[0]]
         else:
             paths += ["      /:", "        file.dir: %s" % env.docroot]
         if case.encoding:
@@ -320,7 +330,7 @@ class H2o(H2oDialect):
 
 class Nginx(Server):
     name = "nginx"
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1", "V1")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1", "V1", "F1")
 
     def unsupported(self, case, env):
         if case.protocol == "h3":
@@ -333,6 +343,8 @@ class Nginx(Server):
         case = cases[0]
         port = free_port()
         backend = start_backend(env, self.name, case.backends) if case.mode == "proxy" else None
+        if case.mode == "fastcgi":
+            backend = start_php_fpm(env, self.name)
         block = self.server_block(cases, port, backend.ports if backend else None)
         proc = start_nginx(env, self.name, case.scenario, **block)
         inst = Instance(port, proc, backend.proc if backend else None)
@@ -363,6 +375,13 @@ class Nginx(Server):
         elif case.mode == "answer":
             body = 'location = /answer { return 200 "42"; }\n        location / { return 404; }'
             upstream = ""
+        elif case.mode == "fastcgi":
+            body = (
+                "location ~ \\.php$ { include /etc/nginx/fastcgi_params; "
+                "fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name; "
+                "fastcgi_pass 127.0.0.1:%d; }" % backend_ports[0]
+            )
+            upstream = ""
         else:
             body = "location / { }"
             upstream = ""
@@ -372,10 +391,11 @@ class Nginx(Server):
             if os.path.exists(NGINX_BROTLI):
                 modules = "load_module %s;" % NGINX_BROTLI
                 body += "\n        " + compress_directives("brotli")
-        # A proxied request holds a client stream and an upstream connection.
+        # A proxied (or FastCGI) request holds a client stream and an upstream connection.
         # Upstream connections linger after use, so leave twice that (nginx warns and starts
         # reusing connections, failing streams, when the limit is reached).
-        conns = max(c.conns * (2 * c.streams + 1 if case.mode == "proxy" else 1) for c in cases)
+        upstream_too = case.mode in ("proxy", "fastcgi")
+        conns = max(c.conns * (2 * c.streams + 1 if upstream_too else 1) for c in cases)
         return {
             "listen": listen,
             "body": body,
@@ -655,6 +675,37 @@ def start_backend(env, front, count=1):
         proc.stop()
         raise
     return Backend(ports, proc)
+
+
+def php_fpm_binary():
+    """Debian's versioned PHP-FPM (php-fpm8.2 on bookworm), or None."""
+    found = sorted(glob.glob("/usr/sbin/php-fpm*"))
+    return found[-1] if found else None
+
+
+def start_php_fpm(env, front):
+    """F1's FastCGI application: PHP-FPM with its own config on a TCP port, a static pool, on
+    the server CPU too, as a proxy's backend (its CPU is reported apart from the front's)."""
+    binary = php_fpm_binary()
+    if not binary:
+        raise StartError("php-fpm is not installed (apt-get install php-fpm)")
+    port = free_port()
+    tmp = os.path.join(env.run_dir, "php-fpm-%s" % front)
+    os.makedirs(tmp, exist_ok=True)
+    config = (
+        "[global]\nerror_log = %s/error.log\ndaemonize = no\npid = %s/fpm.pid\n"
+        "[bench]\nlisten = 127.0.0.1:%d\nlisten.backlog = 4096\npm = static\n"
+        "pm.max_children = 16\npm.max_requests = 0\n" % (tmp, tmp, port)
+    )
+    path = write(env, "php-fpm-%s.conf" % front, config)
+    argv = [binary, "-F", "-y", path, "-p", tmp] + (["-R"] if env.is_root else [])
+    proc = env.launcher.start("php-fpm-" + front, argv, env.run_dir, env.server_cpu)
+    try:
+        proc.wait_listening(port)
+    except StartError:
+        proc.stop()
+        raise
+    return Backend([port], proc)
 
 
 def compress_directives(module):

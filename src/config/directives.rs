@@ -38,7 +38,12 @@ pub(super) fn check<'a>(ctx: &mut Ctx, key: &'a Node, level: Level) -> Option<&'
         ctx.error(key.line, "a directive name must be a string");
         return None;
     };
-    if let Some((_, levels)) = DIRECTIVES.iter().find(|(n, _)| *n == name) {
+    let levels = DIRECTIVES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, levels)| *levels)
+        .or_else(|| levels_of_tuning(name));
+    if let Some(levels) = levels {
         if levels & level.bit() == 0 {
             ctx.error(
                 key.line,
@@ -58,7 +63,8 @@ pub(super) fn check<'a>(ctx: &mut Ctx, key: &'a Node, level: Level) -> Option<&'
     let known = DIRECTIVES
         .iter()
         .map(|(n, _)| *n)
-        .chain(NOT_SUPPORTED_YET.iter().copied());
+        .chain(NOT_SUPPORTED_YET.iter().copied())
+        .chain(TUNING.iter().map(|(n, _, _)| *n));
     let hint = suggest(name, known)
         .map(|s| format!(" (did you mean {s}?)"))
         .unwrap_or_default();
@@ -76,6 +82,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     // Structure.
     ("hosts", G),
     ("paths", H),
+    ("strict-match", H),
     ("listen", G | H),
     // Server-wide settings.
     ("num-threads", G),
@@ -146,6 +153,16 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("file.etag", ALL),
     ("file.dirlisting", ALL),
     ("file.send-compressed", ALL),
+    ("file.custom-handler", ALL),
+    // FastCGI (config/fastcgi.rs).
+    ("fastcgi.connect", P),
+    ("fastcgi.spawn", P),
+    ("fastcgi.timeout.io", ALL),
+    ("fastcgi.timeout.keepalive", ALL),
+    ("fastcgi.document_root", ALL),
+    ("fastcgi.send-delegated-uri", ALL),
+    ("fastcgi.max-request-buffer", ALL),
+    ("fastcgi.max-response-head-size", ALL),
     ("header.add", ALL),
     ("header.append", ALL),
     ("header.merge", ALL),
@@ -167,6 +184,14 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("compress", ALL),
     ("compress-minimum-size", ALL),
     ("gzip", ALL),
+    // The edge (config/edge.rs): spate's names, h2o does these with mruby.
+    ("access", ALL),
+    ("basic-auth", ALL),
+    ("limit-req-zones", G),
+    ("limit-req", ALL),
+    ("real-ip.from", ALL),
+    ("real-ip.header", ALL),
+    ("real-ip.recursive", ALL),
     // Reverse proxy options. h2o takes the emit-*, preserve-x-forwarded-proto and expect
     // switches at the global level only; spate takes them at every level.
     ("proxy.preserve-host", ALL),
@@ -210,31 +235,176 @@ const DIRECTIVES: &[(&str, u8)] = &[
     // h2o registers this spelling too.
     ("proxy.http2.max-concurrent_streams", ALL),
     ("proxy.http2.force-cleartext", ALL),
+    ("proxy.cache", ALL),
 ];
+
+/// h2o directives that only tune h2o itself (`internals.rs` accepts them with a warning): name,
+/// the levels where h2o takes them, and what spate does instead.
+pub(super) const TUNING: &[(&str, u8, &str)] = &[
+    (
+        "proxy.zerocopy",
+        G,
+        "spate's proxy passes bodies through its own buffers, without splice pipes",
+    ),
+    (
+        "max-spare-pipes",
+        G,
+        "spate keeps no pipes: it does not splice",
+    ),
+    (
+        "proxy.max-spare-pipes",
+        G | H | P,
+        "spate keeps no pipes: it does not splice",
+    ),
+    (
+        "ssl-offload",
+        G,
+        "spate encrypts TLS in user space with rustls; it does not hand connections to kernel TLS (the tls ULP)",
+    ),
+    (
+        "neverbleed-offload",
+        G,
+        "spate's private keys stay in the server process (rustls, no neverbleed): there is nothing to offload",
+    ),
+    (
+        "file.io_uring",
+        G | H | P,
+        "spate reads files with sendfile and pread on its workers, not io_uring",
+    ),
+    (
+        "io_uring-batch-size",
+        G,
+        "spate does not use io_uring",
+    ),
+    (
+        "num-quic-threads",
+        G,
+        "HTTP/3 runs on the num-threads workers",
+    ),
+    (
+        "num-ocsp-updaters",
+        G,
+        "spate does not fetch OCSP responses (ocsp-response-file staples one)",
+    ),
+    (
+        "http2-latency-optimization-min-rtt",
+        G,
+        "spate sizes HTTP/2 writes by http2-max-write-size, not by the TCP window",
+    ),
+    (
+        "http2-latency-optimization-max-additional-delay",
+        G,
+        "spate sizes HTTP/2 writes by http2-max-write-size, not by the TCP window",
+    ),
+    (
+        "http2-latency-optimization-max-cwnd",
+        G,
+        "spate sizes HTTP/2 writes by http2-max-write-size, not by the TCP window",
+    ),
+    (
+        "http2-dos-delay",
+        G,
+        "spate closes an abusive HTTP/2 connection at once (http2-max-resets-per-second, http2-max-control-frames-per-second)",
+    ),
+    (
+        "tcp-reuseport",
+        G,
+        "spate's workers share each listening socket",
+    ),
+    (
+        "temp-buffer-threshold",
+        G,
+        "spate streams request bodies and writes no temporary files",
+    ),
+    (
+        "capabilities",
+        G,
+        "spate keeps no capabilities once it switches to user",
+    ),
+    (
+        "crash-handler",
+        G,
+        "spate runs no crash handler; a panic's message goes to the error log",
+    ),
+    (
+        "crash-handler.wait-pipe-close",
+        G,
+        "spate runs no crash handler",
+    ),
+    (
+        "soft-connection-limit",
+        G,
+        "spate closes idle connections by their timeouts and refuses new ones at max-connections",
+    ),
+    (
+        "soft-connection-limit.min-age",
+        G,
+        "spate closes idle connections by their timeouts and refuses new ones at max-connections",
+    ),
+    (
+        "duration-stats",
+        G,
+        "spate's status and metrics handlers report their own counters",
+    ),
+    (
+        "h2olog",
+        H,
+        "h2o's tracer; spate logs through RUST_LOG and error-log",
+    ),
+    (
+        "http2-debug-state",
+        H,
+        "spate has no HTTP/2 state dump",
+    ),
+    (
+        "proxy.happy-eyeballs.connection-attempt-delay",
+        G | H | P,
+        "spate connects to a backend's addresses one after another",
+    ),
+    (
+        "proxy.happy-eyeballs.name-resolution-delay",
+        G | H | P,
+        "spate connects to a backend's addresses one after another",
+    ),
+    (
+        "quic-nodes",
+        G,
+        "spate does not forward QUIC packets between the nodes of a cluster",
+    ),
+    (
+        "http2-max-concurrent-streaming-requests-per-connection",
+        G,
+        "request bodies of an HTTP/2 connection all stream at once, within http2-max-concurrent-requests-per-connection",
+    ),
+    (
+        "http3-max-concurrent-streaming-requests-per-connection",
+        G,
+        "request bodies of an HTTP/3 connection all stream at once, within its stream limit",
+    ),
+    (
+        "proxy.http3.ecn",
+        G | H | P,
+        "spate does not speak HTTP/3 to backends",
+    ),
+];
+
+/// The levels where `name` may be written, when it is one of [`TUNING`].
+fn levels_of_tuning(name: &str) -> Option<u8> {
+    TUNING
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, levels, _)| *levels)
+}
 
 /// h2o directives that later work will implement; today they are an error naming them.
 const NOT_SUPPORTED_YET: &[&str] = &[
-    "file.custom-handler",
     "max-delegations",
     "reproxy",
     "setenv",
     "unsetenv",
-    "ssl-offload",
-    "crash-handler",
     "throttle-response",
-    "http2-latency-optimization-min-rtt",
-    "http2-latency-optimization-max-additional-delay",
-    "http2-latency-optimization-max-cwnd",
-    "http3-max-concurrent-streaming-requests-per-connection",
-    "num-quic-threads",
     "mruby.handler",
     "mruby.handler-file",
-    "fastcgi.connect",
-    "fastcgi.spawn",
-    "fastcgi.timeout.io",
-    "fastcgi.timeout.keepalive",
-    "fastcgi.document_root",
-    "fastcgi.send-delegated-uri",
     // h2o's proxy directives spate does not have yet. Named one by one (not `proxy.*`), so a
     // misspelt supported one gets a hint rather than "not supported yet".
     "proxy.http3.ratio",
@@ -245,10 +415,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "proxy.proxy-status.identity",
     "proxy.header.cookie.unset",
     "proxy.header.cookie.unsetunless",
-    "proxy.happy-eyeballs.connection-attempt-delay",
-    "proxy.happy-eyeballs.name-resolution-delay",
-    "proxy.max-spare-pipes",
-    "proxy.zerocopy",
 ];
 
 /// Checks a directive of h2o's that asks for something spate never does (HTTP/2 server push,
@@ -285,17 +451,14 @@ pub(super) fn off_only(ctx: &mut Ctx, name: &str, v: &Node) -> bool {
     true
 }
 
-/// The names above, and every `proxy.ssl.*`, `proxy.http2.*`, `proxy.http3.*`, `fastcgi.*`,
-/// `mruby.*` and `http2-latency-optimization-*` directive, are h2o's and not
-/// supported yet.
+/// The names above, and every `proxy.ssl.*`, `proxy.http2.*`, `proxy.http3.*` and `mruby.*`
+/// directive, are h2o's and not supported yet.
 fn is_not_supported_yet(name: &str) -> bool {
     NOT_SUPPORTED_YET.contains(&name)
         || name.starts_with("proxy.ssl.")
         || name.starts_with("proxy.http2.")
         || name.starts_with("proxy.http3.")
-        || name.starts_with("fastcgi.")
         || name.starts_with("mruby.")
-        || name.starts_with("http2-latency-optimization-")
 }
 
 #[cfg(test)]
@@ -350,13 +513,34 @@ mod tests {
     }
 
     #[test]
+    fn directives_that_tune_h2o_internals_are_known_at_h2o_levels() {
+        assert_eq!(
+            run("proxy.zerocopy", Level::Global).0.as_deref(),
+            Some("proxy.zerocopy")
+        );
+        assert_eq!(
+            run("file.io_uring", Level::Path).0.as_deref(),
+            Some("file.io_uring")
+        );
+        let (_, e) = run("ssl-offload", Level::Path);
+        assert_eq!(
+            e,
+            vec!["t.yaml:7: directive ssl-offload cannot be used at the path level"]
+        );
+        let (_, e) = run("io_uring-batch-siz", Level::Global);
+        assert_eq!(
+            e,
+            vec!["t.yaml:7: unknown directive io_uring-batch-siz (did you mean io_uring-batch-size?)"]
+        );
+    }
+
+    #[test]
     fn not_supported_yet() {
         for name in [
             "proxy.ssl.anything",
             "proxy.http2.anything",
             "proxy.connect",
             "proxy.header.cookie.unset",
-            "fastcgi.connect",
         ] {
             let (r, e) = run(name, Level::Path);
             assert_eq!(r, None);

@@ -103,8 +103,10 @@ pub(super) fn check(ctx: &mut Ctx, paths: &[PathConf]) {
             continue;
         }
         seen.push(&doc.url);
-        match serving(paths, &doc.url).map(|p| &p.handler) {
-            Some(HandlerConf::File(_) | HandlerConf::Respond(_)) => {}
+        let answers_now =
+            |h: &HandlerConf| matches!(h, HandlerConf::File(_) | HandlerConf::Respond(_));
+        match serving(paths, &doc.url).map(|p| p.handler.each()) {
+            Some(list) if list.iter().all(answers_now) => {}
             _ => ctx.errors.push(super::ConfigError {
                 at: doc.at.clone(),
                 message: format!(

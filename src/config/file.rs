@@ -14,6 +14,9 @@ pub(super) struct FileOpts {
     etag: Option<bool>,
     dirlisting: Option<bool>,
     send_compressed: Option<bool>,
+    /// `file.custom-handler`, outer levels first; a later one for an extension wins. Built
+    /// with the path's `fastcgi.*` options once they are all read.
+    pub custom_handlers: Vec<super::fastcgi::PendingCustom>,
 }
 
 impl FileOpts {
@@ -61,7 +64,12 @@ impl FileOpts {
     }
 
     /// The file handler of a path serving `dir`, with h2o's defaults for what is unset.
-    pub fn build(&self, dir: PathBuf) -> FileConf {
+    pub fn build(
+        &self,
+        ctx: &mut Ctx,
+        dir: PathBuf,
+        fastcgi: &super::fastcgi::FastcgiOpts,
+    ) -> FileConf {
         let d = FileConf::default();
         FileConf {
             dir,
@@ -70,6 +78,11 @@ impl FileOpts {
             etag: self.etag.unwrap_or(d.etag),
             dirlisting: self.dirlisting.unwrap_or(d.dirlisting),
             send_compressed: self.send_compressed.unwrap_or(d.send_compressed),
+            custom_handlers: self
+                .custom_handlers
+                .iter()
+                .map(|c| c.build(ctx, fastcgi))
+                .collect(),
         }
     }
 }

@@ -6,12 +6,14 @@
 
 use super::compress::CompressOpts;
 use super::directives::{self, Level};
+use super::edge::EdgeOpts;
+use super::fastcgi::{self, FastcgiOpts};
 use super::file::FileOpts;
 use super::listen::Listeners;
 use super::proxy::{self, ProxyOpts};
 use super::value::{show, Ctx};
 use super::yaml::Node;
-use super::{error_doc, headers, log, redirect, respond};
+use super::{error_doc, headers, internals, log, redirect, respond};
 use super::{AccessLogConf, ErrorDoc, HandlerConf, HeaderCommand, Host, PathConf};
 
 /// Options that a level passes on to the levels inside it.
@@ -19,6 +21,7 @@ use super::{AccessLogConf, ErrorDoc, HandlerConf, HeaderCommand, Host, PathConf}
 pub(super) struct Scoped {
     file: FileOpts,
     proxy: ProxyOpts,
+    fastcgi: FastcgiOpts,
     /// Outer commands first; each level appends its own.
     headers: Vec<HeaderCommand>,
     /// `expires` in seconds; `None` when OFF or not set.
@@ -26,6 +29,7 @@ pub(super) struct Scoped {
     error_docs: Vec<ErrorDoc>,
     access_log: Option<AccessLogConf>,
     compress: CompressOpts,
+    edge: EdgeOpts,
 }
 
 impl Scoped {
@@ -33,14 +37,22 @@ impl Scoped {
     pub fn apply(&mut self, ctx: &mut Ctx, name: &str, v: &Node) -> bool {
         if name == "stash"
             || directives::off_only(ctx, name, v)
+            || internals::apply(ctx, name, v)
             || self.file.apply(ctx, name, v)
             || self.proxy.apply(ctx, name, v)
+            || self.fastcgi.apply(ctx, name, v)
             || self.compress.apply(ctx, name, v)
+            || self.edge.apply(ctx, name, v)
             || headers::apply(ctx, name, v, &mut self.headers)
         {
             return true;
         }
         match name {
+            "file.custom-handler" => {
+                if let Some(h) = fastcgi::custom_handler(ctx, v) {
+                    self.file.custom_handlers.push(h);
+                }
+            }
             "access-log" => {
                 if let Some(l) = log::access_log(ctx, v) {
                     self.access_log = Some(l);
@@ -81,11 +93,12 @@ pub(super) fn hosts(
             );
             continue;
         }
-        let paths = host(ctx, k, (out.len(), &name), body, outer, listeners);
+        let (paths, strict_match) = host(ctx, k, (out.len(), &name), body, outer, listeners);
         out.push(Host {
             name,
             port,
             paths,
+            strict_match,
             at: ctx.at(k.line),
         });
     }
@@ -98,15 +111,21 @@ fn host(
     v: &Node,
     outer: &Scoped,
     listeners: &mut Listeners,
-) -> Vec<PathConf> {
+) -> (Vec<PathConf>, bool) {
     let Some(entries) = ctx.map("a host", v) else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
     let mut scoped = outer.clone();
     let mut path_maps = Vec::new();
+    let mut strict_match = false;
     for (k, val) in entries {
         match directives::check(ctx, k, Level::Host) {
             Some("paths") => path_maps.push(val),
+            Some("strict-match") => {
+                if let Some(b) = ctx.bool("strict-match", val) {
+                    strict_match = b;
+                }
+            }
             Some("listen") => listeners.add(ctx, val, Some((index, name))),
             // The table allows only inherited options at this level besides the two above.
             Some(name) if !scoped.apply(ctx, name, val) => ctx.error(
@@ -146,15 +165,16 @@ fn host(
         }
     }
     error_doc::check(ctx, &out);
-    out
+    (out, strict_match)
 }
 
 fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Option<PathConf> {
-    let entries = ctx.map(&format!("path {prefix}"), v)?;
+    let entries = path_entries(ctx, prefix, v)?;
     let mut scoped = outer.clone();
-    // The handler directive, its name and line, and for `file.dir` / `proxy.reverse.url` what
-    // it names (the handler is built once every option of the path is read, as h2o defers it).
-    let mut handler: Option<(Handler, &str, u32)> = None;
+    // The handler directives in the order written, each with its name and line, and for
+    // `file.dir` / `proxy.reverse.url` what it names (a handler is built once every option of
+    // the path is read, as h2o defers it).
+    let mut handlers: Vec<(Handler, &str, u32)> = Vec::new();
     for (k, val) in entries {
         let Some(name) = directives::check(ctx, k, Level::Path) else {
             continue;
@@ -166,6 +186,8 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
                 redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
             }
             "proxy.reverse.url" => proxy::reverse_url(ctx, val).map(Handler::Proxy),
+            "fastcgi.connect" => fastcgi::connect(ctx, val).map(Handler::Fastcgi),
+            "fastcgi.spawn" => fastcgi::spawn(ctx, val).map(Handler::Fastcgi),
             "status" | "metrics" | "readiness" => match ctx.bool(name, val) {
                 Some(true) => Some(Handler::Done(match name {
                     "status" => HandlerConf::Status,
@@ -188,26 +210,36 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
                 continue;
             }
         };
-        if let Some((_, first, line)) = &handler {
-            ctx.error(
+        // A handler after one that always answers is never asked (h2o runs them in order
+        // until one answers; only `file.dir` passes a request on, when it finds no file).
+        if let Some((_, first, line)) = handlers.iter().find(|(h, _, _)| !h.passes_on()) {
+            let first_at = ctx.at(*line);
+            ctx.warn(
                 k.line,
-                format!("path {prefix} already has a handler ({first} at line {line}); {name} cannot be added"),
+                format!("path {prefix}: {name} is never reached: {first} at {first_at} answers every request"),
             );
-            continue;
         }
-        // A bad value was reported already; remembering the directive avoids a second,
-        // misleading "two handlers" error only when it parsed.
+        // A bad value was reported already.
         if let Some(h) = h {
-            handler = Some((h, name, k.line));
+            handlers.push((h, name, k.line));
         }
     }
-    let handler = match handler {
-        Some((Handler::File(dir), _, _)) => HandlerConf::File(scoped.file.build(dir)),
-        Some((Handler::Proxy(backends), _, line)) => {
-            HandlerConf::Proxy(scoped.proxy.build(ctx, line, backends)?)
-        }
-        Some((Handler::Done(h), _, _)) => h,
-        None => HandlerConf::None,
+    let mut built = Vec::with_capacity(handlers.len());
+    for (h, _, line) in handlers {
+        built.push(match h {
+            Handler::File(dir) => HandlerConf::File(scoped.file.build(ctx, dir, &scoped.fastcgi)),
+            Handler::Proxy(backends) => {
+                HandlerConf::Proxy(scoped.proxy.build(ctx, line, backends)?)
+            }
+            Handler::Fastcgi(target) => {
+                HandlerConf::Fastcgi(scoped.fastcgi.build(ctx, target, line))
+            }
+            Handler::Done(h) => h,
+        });
+    }
+    let handler = match built.len() {
+        0 | 1 => built.pop().unwrap_or(HandlerConf::None),
+        _ => HandlerConf::Chain(built),
     };
     Some(PathConf {
         prefix: prefix.to_owned(),
@@ -217,8 +249,41 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         error_docs: scoped.error_docs,
         access_log: scoped.access_log,
         compress: scoped.compress.build(),
+        edge: scoped.edge.build(ctx),
         at: ctx.at(key.line),
     })
+}
+
+/// A path's directives: its mapping, or, as h2o takes it, a sequence of mappings read as one
+/// mapping in order (`- header.add: ...` then `- file.dir: ...` then `- proxy.reverse.url: ...`).
+fn path_entries<'a>(ctx: &mut Ctx, prefix: &str, v: &'a Node) -> Option<Vec<&'a (Node, Node)>> {
+    if let Some(entries) = v.as_map() {
+        return Some(entries.iter().collect());
+    }
+    let Some(blocks) = v.as_seq() else {
+        ctx.error(
+            v.line,
+            format!(
+                "path {prefix} expects a mapping or a sequence of mappings, got {}",
+                show(v)
+            ),
+        );
+        return None;
+    };
+    let mut out = Vec::new();
+    for block in blocks {
+        match block.as_map() {
+            Some(entries) => out.extend(entries.iter()),
+            None => ctx.error(
+                block.line,
+                format!(
+                    "path {prefix}: each item of the sequence must be a mapping, got {}",
+                    show(block)
+                ),
+            ),
+        }
+    }
+    Some(out)
 }
 
 /// `expires: OFF` or `expires: N UNIT` (h2o's units: second, minute, hour, day, month of 30
@@ -263,7 +328,16 @@ enum Handler {
     File(std::path::PathBuf),
     /// `proxy.reverse.url`: built once the path's `proxy.*` options are all read.
     Proxy(proxy::Backends),
+    /// `fastcgi.connect` / `fastcgi.spawn`: built once the path's `fastcgi.*` options are read.
+    Fastcgi(fastcgi::Target),
     Done(HandlerConf),
+}
+
+impl Handler {
+    /// Whether the handler may pass a request on to the next one of its path.
+    fn passes_on(&self) -> bool {
+        matches!(self, Handler::File(_))
+    }
 }
 
 /// `name`, `name:port`, `*.name`, `[v6]:port`; the name is lowercased.

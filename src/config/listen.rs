@@ -62,11 +62,18 @@ impl Listeners {
             return;
         };
         let line = existing.at.line;
-        if existing.proxy_protocol != l.proxy_protocol {
+        let differs = if existing.proxy_protocol != l.proxy_protocol {
+            Some("proxy-protocol")
+        } else if existing.proxy_protocol_from != l.proxy_protocol_from {
+            Some("proxy-protocol-from")
+        } else {
+            None
+        };
+        if let Some(what) = differs {
             ctx.error(
                 l.at.line,
                 format!(
-                    "listen {}: proxy-protocol differs from the listen at line {line}",
+                    "listen {}: {what} differs from the listen at line {line}",
                     l.addr
                 ),
             );
@@ -152,6 +159,7 @@ fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
         quic: None,
         hosts: None,
         proxy_protocol: false,
+        proxy_protocol_from: Vec::new(),
         socket: SocketOptions::default(),
         at: ctx.at(v.line),
     })
@@ -170,6 +178,7 @@ fn mapping(
     let mut tls = None;
     let mut quic = None;
     let mut proxy_protocol = false;
+    let mut proxy_protocol_from: Option<(Vec<super::Cidr>, u32)> = None;
     let mut socket = SocketOptions::default();
     let mut ok = true;
     for (k, _) in entries {
@@ -185,6 +194,7 @@ fn mapping(
         "ssl",
         "quic",
         "proxy-protocol",
+        "proxy-protocol-from",
         "sndbuf",
         "rcvbuf",
         "reuseport",
@@ -232,6 +242,12 @@ fn mapping(
                 Some(on) => proxy_protocol = on,
                 None => ok = false,
             },
+            "proxy-protocol-from" => {
+                match super::edge::cidrs(ctx, "listen.proxy-protocol-from", val) {
+                    Some(list) => proxy_protocol_from = Some((list, val.line)),
+                    None => ok = false,
+                }
+            }
             // The kernel doubles the value and caps it at net.core.{w,r}mem_max.
             "sndbuf" | "rcvbuf" => match ctx.int::<usize>(&format!("listen.{key}"), val, 1) {
                 Some(n) if key == "sndbuf" => socket.sndbuf = Some(n),
@@ -276,6 +292,13 @@ fn mapping(
         );
         return None;
     }
+    if let Some((_, line)) = proxy_protocol_from.as_ref().filter(|_| !proxy_protocol) {
+        ctx.error(
+            *line,
+            "listen: proxy-protocol-from needs proxy-protocol: ON",
+        );
+        return None;
+    }
     let port = port?;
     if kind == ListenKind::Quic && quic.is_none() {
         quic = Some(super::quic::QuicConf::default());
@@ -287,6 +310,7 @@ fn mapping(
         quic,
         hosts: None,
         proxy_protocol,
+        proxy_protocol_from: proxy_protocol_from.map(|(l, _)| l).unwrap_or_default(),
         socket,
         at: ctx.at(v.line),
     })

@@ -30,7 +30,7 @@ pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
 /// relative paths.
 pub fn load_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
     let mut ctx = Ctx::new(file);
-    let root = match yaml::parse(text) {
+    let root = match yaml::parse_with(text, &mut ctx.sources) {
         Ok(Some(root)) => root,
         Ok(None) => {
             ctx.error(1, "the configuration is empty");
@@ -41,7 +41,8 @@ pub fn load_str(text: &str, file: &str) -> Result<Config, Vec<ConfigError>> {
             return Err(ctx.errors);
         }
     };
-    let config = global(&mut ctx, &root);
+    let mut config = global(&mut ctx, &root);
+    config.warnings = std::mem::take(&mut ctx.warnings);
     if ctx.errors.is_empty() {
         Ok(config)
     } else {
@@ -112,7 +113,23 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
             }
             value => set(&mut c.server_name, value),
         },
-        "send-server-name" => set(&mut c.send_server_name, ctx.bool(name, v)),
+        // h2o's `preserve`: no Server of spate's own, and a proxied answer keeps the backend's.
+        "send-server-name" => match v.as_str() {
+            Some(s) if s.eq_ignore_ascii_case("preserve") => {
+                c.send_server_name = false;
+                ctx.preserve_server_header = true;
+            }
+            _ => match v.as_bool() {
+                Some(b) => c.send_server_name = b,
+                None => ctx.error(
+                    v.line,
+                    format!(
+                        "send-server-name expects ON, OFF or preserve, got {}",
+                        show(v)
+                    ),
+                ),
+            },
+        },
         "error-log" => {
             if let Some(t) = ctx.log_target(name, v) {
                 c.error_log = Some(t);

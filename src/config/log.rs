@@ -7,6 +7,10 @@ use super::{AccessLogConf, Escape};
 /// h2o's default access log format (Apache "combined").
 pub(super) const COMBINED: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";
 
+/// The most `buffer-size` may be: the access log reserves its buffer up front
+/// (`log::BUFFER_LIMIT`).
+pub(super) const MAX_BUFFER_SIZE: usize = 64 * 1024;
+
 /// `access-log: PATH` or `access-log: {path: PATH, format: FORMAT}`.
 pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
     let Some(entries) = v.as_map() else {
@@ -25,6 +29,7 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
             target,
             format: COMBINED.into(),
             escape: Escape::Apache,
+            buffer_size: 0,
             at: ctx.at(v.line),
         });
     };
@@ -33,7 +38,9 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
     let mut format = COMBINED.to_owned();
     let mut escape = Escape::Apache;
     let mut format_line = v.line;
-    for (key, val) in ctx.known_keys("access-log", entries, &["path", "format", "escape"]) {
+    let mut buffer_size = 0;
+    let keys = &["path", "format", "escape", "buffer-size"];
+    for (key, val) in ctx.known_keys("access-log", entries, keys) {
         match key {
             "path" => {
                 path_given = true;
@@ -45,6 +52,14 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
                     format_line = val.line;
                 }
             }
+            "buffer-size" => match ctx.int::<usize>("access-log.buffer-size", val, 0) {
+                Some(n) if n > MAX_BUFFER_SIZE => ctx.error(
+                    val.line,
+                    format!("access-log.buffer-size: {n} is more than {MAX_BUFFER_SIZE}"),
+                ),
+                Some(n) => buffer_size = n,
+                None => {}
+            },
             // h2o's `escape: apache|json` (2.2 and later).
             _ => match val.as_str() {
                 Some("apache") => escape = Escape::Apache,
@@ -64,6 +79,7 @@ pub(super) fn access_log(ctx: &mut Ctx, v: &Node) -> Option<AccessLogConf> {
             target,
             format,
             escape,
+            buffer_size,
             at: ctx.at(format_line),
         }),
         None => {

@@ -95,6 +95,9 @@ pub struct Config {
     /// Every `proxy.ssl.cafile` as written, used by a backend or not: `prepare` reads each,
     /// so a bad one is an error at its line.
     pub proxy_ca_files: Vec<PathAt>,
+    /// What was accepted but is done differently from h2o (a directive that only tunes h2o's
+    /// internals, a handler never reached): `spate -t` prints them and a start logs them.
+    pub warnings: Vec<ConfigError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +114,8 @@ impl Config {
         self.hosts
             .iter()
             .flat_map(|h| &h.paths)
-            .any(|p| matches!(&p.handler, HandlerConf::Proxy(c) if c.tunnel))
+            .flat_map(|p| p.handler.each())
+            .any(|h| matches!(h, HandlerConf::Proxy(c) if c.tunnel))
     }
 
     /// Whether some path exposes counters (`status` or `metrics`): only then are they kept.
@@ -119,7 +123,8 @@ impl Config {
         self.hosts
             .iter()
             .flat_map(|h| &h.paths)
-            .any(|p| matches!(p.handler, HandlerConf::Status | HandlerConf::Metrics))
+            .flat_map(|p| p.handler.each())
+            .any(|h| matches!(h, HandlerConf::Status | HandlerConf::Metrics))
     }
 }
 
@@ -139,6 +144,9 @@ pub struct Listen {
     /// `proxy-protocol` (default OFF): each connection opens with a PROXY protocol header
     /// (version 1 or 2) naming the client.
     pub proxy_protocol: bool,
+    /// `proxy-protocol-from`: the balancers allowed to send the PROXY header; a connection
+    /// from any other peer is closed. Empty (the default): every peer.
+    pub proxy_protocol_from: Vec<Cidr>,
     /// `sndbuf`, `rcvbuf` and `reuseport` of a TCP listener.
     pub socket: SocketOptions,
     pub at: Location,
@@ -165,6 +173,9 @@ pub struct Host {
     pub port: Option<u16>,
     /// Paths in configuration order (the router sorts them longest prefix first).
     pub paths: Vec<PathConf>,
+    /// `strict-match` (OFF): only requests naming this host get it; it is never the fallback
+    /// for unknown names (which goes to the first host without it, as in h2o).
+    pub strict_match: bool,
     pub at: Location,
 }
 
@@ -192,6 +203,8 @@ pub struct PathConf {
     pub access_log: Option<AccessLogConf>,
     /// `compress` / `gzip`; `None` when on-the-fly compression is off (the default).
     pub compress: Option<CompressConf>,
+    /// `access`, `real-ip.*`, `basic-auth`: the checks before the handler; `None` when the path has none.
+    pub edge: Option<EdgeConf>,
     pub at: Location,
 }
 
@@ -221,6 +234,8 @@ pub enum HandlerConf {
     Redirect(RedirectConf),
     /// `proxy.reverse.url`: forwards requests to an HTTP/1.1 backend.
     Proxy(ProxyConf),
+    /// `fastcgi.connect` / `fastcgi.spawn`: a FastCGI application answers.
+    Fastcgi(FastcgiConf),
     /// `status: ON`: h2o's JSON status.
     Status,
     /// `metrics: ON` (spate): counters in the Prometheus text format.
@@ -229,6 +244,21 @@ pub enum HandlerConf {
     Readiness,
     /// A path with no handler (only headers or logging): answers 404.
     None,
+    /// Several handlers on one path (h2o's sequence of mappings, or several handler directives
+    /// in one mapping), in the order written: each is asked in turn until one answers. Only
+    /// `file.dir` passes a request on, when it finds no file (as h2o's declines on ENOENT);
+    /// two or more entries, none of them a `Chain`.
+    Chain(Vec<HandlerConf>),
+}
+
+impl HandlerConf {
+    /// The handlers this one is made of: itself, or the entries of a `Chain`.
+    pub fn each(&self) -> &[HandlerConf] {
+        match self {
+            HandlerConf::Chain(list) => list,
+            one => std::slice::from_ref(one),
+        }
+    }
 }
 
 /// `file.*` directives.
@@ -246,6 +276,8 @@ pub struct FileConf {
     pub dirlisting: bool,
     /// `file.send-compressed` (default OFF): serve `.br` / `.gz` siblings when accepted
     pub send_compressed: bool,
+    /// `file.custom-handler`: extensions whose files FastCGI answers.
+    pub custom_handlers: Vec<CustomHandler>,
 }
 
 /// `file.mime.addtypes`, `removetypes`, `settypes` and `setdefaulttype`: the media type of a
@@ -372,6 +404,11 @@ pub struct ProxyConf {
     pub http2_max_concurrent_streams: u32,
     /// `proxy.http2.force-cleartext` (OFF): HTTP/2 with prior knowledge to an `http://` URL.
     pub http2_force_cleartext: bool,
+    /// spate's `proxy.cache` (OFF): the HTTP cache in front of the backends.
+    pub cache: Option<Box<CacheConf>>,
+    /// `send-server-name: preserve` (global): the backend's Server field goes on to the client
+    /// (otherwise it is dropped, as h2o drops it).
+    pub preserve_server_header: bool,
 }
 
 /// One backend of `proxy.reverse.url`.
@@ -476,6 +513,8 @@ impl ProxyConf {
             http2_ratio: 0,
             http2_max_concurrent_streams: ProxyConf::DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
             http2_force_cleartext: false,
+            cache: None,
+            preserve_server_header: false,
         }
     }
 
@@ -598,6 +637,10 @@ pub struct AccessLogConf {
     pub format: String,
     /// `escape: apache` (default) or `json`.
     pub escape: Escape,
+    /// spate's `buffer-size` (bytes; default 0): lines gather per worker up to this and are
+    /// written at least once a second. 0 writes each line at the end of its request, as h2o
+    /// and nginx do unless told to buffer.
+    pub buffer_size: usize,
     /// Where the format was given (the `access-log` directive's line for the default).
     pub at: Location,
 }
@@ -605,7 +648,10 @@ pub struct AccessLogConf {
 /// The same log whichever line wrote it: paths with equal logs share one writer.
 impl PartialEq for AccessLogConf {
     fn eq(&self, o: &AccessLogConf) -> bool {
-        self.target == o.target && self.format == o.format && self.escape == o.escape
+        self.target == o.target
+            && self.format == o.format
+            && self.escape == o.escape
+            && self.buffer_size == o.buffer_size
     }
 }
 
@@ -745,6 +791,7 @@ impl Default for FileConf {
             etag: true,
             dirlisting: false,
             send_compressed: false,
+            custom_handlers: Vec::new(),
         }
     }
 }
@@ -791,6 +838,7 @@ impl Config {
             handshake_timeout: Duration::from_secs(10),
             session_resumption: SessionResumption::default(),
             proxy_ca_files: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -809,6 +857,7 @@ impl Config {
             quic: None,
             hosts: None,
             proxy_protocol: false,
+            proxy_protocol_from: Vec::new(),
             socket: SocketOptions::default(),
             at: at.clone(),
         });
@@ -827,24 +876,31 @@ impl Config {
                 error_docs: Vec::new(),
                 access_log: None,
                 compress: None,
+                edge: None,
                 at: at.clone(),
             }],
+            strict_match: false,
             at,
         });
         c
     }
 }
 
+mod cache;
 mod compress;
 mod directives;
+mod edge;
 mod error_doc;
+mod fastcgi;
 mod file;
 mod headers;
 mod hosts;
 mod http;
+mod internals;
 mod listen;
 mod load;
 mod log;
+mod paths;
 mod proxy;
 mod quic;
 mod redirect;
@@ -853,6 +909,12 @@ mod tls;
 mod value;
 mod yaml;
 
+pub use cache::CacheConf;
+pub use edge::{
+    any_contains, AccessRule, BasicAuthConf, Cidr, EdgeConf, LimitKey, LimitReqConf, LimitZone,
+    RealIpConf, RealIpHeader,
+};
+pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{

@@ -49,6 +49,8 @@ pub(super) struct ProxyOpts {
     http2_ratio: Option<u8>,
     http2_max_concurrent_streams: Option<u32>,
     http2_force_cleartext: Option<bool>,
+    /// `Some(None)`: `proxy.cache: OFF`.
+    cache: Option<Option<super::CacheConf>>,
 }
 
 /// What `proxy.reverse.url` names: its backends and how to choose among them.
@@ -154,6 +156,7 @@ impl ProxyOpts {
             "proxy.http2.force-cleartext" => {
                 set(&mut self.http2_force_cleartext, ctx.bool(name, v))
             }
+            "proxy.cache" => set(&mut self.cache, super::cache::parse(ctx, name, v)),
             _ => return false,
         }
         true
@@ -249,6 +252,8 @@ impl ProxyOpts {
                 .http2_max_concurrent_streams
                 .unwrap_or(d.http2_max_concurrent_streams),
             http2_force_cleartext,
+            cache: self.cache.clone().flatten().map(Box::new),
+            preserve_server_header: ctx.preserve_server_header,
             backends: d.backends,
         })
     }
@@ -553,7 +558,7 @@ fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
                 if socket.is_empty() {
                     return bad(format!("\"{url}\": [unix:] needs a socket path"));
                 }
-                let path = base_dir.join(socket);
+                let path = super::paths::resolve(base_dir, Path::new(socket));
                 let len = path.as_os_str().len();
                 if len > MAX_UNIX_PATH {
                     return bad(format!(

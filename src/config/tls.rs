@@ -461,8 +461,9 @@ fn identities(ctx: &mut Ctx, v: &Node, out: &mut Vec<KeyPair>) {
     }
 }
 
-/// `TLSv1.2` / `TLSv1.3`. Older versions are below what rustls offers: as a minimum they are
-/// raised to TLS 1.2 with a warning, as a maximum they are an error.
+/// `TLSv1.2` / `TLSv1.3`, in any case (h2o compares them so: `tlsv1.2` works there). Older
+/// versions are below what rustls offers: as a minimum they are raised to TLS 1.2 with a
+/// warning, as a maximum they are an error.
 fn version(
     ctx: &mut Ctx,
     name: &str,
@@ -470,10 +471,12 @@ fn version(
     is_min: bool,
     warnings: &mut Vec<String>,
 ) -> Option<TlsVersion> {
-    match v.as_str() {
-        Some("TLSv1.3") => Some(TlsVersion::Tls13),
-        Some("TLSv1.2") => Some(TlsVersion::Tls12),
-        Some(old @ ("TLSv1" | "TLSv1.0" | "TLSv1.1" | "SSLv3")) if is_min => {
+    let lower = v.as_str().map(str::to_ascii_lowercase);
+    match lower.as_deref() {
+        Some("tlsv1.3") => Some(TlsVersion::Tls13),
+        Some("tlsv1.2") => Some(TlsVersion::Tls12),
+        Some("tlsv1" | "tlsv1.0" | "tlsv1.1" | "sslv3") if is_min => {
+            let old = v.as_str().unwrap_or_default();
             warnings.push(format!(
                 "{}: {name} {old} raised to TLSv1.2 (older versions are insecure and not offered)",
                 ctx.at(v.line)
@@ -747,6 +750,15 @@ mod tests {
             (TlsVersion::Tls12, TlsVersion::Tls12)
         );
         assert!(t.warnings[0].contains("raised to TLSv1.2"));
+        // h2o compares the names without regard to case.
+        let conf = c.ok(&one_listener(&format!(
+            "{A}\n    min-version: tlsv1.2\n    max-version: tlsv1.3"
+        )));
+        let t = conf.listeners[0].tls.as_ref().expect("tls");
+        assert_eq!(
+            (t.min_version, t.max_version),
+            (TlsVersion::Tls12, TlsVersion::Tls13)
+        );
         let e = c.errors(&one_listener(&format!("{A}\n    max-version: TLSv1.1")));
         assert_eq!(
             e,

@@ -2,21 +2,29 @@
 //! Every reader records an error saying what was expected and returns `None` on a bad value,
 //! so loading goes on and reports every problem.
 
-use super::yaml::Node;
+use super::yaml::{Node, Sources};
 use super::{ConfigError, Location, LogTarget, PathAt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 pub(super) struct Ctx {
-    pub file: Arc<str>,
+    /// The configuration file and those it includes (`!file`): a node's line says which.
+    pub sources: Sources,
     /// Relative paths in the file are resolved against this (the config file's directory).
     pub base_dir: PathBuf,
     pub errors: Vec<ConfigError>,
+    /// Things accepted that deserve a word ([`super::Config::warnings`]).
+    pub warnings: Vec<ConfigError>,
     /// Every `proxy.ssl.cafile` read so far ([`super::Config::proxy_ca_files`]).
     pub proxy_ca_files: Vec<PathAt>,
+    /// `send-server-name: preserve`: proxied answers keep the backend's Server field.
+    pub preserve_server_header: bool,
     /// `https://` backends read so far: the next one's [`super::UpstreamTls::id`].
     pub upstream_tls_count: usize,
+    /// `fastcgi.spawn`s so far: each gets its own socket.
+    pub fastcgi_spawns: usize,
+    /// `limit-req-zones` read so far (`config/edge.rs`).
+    pub limit_zones: Vec<super::LimitZone>,
 }
 
 impl Ctx {
@@ -26,23 +34,35 @@ impl Ctx {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         Ctx {
-            file: Arc::from(file),
+            sources: Sources::new(file, &base_dir),
             base_dir,
             errors: Vec::new(),
+            warnings: Vec::new(),
             proxy_ca_files: Vec::new(),
+            preserve_server_header: false,
             upstream_tls_count: 0,
+            fastcgi_spawns: 0,
+            limit_zones: Vec::new(),
         }
     }
 
+    /// Where a node's `line` is: in which file and on which line of it.
     pub fn at(&self, line: u32) -> Location {
-        Location {
-            file: self.file.clone(),
-            line,
-        }
+        let (file, line) = self.sources.locate(line);
+        Location { file, line }
     }
 
     pub fn error(&mut self, line: u32, message: impl Into<String>) {
         self.errors.push(ConfigError {
+            at: self.at(line),
+            message: message.into(),
+        });
+    }
+
+    /// Records a warning: the configuration is accepted, but `message` says what spate does
+    /// differently from what the directive asks of h2o.
+    pub fn warn(&mut self, line: u32, message: impl Into<String>) {
+        self.warnings.push(ConfigError {
             at: self.at(line),
             message: message.into(),
         });
@@ -128,15 +148,10 @@ impl Ctx {
         }
     }
 
-    /// A file system path; a relative one is taken relative to the configuration file.
+    /// A file system path; a relative one as [`super::paths::resolve`] says.
     pub fn path(&mut self, name: &str, v: &Node) -> Option<PathBuf> {
         let s = self.string(name, v)?;
-        let p = PathBuf::from(s);
-        Some(if p.is_relative() {
-            self.base_dir.join(p)
-        } else {
-            p
-        })
+        Some(super::paths::resolve(&self.base_dir, Path::new(&s)))
     }
 
     /// A log's destination: a path (relative to the configuration's directory) or, when it

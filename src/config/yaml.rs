@@ -8,8 +8,15 @@
 //! anchored text, so an error inside it points at the text that is wrong. Merge keys
 //! (`<<: *a`, `<<: [*a, *b]`) are expanded in place; keys written in the mapping itself win over
 //! merged ones, and among several merged mappings the earlier one wins (as YAML 1.1 specifies).
+//!
+//! h2o's two tags are resolved while reading: `!file NAME` is replaced by the tree of that
+//! YAML file (which may include others), `!env NAME` by the environment variable's value as a
+//! scalar (empty when unset, as h2o). A node's `line` also says which file it was read from
+//! (see [`Sources`]), so an error in an included file names that file.
 
-use saphyr_parser::{Event, Parser, ScalarStyle};
+use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One node of the tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,9 +48,57 @@ pub struct YamlError {
     pub message: String,
 }
 
-/// Parses one YAML document. An empty input yields `Ok(None)`.
+/// Parses one YAML document. An empty input yields `Ok(None)`. `!file` names are resolved
+/// against the working directory.
+#[cfg(test)]
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
-    Builder::default().run(text)
+    parse_with(text, &mut Sources::new("-", Path::new("")))
+}
+
+/// Parses one YAML document read from `sources`' first file, reading the files it includes.
+pub fn parse_with(text: &str, sources: &mut Sources) -> Result<Option<Node>, YamlError> {
+    Builder::default().run(text, sources, 0)
+}
+
+/// The files a tree was read from: the configuration first, then each `!file` in the order
+/// met. A node's `line` carries the index of its file above [`LINE_BITS`]: line numbers flow
+/// through every error report unchanged, and [`Sources::locate`] splits them.
+pub struct Sources {
+    pub files: Vec<Arc<str>>,
+    /// The configuration's directory: a relative `!file` name is resolved as every relative
+    /// path of the configuration (`paths::resolve`).
+    base_dir: PathBuf,
+}
+
+/// Lines of one file are kept below 2^20; the file's index is above.
+pub const LINE_BITS: u32 = 20;
+const LINE_MASK: u32 = (1 << LINE_BITS) - 1;
+/// Files one configuration may be made of: the index must fit above [`LINE_BITS`].
+const MAX_FILES: usize = 1 << (32 - LINE_BITS);
+/// `!file` inside `!file` this deep is refused (a file including itself).
+const MAX_INCLUDE_DEPTH: usize = 8;
+
+impl Sources {
+    pub fn new(file: &str, base_dir: &Path) -> Sources {
+        Sources {
+            files: vec![Arc::from(file)],
+            base_dir: base_dir.to_path_buf(),
+        }
+    }
+
+    /// The file and the line in it of a node's `line`.
+    pub fn locate(&self, line: u32) -> (Arc<str>, u32) {
+        let index = (line >> LINE_BITS) as usize;
+        let file = self.files.get(index).or(self.files.first());
+        (
+            file.cloned().unwrap_or_else(|| Arc::from("")),
+            line & LINE_MASK,
+        )
+    }
+
+    fn resolve(&self, name: &str) -> PathBuf {
+        super::paths::resolve(&self.base_dir, Path::new(name))
+    }
 }
 
 impl Node {
@@ -123,6 +178,8 @@ const MAX_NODES: usize = 1_000_000;
 
 #[derive(Default)]
 struct Builder {
+    /// The file's index in [`Sources::files`], shifted into place for `line`.
+    file: u32,
     /// Containers being built, innermost last, with their anchor id.
     stack: Vec<(Node, usize)>,
     /// A mapping key waiting for its value, per open mapping (parallel to `stack`).
@@ -134,18 +191,26 @@ struct Builder {
 }
 
 impl Builder {
-    fn run(mut self, text: &str) -> Result<Option<Node>, YamlError> {
+    /// Reads `text`, the last file of `sources`, itself included `includes` deep.
+    fn run(
+        mut self,
+        text: &str,
+        sources: &mut Sources,
+        includes: usize,
+    ) -> Result<Option<Node>, YamlError> {
+        let index = sources.files.len() - 1;
+        self.file = u32::try_from(index).unwrap_or(0) << LINE_BITS;
         let mut parser = Parser::new_from_str(text);
         let last = last_line(text);
         while let Some(ev) = parser.next_event() {
             let (ev, span) = ev.map_err(|e| YamlError {
                 // The scanner may place an error at the end of input one line past the last.
-                line: line_of(e.marker().line()).min(last),
+                line: self.file | line_of(e.marker().line()).min(last),
                 message: format!("YAML syntax error: {}", e.info()),
             })?;
             // An implied empty value at the end of input (`? key` on the last line) starts one
             // line past the last, as errors there do.
-            let line = line_of(span.start.line()).min(last);
+            let line = self.file | line_of(span.start.line()).min(last);
             match ev {
                 Event::DocumentStart(_) => {
                     self.documents += 1;
@@ -156,14 +221,24 @@ impl Builder {
                         });
                     }
                 }
-                Event::Scalar(value, style, anchor, _tag) => {
+                Event::Scalar(value, style, anchor, tag) => {
                     let quoted = !matches!(style, ScalarStyle::Plain);
-                    let node = Node {
-                        line,
-                        kind: NodeKind::Scalar(Scalar {
-                            value: value.into_owned(),
-                            quoted,
-                        }),
+                    let node = match tag.as_deref().and_then(h2o_tag) {
+                        Some(H2oTag::File) => include(&value, line, sources, includes)?,
+                        Some(H2oTag::Env) => Node {
+                            line,
+                            kind: NodeKind::Scalar(Scalar {
+                                value: std::env::var(value.as_ref()).unwrap_or_default(),
+                                quoted: true,
+                            }),
+                        },
+                        None => Node {
+                            line,
+                            kind: NodeKind::Scalar(Scalar {
+                                value: value.into_owned(),
+                                quoted,
+                            }),
+                        },
                     };
                     self.finish(node, anchor)?;
                 }
@@ -186,6 +261,14 @@ impl Builder {
                     }
                     let copy = target.clone();
                     self.finish(copy, 0)?;
+                }
+                Event::SequenceStart(_, tag) | Event::MappingStart(_, tag)
+                    if tag.as_deref().and_then(h2o_tag).is_some() =>
+                {
+                    return Err(YamlError {
+                        line,
+                        message: "the value of !file or !env must be a scalar".into(),
+                    });
                 }
                 Event::SequenceStart(anchor, _) => {
                     self.open(line, NodeKind::Seq(Vec::new()), anchor)?
@@ -246,6 +329,51 @@ impl Builder {
             NodeKind::Scalar(_) => {}
         }
         Ok(())
+    }
+}
+
+enum H2oTag {
+    File,
+    Env,
+}
+
+fn h2o_tag(tag: &Tag) -> Option<H2oTag> {
+    match (tag.handle.as_str(), tag.suffix.as_str()) {
+        ("!", "file") => Some(H2oTag::File),
+        ("!", "env") => Some(H2oTag::Env),
+        _ => None,
+    }
+}
+
+/// The tree of the file `name` a `!file` at `line` names.
+fn include(name: &str, line: u32, sources: &mut Sources, depth: usize) -> Result<Node, YamlError> {
+    let fail = |message: String| Err(YamlError { line, message });
+    if depth >= MAX_INCLUDE_DEPTH {
+        return fail(format!(
+            "!file {name}: files include each other more than {MAX_INCLUDE_DEPTH} deep"
+        ));
+    }
+    if sources.files.len() >= MAX_FILES {
+        return fail(format!(
+            "!file {name}: more than {MAX_FILES} files included"
+        ));
+    }
+    let path = sources.resolve(name);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("!file {name}: cannot read {}: {e}", path.display())),
+    };
+    sources.files.push(Arc::from(path.display().to_string()));
+    match Builder::default().run(&text, sources, depth + 1)? {
+        Some(node) => Ok(node),
+        // An empty file is a null scalar where the tag was.
+        None => Ok(Node {
+            line,
+            kind: NodeKind::Scalar(Scalar {
+                value: String::new(),
+                quoted: false,
+            }),
+        }),
     }
 }
 
@@ -365,7 +493,7 @@ fn last_line(text: &str) -> u32 {
 }
 
 fn line_of(line: usize) -> u32 {
-    u32::try_from(line).unwrap_or(u32::MAX)
+    u32::try_from(line).unwrap_or(u32::MAX).min(LINE_MASK)
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ mod conditional;
 mod encoding;
 mod listing;
 mod path;
-mod range;
+pub(super) mod range;
 
 pub use cache::{OpenFileCache, DEFAULT_CAPACITY, DEFAULT_REVALIDATE_AFTER, SMALL_FILE};
 pub use range::MAX_RANGES;
@@ -70,7 +70,18 @@ pub struct FileHandler {
     /// The last request path and the cache key it normalised to, reused so a request
     /// allocates no path and the same path again is not decoded again.
     scratch: RefCell<Scratch>,
+    /// Content types found so far, by the file name's extension as written (`None`: no
+    /// extension): a file newly opened (a cache miss) costs no table search and no
+    /// formatting for an extension seen before.
+    types_seen: RefCell<Vec<TypeSeen>>,
 }
+
+/// A file name's extension (`None`: none) and the content type it maps to.
+type TypeSeen = (Option<Box<[u8]>>, Bytes);
+
+/// Extensions whose content type a handler remembers; a site with more types finds the
+/// others each time.
+const TYPES_SEEN_MAX: usize = 32;
 
 /// A request path (below the prefix) and the key it normalises to.
 struct Scratch {
@@ -105,6 +116,7 @@ impl FileHandler {
                 key: Vec::with_capacity(256),
                 dir_like: false,
             }),
+            types_seen: RefCell::new(Vec::new()),
         }
     }
 
@@ -449,18 +461,32 @@ impl FileHandler {
     /// (unless `settypes` replaced it), then the default type; textual types get
     /// `; charset=utf-8`.
     fn content_type(&self, path: &[u8]) -> Bytes {
-        let types = &self.conf.mime_types;
         let name = match memchr::memrchr(b'/', path) {
             Some(i) => &path[i + 1..],
             None => path,
         };
+        let ext = memchr::memrchr(b'.', name).map(|dot| &name[dot + 1..]);
+        let mut seen = self.types_seen.borrow_mut();
+        if let Some((_, ty)) = seen.iter().find(|(e, _)| e.as_deref() == ext) {
+            return ty.clone();
+        }
+        let ty = self.content_type_of(ext);
+        if seen.len() < TYPES_SEEN_MAX {
+            seen.push((ext.map(Box::from), ty.clone()));
+        }
+        ty
+    }
+
+    /// [`FileHandler::content_type`] for a file name's extension, looked up.
+    fn content_type_of(&self, ext: Option<&[u8]>) -> Bytes {
+        let types = &self.conf.mime_types;
         let configured = |ty: &str| {
             with_charset(ty).map_or_else(|| Bytes::copy_from_slice(ty.as_bytes()), Bytes::from)
         };
-        let Some(dot) = memchr::memrchr(b'.', name) else {
+        let Some(ext) = ext else {
             return configured(&types.default_type);
         };
-        let ext = String::from_utf8_lossy(&name[dot + 1..]).to_ascii_lowercase();
+        let ext = String::from_utf8_lossy(ext).to_ascii_lowercase();
         match types.overrides.iter().find(|(e, _)| *e == ext) {
             Some((_, removed)) if removed.is_empty() => return configured(&types.default_type),
             Some((_, ty)) => return configured(ty),

@@ -1,11 +1,16 @@
 //! Handlers and the host/path router that picks one for each request.
 
+pub mod auth;
+mod chain;
 pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
+pub mod edge;
 pub mod error_doc;
+pub mod fastcgi;
 pub mod file;
 pub mod headers;
+pub mod limit;
 pub mod proxy;
 pub mod redirect;
 pub mod respond;
@@ -40,6 +45,8 @@ struct BoundListener {
 struct HostRoute {
     name: String,
     port: Option<u16>,
+    /// `strict-match`: never the fallback for a name no host matches.
+    strict: bool,
     /// Longest prefix first.
     paths: Vec<PathRoute>,
 }
@@ -47,12 +54,17 @@ struct HostRoute {
 /// A path's handler with the filters and log that apply to it.
 pub struct PathRoute {
     prefix: String,
+    /// Configured with a trailing slash (`/p3/`): as in h2o, it matches `/p3/...` and not `/p3`
+    /// itself (which another path, or none, answers).
+    slashed: bool,
     handler: Box<dyn Handler>,
     headers: headers::HeaderRewriter,
     /// `error-doc`; `None` when the path has none, so the fast path pays one branch.
     error_docs: Option<error_doc::ErrorDocs>,
     /// `compress`; `None` when off (the default), so the fast path pays one branch.
     compress: Option<compress::Compressor>,
+    /// `access`, `real-ip.*`; `None` when the path has none, so the fast path pays one branch.
+    gate: Option<Box<edge::Gate>>,
     /// Shared with the other paths that log to the same file on this worker.
     pub access_log: Option<Rc<RefCell<AccessLog>>>,
 }
@@ -70,10 +82,11 @@ impl PathRoute {
     /// Whether `resp`, this path's answer ready now, may be given again to a byte-identical
     /// request while the one rule ([`crate::http::repeat`]) says it holds
     /// ([`Handler::answer_repeats`]). Not on a path with an access log: each request there has
-    /// its line.
+    /// its line; nor on one with checks: the same bytes may come from another client.
     #[inline]
     pub fn answer_repeats(&self, resp: &Response) -> bool {
         self.access_log.is_none()
+            && self.gate.is_none()
             && self.handler.answer_repeats(resp)
             && !self
                 .error_docs
@@ -110,6 +123,8 @@ impl Router {
         let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
         // Idle backend connections of this worker, shared by every proxy path.
         let pool = upstream::Pool::new();
+        // Idle FastCGI connections of this worker, shared by every FastCGI path.
+        let fcgi = fastcgi::Shared::new(&conf.server_name);
         let hosts = conf
             .hosts
             .iter()
@@ -119,12 +134,14 @@ impl Router {
                     .iter()
                     .map(|p| PathRoute {
                         prefix: p.prefix.trim_end_matches('/').to_string(),
-                        handler: build_handler(p, &cache, &pool, upstream_tls),
+                        slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
+                        handler: build_handler(p, &cache, &pool, upstream_tls, &fcgi),
                         headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                         error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
-                            build_handler(doc, &cache, &pool, upstream_tls)
+                            build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
                         }),
                         compress: p.compress.as_ref().map(compress::Compressor::new),
+                        gate: p.edge.as_ref().map(|e| Box::new(edge::Gate::new(e))),
                         access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
                     })
                     .collect();
@@ -132,6 +149,7 @@ impl Router {
                 HostRoute {
                     name: h.name.clone(),
                     port: h.port,
+                    strict: h.strict_match,
                     paths,
                 }
             })
@@ -155,16 +173,18 @@ impl Router {
     /// and applies the path's filters (compression, header commands) to an answer that is ready
     /// now (for one that comes later, the driver calls [`PathRoute::finish`] with what
     /// [`PathRoute::negotiate`] said). Returns the path route for logging.
-    pub fn handle(&self, req: &Request) -> (Answer, Option<&PathRoute>) {
-        self.handle_routed(req, self.route(req))
+    pub fn handle(&self, req: &mut Request) -> (Answer, Option<&PathRoute>) {
+        let route = self.route(req);
+        self.handle_routed(req, route)
     }
 
     /// [`Router::handle`] when the handler for `req` answers now without other effect
     /// ([`Handler::answers_now`]); `None` (nothing run) otherwise.
     #[inline(always)]
-    pub fn handle_now(&self, req: &Request) -> Option<(Answer, Option<&PathRoute>)> {
+    pub fn handle_now(&self, req: &mut Request) -> Option<(Answer, Option<&PathRoute>)> {
         let route = self.route(req);
-        if route.is_some_and(|r| !r.handler.answers_now()) {
+        // A path's checks have effects (log lines, counts): not run twice.
+        if route.is_some_and(|r| r.gate.is_some() || !r.handler.answers_now()) {
             return None;
         }
         Some(self.handle_routed(req, route))
@@ -173,14 +193,22 @@ impl Router {
     #[inline(always)]
     fn handle_routed<'r>(
         &'r self,
-        req: &Request,
+        req: &mut Request,
         route: Option<&'r PathRoute>,
     ) -> (Answer, Option<&'r PathRoute>) {
         #[cfg(debug_assertions)]
         debug_panic::on_path(req.path());
         match route {
             Some(route) => {
-                let mut answer = route.handler.handle(req);
+                // A refusal of the path's checks gets the path's filters too (its error-doc).
+                let checked = match &route.gate {
+                    Some(gate) => edge::gate(gate, route.handler.as_ref(), req),
+                    None => None,
+                };
+                let mut answer = match checked {
+                    Some(answer) => answer,
+                    None => route.handler.handle(req),
+                };
                 if let Answer::Now(resp) = &mut answer {
                     if let Some(d) = &route.error_docs {
                         d.apply(resp);
@@ -211,14 +239,18 @@ impl Router {
     fn route(&self, req: &Request) -> Option<&PathRoute> {
         let host = self.host_for(req)?;
         let path = req.path();
-        host.paths.iter().find(|p| prefix_matches(&p.prefix, path))
+        host.paths.iter().find(|p| {
+            prefix_matches(&p.prefix, path) && !(p.slashed && path.len() == p.prefix.len())
+        })
     }
 
     #[inline(always)]
     fn host_for(&self, req: &Request) -> Option<&HostRoute> {
         // One host answers everything: no need to look at the authority.
         if let [only] = self.hosts.as_slice() {
-            return Some(only);
+            if !only.strict {
+                return Some(only);
+            }
         }
         let (name, port) = match req.authority() {
             Some(a) => split_authority(a),
@@ -236,15 +268,17 @@ impl Router {
         };
         let port_matches = |h: &HostRoute| h.port.is_none() || h.port == port;
         let matches = |h: &&HostRoute| name_matches(h) && port_matches(h);
+        // A request naming no host goes to the first one without `strict-match`.
+        let fallback = |h: &&HostRoute| !h.strict;
         match self.bound_hosts(req) {
             None => self
                 .hosts
                 .iter()
                 .find(matches)
-                .or_else(|| self.hosts.first()),
+                .or_else(|| self.hosts.iter().find(fallback)),
             Some(bound) => {
                 let mut hosts = bound.iter().filter_map(|&i| self.hosts.get(i));
-                hosts.clone().find(matches).or_else(|| hosts.next())
+                hosts.clone().find(matches).or_else(|| hosts.find(fallback))
             }
         }
     }
@@ -272,16 +306,33 @@ fn build_handler(
     cache: &Rc<RefCell<file::OpenFileCache>>,
     pool: &Rc<upstream::Pool>,
     upstream_tls: &[Option<TlsClient>],
+    fcgi: &fastcgi::Shared,
 ) -> Box<dyn Handler> {
-    match &path.handler {
+    build(&path.handler, &path.prefix, cache, pool, upstream_tls, fcgi)
+}
+
+fn build(
+    handler: &HandlerConf,
+    prefix: &str,
+    cache: &Rc<RefCell<file::OpenFileCache>>,
+    pool: &Rc<upstream::Pool>,
+    upstream_tls: &[Option<TlsClient>],
+    fcgi: &fastcgi::Shared,
+) -> Box<dyn Handler> {
+    match handler {
         HandlerConf::File(f) => {
-            Box::new(file::FileHandler::new(f.clone(), cache.clone()).with_prefix(&path.prefix))
+            let file = file::FileHandler::new(f.clone(), cache.clone()).with_prefix(prefix);
+            if f.custom_handlers.is_empty() {
+                return Box::new(file);
+            }
+            Box::new(fastcgi::FileWithScripts::new(file, f, prefix, fcgi))
         }
+        HandlerConf::Fastcgi(c) => Box::new(fcgi.handler(c)),
         HandlerConf::Respond(r) => Box::new(respond::RespondHandler::new(r)),
-        HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, &path.prefix)),
+        HandlerConf::Redirect(r) => Box::new(redirect::RedirectHandler::new(r, prefix)),
         HandlerConf::Proxy(p) => Box::new(proxy::ProxyHandler::new(
             p,
-            &path.prefix,
+            prefix,
             pool.clone(),
             upstream_tls,
         )),
@@ -289,6 +340,14 @@ fn build_handler(
         HandlerConf::Metrics => Box::new(status::MetricsHandler),
         HandlerConf::Readiness => Box::new(status::ReadinessHandler),
         HandlerConf::None => Box::new(NotFound),
+        HandlerConf::Chain(list) => Box::new(chain::Chain::new(
+            list.iter()
+                .map(|h| {
+                    let passes_on = matches!(h, HandlerConf::File(_));
+                    (build(h, prefix, cache, pool, upstream_tls, fcgi), passes_on)
+                })
+                .collect(),
+        )),
     }
 }
 

@@ -2,6 +2,7 @@
 //! back. The exchange itself is `crate::upstream`; this is the handler: the target below the
 //! configured path, the header conversion both ways (`headers`) and the error answers.
 
+mod cache;
 #[doc(hidden)]
 pub mod fuzzing;
 mod headers;
@@ -12,7 +13,7 @@ mod websocket;
 
 use crate::config::ProxyConf;
 use crate::handler::headers::HeaderRewriter;
-use crate::http::{Answer, Handler, Request, Version};
+use crate::http::{Answer, Handler, Pending, Request, Version};
 use crate::tls::client::TlsClient;
 use crate::upstream::{self, Backend, Board, Group, Pool, UpstreamRequest};
 use bytes::Bytes;
@@ -33,6 +34,8 @@ pub struct ProxyHandler {
     tunnel_timeout: Option<std::time::Duration>,
     /// `proxy.proxy-protocol`: the client's addresses go with each request.
     proxy_protocol: bool,
+    /// `proxy.cache`: the store answers first.
+    cache: Option<cache::Cache>,
 }
 
 /// What the header conversion needs, shared by the handler and its pending answers.
@@ -49,6 +52,8 @@ struct Conversion {
     emit_missing_date_header: bool,
     preserve_x_forwarded_proto: bool,
     forward_close_connection: bool,
+    /// `send-server-name: preserve`: the backend's Server field is kept.
+    preserve_server_header: bool,
     /// `proxy.header.*`
     request_commands: HeaderRewriter,
     /// The added fields of the last request, for the next one.
@@ -95,10 +100,12 @@ impl ProxyHandler {
                 emit_missing_date_header: conf.emit_missing_date_header,
                 preserve_x_forwarded_proto: conf.preserve_x_forwarded_proto,
                 forward_close_connection: conf.forward_close_connection,
+                preserve_server_header: conf.preserve_server_header,
                 request_commands: HeaderRewriter::new(&conf.headers),
                 added: Default::default(),
             }),
             tunnel_timeout: conf.tunnel.then_some(conf.tunnel_timeout),
+            cache: conf.cache.as_deref().map(cache::Cache::new),
         }
     }
 }
@@ -108,6 +115,24 @@ impl Handler for ProxyHandler {
         if let Some(answer) = self.tunnel(req) {
             return answer;
         }
+        if let Some(cache) = &self.cache {
+            return self.through_cache(cache, req);
+        }
+        Answer::Later(self.forward(req))
+    }
+
+    fn streams_body(&self) -> bool {
+        true
+    }
+
+    fn tunnels(&self) -> bool {
+        self.tunnel_timeout.is_some()
+    }
+}
+
+impl ProxyHandler {
+    /// The request as it goes to the backend, and what the response's conversion needs of it.
+    fn outgoing(&self, req: &Request) -> (UpstreamRequest, Client) {
         let up = UpstreamRequest {
             method: req.method.clone(),
             target: self.conv.target(req),
@@ -120,18 +145,29 @@ impl Handler for ProxyHandler {
             authority: req.shared_authority(),
             version: req.version,
         };
+        (up, client)
+    }
+
+    /// `req` to the backend; resolves to its response as the client gets it.
+    fn forward(&self, req: &Request) -> Pending {
+        let (up, client) = self.outgoing(req);
+        self.exchange(up, client)
+    }
+
+    /// Sends `up` and resolves to the response converted for `client`.
+    fn exchange(&self, up: UpstreamRequest, client: Client) -> Pending {
         let (pool, conv) = (self.pool.clone(), self.conv.clone());
         if let Some(group) = &self.group {
             let group = group.clone();
-            return Answer::Later(Box::pin(async move {
+            return Box::pin(async move {
                 match upstream::send_balanced(pool, group, up).await {
                     Ok(resp) => conv.client_response(resp, &client),
                     Err(e) => e.response(),
                 }
-            }));
+            });
         }
         let name = self.name.clone();
-        Answer::Later(Box::pin(upstream::send(
+        Box::pin(upstream::send(
             pool,
             self.backend.clone(),
             up,
@@ -142,15 +178,7 @@ impl Handler for ProxyHandler {
                     Err(e) => e.response(),
                 }
             },
-        )))
-    }
-
-    fn streams_body(&self) -> bool {
-        true
-    }
-
-    fn tunnels(&self) -> bool {
-        self.tunnel_timeout.is_some()
+        ))
     }
 }
 

@@ -20,11 +20,11 @@
 //! - `proto/h1/head_memo.rs` (`HeadMemo`): keys on the status, length, keep-alive, Server
 //!   line and the identity (address and length) of the header fields, whose clones it holds;
 //!   stores the rendered head. Never stale (held bytes cannot change); the Date is patched
-//!   when the second changes ([`Dated::redate`]).
+//!   when the second changes ([`Dated::redate`]). Kept when its slot saw the same head last.
 //! - `server/answer_memo.rs` (`AnswerMemo`): keys on a request head's bytes and the local
 //!   address; stores the whole HTTP/1.1 answer. Holds while [`Repeatable::at`] says so (the
-//!   file's freshness), with the Date patched for a new second; dropped when stale. Replaced
-//!   after a few misses.
+//!   file's freshness), with the Date patched for a new second; dropped when stale. Kept
+//!   only when the same head came twice in a row; replaced after a few misses.
 //! - `proto/h2/conn/repeat.rs` (`AnswerMemo` of a `RequestMemo`): keys on the request's HPACK
 //!   block bytes while the decoder's table is unchanged; stores the answer's HEADERS and DATA
 //!   frames. Holds while the headers cache keeps the block's stamp (the encoder's table

@@ -1,8 +1,9 @@
 //! Access logs: Apache-style formats with h2o's `%` escapes, buffered per worker.
 //!
-//! Each worker owns its [`AccessLog`]s (no locks on a request's path). Lines collect in a
-//! buffer that is written with one `write` when it passes [`BUFFER_LIMIT`], on [`AccessLog::flush`]
-//! and on drop. Workers write to duplicates of one `O_APPEND` descriptor (or one pipe, see
+//! Each worker owns its [`AccessLog`]s (no locks on a request's path). By default each line
+//! is written at the end of its request, as h2o and nginx do; with `buffer-size`, lines collect
+//! in a buffer that is written with one `write` when it passes that size, on
+//! [`AccessLog::flush`] (each second) and on drop. Workers write to duplicates of one `O_APPEND` descriptor (or one pipe, see
 //! [`target`]), and a write only ever carries whole lines, so workers sharing a log do not
 //! interleave inside a line.
 //!
@@ -35,7 +36,7 @@ pub const COMMON_FORMAT: &str = "%h %l %u %t \"%r\" %s %b";
 /// Apache's combined log format, h2o's default.
 pub const COMBINED_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";
 
-/// Buffered bytes that trigger a write to the file.
+/// The most `buffer-size` may ask: the buffer is reserved up front.
 pub const BUFFER_LIMIT: usize = 64 * 1024;
 
 thread_local! {
@@ -144,7 +145,7 @@ impl AccessLog {
             conf: conf.clone(),
             format,
             buf: Vec::with_capacity(if file.is_some() {
-                BUFFER_LIMIT + 1024
+                buffer_capacity(conf)
             } else {
                 0
             }),
@@ -164,7 +165,7 @@ impl AccessLog {
             self.file = open(&self.conf);
             self.write_error_reported = false;
             if self.file.is_some() && self.buf.capacity() == 0 {
-                self.buf.reserve(BUFFER_LIMIT + 1024);
+                self.buf.reserve(buffer_capacity(&self.conf));
             }
         }
     }
@@ -179,7 +180,7 @@ impl AccessLog {
             return;
         }
         render::render(&self.format, rec, &mut self.calendar, &mut self.buf);
-        if self.buf.len() >= BUFFER_LIMIT {
+        if self.buf.len() >= self.conf.buffer_size.min(BUFFER_LIMIT) {
             self.flush();
         }
     }
@@ -209,6 +210,11 @@ impl Drop for AccessLog {
     fn drop(&mut self) {
         self.flush();
     }
+}
+
+/// Room for the buffered lines and the one that passes the limit.
+fn buffer_capacity(conf: &AccessLogConf) -> usize {
+    conf.buffer_size.min(BUFFER_LIMIT) + 1024
 }
 
 fn open(conf: &AccessLogConf) -> Option<File> {

@@ -259,6 +259,7 @@ fn conf(path: &Path, format: &str) -> AccessLogConf {
         target: LogTarget::File(path.to_path_buf()),
         format: format.to_string(),
         escape: Escape::Apache,
+        buffer_size: 0,
         at: crate::config::Location {
             file: std::sync::Arc::from("t"),
             line: 1,
@@ -311,11 +312,14 @@ fn appends_to_an_existing_file() {
 }
 
 #[test]
-fn buffers_until_flush() {
+fn with_a_buffer_size_lines_wait_for_a_flush() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
     let req = sample();
-    let mut log = prepared(&conf(&path, "%s %U"));
+    let mut log = prepared(&AccessLogConf {
+        buffer_size: 4096,
+        ..conf(&path, "%s %U")
+    });
     log.log(&record(&req, &[]));
     log.log(&record(&req, &[]));
     assert_eq!(read(&path), "", "nothing is written before a flush");
@@ -329,12 +333,28 @@ fn buffers_until_flush() {
     );
 }
 
+/// h2o's and nginx's default: a line is on disk once its request is logged.
+#[test]
+fn without_a_buffer_size_each_line_is_written_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let req = sample();
+    let mut log = prepared(&conf(&path, "%s %U"));
+    log.log(&record(&req, &[]));
+    assert_eq!(read(&path), "200 /dir/a.html\n");
+    log.log(&record(&req, &[]));
+    assert_eq!(read(&path), "200 /dir/a.html\n200 /dir/a.html\n");
+}
+
 #[test]
 fn writes_whole_lines_when_the_buffer_fills() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
     let req = sample();
-    let mut log = prepared(&conf(&path, "%s %U %{User-Agent}i"));
+    let mut log = prepared(&AccessLogConf {
+        buffer_size: BUFFER_LIMIT,
+        ..conf(&path, "%s %U %{User-Agent}i")
+    });
     let one = "200 /dir/a.html curl/8.0\n";
     let mut logged = 0;
     // Just below the limit: still nothing on disk.

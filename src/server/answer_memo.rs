@@ -39,6 +39,12 @@ pub(crate) struct AnswerMemo {
     status: u16,
     /// Requests answered the usual way since the last answer given from here.
     misses: u32,
+    /// The head of the last request whose answer could have been kept and was not, and the
+    /// address it came to: an answer is kept when its request comes a second time in a row
+    /// of such requests, so traffic that does not repeat copies no answer (see
+    /// [`AnswerMemo::seen_again`]).
+    candidate: Vec<u8>,
+    candidate_local: Option<SocketAddr>,
 }
 
 /// What the lane needs of an answer given from the memo besides its bytes: the request's
@@ -98,6 +104,23 @@ impl AnswerMemo {
         self.head.is_empty() || self.misses >= REPLACE_AFTER_MISSES
     }
 
+    /// Whether the request with `head`, to `local`, whose answer could be kept, is the one
+    /// seen last time such a request came: only then is its answer worth keeping. Otherwise
+    /// it becomes the one to look for, at the cost of copying its head (a varied stream of
+    /// requests would otherwise copy every other answer into the memo, to give none).
+    #[inline]
+    pub fn seen_again(&mut self, head: &[u8], local: SocketAddr) -> bool {
+        if self.candidate == head && self.candidate_local == Some(local) {
+            return true;
+        }
+        if head.len() <= HEAD_MAX {
+            self.candidate.clear();
+            self.candidate.extend_from_slice(head);
+            self.candidate_local = Some(local);
+        }
+        false
+    }
+
     /// Keeps `answer` (head and body, as written, with its Date field) for the request with
     /// `head` that came to `local`; `reuse` is the rule for it, its Date second not known yet
     /// (the next answer given writes the current date in). Out of line: the miss.
@@ -135,14 +158,22 @@ impl AnswerMemo {
 
 /// Where the value of the Date field starts in a response head the server wrote: its own
 /// Date field comes first (after the status and Server lines), before any of the handler's.
+/// A walk over the line ends, which stops at the head's end: it is a few lines in, and a
+/// `memmem` searcher costs more to set up than this walk.
 fn date_value_at(answer: &[u8]) -> Option<usize> {
     const FIELD: &[u8] = b"\r\nDate: ";
-    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let at = answer[..head_end]
-        .windows(FIELD.len())
-        .position(|w| w == FIELD)?
-        + FIELD.len();
-    (at + DATE_LEN <= head_end).then_some(at)
+    for i in memchr::memchr_iter(b'\r', answer) {
+        let rest = &answer[i..];
+        if rest.starts_with(b"\r\n\r\n") {
+            return None;
+        }
+        if rest.starts_with(FIELD) {
+            let at = i + FIELD.len();
+            let value = answer.get(at..at + DATE_LEN)?;
+            return (!value.contains(&b'\r')).then_some(at);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -216,10 +247,38 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_is_worth_keeping_when_its_request_comes_twice_in_a_row() {
+        let mut m = AnswerMemo::default();
+        let other = b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+        let elsewhere: SocketAddr = "127.0.0.1:8081".parse().unwrap();
+        assert!(!m.seen_again(GET, local()));
+        assert!(!m.seen_again(other, local()));
+        assert!(!m.seen_again(GET, local()), "another came between");
+        assert!(!m.seen_again(GET, elsewhere), "to another address");
+        assert!(m.seen_again(GET, elsewhere));
+        let long_head = [b'a'; HEAD_MAX + 1];
+        assert!(!m.seen_again(&long_head, local()));
+        assert!(!m.seen_again(&long_head, local()), "too long to look for");
+    }
+
+    #[test]
     fn bodies_in_parts_or_streamed_have_no_source() {
         let part = crate::http::response::BodyPart::Bytes(bytes::Bytes::from_static(b"4"));
         assert!(Repeatable::of(&Body::Parts(vec![part])).is_none());
         assert!(Repeatable::of(&Body::Empty).is_some());
+    }
+
+    #[test]
+    fn the_date_is_found_in_the_head_only() {
+        let a = answer();
+        let before = b"HTTP/1.1 200 OK\r\nServer: s\r\nDate: ".len();
+        assert_eq!(date_value_at(&a), Some(before));
+        assert_eq!(date_value_at(b"HTTP/1.1 200 OK\r\n\r\nDate: x"), None);
+        assert_eq!(
+            date_value_at(b"HTTP/1.1 200 OK\r\nDate: short\r\n\r\n"),
+            None
+        );
+        assert_eq!(date_value_at(b"HTTP/1.1 200 OK\r\nDate: "), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::tls_socket::TlsSocket;
 use super::tls_transport::{self, Alpn, TlsTransport};
 use super::transport::{self, Transport};
 use super::{h2, panics};
+use crate::config::{any_contains, Cidr};
 use bytes::BytesMut;
 use std::future::Future;
 use std::pin::Pin;
@@ -61,15 +62,24 @@ impl Connections {
 }
 
 /// Serves a connection just accepted, in a task of its own: after its PROXY header when
-/// `proxy_protocol`, with a TLS handshake when `tls`.
+/// `proxy_protocol` (the ranges of the peers allowed to send one, empty for any), with a TLS
+/// handshake when `tls`.
 pub(crate) fn open(
     stream: TcpStream,
     addrs: Addrs,
     guard: ConnectionGuard,
     tls: Option<TlsAcceptor>,
-    proxy_protocol: bool,
+    proxy_protocol: Option<&[Cidr]>,
 ) {
-    if proxy_protocol {
+    if let Some(trusted) = proxy_protocol {
+        if !trusted.is_empty() && !any_contains(trusted, addrs.0.ip()) {
+            // Nobody who reaches the port directly may claim another address.
+            tracing::info!(
+                peer = %addrs.0,
+                "closing a connection: PROXY header from a peer not in proxy-protocol-from"
+            );
+            return;
+        }
         tokio::task::spawn_local(after_proxy_header(stream, addrs, guard, tls));
     } else {
         spawn_connection(stream, addrs, guard, tls, None);

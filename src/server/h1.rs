@@ -4,13 +4,13 @@
 
 use super::buffers::READ_BUFFER;
 use super::context::{Addrs, WorkerCtx};
-use super::request_end::{request_ended, Counted};
+use super::request_end::{request_ended, Counted, Figures, Logged};
+use super::request_start::{self, Routed};
 use super::transport::{self, Transport};
 use crate::http::clock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
-use crate::http::{body, Answer, Body, FileRange, Request, Response};
-use crate::log::LogRecord;
+use crate::http::{body, Body, FileRange, Request, Response};
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead};
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
@@ -309,7 +309,11 @@ impl<'a, T: Transport> Conn<'a, T> {
                 Wait::Data => {}
                 Wait::Eof | Wait::Stopping => return Ok(()),
                 Wait::Park => return Err(Close::Park),
-                Wait::TimedOut if self.rbuf.is_empty() => return Ok(()),
+                // Nothing, or only the empty lines RFC 9112 2.2 lets a client send before a
+                // request: closed quietly, as h2o does, rather than answered 408.
+                Wait::TimedOut if self.rbuf.iter().all(|b| matches!(b, b'\r' | b'\n')) => {
+                    return Ok(())
+                }
                 Wait::TimedOut => {
                     self.log_request_error(408, "request head not received in time");
                     self.write_error(408);
@@ -343,8 +347,8 @@ impl<'a, T: Transport> Conn<'a, T> {
     fn respond(&mut self, head: h1::Head) -> Responded<'_> {
         match self.answer(head) {
             Answered::Done(keep_alive) => Responded::Now(keep_alive),
-            Answered::Streaming(exchange, answer) => {
-                Responded::Later(self.respond_streaming_boxed(exchange, answer))
+            Answered::Streaming(exchange, routed) => {
+                Responded::Later(self.respond_streaming_boxed(exchange, routed))
             }
             Answered::Waits(reply) => Responded::Later(self.reply_boxed(reply)),
             Answered::Rejected(e) => Responded::Later(Box::pin(async move {
@@ -401,26 +405,28 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Answered::Rejected(e);
             }
         }
-        let (answer, route) = ctx.router.handle(&req);
-        let resp = match answer {
-            Answer::Now(resp) if writer.is_none() && !matches!(resp.body, Body::Stream(_)) => resp,
-            answer => {
+        let (resp, route) = match request_start::route(ctx, &mut req) {
+            Routed::Now(resp, route)
+                if writer.is_none() && !matches!(resp.body, Body::Stream(_)) =>
+            {
+                (resp, route)
+            }
+            routed => {
                 let exchange = streaming::Exchange {
                     req,
-                    route,
                     writer,
                     framing,
                     keep_alive,
                     expect_continue,
                     tunnel,
                 };
-                return Answered::Streaming(exchange, answer);
+                return Answered::Streaming(exchange, routed);
             }
         };
         let reply = Reply {
             req,
             resp,
-            log: route.and_then(|r| r.access_log.as_ref()),
+            log: route.log(),
             framing,
             keep_alive,
             expect_continue,
@@ -460,15 +466,25 @@ impl<'a, T: Transport> Conn<'a, T> {
         let body = std::mem::take(&mut reply.resp.body);
         let body_len = body.len();
         let resp = &reply.resp;
-        let total = self
-            .send::<true>(
+        let total = if carries_date(&resp.headers) {
+            self.send::<false>(
                 &reply.req,
                 resp.status,
                 &resp.headers,
                 body,
                 reply.keep_alive,
             )
-            .await?;
+            .await?
+        } else {
+            self.send::<true>(
+                &reply.req,
+                resp.status,
+                &resp.headers,
+                body,
+                reply.keep_alive,
+            )
+            .await?
+        };
         self.out().reply_sent(&reply, body_len, clock, total);
         self.queued += 1;
         // The handler did not need the body; read past it to reach the next request.
@@ -878,39 +894,34 @@ impl Out<'_> {
 
     /// Counts and logs a reply of `total` bytes.
     fn reply_sent(&mut self, reply: &Reply, body_len: u64, clock: ReplyClock, total: u64) {
-        let status = reply.resp.status;
-        let counted = clock.counted.map(|started| {
-            let body_in = match reply.framing {
-                BodyFraming::Length(n) => n,
-                _ => 0,
-            };
-            Counted {
-                proto: crate::metrics::Proto::Http1,
-                status,
-                bytes_in: reply.head_len + body_in,
-                bytes_out: total,
-                started,
-                ended: None,
-            }
+        let body_in = match reply.framing {
+            BodyFraming::Length(n) => n,
+            _ => 0,
+        };
+        let figures = Figures {
+            proto: crate::metrics::Proto::Http1,
+            status: reply.resp.status,
+            bytes_in: reply.head_len + body_in,
+            body_bytes: if reply.req.is_head() { 0 } else { body_len },
+            total_bytes: total,
+        };
+        let counted = clock.counted.map(|started| Counted {
+            started,
+            ended: None,
         });
         let log = match (reply.log, clock.received_at) {
-            (Some(log), Some((at, started))) => Some((
-                &**log,
-                LogRecord {
-                    req: &reply.req,
-                    status,
-                    body_bytes: if reply.req.is_head() { 0 } else { body_len },
-                    total_bytes: total,
-                    received_at: at,
-                    duration: started.elapsed(),
-                    resp_headers: &reply.resp.headers,
-                    tls: self.tls,
-                    stream_id: None,
-                },
-            )),
+            (Some(log), Some((at, started))) => Some(Logged {
+                file: log,
+                req: &reply.req,
+                resp_headers: &reply.resp.headers,
+                received_at: at,
+                duration: started.elapsed(),
+                tls: self.tls,
+                stream_id: None,
+            }),
             _ => None,
         };
-        request_ended(counted, log);
+        request_ended(figures, counted, log);
     }
 
     /// Writes the head and the (copied) body of an inline reply; returns its bytes.
@@ -924,7 +935,8 @@ impl Out<'_> {
             server_line: self.ctx.server_line(self.port),
             date: None,
         };
-        let head_len = write_head_now(&self.ctx.head_memo, self.wbuf, head, true) as u64;
+        let dated = !carries_date(&resp.headers);
+        let head_len = write_head_now(&self.ctx.head_memo, self.wbuf, head, dated) as u64;
         if reply.sends_no_body() {
             return head_len;
         }
@@ -984,7 +996,7 @@ enum Answered<'a> {
     /// Answered inline (or switched to HTTP/2); whether the connection stays open.
     Done(bool),
     /// The slow path: a streamed body either way, or an answer that comes later.
-    Streaming(streaming::Exchange<'a>, Answer),
+    Streaming(streaming::Exchange, Routed<'a>),
     /// Ready, but writing it may wait: a large or file body, or a request body to read past.
     Waits(Reply<'a>),
     /// The request is malformed after all (its body's framing): an error answer, then close.
@@ -1044,6 +1056,16 @@ fn poll_read_buf<T: AsyncRead + Unpin>(
     crate::sys::buf::poll_fill(buf, usize::MAX, |spare| {
         Pin::new(stream).poll_read(cx, spare)
     })
+}
+
+/// Whether a handler's answer has a Date of its own (a cached proxied response keeps the
+/// one it was stored with). A shared field list (a file's) never has: no scan for those.
+#[inline(always)]
+fn carries_date(headers: &crate::http::Headers) -> bool {
+    headers.shared_list().is_none()
+        && headers
+            .iter()
+            .any(|(n, _)| n.len() == 4 && n.eq_ignore_ascii_case(b"date"))
 }
 
 /// Writes `head` through the worker's head memo; `dated`: with our Date of now (read here,

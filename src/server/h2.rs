@@ -9,9 +9,9 @@ mod work;
 
 use super::buffers::BufferPool;
 use super::context::WorkerCtx;
+use super::request_start::{self, Routed};
 use super::transport::Transport;
-use crate::handler::Negotiated;
-use crate::http::{Answer, Request};
+use crate::http::Request;
 use crate::metrics::Mark;
 use crate::proto::h2::frame::Reason;
 use crate::proto::h2::{Closed, Connection, Parked};
@@ -593,8 +593,8 @@ fn answer<'a>(
     let Some((id, req)) = conn.next_request_held() else {
         return false;
     };
-    let (answer, route) = ctx.router.handle(req);
-    let file = route.and_then(|r| r.access_log.as_ref());
+    let routed = request_start::route(ctx, req);
+    let file = routed.route().log();
     let log_start = |conn: &mut Connection| {
         let req = conn.take_request(id)?;
         Some(LogStart {
@@ -603,12 +603,11 @@ fn answer<'a>(
             started: now,
         })
     };
-    match answer {
-        Answer::Now(resp) => {
+    match routed {
+        Routed::Now(resp, route) => {
             // The memoised request's answer, when it repeats, is kept to give again to the
             // same request (its logged path is not: each request has its line).
-            let repeats =
-                conn.answer_memo_wanted(id) && route.is_some_and(|r| r.answer_repeats(&resp));
+            let repeats = conn.answer_memo_wanted(id) && route.answer_repeats(&resp);
             let body = match (file, mark) {
                 _ if repeats => {
                     conn.release_request(id);
@@ -630,8 +629,7 @@ fn answer<'a>(
                 work.add_body(id, body);
             }
         }
-        Answer::Later(fut) => {
-            let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(req));
+        Routed::Later(later) => {
             let log = match file {
                 Some(_) => log_start(conn).map(Box::new),
                 None => {
@@ -639,7 +637,7 @@ fn answer<'a>(
                     None
                 }
             };
-            work.add_answer(id, fut, route, negotiated, log, mark);
+            work.add_answer(id, later, log, mark);
         }
     }
     true

@@ -17,6 +17,7 @@ mod answer_memo;
 mod buffers;
 mod connection;
 mod context;
+mod fastcgi_spawn;
 mod h1;
 mod h2;
 mod h2_settings;
@@ -28,6 +29,7 @@ pub mod prepare;
 mod proxy_protocol;
 mod quic;
 mod request_end;
+mod request_start;
 /// The PROXY header parser, public for its fuzz target only.
 #[doc(hidden)]
 pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
@@ -64,6 +66,8 @@ pub struct Server {
     listeners: Vec<Bound>,
     /// The executable we were started from: SIGUSR2 starts it again (binary upgrade).
     exe: Option<PathBuf>,
+    /// `fastcgi.spawn`'s applications, stopped when the server is dropped.
+    spawned: fastcgi_spawn::Spawned,
 }
 
 /// Why the server could not start.
@@ -97,13 +101,15 @@ impl Server {
             signals,
             listeners,
             exe: std::env::current_exe().ok(),
+            spawned: fastcgi_spawn::Spawned::default(),
         })
     }
 
     /// What must happen as root before serving, in h2o's order: every log opened (and its
-    /// command started), the `pid-file` written, then the switch to `user`. Returns the pid
-    /// file, which removes itself when dropped at exit.
-    pub fn settle(&self) -> Result<Option<pid_file::PidFile>, StartError> {
+    /// command started), the `pid-file` written, the `fastcgi.spawn` applications started,
+    /// then the switch to `user`. Returns the pid file, which removes itself when dropped at
+    /// exit.
+    pub fn settle(&mut self) -> Result<Option<pid_file::PidFile>, StartError> {
         for target in self.config.access_log_targets() {
             if let Err(e) = crate::log::target::open(target) {
                 tracing::error!("cannot open access log {target}: {e}");
@@ -122,6 +128,7 @@ impl Server {
             },
             None => None,
         };
+        self.spawned = fastcgi_spawn::Spawned::start(&self.config, self.prepared.user.as_ref())?;
         if let Some(account) = &self.prepared.user {
             account.switch_to().map_err(StartError)?;
         }
@@ -253,6 +260,9 @@ impl Server {
                 return None;
             }
         };
+        for w in &config.warnings {
+            tracing::warn!("{}: {}", w.at, w.message);
+        }
         let listeners = match Bound::reconcile(&self.listeners, &config) {
             Ok(l) => l,
             Err(e) => {
@@ -523,7 +533,9 @@ impl Generation {
                 per_worker[j % workers].push(worker::Socket {
                     listener: dup,
                     tls: acceptor.clone(),
-                    proxy_protocol: l.proxy_protocol,
+                    proxy_protocol: l
+                        .proxy_protocol
+                        .then(|| Arc::from(l.proxy_protocol_from.as_slice())),
                 });
             }
             if let Some(q) = quic {

@@ -137,7 +137,8 @@ fn upstream_tls(config: &Config, errors: &mut Errors) -> Vec<Option<TlsClient>> 
         .hosts
         .iter()
         .flat_map(|h| &h.paths)
-        .filter_map(|p| match &p.handler {
+        .flat_map(|p| p.handler.each())
+        .filter_map(|h| match h {
             HandlerConf::Proxy(c) => Some(&c.backends),
             _ => None,
         })

@@ -28,8 +28,9 @@ const IDLE_TRIM_INTERVAL: Duration = Duration::from_secs(1);
 pub(crate) struct Socket {
     pub listener: std::net::TcpListener,
     pub tls: Option<TlsAcceptor>,
-    /// `proxy-protocol`: each connection opens with a PROXY header naming the client.
-    pub proxy_protocol: bool,
+    /// `proxy-protocol`: each connection opens with a PROXY header naming the client, sent
+    /// by a peer of these ranges (`proxy-protocol-from`; empty: any peer).
+    pub proxy_protocol: Option<Arc<[crate::config::Cidr]>>,
 }
 
 /// A UDP socket of a QUIC listener, with the listener's QUIC settings.
@@ -128,7 +129,7 @@ pub(crate) fn run(
         {
             // The lane reads a connection's first bytes as a request: a PROXY header is read
             // by the connection's task first.
-            let listener = if lane && tls.is_none() && !proxy_protocol {
+            let listener = if lane && tls.is_none() && proxy_protocol.is_none() {
                 let fd = crate::sys::reactor::register(sock, tokio::io::Interest::READABLE);
                 fd.map(Listener::Lane).map_err(|e| e.to_string())
             } else {
@@ -334,7 +335,7 @@ fn accept_nonblocking(
 async fn accept_loop(
     listener: Listener,
     tls: Option<TlsAcceptor>,
-    proxy_protocol: bool,
+    proxy_protocol: Option<Arc<[crate::config::Cidr]>>,
     conns: Rc<Connections>,
 ) {
     let ctx = &conns.ctx;
@@ -382,9 +383,13 @@ async fn accept_loop(
         };
         let guard = ConnectionGuard::new(conns.clone(), transport);
         match stream {
-            Accepted::Tokio(stream) => {
-                connection::open(stream, (peer, local), guard, tls.clone(), proxy_protocol)
-            }
+            Accepted::Tokio(stream) => connection::open(
+                stream,
+                (peer, local),
+                guard,
+                tls.clone(),
+                proxy_protocol.as_deref(),
+            ),
             Accepted::Lane(socket) => connection::enter_lane(socket, (peer, local), guard),
         }
     }

@@ -1,5 +1,5 @@
 //! The process: descriptors passed across exec (the binary upgrade, `server/upgrade.rs`),
-//! descriptor flags and the open-file limit.
+//! descriptor flags, the open-file limit, and stopping a child (`fastcgi.spawn`).
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -56,6 +56,17 @@ pub fn adopt_inherited(fd: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Sends SIGTERM to the process `pid` (a child this process started: `fastcgi.spawn`).
+pub fn terminate(pid: u32) -> io::Result<()> {
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The descriptor flags of `fd` (fcntl(2) `F_GETFD`): `FD_CLOEXEC` or not.
 pub fn fd_flags(fd: RawFd) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFD takes no pointer.
@@ -106,6 +117,14 @@ mod tests {
     use super::*;
     use std::io::Read;
     use std::os::fd::{AsRawFd, IntoRawFd};
+
+    #[test]
+    fn terminate_sends_sigterm() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = Command::new("/bin/sleep").arg("30").spawn().unwrap();
+        terminate(child.id()).unwrap();
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
 
     #[test]
     fn keep_open_across_exec_passes_the_descriptors_on() {

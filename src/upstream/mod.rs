@@ -20,6 +20,7 @@
 //! h1 | h2 | tunnel   the exchange over each (h1 on request / response, h2 on h2_conn)
 //! connect            a pooled connection or a new one
 //! pool               idle connections, shared HTTP/2 connections (h2_conn), caps (cap)
+//! fastcgi            the FastCGI client and its pool, beside them (on conn)
 //! backend, errors, lease, fields, timer, read_arena, conn, proxy_line: leaves
 //! ```
 // Peer input must never panic: outside tests, no unwrap or expect here.
@@ -31,6 +32,7 @@ mod conn;
 mod connect;
 mod dispatch;
 mod errors;
+mod fastcgi;
 mod fields;
 mod h1;
 mod h2;
@@ -52,6 +54,10 @@ pub use backend::{tls_client, Backend, Http2, UpstreamRequest};
 pub use balance::{open_tunnel_balanced, send_balanced, Group};
 pub use dispatch::send;
 pub use errors::UpstreamError;
+pub use fastcgi::{
+    exchange as fastcgi_exchange, log_failure as log_fastcgi_failure, FastcgiAnswer, FastcgiError,
+    FastcgiPool, FastcgiTarget,
+};
 pub use fields::is_forbidden_trailer;
 pub use h1::EXPECT_WAIT;
 pub use health::{backend_health, Board};

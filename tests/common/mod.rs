@@ -10,6 +10,7 @@ pub mod load;
 pub mod nginx;
 pub mod parking;
 pub mod pattern;
+pub mod php_fpm;
 pub mod prometheus;
 pub mod repeat;
 

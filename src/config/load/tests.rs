@@ -382,6 +382,7 @@ file.mime.addtypes:
             target: LogTarget::File(PathBuf::from("/etc/spate/logs/host.log")),
             format: "%h %s".into(),
             escape: crate::config::Escape::Json,
+            buffer_size: 0,
             at: crate::config::Location {
                 file: std::sync::Arc::from("t"),
                 line: 1,
@@ -406,6 +407,7 @@ file.mime.addtypes:
             target: LogTarget::File(PathBuf::from("/var/log/other.log")),
             format: log::COMBINED.into(),
             escape: crate::config::Escape::Apache,
+            buffer_size: 0,
             at: crate::config::Location {
                 file: std::sync::Arc::from("t"),
                 line: 1,
@@ -847,6 +849,84 @@ hosts:
     assert_eq!(order, vec!["/r1", "/r2", "/ok", "/empty"]);
 }
 
+/// h2o reads a path's sequence of mappings as one mapping in order: the options of every block
+/// apply to the path, and its handlers are kept in the order written.
+#[test]
+fn a_sequence_of_handler_blocks_is_one_path_with_handlers_in_order() {
+    let c = ok("\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /:
+        - header.add: \"X-A: 1\"
+        - file.dir: htdocs
+          file.index: [start.html]
+        - proxy.reverse.url: http://127.0.0.1:9000/
+      /one:
+        - file.dir: /srv
+");
+    let p = path(&c, 0, "/");
+    assert_eq!(headers(p), vec![(HeaderOp::Add, "X-A", "1")]);
+    match &p.handler {
+        HandlerConf::Chain(list) => match list.as_slice() {
+            [HandlerConf::File(f), HandlerConf::Proxy(_)] => {
+                assert_eq!(f.dir, PathBuf::from("/etc/spate/htdocs"));
+                assert_eq!(f.index, vec!["start.html".to_string()]);
+            }
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(path(&c, 0, "/one").handler, HandlerConf::File(_)));
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+}
+
+#[test]
+fn a_handler_after_one_that_always_answers_is_a_warning() {
+    let c = ok("\
+listen: 8080
+hosts:
+  default:
+    paths:
+      /:
+        - respond: {status: 200}
+        - file.dir: /srv
+");
+    let w: Vec<String> = c.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        w,
+        vec!["/etc/spate/t.yaml:7: path /: file.dir is never reached: respond at /etc/spate/t.yaml:6 answers every request"]
+    );
+}
+
+#[test]
+fn a_path_sequence_item_that_is_not_a_mapping_is_an_error() {
+    let e =
+        errors("listen: 1\nhosts:\n  h:\n    paths:\n      /:\n        - file.dir\n      /x: 5\n");
+    assert_eq!(
+        e,
+        vec![
+            "t.yaml:6: path /: each item of the sequence must be a mapping, got \"file.dir\"",
+            "t.yaml:7: path /x expects a mapping or a sequence of mappings, got \"5\"",
+        ]
+    );
+}
+
+#[test]
+fn access_log_buffer_size_is_bounded() {
+    let c = ok("listen: 1\nhosts:\n  h:\n    paths:\n      /:\n        access-log: {path: a.log, buffer-size: 4096}\n");
+    assert_eq!(
+        path(&c, 0, "/").access_log.as_ref().map(|l| l.buffer_size),
+        Some(4096)
+    );
+    let e = errors("listen: 1\nhosts:\n  h:\n    paths:\n      /:\n        access-log: {path: a.log, buffer-size: 100000}\n");
+    assert_eq!(
+        e,
+        vec!["t.yaml:6: access-log.buffer-size: 100000 is more than 65536"]
+    );
+}
+
 #[test]
 fn respond_defaults() {
     let c = ok("listen: 1\nhosts:\n  h:\n    paths:\n      /:\n        respond: {}\n");
@@ -903,11 +983,10 @@ http2-max-write-size: 4096
             "t.yaml:2: num-threads expects an integer >= 1, got \"0\"",
             "t.yaml:3: directive file.dir cannot be used at the global level",
             "t.yaml:4: unknown directive lisen (did you mean listen?)",
-            "t.yaml:5: send-server-name expects ON or OFF, got \"maybe\"",
+            "t.yaml:5: send-server-name expects ON, OFF or preserve, got \"maybe\"",
             "t.yaml:29: http2-max-write-size expects an integer >= 16384, got \"4096\"",
             "t.yaml:8: directive num-threads cannot be used at the host level",
             "t.yaml:9: file.etag expects ON or OFF, got \"perhaps\"",
-            "t.yaml:13: path / already has a handler (file.dir at line 12); respond cannot be added",
             "t.yaml:14: a path must start with /, got \"nope\"",
             "t.yaml:17: redirect.internal ON is not supported yet",
             "t.yaml:19: unknown key bdy in respond (did you mean body?)",
@@ -994,4 +1073,5 @@ hosts:
     assert_eq!(path(&c, 1, "/").at.line, 5);
 }
 
+mod include;
 mod seeds;

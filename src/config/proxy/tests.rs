@@ -710,7 +710,6 @@ hosts:
             "t.yaml:16: proxy.reverse.url: bad port \"99999\" in \"http://x:99999/\" (expected 1 to 65535)",
             "t.yaml:21: proxy.reverse.url: weight must be an integer in range 1 - 256, got \"0\"",
             "t.yaml:25: proxy.reverse.url: balancer must be round-robin or least-conn, got \"fastest\"",
-            "t.yaml:28: path /two already has a handler (file.dir at line 27); proxy.reverse.url cannot be added",
             "t.yaml:30: proxy.ssl.verify-peer expects ON or OFF, got \"maybe\"",
             "t.yaml:31: proxy.http2.ratio expects a percentage (0 to 100)",
             "t.yaml:32: proxy.connect is not supported yet",

@@ -4,9 +4,8 @@
 use super::encoder::{Encoder, Op};
 use super::Coding;
 use crate::http::body::Next;
-use crate::http::{Body, BodyError, BodyStream, FileRange, Frame, Side, Trailers};
+use crate::http::{Body, BodyError, BodySource, BodyStream, Frame, Side, Trailers};
 use bytes::Bytes;
-use std::os::unix::fs::FileExt;
 use std::task::{Context, Poll};
 
 /// Input taken from the source at a time (a file is read this much per `pread`).
@@ -18,12 +17,13 @@ const OUT_TARGET: usize = 16 * 1024;
 
 /// The original body, read piece by piece.
 enum Source {
-    /// In memory: handed to the encoder `IN_CHUNK` at a time.
-    Bytes(Bytes),
-    /// A file range: read `IN_CHUNK` at a time, never whole.
-    File { range: FileRange, buf: Vec<u8> },
+    /// Known (in memory or a file range): pulled `IN_CHUNK` at a time, shared when in memory,
+    /// else read into `buf` (a file is never read whole).
+    Known { body: BodySource, buf: Vec<u8> },
     /// Produced over time (a proxied response).
     Stream(Box<dyn BodyStream>),
+    /// Nothing (an empty body).
+    Empty,
 }
 
 /// What the source gave.
@@ -38,22 +38,15 @@ enum Input {
 impl Source {
     fn next(&mut self, cx: &mut Context<'_>) -> Input {
         match self {
-            Source::Bytes(b) if b.is_empty() => Input::End(None),
-            Source::Bytes(b) => Input::Data(b.split_to(b.len().min(IN_CHUNK))),
-            Source::File { range, .. } if range.len == 0 => Input::End(None),
-            Source::File { range, buf } => {
-                let want = usize::try_from(range.len).map_or(IN_CHUNK, |n| n.min(IN_CHUNK));
-                buf.resize(want, 0);
-                match range.file.file.read_at(buf, range.offset) {
-                    Ok(0) => Input::Failed(BodyError::new(Side::Internal, "file shrank")),
-                    Ok(n) => {
-                        range.offset += n as u64;
-                        range.len -= n as u64;
-                        Input::Data(Bytes::copy_from_slice(&buf[..n]))
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                        Input::Data(Bytes::new())
-                    }
+            Source::Empty => Input::End(None),
+            Source::Known { body, .. } if body.remaining() == 0 => Input::End(None),
+            Source::Known { body, buf } => {
+                if let Some(b) = body.take_bytes(IN_CHUNK, 1) {
+                    return Input::Data(b);
+                }
+                buf.clear();
+                match body.fill(buf, IN_CHUNK) {
+                    Ok(_) => Input::Data(Bytes::copy_from_slice(buf)),
                     Err(e) => Input::Failed(BodyError::new(Side::Internal, format!("read: {e}"))),
                 }
             }
@@ -93,16 +86,15 @@ impl CompressedBody {
     pub fn new(body: Body, coding: Coding, level: u32) -> Option<CompressedBody> {
         let size = body.known_len();
         let source = match body {
-            Body::Bytes(b) => Source::Bytes(b),
-            Body::File(f) => match f.cached_bytes() {
-                Some(b) => Source::Bytes(b),
-                None => Source::File {
-                    range: f,
-                    buf: Vec::new(),
-                },
-            },
             Body::Stream(s) => Source::Stream(s.stream),
             Body::Empty | Body::Parts(_) => return None,
+            known => match BodySource::new(known) {
+                Some(body) => Source::Known {
+                    body,
+                    buf: Vec::new(),
+                },
+                None => Source::Empty,
+            },
         };
         Some(CompressedBody {
             source,
@@ -186,7 +178,7 @@ impl BodyStream for CompressedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::{OpenFile, StreamBody};
+    use crate::http::{FileRange, OpenFile, StreamBody};
     use std::collections::VecDeque;
     use std::io::{Read, Write};
     use std::rc::Rc;
@@ -290,6 +282,40 @@ mod tests {
         };
         let (chunks, _) = drain(&mut b);
         assert_eq!(gunzip(&chunks), &data[1000..151_000]);
+    }
+
+    #[test]
+    fn a_file_shorter_than_its_range_fails_the_body() {
+        let mut f = match tempfile::tempfile() {
+            Ok(f) => f,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(f.write_all(&text(1000)).is_ok());
+        let open = Rc::new(OpenFile::new(f, 1000, std::time::SystemTime::now(), None));
+        let range = FileRange {
+            file: open,
+            offset: 500,
+            len: 4000,
+        };
+        let Some(mut b) = CompressedBody::new(Body::File(range), Coding::Gzip, 6) else {
+            panic!("not wrapped");
+        };
+        let failed = (0..10).find_map(|_| match poll(&mut b) {
+            Poll::Ready(Some(Err(e))) => Some(e),
+            _ => None,
+        });
+        assert!(failed.is_some_and(|e| e.side == Side::Internal));
+        assert!(matches!(poll(&mut b), Poll::Ready(None)));
+    }
+
+    #[test]
+    fn an_empty_body_compresses_to_an_empty_stream() {
+        let Some(mut b) = CompressedBody::new(Body::Bytes(Bytes::new()), Coding::Gzip, 6) else {
+            panic!("not wrapped");
+        };
+        let (chunks, trailers) = drain(&mut b);
+        assert!(trailers.is_none());
+        assert!(gunzip(&chunks).is_empty());
     }
 
     #[test]

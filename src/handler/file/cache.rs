@@ -17,8 +17,14 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Entries kept per worker before the least recently used one is dropped.
-pub const DEFAULT_CAPACITY: usize = 1024;
+/// Entries kept per worker before the least recently used one is dropped (each holds an
+/// open descriptor).
+pub const DEFAULT_CAPACITY: usize = 4096;
+/// Bytes of small files' contents kept in memory per worker before the least recently used
+/// entry is dropped: what 1,024 files of [`SMALL_FILE`] bytes take.
+pub const DEFAULT_CONTENTS_BUDGET: u64 = 1024 * SMALL_FILE;
+/// Entries compared to choose the one to drop when the cache is full.
+const EVICTION_SAMPLE: usize = 8;
 /// How old an entry may get before it is checked with `stat`.
 pub const DEFAULT_REVALIDATE_AFTER: Duration = Duration::from_secs(1);
 /// Files up to this size are read into memory when opened and answered with one write.
@@ -36,7 +42,12 @@ pub struct OpenFileCache {
     /// file again (a benchmark, a page's hot asset) compares one key instead of hashing and
     /// probing. Any removal or insertion forgets it.
     last: Option<usize>,
+    /// Where the next eviction starts sampling (see [`OpenFileCache::victim`]).
+    hand: usize,
     capacity: usize,
+    /// Bytes of file contents the entries hold in memory, and the most they may.
+    held: u64,
+    budget: u64,
     revalidate_after: Duration,
     /// Distinct (mime map, index list) settings of the handlers using this cache; an entry
     /// remembers which one resolved it.
@@ -61,7 +72,10 @@ impl OpenFileCache {
             map: FxHashMap::default(),
             entries: Vec::new(),
             last: None,
+            hand: 0,
             capacity: capacity.max(1),
+            held: 0,
+            budget: DEFAULT_CONTENTS_BUDGET,
             revalidate_after: DEFAULT_REVALIDATE_AFTER,
             profiles: Vec::new(),
         }
@@ -74,6 +88,11 @@ impl OpenFileCache {
             slot.entry.fresh_until = fresh_until(slot.entry.checked, after);
             slot.entry.vouch();
         }
+    }
+
+    /// The most bytes of small files' contents the entries may hold in memory.
+    pub fn set_contents_budget(&mut self, budget: u64) {
+        self.budget = budget;
     }
 
     /// Number of cached entries.
@@ -90,6 +109,7 @@ impl OpenFileCache {
         self.last = None;
         self.map.clear();
         self.entries.clear();
+        self.held = 0;
     }
 
     /// The id handlers with these settings share; entries resolved under another id have a
@@ -139,16 +159,19 @@ impl OpenFileCache {
         self.last = None;
         entry.fresh_until = fresh_until(entry.checked, self.revalidate_after);
         entry.vouch();
+        let size = entry.held();
         if let Some(&i) = self.map.get(key) {
+            self.held = self.held - self.entries[i].entry.held() + size;
             self.entries[i].entry = entry;
             return &mut self.entries[i].entry;
         }
-        if self.entries.len() >= self.capacity {
-            let oldest = (0..self.entries.len()).min_by_key(|&i| self.entries[i].entry.used);
-            if let Some(i) = oldest {
-                self.remove_at(i);
-            }
+        while !self.entries.is_empty()
+            && (self.entries.len() >= self.capacity || self.held + size > self.budget)
+        {
+            let i = self.victim();
+            self.remove_at(i);
         }
+        self.held += size;
         let i = self.entries.len();
         self.map.insert(key.into(), i);
         self.entries.push(Slot {
@@ -158,10 +181,27 @@ impl OpenFileCache {
         &mut self.entries[i].entry
     }
 
+    /// The entry to drop for a new one: the least recently used of a few, sampled from a hand
+    /// that moves round the entries. A scan of them all would cost a full cache's worth of
+    /// compares on every miss, which is what traffic over more files than the cache holds
+    /// does all the time; a sample of [`EVICTION_SAMPLE`] nearly always holds one of the
+    /// oldest. `entries` is not empty.
+    fn victim(&mut self) -> usize {
+        let n = self.entries.len();
+        let start = self.hand % n;
+        let sample = EVICTION_SAMPLE.min(n);
+        self.hand = start + sample;
+        (start..start + sample)
+            .map(|i| i % n)
+            .min_by_key(|&i| self.entries[i].entry.used)
+            .unwrap_or(start)
+    }
+
     /// Drops entry `i`, moving the last entry into its place.
     fn remove_at(&mut self, i: usize) {
         self.last = None;
         let slot = self.entries.swap_remove(i);
+        self.held -= slot.entry.held();
         self.map.remove(&slot.key);
         if let Some(moved) = self.entries.get(i) {
             if let Some(index) = self.map.get_mut(&moved.key) {
@@ -230,6 +270,16 @@ impl Entry {
             fresh_until: now,
             used: now,
         }
+    }
+
+    /// Bytes of the main file's contents held in memory (what the cache's budget counts;
+    /// precompressed siblings, opened later and only with `file.send-compressed`, are not).
+    fn held(&self) -> u64 {
+        self.main
+            .file
+            .contents
+            .as_ref()
+            .map_or(0, |c| c.len() as u64)
     }
 
     /// Tells the entry's open files until when the cache trusts them unchecked
@@ -464,6 +514,49 @@ mod tests {
         assert!(c.lookup(b"b", Tick::now()).is_none());
         assert!(c.lookup(b"a", Tick::now()).is_some());
         assert!(c.lookup(b"c", Tick::now()).is_some());
+    }
+
+    #[test]
+    fn contents_held_in_memory_stay_within_the_budget() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = OpenFileCache::with_capacity(100);
+        c.set_revalidate_after(Duration::from_secs(3600));
+        c.set_contents_budget(10);
+        for k in ["a", "b", "c", "d", "e"] {
+            let r = rep(d.path(), k, b"1234");
+            c.insert(k.as_bytes(), Entry::new(k.as_bytes(), r, Bytes::new(), 0));
+            assert!(c.held <= 10, "{}", c.held);
+        }
+        assert_eq!((c.len(), c.held), (2, 8));
+        // Replacing an entry counts the new contents instead of the old.
+        let r = rep(d.path(), "e", b"12");
+        c.insert(b"e", Entry::new(b"e", r, Bytes::new(), 0));
+        assert_eq!((c.len(), c.held), (2, 6));
+        c.clear();
+        assert_eq!(c.held, 0);
+    }
+
+    #[test]
+    fn a_full_cache_drops_an_old_entry_without_scanning_them_all() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = OpenFileCache::with_capacity(64);
+        c.set_revalidate_after(Duration::from_secs(3600));
+        let names: Vec<String> = (0..200).map(|i| format!("f{i}")).collect();
+        for k in &names {
+            let r = rep(d.path(), k, b"x");
+            c.insert(k.as_bytes(), Entry::new(k.as_bytes(), r, Bytes::new(), 0));
+            assert!(c.len() <= 64);
+        }
+        assert_eq!(c.len(), 64);
+        // Every key left still finds its own entry.
+        let mut found = 0;
+        for k in &names {
+            if let Some(e) = c.lookup(k.as_bytes(), Tick::now()) {
+                assert_eq!(&*e.path, k.as_bytes());
+                found += 1;
+            }
+        }
+        assert_eq!(found, 64);
     }
 
     #[test]

@@ -173,8 +173,8 @@ fn traversal_attempts_never_leave_the_root() {
         ("/..%2fsecret", 404),
         ("/a%2f..%2f..%2fsecret", 404),
         ("/..\\secret", 404),
-        ("/%00", 400),
-        ("/a/ok%00.txt", 400),
+        ("/%00", 404),
+        ("/a/ok%00.txt", 404),
         ("/%zz", 400),
         ("secret", 400),
     ] {

@@ -95,8 +95,9 @@ fn handlers() -> Vec<ProxyHandler> {
         .hosts
         .iter()
         .flat_map(|h| &h.paths)
-        .filter_map(|p| match &p.handler {
-            HandlerConf::Proxy(c) => Some(ProxyHandler::new(c, &p.prefix, pool.clone(), &[])),
+        .flat_map(|p| p.handler.each().iter().map(move |h| (h, &p.prefix)))
+        .filter_map(|(h, prefix)| match h {
+            HandlerConf::Proxy(c) => Some(ProxyHandler::new(c, prefix, pool.clone(), &[])),
             _ => None,
         })
         .collect()

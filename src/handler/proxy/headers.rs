@@ -230,6 +230,7 @@ impl Conversion {
                     false
                 }
                 ResponseField::Dropped => false,
+                ResponseField::Server => self.preserve_server_header,
                 ResponseField::Date => {
                     has_date = true;
                     true
@@ -304,8 +305,11 @@ impl Conversion {
 enum ResponseField {
     /// Connection: dropped, its options looked at.
     Connection,
-    /// Hop-by-hop, or the backend's Server (the codec writes our own; h2o drops it too).
+    /// Hop-by-hop.
     Dropped,
+    /// The backend's Server: dropped (the codec writes our own; h2o drops it too) unless
+    /// `send-server-name: preserve`.
+    Server,
     Date,
     Location,
     Other,
@@ -316,7 +320,7 @@ fn response_field(name: &[u8]) -> ResponseField {
     let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
     match name.len() {
         4 if is(b"date") => ResponseField::Date,
-        6 if is(b"server") => ResponseField::Dropped,
+        6 if is(b"server") => ResponseField::Server,
         8 if is(b"location") => ResponseField::Location,
         10 if is(b"connection") => ResponseField::Connection,
         2 | 7 | 10 | 14 | 16 | 17 if is_hop_by_hop(name) => ResponseField::Dropped,

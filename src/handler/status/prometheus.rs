@@ -205,7 +205,84 @@ pub fn render(s: &Snapshot) -> String {
             );
         }
     }
+    cache_metrics(&mut o);
     o
+}
+
+/// `proxy.cache` stores, by the `file:line` of their directive.
+fn cache_metrics(o: &mut String) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let stores = crate::cache::store::all();
+    if stores.is_empty() {
+        return;
+    }
+    type Read = fn(&crate::cache::Store) -> u64;
+    let series: [(&str, &str, &str, Read); 10] = [
+        (
+            "spate_cache_hits_total",
+            "counter",
+            "Answers from the store.",
+            |s| s.counts.hits.load(Relaxed),
+        ),
+        (
+            "spate_cache_misses_total",
+            "counter",
+            "Requests that went to the backend (no entry, no variant, stale or not usable).",
+            |s| s.counts.misses.load(Relaxed),
+        ),
+        (
+            "spate_cache_revalidated_total",
+            "counter",
+            "Stale entries the backend said were unchanged (304).",
+            |s| s.counts.revalidated.load(Relaxed),
+        ),
+        (
+            "spate_cache_collapsed_total",
+            "counter",
+            "Misses that waited for another request's fetch of the same key.",
+            |s| s.counts.collapsed.load(Relaxed),
+        ),
+        (
+            "spate_cache_stored_total",
+            "counter",
+            "Responses stored.",
+            |s| s.counts.stored.load(Relaxed),
+        ),
+        (
+            "spate_cache_evicted_total",
+            "counter",
+            "Responses evicted to stay within the budget.",
+            |s| s.counts.evicted.load(Relaxed),
+        ),
+        (
+            "spate_cache_stored_bytes_total",
+            "counter",
+            "Bytes of the responses stored.",
+            |s| s.counts.stored_bytes.load(Relaxed),
+        ),
+        (
+            "spate_cache_evicted_bytes_total",
+            "counter",
+            "Bytes of the responses evicted.",
+            |s| s.counts.evicted_bytes.load(Relaxed),
+        ),
+        (
+            "spate_cache_bytes",
+            "gauge",
+            "Bytes held now (charged against proxy.cache's memory).",
+            |s| s.bytes() as u64,
+        ),
+        ("spate_cache_entries", "gauge", "Responses held now.", |s| {
+            s.len() as u64
+        }),
+    ];
+    for (name, kind, help, read) in series {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} {kind}");
+        for (at, store) in &stores {
+            let _ = writeln!(o, "{name}{{cache=\"{}\"}} {}", label(at), read(store));
+        }
+    }
 }
 
 fn counter(o: &mut String, name: &str, help: &str, v: u64) {

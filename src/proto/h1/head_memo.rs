@@ -8,7 +8,9 @@
 //! one's did. The memo keeps clones of the fields it was rendered from; while it holds them
 //! their bytes cannot change or be freed, so the same address and length mean the same bytes
 //! and a hit writes exactly what `write_head` would. Such a head never goes stale but for
-//! its Date, which the one rule for repeated answers dates (`http::repeat::Dated`).
+//! its Date, which the one rule for repeated answers dates (`http::repeat::Dated`). A head
+//! is kept the second time in a row its slot sees it, so heads written once (varied
+//! traffic) cost no copy.
 
 use super::write::{write_head_dated, ResponseHead};
 use crate::http::clock::DATE_LEN;
@@ -40,6 +42,8 @@ struct Slot {
     /// Where the Date value is in `rendered`, and the second it was written for.
     date_at: usize,
     dated: Dated,
+    /// The fingerprint of the last head that came to this slot.
+    seen: u64,
 }
 
 impl HeadMemo {
@@ -56,9 +60,18 @@ impl HeadMemo {
         let Some(date) = head.date else {
             return write_head_dated(out, head).0;
         };
-        let slot = &mut self.slots[slot_of(head)];
+        let print = fingerprint(head);
+        let slot = &mut self.slots[print as usize % SLOTS];
         if !slot.matches(head) {
-            return slot.render(out, head, date.second);
+            // Kept when this slot saw the same head last time: a head written once (varied
+            // traffic, each answer's fields its own) costs no copy of it and its fields.
+            let repeated = slot.seen == print;
+            slot.seen = print;
+            return if repeated {
+                slot.render(out, head, date.second)
+            } else {
+                write_head_dated(out, head).0
+            };
         }
         if slot.dated.redate(date.second) {
             slot.rendered[slot.date_at..slot.date_at + DATE_LEN].copy_from_slice(&date.text);
@@ -117,15 +130,15 @@ impl Slot {
     }
 }
 
-/// The slot for a head: a hash of what tells heads apart most often (the field values'
-/// addresses, the length, the status).
+/// A hash of what tells heads apart most often (the field values' addresses, the length,
+/// the status); it picks the slot.
 #[inline]
-fn slot_of(head: &ResponseHead<'_>) -> usize {
+fn fingerprint(head: &ResponseHead<'_>) -> u64 {
     let mut h = u64::from(head.status) ^ head.content_length.unwrap_or(u64::MAX);
     for (_, v) in head.headers {
         h = h.rotate_left(7) ^ (v.as_ptr() as u64 >> 3);
     }
-    (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % SLOTS
+    h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32
 }
 
 #[cfg(test)]
@@ -240,6 +253,20 @@ mod tests {
     }
 
     #[test]
+    fn a_head_is_kept_the_second_time_its_slot_sees_it() {
+        let ct = Bytes::from(b"text/plain".to_vec());
+        let fields = [(Bytes::from_static(b"Content-Type"), ct)];
+        let h = head(&fields, 2, true);
+        let i = fingerprint(&h) as usize % SLOTS;
+        let mut memo = HeadMemo::new();
+        assert_same(&mut memo, &h);
+        assert!(memo.slots[i].rendered.is_empty(), "seen once: not kept");
+        assert_same(&mut memo, &h);
+        assert!(!memo.slots[i].rendered.is_empty(), "seen twice: kept");
+        assert_same(&mut memo, &h);
+    }
+
+    #[test]
     fn a_new_second_is_patched_in() {
         let fields = [(
             Bytes::from_static(b"Content-Type"),
@@ -267,7 +294,8 @@ mod tests {
         let h = head(&fields, 2, true);
         let mut memo = HeadMemo::new();
         memo_text(&mut memo, &h);
-        let slot = &mut memo.slots[slot_of(&h)];
+        memo_text(&mut memo, &h);
+        let slot = &mut memo.slots[fingerprint(&h) as usize % SLOTS];
         // As if rendered a second earlier, with another date in it.
         slot.dated = Dated::at(1);
         let at = slot.date_at;

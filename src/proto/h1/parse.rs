@@ -64,7 +64,12 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error
     let status = match req.parse_with_uninit_headers(buf, slots) {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => return Err(Error::HeadTooLarge),
-        Err(httparse::Error::Version) => return Err(version_error(buf)),
+        Err(httparse::Error::Version) => {
+            return match later_minor_version(buf) {
+                Some(at) => parse_as_http11(buf, at, limits),
+                None => Err(version_error(buf)),
+            }
+        }
         Err(httparse::Error::Token) if !request_line_complete(buf) => {
             return Err(Error::BadRequest("invalid request line"))
         }
@@ -237,8 +242,30 @@ fn request_line_complete(buf: &[u8]) -> bool {
     memchr::memchr(b'\n', buf).is_some()
 }
 
-/// `HTTP/2.0` or `HTTP/1.2` in the request line is a version we don't speak; anything else
-/// is just malformed.
+/// Where the minor digit of an `HTTP/1.2` ... `HTTP/1.9` request line is: RFC 9110 2.5 has a
+/// server answer a later minor version as the highest it speaks, as h2o does.
+#[cold]
+fn later_minor_version(buf: &[u8]) -> Option<usize> {
+    let line_end = memchr::memchr(b'\n', buf)?;
+    let line = buf[..line_end]
+        .strip_suffix(b"\r")
+        .unwrap_or(&buf[..line_end]);
+    let minor = line.len().checked_sub(1)?;
+    (line.len() > 9 && line[..minor].ends_with(b" HTTP/1.") && matches!(line[minor], b'2'..=b'9'))
+        .then_some(minor)
+}
+
+/// The head of an `HTTP/1.x` request (x > 1) read as HTTP/1.1: the same bytes but the minor
+/// digit at `at`, so every range holds for `buf`.
+#[cold]
+fn parse_as_http11(buf: &[u8], at: usize, limits: &HeadLimits) -> Result<Option<Head>, Error> {
+    let mut copy = buf.to_vec();
+    copy[at] = b'1';
+    parse_head(&copy, limits)
+}
+
+/// `HTTP/2.0` in the request line is a version we don't speak; anything else is just
+/// malformed.
 fn version_error(buf: &[u8]) -> Error {
     let line_end = memchr::memchr(b'\n', buf).unwrap_or(buf.len());
     let line = buf[..line_end].trim_ascii_end();
@@ -364,6 +391,14 @@ mod tests {
         let expect = "POST / HTTP/1.1\r\nHost: x\r\nExpect: something\r\n\r\n";
         assert_eq!(parse(expect).unwrap_err().status(), 417);
         assert_eq!(parse("GET / HTTP/2.0\r\n\r\n").unwrap_err().status(), 505);
+        // A later HTTP/1 minor version is read as HTTP/1.1 (RFC 9110 2.5, as h2o): a broken
+        // field after it is a 400, not a 505.
+        let h = ok("GET / HTTP/1.2\r\nHost: a\r\n\r\n");
+        assert_eq!(h.version, Version::Http11);
+        assert_eq!(
+            parse("GET / HTTP/1.2\r\na\r\n\r\n").unwrap_err().status(),
+            400
+        );
         let big = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n";
         assert_eq!(parse(big).unwrap_err().status(), 413);
     }

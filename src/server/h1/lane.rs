@@ -5,10 +5,11 @@ use super::switch::is_preface_prefix;
 use super::{build_request, Out, Reply};
 use crate::http::clock::BatchClock;
 use crate::http::repeat::Repeatable;
-use crate::http::{Answer, Request};
+use crate::http::Request;
 use crate::proto::h1::BodyFraming;
 use crate::server::context::{Addrs, WorkerCtx};
-use crate::server::request_end::{request_ended, Counted};
+use crate::server::request_end::{request_ended, Counted, Figures};
+use crate::server::request_start;
 use bytes::{Buf, Bytes, BytesMut};
 
 /// What the lane (`connection/park/lane.rs`) did with the request at the start of its read
@@ -54,15 +55,19 @@ pub(crate) fn answer_in_lane(
             drop(memo);
             rbuf.advance(given.head_len);
             // A kept answer takes no time of its own: it starts and ends at one reading.
-            let counted = crate::metrics::start().map(|mark| Counted {
+            let figures = Figures {
                 proto: crate::metrics::Proto::Http1,
                 status: given.status,
                 bytes_in: given.head_len as u64,
-                bytes_out: total,
+                // Counted only: a kept answer's route has no access log.
+                body_bytes: 0,
+                total_bytes: total,
+            };
+            let counted = crate::metrics::start().map(|mark| Counted {
                 started: mark,
                 ended: Some(mark),
             });
-            request_ended(counted, None);
+            request_ended(figures, counted, None);
             return LaneStep::Answered;
         }
     }
@@ -74,15 +79,14 @@ pub(crate) fn answer_in_lane(
         return LaneStep::Handover;
     }
     let head_len = head.len as u64;
-    let req = build_request(head, rbuf, false, addrs);
-    let (resp, route) = match ctx.router.handle_now(&req) {
-        Some((Answer::Now(resp), route)) => (resp, route),
-        _ => return hand_back(rbuf, &req),
+    let mut req = build_request(head, rbuf, false, addrs);
+    let Some((resp, route)) = request_start::route_now(ctx, &mut req) else {
+        return hand_back(rbuf, &req);
     };
     let reply = Reply {
         req,
         resp,
-        log: route.and_then(|r| r.access_log.as_ref()),
+        log: route.log(),
         framing: BodyFraming::None,
         keep_alive: true,
         expect_continue: false,
@@ -91,9 +95,12 @@ pub(crate) fn answer_in_lane(
     if !reply.inline() {
         return hand_back(rbuf, &reply.req);
     }
-    // A repeatable answer is kept for the next request with the same head (`AnswerMemo`).
-    let keep =
-        route.is_some_and(|r| r.answer_repeats(&reply.resp)) && ctx.answer_memo.borrow().wants();
+    // A repeatable answer is kept for the next request with the same head (`AnswerMemo`),
+    // once that head came twice in a row: varied traffic copies no answers.
+    let keep = route.answer_repeats(&reply.resp) && {
+        let mut memo = ctx.answer_memo.borrow_mut();
+        memo.wants() && memo.seen_again(reply.req.raw_head(), addrs.1)
+    };
     let kept = keep
         .then(|| Repeatable::of(&reply.resp.body))
         .flatten()

@@ -6,13 +6,12 @@
 //! piece is written, so a slow client slows the producer). See `src/proto/h1/LIFECYCLE.md`.
 
 use super::{Close, Conn};
-use crate::handler::PathRoute;
 use crate::http::body::BodyWriter;
-use crate::http::{Answer, Body, BodyError, BodyStream, Frame, Pending, Request, Response, Side};
-use crate::log::LogRecord;
+use crate::http::{Body, BodyError, BodyStream, Frame, Request, Response, Side};
 use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
-use crate::server::request_end::{request_ended, Counted};
+use crate::server::request_end::{request_ended, Counted, Figures, Logged};
+use crate::server::request_start::{LaterAnswer, Routed};
 use crate::server::transport::Transport;
 use bytes::Bytes;
 use std::future::{poll_fn, Future};
@@ -25,9 +24,8 @@ use tokio::io::AsyncReadExt;
 const GATHER_MAX: usize = 64 * 1024;
 
 /// A request on the slow path, with what the driver knows of it.
-pub(super) struct Exchange<'a> {
+pub(super) struct Exchange {
     pub req: Request,
-    pub route: Option<&'a PathRoute>,
     /// The handler's body pipe, when it reads the body.
     pub writer: Option<BodyWriter>,
     pub framing: BodyFraming,
@@ -50,8 +48,8 @@ enum BodyIn {
 }
 
 /// Where the response stands.
-enum Out {
-    Waiting(Pending),
+enum Out<'a> {
+    Waiting(LaterAnswer<'a>),
     Streaming {
         stream: Box<dyn BodyStream>,
         /// Chunked framing (HTTP/1.1, length unknown); otherwise the bytes go as they are.
@@ -86,19 +84,19 @@ impl<'a, T: Transport> Conn<'a, T> {
     #[inline(never)]
     pub(super) fn respond_streaming_boxed<'s>(
         &'s mut self,
-        ex: Exchange<'a>,
-        answer: Answer,
+        ex: Exchange,
+        routed: Routed<'a>,
     ) -> Pin<Box<dyn Future<Output = Result<bool, Close>> + 's>> {
-        Box::pin(self.respond_streaming(ex, answer))
+        Box::pin(self.respond_streaming(ex, routed))
     }
 
     /// Answers one request on the slow path; returns whether the connection stays open.
-    async fn respond_streaming(&mut self, ex: Exchange<'a>, answer: Answer) -> Result<bool, Close> {
+    async fn respond_streaming(&mut self, ex: Exchange, routed: Routed<'a>) -> Result<bool, Close> {
         let started = (SystemTime::now(), Instant::now());
         let counted = crate::metrics::start();
+        let route = routed.route();
         let Exchange {
             req,
-            route,
             writer,
             framing,
             mut keep_alive,
@@ -122,9 +120,9 @@ impl<'a, T: Transport> Conn<'a, T> {
             body: 0,
             total: 0,
         };
-        let mut out = match answer {
-            Answer::Later(p) => Out::Waiting(p),
-            Answer::Now(resp) => {
+        let mut out = match routed {
+            Routed::Later(later) => Out::Waiting(later),
+            Routed::Now(resp, _) => {
                 self.start_response(&req, resp, &mut keep_alive, &mut sent)
                     .await?
             }
@@ -213,10 +211,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 }
             };
             match step {
-                Step::Head(mut resp) => {
-                    if let Some(r) = route {
-                        r.finish(r.negotiate(&req), &mut resp);
-                    }
+                Step::Head(resp) => {
                     if tunnel && resp.status == 101 {
                         if let Body::Stream(s) = resp.body {
                             out = self
@@ -251,29 +246,27 @@ impl<'a, T: Transport> Conn<'a, T> {
             self.flush(false).await?;
         }
         // Request bytes: the body as received so far (the head is not kept on this path).
-        let counted = counted.map(|counted| Counted {
+        let figures = Figures {
             proto: crate::metrics::Proto::Http1,
             status: sent.status,
             bytes_in: received,
-            bytes_out: sent.total,
-            started: counted,
+            body_bytes: sent.body,
+            total_bytes: sent.total,
+        };
+        let counted = counted.map(|started| Counted {
+            started,
             ended: None,
         });
-        let log = route.and_then(|r| r.access_log.as_ref()).map(|log| {
-            let record = LogRecord {
-                req: &req,
-                status: sent.status,
-                body_bytes: sent.body,
-                total_bytes: sent.total,
-                received_at: started.0,
-                duration: started.1.elapsed(),
-                resp_headers: &sent.headers,
-                tls: self.tls,
-                stream_id: None,
-            };
-            (&**log, record)
+        let log = route.log().map(|file| Logged {
+            file,
+            req: &req,
+            resp_headers: &sent.headers,
+            received_at: started.0,
+            duration: started.1.elapsed(),
+            tls: self.tls,
+            stream_id: None,
         });
-        request_ended(counted, log);
+        request_ended(figures, counted, log);
         self.queued += 1;
         // Whatever the handler did not read is read past, to reach the next request.
         drop(writer);
@@ -292,7 +285,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         resp: Response,
         keep_alive: &mut bool,
         sent: &mut Sent,
-    ) -> Result<Out, Close> {
+    ) -> Result<Out<'a>, Close> {
         let Response {
             status,
             headers,
@@ -374,7 +367,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         headers: Vec<(Bytes, Bytes)>,
         stream: Box<dyn BodyStream>,
         sent: &mut Sent,
-    ) -> Result<Out, Close> {
+    ) -> Result<Out<'a>, Close> {
         sent.status = 101;
         sent.total = h1::write_switching_head(
             &mut self.wbuf,
@@ -451,10 +444,10 @@ fn has_room(w: &BodyWriter) -> bool {
 
 /// Moves the response forward: polls the pending answer, or gathers ready body pieces into
 /// `wbuf` (chunk-framed when `chunked`) until the stream waits or `GATHER_MAX` is reached.
-fn step(out: &mut Out, cx: &mut Context<'_>, wbuf: &mut Vec<u8>) -> Poll<Step> {
+fn step(out: &mut Out<'_>, cx: &mut Context<'_>, wbuf: &mut Vec<u8>) -> Poll<Step> {
     match out {
         Out::Done => Poll::Pending,
-        Out::Waiting(p) => p.as_mut().poll(cx).map(Step::Head),
+        Out::Waiting(later) => later.poll(cx).map(Step::Head),
         Out::Streaming { stream, chunked } => {
             let mut gathered = 0u64;
             while wbuf.len() < GATHER_MAX {

@@ -5,10 +5,10 @@
 
 use super::work::LogStart;
 use crate::http::{Request, Response};
-use crate::log::{AccessLog, LogRecord};
+use crate::log::AccessLog;
 use crate::metrics::{self, Mark};
 use crate::proto::h2::Connection;
-use crate::server::request_end::{request_ended, Counted};
+use crate::server::request_end::{request_ended, Counted, Figures, Logged};
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -30,7 +30,6 @@ struct Open {
     req: Request,
     received_at: SystemTime,
     started: Instant,
-    status: u16,
     headers: Vec<(Bytes, Bytes)>,
 }
 
@@ -62,7 +61,6 @@ impl StreamEnds {
             req: start.req,
             received_at: start.received_at,
             started: start.started,
-            status: resp.status,
             headers: resp.headers.clone(),
         });
     }
@@ -74,35 +72,36 @@ impl StreamEnds {
             return;
         }
         let mut now = None;
-        let mut ended = None;
+        let mut ended_at = None;
         for done in conn.take_done() {
-            // Bytes received are counted as read (every frame), not per stream.
-            let counted = self.counting.then(|| Counted {
+            let figures = Figures {
                 proto: metrics::Proto::Http2,
                 status: done.status,
+                // Bytes received are counted as read (every frame), not per stream.
                 bytes_in: 0,
-                bytes_out: done.head_bytes + done.body_bytes,
+                body_bytes: done.body_bytes,
+                total_bytes: done.head_bytes + done.body_bytes,
+            };
+            let counted = self.counting.then(|| Counted {
                 started: Mark::from_bits(done.mark),
-                ended: Some(*ended.get_or_insert_with(Mark::now)),
+                ended: Some(*ended_at.get_or_insert_with(Mark::now)),
             });
             let Some(k) = self.open.iter().position(|o| o.id == done.id) else {
-                request_ended(counted, None);
+                request_ended(figures, counted, None);
                 continue;
             };
             let o = self.open.swap_remove(k);
             let end = *now.get_or_insert_with(Instant::now);
-            let record = LogRecord {
+            let log = Logged {
+                file: &o.file,
                 req: &o.req,
-                status: o.status,
-                body_bytes: done.body_bytes,
-                total_bytes: done.head_bytes + done.body_bytes,
+                resp_headers: &o.headers,
                 received_at: o.received_at,
                 duration: end.saturating_duration_since(o.started),
-                resp_headers: &o.headers,
                 tls: self.tls,
                 stream_id: Some(o.id),
             };
-            request_ended(counted, Some((&*o.file, record)));
+            request_ended(figures, counted, Some(log));
         }
     }
 }
@@ -125,6 +124,7 @@ mod tests {
             target: crate::config::LogTarget::File(path.clone()),
             format: "%s %b %O".into(),
             escape: crate::log::Escape::Apache,
+            buffer_size: 0,
             at: crate::config::Location {
                 file: std::sync::Arc::from("t"),
                 line: 1,

@@ -5,11 +5,11 @@
 //! it. Dropping an entry cancels its work (the client reset the stream or left).
 
 use super::ends::StreamEnds;
-use crate::handler::{Negotiated, PathRoute};
 use crate::http::body::{BodyStream, Frame};
-use crate::http::{Pending, Request};
+use crate::http::Request;
 use crate::metrics::Mark;
 use crate::proto::h2::Connection;
+use crate::server::request_start::LaterAnswer;
 use crate::server::wake_flag::WakeFlag;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -34,10 +34,7 @@ struct Entry<'a> {
 
 enum State<'a> {
     Answer {
-        fut: Pending,
-        route: Option<&'a PathRoute>,
-        /// The content coding chosen for the response (compression), from the request.
-        negotiated: Negotiated,
+        later: LaterAnswer<'a>,
         /// Boxed: a request is large, and most routes have no log.
         log: Option<Box<LogStart>>,
         /// The request's start, when the worker counts requests.
@@ -108,26 +105,18 @@ impl<'a> StreamWork<'a> {
         self.entries.is_empty()
     }
 
-    /// A pending answer for stream `id`; `route` applies its header commands when it comes.
+    /// A pending answer for stream `id`, finished by its route when it comes.
     pub fn add_answer(
         &mut self,
         id: u32,
-        fut: Pending,
-        route: Option<&'a PathRoute>,
-        negotiated: Negotiated,
+        later: LaterAnswer<'a>,
         log: Option<Box<LogStart>>,
         mark: Option<Mark>,
     ) {
         self.entries.push(Entry {
             id,
             wake: None,
-            state: State::Answer {
-                fut,
-                route,
-                negotiated,
-                log,
-                mark,
-            },
+            state: State::Answer { later, log, mark },
         });
     }
 
@@ -208,20 +197,14 @@ impl<'a> StreamWork<'a> {
         let mut cx = Context::from_waker(waker(&mut e.wake, task));
         match &mut e.state {
             State::Answer {
-                fut,
-                route,
-                negotiated,
+                later,
                 log,
                 mark: started,
             } => {
-                let Poll::Ready(mut resp) = fut.as_mut().poll(&mut cx) else {
+                let Poll::Ready(resp) = later.poll(&mut cx) else {
                     return Step::Idle;
                 };
-                let route = *route;
-                if let Some(r) = route {
-                    r.finish(*negotiated, &mut resp);
-                }
-                let file = route.and_then(|r| r.access_log.as_ref());
+                let file = later.route().log();
                 let body = match (log.take(), file, *started) {
                     (None, _, None) => conn.respond(id, resp),
                     (start, file, mark) => {
@@ -383,7 +366,7 @@ mod tests {
         );
         let mut work = StreamWork::default();
         let mut ends = StreamEnds::new(false, None);
-        work.add_answer(id, Box::pin(gate), None, Negotiated::NONE, None, None);
+        work.add_answer(id, LaterAnswer::unrouted(Box::pin(gate)), None, None);
         assert!(work.ready(&conn), "a new answer is polled once");
         work.drive(&mut cx, &mut conn, &mut ends, now);
         assert_eq!(polls.get(), 1);
@@ -455,7 +438,7 @@ mod tests {
         };
         let mut work = StreamWork::default();
         let mut ends = StreamEnds::new(false, None);
-        work.add_answer(id, Box::pin(fut), None, Negotiated::NONE, None, None);
+        work.add_answer(id, LaterAnswer::unrouted(Box::pin(fut)), None, None);
         let mut cx = Context::from_waker(Waker::noop());
         work.drive(&mut cx, &mut conn, &mut ends, now);
         assert!(!dropped.get());

@@ -6,14 +6,14 @@
 use super::slab;
 use super::wake::{StreamWake, Wakes};
 use super::{varint, PIPE_HIGH_WATER, READ_BUDGET};
-use crate::handler::{Negotiated, PathRoute};
 use crate::http::body::{self, BodyStream, BodyWriter, Frame, Trailers};
-use crate::http::{Answer, Body, BodyError, BodySource, Pending, Request, Response, Side};
-use crate::log::{AccessLog, LogRecord};
+use crate::http::{Body, BodyError, BodySource, Request, Response, Side};
+use crate::log::AccessLog;
 use crate::metrics::Mark;
 use crate::proto::h3::{qpack, Error, ErrorCode, RequestEvent, Session};
 use crate::server::context::WorkerCtx;
-use crate::server::request_end::{request_ended, Counted};
+use crate::server::request_end::{request_ended, Counted, Figures, Logged};
+use crate::server::request_start::{self, LaterAnswer, Routed};
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{Connection, ReadError, StreamId, VarInt, WriteError};
 use std::cell::RefCell;
@@ -79,11 +79,7 @@ pub(super) struct ReqStream<'a> {
 enum Send<'a> {
     /// No answer yet: the request is not complete, or its handler not called.
     Waiting,
-    Answer {
-        fut: Pending,
-        route: Option<&'a PathRoute>,
-        negotiated: Negotiated,
-    },
+    Answer(LaterAnswer<'a>),
     Source(BodySource),
     Stream(Box<dyn BodyStream>),
     /// Everything is in `out`; FIN follows it.
@@ -338,24 +334,19 @@ impl<'a> ReqStream<'a> {
     }
 
     /// Routes the request.
-    fn answer(&mut self, encoder: &mut qpack::Encoder, req: Request, now: Instant) {
+    fn answer(&mut self, encoder: &mut qpack::Encoder, mut req: Request, now: Instant) {
         let ctx = self.ctx;
-        let (answer, route) = ctx.router.handle(&req);
-        let file = route.and_then(|r| r.access_log.clone());
+        let routed = request_start::route(ctx, &mut req);
+        let file = routed.route().log().cloned();
         let head = req.is_head();
-        match answer {
-            Answer::Now(resp) => {
+        match routed {
+            Routed::Now(resp, _) => {
                 self.keep_for_log(file, req);
                 self.respond(encoder, resp, head);
             }
-            Answer::Later(fut) => {
-                let negotiated = route.map_or(Negotiated::NONE, |r| r.negotiate(&req));
+            Routed::Later(later) => {
                 self.keep_for_log(file, req);
-                self.send = Send::Answer {
-                    fut,
-                    route,
-                    negotiated,
-                };
+                self.send = Send::Answer(later);
                 self.wake.mark();
             }
         }
@@ -483,21 +474,14 @@ impl<'a> ReqStream<'a> {
     fn produce(&mut self) -> Made {
         match &mut self.send {
             Send::Waiting | Send::Done => Made::Nothing,
-            Send::Answer {
-                fut,
-                route,
-                negotiated,
-            } => {
+            Send::Answer(later) => {
                 if !self.wake.take() {
                     return Made::Nothing;
                 }
                 let mut cx = Context::from_waker(self.wake.waker());
-                let Poll::Ready(mut resp) = fut.as_mut().poll(&mut cx) else {
+                let Poll::Ready(resp) = later.poll(&mut cx) else {
                     return Made::Nothing;
                 };
-                if let Some(r) = route {
-                    r.finish(*negotiated, &mut resp);
-                }
                 Made::Response(resp)
             }
             Send::Source(src) => {
@@ -696,31 +680,31 @@ impl<'a> ReqStream<'a> {
 
     /// The response is over (sent, or reset): count it and write its log line.
     fn write_log(&mut self) {
-        let total = self.head_bytes + self.body_bytes;
-        let counted = self.mark.take().map(|mark| Counted {
+        let figures = Figures {
             proto: crate::metrics::Proto::Http3,
             status: self.status,
             bytes_in: 0,
-            bytes_out: total,
-            started: mark,
+            body_bytes: self.body_bytes,
+            total_bytes: self.head_bytes + self.body_bytes,
+        };
+        let counted = self.mark.take().map(|started| Counted {
+            started,
             ended: None,
         });
         let Some(l) = self.log.take() else {
-            request_ended(counted, None);
+            request_ended(figures, counted, None);
             return;
         };
-        let record = LogRecord {
+        let log = Logged {
+            file: &l.file,
             req: &l.req,
-            status: self.status,
-            body_bytes: self.body_bytes,
-            total_bytes: total,
+            resp_headers: &l.headers,
             received_at: self.received_at,
             duration: self.started.elapsed(),
-            resp_headers: &l.headers,
             tls: None,
             stream_id: None,
         };
-        request_ended(counted, Some((&*l.file, record)));
+        request_ended(figures, counted, Some(log));
         l.req.recycle();
         crate::http::recycle::give_header_list(l.headers);
     }

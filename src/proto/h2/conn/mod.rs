@@ -418,7 +418,7 @@ impl Connection {
     /// ([`Connection::take_request`]) before asking for the next. A request is a few hundred
     /// bytes, and handing it out by value moved it through each layer on the way.
     #[inline(always)]
-    pub fn next_request_held(&mut self) -> Option<(u32, &Request)> {
+    pub fn next_request_held(&mut self) -> Option<(u32, &mut Request)> {
         while self.in_handler < self.cfg.max_concurrent_requests {
             let id = self.requests.pop_front()?;
             let Some(i) = self.index(id) else { continue };
@@ -430,7 +430,7 @@ impl Connection {
                 continue;
             };
             self.transition(i, Event::HandedOut);
-            return Some((id, &self.held[k].1));
+            return Some((id, &mut self.held[k].1));
         }
         None
     }

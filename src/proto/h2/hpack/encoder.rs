@@ -2,7 +2,7 @@
 
 use bytes::BufMut;
 
-use super::table::{self, DynamicTable, ENTRY_OVERHEAD, STATIC_LEN};
+use super::table::{self, DynamicTable, Hashes, ENTRY_OVERHEAD, STATIC_LEN};
 use super::{huffman, integer, DEFAULT_TABLE_SIZE};
 
 /// How to represent a field that is not already in a table.
@@ -55,7 +55,7 @@ impl Encoder {
     pub fn new(max_table_size: usize) -> Encoder {
         let size = max_table_size.min(DEFAULT_TABLE_SIZE);
         Encoder {
-            table: DynamicTable::new(size),
+            table: DynamicTable::indexed(size),
             max_table_size,
             pending_min: (size != DEFAULT_TABLE_SIZE).then_some(size),
             huffman: true,
@@ -134,6 +134,10 @@ impl Encoder {
         dst: &mut impl BufMut,
     ) {
         if name.iter().any(u8::is_ascii_uppercase) {
+            if let Some(lower) = known_lowercase(name) {
+                self.encode_lowercase(lower, value, indexing, dst);
+                return;
+            }
             let mut lower = std::mem::take(&mut self.lower);
             lower.clear();
             lower.extend(name.iter().map(u8::to_ascii_lowercase));
@@ -156,15 +160,16 @@ impl Encoder {
             integer::encode(index, 7, 0x80, dst);
             return;
         }
+        let hashes = Hashes::of(name, value);
         let repr = match indexing {
-            Indexing::Auto => auto_repr(name, value, self.table.max_size()),
+            Indexing::Auto => auto_repr(in_static, name, value, self.table.max_size()),
             Indexing::Incremental => Repr::Incremental,
             Indexing::Without => Repr::Without,
             Indexing::Never => Repr::Never,
         };
         let in_dynamic = self
             .table
-            .find(name, value)
+            .find_hashed(name, value, hashes, in_static.is_none())
             .map(|(i, exact)| (STATIC_LEN + 1 + i, exact));
         match in_dynamic {
             // A sensitive value is not sent as a reference even if some earlier block
@@ -187,7 +192,7 @@ impl Encoder {
         }
         self.put_string(value, dst);
         if repr == Repr::Incremental {
-            self.table.insert(name, value);
+            self.table.insert_hashed(name, value, hashes);
         }
     }
 
@@ -230,24 +235,46 @@ enum Repr {
     Never,
 }
 
-fn auto_repr(name: &[u8], value: &[u8], table_size: usize) -> Repr {
-    match name {
-        b"authorization" | b"proxy-authorization" | b"set-cookie" => Repr::Never,
-        b"cookie" if value.len() < 20 => Repr::Never,
-        b"content-length"
-        | b"etag"
-        | b"last-modified"
-        | b"content-range"
-        | b"age"
-        | b"expires"
-        | b"location"
-        | b":path"
-        | b"if-none-match"
-        | b"if-modified-since"
-        | b"if-match"
-        | b"if-unmodified-since"
-        | b"if-range"
-        | b"range" => Repr::Without,
+/// The lowercase form of the capitalised names handlers write for HTTP/1.1, without copying.
+fn known_lowercase(name: &[u8]) -> Option<&'static [u8]> {
+    Some(match name {
+        b"Content-Type" => b"content-type",
+        b"Content-Length" => b"content-length",
+        b"Last-Modified" => b"last-modified",
+        b"ETag" => b"etag",
+        b"Accept-Ranges" => b"accept-ranges",
+        b"Cache-Control" => b"cache-control",
+        b"Content-Encoding" => b"content-encoding",
+        b"Content-Range" => b"content-range",
+        b"Location" => b"location",
+        b"Vary" => b"vary",
+        b"Expires" => b"expires",
+        b"Date" => b"date",
+        b"Server" => b"server",
+        b"Set-Cookie" => b"set-cookie",
+        b"Allow" => b"allow",
+        b"Link" => b"link",
+        b"Age" => b"age",
+        _ => return None,
+    })
+}
+
+/// The representation [`Indexing::Auto`] picks; `in_static` is the static table's entry for
+/// the name (every name the policy singles out is there).
+fn auto_repr(
+    in_static: Option<(usize, bool)>,
+    name: &[u8],
+    value: &[u8],
+    table_size: usize,
+) -> Repr {
+    match in_static.map(|(index, _)| index) {
+        // authorization, proxy-authorization, set-cookie
+        Some(23 | 49 | 55) => Repr::Never,
+        // cookie
+        Some(32) if value.len() < 20 => Repr::Never,
+        // :path, if-match, if-modified-since, if-none-match, if-range, if-unmodified-since,
+        // age, content-length, content-range, etag, expires, last-modified, location, range
+        Some(4 | 39..=43 | 21 | 28 | 30 | 34 | 36 | 44 | 46 | 50) => Repr::Without,
         // Indexing a field that big would flush most of the table for one entry.
         _ if name.len() + value.len() + ENTRY_OVERHEAD > table_size / 2 => Repr::Without,
         _ => Repr::Incremental,
@@ -414,6 +441,49 @@ mod tests {
             .field_with(b"x-secret", b"v", Indexing::Never);
         assert_eq!(out[0], 0x10);
         assert!(decode(&mut dec, &out).unwrap()[0].2);
+    }
+
+    #[test]
+    fn the_policy_by_static_index_names_the_right_fields() {
+        let repr = |name: &[u8], value: &[u8]| {
+            auto_repr(table::static_find(name, value), name, value, 4096)
+        };
+        for name in [&b"authorization"[..], b"proxy-authorization", b"set-cookie"] {
+            assert_eq!(repr(name, b"x"), Repr::Never);
+        }
+        assert_eq!(repr(b"cookie", b"short"), Repr::Never);
+        assert_eq!(
+            repr(b"cookie", b"a-cookie-longer-than-20"),
+            Repr::Incremental
+        );
+        for name in [
+            &b"content-length"[..],
+            b"etag",
+            b"last-modified",
+            b"content-range",
+            b"age",
+            b"expires",
+            b"location",
+            b":path",
+            b"if-none-match",
+            b"if-modified-since",
+            b"if-match",
+            b"if-unmodified-since",
+            b"if-range",
+            b"range",
+        ] {
+            assert_eq!(repr(name, b"x"), Repr::Without, "{name:?}");
+        }
+        for name in [
+            &b"server"[..],
+            b"content-type",
+            b"date",
+            b"x-custom",
+            b":status",
+        ] {
+            assert_eq!(repr(name, b"x"), Repr::Incremental, "{name:?}");
+        }
+        assert_eq!(repr(b"x-custom", &[b'x'; 3000]), Repr::Without);
     }
 
     #[test]

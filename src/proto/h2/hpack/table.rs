@@ -50,6 +50,12 @@ pub struct DynamicTable {
     base: u32,
     size: u32,
     max_size: u32,
+    /// Entries inserted since the table was made (wrapping): entry `i` (0 = newest) is
+    /// insertion number `inserted - 1 - i`, which is how the index names entries.
+    inserted: u32,
+    /// Where entries are by hash, for [`DynamicTable::find`]; empty and unused in a table
+    /// made by [`DynamicTable::new`] (a decoder's, which only looks entries up by position).
+    index: Index,
 }
 
 /// Offsets into the arena: 32-bit, so a small table's ring costs 12 B per entry, not 24.
@@ -83,6 +89,7 @@ impl Entry {
 const MAX_TABLE_SIZE: usize = 1 << 28;
 
 impl DynamicTable {
+    /// A table looked up by position only (a decoder's): [`DynamicTable::find`] scans it.
     pub fn new(max_size: usize) -> DynamicTable {
         DynamicTable {
             entries: VecDeque::new(),
@@ -90,6 +97,20 @@ impl DynamicTable {
             base: 0,
             size: 0,
             max_size: clamp(max_size),
+            inserted: 0,
+            index: Index::default(),
+        }
+    }
+
+    /// A table looked up by content (an encoder's): it keeps an index of its entries by hash,
+    /// so that [`DynamicTable::find`] costs a hash and a probe or two however full it is.
+    pub fn indexed(max_size: usize) -> DynamicTable {
+        DynamicTable {
+            index: Index {
+                on: true,
+                ..Index::default()
+            },
+            ..DynamicTable::new(max_size)
         }
     }
 
@@ -124,6 +145,16 @@ impl DynamicTable {
     /// Adds an entry, evicting as RFC 7541 section 4.4 says: an entry bigger than the whole
     /// table empties it and is not added.
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let hashes = if self.index.on {
+            Hashes::of(name, value)
+        } else {
+            Hashes::NONE
+        };
+        self.insert_hashed(name, value, hashes);
+    }
+
+    /// [`DynamicTable::insert`] with the field's [`Hashes`], already computed for a lookup.
+    pub fn insert_hashed(&mut self, name: &[u8], value: &[u8], hashes: Hashes) {
         let bytes = name.len() + value.len();
         let cost = bytes + ENTRY_OVERHEAD;
         if cost > self.max_size() {
@@ -156,11 +187,19 @@ impl DynamicTable {
         });
         // In range: the table's size stays within `max_size`.
         self.size += cost as u32;
+        let seq = self.inserted;
+        self.inserted = seq.wrapping_add(1);
+        if self.index.on {
+            self.index_insert(seq, name, value, hashes);
+        }
     }
 
     /// Finds `name`/`value`: `(index, true)` for an exact match, else `(index, false)` for the
     /// newest entry with that name. Indexes are 0-based from the newest.
     pub fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
+        if self.index.on {
+            return self.find_hashed(name, value, Hashes::of(name, value), true);
+        }
         let mut name_match = None;
         for (i, e) in self.entries.iter().enumerate() {
             if e.name_len as usize != name.len() || &self.arena[e.name()] != name {
@@ -183,12 +222,23 @@ impl DynamicTable {
         }
         self.arena.shrink_to_fit();
         self.entries.shrink_to_fit();
+        self.index.hashes.shrink_to_fit();
+        if self.entries.is_empty() {
+            self.index.fields = Vec::new();
+            self.index.names = Vec::new();
+        }
     }
 
     fn evict(&mut self) {
         let Some(old) = self.entries.pop_back() else {
             return;
         };
+        if let Some(hashes) = self.index.hashes.pop_back() {
+            // The oldest entry's insertion number.
+            let seq = self.inserted.wrapping_sub(self.entries.len() as u32 + 1);
+            remove(&mut self.index.fields, hashes.field, seq);
+            remove(&mut self.index.names, hashes.name, seq);
+        }
         self.size -= old.size() as u32;
         match self.entries.back() {
             Some(next) => self.base = next.start,
@@ -204,6 +254,9 @@ impl DynamicTable {
         self.arena.clear();
         self.base = 0;
         self.size = 0;
+        self.index.hashes.clear();
+        self.index.fields.fill(Slot::EMPTY);
+        self.index.names.fill(Slot::EMPTY);
     }
 
     fn compact(&mut self) {
@@ -250,7 +303,11 @@ impl DynamicTable {
             len = end;
         }
         let len = std::num::NonZeroU8::new(u8::try_from(len).ok()?)?;
-        *self = DynamicTable::new(self.max_size());
+        *self = if self.index.on {
+            DynamicTable::indexed(self.max_size())
+        } else {
+            DynamicTable::new(self.max_size())
+        };
         Some(Stowed { len, bytes })
     }
 
@@ -269,12 +326,267 @@ impl DynamicTable {
     }
 }
 
+/// The encoder's index of a [`DynamicTable`]: two open-addressing hash sets (linear probing,
+/// at most half full) of insertion numbers. `fields` holds, for each name and value in the
+/// table, its newest entry; `names`, for each name, its newest entry. Both are kept in step
+/// by `insert` and `evict`: an evicted entry is the oldest, so a slot naming it has no newer
+/// entry of its key to name instead, and goes.
+///
+/// Keys can be a peer's (a client's request headers, through the proxy): fields made to
+/// collide make probes longer, but never longer than the table has entries, which is what
+/// every lookup cost before there was an index.
+#[derive(Debug, Default)]
+struct Index {
+    on: bool,
+    /// The entries' hashes, in step with `entries` (newest at the front).
+    hashes: VecDeque<Hashes>,
+    fields: Vec<Slot>,
+    names: Vec<Slot>,
+}
+
+/// Hashes of a field's name and of its name and value, top bit set (0 marks an empty slot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hashes {
+    name: u32,
+    field: u32,
+}
+
+impl Hashes {
+    /// For a table without an index, which has no use for them.
+    pub const NONE: Hashes = Hashes { name: 0, field: 0 };
+
+    pub fn of(name: &[u8], value: &[u8]) -> Hashes {
+        let name_hash = hash_bytes(0, name);
+        let field_hash = hash_bytes(name_hash, value);
+        Hashes {
+            name: fold(name_hash),
+            field: fold(field_hash),
+        }
+    }
+}
+
+/// Folds a hash to the 32 bits slots keep, top bit set.
+fn fold(h: u64) -> u32 {
+    ((h >> 32) as u32 ^ h as u32) | 0x8000_0000
+}
+
+/// A multiplicative hash of 8-byte words (after FxHash): a few instructions per word, which
+/// is what a lookup per response field can afford. Its quality only decides how often a probe
+/// compares bytes in vain; see [`Index`] for the worst case.
+fn hash_bytes(seed: u64, s: &[u8]) -> u64 {
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+    let step = |h: u64, w: u64| (h.rotate_left(26) ^ w).wrapping_mul(K);
+    let mut h = step(seed, s.len() as u64);
+    let mut rest = s;
+    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
+        h = step(h, u64::from_le_bytes(*word));
+        rest = tail;
+    }
+    if rest.is_empty() {
+        return h;
+    }
+    // The last 8 bytes (overlapping words already taken), or the short string whole.
+    let tail = if let Some(last) = s.last_chunk::<8>() {
+        u64::from_le_bytes(*last)
+    } else if let (Some(first), Some(last)) = (s.first_chunk::<4>(), s.last_chunk::<4>()) {
+        u64::from(u32::from_le_bytes(*first)) << 32 | u64::from(u32::from_le_bytes(*last))
+    } else {
+        rest.iter().fold(0u64, |acc, &b| acc << 8 | u64::from(b))
+    };
+    step(h, tail)
+}
+
+/// An entry's insertion number and its key's hash; a hash of 0 marks an empty slot (hashes
+/// keep their top bit set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    hash: u32,
+    seq: u32,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot { hash: 0, seq: 0 };
+}
+
+/// Slots an index starts with.
+const FIRST_SLOTS: usize = 16;
+
+impl DynamicTable {
+    /// Position (0 = newest) of the entry with insertion number `seq`.
+    fn position(&self, seq: u32) -> usize {
+        self.inserted.wrapping_sub(1).wrapping_sub(seq) as usize
+    }
+
+    fn entry_by_seq(&self, seq: u32) -> Option<(&[u8], &[u8])> {
+        self.get(self.position(seq))
+    }
+
+    /// Adds entry `seq` (just pushed at the front) to the index.
+    fn index_insert(&mut self, seq: u32, name: &[u8], value: &[u8], hashes: Hashes) {
+        self.index.hashes.push_front(hashes);
+        if self.entries.len() * 2 > self.index.fields.len() {
+            self.rebuild_index();
+            return;
+        }
+        let Hashes {
+            name: name_hash,
+            field: field_hash,
+        } = hashes;
+        let mut fields = std::mem::take(&mut self.index.fields);
+        put(&mut fields, field_hash, seq, |old| {
+            self.entry_by_seq(old) == Some((name, value))
+        });
+        self.index.fields = fields;
+        let mut names = std::mem::take(&mut self.index.names);
+        put(&mut names, name_hash, seq, |old| {
+            self.entry_by_seq(old).map(|(n, _)| n) == Some(name)
+        });
+        self.index.names = names;
+    }
+
+    /// Makes the index again at twice the slots the entries need (on growth: amortised).
+    #[cold]
+    fn rebuild_index(&mut self) {
+        let slots = (self.entries.len() * 4)
+            .next_power_of_two()
+            .max(FIRST_SLOTS);
+        let mut fields = std::mem::take(&mut self.index.fields);
+        let mut names = std::mem::take(&mut self.index.names);
+        for slots_of in [&mut fields, &mut names] {
+            slots_of.clear();
+            slots_of.resize(slots, Slot::EMPTY);
+        }
+        // Oldest first, so that the newest entry of each key is the one kept.
+        for (i, hashes) in self.index.hashes.iter().enumerate().rev() {
+            let seq = self.inserted.wrapping_sub(1).wrapping_sub(i as u32);
+            let Some((name, value)) = self.get(i) else {
+                continue;
+            };
+            let Hashes {
+                name: name_hash,
+                field: field_hash,
+            } = *hashes;
+            put(&mut fields, field_hash, seq, |old| {
+                self.entry_by_seq(old) == Some((name, value))
+            });
+            put(&mut names, name_hash, seq, |old| {
+                self.entry_by_seq(old).map(|(n, _)| n) == Some(name)
+            });
+        }
+        self.index.fields = fields;
+        self.index.names = names;
+    }
+
+    /// [`DynamicTable::find`] with the field's [`Hashes`] (for an indexed table), and a
+    /// name-only match looked for only if `by_name` (not needed when the static table has the
+    /// name: its index is preferred).
+    pub fn find_hashed(
+        &self,
+        name: &[u8],
+        value: &[u8],
+        hashes: Hashes,
+        by_name: bool,
+    ) -> Option<(usize, bool)> {
+        if !self.index.on {
+            return self.find(name, value);
+        }
+        if self.entries.is_empty() {
+            return None;
+        }
+        if let Some(seq) = lookup(&self.index.fields, hashes.field, |seq| {
+            self.entry_by_seq(seq) == Some((name, value))
+        }) {
+            return Some((self.position(seq), true));
+        }
+        if !by_name {
+            return None;
+        }
+        let seq = lookup(&self.index.names, hashes.name, |seq| {
+            self.entry_by_seq(seq).map(|(n, _)| n) == Some(name)
+        })?;
+        Some((self.position(seq), false))
+    }
+}
+
+/// Points the slot of the key `same` recognises at `seq`, or fills a new one. The slots must
+/// have an empty one (they are at most half full).
+fn put(slots: &mut [Slot], hash: u32, seq: u32, same: impl Fn(u32) -> bool) {
+    let mask = slots.len() - 1;
+    let mut i = hash as usize & mask;
+    while let Some(slot) = slots.get_mut(i) {
+        if slot.hash == 0 {
+            *slot = Slot { hash, seq };
+            return;
+        }
+        if slot.hash == hash && same(slot.seq) {
+            slot.seq = seq;
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// The insertion number in the slot of the key `same` recognises.
+fn lookup(slots: &[Slot], hash: u32, same: impl Fn(u32) -> bool) -> Option<u32> {
+    let mask = slots.len().checked_sub(1)?;
+    let mut i = hash as usize & mask;
+    loop {
+        let slot = slots.get(i)?;
+        if slot.hash == 0 {
+            return None;
+        }
+        if slot.hash == hash && same(slot.seq) {
+            return Some(slot.seq);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Empties the slot holding `hash` and `seq`, if any, moving later slots of the same run
+/// back so that every key stays reachable from its home slot (backward-shift deletion).
+fn remove(slots: &mut [Slot], hash: u32, seq: u32) {
+    let Some(mask) = slots.len().checked_sub(1) else {
+        return;
+    };
+    let mut hole = hash as usize & mask;
+    loop {
+        match slots.get(hole) {
+            None => return,
+            Some(s) if s.hash == 0 => return,
+            Some(s) if s.hash == hash && s.seq == seq => break,
+            Some(_) => hole = (hole + 1) & mask,
+        }
+    }
+    let mut j = hole;
+    loop {
+        j = (j + 1) & mask;
+        let Some(&slot) = slots.get(j) else {
+            return;
+        };
+        if slot.hash == 0 {
+            break;
+        }
+        let home = slot.hash as usize & mask;
+        // It may fill the hole unless its home lies after the hole (cyclically, up to `j`).
+        if j.wrapping_sub(home) & mask >= j.wrapping_sub(hole) & mask {
+            if let Some(h) = slots.get_mut(hole) {
+                *h = slot;
+            }
+            hole = j;
+        }
+    }
+    if let Some(h) = slots.get_mut(hole) {
+        *h = Slot::EMPTY;
+    }
+}
+
 /// `max_size` within [`MAX_TABLE_SIZE`], which fits 32 bits.
 fn clamp(max_size: usize) -> u32 {
     max_size.min(MAX_TABLE_SIZE) as u32
 }
 
-/// First static index carrying `name`.
+/// First static index carrying `name`. (A match: cheaper, measured, than hashing the name
+/// into a table of the static names, because most fields a response sends end here.)
 fn static_name_index(name: &[u8]) -> Option<usize> {
     Some(match name {
         b":authority" => 1,
@@ -512,6 +824,88 @@ mod tests {
         t.set_max_size(0);
         t.insert(b"", b"");
         assert_eq!(t.len(), 0);
+    }
+
+    /// A small deterministic generator (xorshift), so that a failure reproduces.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// The index answers every lookup as a scan of the entries does, through random runs of
+    /// inserts (repeated keys, names shared by many values, entries too big for the table),
+    /// evictions, size changes, shrinking, clearing and the insertion counter wrapping.
+    #[test]
+    fn the_index_agrees_with_a_scan() {
+        let names: [&[u8]; 6] = [b"etag", b"date", b"content-length", b"server", b"x-a", b""];
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for run in 0..100 {
+            let max = [4096, 512, 200, 100, 64][run % 5];
+            let mut indexed = DynamicTable::indexed(max);
+            let mut scanned = DynamicTable::new(max);
+            if run % 3 == 0 {
+                // Insertion numbers about to wrap.
+                indexed.inserted = u32::MAX - 40;
+            }
+            for step in 0..400 {
+                match rng.below(100) {
+                    0 => {
+                        let size = [0, 64, 150, max][rng.below(4) as usize];
+                        indexed.set_max_size(size);
+                        scanned.set_max_size(size);
+                    }
+                    1 => indexed.shrink_to_fit(),
+                    _ => {
+                        let name = names[rng.below(names.len() as u64) as usize];
+                        let value = match rng.below(20) {
+                            0 => vec![b'v'; 300],
+                            n => format!("{}", n + rng.below(3)).into_bytes(),
+                        };
+                        indexed.insert(name, &value);
+                        scanned.insert(name, &value);
+                    }
+                }
+                assert_eq!(indexed.len(), scanned.len(), "run {run} step {step}");
+                for _ in 0..20 {
+                    let name = match rng.below(names.len() as u64 + 1) as usize {
+                        i if i < names.len() => names[i],
+                        _ => b"absent",
+                    };
+                    let value = format!("{}", rng.below(25));
+                    assert_eq!(
+                        indexed.find(name, value.as_bytes()),
+                        scanned.find(name, value.as_bytes()),
+                        "run {run} step {step}"
+                    );
+                }
+                let slots = indexed.index.fields.len();
+                assert!(slots == 0 || indexed.len() * 2 <= slots);
+            }
+        }
+    }
+
+    #[test]
+    fn an_emptied_index_frees_its_slots_and_comes_back() {
+        let mut t = DynamicTable::indexed(4096);
+        t.insert(b"server", b"spate");
+        assert_eq!(t.index.fields.len(), FIRST_SLOTS);
+        t.set_max_size(0);
+        t.set_max_size(4096);
+        t.shrink_to_fit();
+        assert_eq!(
+            (t.index.fields.capacity(), t.index.names.capacity()),
+            (0, 0)
+        );
+        assert_eq!(t.find(b"server", b"spate"), None);
+        t.insert(b"server", b"spate");
+        assert_eq!(t.find(b"server", b"spate"), Some((0, true)));
+        assert_eq!(t.find(b"server", b"other"), Some((0, false)));
     }
 
     #[test]

@@ -1,0 +1,553 @@
+//! `proxy.cache`: a path's requests answered from the store when it may (RFC 9111), stale
+//! entries revalidated with the backend, misses stored as they stream to the client, and
+//! concurrent misses of a key collapsed into one backend request. Each answer says what
+//! happened in `Cache-Status` (RFC 9211). The rules are `crate::cache`'s; this is where they
+//! meet the request and the exchange.
+
+use super::ProxyHandler;
+use crate::cache::policy::{self, Timing, Use};
+use crate::cache::store::{vary_names, vary_value, Counts};
+use crate::cache::{self, Filling, Found, Leader, RequestControl, Role, Store, Stored};
+use crate::config::CacheConf;
+use crate::handler::file::range::{self, Ranges};
+use crate::http::{Answer, Body, Method, Request, Response};
+use crate::upstream::UpstreamRequest;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Duration;
+
+const CACHE_STATUS: &str = "Cache-Status";
+
+/// A path's cache: the process's store for its `proxy.cache` and the wait of collapsed
+/// misses.
+pub(super) struct Cache {
+    store: Arc<Store>,
+    lock_timeout: Duration,
+    purge: bool,
+}
+
+impl Cache {
+    pub(super) fn new(conf: &CacheConf) -> Cache {
+        Cache {
+            store: cache::shared(
+                &conf.at.file,
+                conf.at.line,
+                conf.memory,
+                conf.max_object_size,
+            ),
+            lock_timeout: conf.lock_timeout,
+            purge: conf.purge,
+        }
+    }
+}
+
+/// What the cache keeps of a request for an answer that comes later.
+struct Ask {
+    store: Arc<Store>,
+    key: Bytes,
+    control: RequestControl,
+    /// The client's fields: the values a response's `Vary` names are taken from.
+    fields: Vec<(Bytes, Bytes)>,
+    authorization: bool,
+    head: bool,
+    validators: Validators,
+    request_time: u64,
+}
+
+/// The client's own conditions, evaluated against a stored response.
+#[derive(Default)]
+struct Validators {
+    none_match: Option<Bytes>,
+    modified_since: Option<u64>,
+    /// Also If-Match, If-Unmodified-Since, If-Range or Range: the request is passed on as
+    /// it is rather than revalidated with our validators.
+    other: bool,
+    /// `Range`, without `If-Range`: answered from a stored whole response.
+    range: Option<Bytes>,
+}
+
+impl Validators {
+    fn of(req: &Request) -> Validators {
+        // One pass first: most requests have no `If-*` or `Range` field at all.
+        let any = req
+            .headers()
+            .any(|(n, _)| matches!(n.first(), Some(b'i' | b'I' | b'r' | b'R')));
+        if !any {
+            return Validators::default();
+        }
+        Validators {
+            none_match: req.header(b"if-none-match").map(Bytes::copy_from_slice),
+            modified_since: req.header(b"if-modified-since").and_then(policy::http_date),
+            other: ["if-match", "if-unmodified-since", "if-range", "range"]
+                .iter()
+                .any(|n| req.header(n.as_bytes()).is_some()),
+            range: req
+                .header(b"range")
+                .filter(|_| req.header(b"if-range").is_none())
+                .map(Bytes::copy_from_slice),
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.none_match.is_some() || self.modified_since.is_some() || self.other
+    }
+
+    /// Whether the stored response satisfies the client's If-None-Match or, without one,
+    /// If-Modified-Since: the answer is then 304 (RFC 9110 §13.2.2).
+    fn not_modified(&self, s: &Stored) -> bool {
+        if s.status != 200 {
+            return false;
+        }
+        if let Some(inm) = &self.none_match {
+            let Some(etag) = policy::field(&s.headers, b"etag") else {
+                return false;
+            };
+            return inm.split(|&b| b == b',').any(|t| {
+                let t = t.trim_ascii();
+                t == b"*" || policy::weak_eq(t, etag)
+            });
+        }
+        let Some(since) = self.modified_since else {
+            return false;
+        };
+        policy::field(&s.headers, b"last-modified")
+            .or_else(|| policy::field(&s.headers, b"date"))
+            .and_then(|v| policy::http_date(v))
+            .is_some_and(|m| m <= since)
+    }
+}
+
+impl ProxyHandler {
+    pub(super) fn through_cache(&self, cache: &Cache, req: &Request) -> Answer {
+        match req.method {
+            Method::Get | Method::Head => {}
+            Method::Other(ref m) if cache.purge && &m[..] == b"PURGE" => {
+                return Answer::Now(purge(cache, req));
+            }
+            Method::Options | Method::Trace | Method::Connect => {
+                return later_with(self.forward(req), "spate; fwd=method");
+            }
+            _ => return self.invalidating(cache, req),
+        }
+        let key = cache::key(
+            req.secure,
+            req.authority().unwrap_or_default(),
+            req.target(),
+        );
+        let control =
+            RequestControl::parse(req.header_all(b"cache-control"), req.header_all(b"pragma"));
+        let now = cache::now();
+        let found = cache
+            .store
+            .lookup(&key, |n| vary_value(n, req.header_all(n)));
+        let (fwd, stale) = match found {
+            Found::Hit(s) => {
+                let age = s.timing.age(now);
+                match policy::usable(age, s.lifetime, &s.control, &control) {
+                    Use::Fresh => {
+                        Counts::add(&cache.store.counts.hits, 1);
+                        let v = Validators::of(req);
+                        return Answer::Now(answer(&s, age, &v, Bytes::from_static(b"spate; hit")));
+                    }
+                    Use::Revalidate if control.no_cache => ("request", Some(s)),
+                    Use::Revalidate => ("stale", Some(s)),
+                }
+            }
+            Found::VaryMiss => ("vary-miss", None),
+            Found::Miss => ("uri-miss", None),
+        };
+        Counts::add(&cache.store.counts.misses, 1);
+        if control.only_if_cached {
+            return Answer::Now(Response::error(504).with_header(
+                CACHE_STATUS,
+                format!("spate; fwd={fwd}; detail=only-if-cached"),
+            ));
+        }
+        let ask = Ask {
+            store: cache.store.clone(),
+            key,
+            control,
+            fields: req.shared_headers().collect(),
+            authorization: req.header(b"authorization").is_some(),
+            head: req.is_head(),
+            validators: Validators::of(req),
+            request_time: now,
+        };
+        let (mut up, client) = self.outgoing(req);
+        if let Some(s) = stale {
+            let with_ours = !ask.validators.any() && add_validators(&mut up, &s);
+            let pending = self.exchange(up, client);
+            // stale-while-revalidate (RFC 5861): the stale entry now, one refresh per key
+            // behind it, on the worker's own task set (the refresh outlives the request).
+            let age = s.timing.age(now);
+            if fwd == "stale"
+                && with_ours
+                && policy::stale_while_revalidate(age, s.lifetime, &s.control)
+            {
+                let out = answer(
+                    &s,
+                    age,
+                    &ask.validators,
+                    Bytes::from_static(b"spate; hit; detail=stale-while-revalidate"),
+                );
+                if let Role::Lead(leader) = cache.store.fill(&ask.key) {
+                    tokio::task::spawn_local(async move {
+                        let resp = pending.await;
+                        let resp = revalidated(ask, s, resp);
+                        drain(resp.body).await;
+                        drop(leader);
+                    });
+                }
+                return Answer::Now(out);
+            }
+            return Answer::Later(Box::pin(async move {
+                let resp = pending.await;
+                if with_ours {
+                    revalidated(ask, s, resp)
+                } else {
+                    stale_on_error(ask, s, resp, fwd)
+                }
+            }));
+        }
+        // Misses of a whole GET collapse: the first fetches, the others wait for it.
+        let collapsible = !ask.head && !ask.control.no_store && !ask.validators.any();
+        let role = collapsible.then(|| cache.store.fill(&ask.key));
+        let pending = self.exchange(up, client);
+        match role {
+            Some(Role::Follow(wait)) => {
+                let timeout = cache.lock_timeout;
+                Answer::Later(Box::pin(async move {
+                    let _ = tokio::time::timeout(timeout, wait).await;
+                    let now = cache::now();
+                    let fields = &ask.fields;
+                    let found = ask
+                        .store
+                        .lookup(&ask.key, |n| vary_value(n, policy::fields(fields, n)));
+                    Counts::add(&ask.store.counts.collapsed, 1);
+                    if let Found::Hit(s) = found {
+                        let age = s.timing.age(now);
+                        if policy::usable(age, s.lifetime, &s.control, &ask.control) == Use::Fresh {
+                            return answer(
+                                &s,
+                                age,
+                                &ask.validators,
+                                Bytes::from_static(b"spate; hit; collapsed"),
+                            );
+                        }
+                    }
+                    let resp = pending.await;
+                    store_miss(ask, resp, None, fwd, true)
+                }))
+            }
+            Some(Role::Lead(leader)) => Answer::Later(Box::pin(async move {
+                let resp = pending.await;
+                store_miss(ask, resp, Some(leader), fwd, false)
+            })),
+            None => Answer::Later(Box::pin(async move {
+                let resp = pending.await;
+                store_miss(ask, resp, None, fwd, false)
+            })),
+        }
+    }
+
+    /// An unsafe method: passed on, and a success invalidates what is stored for its target
+    /// and for the same-origin Location and Content-Location it answers with (§4.4).
+    fn invalidating(&self, cache: &Cache, req: &Request) -> Answer {
+        let secure = req.secure;
+        let authority = Bytes::copy_from_slice(req.authority().unwrap_or_default());
+        let key = cache::key(secure, &authority, req.target());
+        let store = cache.store.clone();
+        let pending = self.forward(req);
+        Answer::Later(Box::pin(async move {
+            let mut resp = pending.await;
+            if (200..400).contains(&resp.status) {
+                store.invalidate(&key);
+                for name in [&b"location"[..], b"content-location"] {
+                    let target = resp
+                        .header(name)
+                        .and_then(|v| same_origin(v, secure, &authority));
+                    if let Some(t) = target {
+                        store.invalidate(&cache::key(secure, &authority, &t));
+                    }
+                }
+            }
+            resp.headers.push((
+                Bytes::from_static(CACHE_STATUS.as_bytes()),
+                Bytes::from_static(b"spate; fwd=method"),
+            ));
+            resp
+        }))
+    }
+}
+
+/// `PURGE` (with `purge: ON`): from a loopback address only; a target ending in `*` drops
+/// every URL it prefixes. 200 with the count, 404 when nothing was stored.
+fn purge(cache: &Cache, req: &Request) -> Response {
+    if !req.peer.ip().to_canonical().is_loopback() {
+        return Response::error(403);
+    }
+    let target = req.target();
+    let authority = req.authority().unwrap_or_default();
+    let n = match target.strip_suffix(b"*") {
+        Some(prefix) => cache
+            .store
+            .invalidate_prefix(&cache::key(req.secure, authority, prefix)),
+        None => cache
+            .store
+            .invalidate(&cache::key(req.secure, authority, target)),
+    };
+    let status = if n == 0 { 404 } else { 200 };
+    Response {
+        status,
+        headers: vec![(
+            Bytes::from_static(b"Content-Type"),
+            Bytes::from_static(b"text/plain; charset=utf-8"),
+        )]
+        .into(),
+        body: Body::Bytes(Bytes::from(format!("purged {n}\n"))),
+    }
+}
+
+fn later_with(pending: crate::http::Pending, status: &'static str) -> Answer {
+    Answer::Later(Box::pin(async move {
+        let mut resp = pending.await;
+        resp.headers.push((
+            Bytes::from_static(CACHE_STATUS.as_bytes()),
+            Bytes::from_static(status.as_bytes()),
+        ));
+        resp
+    }))
+}
+
+/// The target of a URI reference of the same origin: a path, or an absolute URI with the
+/// request's scheme and authority.
+fn same_origin(v: &[u8], secure: bool, authority: &[u8]) -> Option<Vec<u8>> {
+    if v.starts_with(b"/") && !v.starts_with(b"//") {
+        return Some(v.to_vec());
+    }
+    let scheme: &[u8] = if secure { b"https://" } else { b"http://" };
+    if v.len() < scheme.len() || !v[..scheme.len()].eq_ignore_ascii_case(scheme) {
+        return None;
+    }
+    let rest = &v[scheme.len()..];
+    let end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+    if !rest[..end].eq_ignore_ascii_case(authority) {
+        return None;
+    }
+    Some(if end == rest.len() {
+        b"/".to_vec()
+    } else {
+        rest[end..].to_vec()
+    })
+}
+
+/// Adds our validators for `s` to the request; false when it has none.
+fn add_validators(up: &mut UpstreamRequest, s: &Stored) -> bool {
+    let mut added = false;
+    if let Some(etag) = policy::field(&s.headers, b"etag") {
+        up.headers
+            .push((Bytes::from_static(b"If-None-Match"), etag.clone()));
+        added = true;
+    }
+    if let Some(lm) = policy::field(&s.headers, b"last-modified") {
+        up.headers
+            .push((Bytes::from_static(b"If-Modified-Since"), lm.clone()));
+        added = true;
+    }
+    added
+}
+
+/// The answer from a stored response whose age is `age`: 304 when the client's own
+/// conditions hold, else the stored response; `Age` and `Cache-Status` added.
+fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
+    let mut headers = crate::http::recycle::header_list(s.headers.len() + 2);
+    headers.extend_from_slice(&s.headers);
+    headers.push((Bytes::from_static(b"Age"), Bytes::from(age.to_string())));
+    headers.push((Bytes::from_static(CACHE_STATUS.as_bytes()), status));
+    if v.not_modified(s) {
+        return Response {
+            status: 304,
+            headers: headers.into(),
+            body: Body::Empty,
+        };
+    }
+    if let (Some(range), 200) = (&v.range, s.status) {
+        let size = s.body.len() as u64;
+        match range::parse(range, size) {
+            Ranges::Single(offset, len) => {
+                let content_range = format!("bytes {offset}-{}/{size}", offset + len - 1);
+                headers.push((
+                    Bytes::from_static(b"Content-Range"),
+                    Bytes::from(content_range),
+                ));
+                // Within the body: `parse` keeps a range inside the size.
+                let (start, end) = (offset as usize, (offset + len) as usize);
+                return Response {
+                    status: 206,
+                    headers: headers.into(),
+                    body: Body::Bytes(s.body.slice(start..end)),
+                };
+            }
+            Ranges::Unsatisfiable => {
+                headers.push((
+                    Bytes::from_static(b"Content-Range"),
+                    Bytes::from(format!("bytes */{size}")),
+                ));
+                return Response {
+                    status: 416,
+                    headers: headers.into(),
+                    body: Body::Empty,
+                };
+            }
+            // Several ranges or none usable: the whole response.
+            Ranges::Whole | Ranges::Multi(_) => {}
+        }
+    }
+    Response {
+        status: s.status,
+        headers: headers.into(),
+        body: Body::Bytes(s.body.clone()),
+    }
+}
+
+/// The backend's answer to a revalidation of `s`: a 304 about it freshens the stored head
+/// and the stored response is answered; anything else is a new response, stored as a miss.
+fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
+    if resp.status != 304 || !policy::validates(&s.headers, &resp.headers) {
+        return stale_on_error(ask, s, resp, "stale");
+    }
+    let response_time = cache::now();
+    let mut headers = policy::freshen(&s.headers, &resp.headers);
+    let timing = Timing::new(&headers, ask.request_time, response_time);
+    headers
+        .retain(|(n, _)| !n.eq_ignore_ascii_case(b"age") && !n.eq_ignore_ascii_case(b"connection"));
+    let control = policy::response_control(&headers);
+    let lifetime = policy::lifetime(s.status, &headers, &control, response_time);
+    let fresh = Stored {
+        status: s.status,
+        headers,
+        body: s.body.clone(),
+        timing,
+        control,
+        lifetime,
+        vary: s.vary.clone(),
+    };
+    Counts::add(&ask.store.counts.revalidated, 1);
+    let age = fresh.timing.age(response_time);
+    let out = answer(
+        &fresh,
+        age,
+        &ask.validators,
+        Bytes::from_static(b"spate; fwd=stale; fwd-status=304"),
+    );
+    if !control.no_store {
+        ask.store.insert(ask.key, fresh);
+    }
+    out
+}
+
+/// The backend's answer for a stale entry that is not a 304: a server error (or no answer,
+/// 502/504) within the entry's `stale-if-error` (RFC 5861) gives the stale entry; anything
+/// else is a new response, stored as a miss.
+fn stale_on_error(ask: Ask, s: Arc<Stored>, resp: Response, fwd: &str) -> Response {
+    let age = s.timing.age(cache::now());
+    if resp.status >= 500 && policy::stale_if_error(age, s.lifetime, &s.control) {
+        return answer(
+            &s,
+            age,
+            &ask.validators,
+            Bytes::from(format!(
+                "spate; hit; fwd=stale; fwd-status={}; detail=stale-if-error",
+                resp.status
+            )),
+        );
+    }
+    store_miss(ask, resp, None, fwd, false)
+}
+
+/// Reads a body to its end (a background refresh's, so that it is stored).
+async fn drain(body: Body) {
+    if let Body::Stream(mut s) = body {
+        while let Some(Ok(_)) = std::future::poll_fn(|cx| s.stream.poll_frame(cx)).await {}
+    }
+}
+
+/// The backend's response to a miss (or a failed revalidation): stored as it streams to
+/// the client when it may be.
+fn store_miss(
+    ask: Ask,
+    mut resp: Response,
+    leader: Option<Leader>,
+    fwd: &str,
+    collapsed: bool,
+) -> Response {
+    let response_time = cache::now();
+    let control = policy::response_control(&resp.headers);
+    let verdict = if ask.head {
+        // A HEAD's response has no body to store.
+        Err("head")
+    } else {
+        policy::storable(
+            resp.status,
+            &resp.headers,
+            &control,
+            &ask.control,
+            ask.authorization,
+        )
+        .map_err(|why| why.detail())
+    };
+    let collapsed = if collapsed { "; collapsed" } else { "" };
+    let status = match verdict {
+        Ok(()) => {
+            let vary = vary_names(&resp.headers)
+                .into_iter()
+                .map(|n| {
+                    let v = vary_value(&n, policy::fields(&ask.fields, &n));
+                    (n, v)
+                })
+                .collect();
+            let timing = Timing::new(&resp.headers, ask.request_time, response_time);
+            let lifetime = policy::lifetime(resp.status, &resp.headers, &control, response_time);
+            let headers = resp
+                .headers
+                .iter()
+                .filter(|(n, _)| {
+                    !n.eq_ignore_ascii_case(b"age") && !n.eq_ignore_ascii_case(b"connection")
+                })
+                .cloned()
+                .collect();
+            let head = Stored {
+                status: resp.status,
+                headers,
+                body: Bytes::new(),
+                timing,
+                control,
+                lifetime,
+                vary,
+            };
+            let filling = Filling::new(ask.store.clone(), ask.key, head, leader);
+            let (body, stored) = filling.wrap(std::mem::take(&mut resp.body));
+            resp.body = body;
+            if stored {
+                format!(
+                    "spate; fwd={fwd}; fwd-status={}; stored{collapsed}",
+                    resp.status
+                )
+            } else {
+                format!(
+                    "spate; fwd={fwd}; fwd-status={}; detail=too-large{collapsed}",
+                    resp.status
+                )
+            }
+        }
+        Err(why) => format!(
+            "spate; fwd={fwd}; fwd-status={}; detail={why}{collapsed}",
+            resp.status
+        ),
+    };
+    resp.headers.push((
+        Bytes::from_static(CACHE_STATUS.as_bytes()),
+        Bytes::from(status),
+    ));
+    resp
+}

@@ -1,0 +1,119 @@
+//! The start of a request, one path for every protocol (HTTP/1 on a task and in the lane,
+//! HTTP/2 streams, HTTP/3 request streams): routing it, and what its driver does next. An
+//! answer ready now is written at once (`Routed::Now`, with its route for the log line); one
+//! that comes later (`LaterAnswer`) is polled by the driver and finished by its route when it
+//! comes. The drivers keep only what is theirs (framing, writing); a request ends in
+//! `request_end.rs`. Inlined: this is every request's path.
+
+use super::context::WorkerCtx;
+use crate::handler::{Negotiated, PathRoute};
+use crate::http::{Answer, Pending, Request, Response};
+use crate::log::AccessLog;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+/// The route a request took: `None` when no path matched (the router answered itself).
+#[derive(Clone, Copy)]
+pub(crate) struct Route<'a>(Option<&'a PathRoute>);
+
+impl<'a> Route<'a> {
+    /// Where the request's access-log line goes: its path's access log, if it has one.
+    #[inline(always)]
+    pub fn log(self) -> Option<&'a Rc<RefCell<AccessLog>>> {
+        self.0.and_then(|r| r.access_log.as_ref())
+    }
+
+    /// Whether `resp`, the path's answer ready now, may be given again to a byte-identical
+    /// request (`PathRoute::answer_repeats`).
+    #[inline(always)]
+    pub fn answer_repeats(self, resp: &Response) -> bool {
+        self.0.is_some_and(|r| r.answer_repeats(resp))
+    }
+}
+
+/// What routing a request gave its driver.
+pub(crate) enum Routed<'a> {
+    /// The answer is ready now, its route's filters applied.
+    Now(Response, Route<'a>),
+    /// It comes later.
+    Later(LaterAnswer<'a>),
+}
+
+impl<'a> Routed<'a> {
+    pub fn route(&self) -> Route<'a> {
+        match self {
+            Routed::Now(_, route) => *route,
+            Routed::Later(later) => later.route(),
+        }
+    }
+}
+
+/// An answer still to come, with what its route needs to finish it (error documents,
+/// compression, header commands): the coding the request allows is read now, so the request
+/// itself need not be kept. Dropping it cancels the work (the client went away).
+pub(crate) struct LaterAnswer<'a> {
+    fut: Pending,
+    route: Option<&'a PathRoute>,
+    negotiated: Negotiated,
+}
+
+impl<'a> LaterAnswer<'a> {
+    pub fn route(&self) -> Route<'a> {
+        Route(self.route)
+    }
+
+    /// An answer of no route, for tests of the drivers.
+    #[cfg(test)]
+    pub fn unrouted(fut: Pending) -> LaterAnswer<'a> {
+        LaterAnswer {
+            fut,
+            route: None,
+            negotiated: Negotiated::NONE,
+        }
+    }
+
+    /// Polls the answer; when it came, it is finished by its route.
+    pub fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Response> {
+        let Poll::Ready(mut resp) = self.fut.as_mut().poll(cx) else {
+            return Poll::Pending;
+        };
+        if let Some(r) = self.route {
+            r.finish(self.negotiated, &mut resp);
+        }
+        Poll::Ready(resp)
+    }
+}
+
+/// Routes `req` and runs its handler.
+#[inline(always)]
+pub(crate) fn route<'a>(ctx: &'a WorkerCtx, req: &mut Request) -> Routed<'a> {
+    let (answer, route) = ctx.router.handle(req);
+    match answer {
+        Answer::Now(resp) => Routed::Now(resp, Route(route)),
+        Answer::Later(fut) => Routed::Later(later(fut, route, req)),
+    }
+}
+
+/// [`route`] for a request whose handler answers now without other effect (the lane's
+/// inline path): `None` when it would not, and nothing was run.
+#[inline(always)]
+pub(crate) fn route_now<'a>(
+    ctx: &'a WorkerCtx,
+    req: &mut Request,
+) -> Option<(Response, Route<'a>)> {
+    match ctx.router.handle_now(req)? {
+        (Answer::Now(resp), route) => Some((resp, Route(route))),
+        (Answer::Later(_), _) => None,
+    }
+}
+
+/// Out of line: the rare path, kept off the inline one's code.
+#[inline(never)]
+fn later<'a>(fut: Pending, route: Option<&'a PathRoute>, req: &Request) -> LaterAnswer<'a> {
+    LaterAnswer {
+        fut,
+        route,
+        negotiated: route.map_or(Negotiated::NONE, |r| r.negotiate(req)),
+    }
+}

@@ -1,0 +1,604 @@
+//! `proxy.cache` (issue 40) against a real backend: a small HTTP/1.1 origin in this file
+//! whose answers say how to cache them (its query: `cc=`, `etag=`, `vary=`, `len=`,
+//! `delay=`, `fail-after=`: 503 from the request after N on), and which counts the requests each path reached it with. Clients: raw
+//! HTTP/1.1 over TCP.
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the origin saw: requests per path, and the last request's head per path.
+#[derive(Default)]
+struct Seen {
+    count: HashMap<String, usize>,
+    last: HashMap<String, String>,
+}
+
+struct Origin {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Origin {
+    fn start() -> Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, stop2) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let seen = s2.clone();
+                std::thread::spawn(move || serve(conn, seen));
+            }
+        });
+        Origin { addr, seen, stop }
+    }
+
+    fn count(&self, path: &str) -> usize {
+        *self
+            .seen
+            .lock()
+            .expect("lock")
+            .count
+            .get(path)
+            .unwrap_or(&0)
+    }
+
+    fn last(&self, path: &str) -> String {
+        self.seen
+            .lock()
+            .expect("lock")
+            .last
+            .get(path)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Origin {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn query<'a>(target: &'a str, key: &str) -> Option<&'a str> {
+    let q = target.split_once('?')?.1;
+    q.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == key).then_some(v)
+    })
+}
+
+fn decode(v: &str) -> String {
+    v.replace("%20", " ")
+        .replace("%3D", "=")
+        .replace("%2C", ",")
+}
+
+/// One connection: requests until it closes. Answers from the query; a request whose
+/// If-None-Match names the `etag` gets 304 with `X-Gen` counting the path's requests.
+fn serve(mut conn: TcpStream, seen: Arc<Mutex<Seen>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let end = loop {
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+        buf.drain(..end);
+        let mut lines = head.split("\r\n");
+        let mut first = lines.next().unwrap_or_default().split(' ');
+        let method = first.next().unwrap_or_default().to_string();
+        let target = first.next().unwrap_or_default().to_string();
+        let header = |name: &str| {
+            head.split("\r\n").skip(1).find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            })
+        };
+        let body_len: usize = header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        while buf.len() < body_len {
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..body_len);
+        let path = target.split('?').next().unwrap_or_default().to_string();
+        let n = {
+            let mut s = seen.lock().expect("lock");
+            let c = s.count.entry(path.clone()).or_insert(0);
+            *c += 1;
+            let n = *c;
+            s.last.insert(path.clone(), head.clone());
+            n
+        };
+        if let Some(ms) = query(&target, "delay").and_then(|v| v.parse().ok()) {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+        if query(&target, "fail-after")
+            .and_then(|v| v.parse::<usize>().ok())
+            .is_some_and(|after| n > after)
+        {
+            let out = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\n\r\nbusy\n";
+            if conn.write_all(out.as_bytes()).is_err() {
+                return;
+            }
+            continue;
+        }
+        let mut extra = String::new();
+        if let Some(cc) = query(&target, "cc") {
+            extra += &format!("Cache-Control: {}\r\n", decode(cc));
+        }
+        if let Some(v) = query(&target, "vary") {
+            extra += &format!("Vary: {}\r\n", decode(v));
+            let lang = header("accept-language").unwrap_or_default();
+            extra += &format!("X-Lang: {lang}\r\n");
+        }
+        extra += &format!("X-Gen: {n}\r\n");
+        let etag = query(&target, "etag").map(|e| format!("\"{e}\""));
+        if let Some(e) = &etag {
+            extra += &format!("ETag: {e}\r\n");
+            if header("if-none-match").as_deref() == Some(e.as_str()) {
+                let out = format!("HTTP/1.1 304 Not Modified\r\n{extra}\r\n");
+                if conn.write_all(out.as_bytes()).is_err() {
+                    return;
+                }
+                continue;
+            }
+        }
+        let len: usize = query(&target, "len")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let body: Vec<u8> = if len > 0 {
+            (0..len).map(|i| b'a' + (i % 26) as u8).collect()
+        } else {
+            format!("{method} {path} #{n}\n").into_bytes()
+        };
+        let mut out = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{extra}\r\n",
+            body.len()
+        )
+        .into_bytes();
+        if method != "HEAD" {
+            out.extend_from_slice(&body);
+        }
+        if conn.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+fn spate(origin: &Origin, cache: &str) -> Spate {
+    Spate::start(&format!(
+        "
+listen: 0
+num-threads: 2
+hosts:
+  default:
+    paths:
+      /metrics:
+        metrics: ON
+      /:
+        proxy.reverse.url: http://{}/
+        proxy.cache: {cache}
+      /plain:
+        proxy.reverse.url: http://{}/
+",
+        origin.addr, origin.addr
+    ))
+}
+
+fn send(s: &Spate, raw: &str) -> RawResponse {
+    request(s, raw)
+}
+
+fn get_with(s: &Spate, path: &str, headers: &str) -> RawResponse {
+    send(
+        s,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n"),
+    )
+}
+
+fn status_of(r: &RawResponse) -> &str {
+    r.header("cache-status").unwrap_or("")
+}
+
+#[test]
+fn fresh_responses_are_answered_from_the_store() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    let a = get(&s, "/fresh?cc=max-age%3D60");
+    assert_eq!(a.status, 200);
+    assert!(
+        status_of(&a).contains("fwd=uri-miss") && status_of(&a).contains("stored"),
+        "{a:?}"
+    );
+    let b = get(&s, "/fresh?cc=max-age%3D60");
+    assert_eq!(b.status, 200);
+    assert_eq!(b.text(), a.text());
+    assert_eq!(status_of(&b), "spate; hit");
+    assert!(b.header("age").is_some());
+    // A HEAD is answered from the stored GET.
+    let h = send(
+        &s,
+        "HEAD /fresh?cc=max-age%3D60 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert_eq!((h.status, status_of(&h)), (200, "spate; hit"));
+    assert_eq!(
+        h.header("content-length"),
+        Some(a.body.len().to_string().as_str())
+    );
+    assert_eq!(origin.count("/fresh"), 1);
+    // Another query is another key.
+    get(&s, "/fresh?cc=max-age%3D60&x=1");
+    assert_eq!(origin.count("/fresh"), 2);
+    // A range of a stored response.
+    let r = get_with(&s, "/fresh?cc=max-age%3D60", "Range: bytes=0-2\r\n");
+    assert_eq!(
+        (r.status, r.header("content-range")),
+        (206, Some("bytes 0-2/14"))
+    );
+    assert_eq!(r.text(), "GET");
+    // A path without proxy.cache says nothing of a cache.
+    let p = get(&s, "/plain/fresh?cc=max-age%3D60");
+    assert_eq!(p.header("cache-status"), None);
+}
+
+#[test]
+fn what_must_not_be_stored_is_not() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    for (path, why) in [
+        ("/nostore?cc=no-store", "detail=no-store"),
+        ("/private?cc=private%2C%20max-age%3D60", "detail=private"),
+        ("/nothing", "detail=no-lifetime"),
+    ] {
+        let a = get(&s, path);
+        assert!(status_of(&a).contains(why), "{path}: {a:?}");
+        get(&s, path);
+    }
+    assert_eq!(origin.count("/nostore"), 2);
+    assert_eq!(origin.count("/private"), 2);
+    assert_eq!(origin.count("/nothing"), 2);
+    // Authorization: stored only with public (§3.5).
+    let auth = "Authorization: Basic eDp5\r\n";
+    get_with(&s, "/auth?cc=max-age%3D60", auth);
+    get_with(&s, "/auth?cc=max-age%3D60", auth);
+    assert_eq!(origin.count("/auth"), 2);
+    get_with(&s, "/authpub?cc=public%2C%20max-age%3D60", auth);
+    let b = get_with(&s, "/authpub?cc=public%2C%20max-age%3D60", auth);
+    assert_eq!(status_of(&b), "spate; hit");
+    assert_eq!(origin.count("/authpub"), 1);
+    // The client's no-cache revalidates; only-if-cached on a miss is 504.
+    get_with(
+        &s,
+        "/authpub?cc=public%2C%20max-age%3D60",
+        "Cache-Control: no-cache\r\n",
+    );
+    assert_eq!(origin.count("/authpub"), 2);
+    let o = get_with(&s, "/never", "Cache-Control: only-if-cached\r\n");
+    assert_eq!(o.status, 504);
+    assert_eq!(origin.count("/never"), 0);
+}
+
+#[test]
+fn stale_responses_are_revalidated_and_a_304_updates_them() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    let path = "/reval?cc=max-age%3D0&etag=v1";
+    let a = get(&s, path);
+    assert_eq!((a.status, a.header("x-gen")), (200, Some("1")));
+    let b = get(&s, path);
+    assert_eq!(b.status, 200);
+    assert_eq!(b.text(), a.text(), "the stored body");
+    // The 304's fields replaced the stored ones.
+    assert_eq!(b.header("x-gen"), Some("2"));
+    assert_eq!(status_of(&b), "spate; fwd=stale; fwd-status=304");
+    assert!(origin.last("/reval").contains("If-None-Match: \"v1\""));
+    assert_eq!(origin.count("/reval"), 2);
+    // The client's own validator against a fresh entry: 304 from the store.
+    let fresh = "/fresh-etag?cc=max-age%3D60&etag=v2";
+    get(&s, fresh);
+    let c = get_with(&s, fresh, "If-None-Match: \"v2\"\r\n");
+    assert_eq!((c.status, status_of(&c)), (304, "spate; hit"));
+    assert_eq!(origin.count("/fresh-etag"), 1);
+}
+
+#[test]
+fn stale_entries_are_answered_while_refreshed_or_when_the_backend_fails() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    // stale-while-revalidate: the stale entry at once, one refresh behind it.
+    let swr = "/swr?cc=max-age%3D0%2C%20stale-while-revalidate%3D60&etag=w";
+    assert_eq!(get(&s, swr).header("x-gen"), Some("1"));
+    let b = get(&s, swr);
+    assert_eq!((b.status, b.header("x-gen")), (200, Some("1")));
+    assert_eq!(status_of(&b), "spate; hit; detail=stale-while-revalidate");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while origin.count("/swr") < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(origin.count("/swr"), 2);
+    assert!(origin.last("/swr").contains("If-None-Match: \"w\""));
+    // The refresh's 304 updated the entry.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(get(&s, swr).header("x-gen"), Some("2"));
+    // stale-if-error: the backend fails (503 from its second request on); the stale entry
+    // answers. Without it, the failure passes.
+    let sie = "/sie?cc=max-age%3D0%2C%20stale-if-error%3D60&etag=e&fail-after=1";
+    get(&s, sie);
+    let c = get(&s, sie);
+    assert_eq!(c.status, 200);
+    assert!(status_of(&c).contains("detail=stale-if-error"), "{c:?}");
+    let plain = "/nosie?cc=max-age%3D0&etag=e&fail-after=1";
+    get(&s, plain);
+    assert_eq!(get(&s, plain).status, 503);
+}
+
+#[test]
+fn vary_keeps_a_variant_per_request_value() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    let path = "/vary?cc=max-age%3D60&vary=Accept-Language";
+    let en = get_with(&s, path, "Accept-Language: en\r\n");
+    let de = get_with(&s, path, "Accept-Language: de\r\n");
+    assert_eq!(
+        status_of(&de),
+        "spate; fwd=vary-miss; fwd-status=200; stored"
+    );
+    let en2 = get_with(&s, path, "Accept-Language: en\r\n");
+    let de2 = get_with(&s, path, "Accept-Language: de\r\n");
+    assert_eq!(origin.count("/vary"), 2);
+    assert_eq!(
+        (en2.header("x-lang"), de2.header("x-lang")),
+        (Some("en"), Some("de"))
+    );
+    assert_eq!(en2.header("x-gen"), en.header("x-gen"));
+    assert_eq!(de2.header("x-gen"), de.header("x-gen"));
+    // Without the field: a third variant.
+    get(&s, path);
+    assert_eq!(origin.count("/vary"), 3);
+}
+
+#[test]
+fn unsafe_methods_invalidate() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    let path = "/inv?cc=max-age%3D60";
+    get(&s, path);
+    assert_eq!(status_of(&get(&s, path)), "spate; hit");
+    let p = send(
+        &s,
+        &format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\nhi"),
+    );
+    assert_eq!((p.status, status_of(&p)), (200, "spate; fwd=method"));
+    let after = get(&s, path);
+    assert!(status_of(&after).contains("fwd=uri-miss"), "{after:?}");
+    assert_eq!(origin.count("/inv"), 3);
+}
+
+#[test]
+fn least_recently_used_go_when_the_budget_is_full() {
+    let origin = Origin::start();
+    // 64 KiB hold a few 10 KB objects; 30 of them do not fit.
+    let s = spate(&origin, "{memory: 64K, max-object-size: 16K}");
+    let path = |i: usize| format!("/lru{i}?cc=max-age%3D60&len=10000");
+    for i in 0..30 {
+        let r = get(&s, &path(i));
+        assert_eq!(r.body.len(), 10000);
+    }
+    // The newest is still there, the oldest is gone.
+    assert_eq!(status_of(&get(&s, &path(29))), "spate; hit");
+    assert!(status_of(&get(&s, &path(0))).contains("fwd=uri-miss"));
+    assert_eq!(origin.count("/lru0"), 2);
+    assert_eq!(origin.count("/lru29"), 1);
+    // Bigger than max-object-size: streamed through whole, not stored.
+    let big = "/big?cc=max-age%3D60&len=100000";
+    let a = get(&s, big);
+    assert_eq!(a.body.len(), 100000);
+    assert!(status_of(&a).contains("detail=too-large"), "{a:?}");
+    get(&s, big);
+    assert_eq!(origin.count("/big"), 2);
+    // The store's counts, by the place of its directive. The store is read directly (no
+    // worker publishes it), so one scrape holds.
+    let samples = common::prometheus::scrape_until(&s, "/metrics", |_| true);
+    let key = |name: &str| {
+        let line = samples
+            .iter()
+            .find(|l| l.starts_with(&format!("{name}{{cache=")))
+            .unwrap_or_else(|| panic!("no {name} in {samples:?}"));
+        line.rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(-1.0)
+    };
+    assert_eq!(key("spate_cache_hits_total"), 1.0);
+    assert_eq!(key("spate_cache_misses_total"), 33.0);
+    assert_eq!(key("spate_cache_stored_total"), 31.0);
+    assert!(key("spate_cache_evicted_total") >= 24.0);
+    assert!(key("spate_cache_bytes") <= 65536.0 && key("spate_cache_bytes") > 30000.0);
+}
+
+#[test]
+fn concurrent_misses_of_a_cold_key_reach_the_backend_once() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    const CLIENTS: usize = 1000;
+    // Each request is on the way before the backend's answer (400 ms late) comes back.
+    let raw = "GET /cold?cc=max-age%3D60&delay=400&len=4096 HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let mut conns: Vec<TcpStream> = (0..CLIENTS)
+        .map(|_| {
+            let mut c = s.connect();
+            c.write_all(raw.as_bytes()).expect("write");
+            c
+        })
+        .collect();
+    let mut collapsed = 0;
+    for c in conns.iter_mut() {
+        c.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let mut pending = Vec::new();
+        let r = read_response(c, &mut pending, false);
+        assert_eq!((r.status, r.body.len()), (200, 4096));
+        collapsed += usize::from(status_of(&r).contains("collapsed"));
+    }
+    assert_eq!(origin.count("/cold"), 1);
+    assert!(
+        collapsed > CLIENTS / 2,
+        "{collapsed} answered after waiting"
+    );
+}
+
+#[test]
+fn a_bad_cache_directive_names_its_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("bad.yaml");
+    std::fs::write(
+        &conf,
+        "listen: 0\nhosts:\n  default:\n    paths:\n      /:\n        proxy.reverse.url: http://127.0.0.1:1/\n        proxy.cache: {memory: lots}\n",
+    )
+    .expect("write");
+    let out = std::process::Command::new(BIN)
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .expect("spate -t");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad.yaml:7") && err.contains("proxy.cache.memory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn memory_stays_within_the_budget_under_a_working_set_ten_times_larger() {
+    let origin = Origin::start();
+    // 4 MiB of budget; 640 objects of 64 KB are 40 MB.
+    let s = spate(&origin, "{memory: 4MB, max-object-size: 128K}");
+    let path = |i: usize| format!("/rss{i}?cc=max-age%3D600&len=65536");
+    for i in 0..20 {
+        get(&s, &path(i));
+    }
+    let before = s.rss_kib();
+    for round in 0..2 {
+        for i in 0..320 {
+            let r = get(&s, &path(round * 320 + i));
+            assert_eq!(r.body.len(), 65536);
+        }
+    }
+    let growth = s.rss_kib().saturating_sub(before);
+    // The budget (4 MiB) and room for the allocator; holding the working set would be 40 MB.
+    assert!(growth < 12 * 1024, "RSS grew by {growth} KiB");
+}
+
+#[test]
+fn the_access_log_can_say_what_the_cache_did() {
+    let origin = Origin::start();
+    let s = Spate::start(&format!(
+        "
+listen: 0
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://{}/
+        proxy.cache: ON
+        access-log:
+          path: $DIR/access.log
+          format: \"%s %{{cache-status}}o\"
+",
+        origin.addr
+    ));
+    get(&s, "/logged?cc=max-age%3D60");
+    get(&s, "/logged?cc=max-age%3D60");
+    let log = s.dir.path().join("access.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut text = String::new();
+    while std::time::Instant::now() < deadline {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().count() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Workers write their lines apart: the order between them is not kept.
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "200 spate; fwd=uri-miss; fwd-status=200; stored",
+            "200 spate; hit"
+        ]
+    );
+}
+
+#[test]
+fn http2_clients_get_the_stored_response_too() {
+    use common::clients::{h2_fetch, H2Req};
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    let path = "/h2?cc=max-age%3D60&len=5000";
+    let a = h2_fetch(s.addr, H2Req::get(path));
+    let b = h2_fetch(s.addr, H2Req::get(path));
+    assert_eq!((a.status, b.status), (200, 200));
+    assert_eq!(b.body, a.body);
+    assert_eq!(b.body.len(), 5000);
+    assert_eq!(b.header("cache-status"), Some("spate; hit"));
+    assert_eq!(b.header("date"), a.header("date"), "the stored Date, once");
+    assert_eq!(origin.count("/h2"), 1);
+}
+
+#[test]
+fn purge_drops_one_url_or_a_prefix() {
+    let origin = Origin::start();
+    let s = spate(&origin, "{purge: ON}");
+    for p in [
+        "/p/a?cc=max-age%3D60",
+        "/p/b?cc=max-age%3D60",
+        "/q?cc=max-age%3D60",
+    ] {
+        get(&s, p);
+        assert_eq!(status_of(&get(&s, p)), "spate; hit");
+    }
+    let purge = |target: &str| {
+        send(
+            &s,
+            &format!("PURGE {target} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+        )
+    };
+    let one = purge("/p/a?cc=max-age%3D60");
+    assert_eq!((one.status, one.text().as_str()), (200, "purged 1\n"));
+    assert!(status_of(&get(&s, "/p/a?cc=max-age%3D60")).contains("fwd=uri-miss"));
+    let prefix = purge("/p/*");
+    assert_eq!((prefix.status, prefix.text().as_str()), (200, "purged 2\n"));
+    assert_eq!(purge("/p/*").status, 404);
+    // Other URLs stay; the backend never saw a PURGE.
+    assert_eq!(status_of(&get(&s, "/q?cc=max-age%3D60")), "spate; hit");
+    assert_eq!(origin.count("/p/a"), 2);
+    assert_eq!(origin.count("/p/b"), 1);
+}
