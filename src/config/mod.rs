@@ -363,6 +363,16 @@ pub struct ProxyConf {
     /// spate's own `proxy.max-idle-connections` (default 1024): idle pooled connections kept per
     /// backend per worker.
     pub max_idle_connections: usize,
+    /// spate's `proxy.max-connections` (default 64; 0: no cap): connections open to one
+    /// backend per worker at once, idle or busy (nginx's `max_conns`, nghttpx's
+    /// `backend-connections-per-host`, both per worker too). Requests beyond wait in a queue.
+    pub max_connections: u32,
+    /// spate's `proxy.queue.max` (default 65536): requests waiting for a connection to one
+    /// backend per worker; one more gets 503 at once.
+    pub queue_max: usize,
+    /// spate's `proxy.queue.timeout` (ms, default 10000): how long a request waits for a
+    /// connection before it gets 503.
+    pub queue_timeout: Duration,
     /// `proxy.tunnel` (OFF; h2o 2.2's `proxy.websocket: ON` turns it on too): an HTTP/1.1
     /// `Upgrade` request or an HTTP/2 extended CONNECT (RFC 8441) becomes a tunnel to the
     /// backend once it answers 101.
@@ -489,6 +499,9 @@ impl ProxyConf {
             expect: false,
             forward_close_connection: false,
             max_idle_connections: ProxyConf::DEFAULT_MAX_IDLE_CONNECTIONS,
+            max_connections: 64,
+            queue_max: 65536,
+            queue_timeout: Duration::from_secs(10),
             tunnel: false,
             tunnel_timeout: ProxyConf::DEFAULT_IO_TIMEOUT,
             max_response_head_size: ProxyConf::DEFAULT_MAX_RESPONSE_HEAD_SIZE,

@@ -29,6 +29,9 @@ pub(super) struct ProxyOpts {
     expect: Option<bool>,
     forward_close_connection: Option<bool>,
     max_idle_connections: Option<usize>,
+    max_connections: Option<u32>,
+    queue_max: Option<usize>,
+    queue_timeout: Option<Duration>,
     tunnel: Option<bool>,
     websocket_timeout: Option<Duration>,
     max_response_head_size: Option<usize>,
@@ -98,6 +101,9 @@ impl ProxyOpts {
             "proxy.max-idle-connections" => {
                 set(&mut self.max_idle_connections, ctx.int(name, v, 0))
             }
+            "proxy.max-connections" => set(&mut self.max_connections, ctx.int(name, v, 0)),
+            "proxy.queue.max" => set(&mut self.queue_max, ctx.int(name, v, 0)),
+            "proxy.queue.timeout" => set(&mut self.queue_timeout, millis(ctx, name, v, 1)),
             // h2o 2.2 named the switch `proxy.websocket`; current h2o `proxy.tunnel`.
             "proxy.tunnel" | "proxy.websocket" => set(&mut self.tunnel, ctx.bool(name, v)),
             "proxy.websocket.timeout" => set(&mut self.websocket_timeout, millis(ctx, name, v, 1)),
@@ -228,6 +234,9 @@ impl ProxyOpts {
                 .forward_close_connection
                 .unwrap_or(d.forward_close_connection),
             max_idle_connections: self.max_idle_connections.unwrap_or(d.max_idle_connections),
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
+            queue_max: self.queue_max.unwrap_or(d.queue_max),
+            queue_timeout: self.queue_timeout.unwrap_or(d.queue_timeout),
             tunnel: self.tunnel.unwrap_or(d.tunnel),
             tunnel_timeout: self.websocket_timeout.unwrap_or(io),
             max_response_head_size: self

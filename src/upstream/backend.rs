@@ -21,6 +21,11 @@ pub struct Backend {
     /// 0: one connection per request.
     pub keepalive_timeout: Duration,
     pub max_idle_connections: usize,
+    /// `proxy.max-connections` per worker (0: uncapped), `proxy.queue.max`,
+    /// `proxy.queue.timeout`.
+    pub max_connections: u32,
+    pub queue_max: usize,
+    pub queue_timeout: Duration,
     /// Bytes read from the backend at once, and request bytes queued towards it.
     pub io_size: usize,
     /// Send `Expect: 100-continue` with request bodies.
@@ -93,6 +98,9 @@ impl Backend {
             io_timeout: conf.io_timeout,
             keepalive_timeout: conf.keepalive_timeout,
             max_idle_connections: conf.max_idle_connections,
+            max_connections: conf.max_connections,
+            queue_max: conf.queue_max,
+            queue_timeout: conf.queue_timeout,
             // A bound on memory per exchange; reads beyond 64 KiB gain nothing.
             io_size: conf.max_buffer_size.clamp(1, 64 * 1024),
             expect: conf.expect,

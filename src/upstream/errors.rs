@@ -8,7 +8,7 @@ use std::fmt;
 /// Why an exchange failed before a response could be given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamError {
-    /// What the client gets: 502, 504, or 400/500 when the failure was not the backend's.
+    /// What the client gets: 502, 503, 504, or 400/500 when the failure was not the backend's.
     pub status: u16,
     pub side: Side,
     pub reason: String,
@@ -26,6 +26,15 @@ impl UpstreamError {
     pub(super) fn timeout(reason: impl Into<String>) -> UpstreamError {
         UpstreamError {
             status: 504,
+            side: Side::Upstream,
+            reason: reason.into(),
+        }
+    }
+
+    /// 503: the backend is at its connection cap and the request could not wait.
+    pub(super) fn unavailable(reason: impl Into<String>) -> UpstreamError {
+        UpstreamError {
+            status: 503,
             side: Side::Upstream,
             reason: reason.into(),
         }

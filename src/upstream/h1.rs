@@ -4,6 +4,7 @@
 //! yet (a backend may answer before it has read everything).
 
 use super::backend::{Backend, UpstreamRequest};
+use super::cap::Slot;
 use super::conn::Conn;
 use super::connect::{connection, proxy_line_for, Connected};
 use super::errors::{log_body_error, UpstreamError};
@@ -148,6 +149,8 @@ struct Failure {
 
 struct Exchange {
     conn: Conn,
+    /// The connection's place under the backend's cap: it goes with the connection.
+    slot: Option<Slot>,
     writer: RequestWriter,
     reader: ResponseReader,
     pool: Rc<Pool>,
@@ -178,9 +181,11 @@ impl Exchange {
             conn,
             timer,
             reused,
+            slot,
         } = connected;
         Exchange {
             conn,
+            slot,
             writer: RequestWriter::new(prepared, reused, backend.io_size),
             reader: ResponseReader::new(
                 head_request,
@@ -410,6 +415,7 @@ impl Exchange {
                 &self.backend.pool_key,
                 self.conn,
                 self.timer,
+                self.slot,
                 self.backend.keepalive_timeout,
                 self.backend.max_idle_connections,
             );

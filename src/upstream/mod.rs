@@ -19,7 +19,7 @@
 //! dispatch           one try of a backend: HTTP/2 for its share, else HTTP/1.1
 //! h1 | h2 | tunnel   the exchange over each (h1 on request / response, h2 on h2_conn)
 //! connect            a pooled connection or a new one
-//! pool               idle connections, shared HTTP/2 connections (h2_conn)
+//! pool               idle connections, shared HTTP/2 connections (h2_conn), caps (cap)
 //! fastcgi            the FastCGI client and its pool, beside them (on conn)
 //! backend, errors, lease, fields, timer, read_arena, conn, proxy_line: leaves
 //! ```
@@ -27,6 +27,7 @@
 
 mod backend;
 mod balance;
+mod cap;
 mod conn;
 mod connect;
 mod dispatch;

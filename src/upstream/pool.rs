@@ -1,6 +1,7 @@
 //! The per-worker pool of idle backend connections: per backend address, newest reused
 //! first, each closed after its `proxy.timeout.keepalive`, at most `max_idle` per backend.
 
+use super::cap::{Gate, Slot};
 use super::conn::Conn;
 use super::h2_conn::H2Conn;
 use super::timer::Timer;
@@ -21,6 +22,9 @@ pub struct Pool {
     h2: RefCell<FxHashMap<PoolKey, Vec<Rc<H2Conn>>>>,
     /// TLS backends that did not choose h2 in ALPN.
     no_h2: RefCell<FxHashSet<PoolKey>>,
+    /// Caps on connections per backend (`proxy.max-connections`), made at the first new
+    /// connection to each.
+    gates: RefCell<FxHashMap<PoolKey, Rc<Gate>>>,
     /// Whether the task that closes expired connections is running.
     sweeping: Cell<bool>,
     me: Weak<Pool>,
@@ -47,6 +51,8 @@ struct Idle {
     /// The timer of the connection's exchanges, reused by the next one (parked: it wakes no
     /// one while idle).
     timer: Timer,
+    /// Its place under the backend's cap.
+    slot: Option<Slot>,
     expires: Instant,
 }
 
@@ -56,6 +62,7 @@ impl Pool {
             idle: RefCell::new(FxHashMap::default()),
             h2: RefCell::new(FxHashMap::default()),
             no_h2: RefCell::new(FxHashSet::default()),
+            gates: RefCell::new(FxHashMap::default()),
             sweeping: Cell::new(false),
             me: me.clone(),
         })
@@ -65,31 +72,43 @@ impl Pool {
     /// not probed (that would cost a syscall per request): a backend that closed it meanwhile
     /// makes the exchange fail before any byte comes back, and the exchange retries once on
     /// a fresh connection.
-    pub(super) fn take(&self, addr: &PoolKey) -> Option<(Conn, Timer)> {
+    pub(super) fn take(&self, addr: &PoolKey) -> Option<(Conn, Timer, Option<Slot>)> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(addr)?;
         let c = list.pop_back()?;
         if c.expires > Instant::now() {
-            return Some((c.conn, c.timer));
+            return Some((c.conn, c.timer, c.slot));
         }
         // The newest has expired, so have all the others.
         list.clear();
         None
     }
 
-    /// Keeps `conn` (and its exchanges' timer) for reuse for `keepalive`, dropping the oldest
-    /// beyond `max_idle`.
+    /// Gives `conn` (and its exchanges' timer) to the first request waiting for a connection
+    /// to its backend, else keeps it for reuse for `keepalive`, dropping the oldest beyond
+    /// `max_idle`.
     pub(super) fn put(
         &self,
         addr: &PoolKey,
         conn: Conn,
         mut timer: Timer,
+        slot: Option<Slot>,
         keepalive: Duration,
         max_idle: usize,
     ) {
         if keepalive.is_zero() || max_idle == 0 {
             return;
         }
+        let (conn, slot) = match slot {
+            None => (conn, None),
+            Some(s) => match s.hand_idle(conn, timer) {
+                Ok(()) => return,
+                Err((c, t, s)) => {
+                    timer = t;
+                    (c, Some(s))
+                }
+            },
+        };
         timer.park();
         let now = Instant::now();
         {
@@ -104,6 +123,7 @@ impl Pool {
             list.push_back(Idle {
                 conn,
                 timer,
+                slot,
                 expires: now + keepalive,
             });
         }
@@ -145,6 +165,30 @@ impl Pool {
     pub(super) fn speaks_no_h2(&self, key: &PoolKey) -> bool {
         let no = self.no_h2.borrow();
         !no.is_empty() && no.contains(key)
+    }
+
+    /// The cap on connections to `key` (`None`: uncapped).
+    pub(super) fn gate(&self, key: &PoolKey, cap: u32, queue_max: usize) -> Option<Rc<Gate>> {
+        if cap == 0 {
+            return None;
+        }
+        let mut gates = self.gates.borrow_mut();
+        let gate = match gates.get(key) {
+            Some(g) => g,
+            None => gates
+                .entry(key.clone())
+                .or_insert_with(|| Gate::new(cap, queue_max)),
+        };
+        Some(gate.clone())
+    }
+
+    /// Connections open to `addr` under its cap and requests waiting for one (0s when
+    /// uncapped).
+    pub fn capped_counts(&self, addr: &PoolKey) -> (u32, usize) {
+        self.gates
+            .borrow()
+            .get(addr)
+            .map_or((0, 0), |g| (g.open(), g.queued()))
     }
 
     /// Idle connections kept for `addr`.

@@ -6,6 +6,7 @@
 //! an ordinary response, read to its end; the connection is never pooled either way.
 
 use super::backend::Backend;
+use super::cap::Slot;
 use super::conn::Conn;
 use super::connect::{connection, proxy_line_for};
 use super::errors::{log_failure, UpstreamError};
@@ -71,11 +72,11 @@ pub(super) async fn exchange(
     lease: Option<Lease>,
 ) -> Result<Response, (UpstreamError, Option<TunnelRequest>)> {
     let line = proxy_line_for(backend, req.client_addrs);
-    let conn = match connection(pool, backend, line.as_deref(), false).await {
-        Ok(c) => c.conn,
+    let (conn, slot) = match connection(pool, backend, line.as_deref(), false).await {
+        Ok(c) => (c.conn, c.slot),
         Err(e) => return Err((e, Some(req))),
     };
-    opened(backend, conn, req, lease)
+    opened(backend, conn, slot, req, lease)
         .await
         .map_err(|e| (e, None))
 }
@@ -84,6 +85,7 @@ pub(super) async fn exchange(
 async fn opened(
     backend: &Backend,
     mut conn: Conn,
+    slot: Option<Slot>,
     req: TunnelRequest,
     lease: Option<Lease>,
 ) -> Result<Response, UpstreamError> {
@@ -143,7 +145,7 @@ async fn opened(
                 reader,
                 Some(tunnel),
                 req.idle_timeout,
-                lease,
+                (lease, slot),
             )),
         })
     } else {
@@ -151,7 +153,13 @@ async fn opened(
             ResponseFraming::None => Body::Empty,
             _ => Body::Stream(StreamBody {
                 len: head.content_length,
-                stream: Box::new(Passage::new(conn, reader, None, backend.io_timeout, lease)),
+                stream: Box::new(Passage::new(
+                    conn,
+                    reader,
+                    None,
+                    backend.io_timeout,
+                    (lease, slot),
+                )),
             }),
         }
     };
@@ -197,8 +205,9 @@ struct Passage {
     last_moved: Instant,
     sleep: Option<Pin<Box<Sleep>>>,
     _open: Option<crate::metrics::OpenTunnel>,
-    /// Counts the tunnel (or the refused upgrade's body) in flight on its backend.
-    _lease: Option<Lease>,
+    /// Counts the tunnel (or the refused upgrade's body) in flight on its backend, and
+    /// holds its connection's place under the backend's cap.
+    _held: (Option<Lease>, Option<Slot>),
 }
 
 impl Passage {
@@ -207,7 +216,7 @@ impl Passage {
         reader: ResponseReader,
         tunnel: Option<Tunnel>,
         idle_timeout: Duration,
-        lease: Option<Lease>,
+        held: (Option<Lease>, Option<Slot>),
     ) -> Passage {
         let open = tunnel.as_ref().map(|_| crate::metrics::OpenTunnel::open());
         Passage {
@@ -220,7 +229,7 @@ impl Passage {
             last_moved: Instant::now(),
             sleep: None,
             _open: open,
-            _lease: lease,
+            _held: held,
         }
     }
 
