@@ -406,3 +406,67 @@ fn the_bundled_example_site_is_served() {
         Some("image/svg+xml; charset=utf-8")
     );
 }
+
+/// h2o's own check (`t/50file-range.t`, "multi-ranged"): a 20-character boundary of letters
+/// and digits, the body split on it gives nothing before the first part, each part's data
+/// after its header, and the closing `--`; the Content-Length is the whole multipart body.
+#[test]
+fn multi_range_request_gets_multipart_byteranges_as_h2o_sends_it() {
+    let s = site("");
+    let data: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    let r = request(
+        &s,
+        "GET /data.bin HTTP/1.1\r\nHost: a\r\nRange: bytes=100-199,1000-1099\r\n\r\n",
+    );
+    assert_eq!(r.status, 206);
+    let ct = r.header("content-type").unwrap();
+    let boundary = ct.strip_prefix("multipart/byteranges; boundary=").unwrap();
+    assert_eq!(boundary.len(), 20, "{ct}");
+    assert!(boundary.bytes().all(|b| b.is_ascii_alphanumeric()), "{ct}");
+    assert_eq!(
+        r.header("content-length"),
+        Some(r.body.len().to_string().as_str())
+    );
+    assert!(r.body.starts_with(format!("--{boundary}\r\n").as_bytes()));
+    let sep = format!("\r\n--{boundary}");
+    let body = &r.body[boundary.len() + 2..];
+    let chunks: Vec<&[u8]> = split_on(body, sep.as_bytes());
+    assert_eq!(chunks.len(), 3);
+    let mut first = b"\r\n\r\n".to_vec();
+    first.extend_from_slice(&data[100..200]);
+    assert!(chunks[0].ends_with(&first));
+    assert!(chunks[0].starts_with(b"\r\nContent-Type: application/octet-stream\r\n"));
+    assert!(std::str::from_utf8(&chunks[0][..80])
+        .unwrap_or("")
+        .contains("Content-Range: bytes 100-199/100000\r\n"));
+    let mut second = b"\r\n\r\n".to_vec();
+    second.extend_from_slice(&data[1000..1100]);
+    assert!(chunks[1].ends_with(&second));
+    assert_eq!(chunks[2], b"--\r\n");
+
+    // Over the cap of ranges, or ranges overlapping past the file's size: the whole file.
+    let many: Vec<String> = (0..17).map(|i| format!("{}-{}", i * 10, i * 10)).collect();
+    let r = request(
+        &s,
+        &format!(
+            "GET /hello.txt HTTP/1.1\r\nHost: a\r\nRange: bytes={}\r\n\r\n",
+            many.join(",")
+        ),
+    );
+    assert_eq!((r.status, r.text()), (200, "hello world\n".to_string()));
+    let r = request(
+        &s,
+        "GET /hello.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=0-,0-\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+}
+
+fn split_on<'a>(mut hay: &'a [u8], sep: &[u8]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    while let Some(i) = hay.windows(sep.len()).position(|w| w == sep) {
+        out.push(&hay[..i]);
+        hay = &hay[i + sep.len()..];
+    }
+    out.push(hay);
+    out
+}

@@ -4,7 +4,7 @@
 //! Choices where h2o and nginx differ or the RFCs leave room:
 //! - Path errors: see `path` (escaping the root or a bad escape -> 400, `%2F` -> 404).
 //! - Range policy: see `range` (over 16 ranges, or ranges adding up to more than the file
-//!   as overlaps do -> the whole file with 200).
+//!   as overlaps do -> the whole file with 200); several ranges: see `multipart`.
 //! - `file.send-compressed`: br is preferred over gzip; a compressed answer ignores Range and
 //!   sends the whole compressed file; its ETag is the sibling's own, tagged `-br`/`-gzip`.
 //! - Non-regular files (FIFOs, sockets, devices) -> 403; they are opened with O_NONBLOCK so a
@@ -22,6 +22,7 @@ mod cache;
 mod conditional;
 mod encoding;
 mod listing;
+mod multipart;
 mod path;
 pub(super) mod range;
 
@@ -49,11 +50,9 @@ use encoding::Coding;
 use path::PathError;
 use range::Ranges;
 use std::cell::RefCell;
-use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
-use std::time::Instant;
 
 /// Serves one `file.dir`.
 pub struct FileHandler {
@@ -103,7 +102,7 @@ impl FileHandler {
             dir[..trimmed].to_vec()
         };
         let profile = cache.borrow_mut().profile(&conf.mime_types, &conf.index);
-        let boundary = format!("{:016x}", RandomState::new().hash_one(Instant::now()));
+        let boundary = multipart::boundary();
         FileHandler {
             conf,
             cache,
@@ -389,26 +388,16 @@ impl FileHandler {
                 }
             }
             Ranges::Multi(list) => {
-                let ct = format!("multipart/byteranges; boundary={}", self.boundary);
                 let mut h = crate::http::recycle::header_list(7);
-                h.push((name(b"Content-Type"), ct.into()));
+                h.push((
+                    name(b"Content-Type"),
+                    multipart::content_type(&self.boundary),
+                ));
                 push_validators(&mut h, rep, etag, vary);
                 h.push((name(b"Accept-Ranges"), Bytes::from_static(b"bytes")));
-                let mut parts = Vec::with_capacity(list.len() * 2 + 1);
-                for (offset, len) in list {
-                    let mut head = Vec::with_capacity(128);
-                    head.extend_from_slice(b"\r\n--");
-                    head.extend_from_slice(self.boundary.as_bytes());
-                    head.extend_from_slice(b"\r\nContent-Type: ");
-                    head.extend_from_slice(content_type);
-                    head.extend_from_slice(b"\r\nContent-Range: ");
-                    head.extend_from_slice(&content_range(offset, len, size));
-                    head.extend_from_slice(b"\r\n\r\n");
-                    parts.push(BodyPart::Bytes(head.into()));
-                    parts.push(BodyPart::File(file_range(rep, offset, len)));
-                }
-                let end = format!("\r\n--{}--\r\n", self.boundary);
-                parts.push(BodyPart::Bytes(end.into()));
+                let parts = multipart::parts(&self.boundary, content_type, &list, size, |o, l| {
+                    BodyPart::File(file_range(rep, o, l))
+                });
                 Response {
                     status: 206,
                     headers: h.into(),
