@@ -419,3 +419,30 @@ fn response_head_limits_are_directives() {
     );
     assert_eq!(h1_get(&f, "/").status, 502);
 }
+
+/// Two backends on one host:port with different paths (h2o sends each backend's own path):
+/// round-robin alternates between `/one/` and `/two/`, the path below the prefix appended to
+/// each.
+#[test]
+fn round_robin_between_two_paths_on_one_backend_sends_each_its_own_path() {
+    let b = Backend::start();
+    let url = format!(
+        "          - {}\n          - {}\n",
+        b.url("/one/"),
+        b.url("/two")
+    );
+    let s = front(&url, "");
+    // Each of the two workers balances on its own: of 8 requests one gets 4 or more.
+    let mut targets: Vec<String> = (0..8)
+        .map(|_| {
+            let r = h1_get(&s, "/x?q=1");
+            assert_eq!(r.status, 200);
+            common::backend::Echo::parse(&r.body)
+                .expect("an echo")
+                .target
+        })
+        .collect();
+    targets.sort();
+    targets.dedup();
+    assert_eq!(targets, ["/one/x?q=1", "/two/x?q=1"]);
+}

@@ -15,7 +15,7 @@ use crate::config::ProxyConf;
 use crate::handler::headers::HeaderRewriter;
 use crate::http::{Answer, Handler, Pending, Request, Version};
 use crate::tls::client::TlsClient;
-use crate::upstream::{self, Backend, Board, Group, Pool, UpstreamRequest};
+use crate::upstream::{self, Backend, Board, Group, Pool, TargetFor, UpstreamRequest};
 use bytes::Bytes;
 use std::rc::Rc;
 
@@ -60,11 +60,13 @@ struct Conversion {
     added: std::cell::RefCell<headers::Added>,
 }
 
-/// What the response conversion needs to know of the client's request.
+/// What the response conversion needs to know of the client's request, and with backends of
+/// different paths what rebuilds its target for the one chosen.
 struct Client {
     secure: bool,
     authority: Option<Bytes>,
     version: Version,
+    target_for: Option<TargetFor>,
 }
 
 impl ProxyHandler {
@@ -144,6 +146,7 @@ impl ProxyHandler {
             secure: req.secure,
             authority: req.shared_authority(),
             version: req.version,
+            target_for: Conversion::target_for(&self.conv, self.group.as_ref(), req),
         };
         (up, client)
     }
@@ -155,12 +158,13 @@ impl ProxyHandler {
     }
 
     /// Sends `up` and resolves to the response converted for `client`.
-    fn exchange(&self, up: UpstreamRequest, client: Client) -> Pending {
+    fn exchange(&self, up: UpstreamRequest, mut client: Client) -> Pending {
         let (pool, conv) = (self.pool.clone(), self.conv.clone());
         if let Some(group) = &self.group {
             let group = group.clone();
+            let target_for = client.target_for.take();
             return Box::pin(async move {
-                match upstream::send_balanced(pool, group, up).await {
+                match upstream::send_balanced(pool, group, up, target_for).await {
                     Ok(resp) => conv.client_response(resp, &client),
                     Err(e) => e.response(),
                 }
@@ -186,14 +190,36 @@ impl Conversion {
     /// The backend's request target: the URL's path followed by the request's target below
     /// the prefix (h2o's rule: prefix `/app`, URL `http://b/x/`: `/app/y?q` -> `/x/y?q`).
     fn target(&self, req: &Request) -> Bytes {
-        let target = req.target();
+        self.target_in(&self.url_path, req.target())
+            .unwrap_or_else(|| req.shared_target())
+    }
+
+    /// With backends of different paths, what rebuilds a request's target for the one chosen.
+    fn target_for(
+        conv: &Rc<Conversion>,
+        group: Option<&Rc<Group>>,
+        req: &Request,
+    ) -> Option<TargetFor> {
+        if !group.is_some_and(|g| g.paths_differ()) {
+            return None;
+        }
+        let (conv, target) = (conv.clone(), req.shared_target());
+        Some(Box::new(move |path: &str| {
+            conv.target_in(path, &target)
+                .unwrap_or_else(|| target.clone())
+        }))
+    }
+
+    /// The target for a backend URL's path `url_path` and the client's `target`; `None` when
+    /// it is `target` unchanged.
+    fn target_in(&self, url_path: &str, target: &[u8]) -> Option<Bytes> {
         let below = if target.first() == Some(&b'/') {
             target.get(self.prefix.len()..).unwrap_or_default()
         } else {
             // `OPTIONS *`: the URL's path itself.
             b""
         };
-        let base = match self.url_path.as_bytes() {
+        let base = match url_path.as_bytes() {
             b"" => b"/",
             p => p,
         };
@@ -204,7 +230,7 @@ impl Conversion {
         };
         if base == b"/" && target.first() == Some(&b'/') && below.len() + 1 == target.len() {
             // The target passes unchanged (a proxy at `/` to a URL without a path).
-            return req.shared_target();
+            return None;
         }
         let slash: &[u8] = if base.first() != Some(&b'/') {
             b"/"
@@ -215,6 +241,6 @@ impl Conversion {
         out.extend_from_slice(slash);
         out.extend_from_slice(base);
         out.extend_from_slice(below);
-        Bytes::from(out)
+        Some(Bytes::from(out))
     }
 }

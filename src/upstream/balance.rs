@@ -23,6 +23,9 @@ pub struct Group {
     members: Box<[Member]>,
     balancer: Balancer,
     board: Arc<Board>,
+    /// The backends' URLs name different paths: a request's target is rebuilt for the
+    /// backend chosen (h2o sends each backend's own path).
+    paths_differ: bool,
     /// Where a least-conn scan starts: it moves on after each choice, so backends that tie
     /// share the requests.
     cursor: Cell<usize>,
@@ -32,6 +35,8 @@ struct Member {
     backend: Rc<Backend>,
     /// The URL's authority, as metrics label it.
     label: Arc<str>,
+    /// The URL's path.
+    path: Box<str>,
     weight: i64,
     /// Smooth weighted round-robin: grows by the weight at each choice, drops by the total
     /// when chosen.
@@ -53,13 +58,19 @@ impl Group {
             .map(|b| Member {
                 backend: Rc::new(Backend::new(conf, b, clients)),
                 label: Arc::from(b.url.authority.as_str()),
+                path: b.url.path.as_str().into(),
                 weight: i64::from(b.weight),
                 current: Cell::new(0),
                 in_flight: Rc::new(Cell::new(0)),
             })
             .collect();
+        let paths_differ = conf
+            .backends
+            .iter()
+            .any(|b| b.url.path != conf.backends[0].url.path);
         Rc::new(Group {
             members,
+            paths_differ,
             balancer: conf.balancer,
             board,
             cursor: Cell::new(0),
@@ -147,6 +158,11 @@ impl Group {
         Some(i)
     }
 
+    /// Whether a request's target depends on the backend chosen (see [`TargetFor`]).
+    pub fn paths_differ(&self) -> bool {
+        self.paths_differ
+    }
+
     fn lease(&self, i: usize) -> Lease {
         Lease::new(&self.members[i].in_flight)
     }
@@ -160,11 +176,17 @@ pub async fn send_balanced(
     pool: Rc<Pool>,
     group: Rc<Group>,
     req: UpstreamRequest,
+    target_for: Option<TargetFor>,
 ) -> Result<Response, UpstreamError> {
-    through(&group, Unsent::Fields(req), |backend, lease, unsent| {
-        let pool = pool.clone();
-        async move { attempt(&pool, &backend, unsent, Some(lease)).await }
-    })
+    through(
+        &group,
+        Unsent::Fields(req),
+        target_for,
+        |backend, lease, unsent| {
+            let pool = pool.clone();
+            async move { attempt(&pool, &backend, unsent, Some(lease)).await }
+        },
+    )
     .await
 }
 
@@ -174,20 +196,52 @@ pub async fn open_tunnel_balanced(
     pool: Rc<Pool>,
     group: Rc<Group>,
     req: TunnelRequest,
+    target_for: Option<TargetFor>,
 ) -> Result<Response, UpstreamError> {
-    through(&group, req, |backend, lease, req| {
+    through(&group, req, target_for, |backend, lease, req| {
         let pool = pool.clone();
         async move { tunnel::exchange(&pool, &backend, req, Some(lease)).await }
     })
     .await
 }
 
+/// A request's target for a backend URL's path, given when the backends of a list name
+/// different paths ([`Group::paths_differ`]); the request is built for the first backend's.
+pub type TargetFor = Box<dyn Fn(&str) -> bytes::Bytes>;
+
+/// A request whose target can be rebuilt for another backend's path.
+trait Retarget {
+    /// Puts `target` in place; false when the request is past changing (its head written).
+    fn retarget(&mut self, target: bytes::Bytes) -> bool;
+}
+
+impl Retarget for Unsent {
+    fn retarget(&mut self, target: bytes::Bytes) -> bool {
+        match self {
+            Unsent::Fields(req) => {
+                req.target = target;
+                true
+            }
+            Unsent::Serialized(_) => false,
+        }
+    }
+}
+
+impl Retarget for TunnelRequest {
+    fn retarget(&mut self, target: bytes::Bytes) -> bool {
+        self.target = target;
+        true
+    }
+}
+
 /// Gives `out` to `attempt` with the backends of `group` in the balancer's order until one
 /// answers, or fails without giving `out` back; each outcome counts for the backend's health
-/// and metrics.
-async fn through<T, F>(
+/// and metrics. With `target_for`, `out`'s target is rebuilt for each backend's path; a
+/// request whose head was already written for one path skips backends of other paths.
+async fn through<T: Retarget, F>(
     group: &Rc<Group>,
     mut out: T,
+    target_for: Option<TargetFor>,
     mut attempt: impl FnMut(Rc<Backend>, Lease, T) -> F,
 ) -> Result<Response, UpstreamError>
 where
@@ -195,8 +249,18 @@ where
 {
     let mut tried = 0u64;
     let mut last = None;
+    // The member whose path `out`'s target carries.
+    let mut carried = 0;
     while let Some(i) = group.pick(&mut tried) {
         let m = &group.members[i];
+        if let Some(target_for) = &target_for {
+            if m.path != group.members[carried].path {
+                if !out.retarget(target_for(&m.path)) {
+                    continue;
+                }
+                carried = i;
+            }
+        }
         let result = attempt(m.backend.clone(), group.lease(i), out).await;
         crate::metrics::backend(&m.label, result.is_err());
         match result {

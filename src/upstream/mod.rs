@@ -51,7 +51,7 @@ mod timer;
 mod tunnel;
 
 pub use backend::{tls_client, Backend, Http2, UpstreamRequest};
-pub use balance::{open_tunnel_balanced, send_balanced, Group};
+pub use balance::{open_tunnel_balanced, send_balanced, Group, TargetFor};
 pub use dispatch::send;
 pub use errors::UpstreamError;
 pub use fastcgi::{

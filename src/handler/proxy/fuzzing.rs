@@ -73,6 +73,7 @@ pub fn convert(request: &[u8], response: &[u8], preserve_host: bool) -> Option<C
             secure: req.secure,
             authority: req.authority().map(Bytes::copy_from_slice),
             version: req.version,
+            target_for: None,
         };
         Some((
             h.conv.request_headers(&req),

@@ -336,6 +336,7 @@ fn location_rewrites_follow_the_prefix() {
         secure,
         authority: Some(Bytes::from_static(b"front:8443")),
         version: Version::Http11,
+        target_for: None,
     };
     let rw = |prefix: &str, loc: &str| {
         let h = handler(&conf, prefix);

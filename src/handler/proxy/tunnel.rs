@@ -6,7 +6,7 @@
 //! client sends, until one side closes or the tunnel idles out.
 
 use super::headers::has_token;
-use super::{websocket, Client, ProxyHandler};
+use super::{websocket, Client, Conversion, ProxyHandler};
 use crate::http::{Answer, Method, Request, Response, Version};
 use crate::upstream::{self, TunnelRequest};
 use bytes::Bytes;
@@ -83,13 +83,15 @@ impl ProxyHandler {
             secure: req.secure,
             authority: req.authority().map(Bytes::copy_from_slice),
             version: req.version,
+            target_for: None,
         };
+        let target_for = Conversion::target_for(&self.conv, self.group.as_ref(), req);
         let (pool, conv) = (self.pool.clone(), self.conv.clone());
         let (backend, group, name) = (self.backend.clone(), self.group.clone(), self.name.clone());
         Some(Answer::Later(Box::pin(async move {
             // Through the balancer when there are several backends, as other requests go.
             let opened = match group {
-                Some(group) => upstream::open_tunnel_balanced(pool, group, up).await,
+                Some(group) => upstream::open_tunnel_balanced(pool, group, up, target_for).await,
                 None => {
                     let opened = upstream::open_tunnel(pool, backend, up).await;
                     crate::metrics::backend(&name, opened.is_err());
