@@ -164,7 +164,7 @@ fn a_broken_request_is_400_and_a_bare_crlf_closes_quietly() {
     let s = site_with(
         r#"
 listen: {host: 127.0.0.1, port: 0}
-http1-request-io-timeout: 300
+http1-request-io-timeout: 1
 hosts:
   default:
     paths:

@@ -1,7 +1,8 @@
 //! Server-wide protocol directives: HTTP/1 timeouts, HTTP/2 settings and request limits.
 //!
-//! Units follow h2o: `http1-request-timeout`, `http2-idle-timeout` and
-//! `http2-graceful-shutdown-timeout` are seconds; `http1-request-io-timeout` is milliseconds.
+//! Units follow h2o (its `config_timeout` reads whole seconds): `http1-request-timeout`,
+//! `http1-request-io-timeout`, `http2-idle-timeout` and `http2-graceful-shutdown-timeout` are
+//! seconds.
 //! spate's own timeouts (`http1-keepalive-timeout`, `send-timeout`, `shutdown-timeout`) are
 //! seconds; `http1-idle-park-delay` (spate) is milliseconds, as the finer HTTP/1 timeout.
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool {
     match name {
         "http1-request-timeout" => set(&mut c.http1.request_timeout, ctx.seconds(name, v)),
-        "http1-request-io-timeout" => set(&mut c.http1.request_io_timeout, ctx.millis(name, v)),
+        "http1-request-io-timeout" => set(&mut c.http1.request_io_timeout, ctx.seconds(name, v)),
         "http1-keepalive-timeout" => set(&mut c.http1.keepalive_timeout, ctx.seconds(name, v)),
         "send-timeout" => set(&mut c.http1.send_timeout, ctx.seconds(name, v)),
         "http1-idle-park-delay" => {

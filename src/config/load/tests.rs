@@ -429,7 +429,7 @@ error-log.emit-request-errors: off
 num-name-resolution-threads: 1
 limit-request-body: 1024
 http1-request-timeout: 20
-http1-request-io-timeout: 250
+http1-request-io-timeout: 7
 http1-keepalive-timeout: 3
 http1-idle-park-delay: 1500
 http1-upgrade-to-http2: OFF
@@ -460,7 +460,7 @@ hosts:
     );
     assert_eq!(c.limits.request_body, 1024);
     assert_eq!(c.http1.request_timeout, Duration::from_secs(20));
-    assert_eq!(c.http1.request_io_timeout, Duration::from_millis(250));
+    assert_eq!(c.http1.request_io_timeout, Duration::from_secs(7));
     assert_eq!(c.http1.keepalive_timeout, Duration::from_secs(3));
     assert_eq!(c.http1.idle_park_delay, Duration::from_millis(1500));
     assert!(!c.http1.upgrade_to_http2);
@@ -685,7 +685,7 @@ fn defaults() {
     let d = Config::empty();
     assert_eq!(c.num_threads, d.num_threads);
     assert_eq!(c.http2, Http2::default());
-    assert_eq!(c.http1.request_io_timeout, Duration::from_millis(5000));
+    assert_eq!(c.http1.request_io_timeout, Duration::from_secs(5));
     assert!(c.send_server_name && c.emit_request_errors);
     assert_eq!(c.error_log, None);
 }
@@ -1075,3 +1075,17 @@ hosts:
 
 mod include;
 mod seeds;
+
+#[test]
+fn h2o_timeouts_in_seconds_are_read_as_seconds() {
+    // h2o 2.3 reads these with `config_timeout` (whole seconds); an h2o file's `5` is 5 s.
+    let c = ok(&format!(
+        "http1-request-io-timeout: 3\nhttp1-request-timeout: 4\nhttp2-idle-timeout: 6\n\
+         handshake-timeout: 8\n{MINIMAL}"
+    ));
+    assert_eq!(c.http1.request_io_timeout, Duration::from_secs(3));
+    assert_eq!(c.http1.request_timeout, Duration::from_secs(4));
+    assert_eq!(c.http2.idle_timeout, Duration::from_secs(6));
+    assert_eq!(c.handshake_timeout, Duration::from_secs(8));
+    assert_eq!(ok(MINIMAL).http1.request_io_timeout, Duration::from_secs(5));
+}
