@@ -338,3 +338,33 @@ hosts:
         "{r:?}"
     );
 }
+
+/// As h2o, which reads a request's body before the handler answers: a chunked POST to a file
+/// path whose body passes `limit-request-body` gets 413, one within it the file handler's 405.
+#[test]
+fn a_chunked_post_over_the_body_limit_to_a_file_gets_413_before_405() {
+    let s = site_with(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+limit-request-body: 1024
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/htdocs
+"#,
+    );
+    let chunk = "x".repeat(1000);
+    let big = format!(
+        "POST /hello.txt HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
+         3e8\r\n{chunk}\r\n3e8\r\n{chunk}\r\n0\r\n\r\n"
+    );
+    let r = s.raw(big.as_bytes());
+    assert!(r.starts_with("HTTP/1.1 413 "), "{r}");
+    let small = format!(
+        "POST /hello.txt HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+         3e8\r\n{chunk}\r\n0\r\n\r\n"
+    );
+    let r = s.raw(small.as_bytes());
+    assert!(r.starts_with("HTTP/1.1 405 "), "{r}");
+}

@@ -463,6 +463,12 @@ impl<'a, T: Transport> Conn<'a, T> {
 
     async fn reply(&mut self, mut reply: Reply<'a>) -> Result<bool, Close> {
         let clock = self.out().reply_started(&reply);
+        if reply.framing == BodyFraming::Chunked {
+            // As h2o, a chunked body the handler does not read is read before the answer: one
+            // over `limit-request-body` (or malformed) is answered 413 (400), not by the handler.
+            let dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
+            self.discard_chunked_rest(dec, 0, false).await?;
+        }
         let body = std::mem::take(&mut reply.resp.body);
         let body_len = body.len();
         let resp = &reply.resp;
@@ -488,10 +494,8 @@ impl<'a, T: Transport> Conn<'a, T> {
         self.out().reply_sent(&reply, body_len, clock, total);
         self.queued += 1;
         // The handler did not need the body; read past it to reach the next request.
-        match reply.framing {
-            BodyFraming::None => {}
-            BodyFraming::Length(n) => self.discard_body(n).await?,
-            BodyFraming::Chunked => self.discard_chunked().await?,
+        if let BodyFraming::Length(n) = reply.framing {
+            self.discard_body(n).await?;
         }
         Ok(reply.keep_alive)
     }
@@ -746,40 +750,40 @@ impl<'a, T: Transport> Conn<'a, T> {
         }
     }
 
-    async fn discard_chunked(&mut self) -> Result<(), Close> {
-        let dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
-        self.discard_chunked_rest(dec, 0).await
-    }
-
     /// Reads and drops the rest of a chunked body, `received` data bytes of it already seen.
+    /// `answered`: the response is in the buffer already; else a body that is malformed or
+    /// over `limit-request-body` is answered here with its error status.
     async fn discard_chunked_rest(
         &mut self,
         mut dec: ChunkedDecoder,
         mut received: u64,
+        answered: bool,
     ) -> Result<(), Close> {
         loop {
-            let r = match dec.decode(&self.rbuf) {
-                Ok(r) => r,
-                Err(e) => {
-                    // The response already went into the buffer; deliver it, then close.
-                    self.log_request_error(e.status(), e.reason());
-                    self.flush(false).await?;
-                    return Err(Close::Linger);
+            let failed = match dec.decode(&self.rbuf) {
+                Ok(r) => {
+                    received += r.data.len() as u64;
+                    if received <= self.ctx.config.limits.request_body {
+                        let _ = self.rbuf.split_to(r.consumed);
+                        if r.done {
+                            return Ok(());
+                        }
+                        if r.consumed == 0 || self.rbuf.is_empty() {
+                            self.read_body_bytes().await?;
+                        }
+                        continue;
+                    }
+                    (413, "chunked request body too large")
                 }
+                Err(e) => (e.status(), e.reason()),
             };
-            received += r.data.len() as u64;
-            if received > self.ctx.config.limits.request_body {
-                self.log_request_error(413, "chunked request body too large");
-                self.flush(false).await?;
-                return Err(Close::Linger);
+            self.log_request_error(failed.0, failed.1);
+            if !answered {
+                self.write_error(failed.0);
             }
-            let _ = self.rbuf.split_to(r.consumed);
-            if r.done {
-                return Ok(());
-            }
-            if r.consumed == 0 || self.rbuf.is_empty() {
-                self.read_body_bytes().await?;
-            }
+            // Deliver the response, then close.
+            self.flush(false).await?;
+            return Err(Close::Linger);
         }
     }
 

@@ -273,7 +273,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         match body_in {
             BodyIn::Done | BodyIn::Raw | BodyIn::Closed => {}
             BodyIn::Length(n) => self.discard_body(n).await?,
-            BodyIn::Chunked(dec) => self.discard_chunked_rest(dec, received).await?,
+            BodyIn::Chunked(dec) => self.discard_chunked_rest(dec, received, true).await?,
         }
         Ok(keep_alive)
     }
