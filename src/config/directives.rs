@@ -111,6 +111,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http1-lane", G),
     ("http1-upgrade-to-http2", G),
     ("max-request-head-size", G),
+    ("max-request-field-section-size", G),
     ("max-request-target-size", G),
     ("max-request-headers", G),
     ("max-pipelined-requests", G),

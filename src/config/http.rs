@@ -56,6 +56,9 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) -> bool
         "http2-max-write-size" => set(&mut c.http2.max_write_size, ctx.int(name, v, 16_384)),
         "limit-request-body" => set(&mut c.limits.request_body, ctx.uint(name, v, 0)),
         "max-request-head-size" => set(&mut c.limits.request_head, ctx.int(name, v, 256)),
+        "max-request-field-section-size" => {
+            set(&mut c.limits.request_field_section, ctx.int(name, v, 256))
+        }
         "max-request-target-size" => set(&mut c.limits.request_target, ctx.int(name, v, 1)),
         "max-request-headers" => set(&mut c.limits.request_headers, ctx.int(name, v, 1)),
         "max-pipelined-requests" => set(&mut c.limits.pipelined_requests, ctx.int(name, v, 1)),

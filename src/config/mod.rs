@@ -740,17 +740,29 @@ impl Default for Http2 {
     }
 }
 
+/// h2o's cap on a request's header block (`H2O_MAX_REQLEN`: 8192 + 4096 per field of its 100):
+/// HTTP/2 HEADERS and CONTINUATION together, an HTTP/3 HEADERS frame.
+pub const H2O_MAX_REQLEN: usize = 8192 + 4096 * 100;
+
+/// The decoded header list a block of [`H2O_MAX_REQLEN`] bytes can carry, so that what h2o
+/// takes over HTTP/2 and HTTP/3 spate takes too: Huffman decodes to at most 8/5 of its length
+/// (the shortest code is 5 bits), plus 32 bytes per field for 100 fields.
+pub const H2O_FIELD_SECTION: usize = H2O_MAX_REQLEN * 8 / 5 + 32 * 100;
+
 /// Limits a peer can push on.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// `limit-request-body` (default 1 GiB, as h2o).
     pub request_body: u64,
-    /// `max-request-head-size` (spate): request line plus headers (default 64 KiB).
+    /// `max-request-head-size` (spate): an HTTP/1 request line plus headers (default 64 KiB).
     pub request_head: usize,
     /// `max-request-target-size` (spate): the request target (default 8 KiB).
     pub request_target: usize,
     /// `max-request-headers` (spate): number of header fields (default 100).
     pub request_headers: usize,
+    /// `max-request-field-section-size` (spate): an HTTP/2 or HTTP/3 request's decoded header
+    /// list, name + value + 32 bytes per field (default [`H2O_FIELD_SECTION`]).
+    pub request_field_section: usize,
     /// `max-pipelined-requests` (spate): responses queued for one HTTP/1.1 connection before
     /// the server stops reading from it (default 32).
     pub pipelined_requests: usize,
@@ -777,6 +789,7 @@ impl Default for Limits {
             request_head: 64 * 1024,
             request_target: 8 * 1024,
             request_headers: 100,
+            request_field_section: H2O_FIELD_SECTION,
             pipelined_requests: 32,
         }
     }

@@ -5,7 +5,7 @@
 //! `max-quic-connections`; in `quic:`, `retry` (OFF), `amp-limit` (3),
 //! `max-streams-bidi` (100), `max-udp-payload-size` (1472), `ecn` (ON). spate's own:
 //! `http3-qpack-max-table-capacity` and `http3-qpack-blocked-streams` (what the client's
-//! QPACK encoder may use; the request field section is bounded by `max-request-head-size`),
+//! QPACK encoder may use; the request field section is bounded by `max-request-field-section-size`),
 //! `http3-max-streams-uni` (the peer's unidirectional streams), `http3-0rtt` (OFF),
 //! `http3-alt-svc` (ON).
 

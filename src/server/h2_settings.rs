@@ -66,7 +66,7 @@ fn settings(config: &Config) -> Settings {
         max_streams: h2.max_streams,
         max_concurrent_requests: h2.max_concurrent_requests_per_connection,
         input_window: h2.input_window_size,
-        max_header_list: config.limits.request_head,
+        max_header_list: config.limits.request_field_section,
         max_header_fields: config.limits.request_headers,
         max_request_body: config.limits.request_body,
         idle_timeout: h2.idle_timeout,

@@ -366,7 +366,7 @@ impl<'a> H3Conn<'a> {
 fn settings(ctx: &WorkerCtx) -> h3::Settings {
     let c = &ctx.config;
     h3::Settings {
-        max_field_section_size: c.limits.request_head as u64,
+        max_field_section_size: c.limits.request_field_section as u64,
         qpack_max_table_capacity: u64::from(c.http3.qpack_max_table_capacity),
         qpack_blocked_streams: u64::from(c.http3.qpack_blocked_streams),
         max_header_fields: c.limits.request_headers,
