@@ -104,8 +104,10 @@ impl Connection {
         if block.is_empty() && !end_headers {
             self.spend_control(now)?;
         }
-        // The compressed block may not be much larger than the decoded list we accept.
-        if self.block.len() + block.len() > self.cfg.max_header_list.saturating_mul(2) + 1024 {
+        // The compressed block of a list we accept is no larger than the list (which counts 32
+        // bytes per field beyond its names and values, more than any field's encoding adds), so
+        // what is buffered stays within the limit and some slack.
+        if self.block.len() + block.len() > self.cfg.max_header_list.saturating_add(1024) {
             return Err(Fail::Connection {
                 code: Reason::ENHANCE_YOUR_CALM,
                 why: "header block too large",
