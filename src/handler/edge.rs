@@ -33,6 +33,13 @@ impl Gate {
         }
     }
 
+    /// Whether a request may have to wait ([`Verdict::Delay`]): a `limit-req` with a `delay`
+    /// below its `burst`. Such a path's requests are answered by the connection's task; a
+    /// path whose checks decide at once may answer in the HTTP/1.1 lane.
+    pub fn may_wait(&self) -> bool {
+        self.limits.iter().any(super::limit::Limit::may_delay)
+    }
+
     /// Whether `req` passes, waits or is refused: the access rules, then the rate limits
     /// (counted only for a client the rules let in), then the credentials.
     /// With `real-ip.from`, the client found stands for the peer from here on (the access

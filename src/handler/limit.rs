@@ -38,6 +38,12 @@ impl Limit {
         }
     }
 
+    /// Whether a request may be told to wait: only over `delay` and within `burst`, so never
+    /// with `delay` at `burst` or more (`nodelay`) or in dry-run.
+    pub fn may_delay(&self) -> bool {
+        !self.conf.dry_run && self.conf.delay < self.conf.burst
+    }
+
     pub fn check(&self, req: &Request, client: IpAddr) -> Verdict {
         let mut buf = [0u8; 17];
         let key: &[u8] = match &self.conf.zone.key {
