@@ -5,6 +5,8 @@
 //! name and settings, found again by a reload that keeps them) and holds at most `size` keys:
 //! beyond them the least recently seen key is forgotten.
 
+pub mod conn;
+
 use crate::config::{LimitKey, LimitReqConf, LimitZone};
 use crate::http::{Request, Response};
 use std::collections::HashMap;

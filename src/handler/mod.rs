@@ -93,7 +93,10 @@ impl PathRoute {
     #[inline]
     pub fn check_in_lane(&self, req: &mut Request) -> Option<Response> {
         let gate = self.gate.as_ref()?;
-        let mut resp = match gate.check(req) {
+        // `limit-conn` places: the lane's answer is complete once written, so they are given
+        // back at the end of this call.
+        let mut held = Vec::new();
+        let mut resp = match gate.check(req, &mut held) {
             edge::Verdict::Refuse(resp) => resp,
             // No wait on a lane path (`answers_in_lane`).
             edge::Verdict::Pass | edge::Verdict::Delay(_) => return None,
