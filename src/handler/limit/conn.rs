@@ -131,3 +131,57 @@ impl crate::http::BodyStream for HeldStream {
         next
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Location;
+
+    fn limit(conn: u32, size: usize, name: &str) -> ConnLimit {
+        ConnLimit::new(&LimitConnConf {
+            zone: LimitConnZone {
+                name: name.into(),
+                key: LimitKey::Client,
+                size,
+                at: Location {
+                    file: "t".into(),
+                    line: 1,
+                },
+            },
+            conn,
+            status: 503,
+            dry_run: false,
+        })
+    }
+
+    #[test]
+    fn places_are_counted_per_key_and_given_back() {
+        let l = limit(2, 10, "conn-test-a");
+        let req = Request::for_test(crate::http::Method::Get, "/", &[]);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let one = l.acquire(&req, a).unwrap();
+        let two = l.acquire(&req, a).unwrap();
+        assert_eq!(l.acquire(&req, a).err().map(|r| r.status), Some(503));
+        // Another key has its own count.
+        assert!(l.acquire(&req, b).unwrap().is_some());
+        drop(one);
+        let three = l.acquire(&req, a).unwrap();
+        drop((two, three));
+        // The key left the zone with its last request.
+        assert!(l.zone.lock().is_empty());
+    }
+
+    #[test]
+    fn a_full_zone_refuses_new_keys() {
+        let l = limit(5, 1, "conn-test-b");
+        let req = Request::for_test(crate::http::Method::Get, "/", &[]);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let held = l.acquire(&req, a).unwrap();
+        let other = l.acquire(&req, "192.0.2.9".parse().unwrap());
+        assert_eq!(other.err().map(|r| r.status), Some(503));
+        assert!(l.acquire(&req, a).unwrap().is_some());
+        drop(held);
+        assert!(l.acquire(&req, "192.0.2.9".parse().unwrap()).is_ok());
+    }
+}
