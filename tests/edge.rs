@@ -783,3 +783,130 @@ hosts:
     let lines = log_lines(&s.path().join("access.log"), 2);
     assert_eq!(lines, ["198.51.100.23 200", "127.0.0.2 200"]);
 }
+
+/// `limit-conn`: requests of one client in progress at once, over HTTP/1.1 (each on its own
+/// connection) and as HTTP/2 streams of one connection; a streamed body keeps its place
+/// until it ends; places come back; dry-run only logs.
+#[test]
+fn limit_conn_counts_requests_in_progress() {
+    let backend = Backend::start();
+    let s = Spate::start(&format!(
+        "
+listen: {{host: 127.0.0.1, port: 0}}
+num-threads: 2
+limit-conn-zones:
+  per-client: {{key: client}}
+  dry: {{key: client}}
+  streams: {{key: client, size: 10}}
+hosts:
+  default:
+    paths:
+      /slow:
+        limit-conn: {{zone: per-client, conn: 2}}
+        proxy.reverse.url: {b}
+      /dry:
+        limit-conn: {{zone: dry, conn: 1, dry-run: ON}}
+        proxy.reverse.url: {b}
+      /h2:
+        limit-conn: {{zone: streams, conn: 2, status: 429}}
+        proxy.reverse.url: {b}
+",
+        b = backend.url("/")
+    ));
+    let addr = s.connect().peer_addr().unwrap();
+    // The threads reach spate by address (`Spate` stays on this thread).
+    let get = |path: &str| {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+        write_all(&mut c, req.as_bytes());
+        read_response(&mut c, &mut Vec::new(), false)
+    };
+    let at_once = |path: &str, n: usize| -> Vec<u16> {
+        let mut codes: Vec<u16> = std::thread::scope(|sc| {
+            let all: Vec<_> = (0..n).map(|_| sc.spawn(|| get(path).status)).collect();
+            all.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        codes.sort_unstable();
+        codes
+    };
+    assert_eq!(at_once("/slow/delay?ms=700", 4), [200, 200, 503, 503]);
+    let refused = s.log_lines_naming("limit-conn: refused: too many requests in progress", 2);
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    // Given back: two more pass.
+    assert_eq!(at_once("/slow/delay?ms=10", 2), [200, 200]);
+    // A streamed body holds its place until its last piece.
+    let codes = std::thread::scope(|sc| {
+        let long: Vec<_> = (0..2)
+            .map(|_| {
+                sc.spawn(|| {
+                    // Read to the end (the body is chunked): the place is held till then.
+                    let mut c = std::net::TcpStream::connect(addr).unwrap();
+                    let req = "GET /slow/chunked?pieces=4&delay=300 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+                    write_all(&mut c, req.as_bytes());
+                    let all = read_to_close(&mut c);
+                    assert!(all.contains("piece 3"), "{all}");
+                    all[9..12].parse::<u16>().unwrap()
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(400));
+        let third = get("/slow/text").status;
+        let mut codes: Vec<u16> = long.into_iter().map(|h| h.join().unwrap()).collect();
+        codes.push(third);
+        codes
+    });
+    assert_eq!(codes, [200, 200, 503]);
+    assert_eq!(get("/slow/text").status, 200);
+    // Dry-run: all pass, the refusals only logged.
+    assert_eq!(at_once("/dry/delay?ms=500", 3), [200, 200, 200]);
+    let dry = s.log_lines_naming("limit-conn: would refuse (dry-run)", 2);
+    assert_eq!(dry.len(), 2, "{dry:?}");
+    // Four streams at once on one HTTP/2 connection: two in progress, two refused.
+    let out = Command::new("h2load")
+        .args(["-n", "4", "-c", "1", "-m", "4", &s.url("/h2/delay?ms=500")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("status codes: 2 2xx, 0 3xx, 2 4xx, 0 5xx"),
+        "{text}"
+    );
+}
+
+#[test]
+fn dash_t_names_each_bad_limit_conn() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conf.yaml");
+    std::fs::write(
+        &path,
+        "limit-conn-zones:
+  a: {key: nobody}
+  b: {size: 0}
+hosts:
+  default:
+    paths:
+      /x:
+        limit-conn: {zone: a}
+        respond: {body: x}
+      /y:
+        limit-conn: {zone: missing, conn: 1, status: 200}
+        respond: {body: x}
+",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["-t", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "conf.yaml:2: limit-conn-zones.a.key expects client or header:NAME, got \"nobody\"",
+        "conf.yaml:3: limit-conn-zones.b.size",
+        "conf.yaml:8: limit-conn: conn is required",
+        "conf.yaml:11: limit-conn.status",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
+}

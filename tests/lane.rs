@@ -384,3 +384,72 @@ fn a_client_that_keeps_its_socket_full_is_answered_in_full() {
     nothing_more(&mut c, &pending);
     wait_lane(&s, 1);
 }
+
+/// A path with checks that decide at once (`access`, `limit-req` without a wait) is answered
+/// in the lane, its checks run once per request: the same bytes again are checked again (no
+/// answer is kept for them), a large file handed to a task is counted once, a refusal is
+/// the lane's too. A path whose zone may make a request wait goes to a task.
+#[test]
+fn checked_paths_are_answered_in_the_lane_and_counted_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_file(dir.path(), "root/small.txt", b"small file\n");
+    write_file(dir.path(), "root/large.bin", &vec![b'L'; 100_000]);
+    let s = Spate::start_in(
+        r#"
+num-threads: 1
+listen: {host: 127.0.0.1, port: 0}
+limit-req-zones:
+  z: {rate: 1r/m}
+  w: {rate: 1r/m}
+hosts:
+  default:
+    paths:
+      /answer:
+        respond: {body: "42"}
+      /gated:
+        limit-req: {zone: z, burst: 3, nodelay: ON}
+        access: [{deny: 10.0.0.0/8}, {allow: all}]
+        file.dir: $DIR/root
+      /denied:
+        access: [{deny: all}]
+        respond: {body: "no"}
+      /waits:
+        limit-req: {zone: w, burst: 5}
+        respond: {body: "w"}
+"#,
+        dir,
+    );
+    let (mut c, mut pending, entry) = in_lane(&s);
+    let small = b"GET /gated/small.txt HTTP/1.1\r\nHost: a\r\n\r\n";
+    write_all(&mut c, &small.repeat(3));
+    for _ in 0..3 {
+        let r = read_response(&mut c, &mut pending, false);
+        assert_eq!((r.status, r.text().as_str()), (200, "small file\n"));
+    }
+    for _ in 0..2 {
+        write_all(&mut c, b"GET /denied HTTP/1.1\r\nHost: a\r\n\r\n");
+        let r = read_response(&mut c, &mut pending, false);
+        assert_eq!(r.status, 403);
+        assert_ne!(r.header("connection"), Some("close"));
+    }
+    // All of them in the lane.
+    assert_eq!(lane(&s), vec![entry]);
+    assert_eq!(s.log_lines_naming("access rule denies", 2).len(), 2);
+    // The fourth within the burst: a task sends it, and the zone counts it once.
+    write_all(&mut c, b"GET /gated/large.bin HTTP/1.1\r\nHost: a\r\n\r\n");
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!((r.status, r.body.len()), (200, 100_000));
+    let back = wait_lane(&s, 1)[0];
+    assert_ne!(back.data, entry.data, "it went through a task");
+    // The fifth is over the burst, although its bytes were answered before.
+    write_all(&mut c, small);
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!(r.status, 429);
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(lane(&s), vec![back]);
+    // A zone that may make requests wait: a task answers.
+    write_all(&mut c, b"GET /waits HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(read_response(&mut c, &mut pending, false).text(), "w");
+    let again = wait_lane(&s, 1)[0];
+    assert_ne!(again.data, back.data, "it went through a task");
+}

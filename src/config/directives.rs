@@ -190,6 +190,8 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("basic-auth", ALL),
     ("limit-req-zones", G),
     ("limit-req", ALL),
+    ("limit-conn-zones", G),
+    ("limit-conn", ALL),
     ("real-ip.from", ALL),
     ("real-ip.header", ALL),
     ("real-ip.recursive", ALL),

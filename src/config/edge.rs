@@ -136,6 +136,31 @@ pub struct EdgeConf {
     pub basic_auth: Option<BasicAuthConf>,
     /// `limit-req`: each zone the request counts in.
     pub limits: Vec<LimitReqConf>,
+    /// `limit-conn`: each zone the request holds a place in while it is served.
+    pub conn_limits: Vec<LimitConnConf>,
+}
+
+/// One entry of `limit-conn-zones` (nginx's `limit_conn_zone`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitConnZone {
+    pub name: String,
+    pub key: LimitKey,
+    /// `size` (10,000): the keys with requests in progress the zone holds at most; a request
+    /// of a new key finds a full zone refused, as nginx's.
+    pub size: usize,
+    pub at: super::Location,
+}
+
+/// One `limit-conn` of a path (nginx's `limit_conn`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitConnConf {
+    pub zone: LimitConnZone,
+    /// `conn` (required): requests of one key in progress at once.
+    pub conn: u32,
+    /// `status` (503, nginx's `limit_conn_status`).
+    pub status: u16,
+    /// `dry-run` (OFF): only log what would be refused.
+    pub dry_run: bool,
 }
 
 /// One entry of `limit-req-zones` (nginx's `limit_req_zone`).
@@ -202,6 +227,8 @@ pub(super) struct EdgeOpts {
     basic_auth: Option<Option<BasicAuthConf>>,
     /// `limit-req` as written (zones named, resolved when a path is built).
     limits: Option<Vec<(LimitReqConf, String, u32)>>,
+    /// `limit-conn` as written.
+    conn_limits: Option<Vec<(LimitConnConf, String, u32)>>,
 }
 
 impl EdgeOpts {
@@ -222,6 +249,12 @@ impl EdgeOpts {
             "limit-req" => {
                 if let Some(l) = limit_req(ctx, v) {
                     self.limits = Some(l);
+                }
+            }
+            "limit-conn-zones" => conn_zones(ctx, v),
+            "limit-conn" => {
+                if let Some(l) = limit_conn(ctx, v) {
+                    self.conn_limits = Some(l);
                 }
             }
             "real-ip.from" => {
@@ -307,7 +340,31 @@ impl EdgeOpts {
                 }
             }
         }
-        if self.access.is_empty() && real_ip.is_none() && basic_auth.is_none() && limits.is_empty()
+        let mut conn_limits = Vec::new();
+        for (limit, zone, line) in self.conn_limits.iter().flatten() {
+            match ctx.limit_conn_zones.iter().find(|z| z.name == *zone) {
+                Some(z) => conn_limits.push(LimitConnConf {
+                    zone: z.clone(),
+                    ..limit.clone()
+                }),
+                None => {
+                    let message = format!("limit-conn: no zone {zone} in limit-conn-zones");
+                    let at = ctx.at(*line);
+                    if !ctx
+                        .errors
+                        .iter()
+                        .any(|e| e.at == at && e.message == message)
+                    {
+                        ctx.error(*line, message);
+                    }
+                }
+            }
+        }
+        if self.access.is_empty()
+            && real_ip.is_none()
+            && basic_auth.is_none()
+            && limits.is_empty()
+            && conn_limits.is_empty()
         {
             return None;
         }
@@ -316,6 +373,7 @@ impl EdgeOpts {
             real_ip,
             basic_auth,
             limits,
+            conn_limits,
         })
     }
 }
@@ -433,6 +491,146 @@ fn zones(ctx: &mut Ctx, v: &Node) {
             });
         }
     }
+}
+
+/// `limit-conn-zones: {NAME: {key: client | header:NAME, size: N}}`.
+fn conn_zones(ctx: &mut Ctx, v: &Node) {
+    let Some(entries) = ctx.map("limit-conn-zones", v) else {
+        return;
+    };
+    for (k, body) in entries {
+        let Some(name) = k.as_str().filter(|n| !n.is_empty()) else {
+            ctx.error(k.line, "limit-conn-zones: a zone name must be a string");
+            continue;
+        };
+        if let Some(dup) = ctx.limit_conn_zones.iter().find(|z| z.name == name) {
+            let line = dup.at.line;
+            ctx.error(
+                k.line,
+                format!("limit-conn-zones: zone {name} is defined twice (first at line {line})"),
+            );
+            continue;
+        }
+        let what = format!("limit-conn-zones.{name}");
+        let Some(fields) = ctx.map(&what, body) else {
+            continue;
+        };
+        let mut key = Some(LimitKey::Client);
+        let mut size = Some(LimitZone::DEFAULT_SIZE);
+        for (field, val) in ctx.known_keys(&what, fields, &["key", "size"]) {
+            match field {
+                "key" => key = zone_key(ctx, &what, val),
+                _ => size = ctx.int(&format!("{what}.size"), val, 1),
+            }
+        }
+        if let (Some(key), Some(size)) = (key, size) {
+            let at = ctx.at(k.line);
+            ctx.limit_conn_zones.push(LimitConnZone {
+                name: name.to_string(),
+                key,
+                size,
+                at,
+            });
+        }
+    }
+}
+
+/// A zone's `key`: `client` or `header:NAME`.
+fn zone_key(ctx: &mut Ctx, what: &str, val: &Node) -> Option<LimitKey> {
+    match val.as_str() {
+        Some("client") => Some(LimitKey::Client),
+        Some(h) if h.strip_prefix("header:").is_some_and(is_token) => {
+            Some(LimitKey::Header(h["header:".len()..].to_ascii_lowercase()))
+        }
+        _ => {
+            ctx.error(
+                val.line,
+                format!(
+                    "{what}.key expects client or header:NAME, got {}",
+                    show(val)
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// `limit-conn: {zone: NAME, conn: N, status: 503, dry-run: OFF}`, a sequence of them, or OFF.
+fn limit_conn(ctx: &mut Ctx, v: &Node) -> Option<Vec<(LimitConnConf, String, u32)>> {
+    if v.as_bool() == Some(false) {
+        return Some(Vec::new());
+    }
+    let items: Vec<&Node> = match v.as_seq() {
+        Some(items) => items.iter().collect(),
+        None => vec![v],
+    };
+    let mut out = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(fields) = item.as_map() else {
+            ctx.error(
+                item.line,
+                format!(
+                    "limit-conn expects a mapping with zone and conn (and status, dry-run), got {}",
+                    show(item)
+                ),
+            );
+            ok = false;
+            continue;
+        };
+        let mut zone = None;
+        let mut conn = None;
+        let mut limit = LimitConnConf {
+            zone: LimitConnZone {
+                name: String::new(),
+                key: LimitKey::Client,
+                size: 0,
+                at: ctx.at(item.line),
+            },
+            conn: 0,
+            status: 503,
+            dry_run: false,
+        };
+        let allowed = ["zone", "conn", "status", "dry-run"];
+        for (field, val) in ctx.known_keys("limit-conn", fields, &allowed) {
+            let name = format!("limit-conn.{field}");
+            match field {
+                "zone" => zone = ctx.string(&name, val),
+                "conn" => match ctx.int::<u32>(&name, val, 1) {
+                    Some(n) => conn = Some(n),
+                    None => ok = false,
+                },
+                "status" => match ctx.int::<u16>(&name, val, 400) {
+                    Some(s) if s <= 599 => limit.status = s,
+                    Some(_) => {
+                        ctx.error(val.line, format!("{name} expects a status from 400 to 599"));
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                _ => match ctx.bool(&name, val) {
+                    Some(on) => limit.dry_run = on,
+                    None => ok = false,
+                },
+            }
+        }
+        match conn {
+            Some(n) => limit.conn = n,
+            None if fields.iter().any(|(f, _)| f.as_str() == Some("conn")) => {}
+            None => {
+                ctx.error(item.line, "limit-conn: conn is required");
+                ok = false;
+            }
+        }
+        match zone {
+            Some(z) => out.push((limit, z, item.line)),
+            None => {
+                ctx.error(item.line, "limit-conn: zone is required");
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
 }
 
 /// `10r/s` -> 10,000; `30r/m` -> 500 (thousandths of a request per second).

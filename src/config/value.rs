@@ -25,6 +25,8 @@ pub(super) struct Ctx {
     pub fastcgi_spawns: usize,
     /// `limit-req-zones` read so far (`config/edge.rs`).
     pub limit_zones: Vec<super::LimitZone>,
+    /// `limit-conn-zones` read so far.
+    pub limit_conn_zones: Vec<super::LimitConnZone>,
 }
 
 impl Ctx {
@@ -43,6 +45,7 @@ impl Ctx {
             upstream_tls_count: 0,
             fastcgi_spawns: 0,
             limit_zones: Vec::new(),
+            limit_conn_zones: Vec::new(),
         }
     }
 

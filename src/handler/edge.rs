@@ -1,9 +1,11 @@
-//! The checks a path makes before its handler runs (`access`, `real-ip.*`, `basic-auth`):
+//! The checks a path makes before its handler runs (`access`, `real-ip.*`, `limit-req`,
+//! `limit-conn`, `basic-auth`):
 //! who the client is and whether it may pass: the access rules first, then the credentials. Built only for a path that configures one, so a path without
 //! them pays one `Option` check.
 
+use super::limit::conn::{ConnLimit, Held, HeldStream};
 use crate::config::{any_contains, AccessRule, EdgeConf, RealIpConf, RealIpHeader};
-use crate::http::{Answer, Request, Response};
+use crate::http::{Answer, Body, Request, Response, StreamBody};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ pub struct Gate {
     real_ip: Option<RealIpConf>,
     basic_auth: Option<super::auth::BasicAuth>,
     limits: Vec<super::limit::Limit>,
+    conn_limits: Vec<ConnLimit>,
 }
 
 /// What the checks say of a request.
@@ -30,14 +33,23 @@ impl Gate {
             real_ip: conf.real_ip.clone(),
             basic_auth: conf.basic_auth.as_ref().map(super::auth::BasicAuth::new),
             limits: conf.limits.iter().map(super::limit::Limit::new).collect(),
+            conn_limits: conf.conn_limits.iter().map(ConnLimit::new).collect(),
         }
     }
 
+    /// Whether a request may have to wait ([`Verdict::Delay`]): a `limit-req` with a `delay`
+    /// below its `burst`. Such a path's requests are answered by the connection's task; a
+    /// path whose checks decide at once may answer in the HTTP/1.1 lane.
+    pub fn may_wait(&self) -> bool {
+        self.limits.iter().any(super::limit::Limit::may_delay)
+    }
+
     /// Whether `req` passes, waits or is refused: the access rules, then the rate limits
-    /// (counted only for a client the rules let in), then the credentials.
+    /// (counted only for a client the rules let in), the places of `limit-conn` (into
+    /// `held`: the request keeps them while it is served), then the credentials.
     /// With `real-ip.from`, the client found stands for the peer from here on (the access
     /// log's `%h`, `X-Forwarded-For` and the PROXY line to backends), as nginx's `real_ip`.
-    pub fn check(&self, req: &mut Request) -> Verdict {
+    pub fn check(&self, req: &mut Request, held: &mut Vec<Held>) -> Verdict {
         let client = self.client(req);
         if self.real_ip.is_some() && client != req.peer.ip().to_canonical() {
             // The header gave no port (one given is not kept).
@@ -60,6 +72,13 @@ impl Gate {
                 super::limit::Verdict::Pass => {}
                 super::limit::Verdict::Delay(d) => wait = wait.max(d),
                 super::limit::Verdict::Refuse(resp) => return Verdict::Refuse(resp),
+            }
+        }
+        for limit in &self.conn_limits {
+            match limit.acquire(req, client) {
+                Ok(Some(place)) => held.push(place),
+                Ok(None) => {}
+                Err(resp) => return Verdict::Refuse(resp),
             }
         }
         if let Some(auth) = &self.basic_auth {
@@ -88,21 +107,47 @@ impl Gate {
 /// Runs a path's checks: the answer when they decide it (a refusal, or the handler's answer
 /// held back for a delay), `None` to go on to the handler.
 pub fn gate(gate: &Gate, handler: &dyn crate::http::Handler, req: &mut Request) -> Option<Answer> {
-    match gate.check(req) {
-        Verdict::Pass => None,
+    let mut held = Vec::new();
+    match gate.check(req, &mut held) {
+        Verdict::Pass if held.is_empty() => None,
+        Verdict::Pass => Some(match handler.handle(req) {
+            Answer::Now(resp) => Answer::Now(keep_held(resp, held)),
+            Answer::Later(pending) => {
+                Answer::Later(Box::pin(async move { keep_held(pending.await, held) }))
+            }
+        }),
         Verdict::Refuse(resp) => Some(Answer::Now(resp)),
         Verdict::Delay(wait) => {
             // The handler runs now (it borrows the request); its answer goes out after the wait.
             let answer = handler.handle(req);
             Some(Answer::Later(Box::pin(async move {
                 tokio::time::sleep(wait).await;
-                match answer {
+                let resp = match answer {
                     Answer::Now(resp) => resp,
                     Answer::Later(pending) => pending.await,
-                }
+                };
+                keep_held(resp, held)
             })))
         }
     }
+}
+
+/// A streamed body keeps the request's `limit-conn` places until it ends; any other answer
+/// is complete, and they are given back.
+fn keep_held(mut resp: Response, held: Vec<Held>) -> Response {
+    if held.is_empty() || !matches!(resp.body, Body::Stream(_)) {
+        return resp;
+    }
+    if let Body::Stream(body) = std::mem::take(&mut resp.body) {
+        resp.body = Body::Stream(StreamBody {
+            len: body.len,
+            stream: Box::new(HeldStream {
+                inner: body.stream,
+                held,
+            }),
+        });
+    }
+    resp
 }
 
 /// nginx's `real_ip` walk: while the address at hand is a trusted proxy's, the next address

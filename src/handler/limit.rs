@@ -5,6 +5,8 @@
 //! name and settings, found again by a reload that keeps them) and holds at most `size` keys:
 //! beyond them the least recently seen key is forgotten.
 
+pub mod conn;
+
 use crate::config::{LimitKey, LimitReqConf, LimitZone};
 use crate::http::{Request, Response};
 use std::collections::HashMap;
@@ -36,6 +38,12 @@ impl Limit {
             zone: Zone::shared(&conf.zone),
             conf: conf.clone(),
         }
+    }
+
+    /// Whether a request may be told to wait: only over `delay` and within `burst`, so never
+    /// with `delay` at `burst` or more (`nodelay`) or in dry-run.
+    pub fn may_delay(&self) -> bool {
+        !self.conf.dry_run && self.conf.delay < self.conf.burst
     }
 
     pub fn check(&self, req: &Request, client: IpAddr) -> Verdict {

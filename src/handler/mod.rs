@@ -65,11 +65,49 @@ pub struct PathRoute {
     compress: Option<compress::Compressor>,
     /// `access`, `real-ip.*`; `None` when the path has none, so the fast path pays one branch.
     gate: Option<Box<edge::Gate>>,
+    /// Whether the HTTP/1.1 lane may answer the path ([`PathRoute::answers_in_lane`]), known
+    /// when the path is built.
+    in_lane: bool,
     /// Shared with the other paths that log to the same file on this worker.
     pub access_log: Option<Rc<RefCell<AccessLog>>>,
 }
 
 impl PathRoute {
+    /// Whether the HTTP/1.1 lane may answer this path: its handler answers now without other
+    /// effect ([`Handler::answers_now`]), and its checks, if any, decide at once (no
+    /// `limit-req` wait: [`edge::Gate::may_wait`]) with a refusal of their own making (no
+    /// error document, which may be a file too large to copy). The lane runs the checks
+    /// after the handler ([`PathRoute::check_in_lane`]), once it knows it can write the
+    /// answer itself: what it hands to a task is checked there, and counted once.
+    fn answers_in_lane(&self) -> bool {
+        self.handler.answers_now()
+            && self
+                .gate
+                .as_ref()
+                .is_none_or(|g| !g.may_wait() && self.error_docs.is_none())
+    }
+
+    /// The path's checks for a request the lane answers, its handler's answer in hand (that
+    /// answer had no other effect: it is dropped when the checks refuse). The refusal, with
+    /// the path's filters applied; `None` to give the handler's answer.
+    #[inline]
+    pub fn check_in_lane(&self, req: &mut Request) -> Option<Response> {
+        let gate = self.gate.as_ref()?;
+        // `limit-conn` places: the lane's answer is complete once written, so they are given
+        // back at the end of this call.
+        let mut held = Vec::new();
+        let mut resp = match gate.check(req, &mut held) {
+            edge::Verdict::Refuse(resp) => resp,
+            // No wait on a lane path (`answers_in_lane`).
+            edge::Verdict::Pass | edge::Verdict::Delay(_) => return None,
+        };
+        if let Some(c) = &self.compress {
+            c.apply_now(req, &mut resp);
+        }
+        self.headers.apply(&mut resp);
+        Some(resp)
+    }
+
     /// What `req` allows the path's filters to do (the coding to compress with), kept by the
     /// driver while an answer is pending, for [`PathRoute::finish`].
     pub fn negotiate(&self, req: &Request) -> Negotiated {
@@ -132,17 +170,22 @@ impl Router {
                 let mut paths: Vec<PathRoute> = h
                     .paths
                     .iter()
-                    .map(|p| PathRoute {
-                        prefix: p.prefix.trim_end_matches('/').to_string(),
-                        slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
-                        handler: build_handler(p, &cache, &pool, upstream_tls, &fcgi),
-                        headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
-                        error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
-                            build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
-                        }),
-                        compress: p.compress.as_ref().map(compress::Compressor::new),
-                        gate: p.edge.as_ref().map(|e| Box::new(edge::Gate::new(e))),
-                        access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
+                    .map(|p| {
+                        let mut route = PathRoute {
+                            prefix: p.prefix.trim_end_matches('/').to_string(),
+                            slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
+                            handler: build_handler(p, &cache, &pool, upstream_tls, &fcgi),
+                            headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
+                            error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
+                                build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
+                            }),
+                            compress: p.compress.as_ref().map(compress::Compressor::new),
+                            gate: p.edge.as_ref().map(|e| Box::new(edge::Gate::new(e))),
+                            in_lane: false,
+                            access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
+                        };
+                        route.in_lane = route.answers_in_lane();
+                        route
                     })
                     .collect();
                 paths.sort_by_key(|p| std::cmp::Reverse(p.prefix.len()));
@@ -175,23 +218,26 @@ impl Router {
     /// [`PathRoute::negotiate`] said). Returns the path route for logging.
     pub fn handle(&self, req: &mut Request) -> (Answer, Option<&PathRoute>) {
         let route = self.route(req);
-        self.handle_routed(req, route)
+        self.handle_routed::<true>(req, route)
     }
 
-    /// [`Router::handle`] when the handler for `req` answers now without other effect
-    /// ([`Handler::answers_now`]); `None` (nothing run) otherwise.
+    /// [`Router::handle`] for the HTTP/1.1 lane, when the path's handler answers now without
+    /// other effect and its checks decide at once ([`PathRoute::answers_in_lane`]); `None`
+    /// (nothing run) otherwise. The checks are not run: they have effects (counts, log
+    /// lines), so the lane runs them ([`PathRoute::check_in_lane`]) only once it knows it
+    /// writes the answer itself.
     #[inline(always)]
     pub fn handle_now(&self, req: &mut Request) -> Option<(Answer, Option<&PathRoute>)> {
         let route = self.route(req);
-        // A path's checks have effects (log lines, counts): not run twice.
-        if route.is_some_and(|r| r.gate.is_some() || !r.handler.answers_now()) {
+        if route.is_some_and(|r| !r.in_lane) {
             return None;
         }
-        Some(self.handle_routed(req, route))
+        Some(self.handle_routed::<false>(req, route))
     }
 
     #[inline(always)]
-    fn handle_routed<'r>(
+    /// `CHECKS`: run the path's checks first (false: the caller runs them).
+    fn handle_routed<'r, const CHECKS: bool>(
         &'r self,
         req: &mut Request,
         route: Option<&'r PathRoute>,
@@ -202,8 +248,8 @@ impl Router {
             Some(route) => {
                 // A refusal of the path's checks gets the path's filters too (its error-doc).
                 let checked = match &route.gate {
-                    Some(gate) => edge::gate(gate, route.handler.as_ref(), req),
-                    None => None,
+                    Some(gate) if CHECKS => edge::gate(gate, route.handler.as_ref(), req),
+                    _ => None,
                 };
                 let mut answer = match checked {
                     Some(answer) => answer,

@@ -30,6 +30,14 @@ impl<'a> Route<'a> {
     pub fn answer_repeats(self, resp: &Response) -> bool {
         self.0.is_some_and(|r| r.answer_repeats(resp))
     }
+
+    /// The path's checks for a request the HTTP/1.1 lane answers (`route_now`), once it
+    /// knows it writes the answer itself: the refusal to give instead, if they refuse
+    /// (`PathRoute::check_in_lane`).
+    #[inline(always)]
+    pub fn check_in_lane(self, req: &mut Request) -> Option<Response> {
+        self.0.and_then(|r| r.check_in_lane(req))
+    }
 }
 
 /// What routing a request gave its driver.
@@ -96,7 +104,8 @@ pub(crate) fn route<'a>(ctx: &'a WorkerCtx, req: &mut Request) -> Routed<'a> {
 }
 
 /// [`route`] for a request whose handler answers now without other effect (the lane's
-/// inline path): `None` when it would not, and nothing was run.
+/// inline path): `None` when it would not, and nothing was run. The path's checks are not
+/// run: the lane runs them (`Route::check_in_lane`) once it knows the answer is inline.
 #[inline(always)]
 pub(crate) fn route_now<'a>(
     ctx: &'a WorkerCtx,

@@ -83,7 +83,7 @@ pub(crate) fn answer_in_lane(
     let Some((resp, route)) = request_start::route_now(ctx, &mut req) else {
         return hand_back(rbuf, &req);
     };
-    let reply = Reply {
+    let mut reply = Reply {
         req,
         resp,
         log: route.log(),
@@ -94,6 +94,11 @@ pub(crate) fn answer_in_lane(
     };
     if !reply.inline() {
         return hand_back(rbuf, &reply.req);
+    }
+    // The path's checks, now that the answer is the lane's to write (a task that took the
+    // request over would run them again). A refusal is a small answer of their own.
+    if let Some(refusal) = route.check_in_lane(&mut reply.req) {
+        reply.resp = refusal;
     }
     // A repeatable answer is kept for the next request with the same head (`AnswerMemo`),
     // once that head came twice in a row: varied traffic copies no answers.
