@@ -392,6 +392,9 @@ pub(super) fn word<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
 #[derive(Default)]
 pub(super) struct RequestMemo {
     block: Vec<u8>,
+    /// The block of the last request offered to `store` (`RequestMemo::seen_again`): a
+    /// request is kept the second time in a row it comes.
+    candidate: Vec<u8>,
     /// Its field list is shared with its repeats.
     pub(super) parsed: Option<Parsed>,
     /// The shared list's allocation, kept for the next request remembered when no repeat
@@ -466,10 +469,13 @@ impl RequestMemo {
     }
 
     /// Remembers `parsed`, just decoded from `block` without changing the table, for stream
-    /// `id`.
+    /// `id`, when `block` is the one seen last time (`seen_again`).
     pub(super) fn store(&mut self, id: u32, block: &[u8], parsed: &Parsed) {
         if block.len() > MEMO_BLOCK_MAX {
             return self.clear();
+        }
+        if !self.seen_again(block) {
+            return;
         }
         self.clear();
         self.stream = id;
@@ -477,6 +483,19 @@ impl RequestMemo {
         let mut kept = parsed.repeat();
         kept.req.share_fields(&mut self.spare);
         self.parsed = Some(kept);
+    }
+
+    /// Whether `block` is the block of the last request offered to `store`: only then is its
+    /// request worth copying into the memo. Otherwise it becomes the one to look for, at the
+    /// cost of copying its few bytes (traffic that does not repeat would otherwise copy
+    /// every request, to answer none from the memo). The memo keeps what it holds.
+    fn seen_again(&mut self, block: &[u8]) -> bool {
+        if same_block(&self.candidate, block) {
+            return true;
+        }
+        self.candidate.clear();
+        self.candidate.extend_from_slice(block);
+        false
     }
 
     /// Whether the request just found to be the remembered one, which could not be answered
