@@ -402,6 +402,11 @@ pub(super) struct RequestMemo {
     spare: Option<Rc<FieldList>>,
     /// The last stream opened for this request (0: none).
     pub(super) stream: u32,
+    /// The first stream of the last run of streams opened for this request one after the
+    /// other (to `stream`; 0: none), and whether the run goes on (no other request decoded
+    /// since): their answers index the resource's own fields (`RequestMemo::repeats`).
+    run_from: u32,
+    in_run: bool,
     /// The answer given to it, when the handler said it repeats: given again to the next
     /// streams that send the same block, as long as nothing it depends on changed
     /// (`Connection::answer_repeat`).
@@ -479,6 +484,8 @@ impl RequestMemo {
         }
         self.clear();
         self.stream = id;
+        self.run_from = id;
+        self.in_run = true;
         self.block.extend_from_slice(block);
         let mut kept = parsed.repeat();
         kept.req.share_fields(&mut self.spare);
@@ -512,9 +519,35 @@ impl RequestMemo {
         renews
     }
 
+    /// Stream `id` opened for the remembered request (`parsed_for` found it).
+    #[inline(always)]
+    pub(super) fn opened(&mut self, id: u32) {
+        if !self.in_run {
+            self.run_from = id;
+            self.in_run = true;
+        }
+        self.stream = id;
+    }
+
+    /// Another request decoded: the run of the remembered one ends.
+    #[inline(always)]
+    pub(super) fn other_request(&mut self) {
+        self.in_run = false;
+    }
+
+    /// Whether stream `id` was opened for the remembered request in its last run of
+    /// requests one after the other: a request that repeats, whose answer's own fields
+    /// (ETag, Last-Modified) are worth indexing.
+    #[inline(always)]
+    pub(super) fn repeats(&self, id: u32) -> bool {
+        self.run_from != 0 && self.run_from <= id && id <= self.stream
+    }
+
     pub(super) fn clear(&mut self) {
         self.block.clear();
         self.stream = 0;
+        self.run_from = 0;
+        self.in_run = false;
         self.answer = None;
         self.answer_fresh = None;
         self.renew_left = 0;

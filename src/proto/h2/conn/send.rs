@@ -201,6 +201,10 @@ impl Connection {
         let date = self.date;
         let cacheable = status >= 200 && body_len.is_some();
         let cache_len = body_len.unwrap_or(0);
+        // A resource's own values (ETag, Last-Modified) go into the HPACK table only for a
+        // request that repeats (the memo's, `RequestMemo::repeats`): on traffic that does
+        // not, each would take an entry and evict another, to be referred to never.
+        let index_per_resource = self.memo.repeats(id);
         if cacheable
             && self
                 .headers_cache
@@ -236,7 +240,12 @@ impl Connection {
                         }
                         if value.len() <= INDEX_VALUE_MAX && repeats_per_resource(name) {
                             // The same file answered again costs one byte, as in h2o.
-                            b.field_with(name, value, Indexing::Incremental);
+                            let indexing = if index_per_resource {
+                                Indexing::Incremental
+                            } else {
+                                Indexing::Without
+                            };
+                            b.field_with(name, value, indexing);
                         } else {
                             b.field(name, value);
                         }
