@@ -201,10 +201,10 @@ impl Connection {
         let date = self.date;
         let cacheable = status >= 200 && body_len.is_some();
         let cache_len = body_len.unwrap_or(0);
-        // A resource's own values (ETag, Last-Modified) go into the HPACK table only for a
-        // request that repeats (the memo's, `RequestMemo::repeats`): on traffic that does
-        // not, each would take an entry and evict another, to be referred to never.
-        let index_per_resource = self.memo.repeats(id);
+        // A resource's own ETag goes into the HPACK table only for a request that repeats
+        // (the memo's, `RequestMemo::repeats`): on traffic that does not, each would take an
+        // entry and evict another, to be referred to never.
+        let index_own = self.memo.repeats(id);
         if cacheable
             && self
                 .headers_cache
@@ -240,7 +240,7 @@ impl Connection {
                         }
                         if value.len() <= INDEX_VALUE_MAX && repeats_per_resource(name) {
                             // The same file answered again costs one byte, as in h2o.
-                            let indexing = if index_per_resource {
+                            let indexing = if index_own || !own_to_resource(name) {
                                 Indexing::Incremental
                             } else {
                                 Indexing::Without
@@ -664,6 +664,13 @@ pub(super) fn in_memory(body: &Body) -> Option<&[u8]> {
 /// Response fields whose value is the same each time one resource is served.
 pub(super) fn repeats_per_resource(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"last-modified")
+}
+
+/// Of those, the ones whose value is one resource's own: an ETag names one file's version,
+/// while files deployed together share a Last-Modified second (measured on varied h2c:
+/// indexing it saves its literal on every other file's answer).
+pub(super) fn own_to_resource(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"etag")
 }
 
 pub(super) fn itoa3(status: u16) -> [u8; 3] {
