@@ -201,10 +201,6 @@ impl Connection {
         let date = self.date;
         let cacheable = status >= 200 && body_len.is_some();
         let cache_len = body_len.unwrap_or(0);
-        // A resource's own ETag goes into the HPACK table only for a request that repeats
-        // (the memo's, `RequestMemo::repeats`): on traffic that does not, each would take an
-        // entry and evict another, to be referred to never.
-        let index_own = self.memo.repeats(id);
         if cacheable
             && self
                 .headers_cache
@@ -214,6 +210,10 @@ impl Connection {
         } else {
             let block_start = self.out.len();
             let mut fields = 0;
+            // A resource's own ETag goes into the HPACK table only for a request that repeats
+            // (the memo's, `RequestMemo::repeats`): on traffic that does not, each would take
+            // an entry and evict another, to be referred to never.
+            let index_own = self.memo.repeats(id);
             {
                 let mut b = self.encoder.block(&mut self.out);
                 b.field(b":status", &status_buf);
