@@ -143,7 +143,7 @@ impl Connection {
                     }
                     renews = self.memo.renews();
                 }
-                self.memo.stream = id;
+                self.memo.opened(id);
                 if self.open_request_stream(id, end_stream, Some(meta))? {
                     if let Some(p) = &self.memo.parsed {
                         self.held.push_back((id, p.req.repeat()));
@@ -156,6 +156,9 @@ impl Connection {
                 }
                 return Ok(());
             }
+        }
+        if usage == BlockUse::Request {
+            self.memo.other_request();
         }
         self.fields.clear();
         let fields = &mut self.fields;

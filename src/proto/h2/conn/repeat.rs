@@ -392,6 +392,9 @@ pub(super) fn word<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
 #[derive(Default)]
 pub(super) struct RequestMemo {
     block: Vec<u8>,
+    /// The block of the last request offered to `store` (`RequestMemo::seen_again`): a
+    /// request is kept the second time in a row it comes.
+    candidate: Vec<u8>,
     /// Its field list is shared with its repeats.
     pub(super) parsed: Option<Parsed>,
     /// The shared list's allocation, kept for the next request remembered when no repeat
@@ -399,6 +402,11 @@ pub(super) struct RequestMemo {
     spare: Option<Rc<FieldList>>,
     /// The last stream opened for this request (0: none).
     pub(super) stream: u32,
+    /// The first stream of the last run of streams opened for this request one after the
+    /// other (to `stream`; 0: none), and whether the run goes on (no other request decoded
+    /// since): their answers index the resource's own fields (`RequestMemo::repeats`).
+    run_from: u32,
+    in_run: bool,
     /// The answer given to it, when the handler said it repeats: given again to the next
     /// streams that send the same block, as long as nothing it depends on changed
     /// (`Connection::answer_repeat`).
@@ -466,17 +474,35 @@ impl RequestMemo {
     }
 
     /// Remembers `parsed`, just decoded from `block` without changing the table, for stream
-    /// `id`.
+    /// `id`, when `block` is the one seen last time (`seen_again`).
     pub(super) fn store(&mut self, id: u32, block: &[u8], parsed: &Parsed) {
         if block.len() > MEMO_BLOCK_MAX {
             return self.clear();
         }
+        if !self.seen_again(block) {
+            return;
+        }
         self.clear();
         self.stream = id;
+        self.run_from = id;
+        self.in_run = true;
         self.block.extend_from_slice(block);
         let mut kept = parsed.repeat();
         kept.req.share_fields(&mut self.spare);
         self.parsed = Some(kept);
+    }
+
+    /// Whether `block` is the block of the last request offered to `store`: only then is its
+    /// request worth copying into the memo. Otherwise it becomes the one to look for, at the
+    /// cost of copying its few bytes (traffic that does not repeat would otherwise copy
+    /// every request, to answer none from the memo). The memo keeps what it holds.
+    fn seen_again(&mut self, block: &[u8]) -> bool {
+        if same_block(&self.candidate, block) {
+            return true;
+        }
+        self.candidate.clear();
+        self.candidate.extend_from_slice(block);
+        false
     }
 
     /// Whether the request just found to be the remembered one, which could not be answered
@@ -493,9 +519,35 @@ impl RequestMemo {
         renews
     }
 
+    /// Stream `id` opened for the remembered request (`parsed_for` found it).
+    #[inline(always)]
+    pub(super) fn opened(&mut self, id: u32) {
+        if !self.in_run {
+            self.run_from = id;
+            self.in_run = true;
+        }
+        self.stream = id;
+    }
+
+    /// Another request decoded: the run of the remembered one ends.
+    #[inline(always)]
+    pub(super) fn other_request(&mut self) {
+        self.in_run = false;
+    }
+
+    /// Whether stream `id` was opened for the remembered request in its last run of
+    /// requests one after the other: a request that repeats, whose answer's own fields
+    /// (ETag, Last-Modified) are worth indexing.
+    #[inline(always)]
+    pub(super) fn repeats(&self, id: u32) -> bool {
+        self.run_from != 0 && self.run_from <= id && id <= self.stream
+    }
+
     pub(super) fn clear(&mut self) {
         self.block.clear();
         self.stream = 0;
+        self.run_from = 0;
+        self.in_run = false;
         self.answer = None;
         self.answer_fresh = None;
         self.renew_left = 0;

@@ -210,6 +210,10 @@ impl Connection {
         } else {
             let block_start = self.out.len();
             let mut fields = 0;
+            // A resource's own ETag goes into the HPACK table only for a request that repeats
+            // (the memo's, `RequestMemo::repeats`): on traffic that does not, each would take
+            // an entry and evict another, to be referred to never.
+            let index_own = self.memo.repeats(id);
             {
                 let mut b = self.encoder.block(&mut self.out);
                 b.field(b":status", &status_buf);
@@ -236,7 +240,12 @@ impl Connection {
                         }
                         if value.len() <= INDEX_VALUE_MAX && repeats_per_resource(name) {
                             // The same file answered again costs one byte, as in h2o.
-                            b.field_with(name, value, Indexing::Incremental);
+                            let indexing = if index_own || !own_to_resource(name) {
+                                Indexing::Incremental
+                            } else {
+                                Indexing::Without
+                            };
+                            b.field_with(name, value, indexing);
                         } else {
                             b.field(name, value);
                         }
@@ -655,6 +664,13 @@ pub(super) fn in_memory(body: &Body) -> Option<&[u8]> {
 /// Response fields whose value is the same each time one resource is served.
 pub(super) fn repeats_per_resource(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"last-modified")
+}
+
+/// Of those, the ones whose value is one resource's own: an ETag names one file's version,
+/// while files deployed together share a Last-Modified second (measured on varied h2c:
+/// indexing it saves its literal on every other file's answer).
+pub(super) fn own_to_resource(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"etag")
 }
 
 pub(super) fn itoa3(status: u16) -> [u8; 3] {

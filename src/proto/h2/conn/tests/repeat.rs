@@ -212,22 +212,25 @@ pub(super) fn by_stream(p: &mut Peer, frames: &Frames) -> Vec<(u32, Vec<u8>, Vec
 fn a_repeated_request_is_answered_from_the_memo_of_its_answer() {
     let mut p = Peer::new(Settings::default(), &[]);
     p.turn(b"");
-    // The first request is not memoised (a connection not yet busy), the second is, and so
-    // is its answer (its header block all indexes).
-    let (handed, f) = repeat_round(&mut p, "/r", &[1], b"hello");
-    assert_eq!(handed, 1);
-    by_stream(&mut p, &f);
-    let (handed, f) = repeat_round(&mut p, "/r", &[3], b"hello");
+    // The first request is not memoised (a connection not yet busy, its block indexes new
+    // fields), the second is seen once, the third is kept, and so is its answer (its header
+    // block all indexes).
+    for id in [1, 3] {
+        let (handed, f) = repeat_round(&mut p, "/r", &[id], b"hello");
+        assert_eq!(handed, 1);
+        by_stream(&mut p, &f);
+    }
+    let (handed, f) = repeat_round(&mut p, "/r", &[5], b"hello");
     assert_eq!(handed, 1);
     let first = by_stream(&mut p, &f);
     // Then the same block again: answered from the memo, nothing handed out, no stream kept.
-    let (handed, f) = repeat_round(&mut p, "/r", &[5, 7, 9], b"other");
+    let (handed, f) = repeat_round(&mut p, "/r", &[7, 9, 11], b"other");
     assert_eq!(handed, 0, "answered without the handler");
     assert!(p.conn.streams.is_empty());
     let repeats = by_stream(&mut p, &f);
     assert_eq!(
         repeats.iter().map(|s| s.0).collect::<Vec<_>>(),
-        vec![5, 7, 9]
+        vec![7, 9, 11]
     );
     for s in &repeats {
         assert_eq!((&s.1, &s.2), (&first[0].1, &first[0].2), "the same bytes");
@@ -240,16 +243,18 @@ fn a_repeated_request_is_answered_from_the_memo_of_its_answer() {
         };
         assert_eq!(h.flags, want);
     }
-    // Another request replaces the memo; the first is then decoded and handed out again.
-    assert_eq!(repeat_round(&mut p, "/s", &[11], b"s").0, 1);
-    assert_eq!(repeat_round(&mut p, "/r", &[13], b"hello").0, 1);
+    // Another request, twice, replaces the memo; the first is then decoded and handed out
+    // again.
+    assert_eq!(repeat_round(&mut p, "/s", &[13], b"s").0, 1);
+    assert_eq!(repeat_round(&mut p, "/s", &[15], b"s").0, 1);
+    assert_eq!(repeat_round(&mut p, "/r", &[17], b"hello").0, 1);
     // An earlier request still waiting for its answer keeps the order: the repeat behind
     // it waits too.
-    let mut reqs = p.get(15, "/t", true);
-    reqs.extend(p.get(17, "/r", true));
+    let mut reqs = p.get(19, "/t", true);
+    reqs.extend(p.get(21, "/r", true));
     p.feed(&reqs);
-    assert_eq!(p.conn.next_request().map(|r| r.0), Some(15));
-    assert_eq!(p.conn.next_request().map(|r| r.0), Some(17));
+    assert_eq!(p.conn.next_request().map(|r| r.0), Some(19));
+    assert_eq!(p.conn.next_request().map(|r| r.0), Some(21));
 }
 
 #[test]
@@ -257,13 +262,14 @@ fn a_repeat_whose_body_the_window_does_not_take_is_handed_out() {
     // INITIAL_WINDOW_SIZE 3: the 5-byte body needs the usual path, which waits for credit.
     let mut p = Peer::new(Settings::default(), &[(setting::INITIAL_WINDOW_SIZE, 3)]);
     p.turn(b"");
-    repeat_round(&mut p, "/r", &[1], b"hello");
-    repeat_round(&mut p, "/r", &[3], b"hello");
-    let (handed, f) = repeat_round(&mut p, "/r", &[5], b"hello");
+    for id in [1, 3, 5] {
+        repeat_round(&mut p, "/r", &[id], b"hello");
+    }
+    let (handed, f) = repeat_round(&mut p, "/r", &[7], b"hello");
     assert_eq!(handed, 1);
     let data: usize = f
         .iter()
-        .filter(|(h, _)| h.kind == kind::DATA && h.stream == 5)
+        .filter(|(h, _)| h.kind == kind::DATA && h.stream == 7)
         .map(|(_, b)| b.len())
         .sum();
     assert_eq!(data, 3, "what the window allows");
@@ -275,14 +281,15 @@ fn a_file_answer_is_repeated_only_while_the_cache_vouches_for_its_file() {
     let body = || file_body(&open);
     let mut p = Peer::new(Settings::default(), &[]);
     p.turn(b"");
-    repeat_round_with(&mut p, "/f", &[1], &body);
-    repeat_round_with(&mut p, "/f", &[3], &body);
-    let (handed, f) = repeat_round_with(&mut p, "/f", &[5, 7], &body);
+    for id in [1, 3, 5] {
+        repeat_round_with(&mut p, "/f", &[id], &body);
+    }
+    let (handed, f) = repeat_round_with(&mut p, "/f", &[7, 9], &body);
     assert_eq!(handed, 0);
     assert!(f.iter().any(|(h, b)| h.kind == kind::DATA && b == b"hello"));
     // The cache would check the file on disk now: the handler answers.
     open.reuse_until.set(0);
-    assert_eq!(repeat_round_with(&mut p, "/f", &[9, 11], &body).0, 2);
+    assert_eq!(repeat_round_with(&mut p, "/f", &[11, 13], &body).0, 2);
 }
 
 /// A file answer from the open-file cache, and a handle on whether the cache vouches for
@@ -379,13 +386,13 @@ fn a_busy_connection_keeps_its_memo_when_a_large_write_gives_its_buffers_back() 
     static BODY: [u8; 4096] = [b'x'; 4096];
     let mut p = Peer::new(Settings::default(), &[]);
     p.turn(b"");
-    for id in [1, 3] {
+    for id in [1, 3, 5] {
         let (_, f) = repeat_round(&mut p, "/r", &[id], &BODY);
         by_stream(&mut p, &f);
     }
     // Five repeats of a 4 KiB answer: a write over KEEP_OUTPUT_MAX, after which the turn
     // buffers go back for another connection's turn...
-    let (handed, f) = repeat_round(&mut p, "/r", &[5, 7, 9, 11, 13], &BODY);
+    let (handed, f) = repeat_round(&mut p, "/r", &[7, 9, 11, 13, 15], &BODY);
     assert_eq!(handed, 0);
     let data: usize = f
         .iter()
@@ -401,7 +408,7 @@ fn a_busy_connection_keeps_its_memo_when_a_large_write_gives_its_buffers_back() 
     assert!(p.conn.needs_turn_buffers());
     // ... but not the memo: the next repeats are answered from it, with the same bytes.
     p.conn.lend_turn_buffers(released.turn.unwrap());
-    let (handed, again) = repeat_round(&mut p, "/r", &[15, 17, 19, 21, 23], &BODY);
+    let (handed, again) = repeat_round(&mut p, "/r", &[17, 19, 21, 23, 25], &BODY);
     assert_eq!(
         handed, 0,
         "answered from the memo, without decoding or the handler"
@@ -415,11 +422,11 @@ fn a_busy_connection_keeps_its_memo_when_a_large_write_gives_its_buffers_back() 
     p.now += QUIET_TRIM;
     p.conn.handle_timeout(p.now);
     assert!(p.conn.memo.parsed.is_none());
-    assert_eq!(repeat_round(&mut p, "/r", &[25], &BODY).0, 1);
+    assert_eq!(repeat_round(&mut p, "/r", &[27], &BODY).0, 1);
 }
 
-/// A peer whose connection keeps the memo of a GET for `/r` and of its answer (streams 1 and
-/// 3), and the header block that repeats it.
+/// A peer whose connection keeps the memo of a GET for `/r` and of its answer (streams 1, 3
+/// and 5: kept the second time its block comes), and the header block that repeats it.
 pub(super) fn memo_peer(cfg: Settings) -> (Peer, Vec<u8>) {
     memo_peer_with(cfg, b"hello")
 }
@@ -428,9 +435,10 @@ pub(super) fn memo_peer(cfg: Settings) -> (Peer, Vec<u8>) {
 pub(super) fn memo_peer_with(cfg: Settings, body: &'static [u8]) -> (Peer, Vec<u8>) {
     let mut p = Peer::new(cfg, &[]);
     p.turn(b"");
-    repeat_round(&mut p, "/r", &[1], body);
-    repeat_round(&mut p, "/r", &[3], body);
-    let block = p.get(5, "/r", true)[9..].to_vec();
+    for id in [1, 3, 5] {
+        repeat_round(&mut p, "/r", &[id], body);
+    }
+    let block = p.get(7, "/r", true)[9..].to_vec();
     (p, block)
 }
 
@@ -452,19 +460,19 @@ fn a_repeat_is_checked_as_any_headers_frame() {
     padded.extend_from_slice(&[0, 0]);
     let mut prioritised = vec![0, 0, 0, 0, 15];
     prioritised.extend_from_slice(&block);
-    let mut reqs = raw_request(5, &block);
-    reqs.extend(headers_with(7, whole | flag::PADDED, &padded));
-    reqs.extend(headers_with(9, whole | flag::PRIORITY, &prioritised));
+    let mut reqs = raw_request(7, &block);
+    reqs.extend(headers_with(9, whole | flag::PADDED, &padded));
+    reqs.extend(headers_with(11, whole | flag::PRIORITY, &prioritised));
     p.feed(&reqs);
     assert!(
         p.conn.next_request().is_none(),
         "answered without the handler"
     );
-    assert_eq!(kinds(&p.turn(b"")), answers(&[5, 7, 9]));
+    assert_eq!(kinds(&p.turn(b"")), answers(&[7, 9, 11]));
     // The memo's block where the usual path finds a connection error: a stream id used
     // before, an even one, a HEADERS inside another stream's header block.
-    let mut inside = headers_with(11, flag::END_STREAM, &block);
-    inside.extend(raw_request(13, &block));
+    let mut inside = headers_with(13, flag::END_STREAM, &block);
+    inside.extend(raw_request(15, &block));
     // The same inside a run of repeats.
     let run =
         |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&id| raw_request(id, &block)).collect() };
@@ -472,9 +480,9 @@ fn a_repeat_is_checked_as_any_headers_frame() {
         (raw_request(3, &block), Reason::STREAM_CLOSED),
         (raw_request(12, &block), Reason::PROTOCOL_ERROR),
         (inside, Reason::PROTOCOL_ERROR),
-        (run(&[5, 9, 7]), Reason::STREAM_CLOSED),
-        (run(&[5, 7, 7]), Reason::STREAM_CLOSED),
-        (run(&[5, 7, 10]), Reason::PROTOCOL_ERROR),
+        (run(&[7, 11, 9]), Reason::STREAM_CLOSED),
+        (run(&[7, 9, 9]), Reason::STREAM_CLOSED),
+        (run(&[7, 9, 10]), Reason::PROTOCOL_ERROR),
     ] {
         let (mut p, _) = memo_peer(Settings::default());
         p.feed(&frames);
@@ -485,10 +493,10 @@ fn a_repeat_is_checked_as_any_headers_frame() {
         max_streams: 2,
         ..Settings::default()
     });
-    let mut itself = vec![0, 0, 0, 5, 15];
+    let mut itself = vec![0, 0, 0, 7, 15];
     itself.extend_from_slice(&block);
-    let mut reqs = headers_with(5, whole | flag::PRIORITY, &itself);
-    for id in [7, 9, 11] {
+    let mut reqs = headers_with(7, whole | flag::PRIORITY, &itself);
+    for id in [9, 11, 13] {
         reqs.extend(raw_request(id, &block));
     }
     p.feed(&reqs);
@@ -501,8 +509,8 @@ fn a_repeat_is_checked_as_any_headers_frame() {
     assert_eq!(
         resets,
         vec![
-            (5, Reason::PROTOCOL_ERROR.0.to_be_bytes().to_vec()),
-            (11, Reason::REFUSED_STREAM.0.to_be_bytes().to_vec())
+            (7, Reason::PROTOCOL_ERROR.0.to_be_bytes().to_vec()),
+            (13, Reason::REFUSED_STREAM.0.to_be_bytes().to_vec())
         ]
     );
     assert_eq!(goaway_code(&f), None);
@@ -514,16 +522,16 @@ fn a_run_of_repeats_is_checked_again_after_any_other_frame() {
     // the kept answer's header block is no longer the one to send, so the second repeat
     // takes the usual path.
     let (mut p, block) = memo_peer(Settings::default());
-    let mut reqs = raw_request(5, &block);
+    let mut reqs = raw_request(7, &block);
     frame::put_settings(&mut reqs, &[(setting::HEADER_TABLE_SIZE, 256)]);
-    reqs.extend(raw_request(7, &block));
     reqs.extend(raw_request(9, &block));
+    reqs.extend(raw_request(11, &block));
     p.feed(&reqs);
-    // 5 answered from the memo (no stream kept), 7 and 9 opened on the usual path.
+    // 7 answered from the memo (no stream kept), 9 and 11 opened on the usual path.
     assert_eq!(p.conn.streams.len(), 2);
-    let mut want = answers(&[5]);
+    let mut want = answers(&[7]);
     want.push((kind::SETTINGS, 0));
-    want.extend(answers(&[7, 9]));
+    want.extend(answers(&[9, 11]));
     assert_eq!(kinds(&p.turn(b"hello")), want);
 }
 
@@ -534,8 +542,8 @@ fn a_run_of_repeats_ends_where_the_connection_window_does() {
     // handed out, in order, to wait for credit.
     static LONG: [u8; FRAMES_BODY_MAX + 1] = [b'x'; FRAMES_BODY_MAX + 1];
     let (mut p, block) = memo_peer_with(Settings::default(), &LONG);
-    let room = (65_535 - 2 * LONG.len()) / LONG.len();
-    let ids: Vec<u32> = (0..70).map(|k| 5 + 2 * k).collect();
+    let room = (65_535 - 3 * LONG.len()) / LONG.len();
+    let ids: Vec<u32> = (0..70).map(|k| 7 + 2 * k).collect();
     let reqs: Vec<u8> = ids.iter().flat_map(|&id| raw_request(id, &block)).collect();
     p.feed(&reqs);
     let mut handed = Vec::new();
@@ -578,7 +586,7 @@ fn repeats_are_answered_in_one_recv_until_the_output_is_full() {
         let max_write = cfg.max_write;
         let (mut p, block) = memo_peer_with(cfg, body);
         let reqs: Vec<u8> = (0..40)
-            .flat_map(|k| raw_request(5 + 2 * k, &block))
+            .flat_map(|k| raw_request(7 + 2 * k, &block))
             .collect();
         let mut input = BytesMut::from(&reqs[..]);
         let mut out = Vec::new();
@@ -596,7 +604,7 @@ fn repeats_are_answered_in_one_recv_until_the_output_is_full() {
             out.extend_from_slice(&written);
             p.conn.clear_output();
         }
-        let ids: Vec<u32> = (0..40).map(|k| 5 + 2 * k).collect();
+        let ids: Vec<u32> = (0..40).map(|k| 7 + 2 * k).collect();
         assert_eq!(kinds(&parse(&out)), answers(&ids));
         if max_write == Settings::default().max_write {
             assert_eq!(recvs, 1);
@@ -613,7 +621,7 @@ fn a_run_of_repeats_goes_out_in_one_piece_with_the_bytes_of_the_usual_path() {
     // another connection's run takes the usual path, and writes the very same bytes.
     static BODY: [u8; 4096] = [b'y'; 4096];
     static OTHER: [u8; 3000] = [b'z'; 3000];
-    let ids: Vec<u32> = (0..40).map(|k| 5 + 2 * k).collect();
+    let ids: Vec<u32> = (0..40).map(|k| 7 + 2 * k).collect();
     // Connection windows for all 40 answers.
     let mut window = Vec::new();
     frame::put_window_update(&mut window, 0, 1 << 20);
