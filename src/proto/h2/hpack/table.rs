@@ -53,9 +53,12 @@ pub struct DynamicTable {
     /// Entries inserted since the table was made (wrapping): entry `i` (0 = newest) is
     /// insertion number `inserted - 1 - i`, which is how the index names entries.
     inserted: u32,
-    /// Where entries are by hash, for [`DynamicTable::find`]; `None` in a table made by
-    /// [`DynamicTable::new`] (a decoder's, which only looks entries up by position). Boxed:
-    /// a parked connection keeps two tables, and only one of them has an index.
+    /// Where entries are by hash, for [`DynamicTable::find`]: made by the first
+    /// [`DynamicTable::insert_hashed`] into an empty table (an encoder's) and dropped when the
+    /// table is emptied and shrunk; `None` in a decoder's table, which only looks entries up by
+    /// position, and in an idle connection's, so that nothing of it stays on the heap among
+    /// the freed buffers of other connections (it would keep their pages from the system).
+    /// Without it, lookups scan the entries.
     index: Option<Box<Index>>,
 }
 
@@ -103,13 +106,11 @@ impl DynamicTable {
         }
     }
 
-    /// A table looked up by content (an encoder's): it keeps an index of its entries by hash,
-    /// so that [`DynamicTable::find`] costs a hash and a probe or two however full it is.
+    /// A table looked up by content (an encoder's): its first [`DynamicTable::insert_hashed`]
+    /// makes an index of its entries by hash, so that [`DynamicTable::find`] costs a hash and
+    /// a probe or two however full it is.
     pub fn indexed(max_size: usize) -> DynamicTable {
-        DynamicTable {
-            index: Some(Box::default()),
-            ..DynamicTable::new(max_size)
-        }
+        DynamicTable::new(max_size)
     }
 
     /// Current size in RFC 7541 terms (bytes plus 32 per entry).
@@ -148,11 +149,16 @@ impl DynamicTable {
         } else {
             Hashes::NONE
         };
-        self.insert_hashed(name, value, hashes);
+        self.add(name, value, hashes, false);
     }
 
-    /// [`DynamicTable::insert`] with the field's [`Hashes`], already computed for a lookup.
+    /// [`DynamicTable::insert`] with the field's [`Hashes`], already computed for a lookup: an
+    /// encoder's insert, which makes the index when the table was empty.
     pub fn insert_hashed(&mut self, name: &[u8], value: &[u8], hashes: Hashes) {
+        self.add(name, value, hashes, true);
+    }
+
+    fn add(&mut self, name: &[u8], value: &[u8], hashes: Hashes, make_index: bool) {
         let bytes = name.len() + value.len();
         let cost = bytes + ENTRY_OVERHEAD;
         if cost > self.max_size() {
@@ -187,6 +193,9 @@ impl DynamicTable {
         self.size += cost as u32;
         let seq = self.inserted;
         self.inserted = seq.wrapping_add(1);
+        if make_index && self.index.is_none() && self.entries.len() == 1 {
+            self.index = Some(Box::default());
+        }
         if let Some(index) = self.index.take() {
             self.index = Some(self.index_insert(index, seq, name, value, hashes));
         }
@@ -220,12 +229,10 @@ impl DynamicTable {
         }
         self.arena.shrink_to_fit();
         self.entries.shrink_to_fit();
-        if let Some(index) = self.index.as_deref_mut() {
+        if self.entries.is_empty() {
+            self.index = None;
+        } else if let Some(index) = self.index.as_deref_mut() {
             index.hashes.shrink_to_fit();
-            if self.entries.is_empty() {
-                index.fields = Vec::new();
-                index.names = Vec::new();
-            }
         }
     }
 
@@ -307,15 +314,7 @@ impl DynamicTable {
             len = end;
         }
         let len = std::num::NonZeroU8::new(u8::try_from(len).ok()?)?;
-        // An index's box is kept, emptied: it would be made again on the first insert.
-        let index = self.index.take().map(|mut index| {
-            *index = Index::default();
-            index
-        });
-        *self = DynamicTable {
-            index,
-            ..DynamicTable::new(self.max_size())
-        };
+        *self = DynamicTable::new(self.max_size());
         Some(Stowed { len, bytes })
     }
 
@@ -880,7 +879,7 @@ mod tests {
                             0 => vec![b'v'; 300],
                             n => format!("{}", n + rng.below(3)).into_bytes(),
                         };
-                        indexed.insert(name, &value);
+                        indexed.insert_hashed(name, &value, Hashes::of(name, &value));
                         scanned.insert(name, &value);
                     }
                 }
@@ -897,7 +896,7 @@ mod tests {
                         "run {run} step {step}"
                     );
                 }
-                let slots = indexed.index.as_ref().unwrap().fields.len();
+                let slots = indexed.index.as_ref().map_or(0, |i| i.fields.len());
                 assert!(slots == 0 || indexed.len() * 2 <= slots);
             }
         }
@@ -905,23 +904,27 @@ mod tests {
 
     #[test]
     fn an_emptied_index_frees_its_slots_and_comes_back() {
+        let insert = |t: &mut DynamicTable, n: &[u8], v: &[u8]| {
+            t.insert_hashed(n, v, Hashes::of(n, v));
+        };
         let mut t = DynamicTable::indexed(4096);
-        t.insert(b"server", b"spate");
+        assert!(t.index.is_none(), "made by the first insert");
+        insert(&mut t, b"server", b"spate");
         assert_eq!(t.index.as_ref().unwrap().fields.len(), FIRST_SLOTS);
         t.set_max_size(0);
         t.set_max_size(4096);
         t.shrink_to_fit();
-        assert_eq!(
-            {
-                let index = t.index.as_ref().unwrap();
-                (index.fields.capacity(), index.names.capacity())
-            },
-            (0, 0)
-        );
+        assert!(t.index.is_none(), "an idle table keeps nothing on the heap");
         assert_eq!(t.find(b"server", b"spate"), None);
-        t.insert(b"server", b"spate");
+        insert(&mut t, b"server", b"spate");
+        assert!(t.index.is_some());
         assert_eq!(t.find(b"server", b"spate"), Some((0, true)));
         assert_eq!(t.find(b"server", b"other"), Some((0, false)));
+        // A decoder's inserts make none.
+        let mut d = DynamicTable::new(4096);
+        d.insert(b"server", b"spate");
+        assert!(d.index.is_none());
+        assert_eq!(d.find(b"server", b"spate"), Some((0, true)));
     }
 
     #[test]
