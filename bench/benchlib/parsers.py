@@ -82,6 +82,28 @@ def parse_h2load(text):
     return result
 
 
+def merge(results, starts):
+    """One LoadResult for several h2load processes run side by side (V1: one per client):
+    counts summed, the length from the first start to the last finish (`starts`: when each
+    was started, in seconds after the first), the rate the sum over that length."""
+    first = results[0]
+    span = max(start + r.duration_s for r, start in zip(results, starts))
+    completed = sum(r.completed for r in results)
+    merged = LoadResult(
+        tool=first.tool,
+        rps=completed / span if span else 0.0,
+        completed=completed,
+        duration_s=span,
+        protocol=first.protocol,
+    )
+    for name in ("failed", "errored", "timeout", "non2xx", "socket_errors", "data_bytes"):
+        setattr(merged, name, sum(getattr(r, name) for r in results))
+    for r in results:
+        merged.notes += [n for n in r.notes if n not in merged.notes]
+    merged.notes = merged.notes[:5]
+    return merged
+
+
 def parse_wrk(text):
     """Parse wrk's summary ("N requests in", "Socket errors", "Non-2xx", "Requests/sec")."""
     done = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m)\b", text, re.M)

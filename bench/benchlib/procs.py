@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -192,6 +193,55 @@ def run_bounded(argv, timeout, cpu=None):
         _kill_group(popen.pid)
         popen.wait()
         raise
+
+
+def run_bounded_all(argvs, timeout, cpu=None):
+    """Run several load generators at once, each with the hard time bound; return, per argv,
+    (rc, output, start) where `start` is when it was started, in seconds after the first.
+    Outputs go to temporary files (many pipes read one after another could fill and stall).
+    On timeout the late ones are killed by PID; on Ctrl-C all of them."""
+    procs = []
+    t0 = time.monotonic()
+    try:
+        for argv in argvs:
+            if cpu is not None:
+                argv = ["taskset", "-c", str(cpu)] + list(argv)
+            out = tempfile.TemporaryFile()
+            procs.append(
+                (
+                    subprocess.Popen(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    ),
+                    out,
+                    time.monotonic() - t0,
+                )
+            )
+        results = []
+        for popen, out, start in procs:
+            left = max(0.1, timeout - (time.monotonic() - t0))
+            try:
+                rc = popen.wait(timeout=left)
+                note = ""
+            except subprocess.TimeoutExpired:
+                _kill_group(popen.pid)
+                popen.wait()
+                rc, note = None, "\n(killed after %.0fs)" % timeout
+            out.seek(0)
+            results.append((rc, out.read().decode("utf-8", "replace") + note, start))
+        return results
+    except BaseException:
+        for popen, _, _ in procs:
+            if popen.poll() is None:
+                _kill_group(popen.pid)
+                popen.wait()
+        raise
+    finally:
+        for _, out, _ in procs:
+            out.close()
 
 
 def free_port():

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from . import page, parsers, varied
-from .procs import RssSampler, StartError, run_bounded
+from .procs import RssSampler, StartError, run_bounded, run_bounded_all
 from .scenarios import FILES
 
 COLUMNS = [
@@ -42,6 +42,13 @@ COLUMNS = [
     "protocol",
     "command",
 ]
+
+# V1: connections per h2load process. h2load hands every connection of a process the same URI
+# list from its start, so connections sharing a process ask for the same paths at nearly the
+# same moments (memo hits by accident); at 1 each client walks its own order. The repeated line
+# runs in the same shape (one process per client, over its one URL), so that the lines of a
+# transport differ in their traffic only, not in how the load generator batches it.
+VARIED_CONNS_PER_LOAD = 1
 
 
 class Settings:
@@ -155,22 +162,24 @@ class Runner:
         return (url,) + self.warm_up(case, url)
 
     def measure(self, server, inst, case, url, rep, requests, seconds=None):
-        argv = self.load_argv(case, url, requests=requests, seconds=seconds)
+        argvs = self.load_argvs(case, url, requests=requests, seconds=seconds)
         row = self.base_row(server, case, rep)
-        row["command"] = " ".join(argv)
+        row["command"] = " ".join(argvs[0])
+        if len(argvs) > 1:
+            row["command"] += " (one of %d h2load processes side by side, one per client list)" % (
+                len(argvs)
+            )
         if not inst.proc.alive():
             row.update(status="error", reason="server exited: %s" % inst.proc.log_tail())
             return row
         cpu0 = inst.proc.cpu_seconds()
         bcpu0 = inst.backend.cpu_seconds() if inst.backend else 0.0
         with RssSampler(inst.proc) as rss:
-            rc, out = run_bounded(argv, self.timeout(seconds), self.settings.load_cpu)
+            rc, res = self.run_load(case, argvs, self.timeout(seconds))
         cpu = inst.proc.cpu_seconds() - cpu0
         bcpu = (inst.backend.cpu_seconds() - bcpu0) if inst.backend else None
-        try:
-            res = parsers.parse_h2load(out) if case.tool == "h2load" else parsers.parse_wrk(out)
-        except parsers.ParseError as e:
-            row.update(status="error", reason="%s (exit %s)" % (e, rc), cpu_s=round(cpu, 4))
+        if isinstance(res, parsers.ParseError):
+            row.update(status="error", reason="%s (exit %s)" % (res, rc), cpu_s=round(cpu, 4))
             return row
         row.update(
             rps=round(res.rps, 2),
@@ -203,18 +212,57 @@ class Runner:
             row["reason"] = "server exited during the run: %s" % inst.proc.log_tail()
         return row
 
-    def load_argv(self, case, url, warm=False, requests=None, seconds=None):
+    def run_load(self, case, argvs, timeout):
+        """Run the load's process(es) on the load CPU; (exit status, LoadResult) or, when a
+        process printed no summary, (its exit status, the ParseError). Several processes
+        (V1's clients) run side by side and their results are merged (parsers.merge)."""
+        if len(argvs) == 1:
+            rc, out = run_bounded(argvs[0], timeout, self.settings.load_cpu)
+            parse = parsers.parse_h2load if case.tool == "h2load" else parsers.parse_wrk
+            try:
+                return rc, parse(out)
+            except parsers.ParseError as e:
+                return rc, e
+        results, starts = [], []
+        for client, (rc, out, start) in enumerate(
+            run_bounded_all(argvs, timeout, self.settings.load_cpu)
+        ):
+            try:
+                results.append(parsers.parse_h2load(out))
+            except parsers.ParseError as e:
+                return rc, parsers.ParseError("client %d of %d: %s" % (client, len(argvs), e))
+            starts.append(start)
+        return 0, parsers.merge(results, starts)
+
+    def load_argvs(self, case, url, warm=False, requests=None, seconds=None):
+        """The load's command lines: one, or for V1 one per group of VARIED_CONNS_PER_LOAD
+        connections, each (on the varied lines) with its own URI list, the requests split
+        evenly between them (at least one per connection)."""
+        if case.scenario != "V1":
+            return [self.load_argv(case, url, warm, requests, seconds)]
+        groups = math.ceil(case.conns / VARIED_CONNS_PER_LOAD)
+        return [
+            self.load_argv(case, url, warm, requests, seconds, client=g) for g in range(groups)
+        ]
+
+    def load_argv(self, case, url, warm=False, requests=None, seconds=None, client=None):
         """The load's command line; h2load's time bound follows `seconds`, the length the run
-        is expected to last (default: a run's length)."""
+        is expected to last (default: a run's length). `client`: V1's client group number,
+        whose share of the connections and requests this process makes (over its own list)."""
         secs = self.settings.seconds
         if case.tool == "wrk":
             duration = 1 if warm else secs
             return ["wrk", "-t1", "-c%d" % case.conns, "-d%ds" % duration, "--timeout", "5s", url]
         argv = [self.env.h3_client if case.listener == "quic" else "h2load"]
         argv += ["--h1"] if case.h1 else []  # HTTP/1.1 (V1), ALPN http/1.1 over TLS
+        conns = case.conns
+        if client is not None:
+            groups = math.ceil(case.conns / VARIED_CONNS_PER_LOAD)
+            conns = min(VARIED_CONNS_PER_LOAD, case.conns - client * VARIED_CONNS_PER_LOAD)
+            requests = max(conns, math.ceil(requests / groups))
         argv += [
             "-t1",
-            "-c%d" % case.conns,
+            "-c%d" % conns,
             "-m%d" % case.streams,
             "-n%d" % requests,
             "-T%d" % math.ceil(3 * (seconds or secs) + 5),
@@ -227,21 +275,30 @@ class Runner:
         if case.encoding:
             argv += ["-H", "accept-encoding: %s" % case.encoding]
         if case.uris:
-            return argv + ["-i", self.uri_file(case, url)]
+            return argv + ["-i", self.uri_file(case, url, client=client)]
         return argv + [url]
 
-    def uri_file(self, case, url, once=False):
+    def uri_file(self, case, url, once=False, client=None):
         """V1: the file of URIs `h2load -i` reads for `case` at `url` (written on first use):
-        case.uris's shuffled list of varied.py, every line a whole URI (h2load takes the
-        scheme, host and port from the first). `once`: each path of the set once, in file
-        order (the probe's)."""
+        case.uris's shuffled list of varied.py (`client`: that client's own order), every
+        line a whole URI (h2load takes the scheme, host and port from the first). `once`:
+        each path of the set once, in file order (the probe's)."""
         base = url.split("://", 1)[0] + "://" + url.split("://", 1)[1].split("/", 1)[0]
         port = base.rsplit(":", 1)[1]
         d = os.path.join(self.env.run_dir, "uris")
         os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, "%s-%s%s.txt" % (case.key, port, "-once" if once else ""))
+        if once:
+            suffix = "-once"
+        elif client is not None:
+            suffix = "-client%d" % client
+        else:
+            suffix = ""
+        path = os.path.join(d, "%s-%s%s.txt" % (case.uris, port, suffix))
         if not os.path.exists(path):
-            paths = varied.paths(case.uris) if once else varied.uri_list(case.uris)
+            if once:
+                paths = varied.paths(case.uris)
+            else:
+                paths = varied.uri_list(case.uris, client)
             with open(path, "w") as f:
                 f.write("".join(base + p + "\n" for p in paths))
         return path
@@ -269,11 +326,8 @@ class Runner:
 
     def h2load_round(self, case, url, requests):
         """(req/s, seconds) of one h2load round of `requests`; (0, 0) if it printed no summary."""
-        argv = self.load_argv(case, url, requests=requests)
-        _, out = run_bounded(argv, self.timeout(), self.settings.load_cpu)
-        try:
-            res = parsers.parse_h2load(out)
-        except parsers.ParseError:
+        _, res = self.run_load(case, self.load_argvs(case, url, requests=requests), self.timeout())
+        if isinstance(res, parsers.ParseError):
             return 0.0, 0.0
         return res.rps, res.duration_s
 

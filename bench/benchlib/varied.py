@@ -11,6 +11,11 @@ A generated part of the document root, `v1/`, deterministic (seeded) and made at
 and, per set, a list of its paths for `h2load -i`: the set shuffled with a fixed seed, again
 and again (each round shuffled anew) until the list is long enough, arranged so that no path
 follows itself, across rounds nor where h2load wraps from the last to the first.
+
+h2load gives every connection of a process the same list from its start, so connections that
+share a list walk it in near lockstep and the server sees each path several times in a row,
+from different connections: memo hits by accident. The load therefore runs one h2load process
+per client, each with its own order (`uri_list(name, client)`, seeded by the client's number).
 """
 
 import math
@@ -34,6 +39,10 @@ SETS = {
 # A list holds at least this many paths, and at least ROUNDS_MIN rounds of its set.
 LIST_MIN = 10000
 ROUNDS_MIN = 5
+# A client's own list: at least this many paths and one whole round. A client makes about a
+# hundredth of a run's requests (100 clients), so this rarely wraps; when it does, the client
+# starts its own order again, still out of step with every other client.
+CLIENT_LIST_MIN = 2000
 
 
 def sizes(name):
@@ -63,13 +72,18 @@ def content(name, index, size):
     return random.Random("%d-body-%s-%d" % (SEED, name, index)).randbytes(size)
 
 
-def uri_list(name):
-    """The shuffled list of set `name`'s paths for `h2load -i` (see the module's doc)."""
+def uri_list(name, client=None):
+    """The shuffled list of set `name`'s paths for `h2load -i` (see the module's doc).
+    `client`: client number N's own order (its own seed, at least CLIENT_LIST_MIN paths)."""
     base = paths(name)
     if len(base) < 2:
         return base
-    rounds = max(ROUNDS_MIN, math.ceil(LIST_MIN / len(base)))
-    rng = random.Random("%d-order-%s" % (SEED, name))
+    if client is None:
+        rounds = max(ROUNDS_MIN, math.ceil(LIST_MIN / len(base)))
+        rng = random.Random("%d-order-%s" % (SEED, name))
+    else:
+        rounds = max(1, math.ceil(CLIENT_LIST_MIN / len(base)))
+        rng = random.Random("%d-order-%s-client-%d" % (SEED, name, client))
     out = []
     for _ in range(rounds):
         order = base[:]

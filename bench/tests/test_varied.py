@@ -257,3 +257,61 @@ def test_probe_of_a_varied_case_needs_every_file_whole(monkeypatch, tmp_path):
     assert "expected http/1.1" in reason and "--h1" in calls[-1]
     answer["text"] = h2load_output(1, 4096, protocol="http/1.1")
     assert runner_mod.probe(c, "http://127.0.0.1:1/v1/mixed/0000.txt") is None
+
+
+def test_each_client_walks_its_own_order(tmp_path):
+    """h2load hands all connections of a process one list from its start; in lockstep they
+    would ask for the same path at once. The varied lines run one process per client, each
+    with its own seeded order, the requests split between them."""
+    runner = Runner(RunEnv(str(tmp_path)), Settings(True, 1, 1), [], [])
+    by_key = {c.key: c for c in v1()}
+    url = "http://127.0.0.1:8080/v1/d2000/0000.txt"
+    argvs = runner.load_argvs(by_key["V1-h2c-d2000"], url, requests=100_050)
+    assert len(argvs) == 100
+    lists = []
+    for argv in argvs:
+        assert "-c1" in argv and "-m10" in argv and "-n1001" in argv and argv[-2] == "-i"
+        with open(argv[-1]) as f:
+            lines = f.read().splitlines()
+        assert lines[0].startswith("http://127.0.0.1:8080/v1/d2000/")
+        paths = [l.split("8080", 1)[1] for l in lines]
+        assert sorted(paths[:2000]) == varied.paths("d2000")  # a whole round first
+        for prev, cur in zip(paths, paths[1:] + paths[:1]):
+            assert prev != cur
+        lists.append(tuple(paths))
+    assert len(set(lists)) == 100
+    # No two clients start on the same path often: in lockstep every one would.
+    firsts = [l[0] for l in lists]
+    assert len(set(firsts)) > 90
+    # The same orders in every run and for every server (other port, same paths).
+    again = runner.load_argvs(by_key["V1-h2c-d2000"], url.replace("8080", "9090"), requests=500)
+    with open(again[7][-1]) as f:
+        assert tuple(l.split("9090", 1)[1] for l in f.read().splitlines()) == lists[7]
+    assert "-n5" in again[7]  # 500 requests over 100 clients
+    # The repeated line has the same shape, one process per client, over its one URL.
+    one = "http://127.0.0.1:8080/v1/one/4k.txt"
+    repeated = runner.load_argvs(by_key["V1-h2c-one"], one, requests=1000)
+    assert len(repeated) == 100
+    assert all("-c1" in a and "-n10" in a and a[-1] == one and "-i" not in a for a in repeated)
+    # Other scenarios: one process for all the connections.
+    s1 = next(c for c in select(["S1"]) if c.key == "S1-4k")
+    assert len(runner.load_argvs(s1, "http://127.0.0.1:1/4k.txt", requests=1000)) == 1
+
+
+def test_results_of_the_clients_add_up(monkeypatch, tmp_path):
+    from benchlib import parsers
+    from benchlib import runner as runner_mod
+
+    runner = Runner(RunEnv(str(tmp_path)), Settings(True, 1, 1), [], [])
+    c = next(c for c in v1() if c.key == "V1-h1-d50")
+    outs = [(0, h2load_output(500, 4096 * 500), 0.01 * i) for i in range(100)]
+    outs[3] = (0, h2load_output(500, 4096 * 497, non2xx=3), 0.03)
+    monkeypatch.setattr(runner_mod, "run_bounded_all", lambda argvs, t, cpu=None: outs)
+    rc, res = runner.run_load(c, runner.load_argvs(c, "http://127.0.0.1:1/x", requests=50000), 30)
+    assert res.completed == 50000 and res.non2xx == 3
+    assert res.data_bytes == 4096 * (50000 - 3)
+    # From the first start to the last finish: 0.99 s + 100 ms.
+    assert abs(res.duration_s - 1.09) < 1e-9 and abs(res.rps - 50000 / 1.09) < 1e-6
+    outs[5] = (None, "(killed after 30s)", 0.05)
+    rc, res = runner.run_load(c, runner.load_argvs(c, "http://127.0.0.1:1/x", requests=50000), 30)
+    assert isinstance(res, parsers.ParseError) and "client 5 of 100" in str(res)
