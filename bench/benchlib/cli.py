@@ -75,6 +75,8 @@ def main(argv=None):
         )
         rows = runner.rows
         runner.run()
+        if args.extras:
+            run_extras(out_dir, env.spate, args)
     except KeyboardInterrupt:
         interrupted = True
         print("bench: interrupted, stopping servers", file=sys.stderr)
@@ -99,28 +101,59 @@ def main(argv=None):
     return 0
 
 
-KEEP_MARK = "<!-- bench/run --update-docs keeps what follows -->"
+# docs/benchmarks.md and, beside it, its charts and the run's result files.
+DOCS_PAGE = os.path.join(REPO_DIR, "docs", "benchmarks.md")
+DOCS_RUN = os.path.join(REPO_DIR, "docs", "benchmarks")
+RUN_FILES = ("results.csv", "meta.json") + tuple(name for name, _, _ in report.EXTRAS)
+
+
+def run_extras(out_dir, spate, args):
+    """bench/idle-memory and bench/scale against spate, h2o and nginx, their tables into
+    out_dir (idle-memory.md, scale.md) for the report."""
+    for name in ("idle-memory", "scale"):
+        argv = [os.path.join(BENCH_DIR, name), "--spate", spate]
+        argv += ["--server-cpu", str(args.server_cpu), "--client-cpu", str(args.load_cpu)]
+        print("bench: %s" % " ".join(argv), file=sys.stderr, flush=True)
+        # Its progress lines go to our stderr; its table (stdout) to the file.
+        with open(os.path.join(out_dir, name + ".md"), "w") as f:
+            subprocess.run(argv, stdout=f, check=False)
 
 
 def write_report(out_dir, rows, cases, meta, update_docs):
-    text = report.markdown(rows, cases, meta)
-    with open(os.path.join(out_dir, "report.md"), "w") as f:
-        f.write(text)
+    if os.path.realpath(out_dir) != os.path.realpath(DOCS_RUN):
+        # (docs/benchmarks/ holds the page's run: the page is its report)
+        with open(os.path.join(out_dir, "report.md"), "w") as f:
+            f.write(report.markdown(rows, cases, meta))
     charts = report.charts(rows, cases, out_dir)
     if update_docs:
-        path = os.path.join(REPO_DIR, "docs", "benchmarks.md")
-        with open(path, "w+") if not os.path.exists(path) else open(path, "r+") as f:
-            # The hand-written part (other benches' tables) below KEEP_MARK stays.
-            old = f.read()
-            mark = old.find(KEEP_MARK)
-            f.seek(0)
-            f.truncate()
-            f.write(report.docs_page(text) + ("\n" + old[mark:] if mark >= 0 else ""))
+        update_docs_page(out_dir, rows, cases, meta)
     print(
         "bench: wrote %s (results.csv, report.md%s)"
         % (out_dir, ", %d charts" % charts if charts else ", no charts: matplotlib missing"),
         file=sys.stderr,
     )
+
+
+def update_docs_page(out_dir, rows, cases, meta):
+    """docs/benchmarks.md from this run, its charts and result files into docs/benchmarks/
+    (replacing the last run's), so that `--report-only docs/benchmarks` writes it again."""
+    os.makedirs(DOCS_RUN, exist_ok=True)
+    same = os.path.realpath(out_dir) == os.path.realpath(DOCS_RUN)
+    if not same:
+        for name in os.listdir(DOCS_RUN):
+            if name.endswith(".png") or name in RUN_FILES:
+                os.remove(os.path.join(DOCS_RUN, name))
+        for name in os.listdir(out_dir):
+            if name.endswith(".png") or name in RUN_FILES:
+                shutil.copy(os.path.join(out_dir, name), DOCS_RUN)
+    extras = {}
+    for name, _, _ in report.EXTRAS:
+        path = os.path.join(out_dir, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                extras[name] = f.read()
+    with open(DOCS_PAGE, "w") as f:
+        f.write(report.docs_page(rows, cases, meta, extras, os.path.basename(DOCS_RUN)))
 
 
 def rewrite_report(out_dir, update_docs):
@@ -186,7 +219,16 @@ def parse_args(argv):
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--load-cpu", type=int, default=1)
     p.add_argument("--keep-run-dir", action="store_true", help="keep configs and server logs")
-    p.add_argument("--update-docs", action="store_true", help="also write docs/benchmarks.md")
+    p.add_argument(
+        "--update-docs",
+        action="store_true",
+        help="also write docs/benchmarks.md (and its charts and result files in docs/benchmarks/)",
+    )
+    p.add_argument(
+        "--extras",
+        action="store_true",
+        help="after the matrix, also run bench/idle-memory and bench/scale for the report",
+    )
     p.add_argument(
         "--report-only",
         metavar="DIR",
@@ -224,6 +266,7 @@ def machine_info(args, reps):
         "kernel": platform.release(),
         "mode": "quick" if args.quick else "full",
         "reps": str(reps),
+        "seconds": str(args.seconds or (2 if args.quick else 10)),
         "pinning": "servers on CPU %d, load generator on CPU %d" % (args.server_cpu, args.load_cpu),
         "versions": "; ".join(v for v in (_version(c) for c in VERSION_COMMANDS) if v),
         "spate": args.spate or "target/release/spate (commit %s)" % _git_commit(),

@@ -9,12 +9,11 @@ marked with a warning and does not count as "best peer".
 import os
 import statistics
 
+from .runner import ANCHORS
 from .scenarios import FILES, SCENARIOS
 from .servers import all_servers
 
 SUBJECT = "spate"
-# For reference, never "the best peer": the floors, and an earlier spate build.
-ANCHORS = ("floor", "floor-sized", "h2floor", "spate-before")
 
 
 class Cell:
@@ -41,6 +40,11 @@ class Cell:
         self.bytes = _stats(r.get("bytes_per_resp") for r in used)
         rss = [_num(r["peak_rss_kb"]) for r in used if _num(r["peak_rss_kb"]) is not None]
         self.rss_kb = max(rss) if rss else None
+        # L1: the rate the load was held at and the per-request time percentiles (ms).
+        self.target = _stats(r.get("target_rps") for r in used)
+        self.p50 = _stats(r.get("p50_ms") for r in used)
+        self.p99 = _stats(r.get("p99_ms") for r in used)
+        self.p999 = _stats(r.get("p999_ms") for r in used)
 
     @property
     def measured(self):
@@ -171,6 +175,8 @@ def scenario_table(sid, cases, summary, order):
     present = {s for c in cases for s in summary[c.key]}
     servers = [s for s in order if s in present]
     out = ["## %s: %s" % (sid, SCENARIOS[sid]), ""]
+    if any(c.rate_pct for c in cases):
+        return out + latency_table(cases, summary, servers)
     # V1: each server's CPU per request over its own on the repeated request (same transport).
     vs_repeated = any(c.baseline for c in cases)
     header = ["case", "load"] + servers + ["spate ÷ best peer"]
@@ -239,6 +245,75 @@ def scenario_table(sid, cases, summary, order):
     return out
 
 
+def latency_table(cases, summary, servers):
+    """L1: a peak line per workload (the usual cells), then its lines at a fixed rate, each
+    cell the per-request time percentiles, CPU per request and the rate reached."""
+    header = ["case", "load", "rate held"] + servers + ["spate ÷ best peer"]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    notes = []
+    for case in cases:
+        cells = summary[case.key]
+        held = ""
+        line = [case.label, "`%s`" % case.load_flags()]
+        for srv in servers:
+            cell = cells.get(srv)
+            if cell and cell.measured and case.rate_pct and cell.p99:
+                if cell.target and not held:
+                    held = "{:,.0f}/s".format(cell.target[0])
+                text = "p50 **%s** · p99 **%s** · p99.9 **%s** ms · %s µs · %s/s" % (
+                    _range(cell.p50, 2),
+                    _range(cell.p99, 2),
+                    _range(cell.p999, 2),
+                    _range(cell.cpu, 2),
+                    _range(cell.rps, 0),
+                )
+                if cell.status == "flagged":
+                    ref = _note(notes, "%s %s: every run flagged: %s"
+                                % (srv, case.label, "; ".join(cell.reasons)))
+                    text = "⚠ %s [%d]" % (text, ref)
+                line.append(text)
+            else:
+                line.append(format_cell(cell, notes, srv, case.label) if cell else "")
+        line.insert(2, held or ("peak" if not case.rate_pct else ""))
+        if case.rate_pct:
+            r, best = p99_ratio(cells)
+            line.append("p99 %.2f× (vs %s)" % (r, best) if r is not None else "n/a")
+        else:
+            cpu_r, rps_r, best_cpu, best_rps = ratios(cells)
+            line.append(
+                "n/a"
+                if cpu_r is None
+                else "CPU %.2f× (vs %s), req/s %.2f× (vs %s)" % (cpu_r, best_cpu, rps_r, best_rps)
+            )
+        out.append("| " + " | ".join(line) + " |")
+    out += [
+        "",
+        "Each workload runs first as fast as each server goes (its peak line: CPU µs per "
+        "request · req/s); then every server gets the same load held at 50% and 90% of the "
+        "best peer's peak req/s (`h2load --rps`, the rate spread evenly over the connections). "
+        "A cell there gives the time from a request's start to the end of its response at the "
+        "50th, 99th and 99.9th percentile (h2load's `--log-file`, every request of the run), "
+        "then the server's CPU per request and the rate h2load reached. The last column is "
+        "spate's p99 over the lowest peer p99. A server that cannot keep up with the rate "
+        "shows it in the rate reached and in its tail.",
+        "",
+    ]
+    if notes:
+        out += ["%d. %s" % (i + 1, n) for i, n in enumerate(notes)] + [""]
+    return out
+
+
+def p99_ratio(cells):
+    """L1: spate's p99 over the lowest clean peer's, and that peer; (None, None) without."""
+    mine, peers = _comparable(cells, "p99")
+    if not peers:
+        return None, None
+    best = min(peers, key=lambda s: peers[s].p99[0])
+    if not peers[best].p99[0]:
+        return None, None
+    return mine.p99[0] / peers[best].p99[0], best
+
+
 def repeated_ratio(cell, baseline):
     """A server's CPU per request on a varied case over its own on the repeated case (V1), or
     None where either has no clean figure."""
@@ -297,18 +372,140 @@ def _note(notes, text):
     return notes.index(text) + 1
 
 
-def docs_page(report_text):
-    return report_text.replace(
-        "# spate benchmark report",
-        "# Benchmarks\n\nThe latest run of `bench/run --update-docs` (mode, machine and date "
-        "below; bench/README.md has the method and how to read the tables). Publish full-mode "
-        "runs only: `bench/run --update-docs`.\n\n## Latest results",
-        1,
+# The tables other tools of bench/ write into a run's directory, shown after the scenarios.
+EXTRAS = (
+    (
+        "idle-memory.md",
+        "Idle memory per connection (`bench/idle-memory`)",
+        "RSS growth of the server's processes divided by the connections: 9,000 keep-alive "
+        "connections that each made one request (GET of a 6-byte file) and then stay idle, "
+        "read 3 s after the last request; one worker per server pinned to CPU 0, the client "
+        "on CPU 1, a fresh server per cell. Kernel socket memory is not in RSS.",
+    ),
+    (
+        "scale.md",
+        "Scale: 100 to 10,000 connections (`bench/scale`)",
+        "GET of a 6-byte file, one worker pinned to CPU 0, load on CPU 1. h2c: `h2load -m1 "
+        "-n100000 -cN` (connection setup counted) and `h2load -c1000 -m100 -n1000000`; "
+        "HTTP/1.1: `wrk -t1 -cN -d5s`; storm: `h2load --h1 -c10000 -n10000`, 10,000 "
+        "connections opened at once with one request each. CPU is read from /proc in 10 ms "
+        "ticks: ±0.1 µs at 100,000 requests, ±1 µs for the storm.",
+    ),
+)
+
+
+def docs_page(rows, cases, meta, extras=None, charts_dir="benchmarks"):
+    """docs/benchmarks.md: the whole page, from one run's rows and meta (and `extras`:
+    {file name of EXTRAS: its markdown}); the charts are `charts_dir`/SID.png beside it."""
+    extras = extras or {}
+    summary = summarize(rows)
+    out = [
+        "# Benchmarks",
+        "",
+        "spate against h2o, nginx, nghttpd, nghttpx and Apache (Caddy on the HTTP/3 rows), one "
+        "worker each, side by side on one machine. This page is written by `bench/run "
+        "--update-docs` from one run of the code named below, and every figure on it comes "
+        "from that run; its result files are kept beside the page (`docs/%s/results.csv`, "
+        "`meta.json`), so the page can be written again without rerunning. Measurements of "
+        "single changes over time, with their reasoning, are in [bench-log.md](bench-log.md); "
+        "the WebSocket echo through the proxies in "
+        "[benchmarks-websocket.md](benchmarks-websocket.md)." % charts_dir,
+        "",
+        "## The run",
+        "",
+    ]
+    labels = (
+        ("date", "date"),
+        ("spate", "spate"),
+        ("mode", "mode"),
+        ("reps", "repetitions"),
+        ("seconds", "seconds per run"),
+        ("cpu", "CPU"),
+        ("cores", "cores"),
+        ("kernel", "kernel"),
+        ("pinning", "pinning"),
+        ("note", "note"),
     )
+    for key, label in labels:
+        if meta.get(key):
+            out.append("- %s: %s" % (label, meta[key]))
+    if meta.get("versions"):
+        out.append("- versions:")
+        out += ["  - %s" % v for v in meta["versions"].split("; ")]
+    if meta.get("mode") == "quick":
+        out += [
+            "",
+            "⚠ A quick run (2 s runs, one repetition): the figures show the shape, not the "
+            "precision of a full run. Publish full runs.",
+        ]
+    out += [
+        "",
+        "## Method, in short",
+        "",
+        "- **CPU per request is the figure to compare**: utime+stime of all the server's "
+        "processes over a run (from `/proc`), divided by the requests the load generator "
+        "completed. The load generator shares the 2-core machine and saturates first, so "
+        "req/s measures it as much as the server.",
+        "- One worker per server (h2o and spate `num-threads: 1`, nginx `worker_processes 1`, "
+        "nghttpd/nghttpx `-n1`, Apache mpm_event with one process), pinned to CPU 0; the load "
+        "generator (h2load, wrk) pinned to CPU 1. Loopback, access logs off, the same "
+        "self-signed P-256 certificate for every TLS server.",
+        "- Every server of a scenario is started at once and the repetitions go round them "
+        "(rep 1 of each, then rep 2, in an order turning by one), so the machine's drift "
+        "falls on every server alike. A cell is the median of the clean repetitions "
+        "[min-max].",
+        "- Runs with failed, errored or timed-out requests, socket errors or non-2xx answers "
+        "are flagged (⚠) and never averaged in; the notes under a table say what happened.",
+        "- **n/a**: the server cannot run that case (a feature the build lacks); **error**: a "
+        "peer failed to start or to answer the probe.",
+        "- The floors (`floor.c`, `h2floor.c`) answer every request with a canned response "
+        "over the same sockets: the least CPU any server can spend there. They are never "
+        "\"the best peer\".",
+        "",
+        "The whole method, the scenario shapes and every peer's configuration: "
+        "[bench/README.md](../bench/README.md).",
+        "",
+        "## Rerun",
+        "",
+        "```sh",
+        "bench/setup                   # Debian 12 packages, release build of spate, the floors",
+        "bench/run --update-docs --extras        # the whole matrix, then this page",
+        "bench/run --report-only docs/%s --update-docs   # this page again from the kept run"
+        % charts_dir,
+        "bench/run --scenarios S1,L1 --servers spate,h2o,nginx   # a part, into bench/results/",
+        "```",
+        "",
+    ]
+    scenario_ids = _unique(c.scenario for c in cases)
+    order = _unique([s.name for s in all_servers()] + [r["server"] for r in rows])
+    shown = [
+        sid for sid in scenario_ids if any(c.key in summary for c in cases if c.scenario == sid)
+    ]
+    if shown:
+        out += ["Scenarios: " + ", ".join("[%s](#%s)" % (sid, _anchor(sid)) for sid in shown)
+                + ".", ""]
+    for sid in shown:
+        mine = [c for c in cases if c.scenario == sid and c.key in summary]
+        table = scenario_table(sid, mine, summary, order)
+        # The chart goes under the heading, before the table.
+        table[2:2] = ["![%s chart](%s/%s.png)" % (sid, charts_dir, sid), ""]
+        out += table
+    for name, title, method in EXTRAS:
+        if extras.get(name):
+            out += ["## %s" % title, "", method, "", extras[name].strip(), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _anchor(sid):
+    """GitHub's anchor of the heading "## SID: ...": lower case, punctuation dropped."""
+    heading = "%s: %s" % (sid, SCENARIOS[sid])
+    kept = "".join(ch for ch in heading.lower() if ch.isalnum() or ch in " -_")
+    return kept.replace(" ", "-")
 
 
 def charts(rows, cases, out_dir):
-    """One PNG per scenario (CPU µs per request by case and server); 0 without matplotlib."""
+    """One PNG per scenario, `SID.png` in out_dir: server CPU µs per request and req/s by case
+    and server, side by side (L1: p99 and p50 at the held rates). 0 without matplotlib."""
     try:
         import matplotlib
 
@@ -320,39 +517,62 @@ def charts(rows, cases, out_dir):
     written = 0
     for sid in _unique(c.scenario for c in cases):
         mine = [c for c in cases if c.scenario == sid and c.key in summary]
+        if any(c.rate_pct for c in mine):
+            mine = [c for c in mine if c.rate_pct]
+            panels = (
+                ("p99", "p99 ms per request (lower is better)"),
+                ("p50", "p50 ms per request (lower is better)"),
+            )
+        else:
+            panels = (
+                ("cpu", "server CPU µs per request (lower is better)"),
+                ("rps", "requests per second (higher is better)"),
+            )
         servers = _unique(s for c in mine for s in summary[c.key] if summary[c.key][s].measured)
         if not mine or not servers:
             continue
-        fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(mine)), 4))
+        # Horizontal bars, a group per case from the top down: long labels stay readable.
+        height = max(3.0, 1.0 + 0.16 * len(mine) * len(servers) + 0.1 * len(mine))
+        fig, axes = plt.subplots(1, 2, figsize=(11, height), sharey=True)
         width = 0.8 / len(servers)
-        for i, srv in enumerate(servers):
-            values = []
-            for case in mine:
-                cell = summary[case.key].get(srv)
-                values.append(cell.cpu[0] if cell and cell.measured else 0)
-            ax.bar([x + i * width for x in range(len(mine))], values, width, label=srv)
-        ax.set_xticks([x + width * (len(servers) - 1) / 2 for x in range(len(mine))])
-        ax.set_xticklabels([c.label for c in mine], fontsize=8)
-        measured = [
-            v
-            for v in (
-                summary[c.key][s].cpu[0]
-                for c in mine
-                for s in servers
-                if s in summary[c.key] and summary[c.key][s].measured
-            )
-            if v > 0
-        ]
-        if measured and max(measured) > 20 * min(measured):
-            ax.set_yscale("log")  # Apache's figures would flatten everyone else's
-        ax.set_ylabel("server CPU µs per request (lower is better)")
-        ax.set_title("%s: %s" % (sid, SCENARIOS[sid]), fontsize=9)
-        ax.legend(fontsize=8)
+        positions = list(range(len(mine)))
+        for ax, (figure, xlabel) in zip(axes, panels):
+            measured = []
+            for i, srv in enumerate(servers):
+                values = []
+                for case in mine:
+                    cell = summary[case.key].get(srv)
+                    stats = getattr(cell, figure) if cell and cell.measured else None
+                    values.append(stats[0] if stats else 0)
+                measured += [v for v in values if v > 0]
+                ax.barh([y + i * width for y in positions], values, width, label=srv)
+            if measured and max(measured) > 20 * min(measured):
+                ax.set_xscale("log")  # Apache's figures would flatten everyone else's
+            ax.set_xlabel(xlabel, fontsize=8)
+            ax.tick_params(axis="x", labelsize=7)
+            ax.grid(axis="x", alpha=0.3)
+        axes[0].set_yticks([y + width * (len(servers) - 1) / 2 for y in positions])
+        axes[0].set_yticklabels([c.label for c in mine], fontsize=7)
+        axes[0].invert_yaxis()
+        axes[1].legend(fontsize=7, loc="best")
+        fig.suptitle("%s: %s" % (sid, _wrap(SCENARIOS[sid], 120)), fontsize=8)
         fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "%s.png" % sid))
+        fig.savefig(os.path.join(out_dir, "%s.png" % sid), dpi=80)
         plt.close(fig)
         written += 1
     return written
+
+
+def _wrap(text, width=18):
+    """Line breaks at spaces so that no line is much longer than `width`."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = (line + " " + word).strip()
+    return "\n".join(lines + [line])
 
 
 def _backend_notes(cases, summary):

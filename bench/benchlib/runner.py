@@ -17,6 +17,10 @@ from . import page, parsers, varied
 from .procs import RssSampler, StartError, run_bounded, run_bounded_all
 from .scenarios import FILES
 
+# For reference, never "the best peer" (of the report, nor for L1's rate): the floors, and an
+# earlier spate build.
+ANCHORS = ("floor", "floor-sized", "h2floor", "spate-before")
+
 COLUMNS = [
     "scenario",
     "case",
@@ -41,6 +45,11 @@ COLUMNS = [
     "bytes_per_resp",
     "protocol",
     "command",
+    # L1: the rate the load was held at, and percentiles of the per-request times.
+    "target_rps",
+    "p50_ms",
+    "p99_ms",
+    "p999_ms",
 ]
 
 # V1: connections per h2load process. h2load hands every connection of a process the same URI
@@ -69,6 +78,7 @@ class Runner:
         self.cases = cases
         self.rows = []
         self.progress = progress or Progress(self.planned_runs())
+        self.targets = {}  # L1: case key -> the req/s its load is held at
 
     def planned_runs(self):
         return sum(
@@ -102,6 +112,8 @@ class Runner:
                             self.skip(server, case, self.failure_status(server), "start: %s" % e)
                 for case in cases:
                     ready = []
+                    if case.rate_pct and not self.set_target(case, started):
+                        continue
                     for server, group_inst, runnable in started:
                         if case in runnable:
                             inst = group_inst.for_case(case)
@@ -118,6 +130,26 @@ class Runner:
                 for _, inst, _ in started:
                     inst.stop()
         return self.rows
+
+    def set_target(self, case, started):
+        """L1: hold `case`'s load at rate_pct % of the best peer's median req/s on its peak
+        case (spate's own when no peer ran it clean). False, with the case reported n/a for
+        every server, when there is no clean peak."""
+        rates = {}
+        for row in self.rows:
+            if row["case"] == case.peak and row["status"] == "ok" and row["rps"] != "":
+                rates.setdefault(row["server"], []).append(float(row["rps"]))
+        medians = {srv: sorted(v)[len(v) // 2] for srv, v in rates.items()}
+        peers = {s: r for s, r in medians.items() if s != "spate" and s not in ANCHORS}
+        best = max(peers.values()) if peers else medians.get("spate")
+        if not best:
+            for server, _, runnable in started:
+                if case in runnable:
+                    reason = "no clean peak (%s) to take the rate from" % case.peak
+                    self.skip(server, case, "n/a", reason)
+            return False
+        self.targets[case.key] = best * case.rate_pct / 100.0
+        return True
 
     @staticmethod
     def rep_order(ready, rep):
@@ -159,10 +191,18 @@ class Runner:
         if reason:
             self.skip(server, case, self.failure_status(server), "probe: %s" % reason)
             return None
+        if case.rate_pct:
+            # Warmed by the peak case; a run lasts its length at the rate it is held at.
+            seconds = self.settings.seconds
+            return url, max(case.conns, int(self.targets[case.key] * seconds)), seconds
         return (url,) + self.warm_up(case, url)
 
     def measure(self, server, inst, case, url, rep, requests, seconds=None):
-        argvs = self.load_argvs(case, url, requests=requests, seconds=seconds)
+        log_file = None
+        if case.rate_pct:
+            name = "latency-%s-%s-%d.tsv" % (case.key, server.name, rep)
+            log_file = os.path.join(self.env.run_dir, name)
+        argvs = self.load_argvs(case, url, requests=requests, seconds=seconds, log_file=log_file)
         row = self.base_row(server, case, rep)
         row["command"] = " ".join(argvs[0])
         if len(argvs) > 1:
@@ -194,6 +234,10 @@ class Runner:
             peak_rss_kb=rss.peak_kb,
             protocol=res.protocol.strip(),
         )
+        if log_file:
+            row.update(target_rps=round(self.targets[case.key], 1), **latency_percentiles(log_file))
+            if os.path.exists(log_file):
+                os.remove(log_file)  # a line per request: megabytes per run
         if res.completed:
             row["cpu_us_per_req"] = round(cpu / res.completed * 1e6, 3)
             if case.encoding:
@@ -234,12 +278,17 @@ class Runner:
             starts.append(start)
         return 0, parsers.merge(results, starts)
 
-    def load_argvs(self, case, url, warm=False, requests=None, seconds=None):
+    def load_argvs(self, case, url, warm=False, requests=None, seconds=None, log_file=None):
         """The load's command lines: one, or for V1 one per group of VARIED_CONNS_PER_LOAD
         connections, each (on the varied lines) with its own URI list, the requests split
         evenly between them (at least one per connection)."""
         if case.scenario != "V1":
-            return [self.load_argv(case, url, warm, requests, seconds)]
+            argv = self.load_argv(case, url, warm, requests, seconds)
+            if case.rate_pct and log_file:
+                # h2load's rate is per client: the total spread evenly over the connections.
+                rate = self.targets[case.key] / case.conns
+                argv[-1:-1] = ["--rps=%.3f" % rate, "--log-file=%s" % log_file]
+            return [argv]
         groups = math.ceil(case.conns / VARIED_CONNS_PER_LOAD)
         return [
             self.load_argv(case, url, warm, requests, seconds, client=g) for g in range(groups)
@@ -381,6 +430,10 @@ class Progress:
         self.done += 1
         if row["status"] in ("ok", "flagged"):
             figure = "%s req/s, %s us/req" % (_fmt(row["rps"], 0), _fmt(row["cpu_us_per_req"], 2))
+            if row.get("p99_ms") not in ("", None):
+                figure += ", p50 %s p99 %s p99.9 %s ms" % tuple(
+                    _fmt(row[k], 2) for k in ("p50_ms", "p99_ms", "p999_ms")
+                )
             if row["status"] == "flagged":
                 figure += "  FLAGGED: " + row["reason"]
         else:
@@ -401,6 +454,32 @@ class Progress:
             file=self.stream,
             flush=True,
         )
+
+
+def latency_percentiles(log_file):
+    """p50, p99 and p99.9 in ms of the per-request times in h2load's --log-file (tab-separated:
+    start in µs since the epoch, status, µs until the end of the response); {} if empty."""
+    times = []
+    try:
+        with open(log_file) as f:
+            for line in f:
+                fields = line.split("\t")
+                if len(fields) >= 3:
+                    try:
+                        times.append(int(fields[2]))
+                    except ValueError:
+                        continue
+    except OSError:
+        return {}
+    if not times:
+        return {}
+    times.sort()
+
+    def rank(q):
+        # Nearest rank: the smallest time with at least q of the requests at or below it.
+        return round(times[max(0, math.ceil(q * len(times)) - 1)] / 1000.0, 3)
+
+    return {"p50_ms": rank(0.5), "p99_ms": rank(0.99), "p999_ms": rank(0.999)}
 
 
 def probe(case, url, check_body=True, h3_client=None):

@@ -48,6 +48,11 @@ class Case:
     uris: str = ""
     # V1: the key of the repeated-request case this one is compared with ("" if none).
     baseline: str = ""
+    # L1: a load held at this percentage of the best peer's req/s on case `peak` (measured
+    # earlier in the same run), with per-request times (h2load --rps, --log-file); 0: as fast
+    # as the server goes.
+    rate_pct: int = 0
+    peak: str = ""
 
     @property
     def protocol(self):
@@ -80,6 +85,8 @@ class Case:
             flags += " -H 'accept-encoding: %s'" % self.encoding
         if self.uris:
             flags += " -i %s" % self.uris
+        if self.rate_pct:
+            flags += " --rps (%d%% of the best peer's peak)" % self.rate_pct
         return flags
 
 
@@ -98,6 +105,9 @@ SCENARIOS = {
     "proxied, HTTP/2 over TLS (h2load -c100 -m10)",
     "F1": "FastCGI: a small PHP page from PHP-FPM (the same pool for every server, over TCP), "
     "h2c (h2load -c100 -m10)",
+    "L1": "latency at a fixed rate: S1 4 KiB (h2c, h2load -c500 -m100), S5 (HTTP/1.1, "
+    "h2load --h1 -c100) and S4 (proxy h2c 4 KiB, h2load -c100 -m100), each held at 50% and "
+    "90% of the best peer's peak (h2load --rps, per-request times from --log-file)",
     "V1": "varied traffic: one 4 KiB file repeated, then 50 and 2,000 distinct 4 KiB files and "
     "2,000 files of mixed sizes (100 B - 64 KiB) in shuffled order (h2load -i), over h2c, "
     "HTTP/1.1, TLS (h2 and HTTP/1.1), HTTP/3 and through a proxy (h2load -c100, -m10 for "
@@ -144,6 +154,40 @@ def v1_cases():
                     h1=h1,
                     uris="" if repeated else name,
                     baseline="" if repeated else baseline,
+                )
+            )
+    return cases
+
+
+# L1's workloads: (short name, label, path, mode, h1, conns, streams), the shapes of S1 4 KiB,
+# S5 and S4's h2c 4 KiB line. h2load throughout (wrk holds no fixed rate), so S5's shape is
+# `h2load --h1 -c100`.
+L1_LOADS = (
+    ("s1", "S1 4 KiB h2c", "/4k.txt", "static", False, 500, 100),
+    ("s5", "S5 612 B HTTP/1.1", "/index.html", "static", True, 100, 1),
+    ("s4", "S4 proxy h2c 4 KiB", "/4k.txt", "proxy", False, 100, 100),
+)
+L1_RATES = (50, 90)
+
+
+def l1_cases():
+    """L1: per workload, its peak (as fast as each server goes), then the load held at each of
+    L1_RATES percent of the best peer's peak, the same rate for every server."""
+    cases = []
+    for short, label, path, mode, h1, conns, streams in L1_LOADS:
+        peak = "L1-%s-peak" % short
+        common = dict(tool="h2load", path=path, listener="clear", mode=mode, conns=conns)
+        common.update(streams=streams, h1=h1)
+        cases.append(Case("L1", peak, "%s, peak" % label, **common))
+        for pct in L1_RATES:
+            cases.append(
+                Case(
+                    "L1",
+                    "L1-%s-%d" % (short, pct),
+                    "%s at %d%%" % (label, pct),
+                    rate_pct=pct,
+                    peak=peak,
+                    **common,
                 )
             )
     return cases
@@ -295,6 +339,7 @@ def all_cases():
              warm_requests=2000)
     )
     cases += v1_cases()
+    cases += l1_cases()
     return cases
 
 

@@ -143,7 +143,7 @@ def by_name(names):
 class H2oDialect(Server):
     """h2o and spate: one YAML dialect, one generator."""
 
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "Q1", "C1", "V1", "F1")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "Q1", "C1", "V1", "F1", "L1")
 
     def start(self, env, cases):
         case = cases[0]
@@ -299,7 +299,7 @@ class H2o(H2oDialect):
         if case.protocol == "h3" and case.mode == "answer":
             return "the peers' h2o is built without mruby"
         if case.backends > 1:
-            return "h2o 2.2.5 has no balancer (h2o 2.3 has; see docs/benchmarks.md)"
+            return "h2o 2.2.5 has no balancer (h2o 2.3 has; see docs/bench-log.md)"
         return super().unsupported(case, env)
 
     def user_line(self, env):
@@ -330,7 +330,7 @@ class H2o(H2oDialect):
 
 class Nginx(Server):
     name = "nginx"
-    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1", "V1", "F1")
+    scenarios = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "C1", "V1", "F1", "L1")
 
     def unsupported(self, case, env):
         if case.protocol == "h3":
@@ -427,7 +427,7 @@ class Nghttpd(Server):
 
 class Nghttpx(Server):
     name = "nghttpx"
-    scenarios = ("S4", "S8", "V1")
+    scenarios = ("S4", "S8", "V1", "L1")
 
     def applies(self, case):
         return super().applies(case) and case.mode == "proxy"  # V1: its proxy rows
