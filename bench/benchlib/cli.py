@@ -129,7 +129,7 @@ def write_report(out_dir, rows, cases, meta, update_docs):
         update_docs_page(out_dir, rows, cases, meta)
     print(
         "bench: wrote %s (results.csv, report.md%s)"
-        % (out_dir, ", %d charts" % charts if charts else ", no charts: matplotlib missing"),
+        % (out_dir, ", %d charts" % charts if charts else ", no charts: no matplotlib, or nothing measured"),
         file=sys.stderr,
     )
 

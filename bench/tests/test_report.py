@@ -189,3 +189,16 @@ def test_an_earlier_spate_build_is_paired_and_never_the_best_peer():
     line = next(l for l in text.splitlines() if l.startswith("| 612 B"))
     assert "CPU 0.60× (vs h2o)" in line
     assert "CPU 0.90× spate-before, paired" in line
+
+
+def test_a_chart_per_scenario_with_both_figures(tmp_path):
+    pytest.importorskip("matplotlib")
+    cases = select(["S1", "S5"])
+    rows = [
+        row("spate", rps=400.0, cpu=1.0),
+        row("h2o", rps=300.0, cpu=2.0),
+        row("spate", case="S5", scenario="S5", rps=100.0, cpu=5.0),
+    ]
+    assert report.charts(rows, cases, str(tmp_path)) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["S1.png", "S5.png"]
+    assert (tmp_path / "S1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
