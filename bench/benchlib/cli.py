@@ -66,7 +66,9 @@ def main(argv=None):
             args.h2floor or _floor_path("h2floor"),
             args.spate_before,
         )
-        settings = Settings(args.quick, reps, args.load_cpu, args.seconds)
+        settings = Settings(
+            args.quick, reps, args.load_cpu, args.seconds, args.v1_conns_per_load
+        )
         runner = Runner(env, settings, chosen, cases)
         print(
             "bench: %d runs, %s mode, out %s"
@@ -215,6 +217,13 @@ def parse_args(argv):
         "--h2o-quic",
         default=None,
         help="h2o with QUIC for the HTTP/3 rows (default ../shared/peers/h2o/bin/h2o)",
+    )
+    p.add_argument(
+        "--v1-conns-per-load",
+        type=int,
+        default=None,
+        help="V1: connections per h2load process, each process with its own URI order "
+        "(default 1: every client its own; 100: one process, one order walked in lockstep)",
     )
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--load-cpu", type=int, default=1)

@@ -63,11 +63,14 @@ VARIED_CONNS_PER_LOAD = 1
 class Settings:
     """How long and how often: quick mode keeps a run to ~2 s, full mode to ~10 s."""
 
-    def __init__(self, quick, reps, load_cpu, seconds=None):
+    def __init__(self, quick, reps, load_cpu, seconds=None, v1_conns_per_load=None):
         self.quick = quick
         self.reps = reps
         self.load_cpu = load_cpu
         self.seconds = seconds or (2 if quick else 10)
+        # V1's connections per h2load process (VARIED_CONNS_PER_LOAD unless given: 100, one
+        # process walking one list, measures what the lockstep was worth).
+        self.v1_conns_per_load = v1_conns_per_load or VARIED_CONNS_PER_LOAD
 
 
 class Runner:
@@ -279,7 +282,7 @@ class Runner:
         return 0, parsers.merge(results, starts)
 
     def load_argvs(self, case, url, warm=False, requests=None, seconds=None, log_file=None):
-        """The load's command lines: one, or for V1 one per group of VARIED_CONNS_PER_LOAD
+        """The load's command lines: one, or for V1 one per group of v1_conns_per_load
         connections, each (on the varied lines) with its own URI list, the requests split
         evenly between them (at least one per connection)."""
         if case.scenario != "V1":
@@ -289,7 +292,7 @@ class Runner:
                 rate = self.targets[case.key] / case.conns
                 argv[-1:-1] = ["--rps=%.3f" % rate, "--log-file=%s" % log_file]
             return [argv]
-        groups = math.ceil(case.conns / VARIED_CONNS_PER_LOAD)
+        groups = math.ceil(case.conns / self.settings.v1_conns_per_load)
         return [
             self.load_argv(case, url, warm, requests, seconds, client=g) for g in range(groups)
         ]
@@ -306,8 +309,9 @@ class Runner:
         argv += ["--h1"] if case.h1 else []  # HTTP/1.1 (V1), ALPN http/1.1 over TLS
         conns = case.conns
         if client is not None:
-            groups = math.ceil(case.conns / VARIED_CONNS_PER_LOAD)
-            conns = min(VARIED_CONNS_PER_LOAD, case.conns - client * VARIED_CONNS_PER_LOAD)
+            per = self.settings.v1_conns_per_load
+            groups = math.ceil(case.conns / per)
+            conns = min(per, case.conns - client * per)
             requests = max(conns, math.ceil(requests / groups))
         argv += [
             "-t1",

@@ -293,6 +293,10 @@ def test_each_client_walks_its_own_order(tmp_path):
     repeated = runner.load_argvs(by_key["V1-h2c-one"], one, requests=1000)
     assert len(repeated) == 100
     assert all("-c1" in a and "-n10" in a and a[-1] == one and "-i" not in a for a in repeated)
+    # --v1-conns-per-load 100: the old shape, one process, one order for every connection.
+    lockstep = Runner(RunEnv(str(tmp_path)), Settings(True, 1, 1, v1_conns_per_load=100), [], [])
+    one_process = lockstep.load_argvs(by_key["V1-h2c-d2000"], url, requests=100_050)
+    assert len(one_process) == 1 and "-c100" in one_process[0] and "-n100050" in one_process[0]
     # Other scenarios: one process for all the connections.
     s1 = next(c for c in select(["S1"]) if c.key == "S1-4k")
     assert len(runner.load_argvs(s1, "http://127.0.0.1:1/4k.txt", requests=1000)) == 1
