@@ -924,8 +924,8 @@ mod yaml;
 
 pub use cache::CacheConf;
 pub use edge::{
-    any_contains, AccessRule, BasicAuthConf, Cidr, EdgeConf, LimitConnConf, LimitConnZone,
-    LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,
+    any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, LimitConnConf,
+    LimitConnZone, LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,
 };
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
