@@ -9,7 +9,7 @@ mod common;
 use common::backend::{Backend, Echo};
 use common::clients::{fetch, Proto};
 use common::*;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -305,4 +305,85 @@ hosts:
     ] {
         assert!(err.contains(want), "{want} not in {err}");
     }
+}
+
+/// A backend of another protocol: answers one upgrade with 101 and `READY`, then sends back
+/// what it reads in capitals.
+fn shout_backend() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut c = c;
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if c.read_exact(&mut b).is_err() {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let _ = c.write_all(
+                    b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: shout/1\r\n\r\nREADY\n",
+                );
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = c.read(&mut buf) {
+                    let _ = c.write_all(&buf[..n].to_ascii_uppercase());
+                }
+            });
+        }
+    });
+    port
+}
+
+/// An upgrade on a path with `auth-request` and `proxy.tunnel`: refused without the
+/// service's yes, a tunnel once it said yes.
+#[test]
+fn an_upgrade_waits_for_the_service() {
+    let service = Service::start();
+    let port = shout_backend();
+    let s = Spate::start(&format!(
+        "
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /:
+        auth-request: {{url: {}}}
+        proxy.reverse.url: http://127.0.0.1:{port}/
+        proxy.tunnel: ON
+",
+        service.url()
+    ));
+    let upgrade = |auth: &str| {
+        let mut c = s.connect();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let req = format!(
+            "GET /talk HTTP/1.1\r\nHost: x\r\n{auth}Connection: Upgrade\r\nUpgrade: shout/1\r\n\r\n"
+        );
+        c.write_all(req.as_bytes()).unwrap();
+        c
+    };
+    let mut refused = upgrade("");
+    let text = read_response(&mut refused, &mut Vec::new(), false);
+    assert_eq!(text.status, 401);
+    let mut c = upgrade("Authorization: Bearer alice\r\n");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"READY\n") {
+        let n = c.read(&mut buf).expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 101 "),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    c.write_all(b"hello\n").unwrap();
+    let n = c.read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"HELLO\n");
+    // The service was not asked to upgrade.
+    assert!(!service.last().contains("upgrade"), "{}", service.last());
 }

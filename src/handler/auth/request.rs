@@ -151,6 +151,11 @@ impl Handler for AuthRequest {
     fn streams_body(&self) -> bool {
         self.inner.streams_body()
     }
+
+    /// An upgrade waits for the service like any request; the tunnel opens once it said yes.
+    fn tunnels(&self) -> bool {
+        self.inner.tunnels()
+    }
 }
 
 /// The service's 401 or 403 as the client gets it: its fields but those of its connection
