@@ -188,6 +188,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     // The edge (config/edge.rs): spate's names, h2o does these with mruby.
     ("access", ALL),
     ("basic-auth", ALL),
+    ("auth-request", ALL),
     ("limit-req-zones", G),
     ("limit-req", ALL),
     ("limit-conn-zones", G),

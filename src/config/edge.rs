@@ -138,6 +138,27 @@ pub struct EdgeConf {
     pub limits: Vec<LimitReqConf>,
     /// `limit-conn`: each zone the request holds a place in while it is served.
     pub conn_limits: Vec<LimitConnConf>,
+    /// `auth-request`: the service asked before the handler runs.
+    pub auth_request: Option<AuthRequestConf>,
+}
+
+/// `auth-request: {url: URL, copy-headers: [NAME, ...], timeout: MS}` (nginx's
+/// `auth_request`, Caddy's `forward_auth`): a subrequest to an authentication service
+/// decides whether the request goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthRequestConf {
+    /// `url` (required): `http://HOST[:PORT]/PATH` or `http://[unix:/path]/PATH`.
+    pub url: super::UpstreamUrl,
+    /// `copy-headers` (none): the fields of the service's 2xx answer set on the request, in
+    /// lower case. The client's own fields of these names are dropped either way, so that a
+    /// client cannot claim what only the service may say.
+    pub copy_headers: Vec<String>,
+    /// `timeout` (ms, 5000): for connecting, for the service's answer and between its reads.
+    pub timeout: std::time::Duration,
+}
+
+impl AuthRequestConf {
+    pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5_000);
 }
 
 /// One entry of `limit-conn-zones` (nginx's `limit_conn_zone`).
@@ -229,6 +250,8 @@ pub(super) struct EdgeOpts {
     limits: Option<Vec<(LimitReqConf, String, u32)>>,
     /// `limit-conn` as written.
     conn_limits: Option<Vec<(LimitConnConf, String, u32)>>,
+    /// `Some(None)`: `auth-request: OFF` at this level.
+    auth_request: Option<Option<AuthRequestConf>>,
 }
 
 impl EdgeOpts {
@@ -243,6 +266,11 @@ impl EdgeOpts {
             "basic-auth" => {
                 if let Some(b) = basic_auth(ctx, v) {
                     self.basic_auth = Some(b);
+                }
+            }
+            "auth-request" => {
+                if let Some(a) = auth_request(ctx, v) {
+                    self.auth_request = Some(a);
                 }
             }
             "limit-req-zones" => zones(ctx, v),
@@ -360,11 +388,13 @@ impl EdgeOpts {
                 }
             }
         }
+        let auth_request = self.auth_request.clone().flatten();
         if self.access.is_empty()
             && real_ip.is_none()
             && basic_auth.is_none()
             && limits.is_empty()
             && conn_limits.is_empty()
+            && auth_request.is_none()
         {
             return None;
         }
@@ -374,6 +404,7 @@ impl EdgeOpts {
             basic_auth,
             limits,
             conn_limits,
+            auth_request,
         })
     }
 }
@@ -779,6 +810,93 @@ fn basic_auth(ctx: &mut Ctx, v: &Node) -> Option<Option<BasicAuthConf>> {
         return None;
     };
     Some(Some(BasicAuthConf { htpasswd, realm }))
+}
+
+/// `auth-request: OFF` or `auth-request: {url: URL, copy-headers: NAMES, timeout: MS}`.
+fn auth_request(ctx: &mut Ctx, v: &Node) -> Option<Option<AuthRequestConf>> {
+    if v.as_bool() == Some(false) {
+        return Some(None);
+    }
+    let Some(entries) = v.as_map() else {
+        ctx.error(
+            v.line,
+            format!(
+                "auth-request expects OFF or a mapping with url (and copy-headers, timeout), got {}",
+                show(v)
+            ),
+        );
+        return None;
+    };
+    let mut url = None;
+    let mut copy_headers = Vec::new();
+    let mut timeout = AuthRequestConf::DEFAULT_TIMEOUT;
+    let mut ok = true;
+    let keys = ["url", "copy-headers", "timeout"];
+    for (key, val) in ctx.known_keys("auth-request", entries, &keys) {
+        match key {
+            "url" => match val.as_str().filter(|s| !s.is_empty()) {
+                Some(text) => match super::proxy::parse_url(text, &ctx.base_dir) {
+                    Ok(u) if u.tls => {
+                        ctx.error(
+                            val.line,
+                            "auth-request.url: https:// is not supported yet (use http:// or a unix socket)",
+                        );
+                        ok = false;
+                    }
+                    Ok(u) => url = Some(u),
+                    Err(why) => {
+                        let why = why.strip_prefix("proxy.reverse.url: ").unwrap_or(&why);
+                        ctx.error(val.line, format!("auth-request.url: {why}"));
+                        ok = false;
+                    }
+                },
+                None => {
+                    ctx.error(
+                        val.line,
+                        format!(
+                            "auth-request.url expects a URL (http://HOST[:PORT]/PATH), got {}",
+                            show(val)
+                        ),
+                    );
+                    ok = false;
+                }
+            },
+            "copy-headers" => match ctx.strings("auth-request.copy-headers", val) {
+                Some(names) => {
+                    for name in names {
+                        if is_token(&name) {
+                            copy_headers.push(name.to_ascii_lowercase());
+                        } else {
+                            ctx.error(
+                                val.line,
+                                format!("auth-request.copy-headers: {name:?} is not a header name"),
+                            );
+                            ok = false;
+                        }
+                    }
+                }
+                None => ok = false,
+            },
+            _ => match ctx.uint("auth-request.timeout", val, 1) {
+                Some(ms) => timeout = std::time::Duration::from_millis(ms),
+                None => ok = false,
+            },
+        }
+    }
+    let Some(url) = url.filter(|_| ok) else {
+        if ok {
+            ctx.error(
+                v.line,
+                "auth-request: url (the authentication service) is required",
+            );
+        }
+        return None;
+    };
+    Some(Some(AuthRequestConf {
+        url,
+        copy_headers,
+        timeout,
+    }))
 }
 
 /// `access: [{allow: RANGES}, {deny: RANGES}, ...]`.

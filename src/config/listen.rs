@@ -56,7 +56,7 @@ impl Listeners {
         let Some(existing) = self
             .list
             .iter_mut()
-            .find(|o| o.addr == l.addr && o.kind == l.kind)
+            .find(|o| o.addr == l.addr && o.kind == l.kind && o.unix == l.unix)
         else {
             self.list.push(l);
             return;
@@ -135,7 +135,7 @@ impl Listeners {
 }
 
 /// Keys h2o allows in a `listen` mapping that spate does not implement.
-const NOT_SUPPORTED_YET: &[&str] = &["owner", "group", "permission", "cc", "initcwnd"];
+const NOT_SUPPORTED_YET: &[&str] = &["owner", "group", "cc", "initcwnd"];
 
 fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
     let addr = match v.as_str() {
@@ -161,6 +161,7 @@ fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
         proxy_protocol: false,
         proxy_protocol_from: Vec::new(),
         socket: SocketOptions::default(),
+        unix: None,
         at: ctx.at(v.line),
     })
 }
@@ -180,6 +181,8 @@ fn mapping(
     let mut proxy_protocol = false;
     let mut proxy_protocol_from: Option<(Vec<super::Cidr>, u32)> = None;
     let mut socket = SocketOptions::default();
+    let mut path = None;
+    let mut permission = None;
     let mut ok = true;
     for (k, _) in entries {
         if let Some(key) = k.as_str().filter(|key| NOT_SUPPORTED_YET.contains(key)) {
@@ -198,6 +201,8 @@ fn mapping(
         "sndbuf",
         "rcvbuf",
         "reuseport",
+        "path",
+        "permission",
     ];
     let relevant: Vec<(Node, Node)> = entries
         .iter()
@@ -226,14 +231,11 @@ fn mapping(
             "type" => match val.as_str() {
                 Some("tcp") => kind = ListenKind::Tcp,
                 Some("quic") => kind = ListenKind::Quic,
-                Some("unix") => {
-                    ctx.error(val.line, "listen.type unix is not supported yet");
-                    ok = false;
-                }
+                Some("unix") => kind = ListenKind::Unix,
                 _ => {
                     ctx.error(
                         val.line,
-                        format!("listen.type expects tcp or quic, got {}", show(val)),
+                        format!("listen.type expects tcp, quic or unix, got {}", show(val)),
                     );
                     ok = false;
                 }
@@ -258,6 +260,27 @@ fn mapping(
                 Some(on) => socket.reuseport = on,
                 None => ok = false,
             },
+            "path" => match ctx.path("listen.path", val) {
+                Some(p) => path = Some((p, val.line)),
+                None => ok = false,
+            },
+            "permission" => match val
+                .as_str()
+                .and_then(|t| u32::from_str_radix(t.trim(), 8).ok())
+                .filter(|m| *m <= 0o7777)
+            {
+                Some(m) => permission = Some(m),
+                None => {
+                    ctx.error(
+                        val.line,
+                        format!(
+                            "listen.permission expects an octal mode (0600, 0660), got {}",
+                            show(val)
+                        ),
+                    );
+                    ok = false;
+                }
+            },
             "quic" => {
                 quic = super::quic::parse(ctx, val);
                 ok &= quic.is_some();
@@ -269,6 +292,38 @@ fn mapping(
                 ok &= tls.is_some();
             }
         }
+    }
+    if kind == ListenKind::Unix || path.is_some() {
+        return ok
+            .then(|| {
+                unix(
+                    ctx, v, kind, path, permission, port, &tls, &quic, socket, host_name,
+                )
+            })
+            .flatten()
+            .map(|unix| Listen {
+                addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+                kind: ListenKind::Unix,
+                tls,
+                quic: None,
+                hosts: None,
+                proxy_protocol,
+                proxy_protocol_from: Vec::new(),
+                socket,
+                unix: Some(unix),
+                at: ctx.at(v.line),
+            })
+            .filter(|_| {
+                let from = proxy_protocol_from.as_ref().map(|(_, line)| *line);
+                if let Some(line) = from {
+                    ctx.error(
+                        line,
+                        "listen: proxy-protocol-from applies to TCP listeners (on a unix \
+                         socket, the file's permission says who may connect)",
+                    );
+                }
+                from.is_none()
+            });
     }
     if port.is_none() && ok {
         ctx.error(v.line, "listen: port is required");
@@ -312,8 +367,55 @@ fn mapping(
         proxy_protocol,
         proxy_protocol_from: proxy_protocol_from.map(|(l, _)| l).unwrap_or_default(),
         socket,
+        unix: None,
         at: ctx.at(v.line),
     })
+}
+
+/// The checks of a `type: unix` listener (`path` given, no TCP or QUIC settings): its socket
+/// file.
+#[allow(clippy::too_many_arguments)]
+fn unix(
+    ctx: &mut Ctx,
+    v: &Node,
+    kind: ListenKind,
+    path: Option<(std::path::PathBuf, u32)>,
+    permission: Option<u32>,
+    port: Option<u16>,
+    tls: &Option<super::TlsConf>,
+    quic: &Option<super::QuicConf>,
+    socket: SocketOptions,
+    host_name: Option<&str>,
+) -> Option<super::UnixListen> {
+    let Some((path, line)) = path else {
+        ctx.error(v.line, "listen: type unix requires path (the socket file)");
+        return None;
+    };
+    let mut wrong = |what: &str| {
+        ctx.error(v.line, format!("listen: {what}"));
+        None
+    };
+    if kind != ListenKind::Unix {
+        return wrong("path is for type: unix");
+    }
+    if port.is_some() || quic.is_some() || socket != SocketOptions::default() {
+        return wrong("port, quic, sndbuf, rcvbuf and reuseport do not apply to type: unix");
+    }
+    if tls.is_some() {
+        return wrong("ssl on type: unix is not supported yet");
+    }
+    if host_name.is_some() {
+        return wrong("type: unix is taken at the global level only for now");
+    }
+    // Room in `sockaddr_un` on Linux, less the terminating NUL.
+    if path.as_os_str().len() > 107 {
+        ctx.error(
+            line,
+            "listen.path: longer than the 107 bytes a socket path may have",
+        );
+        return None;
+    }
+    Some(super::UnixListen { path, permission })
 }
 
 /// `80`, `127.0.0.1:80`, `[::1]:80`.

@@ -105,6 +105,19 @@ pub enum ListenKind {
     Tcp,
     /// `type: quic` or a `quic:` mapping: HTTP/3 over QUIC on UDP.
     Quic,
+    /// `type: unix`: HTTP over a Unix stream socket ([`Listen::unix`]), for a balancer on the
+    /// same host.
+    Unix,
+}
+
+/// The socket file of a `type: unix` listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnixListen {
+    /// `path` (required): relative to the configuration's directory. A socket file left
+    /// there is replaced; any other file is an error at start.
+    pub path: PathBuf,
+    /// `permission` (octal, as `0660`): the socket file's mode; the umask's when unset.
+    pub permission: Option<u32>,
 }
 
 impl Config {
@@ -149,6 +162,9 @@ pub struct Listen {
     pub proxy_protocol_from: Vec<Cidr>,
     /// `sndbuf`, `rcvbuf` and `reuseport` of a TCP listener.
     pub socket: SocketOptions,
+    /// A `type: unix` listener's socket file (`addr` is then `0.0.0.0:0`, and connections
+    /// have that address on both ends).
+    pub unix: Option<UnixListen>,
     pub at: Location,
 }
 
@@ -872,6 +888,7 @@ impl Config {
             proxy_protocol: false,
             proxy_protocol_from: Vec::new(),
             socket: SocketOptions::default(),
+            unix: None,
             at: at.clone(),
         });
         c.hosts.push(Host {
@@ -924,8 +941,8 @@ mod yaml;
 
 pub use cache::CacheConf;
 pub use edge::{
-    any_contains, AccessRule, BasicAuthConf, Cidr, EdgeConf, LimitConnConf, LimitConnZone,
-    LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,
+    any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, LimitConnConf,
+    LimitConnZone, LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,
 };
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};

@@ -502,7 +502,7 @@ const MAX_UNIX_PATH: usize = 107;
 
 /// Parses an upstream URL; the error is the whole message. A relative unix socket path is
 /// resolved against `base_dir`.
-fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
+pub(super) fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
     let bad = |what: String| Err(format!("proxy.reverse.url: {what}"));
     // The URL ends up in a request line and a Host field.
     if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {

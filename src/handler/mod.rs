@@ -174,7 +174,11 @@ impl Router {
                         let mut route = PathRoute {
                             prefix: p.prefix.trim_end_matches('/').to_string(),
                             slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
-                            handler: build_handler(p, &cache, &pool, upstream_tls, &fcgi),
+                            handler: with_auth_request(
+                                p,
+                                build_handler(p, &cache, &pool, upstream_tls, &fcgi),
+                                &pool,
+                            ),
                             headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                             error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
                                 build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
@@ -344,6 +348,18 @@ impl Router {
                     && (b.addr.ip() == local.ip() || b.addr.ip().is_unspecified())
             })
             .map(|b| b.hosts.as_slice())
+    }
+}
+
+/// The path's handler, behind its `auth-request` service when it has one.
+fn with_auth_request(
+    path: &config::PathConf,
+    handler: Box<dyn Handler>,
+    pool: &Rc<upstream::Pool>,
+) -> Box<dyn Handler> {
+    match path.edge.as_ref().and_then(|e| e.auth_request.as_ref()) {
+        Some(conf) => Box::new(auth::AuthRequest::new(conf, handler, pool.clone())),
+        None => handler,
     }
 }
 

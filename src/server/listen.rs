@@ -80,6 +80,27 @@ pub fn bind(addr: SocketAddr, tuning: &Tuning) -> io::Result<TcpListener> {
     Ok(sock.into())
 }
 
+/// Binds the socket file of a `type: unix` listener, non-blocking, with its `permission`.
+/// A socket file left by an earlier run is replaced; any other file there is an error.
+pub fn bind_unix(conf: &crate::config::UnixListen) -> io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(meta) = std::fs::symlink_metadata(&conf.path) {
+        if !meta.file_type().is_socket() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "a file that is not a socket is in the way",
+            ));
+        }
+        std::fs::remove_file(&conf.path)?;
+    }
+    let sock = std::os::unix::net::UnixListener::bind(&conf.path)?;
+    sock.set_nonblocking(true)?;
+    if let Some(mode) = conf.permission {
+        std::fs::set_permissions(&conf.path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(sock)
+}
+
 /// Why an address could not be bound.
 #[derive(Debug)]
 pub enum BindError {

@@ -148,9 +148,12 @@ impl Server {
 
     /// Where the server can be reached: `http://ADDR/` or `https://ADDR/` per listener.
     pub fn urls(&self) -> impl Iterator<Item = String> + '_ {
-        self.listeners.iter().map(|b| {
-            let scheme = if b.tls { "https" } else { "http" };
-            format!("{scheme}://{}/", b.addr)
+        self.listeners.iter().map(|b| match &b.unix {
+            Some((_, path)) => format!("unix:{}", path.display()),
+            None => {
+                let scheme = if b.tls { "https" } else { "http" };
+                format!("{scheme}://{}/", b.addr)
+            }
         })
     }
 
@@ -318,6 +321,8 @@ struct Bound {
     /// SO_REUSEPORT sockets, at least one per worker of the configuration that made them.
     socks: Vec<std::net::TcpListener>,
     udp: Vec<std::net::UdpSocket>,
+    /// A `type: unix` listener's socket (every worker accepts on it) and its file.
+    unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
 }
 
 impl Bound {
@@ -328,6 +333,30 @@ impl Bound {
         let workers = config.num_threads.max(1);
         let mut out = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
+            if let Some(u) = &l.unix {
+                // The same socket when the file is still configured: nothing queued is lost.
+                let kept = old
+                    .iter()
+                    .filter_map(|b| b.unix.as_ref())
+                    .find(|(_, path)| *path == u.path)
+                    .and_then(|(s, _)| s.try_clone().ok());
+                let sock = match kept {
+                    Some(s) => s,
+                    None => listen::bind_unix(u).map_err(|e| {
+                        format!("{}: cannot listen on {}: {e}", l.at, u.path.display())
+                    })?,
+                };
+                out.push(Bound {
+                    configured: l.addr,
+                    addr: l.addr,
+                    tls: false,
+                    quic: false,
+                    socks: Vec::new(),
+                    udp: Vec::new(),
+                    unix: Some((sock, u.path.clone())),
+                });
+                continue;
+            }
             let quic = l.kind == ListenKind::Quic;
             let tuning = listen::Tuning {
                 socket: l.socket,
@@ -336,7 +365,7 @@ impl Bound {
             let bind_tcp = |a| listen::bind(a, &tuning);
             let bound = match old
                 .iter()
-                .find(|b| b.configured == l.addr && b.quic == quic)
+                .find(|b| b.configured == l.addr && b.quic == quic && b.unix.is_none())
             {
                 Some(b) => {
                     let at = &l.at;
@@ -353,6 +382,7 @@ impl Bound {
                         quic,
                         socks: keep_and_grow(&b.socks, workers, at, addr, bind_tcp)?,
                         udp: keep_and_grow(&b.udp, workers, at, addr, quic::bind)?,
+                        unix: None,
                     }
                 }
                 None if quic => {
@@ -372,6 +402,7 @@ impl Bound {
                         quic,
                         socks: Vec::new(),
                         udp,
+                        unix: None,
                     }
                 }
                 None => {
@@ -385,6 +416,7 @@ impl Bound {
                         quic,
                         socks,
                         udp: Vec::new(),
+                        unix: None,
                     }
                 }
             };
@@ -528,10 +560,22 @@ impl Generation {
             (0..workers).map(|_| Vec::new()).collect();
         let configured = listeners.iter().zip(&config.listeners);
         for (((b, l), acceptor), quic) in configured.zip(&acceptors).zip(&quic_settings) {
+            if let Some((s, path)) = &b.unix {
+                for sockets in &mut per_worker {
+                    let dup = s
+                        .try_clone()
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    sockets.push(worker::Socket {
+                        listener: worker::Listening::Unix(dup),
+                        tls: None,
+                        proxy_protocol: l.proxy_protocol.then(|| Arc::from(&[][..])),
+                    });
+                }
+            }
             for (j, s) in b.socks.iter().enumerate() {
                 let dup = s.try_clone().map_err(|e| format!("{}: {e}", b.addr))?;
                 per_worker[j % workers].push(worker::Socket {
-                    listener: dup,
+                    listener: worker::Listening::Tcp(dup),
                     tls: acceptor.clone(),
                     proxy_protocol: l
                         .proxy_protocol

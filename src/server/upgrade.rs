@@ -27,6 +27,10 @@ pub(super) fn start(exe: &Path, listeners: &[Bound]) -> Result<u32, String> {
     let mut fds = Vec::new();
     let mut spec = Vec::with_capacity(listeners.len());
     for b in listeners {
+        if b.unix.is_some() {
+            // The new process binds the file afresh (replacing the socket file).
+            continue;
+        }
         let mut these: Vec<RawFd> = b.socks.iter().map(|s| s.as_raw_fd()).collect();
         these.extend(b.udp.iter().map(|s| s.as_raw_fd()));
         let list: Vec<String> = these.iter().map(|f| f.to_string()).collect();
@@ -127,6 +131,7 @@ pub(super) fn inherited() -> Result<Vec<Bound>, String> {
                 quic: true,
                 socks,
                 udp,
+                unix: None,
             });
             continue;
         }
@@ -152,6 +157,7 @@ pub(super) fn inherited() -> Result<Vec<Bound>, String> {
             quic: false,
             socks,
             udp: Vec::new(),
+            unix: None,
         });
     }
     Ok(out)

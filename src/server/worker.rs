@@ -26,12 +26,23 @@ const IDLE_TRIM_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A listening socket of this worker, with its TLS acceptor if the listener is TLS.
 pub(crate) struct Socket {
-    pub listener: std::net::TcpListener,
+    pub listener: Listening,
     pub tls: Option<TlsAcceptor>,
     /// `proxy-protocol`: each connection opens with a PROXY header naming the client, sent
     /// by a peer of these ranges (`proxy-protocol-from`; empty: any peer).
     pub proxy_protocol: Option<Arc<[crate::config::Cidr]>>,
 }
+
+/// A TCP listening socket, or the socket of a `type: unix` listener (shared by the workers).
+pub(crate) enum Listening {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+/// The address both ends of a connection to a `type: unix` listener have: it has no IP
+/// address (a PROXY header names the client behind the balancer).
+const UNIX_ADDR: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
 /// A UDP socket of a QUIC listener, with the listener's QUIC settings.
 pub(crate) type QuicSocket = (std::net::UdpSocket, super::quic::Settings);
@@ -129,11 +140,17 @@ pub(crate) fn run(
         {
             // The lane reads a connection's first bytes as a request: a PROXY header is read
             // by the connection's task first.
-            let listener = if lane && tls.is_none() && proxy_protocol.is_none() {
-                let fd = crate::sys::reactor::register(sock, tokio::io::Interest::READABLE);
-                fd.map(Listener::Lane).map_err(|e| e.to_string())
-            } else {
-                (TcpListener::from_std(sock).map(Listener::Tokio)).map_err(|e| e.to_string())
+            let listener = match sock {
+                Listening::Unix(sock) => (tokio::net::UnixListener::from_std(sock))
+                    .map(Listener::Unix)
+                    .map_err(|e| e.to_string()),
+                Listening::Tcp(sock) if lane && tls.is_none() && proxy_protocol.is_none() => {
+                    let fd = crate::sys::reactor::register(sock, tokio::io::Interest::READABLE);
+                    fd.map(Listener::Lane).map_err(|e| e.to_string())
+                }
+                Listening::Tcp(sock) => {
+                    (TcpListener::from_std(sock).map(Listener::Tokio)).map_err(|e| e.to_string())
+                }
             };
             match listener {
                 Ok(l) => listeners.push((l, tls, proxy_protocol)),
@@ -272,6 +289,9 @@ enum Listener {
     /// (`connection/park.rs`), with no task and no registration with tokio (the lane's is
     /// the only one).
     Lane(AsyncFd<std::net::TcpListener>),
+    /// A `type: unix` listener: each connection's socket is then served as a TCP one (reads,
+    /// writes and shutdown are the same calls on both; the addresses are [`UNIX_ADDR`]).
+    Unix(tokio::net::UnixListener),
 }
 
 /// A connection as its listener gave it.
@@ -285,6 +305,7 @@ impl Listener {
         match self {
             Listener::Tokio(l) => l.local_addr(),
             Listener::Lane(l) => l.get_ref().local_addr(),
+            Listener::Unix(_) => Ok(UNIX_ADDR),
         }
     }
 
@@ -297,6 +318,13 @@ impl Listener {
                     return r.map(|(s, a)| (Accepted::Lane(s), a));
                 }
             },
+            Listener::Unix(l) => {
+                let (s, _) = l.accept().await?;
+                // The same descriptor, as the stream type the connection code takes.
+                let fd = std::os::fd::OwnedFd::from(s.into_std()?);
+                let s = TcpStream::from_std(std::net::TcpStream::from(fd))?;
+                Ok((Accepted::Tokio(s), UNIX_ADDR))
+            }
         }
     }
 }
@@ -340,10 +368,13 @@ async fn accept_loop(
 ) {
     let ctx = &conns.ctx;
     // A listener bound to one address gives it to every connection: no getsockname each.
-    let bound = listener
-        .local_addr()
-        .ok()
-        .filter(|a| !a.ip().is_unspecified());
+    let bound = match listener {
+        Listener::Unix(_) => Some(UNIX_ADDR),
+        _ => listener
+            .local_addr()
+            .ok()
+            .filter(|a| !a.ip().is_unspecified()),
+    };
     loop {
         let stop = ctx.stop.notified();
         tokio::pin!(stop);

@@ -5,6 +5,9 @@
 //! htpasswd's default; `apr1.rs` on `md-5`). Credentials a request carried are never logged.
 
 mod apr1;
+mod request;
+
+pub use request::AuthRequest;
 
 use crate::config::BasicAuthConf;
 use crate::http::{Request, Response};

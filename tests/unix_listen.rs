@@ -1,0 +1,220 @@
+//! `listen: {type: unix, path: ..., permission: ...}`: curl over the socket file, HAProxy as a
+//! balancer on the same host sending PROXY v1 and v2 over it (the client's address reaches
+//! the log and the backend), the file's mode, a stale socket file replaced, and each bad
+//! listen with its file:line.
+
+mod common;
+
+use common::backend::{Backend, Echo};
+use common::*;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The unix listener comes first: the harness takes the TCP one's line (the last) as ready.
+fn start(dir: tempfile::TempDir, backend: &Backend) -> Spate {
+    Spate::start_in(
+        &format!(
+            "
+listen:
+  - {{type: unix, path: plain.sock, permission: 0660}}
+  - {{type: unix, path: proxied.sock, proxy-protocol: ON}}
+  - {{host: 127.0.0.1, port: 0}}
+num-threads: 2
+access-log:
+  path: $DIR/access.log
+  format: \"%h %r %s\"
+hosts:
+  default:
+    paths:
+      /answer:
+        respond: {{body: \"over the socket\\n\"}}
+      /:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    )
+}
+
+fn curl_unix(sock: &std::path::Path, url: &str, extra: &[&str]) -> (u16, String) {
+    let sock = sock.display().to_string();
+    let mut args = vec![
+        "-s",
+        "--max-time",
+        "10",
+        "--unix-socket",
+        &sock,
+        "-w",
+        "\n%{http_code}",
+    ];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let out = curl(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The access log's lines once it has `n` of them.
+fn log_lines(path: &std::path::Path, n: usize) -> Vec<String> {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= n || Instant::now() > end {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn curl_and_haproxy_over_unix_sockets() {
+    let backend = Backend::start();
+    let dir = tempfile::tempdir().unwrap();
+    // A socket file left by an earlier run is replaced.
+    let stale = std::os::unix::net::UnixListener::bind(dir.path().join("plain.sock")).unwrap();
+    drop(stale);
+    let s = start(dir, &backend);
+    let plain = s.path().join("plain.sock");
+    let meta = std::fs::metadata(&plain).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o660);
+
+    // HTTP/1.1 and HTTP/2 (prior knowledge) over the socket, a proxied request too.
+    let (status, body) = curl_unix(&plain, "http://x/answer", &[]);
+    assert_eq!((status, body.as_str()), (200, "over the socket\n"));
+    let (status, body) = curl_unix(&plain, "http://x/answer", &["--http2-prior-knowledge"]);
+    assert_eq!((status, body.as_str()), (200, "over the socket\n"));
+    let (status, body) = curl_unix(&plain, "http://x/echo", &[]);
+    assert_eq!(status, 200, "{body}");
+    assert!(Echo::parse(body.as_bytes()).is_some(), "{body}");
+    // HAProxy on the same host: TCP in front, PROXY v1 and v2 to spate's socket file.
+    let proxied = s.path().join("proxied.sock");
+    let [p1, p2] = free_ports::<2>();
+    let conf = format!(
+        "global\n  maxconn 100\ndefaults\n  mode tcp\n  timeout connect 5s\n  \
+         timeout client 30s\n  timeout server 30s\n\
+         frontend f1\n  bind 127.0.0.1:{p1}\n  default_backend b1\n\
+         backend b1\n  server s1 unix@{sock} send-proxy\n\
+         frontend f2\n  bind 127.0.0.1:{p2}\n  default_backend b2\n\
+         backend b2\n  server s2 unix@{sock} send-proxy-v2\n",
+        sock = proxied.display()
+    );
+    let cfg = s.path().join("haproxy.cfg");
+    std::fs::write(&cfg, conf).unwrap();
+    let _h = Haproxy(
+        Command::new("haproxy")
+            .args(["-db", "-f"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("haproxy (apt-get install haproxy)"),
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    for port in [p1, p2] {
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < end, "haproxy did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for (from, port, path) in [("127.0.0.21", p1, "/v1"), ("127.0.0.22", p2, "/v2")] {
+        let out = curl(&[
+            "-s",
+            "--max-time",
+            "10",
+            "--interface",
+            from,
+            &format!("http://127.0.0.1:{port}{path}"),
+        ]);
+        let body = String::from_utf8_lossy(&out.stdout).into_owned();
+        let echo = Echo::parse(body.as_bytes()).expect("an echo");
+        assert_eq!(echo.header("x-forwarded-for"), Some(from), "{body}");
+    }
+    let lines = log_lines(&s.path().join("access.log"), 5);
+    for want in [
+        "0.0.0.0 GET /answer HTTP/1.1 200",
+        "0.0.0.0 GET /answer HTTP/2 200",
+        "127.0.0.21 GET /v1 HTTP/1.1 200",
+        "127.0.0.22 GET /v2 HTTP/1.1 200",
+    ] {
+        assert!(lines.iter().any(|l| l == want), "{want} not in {lines:?}");
+    }
+}
+
+#[test]
+fn a_file_in_the_way_stops_the_start_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("taken.sock"), b"not a socket").unwrap();
+    let conf = dir.path().join("conf.yaml");
+    std::fs::write(
+        &conf,
+        "listen:\n  - {host: 127.0.0.1, port: 0}\n  - {type: unix, path: taken.sock}\n\
+         hosts: {default: {paths: {/: {respond: {body: x}}}}}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN).arg("-c").arg(&conf).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("conf.yaml:3: cannot listen on") && err.contains("not a socket"),
+        "{err}"
+    );
+    // Left as it was.
+    assert_eq!(
+        std::fs::read(dir.path().join("taken.sock")).unwrap(),
+        b"not a socket"
+    );
+}
+
+#[test]
+fn dash_t_names_each_bad_unix_listen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conf.yaml");
+    std::fs::write(
+        &path,
+        "listen:
+  - {type: unix}
+  - {type: unix, path: a.sock, port: 80}
+  - {type: unix, path: b.sock, permission: '0999'}
+  - {type: unix, path: c.sock, proxy-protocol: ON, proxy-protocol-from: 127.0.0.1}
+  - {port: 81, path: d.sock}
+  - {type: pipe, port: 82}
+hosts:
+  default:
+    paths:
+      /:
+        respond: {body: x}
+",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["-t", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "conf.yaml:2: listen: type unix requires path (the socket file)",
+        "conf.yaml:3: listen: port, quic, sndbuf, rcvbuf and reuseport do not apply to type: unix",
+        "conf.yaml:4: listen.permission expects an octal mode (0600, 0660), got",
+        "conf.yaml:5: listen: proxy-protocol-from applies to TCP listeners",
+        "conf.yaml:6: listen: path is for type: unix",
+        "conf.yaml:7: listen.type expects tcp, quic or unix, got",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
+}
