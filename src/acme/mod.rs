@@ -64,6 +64,9 @@ pub fn start(config: &Config) {
             }
         }
     }
+    // instant-acme's HTTPS client asks rustls for the process's provider; spate builds its
+    // own configurations with explicit providers, so this one is used by ACME alone.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let spawned = std::thread::Builder::new()
         .name("acme".into())
         .spawn(move || {
