@@ -368,3 +368,103 @@ fn a_bad_account_file_is_named_and_nothing_is_overwritten() {
     );
     assert_eq!(curl_b(&s), "b");
 }
+
+#[test]
+fn two_processes_sharing_storage_order_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = tempfile::tempdir().expect("tempdir");
+    let [http_a, tls_a, http_b, tls_b] = common::free_ports::<4>();
+    // The CA reaches process A only; B's tokens reach it through the storage.
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port: http_a,
+            tls_port: tls_a,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let yaml = |http: u16, tls: u16| {
+        config(&p, Some(http), tls, "  challenges: http-01").replace(
+            "storage: $DIR/acme",
+            &format!("storage: {}", storage.path().display()),
+        )
+    };
+    let a = Spate::start_retrying(
+        &yaml(http_a, tls_a),
+        tempfile::tempdir().expect("tempdir"),
+        &[],
+    );
+    let b = Spate::start_retrying(
+        &yaml(http_b, tls_b),
+        tempfile::tempdir().expect("tempdir"),
+        &[],
+    );
+    let issued = |log: &[String]| {
+        log.iter()
+            .filter(|l| l.contains("certificate issued"))
+            .count()
+    };
+    let adopted = |log: &[String]| {
+        log.iter()
+            .filter(|l| l.contains("using the certificate in storage"))
+            .count()
+    };
+    let (mut log_a, mut log_b) = (Vec::new(), Vec::new());
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    while issued(&log_a) + issued(&log_b) + adopted(&log_a) + adopted(&log_b) < 2
+        && std::time::Instant::now() < end
+    {
+        log_a.extend(a.stderr_lines().into_iter().filter(|l| l.contains("acme")));
+        log_b.extend(b.stderr_lines().into_iter().filter(|l| l.contains("acme")));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        issued(&log_a) + issued(&log_b),
+        1,
+        "{log_a:?}\n{log_b:?}\n{}",
+        p.log_text()
+    );
+    assert_eq!(adopted(&log_a) + adopted(&log_b), 1, "{log_a:?}\n{log_b:?}");
+    assert_eq!(fetch_verified(&p.issuer_root, tls_a), Ok(BODY.into()));
+    assert_eq!(fetch_verified(&p.issuer_root, tls_b), Ok(BODY.into()));
+    assert_eq!(served_serial(tls_a), served_serial(tls_b));
+    assert_eq!(
+        p.log_text().matches("Issued certificate serial").count(),
+        1,
+        "{}",
+        p.log_text()
+    );
+}
+
+#[test]
+fn a_certificate_that_cannot_be_stored_is_served_and_said() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    // The key's file cannot be written (as on a full disk: the write fails).
+    std::fs::create_dir(storage.path().join("a.test.key.tmp")).expect("mkdir");
+    let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01").replace(
+        "storage: $DIR/acme",
+        &format!("storage: {}", storage.path().display()),
+    );
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let log = s.log_lines_naming("acme: a.test", 3);
+    assert!(
+        log.iter()
+            .any(|l| l.contains("ERROR") && l.contains("in use but not stored: cannot write")),
+        "{log:?}"
+    );
+    assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+}

@@ -25,6 +25,7 @@ const POLL: RetryPolicy = RetryPolicy::new()
 
 /// Orders a certificate for `names` (the first is the host's).
 pub async fn issue(
+    storage: &super::storage::Storage,
     account: &Account,
     names: &[String],
     challenges: &[AcmeChallenge],
@@ -35,7 +36,11 @@ pub async fn issue(
         .new_order(&NewOrder::new(&identifiers))
         .await
         .map_err(|e| format!("new order: {e}"))?;
-    let mut answered = Answered::default();
+    let mut answered = Answered {
+        tokens: Vec::new(),
+        alpn: Vec::new(),
+        dir: storage.http01_dir(),
+    };
     let mut authorizations = order.authorizations();
     while let Some(authz) = authorizations.next().await {
         let mut authz = authz.map_err(|e| format!("authorization: {e}"))?;
@@ -64,11 +69,13 @@ pub async fn issue(
         let key_authorization = challenge.key_authorization();
         match kind {
             AcmeChallenge::Http01 => {
-                managed::set_http01(
-                    &challenge.token,
-                    Some(key_authorization.as_str().to_owned()),
-                );
-                answered.tokens.push(challenge.token.clone());
+                let token = &challenge.token;
+                managed::set_http01(token, Some(key_authorization.as_str().to_owned()));
+                answered.tokens.push(token.clone());
+                // For the other processes of a fleet, which the CA may reach instead.
+                if let Err(e) = storage.put_token(token, key_authorization.as_str()) {
+                    tracing::warn!("acme: {name}: {e}");
+                }
             }
             AcmeChallenge::TlsAlpn01 => {
                 let cert = alpn_certificate(&name, key_authorization.digest().as_ref())?;
@@ -121,16 +128,18 @@ fn challenge_type(c: AcmeChallenge) -> ChallengeType {
 }
 
 /// The answers put up for the CA, taken down however the order ends.
-#[derive(Default)]
 struct Answered {
     tokens: Vec<String>,
     alpn: Vec<String>,
+    /// The storage's `http-01/`.
+    dir: std::path::PathBuf,
 }
 
 impl Drop for Answered {
     fn drop(&mut self) {
         for token in &self.tokens {
             managed::set_http01(token, None);
+            let _ = std::fs::remove_file(self.dir.join(token));
         }
         for name in &self.alpn {
             managed::set_alpn_challenge(name, None);

@@ -58,6 +58,7 @@ pub fn start(config: &Config) {
         return;
     }
     if let Ok(storage) = Storage::open(&conf.storage) {
+        managed::set_http01_dir(storage.http01_dir());
         for h in &hosts {
             if let Some(k) = storage.cert(&h.names[0]) {
                 managed::set_cert(&h.names[0], Arc::new(k));
@@ -158,15 +159,45 @@ async fn open(conf: &AcmeConf) -> Result<(Storage, Account), String> {
     Ok((storage, account))
 }
 
-/// One host, for ever: its certificate ordered when missing or due, retried on failure.
+/// One host, for ever: its certificate ordered when missing or due, retried on failure. A
+/// certificate another process of the fleet stored is taken instead of ordering one.
 async fn keep(conf: Arc<AcmeConf>, storage: Arc<Storage>, account: Arc<Account>, host: Managed) {
     let name = &host.names[0];
     let mut failures = 0;
+    let mut waiting_logged = false;
     loop {
+        adopt_stored(&storage, name);
         if let Some(wait) = managed::cert(name).and_then(|k| renew_in(&k)) {
-            tokio::time::sleep(wait).await;
+            // Woken early now and then to take a renewal another process stored.
+            tokio::time::sleep(wait.min(FLEET_RECHECK)).await;
+            continue;
         }
-        match obtain(&conf, &storage, &account, &host).await {
+        let lock = match storage.lock(name) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                if !waiting_logged {
+                    tracing::info!("acme: {name}: another process is ordering; waiting for it");
+                    waiting_logged = true;
+                }
+                tokio::time::sleep(LOCK_POLL).await;
+                continue;
+            }
+            Err(e) => {
+                failures += 1;
+                let wait = backoff(failures);
+                tracing::error!("acme: {name}: {e}; trying again in {} s", wait.as_secs());
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+        };
+        waiting_logged = false;
+        // The lock's holder before us may have just stored one.
+        if adopt_stored(&storage, name) {
+            continue;
+        }
+        let result = obtain(&conf, &storage, &account, &host).await;
+        drop(lock);
+        match result {
             Ok(until) => {
                 failures = 0;
                 tracing::info!("acme: {name}: certificate issued, valid until {until}");
@@ -181,7 +212,34 @@ async fn keep(conf: Arc<AcmeConf>, storage: Arc<Storage>, account: Arc<Account>,
     }
 }
 
-/// Orders, stores and puts in use a certificate; returns its `notAfter`.
+/// How often a process whose certificate is not due looks for one another process stored.
+const FLEET_RECHECK: Duration = Duration::from_secs(60);
+/// How often a process waiting for another's order looks again.
+const LOCK_POLL: Duration = Duration::from_millis(500);
+
+/// Puts in use the stored certificate of `name` if it is not the one in use and lasts
+/// longer; whether it did.
+fn adopt_stored(storage: &Storage, name: &str) -> bool {
+    let Some(stored) = storage.cert(name) else {
+        return false;
+    };
+    let expiry = |k: &CertifiedKey| {
+        k.end_entity_cert()
+            .ok()
+            .and_then(|c| crate::tls::cert::not_after(c))
+    };
+    let newer = match managed::cert(name) {
+        Some(current) => expiry(&stored) > expiry(&current),
+        None => true,
+    };
+    if newer {
+        tracing::info!("acme: {name}: using the certificate in storage");
+        managed::set_cert(name, Arc::new(stored));
+    }
+    newer
+}
+
+/// Orders and puts in use a certificate, and stores it; returns its `notAfter`.
 async fn obtain(
     conf: &AcmeConf,
     storage: &Storage,
@@ -189,7 +247,14 @@ async fn obtain(
     host: &Managed,
 ) -> Result<String, String> {
     let name = &host.names[0];
-    let issued = issue::issue(account, &host.names, &conf.challenges, conf.key_type).await?;
+    let issued = issue::issue(
+        storage,
+        account,
+        &host.names,
+        &conf.challenges,
+        conf.key_type,
+    )
+    .await?;
     let key = certified(&issued)?;
     let until = key
         .end_entity_cert()
@@ -197,9 +262,12 @@ async fn obtain(
         .and_then(|c| crate::tls::cert::not_after(c))
         .map(httpdate::fmt_http_date)
         .unwrap_or_default();
-    // In use even when it cannot be stored: it is valid, and the next start orders again.
     managed::set_cert(name, Arc::new(key));
-    storage.save_cert(name, &issued.chain_pem, &issued.key_pem)?;
+    // In use even when it cannot be stored (a full disk): it is valid, and ordering again
+    // would not help; the next start or renewal orders anew.
+    if let Err(e) = storage.save_cert(name, &issued.chain_pem, &issued.key_pem) {
+        tracing::error!("acme: {name}: the new certificate is in use but not stored: {e}");
+    }
     Ok(until)
 }
 

@@ -2,6 +2,11 @@
 //! credentials) and, per host, `NAME.crt` (the chain, PEM) and `NAME.key` (PKCS#8 PEM).
 //! Files are written whole to a temporary name and renamed, keys and the account readable by
 //! the owner only, so that a crash or a full disk never leaves half a file in use.
+//!
+//! Several processes may share one storage (a fleet): `NAME.lock`, made with `O_EXCL`, says
+//! one of them is ordering for NAME; the others wait and then take the stored certificate.
+//! HTTP-01 tokens are put in `http-01/` too, so that whichever process the CA reaches
+//! answers.
 
 use rustls::sign::CertifiedKey;
 use std::io::Write;
@@ -12,6 +17,20 @@ pub struct Storage {
     dir: PathBuf,
 }
 
+/// How long an order may hold the lock before another process takes it over.
+const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The fleet's lock on one name, released when dropped.
+pub struct Lock {
+    path: PathBuf,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl Storage {
     /// The directory, created (owner only) if missing.
     pub fn open(dir: &Path) -> Result<Storage, String> {
@@ -19,6 +38,54 @@ impl Storage {
         Ok(Storage {
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// The tokens of HTTP-01 challenges under way, by any process of the fleet.
+    pub fn http01_dir(&self) -> PathBuf {
+        self.dir.join("http-01")
+    }
+
+    pub fn put_token(&self, token: &str, key_authorization: &str) -> Result<(), String> {
+        let dir = self.http01_dir();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        self.write(&dir.join(token), key_authorization.as_bytes())
+    }
+
+    /// Takes the fleet's lock for ordering `name`: `None` while another process holds it.
+    /// A lock older than [`STALE_LOCK`] was left by a process that died, and is taken over.
+    pub fn lock(&self, name: &str) -> Result<Option<Lock>, String> {
+        let path = self.dir.join(format!("{name}.lock"));
+        for _ in 0..2 {
+            let made = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path);
+            match made {
+                Ok(mut f) => {
+                    let _ = writeln!(f, "{}", std::process::id());
+                    return Ok(Some(Lock { path }));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let age = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok());
+                    match age {
+                        Some(age) if age > STALE_LOCK => {
+                            tracing::warn!(
+                                "acme: {}: left by a process that stopped; taken over",
+                                path.display()
+                            );
+                            let _ = std::fs::remove_file(&path);
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+                Err(e) => return Err(format!("cannot lock {}: {e}", path.display())),
+            }
+        }
+        Ok(None)
     }
 
     pub fn account_path(&self) -> PathBuf {
@@ -75,7 +142,9 @@ impl Storage {
     }
 
     fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), String> {
-        let tmp = path.with_extension("tmp");
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         let result = (|| {
             let mut f = std::fs::OpenOptions::new()
                 .write(true)

@@ -6,6 +6,7 @@
 
 use rustls::sign::CertifiedKey;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, RwLock};
 
 /// The ALPN protocol of TLS-ALPN-01 (RFC 8737): such a handshake gets the challenge
@@ -20,6 +21,9 @@ struct Managed {
     alpn: RwLock<HashMap<String, Arc<CertifiedKey>>>,
     /// HTTP-01 key authorizations by token.
     http01: RwLock<HashMap<String, String>>,
+    /// The `storage` directory's `http-01/`, where the processes of a fleet put their
+    /// tokens: a token another process ordered is read from there.
+    http01_dir: RwLock<Option<PathBuf>>,
 }
 
 static MANAGED: LazyLock<Managed> = LazyLock::new(Managed::default);
@@ -57,9 +61,34 @@ pub fn set_alpn_challenge(name: &str, key: Option<Arc<CertifiedKey>>) {
     put(&MANAGED.alpn, &name.to_ascii_lowercase(), key);
 }
 
-/// The HTTP-01 key authorization of `token` while its challenge is under way.
+/// The HTTP-01 key authorization of `token` while its challenge is under way, ordered by
+/// this process or by another that shares the storage.
 pub fn http01(token: &str) -> Option<String> {
-    get(&MANAGED.http01, token)
+    if let Some(k) = get(&MANAGED.http01, token) {
+        return Some(k);
+    }
+    // Tokens are base64url (RFC 8555 §8.3): no path can be made of one.
+    if token.is_empty()
+        || !token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return None;
+    }
+    let dir = MANAGED
+        .http01_dir
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()?;
+    std::fs::read_to_string(dir.join(token)).ok()
+}
+
+/// Where the tokens of a shared storage are (see [`http01`]).
+pub fn set_http01_dir(dir: PathBuf) {
+    *MANAGED
+        .http01_dir
+        .write()
+        .unwrap_or_else(|e| e.into_inner()) = Some(dir);
 }
 
 pub fn set_http01(token: &str, key_authorization: Option<String>) {
