@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod acme;
 pub mod cache;
 pub mod config;
 pub mod handler;

@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["http"],
     &["proto"],
     &["tls", "log", "metrics"],
-    &["upstream", "cache"],
+    &["upstream", "cache", "acme"],
     &["handler"],
     &["server"],
 ];

@@ -103,6 +103,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("handshake-timeout", G),
     ("ssl-session-resumption", G),
     ("neverbleed", G),
+    ("acme", G),
     // HTTP/1.
     ("http1-request-timeout", G),
     ("http1-request-io-timeout", G),

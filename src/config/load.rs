@@ -5,7 +5,7 @@ use super::hosts::{self, Scoped};
 use super::listen::Listeners;
 use super::value::{show, Ctx};
 use super::yaml::{self, Node};
-use super::{http, quic, tls, Config, ConfigError, Location};
+use super::{acme, http, quic, tls, Config, ConfigError, Location};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -88,6 +88,8 @@ fn global(ctx: &mut Ctx, root: &Node) -> Config {
     let seen = listeners.seen;
     c.listeners = listeners.list;
     c.proxy_ca_files = std::mem::take(&mut ctx.proxy_ca_files);
+    let acme_given = entries.iter().any(|(k, _)| k.as_str() == Some("acme"));
+    acme::check(ctx, &mut c, acme_given);
     if !seen {
         ctx.error(
             root.line,
@@ -167,6 +169,7 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
         "neverbleed" => {
             ctx.bool(name, v);
         }
+        "acme" => c.acme = acme::parse(ctx, v),
         // Every global directive in the table is handled above or here.
         _ => ctx.error(v.line, format!("directive {name} is not handled")),
     }

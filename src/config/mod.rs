@@ -95,6 +95,8 @@ pub struct Config {
     /// Every `proxy.ssl.cafile` as written, used by a backend or not: `prepare` reads each,
     /// so a bad one is an error at its line.
     pub proxy_ca_files: Vec<PathAt>,
+    /// `acme`: certificates from an ACME CA for hosts whose `ssl` names none.
+    pub acme: Option<AcmeConf>,
     /// What was accepted but is done differently from h2o (a directive that only tunes h2o's
     /// internals, a handler never reached): `spate -t` prints them and a start logs them.
     pub warnings: Vec<ConfigError>,
@@ -258,6 +260,9 @@ pub enum HandlerConf {
     Metrics,
     /// `readiness: ON` (spate): 200, or 503 once the server drains.
     Readiness,
+    /// Added by `acme` with `http-01` under [`ACME_CHALLENGE_PREFIX`] of every host: the
+    /// key authorizations of the challenges under way.
+    AcmeChallenge,
     /// A path with no handler (only headers or logging): answers 404.
     None,
     /// Several handlers on one path (h2o's sequence of mappings, or several handler directives
@@ -867,6 +872,7 @@ impl Config {
             handshake_timeout: Duration::from_secs(10),
             session_resumption: SessionResumption::default(),
             proxy_ca_files: Vec::new(),
+            acme: None,
             warnings: Vec::new(),
         }
     }
@@ -916,6 +922,7 @@ impl Config {
     }
 }
 
+mod acme;
 mod cache;
 mod compress;
 mod directives;
@@ -939,6 +946,7 @@ mod tls;
 mod value;
 mod yaml;
 
+pub use acme::{AcmeChallenge, AcmeConf, AcmeKeyType, Eab, ACME_CHALLENGE_PREFIX};
 pub use cache::CacheConf;
 pub use edge::{
     any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, LimitConnConf,

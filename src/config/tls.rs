@@ -59,6 +59,9 @@ pub struct Identity {
     pub keys: Vec<KeyPair>,
     /// `ocsp-response-file`: stapled to every certificate of this identity.
     pub ocsp_response: Option<PathAt>,
+    /// An `ssl` mapping with no certificate: the global `acme` block obtains one for
+    /// `names` (`keys` is then empty).
+    pub acme: bool,
     pub at: Location,
 }
 
@@ -293,6 +296,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
     c.kx_groups = groups(ctx, kx_tls13, ecdh_curves, &mut c.warnings);
 
     let mut keys = Vec::new();
+    let mut acme = false;
     match identity_list {
         Some(list) => {
             if files.cert.is_some() || files.key.is_some() {
@@ -303,6 +307,8 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
             }
             identities(ctx, list, &mut keys);
         }
+        // No certificate at all: ACME obtains one (checked against `acme` once it is read).
+        None if files.cert.is_none() && files.key.is_none() => acme = true,
         None => keys.extend(files.pair(ctx, v.line)),
     }
     if ctx.errors.len() != before {
@@ -312,6 +318,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
         names: host.map(|h| vec![h.to_owned()]).unwrap_or_default(),
         keys,
         ocsp_response: ocsp_file,
+        acme,
         at: ctx.at(v.line),
     });
     Some(c)

@@ -1,5 +1,6 @@
 //! Handlers and the host/path router that picks one for each request.
 
+mod acme_challenge;
 pub mod auth;
 mod chain;
 pub mod compress;
@@ -401,6 +402,7 @@ fn build(
         HandlerConf::Status => Box::new(status::StatusHandler),
         HandlerConf::Metrics => Box::new(status::MetricsHandler),
         HandlerConf::Readiness => Box::new(status::ReadinessHandler),
+        HandlerConf::AcmeChallenge => Box::new(acme_challenge::AcmeChallengeHandler),
         HandlerConf::None => Box::new(NotFound),
         HandlerConf::Chain(list) => Box::new(chain::Chain::new(
             list.iter()

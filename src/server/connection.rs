@@ -345,7 +345,8 @@ async fn serve_tls_session(tls: Box<TlsStream<TlsSocket>>, addrs: &Addrs, ctx: &
         Alpn::Http1 => {
             serve_http(conn, addrs, ctx, None).await;
         }
-        // rustls only selects a protocol from `tls::alpn_protocols`.
+        // rustls only selects a protocol from `tls::alpn_protocols`; `acme-tls/1` (a
+        // TLS-ALPN-01 validation) ends with its handshake (RFC 8737 §3).
         Alpn::Other => tracing::debug!(peer = %addrs.0, "no driver for the ALPN protocol"),
     }
 }

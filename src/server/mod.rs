@@ -165,6 +165,9 @@ impl Server {
             max_connections: AtomicUsize::new(self.config.max_connections.max(1)),
             connection_closed: Notify::new(),
         });
+        // Certificates from ACME: the stored ones in use at once, the others ordered on a
+        // thread of their own while everything else serves.
+        crate::acme::start(&self.config);
         let mut current = Generation::start(
             self.config.clone(),
             self.prepared.clone(),

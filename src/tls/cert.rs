@@ -64,6 +64,12 @@ impl std::fmt::Display for CertError {
 /// parser dependency: rustls-webpki checks validity only while verifying a chain against a
 /// trust anchor, which a server loading its own certificate does not have.
 pub fn not_after(cert: &[u8]) -> Option<SystemTime> {
+    validity(cert).map(|(_, not_after)| not_after)
+}
+
+/// The `notBefore` and `notAfter` times of a DER certificate (ACME renews at a share of the
+/// lifetime between them), or `None` if they cannot be read.
+pub fn validity(cert: &[u8]) -> Option<(SystemTime, SystemTime)> {
     let (tag, cert_body, _) = der_tlv(cert)?;
     if tag != 0x30 {
         return None;
@@ -90,9 +96,10 @@ pub fn not_after(cert: &[u8]) -> Option<SystemTime> {
     if tag != 0x30 {
         return None;
     }
-    let (_, _, after_not_before) = der_tlv(validity)?;
+    let (tag, time, after_not_before) = der_tlv(validity)?;
+    let not_before = parse_time(tag, time)?;
     let (tag, time, _) = der_tlv(after_not_before)?;
-    parse_time(tag, time)
+    Some((not_before, parse_time(tag, time)?))
 }
 
 fn load_chain(cert_file: &Path) -> Result<Vec<CertificateDer<'static>>, CertError> {

@@ -12,6 +12,7 @@ pub mod cert;
 pub mod client;
 mod hkdf;
 mod keys;
+pub mod managed;
 mod resolver;
 mod suites;
 #[cfg(test)]
@@ -35,6 +36,10 @@ pub fn alpn_protocols(tls: &TlsConf) -> Vec<Vec<u8>> {
         protocols.push(b"h2".to_vec());
     }
     protocols.push(b"http/1.1".to_vec());
+    // TLS-ALPN-01: rustls refuses a handshake whose ALPN it does not know.
+    if tls.identities.iter().any(|id| id.acme) {
+        protocols.push(managed::ACME_TLS_ALPN.to_vec());
+    }
     protocols
 }
 

@@ -1,5 +1,7 @@
 //! Chooses a certificate by the client's SNI name: h2o attaches an `ssl` listen to a host, so
 //! each host's certificate is served for its name; an unknown or absent name gets the first.
+//! A host whose certificate ACME manages has it looked up in [`super::managed`] at each
+//! handshake, so that a renewal is used with no restart.
 
 use crate::config::Identity;
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -15,6 +17,10 @@ pub struct SniResolver {
     exact: HashMap<String, usize>,
     /// `*.example.com` stored as `.example.com` -> identity index, in configuration order.
     wildcards: Vec<(String, usize)>,
+    /// Per identity: the name its ACME certificate is kept under (`None`: its own files).
+    managed: Vec<Option<String>>,
+    /// Whether any identity is ACME's: only then is a TLS-ALPN-01 handshake answered.
+    acme: bool,
 }
 
 impl SniResolver {
@@ -24,7 +30,12 @@ impl SniResolver {
         identities: &[Identity],
         keys: &[Vec<Arc<CertifiedKey>>],
     ) -> Result<SniResolver, String> {
-        if keys.iter().all(Vec::is_empty) {
+        let managed: Vec<Option<String>> = identities
+            .iter()
+            .map(|id| id.acme.then(|| id.names.first().cloned()).flatten())
+            .collect();
+        let acme = managed.iter().any(Option::is_some);
+        if keys.iter().all(Vec::is_empty) && !acme {
             return Err("no certificate configured".into());
         }
         let mut exact = HashMap::new();
@@ -48,6 +59,8 @@ impl SniResolver {
             identities: keys.to_vec(),
             exact,
             wildcards,
+            managed,
+            acme,
         })
     }
 
@@ -73,9 +86,15 @@ impl SniResolver {
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let index = self.index(hello.server_name());
+        if self.acme {
+            if let Some(k) = self.resolve_acme(&hello, index) {
+                return Some(k);
+            }
+        }
         let keys = self
             .identities
-            .get(self.index(hello.server_name()))
+            .get(index)
             .filter(|k| !k.is_empty())
             .or_else(|| self.identities.iter().find(|k| !k.is_empty()))?;
         let schemes = hello.signature_schemes();
@@ -83,6 +102,34 @@ impl ResolvesServerCert for SniResolver {
             .find(|k| k.key.choose_scheme(schemes).is_some())
             .or_else(|| keys.first())
             .cloned()
+    }
+}
+
+impl SniResolver {
+    /// A TLS-ALPN-01 handshake's challenge certificate, or the ACME certificate of the
+    /// identity `index`. `None` falls back to the files' certificates.
+    fn resolve_acme(&self, hello: &ClientHello<'_>, index: usize) -> Option<Arc<CertifiedKey>> {
+        let challenge = hello
+            .alpn()
+            .is_some_and(|mut protocols| protocols.any(|p| p == super::managed::ACME_TLS_ALPN));
+        if challenge {
+            // RFC 8737 §3: only the challenge certificate, or no handshake at all.
+            return super::managed::alpn_challenge(hello.server_name()?);
+        }
+        let own = self.managed.get(index)?.as_deref();
+        if let Some(k) = own.and_then(super::managed::cert) {
+            return Some(k);
+        }
+        // Not issued yet (or a name of another identity's): any ACME certificate there is
+        // serves as the default, as the first identity's would.
+        if !self.identities.iter().any(|k| !k.is_empty()) {
+            return self
+                .managed
+                .iter()
+                .flatten()
+                .find_map(|n| super::managed::cert(n));
+        }
+        None
     }
 }
 
@@ -98,6 +145,7 @@ mod tests {
             names: names.iter().map(|s| s.to_string()).collect(),
             keys: Vec::new(),
             ocsp_response: None,
+            acme: false,
             at: Location {
                 file: Arc::from("t"),
                 line: 1,

@@ -1,0 +1,470 @@
+//! ACME against Pebble: certificates issued by HTTP-01 and TLS-ALPN-01 on spate's own ports,
+//! verified by curl against Pebble's root, renewed within the test (short-lived
+//! certificates) while h2load and new handshakes keep going with no failure; and the faults
+//! (CA down at start, a challenge that fails, a bad account file) each a clear log line.
+
+mod common;
+#[path = "acme/pebble.rs"]
+mod pebble;
+
+use common::Spate;
+use pebble::{Options, Pebble};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const BODY: &str = "served over ACME";
+
+/// A config for host `a.test` with `ssl: {}` on `tls_port` and, when `http_port` is given, a
+/// cleartext listener there; `extra` goes into the acme block.
+fn config(p: &Pebble, http_port: Option<u16>, tls_port: u16, extra: &str) -> String {
+    let plain = http_port
+        .map(|port| format!("listen: {{host: 127.0.0.1, port: {port}}}\n"))
+        .unwrap_or_default();
+    format!(
+        "num-threads: 1
+acme:
+  email: admin@a.test
+  accept-tos: YES
+  directory: {dir}
+  ca-file: {ca}
+  storage: $DIR/acme
+{extra}
+{plain}hosts:
+  a.test:
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}
+    paths:
+      /: {{respond: {{body: {BODY}}}}}
+",
+        dir = p.directory,
+        ca = p.tls_root.display(),
+    )
+}
+
+/// curl to `https://a.test:PORT/`, verifying against `root`: the body, or curl's error.
+fn fetch_verified(root: &Path, port: u16) -> Result<String, String> {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(root)
+        .args(["--resolve", &format!("a.test:{port}:127.0.0.1")])
+        .arg(format!("https://a.test:{port}/"))
+        .output()
+        .expect("curl");
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+/// The serial number of the certificate served for `a.test`.
+fn served_serial(port: u16) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{port} -servername a.test </dev/null 2>/dev/null | openssl x509 -noout -serial"
+        ))
+        .output()
+        .expect("openssl");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn http01_issues_serves_and_renews_under_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(12),
+        },
+    ) else {
+        return;
+    };
+    let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01");
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let log = s.log_lines_naming("acme", 3);
+    let issued: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("certificate issued"))
+        .collect();
+    assert_eq!(issued.len(), 1, "no certificate: {log:?}\n{}", p.log_text());
+    assert!(issued[0].contains("a.test"), "{issued:?}");
+    assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+    let first = served_serial(tls_port);
+    assert!(first.starts_with("serial="), "{first}");
+    // The token path answers 404 for unknown tokens, on the cleartext port.
+    let r = common::curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &format!("http://127.0.0.1:{http_port}/.well-known/acme-challenge/nope"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "404");
+
+    // Renewal at 2/3 of 12 s: h2load on kept connections and curl on new handshakes go on
+    // across it with no failure.
+    let h2load = Command::new("h2load")
+        .args(["-D", "10", "-c", "2", "-m", "4"])
+        .arg(format!("https://127.0.0.1:{tls_port}/"))
+        .output();
+    let renewed = s.log_lines_naming("acme", 1);
+    assert!(
+        renewed.iter().any(|l| l.contains("certificate issued")),
+        "no renewal: {renewed:?}\n{}",
+        p.log_text()
+    );
+    for _ in 0..10 {
+        assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+    }
+    assert_ne!(
+        served_serial(tls_port),
+        first,
+        "the renewed certificate is not served"
+    );
+    let h2load = h2load.expect("h2load");
+    let out = String::from_utf8_lossy(&h2load.stdout);
+    assert!(out.contains(" 0 failed, 0 errored"), "{out}");
+    assert!(!out.contains(" 0 succeeded"), "{out}");
+}
+
+#[test]
+fn tls_alpn01_issues_on_the_tls_port_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    // No cleartext listener: only TLS-ALPN-01 can succeed.
+    let yaml = config(
+        &p,
+        None,
+        tls_port,
+        "  challenges: tls-alpn-01\n  key-type: rsa2048",
+    );
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let log = s.log_lines_naming("acme", 3);
+    assert!(
+        log.iter().any(|l| l.contains("answering tls-alpn-01")),
+        "{log:?}"
+    );
+    assert!(
+        log.iter().any(|l| l.contains("a.test: certificate issued")),
+        "{log:?}\n{}",
+        p.log_text()
+    );
+    assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+    // key-type: rsa2048.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{tls_port} -servername a.test </dev/null 2>/dev/null | openssl x509 -noout -text"
+        ))
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("rsaEncryption"), "{text}");
+    // A client that offers acme-tls/1 for a name with no challenge under way gets no
+    // handshake, and ordinary clients go on being served.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{tls_port} -servername a.test -alpn acme-tls/1 </dev/null 2>&1"
+        ))
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("BEGIN CERTIFICATE"), "{text}");
+    assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+}
+
+#[test]
+fn a_restart_serves_the_stored_certificate_without_ordering() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    // h2o's documented form, with only the lines that point it at Pebble.
+    let yaml = format!(
+        "acme: {{email: admin@a.test, accept-tos: YES, directory: {dir}, ca-file: {ca}, storage: {storage}}}
+listen: {{host: 127.0.0.1, port: {http_port}}}
+hosts:
+  a.test:
+    listen:
+      host: 127.0.0.1
+      port: {tls_port}
+      ssl: {{}}
+    paths:
+      /: {{respond: {{body: {BODY}}}}}
+",
+        dir = p.directory,
+        ca = p.tls_root.display(),
+        storage = storage.path().display(),
+    );
+    let mut s = Spate::start_retrying(&yaml, tempfile::tempdir().expect("tempdir"), &[]);
+    let log = s.log_lines_naming("certificate issued", 1);
+    assert_eq!(log.len(), 1, "{}", p.log_text());
+    let serial = served_serial(tls_port);
+    assert!(storage.path().join("account.json").exists());
+    s.stop();
+    drop(s);
+    let s = Spate::start_retrying(&yaml, tempfile::tempdir().expect("tempdir"), &[]);
+    // Served at once, from storage, by the same certificate; nothing is ordered.
+    assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+    assert_eq!(served_serial(tls_port), serial);
+    std::thread::sleep(Duration::from_millis(500));
+    let lines = s.stderr_lines();
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("certificate issued") || l.contains("account")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_challenge_that_fails_is_logged_with_the_cas_problem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dead = common::DeadPort::new();
+    let [http_port, tls_port] = common::free_ports::<2>();
+    // Pebble fetches HTTP-01 from a port nobody answers on.
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port: dead.port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01");
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let log = s.log_lines_naming("trying again", 1);
+    assert_eq!(log.len(), 1, "{}", p.log_text());
+    assert!(
+        log[0].contains("ERROR") && log[0].contains("acme: a.test:"),
+        "{log:?}"
+    );
+    // The CA's problem document: its type and detail.
+    assert!(log[0].contains("urn:ietf:params:acme:error:"), "{log:?}");
+    assert!(log[0].contains("trying again in 2 s"), "{log:?}");
+    // The server goes on serving (cleartext here: no certificate yet).
+    let r = common::curl(&[&format!("http://127.0.0.1:{http_port}/")]);
+    assert_eq!(String::from_utf8_lossy(&r.stdout), BODY);
+}
+
+/// A host with its own certificate file beside the ACME host `a.test`, on one TLS port,
+/// with the CA at `directory`.
+fn two_hosts(directory: &str, ca: &Path, storage: &Path, dir: &Path) -> String {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["b.test".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(dir.join("b.crt"), cert.pem()).expect("write");
+    std::fs::write(dir.join("b.key"), key.serialize_pem()).expect("write");
+    format!(
+        "acme: {{accept-tos: YES, directory: {directory}, ca-file: {ca}, storage: {storage}, challenges: tls-alpn-01}}
+hosts:
+  b.test:
+    listen: {{host: 127.0.0.1, port: 0, ssl: {{certificate-file: b.crt, key-file: b.key}}}}
+    paths:
+      /: {{respond: {{body: b}}}}
+  a.test:
+    listen: {{host: 127.0.0.1, port: 0, ssl: {{}}}}
+    paths:
+      /: {{respond: {{body: a}}}}
+",
+        ca = ca.display(),
+        storage = storage.display(),
+    )
+}
+
+fn curl_b(s: &Spate) -> String {
+    let port = s.addr.port();
+    let out = common::curl(&[
+        "-k",
+        "--resolve",
+        &format!("b.test:{port}:127.0.0.1"),
+        &format!("https://b.test:{port}/"),
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_ca_down_at_start_is_retried_while_other_hosts_are_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dead = common::DeadPort::new();
+    let ca = dir.path().join("ca.pem");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let root = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(&ca, root.pem()).expect("write");
+    let storage = dir.path().join("acme");
+    let yaml = two_hosts(
+        &format!("https://127.0.0.1:{}/dir", dead.port),
+        &ca,
+        &storage,
+        dir.path(),
+    );
+    let s = Spate::start_in(&yaml, dir);
+    let log = s.log_lines_naming("trying again", 2);
+    assert!(log.len() >= 2, "{log:?}");
+    assert!(
+        log[0].contains("ERROR") && log[0].contains(&format!("127.0.0.1:{}", dead.port)),
+        "{log:?}"
+    );
+    assert!(
+        log[0].contains("trying again in 2 s") && log[1].contains("trying again in 4 s"),
+        "{log:?}"
+    );
+    assert_eq!(curl_b(&s), "b");
+}
+
+#[test]
+fn a_bad_account_file_is_named_and_nothing_is_overwritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = dir.path().join("acme");
+    std::fs::create_dir(&storage).expect("mkdir");
+    std::fs::write(storage.join("account.json"), "not json").expect("write");
+    let ca = dir.path().join("ca.pem");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let root = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(&ca, root.pem()).expect("write");
+    let yaml = two_hosts("https://127.0.0.1:1/dir", &ca, &storage, dir.path());
+    let s = Spate::start_in(&yaml, dir);
+    let log = s.log_lines_naming("account.json", 1);
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(log[0].contains("not an account file"), "{log:?}");
+    assert_eq!(
+        std::fs::read_to_string(storage.join("account.json"))
+            .ok()
+            .as_deref(),
+        Some("not json")
+    );
+    assert_eq!(curl_b(&s), "b");
+}
+
+#[test]
+fn two_processes_sharing_storage_order_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = tempfile::tempdir().expect("tempdir");
+    let [http_a, tls_a, http_b, tls_b] = common::free_ports::<4>();
+    // The CA reaches process A only; B's tokens reach it through the storage.
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port: http_a,
+            tls_port: tls_a,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let yaml = |http: u16, tls: u16| {
+        config(&p, Some(http), tls, "  challenges: http-01").replace(
+            "storage: $DIR/acme",
+            &format!("storage: {}", storage.path().display()),
+        )
+    };
+    let a = Spate::start_retrying(
+        &yaml(http_a, tls_a),
+        tempfile::tempdir().expect("tempdir"),
+        &[],
+    );
+    let b = Spate::start_retrying(
+        &yaml(http_b, tls_b),
+        tempfile::tempdir().expect("tempdir"),
+        &[],
+    );
+    let issued = |log: &[String]| {
+        log.iter()
+            .filter(|l| l.contains("certificate issued"))
+            .count()
+    };
+    let adopted = |log: &[String]| {
+        log.iter()
+            .filter(|l| l.contains("using the certificate in storage"))
+            .count()
+    };
+    let (mut log_a, mut log_b) = (Vec::new(), Vec::new());
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    while issued(&log_a) + issued(&log_b) + adopted(&log_a) + adopted(&log_b) < 2
+        && std::time::Instant::now() < end
+    {
+        log_a.extend(a.stderr_lines().into_iter().filter(|l| l.contains("acme")));
+        log_b.extend(b.stderr_lines().into_iter().filter(|l| l.contains("acme")));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        issued(&log_a) + issued(&log_b),
+        1,
+        "{log_a:?}\n{log_b:?}\n{}",
+        p.log_text()
+    );
+    assert_eq!(adopted(&log_a) + adopted(&log_b), 1, "{log_a:?}\n{log_b:?}");
+    assert_eq!(fetch_verified(&p.issuer_root, tls_a), Ok(BODY.into()));
+    assert_eq!(fetch_verified(&p.issuer_root, tls_b), Ok(BODY.into()));
+    assert_eq!(served_serial(tls_a), served_serial(tls_b));
+    assert_eq!(
+        p.log_text().matches("Issued certificate serial").count(),
+        1,
+        "{}",
+        p.log_text()
+    );
+}
+
+#[test]
+fn a_certificate_that_cannot_be_stored_is_served_and_said() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    // The key's file cannot be written (as on a full disk: the write fails).
+    std::fs::create_dir(storage.path().join("a.test.key.tmp")).expect("mkdir");
+    let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01").replace(
+        "storage: $DIR/acme",
+        &format!("storage: {}", storage.path().display()),
+    );
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let log = s.log_lines_naming("acme: a.test", 3);
+    assert!(
+        log.iter()
+            .any(|l| l.contains("ERROR") && l.contains("in use but not stored: cannot write")),
+        "{log:?}"
+    );
+    assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+}
