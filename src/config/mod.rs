@@ -922,7 +922,7 @@ mod tls;
 mod value;
 mod yaml;
 
-pub use cache::CacheConf;
+pub use cache::{CacheConf, DiskConf};
 pub use edge::{
     any_contains, AccessRule, BasicAuthConf, Cidr, EdgeConf, LimitConnConf, LimitConnZone,
     LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,

@@ -34,6 +34,7 @@ impl Cache {
                 conf.at.line,
                 conf.memory,
                 conf.max_object_size,
+                conf.disk.as_ref().map(|d| (d.path.as_path(), d.max_size)),
             ),
             lock_timeout: conf.lock_timeout,
             purge: conf.purge,
