@@ -115,7 +115,9 @@ pub struct Store {
 #[derive(Default)]
 struct Inner {
     keys: HashMap<Bytes, Slot>,
-    /// Use order: tick -> key; the smallest tick is the least recently used.
+    /// Use order: tick -> key; the smallest tick is the least recently used. A hit only
+    /// marks its variant's `used`; the order is brought up to date at eviction, so a hit
+    /// costs no reordering.
     lru: BTreeMap<u64, Bytes>,
     tick: u64,
     bytes: usize,
@@ -128,7 +130,10 @@ struct Slot {
 }
 
 struct Variant {
+    /// Its place in the use order.
     tick: u64,
+    /// When it was last used (at least `tick`).
+    used: u64,
     stored: Arc<Stored>,
 }
 
@@ -185,11 +190,8 @@ impl Store {
         let Some(v) = slot.variants.iter_mut().find(|v| v.stored.matches(request)) else {
             return Found::VaryMiss;
         };
-        if let Some(k) = inner.lru.remove(&v.tick) {
-            inner.tick += 1;
-            v.tick = inner.tick;
-            inner.lru.insert(v.tick, k);
-        }
+        inner.tick += 1;
+        v.used = inner.tick;
         Found::Hit(v.stored.clone())
     }
 
@@ -229,7 +231,11 @@ impl Store {
             inner.bytes -= old.stored.size();
             inner.lru.remove(&old.tick);
         }
-        slot.variants.push(Variant { tick, stored });
+        slot.variants.push(Variant {
+            tick,
+            used: tick,
+            stored,
+        });
         inner.lru.insert(tick, key);
         inner.bytes += size;
         if new {
@@ -242,6 +248,18 @@ impl Store {
             let Some((old_tick, old_key)) = inner.lru.pop_first() else {
                 break;
             };
+            // Used since it took this place: it moves to its place of last use instead.
+            let used = inner.keys.get_mut(&old_key).and_then(|slot| {
+                let v = slot.variants.iter_mut().find(|v| v.tick == old_tick)?;
+                (v.used > old_tick).then(|| {
+                    v.tick = v.used;
+                    v.used
+                })
+            });
+            if let Some(used) = used {
+                inner.lru.insert(used, old_key);
+                continue;
+            }
             let freed = self.drop_variant(inner, &old_key, old_tick);
             self.counts.evicted.fetch_add(1, Ordering::Relaxed);
             self.counts
