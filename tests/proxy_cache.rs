@@ -1,6 +1,7 @@
 //! `proxy.cache` (issue 40) against a real backend: a small HTTP/1.1 origin in this file
 //! whose answers say how to cache them (its query: `cc=`, `etag=`, `vary=`, `len=`,
-//! `delay=`, `fail-after=`: 503 from the request after N on), and which counts the requests each path reached it with. Clients: raw
+//! `delay=`, `stall=`: that many ms after the first half of the body, `fail-after=`: 503 from
+//! the request after N on), and which counts the requests each path reached it with. Clients: raw
 //! HTTP/1.1 over TCP.
 
 mod common;
@@ -183,6 +184,14 @@ fn serve(mut conn: TcpStream, seen: Arc<Mutex<Seen>>) {
         .into_bytes();
         if method != "HEAD" {
             out.extend_from_slice(&body);
+        }
+        if let Some(ms) = query(&target, "stall").and_then(|v| v.parse().ok()) {
+            let half = out.len() - body.len() / 2;
+            if conn.write_all(&out[..half]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(ms));
+            out.drain(..half);
         }
         if conn.write_all(&out).is_err() {
             return;
@@ -495,6 +504,43 @@ fn a_bad_cache_directive_names_its_line() {
 }
 
 #[test]
+fn a_disk_store_needs_a_directory_of_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let check = |paths: &str| {
+        let conf = dir.path().join("disk.yaml");
+        std::fs::write(
+            &conf,
+            format!("listen: 0\nhosts:\n  default:\n    paths:\n{paths}"),
+        )
+        .expect("write");
+        let out = std::process::Command::new(BIN)
+            .arg("-t")
+            .arg("-c")
+            .arg(&conf)
+            .output()
+            .expect("spate -t");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = check("      /:\n        proxy.reverse.url: http://127.0.0.1:1/\n        proxy.cache: {disk: {max-size: 1MB}}\n");
+    assert!(
+        err.contains("disk.yaml:7") && err.contains("needs a path"),
+        "{err}"
+    );
+    let err = check("      /a:\n        proxy.reverse.url: http://127.0.0.1:1/\n        proxy.cache: {disk: {path: c}}\n      /b:\n        proxy.reverse.url: http://127.0.0.1:1/\n        proxy.cache: {disk: {path: c}}\n");
+    assert!(
+        err.contains("disk.yaml:10") && err.contains("disk.yaml:7 already"),
+        "{err}"
+    );
+    std::fs::write(dir.path().join("file"), b"").expect("write");
+    let err = check("      /:\n        proxy.reverse.url: http://127.0.0.1:1/\n        proxy.cache: {disk: {path: file/c}}\n");
+    assert!(
+        err.contains("disk.yaml:7") && err.contains("cannot use"),
+        "{err}"
+    );
+}
+
+#[test]
 fn memory_stays_within_the_budget_under_a_working_set_ten_times_larger() {
     let origin = Origin::start();
     // 4 MiB of budget; 640 objects of 64 KB are 40 MB.
@@ -601,4 +647,225 @@ fn purge_drops_one_url_or_a_prefix() {
     assert_eq!(status_of(&get(&s, "/q?cc=max-age%3D60")), "spate; hit");
     assert_eq!(origin.count("/p/a"), 2);
     assert_eq!(origin.count("/p/b"), 1);
+}
+
+/// `proxy.cache` with a disk store in `dir` (kept by the caller across spates).
+fn disk_cache(dir: &std::path::Path, extra: &str) -> String {
+    format!(
+        "{{disk: {{path: {}, max-size: 256MB}}{extra}}}",
+        dir.display()
+    )
+}
+
+/// GETs each path on keep-alive connections (`threads` of them at once); returns each
+/// answer's status, Cache-Status and body length, in the paths' order.
+fn get_all(s: &Spate, paths: &[String], threads: usize) -> Vec<(u16, String, usize)> {
+    let chunk = paths.len().div_ceil(threads);
+    let addr = s.addr;
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = paths
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut c = TcpStream::connect(addr).expect("connect");
+                    c.set_read_timeout(Some(Duration::from_secs(20)))
+                        .expect("timeout");
+                    let mut pending = Vec::new();
+                    part.iter()
+                        .map(|p| {
+                            let raw = format!("GET {p} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+                            c.write_all(raw.as_bytes()).expect("write");
+                            let r = read_response(&mut c, &mut pending, false);
+                            (r.status, status_of(&r).to_string(), r.body.len())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().expect("client"))
+            .collect()
+    })
+}
+
+/// The files of a disk store: (stored files, temporary files left).
+fn disk_files(dir: &std::path::Path) -> (Vec<std::path::PathBuf>, usize) {
+    let mut files = Vec::new();
+    let mut temps = 0;
+    for e in std::fs::read_dir(dir).expect("cache dir").flatten() {
+        if e.path().is_dir() {
+            files.extend(
+                std::fs::read_dir(e.path())
+                    .expect("sub")
+                    .flatten()
+                    .map(|f| f.path()),
+            );
+        } else {
+            temps += 1;
+        }
+    }
+    (files, temps)
+}
+
+#[test]
+fn twenty_thousand_responses_on_disk_are_hits_after_a_restart_and_a_reload() {
+    const N: usize = 20_000;
+    let origin = Origin::start();
+    let cache_dir = tempfile::tempdir().expect("tempdir");
+    let conf = disk_cache(cache_dir.path(), "");
+    let paths: Vec<String> = (0..N).map(|i| format!("/d{i}?cc=max-age%3D600")).collect();
+    let mut s = spate(&origin, &conf);
+    for (i, (status, cs, _)) in get_all(&s, &paths, 4).into_iter().enumerate() {
+        assert_eq!(status, 200);
+        assert!(cs.contains("stored"), "{i}: {cs}");
+    }
+    assert_eq!(disk_files(cache_dir.path()).0.len(), N);
+    s.stop();
+    drop(s);
+    // A new process: its memory is empty, every answer comes from a file.
+    let s = spate(&origin, &conf);
+    let answers = get_all(&s, &paths, 4);
+    let hits = answers
+        .iter()
+        .filter(|(st, cs, _)| *st == 200 && cs == "spate; hit")
+        .count();
+    assert_eq!(
+        hits,
+        N,
+        "{:?}",
+        answers.iter().find(|a| a.1 != "spate; hit")
+    );
+    for i in [0, N / 2, N - 1] {
+        assert_eq!(origin.count(&format!("/d{i}")), 1);
+        assert_eq!(get(&s, &paths[i]).text(), format!("GET /d{i} #1\n"));
+    }
+    // A reload with other sizes makes a new store over the same directory.
+    let conf2 = disk_cache(cache_dir.path(), ", memory: 32MB");
+    std::fs::write(
+        s.path().join("spate.yaml"),
+        std::fs::read_to_string(s.path().join("spate.yaml"))
+            .expect("config")
+            .replace(&conf, &conf2),
+    )
+    .expect("write config");
+    signal(&s.child, libc::SIGHUP);
+    assert_eq!(s.log_lines_naming("reloaded", 1).len(), 1);
+    let again = get_all(&s, &paths[..1000], 2);
+    assert!(again.iter().all(|(_, cs, _)| cs == "spate; hit"));
+    assert_eq!(origin.count("/d999"), 1);
+}
+
+#[test]
+fn a_kill_while_storing_leaves_nothing_that_is_served() {
+    let origin = Origin::start();
+    let cache_dir = tempfile::tempdir().expect("tempdir");
+    let conf = disk_cache(cache_dir.path(), ", max-object-size: 2MB");
+    let big = "/big?cc=max-age%3D600&len=1500000&stall=3000";
+    let mut s = spate(&origin, &conf);
+    let mut c = s.connect();
+    c.write_all(format!("GET {big} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .expect("write");
+    // Half the body is through spate when it is killed.
+    let mut got = 0;
+    let mut buf = [0u8; 65536];
+    while got < 700_000 {
+        let n = c.read(&mut buf).expect("read");
+        assert!(n > 0, "closed after {got} bytes");
+        got += n;
+    }
+    s.child.kill().expect("kill -9");
+    s.child.wait().expect("wait");
+    drop(s);
+    // A temporary file a kill during a write would leave.
+    std::fs::write(cache_dir.path().join("tmp.1.1"), b"half a response").expect("temp");
+    let s = spate(&origin, &conf);
+    // Once a worker answers, its router and the store it shares are built.
+    assert_eq!(get(&s, "/metrics").status, 200);
+    assert_eq!(disk_files(cache_dir.path()), (Vec::new(), 0));
+    let r = get(&s, big);
+    assert_eq!(r.body.len(), 1_500_000);
+    assert!(status_of(&r).contains("fwd=uri-miss"), "{r:?}");
+    assert!(status_of(&r).contains("stored"), "{r:?}");
+    assert_eq!(origin.count("/big"), 2);
+    // Once whole it is one file; a restart serves it as a hit.
+    drop(s);
+    assert_eq!(disk_files(cache_dir.path()).0.len(), 1);
+    let s = spate(&origin, &conf);
+    let r = get(&s, big);
+    assert_eq!((r.body.len(), status_of(&r)), (1_500_000, "spate; hit"));
+    assert_eq!(origin.count("/big"), 2);
+}
+
+#[test]
+fn a_corrupt_file_is_dropped_logged_and_fetched_again() {
+    let origin = Origin::start();
+    let cache_dir = tempfile::tempdir().expect("tempdir");
+    let conf = disk_cache(cache_dir.path(), "");
+    let paths = [
+        "/c1?cc=max-age%3D600&len=5000",
+        "/c2?cc=max-age%3D600&len=5000",
+    ];
+    let mut s = spate(&origin, &conf);
+    for p in paths {
+        assert!(status_of(&get(&s, p)).contains("stored"));
+    }
+    s.stop();
+    drop(s);
+    // One file cut short (seen at start), one with a byte of its body changed (seen when
+    // read).
+    let (mut files, _) = disk_files(cache_dir.path());
+    files.sort_by_key(|f| {
+        std::fs::read(f)
+            .expect("read")
+            .windows(3)
+            .any(|w| w == b"/c1")
+    });
+    let data = std::fs::read(&files[0]).expect("read");
+    std::fs::write(&files[0], &data[..data.len() - 100]).expect("cut");
+    let mut data = std::fs::read(&files[1]).expect("read");
+    let at = data.len() - 10;
+    data[at] ^= 0x20;
+    std::fs::write(&files[1], &data).expect("flip");
+    let s = spate(&origin, &conf);
+    for p in paths {
+        let r = get(&s, p);
+        assert!(status_of(&r).contains("fwd=uri-miss"), "{r:?}");
+        assert_eq!(r.body.len(), 5000);
+        let r = get(&s, p);
+        assert_eq!(status_of(&r), "spate; hit");
+        assert_eq!(&r.body[..26], b"abcdefghijklmnopqrstuvwxyz");
+    }
+    assert_eq!((origin.count("/c1"), origin.count("/c2")), (2, 2));
+    let lines = s.log_lines_naming("dropped a corrupt file", 2);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+}
+
+#[test]
+fn the_disk_store_stays_within_its_size() {
+    let origin = Origin::start();
+    let cache_dir = tempfile::tempdir().expect("tempdir");
+    // 1 MiB of disk; 64 objects of 64 KB are 4 MB. Memory holds a few.
+    let conf = format!(
+        "{{memory: 256K, max-object-size: 128K, disk: {{path: {}, max-size: 1MB}}}}",
+        cache_dir.path().display()
+    );
+    let s = spate(&origin, &conf);
+    let path = |i: usize| format!("/ds{i}?cc=max-age%3D600&len=65536");
+    for i in 0..64 {
+        assert_eq!(get(&s, &path(i)).body.len(), 65536);
+    }
+    let (files, _) = disk_files(cache_dir.path());
+    let bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).expect("meta").len())
+        .sum();
+    assert!(
+        bytes <= 1 << 20 && files.len() >= 10,
+        "{} files, {bytes} bytes",
+        files.len()
+    );
+    // The newest are still there (from disk: memory holds only three), the oldest are gone.
+    assert_eq!(status_of(&get(&s, &path(56))), "spate; hit");
+    assert!(status_of(&get(&s, &path(0))).contains("fwd=uri-miss"));
 }

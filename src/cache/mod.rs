@@ -1,20 +1,23 @@
 //! The HTTP cache (RFC 9111) of `proxy.cache`, protocol-neutral: `Cache-Control` read
 //! (`control`), the rules of storing, freshness, age and revalidation (`policy`), the
 //! memory store with its byte budget, variants and the fills under way for collapsed
-//! forwarding (`store`), and the body stream that stores a miss as it goes to the client
+//! forwarding (`store`), the disk store behind it (`disk`), and the body stream that stores a miss as it goes to the client
 //! (`tee`). The proxy handler (`handler/proxy/cache.rs`) decides per request with these.
 //!
 //! ```text
 //! tee        a miss's body to the client, and into the store when whole
 //! store      the responses, LRU within the budget; fills under way
+//! disk       the files behind the memory store, kept across restarts
 //! policy     storable? fresh? age, 304 updates
 //! control    Cache-Control directives
 //! ```
 // Peer input must never panic: outside tests, no unwrap or expect here.
 
 pub mod control;
+pub mod disk;
 pub mod policy;
 pub mod store;
+pub mod stored;
 mod tee;
 
 pub use control::{RequestControl, ResponseControl};

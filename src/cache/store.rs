@@ -7,75 +7,17 @@
 //! its [`Leader`]; later misses follow and wait until the leader's guard drops, when the
 //! response is stored or known not to be.
 
-use super::control::ResponseControl;
-use super::policy::{self, Timing};
+use super::disk::Disk;
+use super::policy;
+pub use super::stored::{vary_matches, Stored, Vary};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
-
-/// What an entry costs beyond its fields' and body's bytes (the entry, the map slot).
-const ENTRY_OVERHEAD: usize = 256;
-
-/// One stored response.
-#[derive(Debug)]
-pub struct Stored {
-    pub status: u16,
-    /// As the client gets them, without `Age` (computed at each use).
-    pub headers: Vec<(Bytes, Bytes)>,
-    pub body: Bytes,
-    pub timing: Timing,
-    pub control: ResponseControl,
-    pub lifetime: u64,
-    /// The request's values of the fields the response varies on, names lowercase.
-    pub vary: Vec<(Bytes, Option<Bytes>)>,
-}
-
-impl Stored {
-    /// An empty entry, for moving one out.
-    pub fn placeholder() -> Stored {
-        Stored {
-            status: 0,
-            headers: Vec::new(),
-            body: Bytes::new(),
-            timing: Timing {
-                request_time: 0,
-                response_time: 0,
-                initial_age: 0,
-            },
-            control: ResponseControl::default(),
-            lifetime: 0,
-            vary: Vec::new(),
-        }
-    }
-
-    /// The bytes it is charged in the budget.
-    pub fn size(&self) -> usize {
-        ENTRY_OVERHEAD
-            + self.body.len()
-            + self
-                .headers
-                .iter()
-                .map(|(n, v)| n.len() + v.len() + 16)
-                .sum::<usize>()
-            + self
-                .vary
-                .iter()
-                .map(|(n, v)| n.len() + v.as_ref().map_or(0, Bytes::len))
-                .sum::<usize>()
-    }
-
-    /// Whether a request whose fields `request` gives matches this variant.
-    /// `request` gives the request's value of a field, [`normalized`].
-    pub fn matches(&self, request: &impl Fn(&[u8]) -> Option<Bytes>) -> bool {
-        self.vary
-            .iter()
-            .all(|(name, value)| request(name).as_deref() == value.as_deref())
-    }
-}
 
 /// A request's lines of one field as one value: joined with ", ", blanks around commas
 /// dropped, so `a,b` and `a, b` select the same variant (§4.1). `None` when absent.
@@ -165,12 +107,17 @@ pub struct Store {
     max_object: usize,
     inner: Mutex<Inner>,
     pub counts: Counts,
+    /// The disk store behind the memory one: every response stored goes to both, and a
+    /// memory miss is looked for there (and brought back into memory).
+    pub disk: Option<Disk>,
 }
 
 #[derive(Default)]
 struct Inner {
     keys: HashMap<Bytes, Slot>,
-    /// Use order: tick -> key; the smallest tick is the least recently used.
+    /// Use order: tick -> key; the smallest tick is the least recently used. A hit only
+    /// marks its variant's `used`; the order is brought up to date at eviction, so a hit
+    /// costs no reordering.
     lru: BTreeMap<u64, Bytes>,
     tick: u64,
     bytes: usize,
@@ -183,7 +130,10 @@ struct Slot {
 }
 
 struct Variant {
+    /// Its place in the use order.
     tick: u64,
+    /// When it was last used (at least `tick`).
+    used: u64,
     stored: Arc<Stored>,
 }
 
@@ -194,7 +144,14 @@ impl Store {
             max_object: usize::try_from(max_object).unwrap_or(usize::MAX),
             inner: Mutex::new(Inner::default()),
             counts: Counts::default(),
+            disk: None,
         }
+    }
+
+    /// The store with `disk` behind its memory.
+    pub fn with_disk(mut self, disk: Disk) -> Store {
+        self.disk = Some(disk);
+        self
     }
 
     /// The largest body stored.
@@ -209,6 +166,19 @@ impl Store {
     /// The variant of `key` for a request whose fields `request` gives, marked used.
     /// `request` gives the request's value of a field, [`normalized`].
     pub fn lookup(&self, key: &[u8], request: impl Fn(&[u8]) -> Option<Bytes>) -> Found {
+        let found = self.lookup_memory(key, &request);
+        if matches!(found, Found::Hit(_)) {
+            return found;
+        }
+        let Some(stored) = self.disk.as_ref().and_then(|d| d.read(key, &request)) else {
+            return found;
+        };
+        let stored = Arc::new(stored);
+        self.put(Bytes::copy_from_slice(key), stored.clone(), false);
+        Found::Hit(stored)
+    }
+
+    fn lookup_memory(&self, key: &[u8], request: &impl Fn(&[u8]) -> Option<Bytes>) -> Found {
         let mut inner = self.lock();
         let inner = &mut *inner;
         let Some(slot) = inner.keys.get_mut(key) else {
@@ -217,27 +187,34 @@ impl Store {
         if slot.variants.is_empty() {
             return Found::Miss;
         }
-        let Some(v) = slot
-            .variants
-            .iter_mut()
-            .find(|v| v.stored.matches(&request))
-        else {
+        let Some(v) = slot.variants.iter_mut().find(|v| v.stored.matches(request)) else {
             return Found::VaryMiss;
         };
-        if let Some(k) = inner.lru.remove(&v.tick) {
-            inner.tick += 1;
-            v.tick = inner.tick;
-            inner.lru.insert(v.tick, k);
-        }
+        inner.tick += 1;
+        v.used = inner.tick;
         Found::Hit(v.stored.clone())
     }
 
     /// Stores `stored` under `key`, in place of the variant with the same varying values;
     /// the least recently used go until it fits. A response over the object size limit is
-    /// not stored. Returns whether it was.
+    /// not stored. Returns whether it was. With a disk store, it is written there too.
     pub fn insert(&self, key: Bytes, stored: Stored) -> bool {
+        if stored.body.len() > self.max_object {
+            return false;
+        }
+        let stored = Arc::new(stored);
+        let in_memory = self.put(key.clone(), stored.clone(), true);
+        match &self.disk {
+            Some(d) => d.write(&key, &stored) || in_memory,
+            None => in_memory,
+        }
+    }
+
+    /// Puts `stored` in memory (`new`: a response just stored, counted, rather than one
+    /// brought back from disk).
+    fn put(&self, key: Bytes, stored: Arc<Stored>, new: bool) -> bool {
         let size = stored.size();
-        if stored.body.len() > self.max_object || size > self.budget {
+        if size > self.budget {
             return false;
         }
         let mut inner = self.lock();
@@ -256,18 +233,33 @@ impl Store {
         }
         slot.variants.push(Variant {
             tick,
-            stored: Arc::new(stored),
+            used: tick,
+            stored,
         });
         inner.lru.insert(tick, key);
         inner.bytes += size;
-        self.counts.stored.fetch_add(1, Ordering::Relaxed);
-        self.counts
-            .stored_bytes
-            .fetch_add(size as u64, Ordering::Relaxed);
+        if new {
+            self.counts.stored.fetch_add(1, Ordering::Relaxed);
+            self.counts
+                .stored_bytes
+                .fetch_add(size as u64, Ordering::Relaxed);
+        }
         while inner.bytes > self.budget {
             let Some((old_tick, old_key)) = inner.lru.pop_first() else {
                 break;
             };
+            // Used since it took this place: it moves to its place of last use instead.
+            let used = inner.keys.get_mut(&old_key).and_then(|slot| {
+                let v = slot.variants.iter_mut().find(|v| v.tick == old_tick)?;
+                (v.used > old_tick).then(|| {
+                    v.tick = v.used;
+                    v.used
+                })
+            });
+            if let Some(used) = used {
+                inner.lru.insert(used, old_key);
+                continue;
+            }
             let freed = self.drop_variant(inner, &old_key, old_tick);
             self.counts.evicted.fetch_add(1, Ordering::Relaxed);
             self.counts
@@ -296,8 +288,9 @@ impl Store {
 
     /// Drops every variant of `key` (§4.4); returns how many there were.
     pub fn invalidate(&self, key: &[u8]) -> usize {
-        let mut inner = self.lock();
-        Self::remove_key(&mut inner, key)
+        let in_memory = Self::remove_key(&mut self.lock(), key);
+        let on_disk = self.disk.as_ref().map_or(0, |d| d.remove(key));
+        in_memory.max(on_disk)
     }
 
     /// Drops every variant of every key that starts with `prefix`; returns how many.
@@ -309,7 +302,10 @@ impl Store {
             .filter(|k| k.starts_with(prefix))
             .cloned()
             .collect();
-        keys.iter().map(|k| Self::remove_key(&mut inner, k)).sum()
+        let in_memory = keys.iter().map(|k| Self::remove_key(&mut inner, k)).sum();
+        drop(inner);
+        let on_disk = self.disk.as_ref().map_or(0, |d| d.remove_prefix(prefix));
+        std::cmp::max(in_memory, on_disk)
     }
 
     fn remove_key(inner: &mut Inner, key: &[u8]) -> usize {
@@ -457,15 +453,29 @@ pub fn all() -> Vec<(String, Arc<Store>)> {
     let stores = STORES.lock().unwrap_or_else(PoisonError::into_inner);
     stores
         .iter()
-        .filter_map(|((file, line, _, _), s)| Some((format!("{file}:{line}"), s.upgrade()?)))
+        .filter_map(|((file, line, ..), s)| Some((format!("{file}:{line}"), s.upgrade()?)))
         .collect()
 }
 
-type StoreKey = (String, u32, u64, u64);
+type StoreKey = (String, u32, u64, u64, Option<(PathBuf, u64)>);
 
-/// The store of the `proxy.cache` at `file:line` with these limits.
-pub fn shared(file: &str, line: u32, budget: u64, max_object: u64) -> Arc<Store> {
-    let key = (file.to_owned(), line, budget, max_object);
+/// The store of the `proxy.cache` at `file:line` with these limits, and with the disk store
+/// in `disk` (a directory and its budget) when given. A disk store that cannot be opened is
+/// logged and left out (`prepare` has checked the directory already).
+pub fn shared(
+    file: &str,
+    line: u32,
+    budget: u64,
+    max_object: u64,
+    disk: Option<(&Path, u64)>,
+) -> Arc<Store> {
+    let key = (
+        file.to_owned(),
+        line,
+        budget,
+        max_object,
+        disk.map(|(p, n)| (p.to_path_buf(), n)),
+    );
     let mut stores = STORES.lock().unwrap_or_else(PoisonError::into_inner);
     stores.retain(|(_, s)| s.strong_count() > 0);
     if let Some(s) = stores
@@ -475,7 +485,15 @@ pub fn shared(file: &str, line: u32, budget: u64, max_object: u64) -> Arc<Store>
     {
         return s;
     }
-    let store = Arc::new(Store::new(budget, max_object));
+    let mut store = Store::new(budget, max_object);
+    if let Some((dir, size)) = disk {
+        match Disk::open(dir, size) {
+            Ok(d) => store = store.with_disk(d),
+            Err(e) => tracing::error!(dir = %dir.display(), error = %e,
+                "proxy.cache: the disk store cannot be opened; memory only"),
+        }
+    }
+    let store = Arc::new(store);
     stores.push((key, Arc::downgrade(&store)));
     store
 }
@@ -483,6 +501,8 @@ pub fn shared(file: &str, line: u32, budget: u64, max_object: u64) -> Arc<Store>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::control::ResponseControl;
+    use crate::cache::policy::Timing;
 
     fn stored(body: usize, vary: &[(&str, Option<&str>)]) -> Stored {
         Stored {

@@ -1,12 +1,14 @@
 //! `proxy.cache`: the HTTP cache (RFC 9111) in front of a path's backends.
 //!
 //! `proxy.cache: ON` takes the defaults; the mapping form sets them:
-//! `proxy.cache: {memory: 64MB, max-object-size: 1MB, lock-timeout: 5000}`. `OFF` turns an
-//! inherited cache off. Paths that inherit one `proxy.cache` share its store.
+//! `proxy.cache: {memory: 64MB, max-object-size: 1MB, lock-timeout: 5000}`, and
+//! `disk: {path: DIR, max-size: 1GB}` adds a store on disk that survives restarts. `OFF` turns
+//! an inherited cache off. Paths that inherit one `proxy.cache` share its store.
 
 use super::value::{show, Ctx};
 use super::yaml::Node;
 use super::Location;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// One `proxy.cache`: a memory store and its limits.
@@ -23,9 +25,26 @@ pub struct CacheConf {
     /// `purge` (OFF): a `PURGE` request from the machine itself (a loopback address) drops
     /// the stored responses of its URL, or of every URL it prefixes when it ends with `*`.
     pub purge: bool,
+    /// `disk` (none): the store on disk behind the memory one.
+    pub disk: Option<DiskConf>,
     /// Where the directive is: the store is the process's one for this place, so a reload
     /// keeps what it holds.
     pub at: Location,
+}
+
+/// `proxy.cache.disk`: a directory of one file per stored response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskConf {
+    /// `path`: the directory (created when missing; relative to the configuration file).
+    pub path: PathBuf,
+    /// `max-size` (1GB): the byte budget of the files; the least recently used go first.
+    pub max_size: u64,
+    /// Where `path` is written, for the checks of `prepare`.
+    pub at: Location,
+}
+
+impl DiskConf {
+    pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
 }
 
 impl CacheConf {
@@ -41,6 +60,7 @@ pub(super) fn parse(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<CacheC
         max_object_size: CacheConf::DEFAULT_MAX_OBJECT_SIZE,
         lock_timeout: CacheConf::DEFAULT_LOCK_TIMEOUT,
         purge: false,
+        disk: None,
         at: ctx.at(v.line),
     };
     if v.as_map().is_none() {
@@ -51,13 +71,14 @@ pub(super) fn parse(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<CacheC
     for (key, val) in ctx.known_keys(
         name,
         entries,
-        &["memory", "max-object-size", "lock-timeout", "purge"],
+        &["memory", "max-object-size", "lock-timeout", "purge", "disk"],
     ) {
         let full = format!("{name}.{key}");
         match key {
             "memory" => conf.memory = size(ctx, &full, val)?,
             "max-object-size" => conf.max_object_size = size(ctx, &full, val)?,
             "purge" => conf.purge = ctx.bool(&full, val)?,
+            "disk" => conf.disk = Some(disk(ctx, &full, val)?),
             _ => conf.lock_timeout = Duration::from_millis(ctx.uint(&full, val, 1)?),
         }
     }
@@ -70,7 +91,46 @@ pub(super) fn parse(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<CacheC
             ),
         );
     }
+    if let Some(d) = conf
+        .disk
+        .as_ref()
+        .filter(|d| d.max_size < conf.max_object_size)
+    {
+        ctx.error(
+            v.line,
+            format!(
+                "{name}: max-object-size ({}) is larger than disk.max-size ({})",
+                conf.max_object_size, d.max_size
+            ),
+        );
+    }
     (ctx.errors.len() == before).then_some(Some(conf))
+}
+
+/// `disk: {path: DIR, max-size: SIZE}`.
+fn disk(ctx: &mut Ctx, name: &str, v: &Node) -> Option<DiskConf> {
+    let entries = ctx.map(name, v)?;
+    let mut path = None;
+    let mut max_size = DiskConf::DEFAULT_MAX_SIZE;
+    for (key, val) in ctx.known_keys(name, entries, &["path", "max-size"]) {
+        let full = format!("{name}.{key}");
+        match key {
+            "path" => path = Some(ctx.path_at(&full, val)?),
+            _ => max_size = size(ctx, &full, val)?,
+        }
+    }
+    let Some(path) = path else {
+        ctx.error(
+            v.line,
+            format!("{name} needs a path (the directory of its files)"),
+        );
+        return None;
+    };
+    Some(DiskConf {
+        path: path.path,
+        max_size,
+        at: path.at,
+    })
 }
 
 /// A byte count: an integer, or one with a K, M or G suffix (`64MB`, `512K`, `1G`).

@@ -947,7 +947,7 @@ mod value;
 mod yaml;
 
 pub use acme::{AcmeChallenge, AcmeConf, AcmeKeyType, Eab, ACME_CHALLENGE_PREFIX};
-pub use cache::CacheConf;
+pub use cache::{CacheConf, DiskConf};
 pub use edge::{
     any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, LimitConnConf,
     LimitConnZone, LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,

@@ -1,6 +1,7 @@
 //! Protocol-neutral request and response types, the clock and the Handler trait.
 
 pub mod accept_encoding;
+pub mod background;
 pub mod block;
 pub mod body;
 pub mod body_source;

@@ -59,6 +59,7 @@ pub fn prepare(config: &Config) -> Result<Prepared, Vec<ConfigError>> {
             errors.push(&log.at, format!("access-log.format: {e}"));
         }
     }
+    cache_dirs(config, &mut errors);
     if !errors.0.is_empty() {
         return Err(errors.0);
     }
@@ -82,6 +83,54 @@ impl Errors {
                 at: at.clone(),
                 message,
             });
+        }
+    }
+}
+
+/// The directories of `proxy.cache.disk`: each created when missing and writable, and used
+/// by one `proxy.cache` only (two stores in one directory would each count the other's
+/// files as theirs).
+fn cache_dirs(config: &Config, errors: &mut Errors) {
+    let mut seen: HashMap<&Path, &Location> = HashMap::new();
+    let caches = config
+        .hosts
+        .iter()
+        .flat_map(|h| &h.paths)
+        .flat_map(|p| p.handler.each())
+        .filter_map(|h| match h {
+            HandlerConf::Proxy(c) => c.cache.as_deref(),
+            _ => None,
+        });
+    for cache in caches {
+        let Some(disk) = &cache.disk else { continue };
+        match seen.get(disk.path.as_path()) {
+            Some(at) if **at != cache.at => {
+                errors.push(
+                    &disk.at,
+                    format!(
+                        "proxy.cache.disk.path: {} is the directory of the proxy.cache at {at} already",
+                        disk.path.display(),
+                    ),
+                );
+                continue;
+            }
+            Some(_) => continue,
+            None => {
+                seen.insert(&disk.path, &cache.at);
+            }
+        }
+        let probe = disk.path.join(format!("tmp.{}.probe", std::process::id()));
+        let usable = std::fs::create_dir_all(&disk.path)
+            .and_then(|()| std::fs::write(&probe, b""))
+            .and_then(|()| std::fs::remove_file(&probe));
+        if let Err(e) = usable {
+            errors.push(
+                &disk.at,
+                format!(
+                    "proxy.cache.disk.path: cannot use {} as the cache's directory: {e}",
+                    disk.path.display()
+                ),
+            );
         }
     }
 }

@@ -179,6 +179,12 @@ pub(crate) fn run(
         let flusher = tokio::task::spawn_local(flush_logs_periodically(logs.clone()));
         let trimmer = tokio::task::spawn_local(trim_when_idle(ctx.clone()));
         let parker = tokio::task::spawn_local(conns.clone().watch_parked());
+        // Work handlers leave behind an answer (a cache's refresh) runs as this worker's tasks.
+        let background = tokio::task::spawn_local(async {
+            loop {
+                tokio::task::spawn_local(crate::http::background::next().await);
+            }
+        });
         let publisher = crate::metrics::enabled().then(|| {
             tokio::task::spawn_local(async move {
                 let mut tick = tokio::time::interval(crate::metrics::PUBLISH_INTERVAL);
@@ -230,6 +236,7 @@ pub(crate) fn run(
         flusher.abort();
         trimmer.abort();
         parker.abort();
+        background.abort();
         // The records hold the context (their guards): close them now, not never.
         conns.close_parked();
         if let Some(p) = publisher {

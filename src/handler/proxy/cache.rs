@@ -34,6 +34,7 @@ impl Cache {
                 conf.at.line,
                 conf.memory,
                 conf.max_object_size,
+                conf.disk.as_ref().map(|d| (d.path.as_path(), d.max_size)),
             ),
             lock_timeout: conf.lock_timeout,
             purge: conf.purge,
@@ -178,7 +179,7 @@ impl ProxyHandler {
             let with_ours = !ask.validators.any() && add_validators(&mut up, &s);
             let pending = self.exchange(up, client);
             // stale-while-revalidate (RFC 5861): the stale entry now, one refresh per key
-            // behind it, on the worker's own task set (the refresh outlives the request).
+            // behind it, handed to the worker (the refresh outlives the request).
             let age = s.timing.age(now);
             if fwd == "stale"
                 && with_ours
@@ -191,7 +192,7 @@ impl ProxyHandler {
                     Bytes::from_static(b"spate; hit; detail=stale-while-revalidate"),
                 );
                 if let Role::Lead(leader) = cache.store.fill(&ask.key) {
-                    tokio::task::spawn_local(async move {
+                    crate::http::background::spawn(async move {
                         let resp = pending.await;
                         let resp = revalidated(ask, s, resp);
                         drain(resp.body).await;

@@ -217,7 +217,7 @@ fn cache_metrics(o: &mut String) {
         return;
     }
     type Read = fn(&crate::cache::Store) -> u64;
-    let series: [(&str, &str, &str, Read); 10] = [
+    let series: [(&str, &str, &str, Read); 15] = [
         (
             "spate_cache_hits_total",
             "counter",
@@ -275,6 +275,40 @@ fn cache_metrics(o: &mut String) {
         ("spate_cache_entries", "gauge", "Responses held now.", |s| {
             s.len() as u64
         }),
+        (
+            "spate_cache_disk_reads_total",
+            "counter",
+            "Memory misses answered from a file of the disk store.",
+            |s| s.disk.as_ref().map_or(0, |d| d.counts.reads.load(Relaxed)),
+        ),
+        (
+            "spate_cache_disk_corrupt_total",
+            "counter",
+            "Files of the disk store dropped as not whole or not spate's.",
+            |s| {
+                s.disk
+                    .as_ref()
+                    .map_or(0, |d| d.counts.corrupt.load(Relaxed))
+            },
+        ),
+        (
+            "spate_cache_disk_write_errors_total",
+            "counter",
+            "Writes to the disk store that failed (nothing is left of them).",
+            |s| s.disk.as_ref().map_or(0, |d| d.counts.failed.load(Relaxed)),
+        ),
+        (
+            "spate_cache_disk_bytes",
+            "gauge",
+            "Bytes of the disk store's files (charged against proxy.cache.disk.max-size).",
+            |s| s.disk.as_ref().map_or(0, |d| d.bytes()),
+        ),
+        (
+            "spate_cache_disk_entries",
+            "gauge",
+            "Files of the disk store.",
+            |s| s.disk.as_ref().map_or(0, |d| d.len() as u64),
+        ),
     ];
     for (name, kind, help, read) in series {
         let _ = writeln!(o, "# HELP {name} {help}");

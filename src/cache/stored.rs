@@ -1,0 +1,73 @@
+//! One stored response: its head, body, timing and the varying values it was stored
+//! under, as the memory and the disk store both hold it.
+
+use super::control::ResponseControl;
+use super::policy::Timing;
+use bytes::Bytes;
+
+/// The request's values of the fields a response varies on, names lowercase.
+pub type Vary = Vec<(Bytes, Option<Bytes>)>;
+
+/// Whether a request whose fields `request` gives has the values `vary` holds.
+pub fn vary_matches(vary: &Vary, request: &impl Fn(&[u8]) -> Option<Bytes>) -> bool {
+    vary.iter()
+        .all(|(name, value)| request(name).as_deref() == value.as_deref())
+}
+
+/// What an entry costs beyond its fields' and body's bytes (the entry, the map slot).
+const ENTRY_OVERHEAD: usize = 256;
+
+/// One stored response.
+#[derive(Debug)]
+pub struct Stored {
+    pub status: u16,
+    /// As the client gets them, without `Age` (computed at each use).
+    pub headers: Vec<(Bytes, Bytes)>,
+    pub body: Bytes,
+    pub timing: Timing,
+    pub control: ResponseControl,
+    pub lifetime: u64,
+    /// The request's values of the fields the response varies on, names lowercase.
+    pub vary: Vary,
+}
+
+impl Stored {
+    /// An empty entry, for moving one out.
+    pub fn placeholder() -> Stored {
+        Stored {
+            status: 0,
+            headers: Vec::new(),
+            body: Bytes::new(),
+            timing: Timing {
+                request_time: 0,
+                response_time: 0,
+                initial_age: 0,
+            },
+            control: ResponseControl::default(),
+            lifetime: 0,
+            vary: Vec::new(),
+        }
+    }
+
+    /// The bytes it is charged in the budget.
+    pub fn size(&self) -> usize {
+        ENTRY_OVERHEAD
+            + self.body.len()
+            + self
+                .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len() + 16)
+                .sum::<usize>()
+            + self
+                .vary
+                .iter()
+                .map(|(n, v)| n.len() + v.as_ref().map_or(0, Bytes::len))
+                .sum::<usize>()
+    }
+
+    /// Whether a request whose fields `request` gives matches this variant.
+    /// `request` gives the request's value of a field, [`normalized`].
+    pub fn matches(&self, request: &impl Fn(&[u8]) -> Option<Bytes>) -> bool {
+        vary_matches(&self.vary, request)
+    }
+}
