@@ -138,11 +138,8 @@ def write_report(out_dir, rows, cases, meta, update_docs):
     charts = report.charts(rows, cases, out_dir)
     if update_docs:
         update_docs_page(out_dir, rows, cases, meta)
-    print(
-        "bench: wrote %s (results.csv, report.md%s)"
-        % (out_dir, ", %d charts" % charts if charts else ", no charts: no matplotlib, or nothing measured"),
-        file=sys.stderr,
-    )
+    drawn = ", %d charts" % charts if charts else ", no charts: no matplotlib, or none measured"
+    print("bench: wrote %s (results.csv, report.md%s)" % (out_dir, drawn), file=sys.stderr)
 
 
 def update_docs_page(out_dir, rows, cases, meta):
