@@ -116,9 +116,18 @@ def run_extras(out_dir, spate, args):
         argv = [os.path.join(BENCH_DIR, name), "--spate", spate]
         argv += ["--server-cpu", str(args.server_cpu), "--client-cpu", str(args.load_cpu)]
         print("bench: %s" % " ".join(argv), file=sys.stderr, flush=True)
-        # Its progress lines go to our stderr; its table (stdout) to the file.
+        # Its table (stdout) to the file; its progress lines (stderr) to ours as they come,
+        # the last one kept: it says why, when the tool stops short.
+        last = ""
         with open(os.path.join(out_dir, name + ".md"), "w") as f:
-            subprocess.run(argv, stdout=f, check=False)
+            proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.PIPE, text=True)
+            for line in proc.stderr:
+                sys.stderr.write(line)
+                last = line.strip() or last
+            rc = proc.wait()
+            if rc != 0:
+                f.write("\nNot measured in this run: `bench/%s` stopped (exit %d): %s\n"
+                        % (name, rc, last))
 
 
 def write_report(out_dir, rows, cases, meta, update_docs):
@@ -129,11 +138,8 @@ def write_report(out_dir, rows, cases, meta, update_docs):
     charts = report.charts(rows, cases, out_dir)
     if update_docs:
         update_docs_page(out_dir, rows, cases, meta)
-    print(
-        "bench: wrote %s (results.csv, report.md%s)"
-        % (out_dir, ", %d charts" % charts if charts else ", no charts: no matplotlib, or nothing measured"),
-        file=sys.stderr,
-    )
+    drawn = ", %d charts" % charts if charts else ", no charts: no matplotlib, or none measured"
+    print("bench: wrote %s (results.csv, report.md%s)" % (out_dir, drawn), file=sys.stderr)
 
 
 def update_docs_page(out_dir, rows, cases, meta):

@@ -399,11 +399,21 @@ def docs_page(rows, cases, meta, extras=None, charts_dir="benchmarks"):
     {file name of EXTRAS: its markdown}); the charts are `charts_dir`/SID.png beside it."""
     extras = extras or {}
     summary = summarize(rows)
+    order = _unique([s.name for s in all_servers()] + [r["server"] for r in rows])
+    ran = {r["server"] for r in rows}
+    peers = [s for s in order if s in ran and s != SUBJECT and s not in ANCHORS]
+    floors = [s for s in order if s in ran and s in ANCHORS]
+    if len(peers) > 1:
+        against = ", ".join(peers[:-1]) + " and " + peers[-1]
+    else:
+        against = peers[0] if peers else "its peers"
+    if floors:
+        against += " (and, for reference, %s)" % ", ".join(floors)
     out = [
         "# Benchmarks",
         "",
-        "spate against h2o, nginx, nghttpd, nghttpx and Apache (Caddy on the HTTP/3 rows), one "
-        "worker each, side by side on one machine. This page is written by `bench/run "
+        "spate against %s, one worker each, side by side on one machine. " % against
+        + "This page is written by `bench/run "
         "--update-docs` from one run of the code named below, and every figure on it comes "
         "from that run; its result files are kept beside the page (`docs/%s/results.csv`, "
         "`meta.json`), so the page can be written again without rerunning. Measurements of "

@@ -36,7 +36,9 @@ def test_each_workload_has_its_peak_then_the_held_rates():
     # A peak and its rates share one server instance, which the peak warms.
     assert by_key["L1-s5-peak"].group == by_key["L1-s5-50"].group
     assert by_key["L1-s5-peak"].h1 and by_key["L1-s4-50"].mode == "proxy"
-    applies = {s.name: {k for k, c in by_key.items() if s.applies(c)} for s in servers.all_servers()}
+    applies = {
+        s.name: {k for k, c in by_key.items() if s.applies(c)} for s in servers.all_servers()
+    }
     for name in ("spate", "h2o", "nginx"):
         assert applies[name] == set(by_key), name
     assert applies["nghttpx"] == {"L1-s4-peak", "L1-s4-50", "L1-s4-90"}
@@ -56,8 +58,9 @@ def test_the_rate_is_a_share_of_the_best_peers_median_peak(tmp_path):
     ]
     assert runner.set_target(case, [])
     assert runner.targets["L1-s1-90"] == 180_000.0
-    argv = runner.load_argvs(case, "http://127.0.0.1:1/4k.txt", requests=1_800_000,
-                             log_file="/tmp/l.tsv")[0]
+    argv = runner.load_argvs(
+        case, "http://127.0.0.1:1/4k.txt", requests=1_800_000, log_file="/tmp/l.tsv"
+    )[0]
     # h2load's --rps is per client: 180,000/s over 500 connections.
     assert "--rps=360.000" in argv and "--log-file=/tmp/l.tsv" in argv
     assert argv[-1] == "http://127.0.0.1:1/4k.txt" and "-c500" in argv and "-m100" in argv
@@ -89,8 +92,8 @@ def test_the_latency_table_gives_percentiles_and_the_p99_ratio():
     rows = [
         row("spate", "L1-s1-peak", rps=400000.0, cpu=1.0),
         row("h2o", "L1-s1-peak", rps=200000.0, cpu=3.0),
-        row("spate", "L1-s1-90", rps=179000.0, cpu=1.2, p50_ms=0.4, p99_ms=1.5, p999_ms=3.0, **held),
-        row("h2o", "L1-s1-90", rps=175000.0, cpu=3.1, p50_ms=0.8, p99_ms=3.0, p999_ms=9.0, **held),
+        row("spate", "L1-s1-90", rps=179000.0, cpu=1.2, p50_ms=0.4, p99_ms=1.5, p999_ms=3, **held),
+        row("h2o", "L1-s1-90", rps=175000.0, cpu=3.1, p50_ms=0.8, p99_ms=3.0, p999_ms=9, **held),
         row("spate", "L1-s1-50", status="n/a", reason="no clean peak"),
     ]
     text = report.markdown(rows, cases, {})

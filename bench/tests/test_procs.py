@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from benchlib.procs import Launcher, StartError, free_port, run_bounded
+from benchlib.procs import Launcher, StartError, free_port, run_bounded, run_bounded_all
 
 
 def gone(pid):
@@ -72,3 +72,21 @@ def test_taskset_pins_the_child(tmp_path):
         pytest.skip("needs taskset and two CPUs")
     rc, out = run_bounded(["grep", "Cpus_allowed_list", "/proc/self/status"], 5, cpu=1)
     assert rc == 0 and out.split()[-1] == "1"
+
+
+def test_loads_side_by_side_each_output_kept_and_the_late_ones_killed():
+    start = time.monotonic()
+    results = run_bounded_all(
+        [
+            ["sh", "-c", "sleep 0.2; echo first"],
+            ["sh", "-c", "echo second; exit 3"],
+            ["sh", "-c", "echo third; sleep 30"],
+        ],
+        timeout=1.0,
+    )
+    # Side by side: the whole batch within the bound, not the sum of the three.
+    assert time.monotonic() - start < 5
+    (rc1, out1, start1), (rc2, out2, start2), (rc3, out3, _) = results
+    assert (rc1, out1) == (0, "first\n") and (rc2, out2) == (3, "second\n")
+    assert rc3 is None and "third" in out3 and "killed after" in out3
+    assert 0 <= start1 <= start2 < 1  # when each started, in seconds after the first
