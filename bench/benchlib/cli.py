@@ -229,7 +229,8 @@ def parse_args(argv):
         type=int,
         default=None,
         help="V1: connections per h2load process, each process with its own URI order "
-        "(default 1: every client its own; 100: one process, one order walked in lockstep)",
+        "(default 10: ten orders at one process's rate; 1: every client its own; "
+        "100: one process, one order walked in lockstep)",
     )
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--load-cpu", type=int, default=1)

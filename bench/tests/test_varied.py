@@ -263,9 +263,13 @@ def test_each_client_walks_its_own_order(tmp_path):
     """h2load hands all connections of a process one list from its start; in lockstep they
     would ask for the same path at once. The varied lines run one process per client, each
     with its own seeded order, the requests split between them."""
-    runner = Runner(RunEnv(str(tmp_path)), Settings(True, 1, 1), [], [])
+    runner = Runner(RunEnv(str(tmp_path)), Settings(True, 1, 1, v1_conns_per_load=1), [], [])
     by_key = {c.key: c for c in v1()}
     url = "http://127.0.0.1:8080/v1/d2000/0000.txt"
+    # The default: ten processes of ten connections, each process its own order.
+    default = Runner(RunEnv(str(tmp_path)), Settings(True, 1, 1), [], [])
+    tens = default.load_argvs(by_key["V1-h2c-d2000"], url, requests=100_000)
+    assert len(tens) == 10 and all("-c10" in a and "-n10000" in a for a in tens)
     argvs = runner.load_argvs(by_key["V1-h2c-d2000"], url, requests=100_050)
     assert len(argvs) == 100
     lists = []
@@ -306,7 +310,7 @@ def test_results_of_the_clients_add_up(monkeypatch, tmp_path):
     from benchlib import parsers
     from benchlib import runner as runner_mod
 
-    runner = Runner(RunEnv(str(tmp_path)), Settings(True, 1, 1), [], [])
+    runner = Runner(RunEnv(str(tmp_path)), Settings(True, 1, 1, v1_conns_per_load=1), [], [])
     c = next(c for c in v1() if c.key == "V1-h1-d50")
     outs = [(0, h2load_output(500, 4096 * 500), 0.01 * i) for i in range(100)]
     outs[3] = (0, h2load_output(500, 4096 * 497, non2xx=3), 0.03)
