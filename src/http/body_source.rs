@@ -8,7 +8,6 @@
 use crate::http::response::BodyPart;
 use crate::http::{Body, FileRange, OpenFile};
 use bytes::Bytes;
-use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 
 /// A known response body (bytes, file ranges, or parts of both) pulled in pieces of at most
@@ -129,13 +128,8 @@ impl BodySource {
                 }
                 Chunk::File { file, offset, len } => {
                     let n = want.min(usize::try_from(*len).unwrap_or(usize::MAX));
-                    let start = out.len();
-                    out.resize(start + n, 0);
-                    let r = read_exact_at(&file.file, &mut out[start..], *offset);
-                    if let Err(e) = r {
-                        out.truncate(start);
-                        return Err(e);
-                    }
+                    // Into the spare capacity: zeroing it first cost as much as the copy.
+                    crate::sys::file::pread_append(&file.file, out, n, *offset)?;
                     *offset += n as u64;
                     *len -= n as u64;
                     n
@@ -152,26 +146,6 @@ impl BodySource {
         }
         Ok(done)
     }
-}
-
-fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match file.read_at(buf, offset) {
-            Ok(0) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "file shrank while being sent",
-                ))
-            }
-            Ok(n) => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -59,6 +59,53 @@ pub fn mkfifo(path: &CStr, mode: libc::mode_t) -> io::Result<()> {
     }
 }
 
+/// Appends `len` bytes of `file`, from `offset`, to `out` with pread(2) straight into its
+/// spare capacity: no zeroing of bytes the read overwrites at once (a body path reads up to
+/// 16 KiB per frame, and zeroing it first cost as much as copying it). A file that ends
+/// before `len` bytes is an `UnexpectedEof` error; on an error `out` is as it was.
+pub fn pread_append(
+    file: &std::fs::File,
+    out: &mut Vec<u8>,
+    len: usize,
+    offset: u64,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let start = out.len();
+    out.reserve(len);
+    let mut done = 0;
+    while done < len {
+        let spare = &mut out.spare_capacity_mut()[done..len];
+        let at = libc::off_t::try_from(offset + done as u64)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: `spare` is writable memory of `spare.len()` bytes owned by `out`; pread(2)
+        // writes at most that many.
+        let n =
+            unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
+        match usize::try_from(n) {
+            Ok(0) => {
+                out.truncate(start);
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ));
+            }
+            Ok(n) => {
+                done += n;
+                // SAFETY: pread(2) initialized the `n` bytes after the first `start + done - n`.
+                unsafe { out.set_len(start + done) };
+            }
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    out.truncate(start);
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +176,18 @@ mod tests {
             mkfifo(&c, 0o644).unwrap_err().kind(),
             io::ErrorKind::AlreadyExists
         );
+    }
+
+    #[test]
+    fn pread_append_appends_the_range_or_nothing() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"0123456789").unwrap();
+        let mut out = b"ab".to_vec();
+        pread_append(&f, &mut out, 4, 3).unwrap();
+        assert_eq!(out, b"ab3456");
+        // Past the end: an error, and `out` as it was.
+        let e = pread_append(&f, &mut out, 4, 8).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(out, b"ab3456");
     }
 }

@@ -35,8 +35,13 @@ impl Encoder {
         }
     }
 
-    /// Appends one field line: the memo has most of them (`memo.rs`).
+    /// Appends one field line: the memo has most of them (`memo.rs`), except those of a
+    /// validator or length, which differ from one resource to the next.
     pub fn field(&mut self, name: &[u8], value: &[u8], out: &mut impl BufMut) {
+        if let Some(index) = per_resource_name(name) {
+            put_name_ref(index, value, out);
+            return;
+        }
         if name.len() + value.len() > memo::MAX_FIELD {
             self.encode_field(name, value, out);
             return;
@@ -86,6 +91,32 @@ pub fn put_status(status: u16, out: &mut impl BufMut) {
     let _ = put_field(b":status", &digits, out);
 }
 
+/// The static-table entry of the (lowercase) name of a field whose value differs from one
+/// resource to the next: looking such a line up in the memo would miss, and keeping it would
+/// only push out a line that repeats. None of them is sensitive.
+#[inline]
+fn per_resource_name(name: &[u8]) -> Option<usize> {
+    match name {
+        b"content-length" => Some(static_table::CONTENT_LENGTH),
+        b"etag" => Some(static_table::ETAG),
+        b"last-modified" => Some(static_table::LAST_MODIFIED),
+        _ => None,
+    }
+}
+
+/// Literal Field Line with Name Reference to static entry `index`, or the Indexed Field Line
+/// when that entry holds `value` too (`content-length: 0`).
+fn put_name_ref(index: usize, value: &[u8], out: &mut impl BufMut) {
+    if static_table::get(index).is_some_and(|(_, v)| v == value) {
+        // Indexed Field Line, static: 11xxxxxx.
+        integer::encode(index, 6, 0xc0, out);
+        return;
+    }
+    // Literal Field Line with Name Reference, static, N clear: 0101xxxx.
+    integer::encode(index, 4, 0x50, out);
+    put_string(value, 7, 0, out);
+}
+
 /// Appends the field line of a lowercase `name`; false if the field is sensitive.
 fn put_field(name: &[u8], value: &[u8], out: &mut impl BufMut) -> bool {
     let never = sensitive::lowercase(name);
@@ -120,5 +151,32 @@ fn put_string(s: &[u8], prefix: u8, flags: u8, out: &mut impl BufMut) {
     } else {
         integer::encode(s.len(), prefix, flags, out);
         out.put_slice(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_resource_fields_encode_as_the_general_path_does() {
+        let fields: &[(&[u8], &[u8])] = &[
+            (b"content-length", b"0"),
+            (b"content-length", b"4096"),
+            (b"etag", b"\"5f2b-1000\""),
+            (b"last-modified", b"Sat, 28 Nov 2026 12:00:00 GMT"),
+        ];
+        let mut enc = Encoder::default();
+        for &(name, value) in fields {
+            let mut fast = Vec::new();
+            enc.field(name, value, &mut fast);
+            let mut general = Vec::new();
+            assert!(put_field(name, value, &mut general));
+            assert_eq!(fast, general, "{}", String::from_utf8_lossy(name));
+        }
+        // `content-length: 0` is a static entry: one byte.
+        let mut zero = Vec::new();
+        enc.field(b"content-length", b"0", &mut zero);
+        assert_eq!(zero, [0xc0 | 4]);
     }
 }

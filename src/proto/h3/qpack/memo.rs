@@ -1,7 +1,8 @@
 //! Field lines the encoder made recently, by field: responses repeat most of their fields
-//! (a proxied backend's `server`, `content-type`, `etag`, `last-modified`; `date` for a
-//! second), and a line made afresh costs a static-table lookup, a lowercased copy of the name
-//! and a Huffman pass. Our field lines use the static table only, so a line depends on
+//! (a proxied backend's `server`, `content-type`; `date` for a second), and a line made afresh
+//! costs a static-table lookup, a lowercased copy of the name and a Huffman pass. The fields
+//! of one resource (`content-length`, `etag`, `last-modified`) do not come here: on varied
+//! traffic they would miss, and push out the lines that repeat (`encoder.rs`). Our field lines use the static table only, so a line depends on
 //! nothing but its field: the connections that share an [`super::Encoder`] share its memo.
 //! Bounded: a fixed number of slots, each keeping a short field only, and never a sensitive
 //! one. A kept line never expires: it depends on no time, file or Date (a field with another

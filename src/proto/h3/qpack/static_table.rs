@@ -2,6 +2,12 @@
 
 use std::sync::OnceLock;
 
+/// Entries of names whose values differ from one resource to the next (the encoder refers
+/// to them without looking the name up).
+pub const CONTENT_LENGTH: usize = 4;
+pub const ETAG: usize = 7;
+pub const LAST_MODIFIED: usize = 10;
+
 /// Entry `index`.
 #[inline]
 pub fn get(index: usize) -> Option<(&'static [u8], &'static [u8])> {
@@ -227,5 +233,8 @@ mod tests {
         assert_eq!(find(b"x-unknown", b""), None);
         assert_eq!(get(17), Some((&b":method"[..], &b"GET"[..])));
         assert_eq!(get(LEN), None);
+        assert_eq!(find(b"content-length", b"1"), Some((CONTENT_LENGTH, false)));
+        assert_eq!(find(b"etag", b"\"x\""), Some((ETAG, false)));
+        assert_eq!(find(b"last-modified", b"x"), Some((LAST_MODIFIED, false)));
     }
 }
