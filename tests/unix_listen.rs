@@ -4,6 +4,7 @@
 //! listen with its file:line.
 
 mod common;
+mod tls_support;
 
 use common::backend::{Backend, Echo};
 use common::*;
@@ -19,6 +20,7 @@ fn start(dir: tempfile::TempDir, backend: &Backend) -> Spate {
 listen:
   - {{type: unix, path: plain.sock, permission: 0660}}
   - {{type: unix, path: proxied.sock, proxy-protocol: ON}}
+  - {{type: unix, path: tls.sock, ssl: {{certificate-file: a.crt, key-file: a.key}}}}
   - {{host: 127.0.0.1, port: 0}}
 num-threads: 2
 access-log:
@@ -86,6 +88,7 @@ fn curl_and_haproxy_over_unix_sockets() {
     // A socket file left by an earlier run is replaced.
     let stale = std::os::unix::net::UnixListener::bind(dir.path().join("plain.sock")).unwrap();
     drop(stale);
+    tls_support::cert(dir.path(), "a", "localhost", false);
     let s = start(dir, &backend);
     let plain = s.path().join("plain.sock");
     let meta = std::fs::metadata(&plain).unwrap();
@@ -100,6 +103,11 @@ fn curl_and_haproxy_over_unix_sockets() {
     let (status, body) = curl_unix(&plain, "http://x/echo", &[]);
     assert_eq!(status, 200, "{body}");
     assert!(Echo::parse(body.as_bytes()).is_some(), "{body}");
+    // TLS over the socket, HTTP/2 by ALPN.
+    let tls = s.path().join("tls.sock");
+    let (status, body) = curl_unix(&tls, "https://localhost/answer", &["-k", "--http2"]);
+    assert_eq!((status, body.as_str()), (200, "over the socket\n"));
+
     // HAProxy on the same host: TCP in front, PROXY v1 and v2 to spate's socket file.
     let proxied = s.path().join("proxied.sock");
     let [p1, p2] = free_ports::<2>();
@@ -143,7 +151,7 @@ fn curl_and_haproxy_over_unix_sockets() {
         let echo = Echo::parse(body.as_bytes()).expect("an echo");
         assert_eq!(echo.header("x-forwarded-for"), Some(from), "{body}");
     }
-    let lines = log_lines(&s.path().join("access.log"), 5);
+    let lines = log_lines(&s.path().join("access.log"), 6);
     for want in [
         "0.0.0.0 GET /answer HTTP/1.1 200",
         "0.0.0.0 GET /answer HTTP/2 200",
@@ -152,6 +160,11 @@ fn curl_and_haproxy_over_unix_sockets() {
     ] {
         assert!(lines.iter().any(|l| l == want), "{want} not in {lines:?}");
     }
+    // h2c and TLS.
+    let h2 = lines
+        .iter()
+        .filter(|l| *l == "0.0.0.0 GET /answer HTTP/2 200");
+    assert_eq!(h2.count(), 2, "{lines:?}");
 }
 
 #[test]

@@ -297,7 +297,7 @@ fn mapping(
         return ok
             .then(|| {
                 unix(
-                    ctx, v, kind, path, permission, port, &tls, &quic, socket, host_name,
+                    ctx, v, kind, path, permission, port, &quic, socket, host_name,
                 )
             })
             .flatten()
@@ -382,7 +382,6 @@ fn unix(
     path: Option<(std::path::PathBuf, u32)>,
     permission: Option<u32>,
     port: Option<u16>,
-    tls: &Option<super::TlsConf>,
     quic: &Option<super::QuicConf>,
     socket: SocketOptions,
     host_name: Option<&str>,
@@ -400,9 +399,6 @@ fn unix(
     }
     if port.is_some() || quic.is_some() || socket != SocketOptions::default() {
         return wrong("port, quic, sndbuf, rcvbuf and reuseport do not apply to type: unix");
-    }
-    if tls.is_some() {
-        return wrong("ssl on type: unix is not supported yet");
     }
     if host_name.is_some() {
         return wrong("type: unix is taken at the global level only for now");
