@@ -231,3 +231,34 @@ hosts:
         assert!(err.contains(want), "{want} not in {err}");
     }
 }
+
+/// A reload keeps the socket (the same file, nothing queued lost); a connection made before
+/// it is still answered, and new ones are served by the new workers.
+#[test]
+fn a_reload_keeps_the_socket() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::MetadataExt;
+    let backend = Backend::start();
+    let dir = tempfile::tempdir().unwrap();
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let s = start(dir, &backend);
+    let plain = s.path().join("plain.sock");
+    let inode = std::fs::metadata(&plain).unwrap().ino();
+    let mut before = std::os::unix::net::UnixStream::connect(&plain).unwrap();
+    before
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    signal(&s.child, libc::SIGHUP);
+    let reloaded = s.log_lines_naming("reloaded", 1);
+    assert_eq!(reloaded.len(), 1, "{reloaded:?}");
+    assert_eq!(std::fs::metadata(&plain).unwrap().ino(), inode);
+    before
+        .write_all(b"GET /answer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    let _ = before.read_to_string(&mut text);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("over the socket\n"), "{text}");
+    let (status, _) = curl_unix(&plain, "http://x/answer", &[]);
+    assert_eq!(status, 200);
+}
