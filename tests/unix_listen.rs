@@ -20,7 +20,7 @@ fn start(dir: tempfile::TempDir, backend: &Backend) -> Spate {
 listen:
   - {{type: unix, path: plain.sock, permission: 0660}}
   - {{type: unix, path: proxied.sock, proxy-protocol: ON}}
-  - {{type: unix, path: tls.sock, ssl: {{certificate-file: a.crt, key-file: a.key}}}}
+  - {{type: unix, path: tls.sock, owner: nobody, ssl: {{certificate-file: a.crt, key-file: a.key}}}}
   - {{host: 127.0.0.1, port: 0}}
 num-threads: 2
 access-log:
@@ -103,8 +103,17 @@ fn curl_and_haproxy_over_unix_sockets() {
     let (status, body) = curl_unix(&plain, "http://x/echo", &[]);
     assert_eq!(status, 200, "{body}");
     assert!(Echo::parse(body.as_bytes()).is_some(), "{body}");
-    // TLS over the socket, HTTP/2 by ALPN.
+    // TLS over the socket, HTTP/2 by ALPN; the file given to `owner`.
     let tls = s.path().join("tls.sock");
+    let nobody = Command::new("id").args(["-u", "nobody"]).output().unwrap();
+    let nobody: u32 = String::from_utf8_lossy(&nobody.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&tls).unwrap()),
+        nobody
+    );
     let (status, body) = curl_unix(&tls, "https://localhost/answer", &["-k", "--http2"]);
     assert_eq!((status, body.as_str()), (200, "over the socket\n"));
 
@@ -185,6 +194,20 @@ fn a_file_in_the_way_stops_the_start_with_its_line() {
         err.contains("conf.yaml:3: cannot listen on") && err.contains("not a socket"),
         "{err}"
     );
+    // An owner that is not an account.
+    std::fs::write(
+        &conf,
+        "listen:\n  - {host: 127.0.0.1, port: 0}\n  - {type: unix, path: new.sock, owner: no-such-user}\n\
+         hosts: {default: {paths: {/: {respond: {body: x}}}}}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN).arg("-c").arg(&conf).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("conf.yaml:3: cannot listen on") && err.contains("no such user no-such-user"),
+        "{err}"
+    );
     // Left as it was.
     assert_eq!(
         std::fs::read(dir.path().join("taken.sock")).unwrap(),
@@ -225,7 +248,7 @@ hosts:
         "conf.yaml:3: listen: port, quic, sndbuf, rcvbuf and reuseport do not apply to type: unix",
         "conf.yaml:4: listen.permission expects an octal mode (0600, 0660), got",
         "conf.yaml:5: listen: proxy-protocol-from applies to TCP listeners",
-        "conf.yaml:6: listen: path is for type: unix",
+        "conf.yaml:6: listen: path and owner are for type: unix",
         "conf.yaml:7: listen.type expects tcp, quic or unix, got",
     ] {
         assert!(err.contains(want), "{want} not in {err}");
