@@ -12,16 +12,16 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The unix listener comes first: the harness takes the TCP one's line (the last) as ready.
+/// A TCP listener too: the harness waits for its address (the unix ones' lines come after it).
 fn start(dir: tempfile::TempDir, backend: &Backend) -> Spate {
     Spate::start_in(
         &format!(
             "
 listen:
   - {{type: unix, path: plain.sock, permission: 0660}}
+  - {{host: 127.0.0.1, port: 0}}
   - {{type: unix, path: proxied.sock, proxy-protocol: ON}}
   - {{type: unix, path: tls.sock, owner: nobody, ssl: {{certificate-file: a.crt, key-file: a.key}}}}
-  - {{host: 127.0.0.1, port: 0}}
 num-threads: 2
 access-log:
   path: $DIR/access.log
