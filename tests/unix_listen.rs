@@ -174,6 +174,17 @@ fn curl_and_haproxy_over_unix_sockets() {
         .iter()
         .filter(|l| *l == "0.0.0.0 GET /answer HTTP/2 200");
     assert_eq!(h2.count(), 2, "{lines:?}");
+
+    // A request without its PROXY header on the proxied socket: closed unanswered, one line.
+    let mut bare = std::os::unix::net::UnixStream::connect(&proxied).unwrap();
+    bare.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    std::io::Write::write_all(&mut bare, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut bare, &mut got);
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    let bad = s.log_lines_naming("bad PROXY header", 1);
+    assert_eq!(bad.len(), 1, "{bad:?}");
 }
 
 #[test]
