@@ -18,6 +18,7 @@ use std::time::Duration;
 struct Service {
     port: u16,
     seen: Arc<Mutex<Vec<String>>>,
+    connections: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Service {
@@ -26,13 +27,20 @@ impl Service {
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let kept = seen.clone();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let kept = kept.clone();
                 std::thread::spawn(move || serve(conn, &kept));
             }
         });
-        Service { port, seen }
+        Service {
+            port,
+            seen,
+            connections,
+        }
     }
 
     fn url(&self) -> String {
@@ -207,6 +215,15 @@ fn the_service_decides_and_its_headers_are_copied() {
     let before = service.seen.lock().unwrap().len();
     assert_eq!(fetch(&s, Proto::H1, "/open/x", &[]).status, 200);
     assert_eq!(service.seen.lock().unwrap().len(), before);
+    // The service's connections are kept alive and reused (one worker, one at a time).
+    let asked = service.seen.lock().unwrap().len();
+    let opened = service
+        .connections
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        opened < asked,
+        "{opened} connections for {asked} subrequests"
+    );
     // Denied requests never reached the backend: 2 per protocol let through, 1 POST, 1 open.
     assert_eq!(backend.requests(), 4);
 }

@@ -4,6 +4,7 @@
 //! listen with its file:line.
 
 mod common;
+mod tls_support;
 
 use common::backend::{Backend, Echo};
 use common::*;
@@ -11,15 +12,16 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The unix listener comes first: the harness takes the TCP one's line (the last) as ready.
+/// A TCP listener too: the harness waits for its address (the unix ones' lines come after it).
 fn start(dir: tempfile::TempDir, backend: &Backend) -> Spate {
     Spate::start_in(
         &format!(
             "
 listen:
   - {{type: unix, path: plain.sock, permission: 0660}}
-  - {{type: unix, path: proxied.sock, proxy-protocol: ON}}
   - {{host: 127.0.0.1, port: 0}}
+  - {{type: unix, path: proxied.sock, proxy-protocol: ON}}
+  - {{type: unix, path: tls.sock, owner: nobody, ssl: {{certificate-file: a.crt, key-file: a.key}}}}
 num-threads: 2
 access-log:
   path: $DIR/access.log
@@ -86,6 +88,7 @@ fn curl_and_haproxy_over_unix_sockets() {
     // A socket file left by an earlier run is replaced.
     let stale = std::os::unix::net::UnixListener::bind(dir.path().join("plain.sock")).unwrap();
     drop(stale);
+    tls_support::cert(dir.path(), "a", "localhost", false);
     let s = start(dir, &backend);
     let plain = s.path().join("plain.sock");
     let meta = std::fs::metadata(&plain).unwrap();
@@ -100,6 +103,20 @@ fn curl_and_haproxy_over_unix_sockets() {
     let (status, body) = curl_unix(&plain, "http://x/echo", &[]);
     assert_eq!(status, 200, "{body}");
     assert!(Echo::parse(body.as_bytes()).is_some(), "{body}");
+    // TLS over the socket, HTTP/2 by ALPN; the file given to `owner`.
+    let tls = s.path().join("tls.sock");
+    let nobody = Command::new("id").args(["-u", "nobody"]).output().unwrap();
+    let nobody: u32 = String::from_utf8_lossy(&nobody.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&tls).unwrap()),
+        nobody
+    );
+    let (status, body) = curl_unix(&tls, "https://localhost/answer", &["-k", "--http2"]);
+    assert_eq!((status, body.as_str()), (200, "over the socket\n"));
+
     // HAProxy on the same host: TCP in front, PROXY v1 and v2 to spate's socket file.
     let proxied = s.path().join("proxied.sock");
     let [p1, p2] = free_ports::<2>();
@@ -143,7 +160,7 @@ fn curl_and_haproxy_over_unix_sockets() {
         let echo = Echo::parse(body.as_bytes()).expect("an echo");
         assert_eq!(echo.header("x-forwarded-for"), Some(from), "{body}");
     }
-    let lines = log_lines(&s.path().join("access.log"), 5);
+    let lines = log_lines(&s.path().join("access.log"), 6);
     for want in [
         "0.0.0.0 GET /answer HTTP/1.1 200",
         "0.0.0.0 GET /answer HTTP/2 200",
@@ -152,6 +169,22 @@ fn curl_and_haproxy_over_unix_sockets() {
     ] {
         assert!(lines.iter().any(|l| l == want), "{want} not in {lines:?}");
     }
+    // h2c and TLS.
+    let h2 = lines
+        .iter()
+        .filter(|l| *l == "0.0.0.0 GET /answer HTTP/2 200");
+    assert_eq!(h2.count(), 2, "{lines:?}");
+
+    // A request without its PROXY header on the proxied socket: closed unanswered, one line.
+    let mut bare = std::os::unix::net::UnixStream::connect(&proxied).unwrap();
+    bare.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    std::io::Write::write_all(&mut bare, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut bare, &mut got);
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    let bad = s.log_lines_naming("bad PROXY header", 1);
+    assert_eq!(bad.len(), 1, "{bad:?}");
 }
 
 #[test]
@@ -170,6 +203,20 @@ fn a_file_in_the_way_stops_the_start_with_its_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("conf.yaml:3: cannot listen on") && err.contains("not a socket"),
+        "{err}"
+    );
+    // An owner that is not an account.
+    std::fs::write(
+        &conf,
+        "listen:\n  - {host: 127.0.0.1, port: 0}\n  - {type: unix, path: new.sock, owner: no-such-user}\n\
+         hosts: {default: {paths: {/: {respond: {body: x}}}}}\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN).arg("-c").arg(&conf).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("conf.yaml:3: cannot listen on") && err.contains("no such user no-such-user"),
         "{err}"
     );
     // Left as it was.
@@ -212,9 +259,40 @@ hosts:
         "conf.yaml:3: listen: port, quic, sndbuf, rcvbuf and reuseport do not apply to type: unix",
         "conf.yaml:4: listen.permission expects an octal mode (0600, 0660), got",
         "conf.yaml:5: listen: proxy-protocol-from applies to TCP listeners",
-        "conf.yaml:6: listen: path is for type: unix",
+        "conf.yaml:6: listen: path and owner are for type: unix",
         "conf.yaml:7: listen.type expects tcp, quic or unix, got",
     ] {
         assert!(err.contains(want), "{want} not in {err}");
     }
+}
+
+/// A reload keeps the socket (the same file, nothing queued lost); a connection made before
+/// it is still answered, and new ones are served by the new workers.
+#[test]
+fn a_reload_keeps_the_socket() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::MetadataExt;
+    let backend = Backend::start();
+    let dir = tempfile::tempdir().unwrap();
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let s = start(dir, &backend);
+    let plain = s.path().join("plain.sock");
+    let inode = std::fs::metadata(&plain).unwrap().ino();
+    let mut before = std::os::unix::net::UnixStream::connect(&plain).unwrap();
+    before
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    signal(&s.child, libc::SIGHUP);
+    let reloaded = s.log_lines_naming("reloaded", 1);
+    assert_eq!(reloaded.len(), 1, "{reloaded:?}");
+    assert_eq!(std::fs::metadata(&plain).unwrap().ino(), inode);
+    before
+        .write_all(b"GET /answer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    let _ = before.read_to_string(&mut text);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("over the socket\n"), "{text}");
+    let (status, _) = curl_unix(&plain, "http://x/answer", &[]);
+    assert_eq!(status, 200);
 }

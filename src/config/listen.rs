@@ -135,7 +135,7 @@ impl Listeners {
 }
 
 /// Keys h2o allows in a `listen` mapping that spate does not implement.
-const NOT_SUPPORTED_YET: &[&str] = &["owner", "group", "cc", "initcwnd"];
+const NOT_SUPPORTED_YET: &[&str] = &["group", "cc", "initcwnd"];
 
 fn scalar(ctx: &mut Ctx, v: &Node) -> Option<Listen> {
     let addr = match v.as_str() {
@@ -183,6 +183,7 @@ fn mapping(
     let mut socket = SocketOptions::default();
     let mut path = None;
     let mut permission = None;
+    let mut owner = None;
     let mut ok = true;
     for (k, _) in entries {
         if let Some(key) = k.as_str().filter(|key| NOT_SUPPORTED_YET.contains(key)) {
@@ -203,6 +204,7 @@ fn mapping(
         "reuseport",
         "path",
         "permission",
+        "owner",
     ];
     let relevant: Vec<(Node, Node)> = entries
         .iter()
@@ -281,6 +283,10 @@ fn mapping(
                     ok = false;
                 }
             },
+            "owner" => match ctx.string("listen.owner", val) {
+                Some(name) => owner = Some((name, val.line)),
+                None => ok = false,
+            },
             "quic" => {
                 quic = super::quic::parse(ctx, val);
                 ok &= quic.is_some();
@@ -293,11 +299,11 @@ fn mapping(
             }
         }
     }
-    if kind == ListenKind::Unix || path.is_some() {
+    if kind == ListenKind::Unix || path.is_some() || owner.is_some() {
         return ok
             .then(|| {
                 unix(
-                    ctx, v, kind, path, permission, port, &tls, &quic, socket, host_name,
+                    ctx, v, kind, path, permission, owner, port, &quic, socket, host_name,
                 )
             })
             .flatten()
@@ -381,12 +387,16 @@ fn unix(
     kind: ListenKind,
     path: Option<(std::path::PathBuf, u32)>,
     permission: Option<u32>,
+    owner: Option<(String, u32)>,
     port: Option<u16>,
-    tls: &Option<super::TlsConf>,
     quic: &Option<super::QuicConf>,
     socket: SocketOptions,
     host_name: Option<&str>,
 ) -> Option<super::UnixListen> {
+    if kind != ListenKind::Unix {
+        ctx.error(v.line, "listen: path and owner are for type: unix");
+        return None;
+    }
     let Some((path, line)) = path else {
         ctx.error(v.line, "listen: type unix requires path (the socket file)");
         return None;
@@ -395,14 +405,8 @@ fn unix(
         ctx.error(v.line, format!("listen: {what}"));
         None
     };
-    if kind != ListenKind::Unix {
-        return wrong("path is for type: unix");
-    }
     if port.is_some() || quic.is_some() || socket != SocketOptions::default() {
         return wrong("port, quic, sndbuf, rcvbuf and reuseport do not apply to type: unix");
-    }
-    if tls.is_some() {
-        return wrong("ssl on type: unix is not supported yet");
     }
     if host_name.is_some() {
         return wrong("type: unix is taken at the global level only for now");
@@ -415,7 +419,11 @@ fn unix(
         );
         return None;
     }
-    Some(super::UnixListen { path, permission })
+    Some(super::UnixListen {
+        path,
+        permission,
+        owner: owner.map(|(name, _)| name),
+    })
 }
 
 /// `80`, `127.0.0.1:80`, `[::1]:80`.

@@ -120,6 +120,9 @@ pub struct UnixListen {
     pub path: PathBuf,
     /// `permission` (octal, as `0660`): the socket file's mode; the umask's when unset.
     pub permission: Option<u32>,
+    /// `owner`: the account the socket file is given to (its user and group), looked up at
+    /// start; the server's own when unset.
+    pub owner: Option<String>,
 }
 
 impl Config {

@@ -98,6 +98,10 @@ pub fn bind_unix(conf: &crate::config::UnixListen) -> io::Result<std::os::unix::
     if let Some(mode) = conf.permission {
         std::fs::set_permissions(&conf.path, std::fs::Permissions::from_mode(mode))?;
     }
+    if let Some(name) = &conf.owner {
+        let owner = super::account::Account::find(name).map_err(io::Error::other)?;
+        std::os::unix::fs::chown(&conf.path, Some(owner.uid), Some(owner.gid))?;
+    }
     Ok(sock)
 }
 

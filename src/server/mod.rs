@@ -352,7 +352,7 @@ impl Bound {
                 out.push(Bound {
                     configured: l.addr,
                     addr: l.addr,
-                    tls: false,
+                    tls: l.tls.is_some(),
                     quic: false,
                     socks: Vec::new(),
                     udp: Vec::new(),
@@ -570,7 +570,7 @@ impl Generation {
                         .map_err(|e| format!("{}: {e}", path.display()))?;
                     sockets.push(worker::Socket {
                         listener: worker::Listening::Unix(dup),
-                        tls: None,
+                        tls: acceptor.clone(),
                         proxy_protocol: l.proxy_protocol.then(|| Arc::from(&[][..])),
                     });
                 }

@@ -228,10 +228,12 @@ impl Spate {
             let mut addrs: Vec<SocketAddr> = Vec::new();
             let mut line = String::new();
             while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                let rest = line.trim_end().strip_prefix("spate listening on ");
-                if let Some((_, addr)) = rest.and_then(|r| r.split_once("://")) {
-                    addrs.push(addr.trim_end_matches('/').parse().expect("address"));
-                    if reader.buffer().is_empty() {
+                // A `unix:PATH` listener has no address to note, but its line may be the last.
+                if let Some(rest) = line.trim_end().strip_prefix("spate listening on ") {
+                    if let Some((_, addr)) = rest.split_once("://") {
+                        addrs.push(addr.trim_end_matches('/').parse().expect("address"));
+                    }
+                    if reader.buffer().is_empty() && !addrs.is_empty() {
                         let _ = tx.send(std::mem::take(&mut addrs));
                     }
                 }

@@ -186,10 +186,10 @@ fn socket_options_and_tcp_fastopen() {
             .any(|l| l.contains("apply to TCP listeners, not quic")),
         "{e:?}"
     );
-    let e = errors("listen: {port: 80, sndbuf: 0, owner: www}\nhosts: {}\n");
+    let e = errors("listen: {port: 80, sndbuf: 0, group: www}\nhosts: {}\n");
     assert!(
         e.iter()
-            .any(|l| l.contains("listen.owner is not supported yet")),
+            .any(|l| l.contains("listen.group is not supported yet")),
         "{e:?}"
     );
     assert!(e.iter().any(|l| l.contains("listen.sndbuf")), "{e:?}");
