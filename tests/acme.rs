@@ -35,6 +35,8 @@ acme:
     listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}
     paths:
       /: {{respond: {{body: {BODY}}}}}
+      /status: {{status: ON}}
+      /metrics: {{metrics: ON}}
 ",
         dir = p.directory,
         ca = p.tls_root.display(),
@@ -94,6 +96,32 @@ fn http01_issues_serves_and_renews_under_load() {
     assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
     let first = served_serial(tls_port);
     assert!(first.starts_with("serial="), "{first}");
+    // The status pages show the certificate.
+    let metrics = common::curl(&[&format!("http://127.0.0.1:{http_port}/metrics")]);
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains("spate_acme_orders_total{name=\"a.test\",result=\"issued\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("spate_acme_certificate_expiry_seconds{name=\"a.test\"} 1"),
+        "{metrics}"
+    );
+    let status = common::curl(&[&format!("http://127.0.0.1:{http_port}/status")]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("\"name\": \"a.test\"") && status.contains("\"last-error\": null"),
+        "{status}"
+    );
+    let parsed = common::system_python(
+        "import json,sys; d=json.load(sys.stdin); print(d['acme'][0]['issued'])",
+        status.as_bytes(),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&parsed.stdout).trim(),
+        "1",
+        "{status}"
+    );
     // The token path answers 404 for unknown tokens, on the cleartext port.
     let r = common::curl(&[
         "-o",
@@ -267,6 +295,12 @@ fn a_challenge_that_fails_is_logged_with_the_cas_problem() {
     // The CA's problem document: its type and detail.
     assert!(log[0].contains("urn:ietf:params:acme:error:"), "{log:?}");
     assert!(log[0].contains("trying again in 2 s"), "{log:?}");
+    let metrics = common::curl(&[&format!("http://127.0.0.1:{http_port}/metrics")]);
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains("spate_acme_orders_total{name=\"a.test\",result=\"failed\"} 1"),
+        "{metrics}"
+    );
     // The server goes on serving (cleartext here: no certificate yet).
     let r = common::curl(&[&format!("http://127.0.0.1:{http_port}/")]);
     assert_eq!(String::from_utf8_lossy(&r.stdout), BODY);

@@ -197,6 +197,7 @@ async fn keep(conf: Arc<AcmeConf>, storage: Arc<Storage>, account: Arc<Account>,
         }
         let result = obtain(&conf, &storage, &account, &host).await;
         drop(lock);
+        managed::record_attempt(name, result.as_ref().map(|_| ()).map_err(String::as_str));
         match result {
             Ok(until) => {
                 failures = 0;
