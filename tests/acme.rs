@@ -502,3 +502,47 @@ fn a_certificate_that_cannot_be_stored_is_served_and_said() {
     );
     assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
 }
+
+#[test]
+fn a_reload_adds_an_acme_host() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["b.test".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(dir.path().join("b.crt"), cert.pem()).expect("write");
+    std::fs::write(dir.path().join("b.key"), key.serialize_pem()).expect("write");
+    let b_host = format!(
+        "  b.test:
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{certificate-file: b.crt, key-file: b.key}}}}
+    paths:
+      /: {{respond: {{body: b}}}}
+"
+    );
+    let full = config(&p, Some(http_port), tls_port, "  challenges: http-01");
+    // First without a.test: nothing to order.
+    let (head, _) = full.split_once("hosts:\n").expect("hosts");
+    let before = format!("{head}hosts:\n{b_host}");
+    let s = Spate::start_retrying(&before, dir, &[]);
+    std::fs::write(
+        s.path().join("spate.yaml"),
+        format!("{full}{b_host}").replace("$DIR", &s.path().display().to_string()),
+    )
+    .expect("write");
+    common::signal(&s.child, libc::SIGHUP);
+    let log = s.log_lines_naming("certificate issued", 1);
+    assert_eq!(log.len(), 1, "{}", p.log_text());
+    assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+}

@@ -47,13 +47,23 @@ fn managed_hosts(config: &Config) -> Vec<Managed> {
     hosts
 }
 
-/// Puts the stored certificates in use and starts the thread that obtains and renews them.
-/// Does nothing without an `acme` block.
+/// The hosts whose certificates a thread keeps already, by name: a reload starts one for
+/// the hosts it adds only.
+static KEPT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Puts the stored certificates in use and starts the thread that obtains and renews them,
+/// at start and at each reload for the hosts not kept yet. Does nothing without an `acme`
+/// block.
 pub fn start(config: &Config) {
     let Some(conf) = config.acme.clone() else {
         return;
     };
-    let hosts = managed_hosts(config);
+    let mut hosts = managed_hosts(config);
+    {
+        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        hosts.retain(|h| !kept.contains(&h.names[0]));
+        kept.extend(hosts.iter().map(|h| h.names[0].clone()));
+    }
     if hosts.is_empty() {
         return;
     }
