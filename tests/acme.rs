@@ -546,3 +546,41 @@ fn a_reload_adds_an_acme_host() {
     assert_eq!(log.len(), 1, "{}", p.log_text());
     assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
 }
+
+#[test]
+fn quic_serves_the_acme_certificate() {
+    let h2load_h3 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/peers/bin/h2load");
+    if !h2load_h3.exists() {
+        eprintln!("SKIP: ../shared/peers/bin/h2load (with HTTP/3) is missing");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01").replace(
+        &format!("    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}\n"),
+        &format!(
+            "    listen: &tls {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}\n    listen:\n      <<: *tls\n      type: quic\n"
+        ),
+    );
+    assert!(yaml.contains("type: quic"), "{yaml}");
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let log = s.log_lines_naming("certificate issued", 1);
+    assert_eq!(log.len(), 1, "{}", p.log_text());
+    let out = Command::new(&h2load_h3)
+        .args(["--alpn-list=h3", "-n", "20", "-c", "2"])
+        .arg(format!("https://127.0.0.1:{tls_port}/"))
+        .output()
+        .expect("h2load");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("20 succeeded, 0 failed"), "{text}");
+}
