@@ -35,6 +35,8 @@ acme:
     listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}
     paths:
       /: {{respond: {{body: {BODY}}}}}
+      /status: {{status: ON}}
+      /metrics: {{metrics: ON}}
 ",
         dir = p.directory,
         ca = p.tls_root.display(),
@@ -83,7 +85,7 @@ fn http01_issues_serves_and_renews_under_load() {
         return;
     };
     let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01");
-    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let s = Spate::start_retrying(&yaml, dir, &[("RUST_LOG", "info,spate::acme=debug")]);
     let log = s.log_lines_naming("acme", 3);
     let issued: Vec<&String> = log
         .iter()
@@ -94,6 +96,38 @@ fn http01_issues_serves_and_renews_under_load() {
     assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
     let first = served_serial(tls_port);
     assert!(first.starts_with("serial="), "{first}");
+    // The status pages show the certificate.
+    let metrics = common::curl(&[&format!("http://127.0.0.1:{http_port}/metrics")]);
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    // (At least one: with ARI, Pebble's window is the whole lifetime, and spate renews at a
+    // random time in it.)
+    assert!(
+        metrics.contains("spate_acme_orders_total{name=\"a.test\",result=\"issued\"} "),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("spate_acme_orders_total{name=\"a.test\",result=\"failed\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("spate_acme_certificate_expiry_seconds{name=\"a.test\"} 1"),
+        "{metrics}"
+    );
+    let status = common::curl(&[&format!("http://127.0.0.1:{http_port}/status")]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("\"name\": \"a.test\"") && status.contains("\"last-error\": null"),
+        "{status}"
+    );
+    let parsed = common::system_python(
+        "import json,sys; d=json.load(sys.stdin); print(d['acme'][0]['issued'] >= 1)",
+        status.as_bytes(),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&parsed.stdout).trim(),
+        "True",
+        "{status}"
+    );
     // The token path answers 404 for unknown tokens, on the cleartext port.
     let r = common::curl(&[
         "-o",
@@ -111,6 +145,14 @@ fn http01_issues_serves_and_renews_under_load() {
         .arg(format!("https://127.0.0.1:{tls_port}/"))
         .output();
     let renewed = s.log_lines_naming("acme", 1);
+    // The renewal time came from Pebble's renewal information (ARI).
+    assert!(
+        renewed
+            .iter()
+            .chain(&log)
+            .any(|l| l.contains("the CA's renewal window says Some(")),
+        "{log:?}\n{renewed:?}"
+    );
     assert!(
         renewed.iter().any(|l| l.contains("certificate issued")),
         "no renewal: {renewed:?}\n{}",
@@ -267,6 +309,12 @@ fn a_challenge_that_fails_is_logged_with_the_cas_problem() {
     // The CA's problem document: its type and detail.
     assert!(log[0].contains("urn:ietf:params:acme:error:"), "{log:?}");
     assert!(log[0].contains("trying again in 2 s"), "{log:?}");
+    let metrics = common::curl(&[&format!("http://127.0.0.1:{http_port}/metrics")]);
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains("spate_acme_orders_total{name=\"a.test\",result=\"failed\"} 1"),
+        "{metrics}"
+    );
     // The server goes on serving (cleartext here: no certificate yet).
     let r = common::curl(&[&format!("http://127.0.0.1:{http_port}/")]);
     assert_eq!(String::from_utf8_lossy(&r.stdout), BODY);
@@ -467,4 +515,137 @@ fn a_certificate_that_cannot_be_stored_is_served_and_said() {
         "{log:?}"
     );
     assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+}
+
+#[test]
+fn a_reload_adds_an_acme_host() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["b.test".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(dir.path().join("b.crt"), cert.pem()).expect("write");
+    std::fs::write(dir.path().join("b.key"), key.serialize_pem()).expect("write");
+    let b_host = format!(
+        "  b.test:
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{certificate-file: b.crt, key-file: b.key}}}}
+    paths:
+      /: {{respond: {{body: b}}}}
+"
+    );
+    let full = config(&p, Some(http_port), tls_port, "  challenges: http-01");
+    // First without a.test: nothing to order.
+    let (head, _) = full.split_once("hosts:\n").expect("hosts");
+    let before = format!("{head}hosts:\n{b_host}");
+    let s = Spate::start_retrying(&before, dir, &[]);
+    std::fs::write(
+        s.path().join("spate.yaml"),
+        format!("{full}{b_host}").replace("$DIR", &s.path().display().to_string()),
+    )
+    .expect("write");
+    common::signal(&s.child, libc::SIGHUP);
+    let log = s.log_lines_naming("certificate issued", 1);
+    assert_eq!(log.len(), 1, "{}", p.log_text());
+    assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+}
+
+#[test]
+fn quic_serves_the_acme_certificate() {
+    let h2load_h3 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/peers/bin/h2load");
+    if !h2load_h3.exists() {
+        eprintln!("SKIP: ../shared/peers/bin/h2load (with HTTP/3) is missing");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01").replace(
+        &format!("    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}\n"),
+        &format!(
+            "    listen: &tls {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}\n    listen:\n      <<: *tls\n      type: quic\n"
+        ),
+    );
+    assert!(yaml.contains("type: quic"), "{yaml}");
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let log = s.log_lines_naming("certificate issued", 1);
+    assert_eq!(log.len(), 1, "{}", p.log_text());
+    let out = Command::new(&h2load_h3)
+        .args(["--alpn-list=h3", "-n", "20", "-c", "2"])
+        .arg(format!("https://127.0.0.1:{tls_port}/"))
+        .output()
+        .expect("h2load");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("20 succeeded, 0 failed"), "{text}");
+}
+
+#[test]
+fn spate_t_names_the_lines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("conf.yaml");
+    std::fs::write(
+        &path,
+        "acme: {email: admin@a.test, accept-tos: YES, ca-file: missing.pem}
+listen: 80
+hosts:
+  a.test:
+    listen: {port: 443, ssl: {}}
+    paths:
+      /: {respond: {body: x}}
+",
+    )
+    .expect("write");
+    let out = Command::new(common::BIN)
+        .args(["-t", "-c"])
+        .arg(&path)
+        .output()
+        .expect("spate -t");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("conf.yaml:1: acme.ca-file: "), "{err}");
+    assert!(err.contains("missing.pem: cannot read"), "{err}");
+    std::fs::write(
+        &path,
+        "acme: {email: admin@a.test}
+listen: {port: 443, ssl: {}}
+hosts:
+  a.test:
+    paths:
+      /: {respond: {body: x}}
+",
+    )
+    .expect("write");
+    let out = Command::new(common::BIN)
+        .args(["-t", "-c"])
+        .arg(&path)
+        .output()
+        .expect("spate -t");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "conf.yaml:1: acme: accept-tos: YES is required",
+        "conf.yaml:2: listen.ssl with no certificate: ACME needs the host's name",
+    ] {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
 }

@@ -47,13 +47,23 @@ fn managed_hosts(config: &Config) -> Vec<Managed> {
     hosts
 }
 
-/// Puts the stored certificates in use and starts the thread that obtains and renews them.
-/// Does nothing without an `acme` block.
+/// The hosts whose certificates a thread keeps already, by name: a reload starts one for
+/// the hosts it adds only.
+static KEPT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Puts the stored certificates in use and starts the thread that obtains and renews them,
+/// at start and at each reload for the hosts not kept yet. Does nothing without an `acme`
+/// block.
 pub fn start(config: &Config) {
     let Some(conf) = config.acme.clone() else {
         return;
     };
-    let hosts = managed_hosts(config);
+    let mut hosts = managed_hosts(config);
+    {
+        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        hosts.retain(|h| !kept.contains(&h.names[0]));
+        kept.extend(hosts.iter().map(|h| h.names[0].clone()));
+    }
     if hosts.is_empty() {
         return;
     }
@@ -167,7 +177,11 @@ async fn keep(conf: Arc<AcmeConf>, storage: Arc<Storage>, account: Arc<Account>,
     let mut waiting_logged = false;
     loop {
         adopt_stored(&storage, name);
-        if let Some(wait) = managed::cert(name).and_then(|k| renew_in(&k)) {
+        let due = match managed::cert(name) {
+            Some(k) => due_in(&account, name, &k).await,
+            None => None,
+        };
+        if let Some(wait) = due {
             // Woken early now and then to take a renewal another process stored.
             tokio::time::sleep(wait.min(FLEET_RECHECK)).await;
             continue;
@@ -197,6 +211,7 @@ async fn keep(conf: Arc<AcmeConf>, storage: Arc<Storage>, account: Arc<Account>,
         }
         let result = obtain(&conf, &storage, &account, &host).await;
         drop(lock);
+        managed::record_attempt(name, result.as_ref().map(|_| ()).map_err(String::as_str));
         match result {
             Ok(until) => {
                 failures = 0;
@@ -286,6 +301,53 @@ fn certified(issued: &issue::Issued) -> Result<CertifiedKey, String> {
     Ok(CertifiedKey::new(chain, key))
 }
 
+/// How long until `key` is due for renewal: as [`renew_in`] says, or earlier at a random
+/// time in the window the CA's renewal information suggests (ARI, RFC 9773; a CA moves it
+/// forward to replace certificates it must revoke). `None`: due now.
+async fn due_in(account: &Account, name: &str, key: &CertifiedKey) -> Option<Duration> {
+    let ari = key
+        .end_entity_cert()
+        .ok()
+        .and_then(|c| crate::tls::cert::ari_parts(c));
+    let Some((aki, serial)) = ari else {
+        return renew_in(key);
+    };
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let id = instant_acme::CertificateIdentifier {
+        authority_key_identifier: b64.encode(aki).into(),
+        serial: b64.encode(serial).into(),
+    };
+    match account.renewal_info(&id).await {
+        Ok((info, _)) => {
+            let unix = |secs: i64| {
+                SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0))
+            };
+            let window = &info.suggested_window;
+            let (start, end) = (
+                unix(window.start.unix_timestamp()),
+                unix(window.end.unix_timestamp()),
+            );
+            let span = end.duration_since(start).unwrap_or_default();
+            let at = start + span.mul_f64(random_share());
+            let ari = at.duration_since(SystemTime::now()).ok();
+            tracing::debug!("acme: {name}: the CA's renewal window says {ari:?}");
+            Some(ari?.min(renew_in(key)?))
+        }
+        Err(instant_acme::Error::Unsupported(_)) => renew_in(key),
+        Err(e) => {
+            tracing::debug!("acme: {name}: renewal information: {e}");
+            renew_in(key)
+        }
+    }
+}
+
+/// A random number in [0, 1].
+fn random_share() -> f64 {
+    let mut random = [0u8; 4];
+    let _ = crate::sys::random::fill(&mut random);
+    f64::from(u32::from_le_bytes(random)) / f64::from(u32::MAX)
+}
+
 /// How long until `key` is due for renewal: at two thirds of its lifetime, less a random
 /// share of up to a twentieth of it so that a fleet does not renew in one second. `None`:
 /// due now.
@@ -293,10 +355,7 @@ fn renew_in(key: &CertifiedKey) -> Option<Duration> {
     let leaf = key.end_entity_cert().ok()?;
     let (not_before, not_after) = crate::tls::cert::validity(leaf)?;
     let lifetime = not_after.duration_since(not_before).ok()?;
-    let mut random = [0u8; 4];
-    let _ = crate::sys::random::fill(&mut random);
-    let share = f64::from(u32::from_le_bytes(random)) / f64::from(u32::MAX);
-    let jitter = lifetime.mul_f64(share / 20.0);
+    let jitter = lifetime.mul_f64(random_share() / 20.0);
     let due = not_before + lifetime * 2 / 3 - jitter;
     due.duration_since(SystemTime::now()).ok()
 }

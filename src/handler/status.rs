@@ -49,8 +49,52 @@ impl Handler for StatusHandler {
             s.handshakes[1],
             s.handshakes[2],
         );
+        acme_json(&mut j);
         Answer::Now(body(j, "application/json; charset=utf-8"))
     }
+}
+
+/// spate's addition when `acme` manages certificates: `"acme": [{name, not-after,
+/// last-attempt, last-error, issued, failed}]`, before the closing brace.
+fn acme_json(j: &mut String) {
+    let certs = crate::tls::managed::status();
+    if certs.is_empty() {
+        return;
+    }
+    j.truncate(j.trim_end().trim_end_matches('}').trim_end().len());
+    j.push_str(",\n \"acme\": [");
+    let date = |t: Option<SystemTime>| t.map_or(String::new(), httpdate::fmt_http_date);
+    for (i, (name, c)) in certs.iter().enumerate() {
+        let _ = write!(
+            j,
+            "{}\n  {{\"name\": \"{}\", \"not-after\": \"{}\", \"last-attempt\": \"{}\", \"last-error\": {}, \"issued\": {}, \"failed\": {}}}",
+            if i == 0 { "" } else { "," },
+            json_escape(name),
+            date(c.not_after),
+            date(c.last_attempt),
+            c.last_error
+                .as_deref()
+                .map_or("null".to_owned(), |e| format!("\"{}\"", json_escape(e))),
+            c.issued,
+            c.failed,
+        );
+    }
+    j.push_str("\n ]\n}\n");
+}
+
+fn json_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The Prometheus endpoint (spate's `metrics` directive).

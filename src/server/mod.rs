@@ -281,6 +281,8 @@ impl Server {
             tracing::warn!("a reload does not change user or pid-file: they apply at the next start or binary upgrade");
         }
         let config = Arc::new(config);
+        // Hosts the reload adds to ACME: their stored certificates, and a thread for them.
+        crate::acme::start(&config);
         shared
             .max_connections
             .store(config.max_connections.max(1), Ordering::Relaxed);

@@ -43,6 +43,13 @@ pub fn prepare(config: &Config) -> Result<Prepared, Vec<ConfigError>> {
         quic_tls.push(quic);
     }
     let upstream_tls = upstream_tls(config, &mut errors);
+    // `acme.ca-file`: read here so that a bad one is an error at its line, not a log line
+    // later from the ACME thread.
+    if let Some(f) = config.acme.as_ref().and_then(|a| a.ca_file.as_ref()) {
+        if let Err(e) = client::load_roots(&f.path) {
+            errors.push(&f.at, format!("acme.ca-file: {e}"));
+        }
+    }
     let user = config.user.as_ref().and_then(|u| {
         Account::find(&u.name)
             .map_err(|e| errors.push(&u.at, format!("user: {e}")))

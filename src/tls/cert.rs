@@ -102,6 +102,57 @@ pub fn validity(cert: &[u8]) -> Option<(SystemTime, SystemTime)> {
     Some((not_before, parse_time(tag, time)?))
 }
 
+/// The parts of a DER certificate that name it to its CA's renewal information (ARI, RFC
+/// 9773 §4.1): the `keyIdentifier` of its Authority Key Identifier extension and the content
+/// octets of its serial number. `None` when it has no such extension or does not parse.
+pub fn ari_parts(cert: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (_, cert_body, _) = der_tlv(cert)?;
+    let (_, tbs, _) = der_tlv(cert_body)?;
+    let mut rest = tbs;
+    let (tag, _, after) = der_tlv(rest)?;
+    if tag == 0xa0 {
+        rest = after;
+    }
+    let (tag, serial, after) = der_tlv(rest)?;
+    if tag != 0x02 {
+        return None;
+    }
+    rest = after;
+    // signature, issuer, validity, subject, subjectPublicKeyInfo.
+    for _ in 0..5 {
+        rest = der_tlv(rest)?.2;
+    }
+    while !rest.is_empty() {
+        let (tag, body, after) = der_tlv(rest)?;
+        rest = after;
+        if tag != 0xa3 {
+            continue;
+        }
+        let (_, mut extensions, _) = der_tlv(body)?;
+        while !extensions.is_empty() {
+            let (_, extension, after) = der_tlv(extensions)?;
+            extensions = after;
+            let (tag, oid, mut value) = der_tlv(extension)?;
+            // id-ce-authorityKeyIdentifier, 2.5.29.35.
+            if tag != 0x06 || oid != [0x55, 0x1d, 0x23] {
+                continue;
+            }
+            let (mut tag, mut octets, after) = der_tlv(value)?;
+            if tag == 0x01 {
+                value = after;
+                (tag, octets, _) = der_tlv(value)?;
+            }
+            if tag != 0x04 {
+                return None;
+            }
+            let (_, aki, _) = der_tlv(octets)?;
+            let (tag, key_id, _) = der_tlv(aki)?;
+            return (tag == 0x80).then_some((key_id, serial));
+        }
+    }
+    None
+}
+
 fn load_chain(cert_file: &Path) -> Result<Vec<CertificateDer<'static>>, CertError> {
     let bad = |m: String| CertError::Certificate(format!("{}: {m}", cert_file.display()));
     let iter = CertificateDer::pem_file_iter(cert_file).map_err(|e| bad(pem_error(e)))?;
@@ -240,5 +291,31 @@ mod tests {
         assert_eq!(der_tlv(&[0x04, 0x05, 1]), None);
         assert_eq!(der_tlv(&[0x04, 0x80]), None);
         assert_eq!(der_tlv(&[0x04]), None);
+    }
+
+    #[test]
+    fn ari_parts_of_an_issued_certificate() {
+        let ca_key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let mut ca =
+            rcgen::CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let key_id = ca.key_identifier(&ca_key);
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let mut leaf = rcgen::CertificateParams::new(vec!["a.test".to_owned()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        leaf.serial_number = Some(rcgen::SerialNumber::from_slice(&[0x01, 0x02, 0x03]));
+        leaf.use_authority_key_identifier_extension = true;
+        let cert = leaf
+            .signed_by(&key, &issuer)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (aki, serial) = ari_parts(cert.der()).unwrap_or_else(|| panic!("no AKI"));
+        assert_eq!(aki, &key_id[..]);
+        assert_eq!(serial, &[0x01, 0x02, 0x03]);
+        // Self-signed, without the extension: no identifier.
+        let own = rcgen::CertificateParams::new(vec!["a.test".to_owned()])
+            .and_then(|p| p.self_signed(&key))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ari_parts(own.der()), None);
     }
 }

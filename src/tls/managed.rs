@@ -5,9 +5,10 @@
 //! challenge path, never per request; a configuration without `acme` never looks here.
 
 use rustls::sign::CertifiedKey;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, RwLock};
+use std::time::SystemTime;
 
 /// The ALPN protocol of TLS-ALPN-01 (RFC 8737): such a handshake gets the challenge
 /// certificate, and the connection ends after it.
@@ -24,6 +25,21 @@ struct Managed {
     /// The `storage` directory's `http-01/`, where the processes of a fleet put their
     /// tokens: a token another process ordered is read from there.
     http01_dir: RwLock<Option<PathBuf>>,
+    /// What the `status` and `metrics` handlers show, by name.
+    status: RwLock<BTreeMap<String, CertStatus>>,
+}
+
+/// One ACME certificate as the status pages show it.
+#[derive(Debug, Clone, Default)]
+pub struct CertStatus {
+    /// The `notAfter` of the certificate in use.
+    pub not_after: Option<SystemTime>,
+    /// When an order last ended, and how.
+    pub last_attempt: Option<SystemTime>,
+    /// The last order's error (`None`: it succeeded, or none ended yet).
+    pub last_error: Option<String>,
+    pub issued: u64,
+    pub failed: u64,
 }
 
 static MANAGED: LazyLock<Managed> = LazyLock::new(Managed::default);
@@ -49,7 +65,36 @@ pub fn cert(name: &str) -> Option<Arc<CertifiedKey>> {
 
 /// Puts a new certificate in use for `name`, for handshakes from now on.
 pub fn set_cert(name: &str, key: Arc<CertifiedKey>) {
+    let not_after = key
+        .end_entity_cert()
+        .ok()
+        .and_then(|c| super::cert::not_after(c));
     put(&MANAGED.certs, name, Some(key));
+    let mut status = MANAGED.status.write().unwrap_or_else(|e| e.into_inner());
+    status.entry(name.to_owned()).or_default().not_after = not_after;
+}
+
+/// Records how an order for `name` ended.
+pub fn record_attempt(name: &str, result: Result<(), &str>) {
+    let mut status = MANAGED.status.write().unwrap_or_else(|e| e.into_inner());
+    let s = status.entry(name.to_owned()).or_default();
+    s.last_attempt = Some(SystemTime::now());
+    match result {
+        Ok(()) => {
+            s.issued += 1;
+            s.last_error = None;
+        }
+        Err(e) => {
+            s.failed += 1;
+            s.last_error = Some(e.to_owned());
+        }
+    }
+}
+
+/// Every ACME certificate's status, by name (empty without `acme`).
+pub fn status() -> Vec<(String, CertStatus)> {
+    let status = MANAGED.status.read().unwrap_or_else(|e| e.into_inner());
+    status.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// The TLS-ALPN-01 certificate for `name` while its challenge is under way.

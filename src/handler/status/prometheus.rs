@@ -206,7 +206,58 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
     cache_metrics(&mut o);
+    acme_metrics(&mut o);
     o
+}
+
+/// The certificates `acme` manages, by name.
+fn acme_metrics(o: &mut String) {
+    let certs = crate::tls::managed::status();
+    if certs.is_empty() {
+        return;
+    }
+    let unix = |t: Option<std::time::SystemTime>| {
+        t.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs())
+    };
+    let _ = writeln!(o, "# HELP spate_acme_certificate_expiry_seconds The notAfter of the certificate in use (Unix time; 0: none yet).");
+    let _ = writeln!(o, "# TYPE spate_acme_certificate_expiry_seconds gauge");
+    for (name, c) in &certs {
+        let _ = writeln!(
+            o,
+            "spate_acme_certificate_expiry_seconds{{name=\"{}\"}} {}",
+            label(name),
+            unix(c.not_after)
+        );
+    }
+    let _ = writeln!(o, "# HELP spate_acme_last_attempt_seconds When the last order ended (Unix time; 0: none yet).");
+    let _ = writeln!(o, "# TYPE spate_acme_last_attempt_seconds gauge");
+    for (name, c) in &certs {
+        let _ = writeln!(
+            o,
+            "spate_acme_last_attempt_seconds{{name=\"{}\"}} {}",
+            label(name),
+            unix(c.last_attempt)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP spate_acme_orders_total Orders that ended, by result."
+    );
+    let _ = writeln!(o, "# TYPE spate_acme_orders_total counter");
+    for (name, c) in &certs {
+        let name = label(name);
+        let _ = writeln!(
+            o,
+            "spate_acme_orders_total{{name=\"{name}\",result=\"issued\"}} {}",
+            c.issued
+        );
+        let _ = writeln!(
+            o,
+            "spate_acme_orders_total{{name=\"{name}\",result=\"failed\"}} {}",
+            c.failed
+        );
+    }
 }
 
 /// `proxy.cache` stores, by the `file:line` of their directive.
