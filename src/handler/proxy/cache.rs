@@ -194,19 +194,36 @@ impl ProxyHandler {
                 if let Role::Lead(leader) = cache.store.fill(&ask.key) {
                     crate::http::background::spawn(async move {
                         let resp = pending.await;
-                        let resp = revalidated(ask, s, resp);
+                        let resp = revalidated(ask, s, resp, None);
                         drain(resp.body).await;
                         drop(leader);
                     });
                 }
                 return Answer::Now(out);
             }
+            // Revalidations of a stale entry collapse as misses do: one goes to the
+            // backend, the others wait for its answer to freshen the entry.
+            if fwd == "stale" && with_ours {
+                let timeout = cache.lock_timeout;
+                return Answer::Later(match cache.store.fill(&ask.key) {
+                    Role::Follow(wait) => Box::pin(async move {
+                        let _ = tokio::time::timeout(timeout, wait).await;
+                        if let Some(out) = fresh_after_wait(&ask) {
+                            return out;
+                        }
+                        revalidated(ask, s, pending.await, None)
+                    }),
+                    Role::Lead(leader) => {
+                        Box::pin(async move { revalidated(ask, s, pending.await, Some(leader)) })
+                    }
+                });
+            }
             return Answer::Later(Box::pin(async move {
                 let resp = pending.await;
                 if with_ours {
-                    revalidated(ask, s, resp)
+                    revalidated(ask, s, resp, None)
                 } else {
-                    stale_on_error(ask, s, resp, fwd)
+                    stale_on_error(ask, s, resp, fwd, None)
                 }
             }));
         }
@@ -219,22 +236,8 @@ impl ProxyHandler {
                 let timeout = cache.lock_timeout;
                 Answer::Later(Box::pin(async move {
                     let _ = tokio::time::timeout(timeout, wait).await;
-                    let now = cache::now();
-                    let fields = &ask.fields;
-                    let found = ask
-                        .store
-                        .lookup(&ask.key, |n| vary_value(n, policy::fields(fields, n)));
-                    Counts::add(&ask.store.counts.collapsed, 1);
-                    if let Found::Hit(s) = found {
-                        let age = s.timing.age(now);
-                        if policy::usable(age, s.lifetime, &s.control, &ask.control) == Use::Fresh {
-                            return answer(
-                                &s,
-                                age,
-                                &ask.validators,
-                                Bytes::from_static(b"spate; hit; collapsed"),
-                            );
-                        }
+                    if let Some(out) = fresh_after_wait(&ask) {
+                        return out;
                     }
                     let resp = pending.await;
                     store_miss(ask, resp, None, fwd, true)
@@ -342,6 +345,28 @@ fn same_origin(v: &[u8], secure: bool, authority: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
+/// After waiting for another request's fetch of the key: the answer from the store when
+/// that left a fresh response there.
+fn fresh_after_wait(ask: &Ask) -> Option<Response> {
+    let fields = &ask.fields;
+    let found = ask
+        .store
+        .lookup(&ask.key, |n| vary_value(n, policy::fields(fields, n)));
+    Counts::add(&ask.store.counts.collapsed, 1);
+    let Found::Hit(s) = found else {
+        return None;
+    };
+    let age = s.timing.age(cache::now());
+    (policy::usable(age, s.lifetime, &s.control, &ask.control) == Use::Fresh).then(|| {
+        answer(
+            &s,
+            age,
+            &ask.validators,
+            Bytes::from_static(b"spate; hit; collapsed"),
+        )
+    })
+}
+
 /// Adds our validators for `s` to the request; false when it has none.
 fn add_validators(up: &mut UpstreamRequest, s: &Stored) -> bool {
     let mut added = false;
@@ -413,9 +438,10 @@ fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
 
 /// The backend's answer to a revalidation of `s`: a 304 about it freshens the stored head
 /// and the stored response is answered; anything else is a new response, stored as a miss.
-fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
+/// `leader`: the fill others wait for, dropped once the store has the answer.
+fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response, leader: Option<Leader>) -> Response {
     if resp.status != 304 || !policy::validates(&s.headers, &resp.headers) {
-        return stale_on_error(ask, s, resp, "stale");
+        return stale_on_error(ask, s, resp, "stale", leader);
     }
     let response_time = cache::now();
     let mut headers = policy::freshen(&s.headers, &resp.headers);
@@ -444,13 +470,21 @@ fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
     if !control.no_store {
         ask.store.insert(ask.key, fresh);
     }
+    // Those waiting find the fresh entry.
+    drop(leader);
     out
 }
 
 /// The backend's answer for a stale entry that is not a 304: a server error (or no answer,
 /// 502/504) within the entry's `stale-if-error` (RFC 5861) gives the stale entry; anything
 /// else is a new response, stored as a miss.
-fn stale_on_error(ask: Ask, s: Arc<Stored>, resp: Response, fwd: &str) -> Response {
+fn stale_on_error(
+    ask: Ask,
+    s: Arc<Stored>,
+    resp: Response,
+    fwd: &str,
+    leader: Option<Leader>,
+) -> Response {
     let age = s.timing.age(cache::now());
     if resp.status >= 500 && policy::stale_if_error(age, s.lifetime, &s.control) {
         return answer(
@@ -463,7 +497,7 @@ fn stale_on_error(ask: Ask, s: Arc<Stored>, resp: Response, fwd: &str) -> Respon
             )),
         );
     }
-    store_miss(ask, resp, None, fwd, false)
+    store_miss(ask, resp, leader, fwd, false)
 }
 
 /// Reads a body to its end (a background refresh's, so that it is stored).
