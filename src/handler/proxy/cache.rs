@@ -18,6 +18,11 @@ use std::time::Duration;
 
 const CACHE_STATUS: &str = "Cache-Status";
 
+thread_local! {
+    /// The worker's buffer for the key of a lookup.
+    static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A path's cache: the process's store for its `proxy.cache` and the wait of collapsed
 /// misses.
 pub(super) struct Cache {
@@ -130,17 +135,21 @@ impl ProxyHandler {
             }
             _ => return self.invalidating(cache, req),
         }
-        let key = cache::key(
-            req.secure,
-            req.authority().unwrap_or_default(),
-            req.target(),
-        );
         let control =
             RequestControl::parse(req.header_all(b"cache-control"), req.header_all(b"pragma"));
         let now = cache::now();
-        let found = cache
-            .store
-            .lookup(&key, |n| vary_value(n, req.header_all(n)));
+        // The key in a reused buffer: a hit needs no copy of it.
+        let found = KEY.with_borrow_mut(|key| {
+            cache::key_into(
+                key,
+                req.secure,
+                req.authority().unwrap_or_default(),
+                req.target(),
+            );
+            cache
+                .store
+                .lookup(key, |n| vary_value(n, req.header_all(n)))
+        });
         let (fwd, stale) = match found {
             Found::Hit(s) => {
                 let age = s.timing.age(now);
@@ -164,6 +173,11 @@ impl ProxyHandler {
                 format!("spate; fwd={fwd}; detail=only-if-cached"),
             ));
         }
+        let key = cache::key(
+            req.secure,
+            req.authority().unwrap_or_default(),
+            req.target(),
+        );
         let ask = Ask {
             store: cache.store.clone(),
             key,
@@ -388,7 +402,7 @@ fn add_validators(up: &mut UpstreamRequest, s: &Stored) -> bool {
 fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
     let mut headers = crate::http::recycle::header_list(s.headers.len() + 2);
     headers.extend_from_slice(&s.headers);
-    headers.push((Bytes::from_static(b"Age"), Bytes::from(age.to_string())));
+    headers.push((Bytes::from_static(b"Age"), age_value(age)));
     headers.push((Bytes::from_static(CACHE_STATUS.as_bytes()), status));
     if v.not_modified(s) {
         return Response {
@@ -433,6 +447,20 @@ fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
         status: s.status,
         headers: headers.into(),
         body: Body::Bytes(s.body.clone()),
+    }
+}
+
+/// The `Age` field's value; 0 to 99 (most hits) without an allocation.
+fn age_value(age: u64) -> Bytes {
+    // "0" to "99", one after the other.
+    static SMALL: &[u8; 190] = b"0123456789101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+    match age {
+        0..=9 => Bytes::from_static(&SMALL[age as usize..age as usize + 1]),
+        10..=99 => {
+            let at = 10 + (age as usize - 10) * 2;
+            Bytes::from_static(&SMALL[at..at + 2])
+        }
+        _ => Bytes::from(age.to_string()),
     }
 }
 
@@ -586,3 +614,6 @@ fn store_miss(
     ));
     resp
 }
+
+#[cfg(test)]
+mod tests;
