@@ -874,9 +874,11 @@ fn the_disk_store_stays_within_its_size() {
 fn concurrent_revalidations_of_a_stale_entry_reach_the_backend_once() {
     let origin = Origin::start();
     let s = spate(&origin, "ON");
-    let path = "/reval?cc=max-age%3D1&etag=v1&delay=300";
+    // Fresh for 3 s: once revalidated, the entry stays fresh for the slowest of the 20
+    // (ages are whole seconds).
+    let path = "/reval?cc=max-age%3D3&etag=v1&delay=300";
     assert!(status_of(&get(&s, path)).contains("stored"));
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(4100));
     let raw = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let mut conns: Vec<TcpStream> = (0..20)
         .map(|_| {
