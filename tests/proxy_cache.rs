@@ -869,3 +869,34 @@ fn the_disk_store_stays_within_its_size() {
     assert_eq!(status_of(&get(&s, &path(56))), "spate; hit");
     assert!(status_of(&get(&s, &path(0))).contains("fwd=uri-miss"));
 }
+
+#[test]
+fn concurrent_revalidations_of_a_stale_entry_reach_the_backend_once() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    // Fresh for 3 s: once revalidated, the entry stays fresh for the slowest of the 20
+    // (ages are whole seconds).
+    let path = "/reval?cc=max-age%3D3&etag=v1&delay=300";
+    assert!(status_of(&get(&s, path)).contains("stored"));
+    std::thread::sleep(Duration::from_millis(4100));
+    let raw = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let mut conns: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut c = s.connect();
+            c.write_all(raw.as_bytes()).expect("write");
+            c
+        })
+        .collect();
+    let mut collapsed = 0;
+    for c in conns.iter_mut() {
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let r = read_response(c, &mut Vec::new(), false);
+        assert_eq!(r.status, 200);
+        collapsed += usize::from(status_of(&r) == "spate; hit; collapsed");
+    }
+    // The first request and one revalidation (a 304).
+    assert_eq!(origin.count("/reval"), 2);
+    assert!(origin.last("/reval").contains("If-None-Match"));
+    assert!(collapsed >= 15, "{collapsed} answered after waiting");
+}

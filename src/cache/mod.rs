@@ -29,12 +29,19 @@ use bytes::Bytes;
 /// The primary key (§2): the method (a HEAD is answered from a GET's entry, so both are
 /// GET), the scheme, the authority and the target (path and query).
 pub fn key(secure: bool, authority: &[u8], target: &[u8]) -> Bytes {
+    let mut k = Vec::new();
+    key_into(&mut k, secure, authority, target);
+    Bytes::from(k)
+}
+
+/// [`key`] written into `k` (emptied first).
+pub fn key_into(k: &mut Vec<u8>, secure: bool, authority: &[u8], target: &[u8]) {
     let scheme: &[u8] = if secure { b"https://" } else { b"http://" };
-    let mut k = Vec::with_capacity(scheme.len() + authority.len() + target.len());
+    k.clear();
+    k.reserve(scheme.len() + authority.len() + target.len());
     k.extend_from_slice(scheme);
     k.extend(authority.iter().map(u8::to_ascii_lowercase));
     k.extend_from_slice(target);
-    Bytes::from(k)
 }
 
 /// Seconds since the epoch: the clock of ages and lifetimes.

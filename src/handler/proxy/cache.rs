@@ -18,6 +18,11 @@ use std::time::Duration;
 
 const CACHE_STATUS: &str = "Cache-Status";
 
+thread_local! {
+    /// The worker's buffer for the key of a lookup.
+    static KEY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A path's cache: the process's store for its `proxy.cache` and the wait of collapsed
 /// misses.
 pub(super) struct Cache {
@@ -130,17 +135,21 @@ impl ProxyHandler {
             }
             _ => return self.invalidating(cache, req),
         }
-        let key = cache::key(
-            req.secure,
-            req.authority().unwrap_or_default(),
-            req.target(),
-        );
         let control =
             RequestControl::parse(req.header_all(b"cache-control"), req.header_all(b"pragma"));
         let now = cache::now();
-        let found = cache
-            .store
-            .lookup(&key, |n| vary_value(n, req.header_all(n)));
+        // The key in a reused buffer: a hit needs no copy of it.
+        let found = KEY.with_borrow_mut(|key| {
+            cache::key_into(
+                key,
+                req.secure,
+                req.authority().unwrap_or_default(),
+                req.target(),
+            );
+            cache
+                .store
+                .lookup(key, |n| vary_value(n, req.header_all(n)))
+        });
         let (fwd, stale) = match found {
             Found::Hit(s) => {
                 let age = s.timing.age(now);
@@ -164,6 +173,11 @@ impl ProxyHandler {
                 format!("spate; fwd={fwd}; detail=only-if-cached"),
             ));
         }
+        let key = cache::key(
+            req.secure,
+            req.authority().unwrap_or_default(),
+            req.target(),
+        );
         let ask = Ask {
             store: cache.store.clone(),
             key,
@@ -194,19 +208,36 @@ impl ProxyHandler {
                 if let Role::Lead(leader) = cache.store.fill(&ask.key) {
                     crate::http::background::spawn(async move {
                         let resp = pending.await;
-                        let resp = revalidated(ask, s, resp);
+                        let resp = revalidated(ask, s, resp, None);
                         drain(resp.body).await;
                         drop(leader);
                     });
                 }
                 return Answer::Now(out);
             }
+            // Revalidations of a stale entry collapse as misses do: one goes to the
+            // backend, the others wait for its answer to freshen the entry.
+            if fwd == "stale" && with_ours {
+                let timeout = cache.lock_timeout;
+                return Answer::Later(match cache.store.fill(&ask.key) {
+                    Role::Follow(wait) => Box::pin(async move {
+                        let _ = tokio::time::timeout(timeout, wait).await;
+                        if let Some(out) = fresh_after_wait(&ask) {
+                            return out;
+                        }
+                        revalidated(ask, s, pending.await, None)
+                    }),
+                    Role::Lead(leader) => {
+                        Box::pin(async move { revalidated(ask, s, pending.await, Some(leader)) })
+                    }
+                });
+            }
             return Answer::Later(Box::pin(async move {
                 let resp = pending.await;
                 if with_ours {
-                    revalidated(ask, s, resp)
+                    revalidated(ask, s, resp, None)
                 } else {
-                    stale_on_error(ask, s, resp, fwd)
+                    stale_on_error(ask, s, resp, fwd, None)
                 }
             }));
         }
@@ -219,22 +250,8 @@ impl ProxyHandler {
                 let timeout = cache.lock_timeout;
                 Answer::Later(Box::pin(async move {
                     let _ = tokio::time::timeout(timeout, wait).await;
-                    let now = cache::now();
-                    let fields = &ask.fields;
-                    let found = ask
-                        .store
-                        .lookup(&ask.key, |n| vary_value(n, policy::fields(fields, n)));
-                    Counts::add(&ask.store.counts.collapsed, 1);
-                    if let Found::Hit(s) = found {
-                        let age = s.timing.age(now);
-                        if policy::usable(age, s.lifetime, &s.control, &ask.control) == Use::Fresh {
-                            return answer(
-                                &s,
-                                age,
-                                &ask.validators,
-                                Bytes::from_static(b"spate; hit; collapsed"),
-                            );
-                        }
+                    if let Some(out) = fresh_after_wait(&ask) {
+                        return out;
                     }
                     let resp = pending.await;
                     store_miss(ask, resp, None, fwd, true)
@@ -342,6 +359,28 @@ fn same_origin(v: &[u8], secure: bool, authority: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
+/// After waiting for another request's fetch of the key: the answer from the store when
+/// that left a fresh response there.
+fn fresh_after_wait(ask: &Ask) -> Option<Response> {
+    let fields = &ask.fields;
+    let found = ask
+        .store
+        .lookup(&ask.key, |n| vary_value(n, policy::fields(fields, n)));
+    Counts::add(&ask.store.counts.collapsed, 1);
+    let Found::Hit(s) = found else {
+        return None;
+    };
+    let age = s.timing.age(cache::now());
+    (policy::usable(age, s.lifetime, &s.control, &ask.control) == Use::Fresh).then(|| {
+        answer(
+            &s,
+            age,
+            &ask.validators,
+            Bytes::from_static(b"spate; hit; collapsed"),
+        )
+    })
+}
+
 /// Adds our validators for `s` to the request; false when it has none.
 fn add_validators(up: &mut UpstreamRequest, s: &Stored) -> bool {
     let mut added = false;
@@ -363,7 +402,7 @@ fn add_validators(up: &mut UpstreamRequest, s: &Stored) -> bool {
 fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
     let mut headers = crate::http::recycle::header_list(s.headers.len() + 2);
     headers.extend_from_slice(&s.headers);
-    headers.push((Bytes::from_static(b"Age"), Bytes::from(age.to_string())));
+    headers.push((Bytes::from_static(b"Age"), age_value(age)));
     headers.push((Bytes::from_static(CACHE_STATUS.as_bytes()), status));
     if v.not_modified(s) {
         return Response {
@@ -411,11 +450,26 @@ fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
     }
 }
 
+/// The `Age` field's value; 0 to 99 (most hits) without an allocation.
+fn age_value(age: u64) -> Bytes {
+    // "0" to "99", one after the other.
+    static SMALL: &[u8; 190] = b"0123456789101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+    match age {
+        0..=9 => Bytes::from_static(&SMALL[age as usize..age as usize + 1]),
+        10..=99 => {
+            let at = 10 + (age as usize - 10) * 2;
+            Bytes::from_static(&SMALL[at..at + 2])
+        }
+        _ => Bytes::from(age.to_string()),
+    }
+}
+
 /// The backend's answer to a revalidation of `s`: a 304 about it freshens the stored head
 /// and the stored response is answered; anything else is a new response, stored as a miss.
-fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
+/// `leader`: the fill others wait for, dropped once the store has the answer.
+fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response, leader: Option<Leader>) -> Response {
     if resp.status != 304 || !policy::validates(&s.headers, &resp.headers) {
-        return stale_on_error(ask, s, resp, "stale");
+        return stale_on_error(ask, s, resp, "stale", leader);
     }
     let response_time = cache::now();
     let mut headers = policy::freshen(&s.headers, &resp.headers);
@@ -444,13 +498,21 @@ fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response) -> Response {
     if !control.no_store {
         ask.store.insert(ask.key, fresh);
     }
+    // Those waiting find the fresh entry.
+    drop(leader);
     out
 }
 
 /// The backend's answer for a stale entry that is not a 304: a server error (or no answer,
 /// 502/504) within the entry's `stale-if-error` (RFC 5861) gives the stale entry; anything
 /// else is a new response, stored as a miss.
-fn stale_on_error(ask: Ask, s: Arc<Stored>, resp: Response, fwd: &str) -> Response {
+fn stale_on_error(
+    ask: Ask,
+    s: Arc<Stored>,
+    resp: Response,
+    fwd: &str,
+    leader: Option<Leader>,
+) -> Response {
     let age = s.timing.age(cache::now());
     if resp.status >= 500 && policy::stale_if_error(age, s.lifetime, &s.control) {
         return answer(
@@ -463,7 +525,7 @@ fn stale_on_error(ask: Ask, s: Arc<Stored>, resp: Response, fwd: &str) -> Respon
             )),
         );
     }
-    store_miss(ask, resp, None, fwd, false)
+    store_miss(ask, resp, leader, fwd, false)
 }
 
 /// Reads a body to its end (a background refresh's, so that it is stored).
@@ -552,3 +614,6 @@ fn store_miss(
     ));
     resp
 }
+
+#[cfg(test)]
+mod tests;
