@@ -47,9 +47,10 @@ pub(super) fn in_place_blocker(old: &Config, new: &Config) -> Option<String> {
     None
 }
 
-/// The same listen entry: a reload keeps its sockets.
+/// The same listen entry: a reload keeps its sockets (a socket file's mode may differ).
 fn same_address(a: &Listen, b: &Listen) -> bool {
-    a.addr == b.addr && a.kind == b.kind && a.unix == b.unix
+    let path = |l: &Listen| l.unix.as_ref().map(|u| u.path.clone());
+    a.addr == b.addr && a.kind == b.kind && path(a) == path(b)
 }
 
 /// What an accept loop of `a` was set up with is the same for `b`. Certificates may differ:
