@@ -28,6 +28,7 @@ pub mod pid_file;
 pub mod prepare;
 mod proxy_protocol;
 mod quic;
+mod reload;
 mod request_end;
 mod request_start;
 /// The PROXY header parser, public for its fuzz target only.
@@ -280,6 +281,9 @@ impl Server {
         if prepared.user != self.prepared.user || config.pid_file != self.config.pid_file {
             tracing::warn!("a reload does not change user or pid-file: they apply at the next start or binary upgrade");
         }
+        // Not built yet: every reload starts a new generation. Say whether it had to.
+        let generation_because = reload::in_place_blocker(&self.config, &config)
+            .unwrap_or_else(|| "in-place reload not built yet".into());
         let config = Arc::new(config);
         // Hosts the reload adds to ACME: their stored certificates, and a thread for them.
         crate::acme::start(&config);
@@ -297,7 +301,7 @@ impl Server {
                 // Sockets of removed listeners close once the old workers let go of them.
                 self.listeners = listeners;
                 tracing::info!(
-                    "reloaded {} in {} ms",
+                    "reloaded {} in {} ms (new worker generation: {generation_because})",
                     path.display(),
                     started.elapsed().as_millis()
                 );
