@@ -158,7 +158,7 @@ impl SharedTickets {
 
     /// Installs `entries` when they differ from the keys held.
     fn install(&self, mut entries: Vec<KeyEntry>) -> Result<(), String> {
-        entries.sort_by(|a, b| b.not_before.cmp(&a.not_before));
+        entries.sort_by_key(|k| std::cmp::Reverse(k.not_before));
         if entries == self.held_entries() {
             return Ok(());
         }
@@ -246,12 +246,11 @@ pub fn shared(store: &TicketStore, lifetime: Duration) -> Result<Arc<SharedTicke
     if let (TicketStore::File(path), Err(e)) = (store, &first) {
         return Err(format!("ticket-file {}: {e}", path.display()));
     }
-    updater.report(&first);
     updater.keep_encrypting(&tickets)?;
     let weak = Arc::downgrade(&tickets);
     std::thread::Builder::new()
         .name("ticket-keys".into())
-        .spawn(move || updater.run(weak))
+        .spawn(move || updater.run(first, weak))
         .map_err(|e| format!("cannot start the ticket key thread: {e}"))?;
     registry.push((store.clone(), lifetime, Arc::downgrade(&tickets)));
     Ok(tickets)
@@ -267,7 +266,11 @@ struct Updater {
 }
 
 impl Updater {
-    fn run(mut self, tickets: Weak<SharedTickets>) {
+    /// Reports the first round's `first` (made while the server was being prepared, before
+    /// its log was set up: hence the pause), then refreshes every `REFRESH`.
+    fn run(mut self, first: Result<usize, String>, tickets: Weak<SharedTickets>) {
+        std::thread::sleep(Duration::from_secs(1));
+        self.report(&first);
         loop {
             std::thread::sleep(REFRESH);
             let Some(t) = tickets.upgrade() else {
@@ -367,10 +370,14 @@ impl Updater {
                     let text = std::str::from_utf8(value).map_err(|_| "item is not text")?;
                     parse_keys(text)?
                 }
-                None => Vec::new(),
+                // A new or restarted memcached: seed it with the keys held, so sessions made
+                // before the restart still resume.
+                None => t.held_entries(),
             };
-            keys.sort_by(|a, b| b.not_before.cmp(&a.not_before));
-            if roll(&mut keys, now, self.lifetime)? {
+            keys.sort_by_key(|k| std::cmp::Reverse(k.not_before));
+            // A missing item is written even when the keys held need no roll-over, so that
+            // instances joining later read them.
+            if roll(&mut keys, now, self.lifetime)? || current.is_none() {
                 let value = serialize_keys(&keys);
                 // The item outlives its newest key by a margin; each roll-over renews it.
                 let expires = u32::try_from(self.lifetime * 2).unwrap_or(u32::MAX);
