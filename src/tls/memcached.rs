@@ -153,3 +153,67 @@ fn clip(s: &str) -> &str {
         None => s,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::time::Instant;
+
+    /// A server on 127.0.0.1 that reads one command and answers `answer` (or nothing).
+    fn server(answer: &'static [u8]) -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            if let Ok((mut s, _)) = l.accept() {
+                let mut buf = [0; 512];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(answer);
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        });
+        port
+    }
+
+    fn client(port: u16) -> Memcached {
+        Memcached::connect("127.0.0.1", port, Duration::from_millis(300)).expect("connect")
+    }
+
+    #[test]
+    fn answers_good_and_bad() {
+        let p = server(b"VALUE k 0 5 42\r\nhello\r\nEND\r\n");
+        assert_eq!(client(p).gets("k"), Ok(Some((b"hello".to_vec(), 42))));
+        assert_eq!(client(server(b"END\r\n")).gets("k"), Ok(None));
+        assert_eq!(
+            client(server(b"NOT_STORED\r\n")).add("k", b"v", 10),
+            Ok(Stored::Lost)
+        );
+        assert_eq!(
+            client(server(b"STORED\r\n")).cas("k", b"v", 10, 7),
+            Ok(Stored::Yes)
+        );
+        // Garbage, a lying length, an item too large, a bad key: errors, no panic.
+        for answer in [
+            &b"HELLO\r\n"[..],
+            b"VALUE k 0 9 1\r\nhello\r\nEND\r\n",
+            b"VALUE k 0 99999999 1\r\n",
+            b"VALUE other 0 5 1\r\nhello\r\nEND\r\n",
+        ] {
+            let leaked: &'static [u8] = Vec::leak(answer.to_vec());
+            assert!(client(server(leaked)).gets("k").is_err(), "{answer:?}");
+        }
+        assert!(client(server(b"")).gets("a key").is_err());
+    }
+
+    #[test]
+    fn a_silent_server_times_out() {
+        let start = Instant::now();
+        let e = client(server(b"")).gets("k");
+        assert!(e.is_err(), "{e:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}
