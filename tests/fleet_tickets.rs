@@ -247,3 +247,92 @@ fn a_shared_key_file_in_h2o_format_resumes_across_instances() {
         "{text}"
     );
 }
+
+/// The first line of the ticket's hex dump in `openssl sess_id -text` of a saved session: its
+/// first 16 bytes are the name of the key that made it.
+fn ticket_key_name(sess: &Path) -> String {
+    let out = Command::new("openssl")
+        .args(["sess_id", "-noout", "-text", "-in"])
+        .arg(sess)
+        .output()
+        .expect("openssl sess_id");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let dump = text
+        .split("TLS session ticket:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no ticket in {text}"));
+    let line = dump
+        .lines()
+        .find(|l| l.trim_start().starts_with("0000 - "))
+        .unwrap_or_else(|| panic!("no dump in {text}"));
+    line.trim_start()["0000 - ".len()..]
+        .chars()
+        .take(47)
+        .filter(char::is_ascii_hexdigit)
+        .collect()
+}
+
+/// The anchor: h2o (Debian's) and spate on one memcached share one key list, so both name the
+/// same key in their tickets. (The tickets themselves do not cross: each carries its TLS
+/// library's own session encoding.)
+#[test]
+fn h2o_and_spate_use_the_same_keys_from_memcached() {
+    if !tools() || !need("h2o") {
+        return;
+    }
+    let certs = tempfile::tempdir().expect("tempdir");
+    cert(certs.path(), "a", "a.example", false);
+    let m = Memcached::start();
+    let [h2o_port] = free_ports::<1>();
+    let d = certs.path().display();
+    let h2o_conf = certs.path().join("h2o.yaml");
+    std::fs::write(
+        &h2o_conf,
+        format!(
+            "ssl-session-resumption:
+  mode: ticket
+  ticket-store: memcached
+  memcached: {{host: 127.0.0.1, port: {}}}
+listen:
+  host: 127.0.0.1
+  port: {h2o_port}
+  ssl: {{certificate-file: {d}/a.crt, key-file: {d}/a.key}}
+hosts:
+  default:
+    paths:
+      /: {{file.dir: {d}}}
+",
+            m.port
+        ),
+    )
+    .expect("write h2o.yaml");
+    let mut h2o = Command::new("h2o")
+        .arg("-c")
+        .arg(&h2o_conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run h2o");
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", h2o_port)).is_err() {
+        assert!(Instant::now() < end, "h2o did not listen on {h2o_port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let store = format!(
+        "  ticket-store: memcached\n  memcached: {{host: 127.0.0.1, port: {}}}",
+        m.port
+    );
+    let s = instance(certs.path(), &store);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut names = Vec::new();
+    for port in [h2o_port, s.addr.port()] {
+        let sess = dir.path().join(format!("{port}.pem"));
+        let sess_arg = sess.display().to_string();
+        s_client(port, &["-tls1_2", "-sess_out", &sess_arg], "");
+        names.push(ticket_key_name(&sess));
+    }
+    let _ = h2o.kill();
+    let _ = h2o.wait();
+    assert_eq!(names[0].len(), 32, "{names:?}");
+    assert_eq!(names[0], names[1]);
+}
