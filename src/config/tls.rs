@@ -9,6 +9,7 @@ use super::value::{show, Ctx};
 use super::yaml::Node;
 use super::{Location, PathAt};
 use rustls::{CipherSuite, NamedGroup};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// One TLS listener: its certificates (one per host that listens on it with its own `ssl`)
@@ -90,6 +91,27 @@ pub struct SessionResumption {
     pub lifetime: Duration,
     /// `cache-size` (spate): sessions kept in the cache (default 20480).
     pub cache_size: usize,
+    /// `ticket-store`: where the ticket keys come from (default internal).
+    pub ticket_store: TicketStore,
+}
+
+/// `ssl-session-resumption.ticket-store`: who makes the session ticket keys.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum TicketStore {
+    /// Random keys of this process, rotated every `lifetime`.
+    #[default]
+    Internal,
+    /// `ticket-file`: keys in h2o's YAML format, written by an operator's script and re-read
+    /// every minute; shared by every instance that reads the same file.
+    File(PathBuf),
+    /// Keys kept in memcached (`memcached: {host, port}`) under one item
+    /// (`ticket-memcached-key`, default `h2o:ssl-session-key`) that every instance reads and
+    /// rolls over.
+    Memcached {
+        host: String,
+        port: u16,
+        key: String,
+    },
 }
 
 impl Default for SessionResumption {
@@ -99,6 +121,7 @@ impl Default for SessionResumption {
             cache: true,
             lifetime: Duration::from_secs(3600),
             cache_size: 20_480,
+            ticket_store: TicketStore::Internal,
         }
     }
 }
@@ -362,6 +385,7 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
     ];
     let before = ctx.errors.len();
     let mut r = SessionResumption::default();
+    let (mut store, mut ticket_file, mut memcached_key, mut memcached) = (None, None, None, None);
     for (key, val) in ctx.known_keys(NAME, entries, &allowed) {
         let name = format!("{NAME}.{key}");
         match key {
@@ -378,15 +402,44 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
                     ),
                 ),
             },
-            // Only the in-process stores exist; sessions are shared by all workers.
-            "cache-store" | "ticket-store" => match val.as_str() {
+            // The session cache is in-process only; sessions are shared by all workers.
+            "cache-store" => match val.as_str() {
                 Some("internal") => {}
                 _ => ctx.error(
                     val.line,
                     format!(
-                        "{name}: only internal is supported (not memcached, redis or file), got {}",
+                        "{name}: only internal is supported (not memcached or redis), got {}",
                         show(val)
                     ),
+                ),
+            },
+            "ticket-store" => match val.as_str() {
+                Some("internal") => store = Some(("internal", val.line)),
+                Some("file") => store = Some(("file", val.line)),
+                Some("memcached") => store = Some(("memcached", val.line)),
+                _ => ctx.error(
+                    val.line,
+                    format!(
+                        "{name} expects internal, file or memcached (redis is not supported yet), got {}",
+                        show(val)
+                    ),
+                ),
+            },
+            "ticket-file" => ticket_file = ctx.path(&name, val),
+            "ticket-memcached-key" => memcached_key = ctx.string(&name, val),
+            "memcached" => memcached = memcached_server(ctx, &name, val),
+            "ticket-cipher" => match val.as_str() {
+                Some("aes-256-cbc") => {}
+                _ => ctx.error(
+                    val.line,
+                    format!("{name}: only aes-256-cbc is supported, got {}", show(val)),
+                ),
+            },
+            "ticket-hash" => match val.as_str() {
+                Some("sha256") => {}
+                _ => ctx.error(
+                    val.line,
+                    format!("{name}: only sha256 is supported, got {}", show(val)),
                 ),
             },
             "lifetime" => match ctx.uint(&name, val, 1) {
@@ -402,7 +455,66 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
             other => ctx.error(val.line, format!("{NAME}.{other} is not supported yet")),
         }
     }
+    match store {
+        Some(("file", line)) => match ticket_file {
+            Some(path) => r.ticket_store = TicketStore::File(path),
+            None => ctx.error(
+                line,
+                format!("{NAME}: ticket-store: file needs ticket-file (the path of the keys)"),
+            ),
+        },
+        Some(("memcached", line)) => match memcached {
+            Some((host, port)) => {
+                r.ticket_store = TicketStore::Memcached {
+                    host,
+                    port,
+                    key: memcached_key.unwrap_or_else(|| "h2o:ssl-session-key".to_owned()),
+                }
+            }
+            None => ctx.error(
+                line,
+                format!(
+                    "{NAME}: ticket-store: memcached needs memcached: {{host: ..., port: ...}}"
+                ),
+            ),
+        },
+        _ => {}
+    }
     (ctx.errors.len() == before).then_some(r)
+}
+
+/// `ssl-session-resumption.memcached`: `{host, port}` (port 11211 by default, as in h2o).
+fn memcached_server(ctx: &mut Ctx, name: &str, v: &Node) -> Option<(String, u16)> {
+    let entries = ctx.map(name, v)?;
+    let (mut host, mut port) = (None, 11211);
+    for (key, val) in ctx.known_keys(
+        name,
+        entries,
+        &["host", "port", "protocol", "num-threads", "prefix"],
+    ) {
+        let sub = format!("{name}.{key}");
+        match key {
+            "host" => host = ctx.string(&sub, val),
+            "port" => port = ctx.int(&sub, val, 1)?,
+            // The text protocol is what spate speaks; memcached answers both.
+            "protocol" => match val.as_str().map(str::to_ascii_uppercase).as_deref() {
+                Some("ASCII" | "BINARY") => {}
+                _ => ctx.error(
+                    val.line,
+                    format!("{sub} expects ASCII or BINARY, got {}", show(val)),
+                ),
+            },
+            // The ticket keys need one connection; these size h2o's session cache.
+            _ => {}
+        }
+    }
+    match host {
+        Some(h) => Some((h, port)),
+        None => {
+            ctx.error(v.line, format!("{name}: host is required"));
+            None
+        }
+    }
 }
 
 /// The `certificate-file` and `key-file` of one identity, with the lines they were given on.
@@ -865,12 +977,52 @@ hosts:
         assert!(r.tickets && !r.cache);
         assert_eq!(r.lifetime, Duration::from_secs(600));
         let e = c.errors(&format!(
-            "ssl-session-resumption: {{mode: sometimes, cache-store: memcached, ticket-file: x}}\n{}",
+            "ssl-session-resumption: {{mode: sometimes, cache-store: memcached, ticket-store: redis}}\n{}",
             one_listener(A)
         ));
         assert_eq!(e.len(), 3, "{e:?}");
         assert!(e[0].contains("ssl-session-resumption.mode expects all, ticket, cache or off"));
         assert!(e[1].contains("only internal is supported"));
-        assert!(e[2].contains("ssl-session-resumption.ticket-file is not supported yet"));
+        assert!(e[2].contains("ticket-store expects internal, file or memcached"));
+    }
+
+    #[test]
+    fn shared_ticket_stores() {
+        let c = Certs::new();
+        let conf = c.ok(&format!(
+            "ssl-session-resumption:\n  mode: ticket\n  ticket-store: memcached\n  memcached: {{host: 127.0.0.1, port: 11222}}\n{}",
+            one_listener(A)
+        ));
+        assert_eq!(
+            conf.session_resumption.ticket_store,
+            TicketStore::Memcached {
+                host: "127.0.0.1".into(),
+                port: 11222,
+                key: "h2o:ssl-session-key".into()
+            }
+        );
+        let conf = c.ok(&format!(
+            "ssl-session-resumption:\n  ticket-store: file\n  ticket-file: /etc/keys.yaml\n{}",
+            one_listener(A)
+        ));
+        assert_eq!(
+            conf.session_resumption.ticket_store,
+            TicketStore::File(PathBuf::from("/etc/keys.yaml"))
+        );
+        let e = c.errors(&format!(
+            "ssl-session-resumption:\n  ticket-store: memcached\n  ticket-cipher: aes-128-cbc\n{}",
+            one_listener(A)
+        ));
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(
+            e[0].contains(":3: ssl-session-resumption.ticket-cipher: only aes-256-cbc"),
+            "{}",
+            e[0]
+        );
+        assert!(
+            e[1].contains(":2: ssl-session-resumption: ticket-store: memcached needs memcached:"),
+            "{}",
+            e[1]
+        );
     }
 }

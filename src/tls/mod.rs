@@ -13,7 +13,9 @@ pub mod client;
 mod hkdf;
 mod keys;
 pub mod managed;
+mod memcached;
 mod resolver;
+mod shared_tickets;
 mod suites;
 #[cfg(test)]
 pub(crate) mod testcert;
@@ -22,7 +24,7 @@ mod tickets;
 pub use keys::Keys;
 pub use resolver::SniResolver;
 
-use crate::config::{SessionResumption, TlsConf, TlsVersion};
+use crate::config::{SessionResumption, TicketStore, TlsConf, TlsVersion};
 use rustls::crypto::{aws_lc_rs, CryptoProvider};
 use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache};
 use rustls::ServerConfig;
@@ -87,7 +89,10 @@ pub fn server_config(
         config.session_storage = Arc::new(NoServerSessionStorage {});
     }
     if resumption.tickets {
-        config.ticketer = tickets::Rotating::new(resumption.lifetime)?;
+        config.ticketer = match &resumption.ticket_store {
+            TicketStore::Internal => tickets::Rotating::new(resumption.lifetime)?,
+            store => shared_tickets::shared(store, resumption.lifetime)?,
+        };
     }
     // TLS 1.3 resumes only through tickets (stateless, or a cache key in stateful mode).
     if !resumption.tickets && !resumption.cache {

@@ -1,0 +1,607 @@
+//! Session ticket keys shared by a fleet: every instance encrypts with the newest live key and
+//! decrypts with any live key, so a client resumes on whichever instance the balancer picks.
+//!
+//! The keys come from h2o's stores (`ticket-store: file` or `memcached`) in h2o's key format
+//! (a YAML list of `name`, `cipher`, `hash`, `key`, `not_before`, `not_after`), and a ticket is
+//! the RFC 5077 construction h2o's OpenSSL uses: key name (16) ‖ IV (16) ‖ AES-256-CBC ‖
+//! HMAC-SHA256 over all before it. The key files and memcached items are interchangeable with
+//! h2o's; the tickets are not, as what they carry is rustls' session encoding, not OpenSSL's.
+//!
+//! A background thread refreshes the keys; a handshake only takes a read lock. When the store
+//! is down, the keys held carry on (one log line per state change); when every held key has
+//! expired, a local key keeps tickets working on this instance alone.
+
+use super::memcached::{Memcached, Stored};
+use crate::config::TicketStore;
+use aws_lc_rs::cipher::{
+    DecryptionContext, EncryptionContext, PaddedBlockDecryptingKey, PaddedBlockEncryptingKey,
+    UnboundCipherKey, AES_256,
+};
+use aws_lc_rs::hmac;
+use aws_lc_rs::iv::FixedLength;
+use rustls::server::ProducesTickets;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const NAME_LEN: usize = 16;
+const IV_LEN: usize = 16;
+const AES_KEY_LEN: usize = 32;
+/// h2o stores an HMAC key of the hash's block size (64 bytes for SHA-256).
+const HMAC_KEY_LEN: usize = 64;
+const TAG_LEN: usize = 32;
+/// How often the store is read again.
+const REFRESH: Duration = Duration::from_secs(10);
+/// Bound on each memcached step (connect, send, answer).
+const STORE_TIMEOUT: Duration = Duration::from_secs(1);
+/// A new key is announced this long before it starts encrypting, so every instance has read
+/// it by then (h2o's figure).
+const LEAD_SECS: u64 = 60;
+
+/// One ticket key as h2o stores it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyEntry {
+    pub name: [u8; NAME_LEN],
+    pub secret: [u8; AES_KEY_LEN + HMAC_KEY_LEN],
+    pub not_before: u64,
+    pub not_after: u64,
+}
+
+impl std::fmt::Debug for KeyEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "KeyEntry({}, {}..={})",
+            hex(&self.name),
+            self.not_before,
+            self.not_after
+        )
+    }
+}
+
+impl KeyEntry {
+    /// A random key valid from `not_before` for five quarters of `lifetime`.
+    fn generate(not_before: u64, lifetime: u64) -> Result<KeyEntry, String> {
+        let mut k = KeyEntry {
+            name: [0; NAME_LEN],
+            secret: [0; AES_KEY_LEN + HMAC_KEY_LEN],
+            not_before,
+            not_after: not_before + lifetime + lifetime / 4,
+        };
+        aws_lc_rs::rand::fill(&mut k.name).map_err(|_| "no randomness for a ticket key")?;
+        aws_lc_rs::rand::fill(&mut k.secret).map_err(|_| "no randomness for a ticket key")?;
+        Ok(k)
+    }
+}
+
+/// A key ready for use: the cipher and MAC keys built once.
+struct ReadyKey {
+    entry: KeyEntry,
+    encrypt: PaddedBlockEncryptingKey,
+    decrypt: PaddedBlockDecryptingKey,
+    mac: hmac::Key,
+}
+
+impl ReadyKey {
+    fn new(entry: KeyEntry) -> Result<ReadyKey, String> {
+        let (aes, mac) = entry.secret.split_at(AES_KEY_LEN);
+        let cipher = |what| {
+            UnboundCipherKey::new(&AES_256, aes).map_err(|_| format!("bad AES key ({what})"))
+        };
+        Ok(ReadyKey {
+            encrypt: PaddedBlockEncryptingKey::cbc_pkcs7(cipher("encrypt")?)
+                .map_err(|_| "AES-256-CBC unavailable")?,
+            decrypt: PaddedBlockDecryptingKey::cbc_pkcs7(cipher("decrypt")?)
+                .map_err(|_| "AES-256-CBC unavailable")?,
+            mac: hmac::Key::new(hmac::HMAC_SHA256, mac),
+            entry,
+        })
+    }
+
+    fn seal(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        let mut iv = [0; IV_LEN];
+        aws_lc_rs::rand::fill(&mut iv).ok()?;
+        let mut body = plain.to_vec();
+        self.encrypt
+            .less_safe_encrypt(&mut body, EncryptionContext::Iv128(FixedLength::from(iv)))
+            .ok()?;
+        let mut out = Vec::with_capacity(NAME_LEN + IV_LEN + body.len() + TAG_LEN);
+        out.extend_from_slice(&self.entry.name);
+        out.extend_from_slice(&iv);
+        out.extend_from_slice(&body);
+        let tag = hmac::sign(&self.mac, &out);
+        out.extend_from_slice(tag.as_ref());
+        Some(out)
+    }
+
+    fn open(&self, ticket: &[u8]) -> Option<Vec<u8>> {
+        let (signed, tag) = ticket.split_at(ticket.len() - TAG_LEN);
+        hmac::verify(&self.mac, signed, tag).ok()?;
+        let iv: [u8; IV_LEN] = signed.get(NAME_LEN..NAME_LEN + IV_LEN)?.try_into().ok()?;
+        let mut body = signed.get(NAME_LEN + IV_LEN..)?.to_vec();
+        let plain = self
+            .decrypt
+            .decrypt(&mut body, DecryptionContext::Iv128(FixedLength::from(iv)))
+            .ok()?
+            .len();
+        body.truncate(plain);
+        Some(body)
+    }
+}
+
+/// The `ProducesTickets` of a shared store.
+pub struct SharedTickets {
+    lifetime: Duration,
+    /// Newest `not_before` first.
+    keys: RwLock<Arc<Vec<ReadyKey>>>,
+}
+
+impl std::fmt::Debug for SharedTickets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedTickets")
+            .field("lifetime", &self.lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedTickets {
+    fn held(&self) -> Arc<Vec<ReadyKey>> {
+        match self.keys.read() {
+            Ok(k) => k.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn held_entries(&self) -> Vec<KeyEntry> {
+        self.held().iter().map(|k| k.entry.clone()).collect()
+    }
+
+    /// Installs `entries` when they differ from the keys held.
+    fn install(&self, mut entries: Vec<KeyEntry>) -> Result<(), String> {
+        entries.sort_by_key(|k| std::cmp::Reverse(k.not_before));
+        if entries == self.held_entries() {
+            return Ok(());
+        }
+        let ready = entries
+            .into_iter()
+            .map(ReadyKey::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        let ready = Arc::new(ready);
+        match self.keys.write() {
+            Ok(mut k) => *k = ready,
+            Err(p) => *p.into_inner() = ready,
+        }
+        Ok(())
+    }
+
+    fn encrypt_at(&self, plain: &[u8], now: u64) -> Option<Vec<u8>> {
+        let keys = self.held();
+        let key = keys
+            .iter()
+            .find(|k| k.entry.not_before <= now && now <= k.entry.not_after)?;
+        key.seal(plain)
+    }
+
+    fn decrypt_at(&self, ticket: &[u8], now: u64) -> Option<Vec<u8>> {
+        if ticket.len() < NAME_LEN + IV_LEN + 16 + TAG_LEN {
+            return None;
+        }
+        let keys = self.held();
+        let key = keys
+            .iter()
+            .find(|k| k.entry.name[..] == ticket[..NAME_LEN] && now <= k.entry.not_after)?;
+        key.open(ticket)
+    }
+}
+
+impl ProducesTickets for SharedTickets {
+    fn enabled(&self) -> bool {
+        true
+    }
+
+    fn lifetime(&self) -> u32 {
+        u32::try_from(self.lifetime.as_secs()).unwrap_or(u32::MAX)
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.encrypt_at(plain, unix_now())
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        self.decrypt_at(cipher, unix_now())
+    }
+}
+
+type Registry = Vec<(TicketStore, Duration, Weak<SharedTickets>)>;
+
+/// Every listener of the process uses one `SharedTickets` (and one updater thread) per store.
+static REGISTRY: Mutex<Registry> = Mutex::new(Vec::new());
+
+/// The shared ticket keys of `store`, read once now (a file that cannot be read is an error;
+/// an unreachable memcached is logged and retried in the background).
+pub fn shared(store: &TicketStore, lifetime: Duration) -> Result<Arc<SharedTickets>, String> {
+    let mut registry = match REGISTRY.lock() {
+        Ok(r) => r,
+        Err(p) => p.into_inner(),
+    };
+    registry.retain(|(_, _, w)| w.strong_count() > 0);
+    if let Some(t) = registry
+        .iter()
+        .find(|(s, l, _)| s == store && *l == lifetime)
+        .and_then(|(_, _, w)| w.upgrade())
+    {
+        return Ok(t);
+    }
+    let tickets = Arc::new(SharedTickets {
+        lifetime,
+        keys: RwLock::new(Arc::new(Vec::new())),
+    });
+    let mut updater = Updater {
+        store: store.clone(),
+        lifetime: lifetime.as_secs().max(4),
+        conn: None,
+        failing: None,
+    };
+    let first = updater.refresh(&tickets);
+    if let (TicketStore::File(path), Err(e)) = (store, &first) {
+        return Err(format!("ticket-file {}: {e}", path.display()));
+    }
+    updater.keep_encrypting(&tickets)?;
+    let weak = Arc::downgrade(&tickets);
+    std::thread::Builder::new()
+        .name("ticket-keys".into())
+        .spawn(move || updater.run(first, weak))
+        .map_err(|e| format!("cannot start the ticket key thread: {e}"))?;
+    registry.push((store.clone(), lifetime, Arc::downgrade(&tickets)));
+    Ok(tickets)
+}
+
+/// The background side: reads (and for memcached, rolls over) the keys.
+struct Updater {
+    store: TicketStore,
+    lifetime: u64,
+    conn: Option<Memcached>,
+    /// The last error, while the store fails (for one log line per state change).
+    failing: Option<String>,
+}
+
+impl Updater {
+    /// Reports the first round's `first` (made while the server was being prepared, before
+    /// its log was set up: hence the pause), then refreshes every `REFRESH`.
+    fn run(mut self, first: Result<usize, String>, tickets: Weak<SharedTickets>) {
+        std::thread::sleep(Duration::from_secs(1));
+        self.report(&first);
+        loop {
+            std::thread::sleep(REFRESH);
+            let Some(t) = tickets.upgrade() else {
+                return;
+            };
+            let r = self.refresh(&t);
+            self.report(&r);
+            if let Err(e) = self.keep_encrypting(&t) {
+                tracing::warn!("session ticket keys: {e}");
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match &self.store {
+            TicketStore::File(p) => format!("ticket-file {}", p.display()),
+            TicketStore::Memcached { host, port, .. } => format!("memcached {host}:{port}"),
+            TicketStore::Internal => "internal".into(),
+        }
+    }
+
+    fn report(&mut self, r: &Result<usize, String>) {
+        match r {
+            Ok(n) => {
+                if self.failing.take().is_some() {
+                    tracing::info!(
+                        "session ticket keys: {} is back ({n} keys)",
+                        self.describe()
+                    );
+                }
+            }
+            Err(e) => {
+                if self.failing.is_none() {
+                    tracing::warn!(
+                        "session ticket keys: {} failed, keeping the keys held: {e}",
+                        self.describe()
+                    );
+                }
+                self.failing = Some(e.clone());
+            }
+        }
+    }
+
+    /// When no held key may encrypt now (store down for longer than the keys live), adds a
+    /// local one so tickets still work on this instance.
+    fn keep_encrypting(&self, t: &SharedTickets) -> Result<(), String> {
+        let now = unix_now();
+        let mut entries = t.held_entries();
+        if roll(&mut entries, now, self.lifetime)? {
+            t.install(entries)?;
+        }
+        Ok(())
+    }
+
+    /// One round: the number of keys now held, or why the store failed.
+    fn refresh(&mut self, t: &SharedTickets) -> Result<usize, String> {
+        match self.store.clone() {
+            TicketStore::Internal => Ok(t.held().len()),
+            TicketStore::File(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+                let now = unix_now();
+                let mut keys = parse_keys(&text)?;
+                keys.retain(|k| now <= k.not_after);
+                let n = keys.len();
+                t.install(keys)?;
+                Ok(n)
+            }
+            TicketStore::Memcached { host, port, key } => {
+                let r = self.memcached_round(t, &host, port, &key);
+                if r.is_err() {
+                    self.conn = None;
+                }
+                r
+            }
+        }
+    }
+
+    fn memcached_round(
+        &mut self,
+        t: &SharedTickets,
+        host: &str,
+        port: u16,
+        item: &str,
+    ) -> Result<usize, String> {
+        let conn = match &mut self.conn {
+            Some(c) => c,
+            None => self
+                .conn
+                .insert(Memcached::connect(host, port, STORE_TIMEOUT)?),
+        };
+        // Another instance may store between our read and our write: read again then.
+        for _ in 0..4 {
+            let now = unix_now();
+            let current = conn.gets(item)?;
+            let mut keys = match &current {
+                Some((value, _)) => {
+                    let text = std::str::from_utf8(value).map_err(|_| "item is not text")?;
+                    parse_keys(text)?
+                }
+                // A new or restarted memcached: seed it with the keys held, so sessions made
+                // before the restart still resume.
+                None => t.held_entries(),
+            };
+            keys.sort_by_key(|k| std::cmp::Reverse(k.not_before));
+            // A missing item is written even when the keys held need no roll-over, so that
+            // instances joining later read them.
+            if roll(&mut keys, now, self.lifetime)? || current.is_none() {
+                let value = serialize_keys(&keys);
+                // The item outlives its newest key by a margin; each roll-over renews it.
+                let expires = u32::try_from(self.lifetime * 2).unwrap_or(u32::MAX);
+                let stored = match current {
+                    None => conn.add(item, value.as_bytes(), expires)?,
+                    Some((_, cas)) => conn.cas(item, value.as_bytes(), expires, cas)?,
+                };
+                if stored == Stored::Lost {
+                    continue;
+                }
+            }
+            let n = keys.len();
+            t.install(keys)?;
+            return Ok(n);
+        }
+        Err("the item kept changing under us".into())
+    }
+}
+
+/// h2o's roll-over: drops expired keys, and adds a key when none may encrypt now (usable at
+/// once) or the newest is older than a quarter of the lifetime (usable after `LEAD_SECS`).
+/// Returns whether `keys` (newest first) changed.
+fn roll(keys: &mut Vec<KeyEntry>, now: u64, lifetime: u64) -> Result<bool, String> {
+    let before = keys.len();
+    keys.retain(|k| now <= k.not_after);
+    let mut altered = keys.len() != before;
+    let can_encrypt = keys
+        .iter()
+        .any(|k| k.not_before <= now && now <= k.not_after);
+    let newest_start = keys.first().map_or(0, |k| k.not_before);
+    if !can_encrypt || newest_start + lifetime / 4 < now {
+        let not_before = if can_encrypt { now + LEAD_SECS } else { now };
+        let mut k = KeyEntry::generate(not_before, lifetime)?;
+        // Distinct first bytes, as h2o keeps them (QUIC uses one byte as the key id).
+        while keys.iter().any(|o| o.name[0] == k.name[0]) {
+            k.name[0] = k.name[0].wrapping_add(1);
+        }
+        keys.insert(0, k);
+        altered = true;
+    }
+    Ok(altered)
+}
+
+/// h2o's key list: a YAML sequence of flat mappings, as h2o writes it (block style, one
+/// `key: value` a line). Other YAML layouts are refused with the line that did not fit.
+pub fn parse_keys(text: &str) -> Result<Vec<KeyEntry>, String> {
+    let mut maps: Vec<(usize, Vec<(String, String)>)> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split(" #").next().unwrap_or("").trim_end();
+        let t = line.trim_start();
+        if t.is_empty() || t.starts_with('#') || t == "---" || t == "..." {
+            continue;
+        }
+        let rest = match t.strip_prefix('-') {
+            Some(r) if r.is_empty() || r.starts_with(' ') => {
+                maps.push((i + 1, Vec::new()));
+                r.trim()
+            }
+            _ => t,
+        };
+        if rest.is_empty() {
+            continue;
+        }
+        let (Some((_, map)), Some((k, v))) = (maps.last_mut(), rest.split_once(':')) else {
+            return Err(format!(
+                "line {}: expected a list of keys (- name: ...)",
+                i + 1
+            ));
+        };
+        let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+        map.push((k.trim().to_owned(), v.to_owned()));
+    }
+    maps.into_iter()
+        .map(|(line, m)| entry(&m).map_err(|e| format!("the key at line {line}: {e}")))
+        .collect()
+}
+
+fn entry(m: &[(String, String)]) -> Result<KeyEntry, String> {
+    let get = |name: &str| {
+        m.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .ok_or(format!("`{name}` is missing"))
+    };
+    let name: [u8; NAME_LEN] = unhex(get("name")?)
+        .and_then(|v| v.try_into().ok())
+        .ok_or("`name` must be 32 hex digits")?;
+    let cipher = get("cipher")?;
+    if !cipher.eq_ignore_ascii_case("aes-256-cbc") {
+        return Err(format!("cipher {cipher} is not supported (aes-256-cbc is)"));
+    }
+    let hash = get("hash")?;
+    if !hash.eq_ignore_ascii_case("sha256") {
+        return Err(format!("hash {hash} is not supported (sha256 is)"));
+    }
+    let secret: [u8; AES_KEY_LEN + HMAC_KEY_LEN] = unhex(get("key")?)
+        .and_then(|v| v.try_into().ok())
+        .ok_or("`key` must be 192 hex digits (AES-256 key and 64-byte HMAC key)")?;
+    let number = |n: &str| {
+        get(n)?
+            .parse::<u64>()
+            .map_err(|_| format!("`{n}` is not a number"))
+    };
+    let (not_before, not_after) = (number("not_before")?, number("not_after")?);
+    if not_after < not_before {
+        return Err("`not_after` is before `not_before`".into());
+    }
+    Ok(KeyEntry {
+        name,
+        secret,
+        not_before,
+        not_after,
+    })
+}
+
+/// h2o's key list text, newest first.
+pub fn serialize_keys(keys: &[KeyEntry]) -> String {
+    let mut out = String::new();
+    for k in keys {
+        let _ = write!(
+            out,
+            "- name: {}\n  cipher: aes-256-cbc\n  hash: sha256\n  key: {}\n  not_before: {}\n  not_after: {}\n",
+            hex(&k.name),
+            hex(&k.secret),
+            k.not_before,
+            k.not_after
+        );
+    }
+    out
+}
+
+fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tickets(entries: Vec<KeyEntry>) -> SharedTickets {
+        let t = SharedTickets {
+            lifetime: Duration::from_secs(3600),
+            keys: RwLock::new(Arc::new(Vec::new())),
+        };
+        t.install(entries).expect("install");
+        t
+    }
+
+    #[test]
+    fn encrypts_with_newest_live_key_decrypts_with_any() {
+        let old = KeyEntry::generate(1000, 3600).expect("key");
+        let new = KeyEntry::generate(2000, 3600).expect("key");
+        let a = tickets(vec![old.clone()]);
+        let b = tickets(vec![old.clone(), new.clone()]);
+        // Before `new` starts, both use `old`: each opens the other's tickets.
+        let t = a.encrypt_at(b"session", 1500).expect("ticket");
+        assert_eq!(&t[..16], &old.name);
+        assert_eq!(b.decrypt_at(&t, 1500).as_deref(), Some(&b"session"[..]));
+        // Once `new` is live, b encrypts with it; a cannot open those until it reads `new`.
+        let t2 = b.encrypt_at(b"session", 2500).expect("ticket");
+        assert_eq!(&t2[..16], &new.name);
+        assert_eq!(a.decrypt_at(&t2, 2500), None);
+        assert_eq!(b.decrypt_at(&t, 2500).as_deref(), Some(&b"session"[..]));
+        // Past its `not_after`, a key opens nothing.
+        assert_eq!(b.decrypt_at(&t, old.not_after + 1), None);
+        // Tampering fails the MAC.
+        let mut bad = t2.clone();
+        let last = bad.len() - 40;
+        bad[last] ^= 1;
+        assert_eq!(b.decrypt_at(&bad, 2500), None);
+        assert_eq!(b.decrypt_at(&t2[..20], 2500), None);
+    }
+
+    #[test]
+    fn h2o_key_file_round_trips() {
+        let keys = vec![
+            KeyEntry::generate(2000, 3600).expect("key"),
+            KeyEntry::generate(1000, 3600).expect("key"),
+        ];
+        let text = serialize_keys(&keys);
+        assert!(text.starts_with("- name: "));
+        assert!(text.contains("\n  cipher: aes-256-cbc\n  hash: sha256\n  key: "));
+        assert_eq!(parse_keys(&text).expect("parse"), keys);
+        let e = parse_keys("- name: 00\n  cipher: aes-256-cbc\n").expect_err("bad");
+        assert!(e.contains("line 1: `name` must be 32 hex digits"), "{e}");
+        let e = parse_keys("name: x\n").expect_err("bad");
+        assert!(e.contains("line 1: expected a list"), "{e}");
+    }
+
+    #[test]
+    fn roll_over_every_quarter_lifetime() {
+        let mut keys = Vec::new();
+        assert!(roll(&mut keys, 10_000, 400).expect("roll"));
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].not_before, 10_000);
+        // Within the quarter: nothing to do.
+        assert!(!roll(&mut keys, 10_100, 400).expect("roll"));
+        // Past it: a key announced LEAD_SECS ahead, with a distinct first name byte.
+        assert!(roll(&mut keys, 10_101, 400).expect("roll"));
+        assert_eq!(keys[0].not_before, 10_101 + LEAD_SECS);
+        assert_ne!(keys[0].name[0], keys[1].name[0]);
+        // Five quarters on, the first key is gone.
+        let mut later = keys.clone();
+        roll(&mut later, 10_000 + 501, 400).expect("roll");
+        assert!(later.iter().all(|k| k.not_before != 10_000));
+    }
+}

@@ -1,0 +1,338 @@
+//! A fleet of spates sharing session ticket keys (`ssl-session-resumption.ticket-store`):
+//! a session from instance A resumes on instance B, through Debian's memcached (started here
+//! on an ephemeral port) and through a shared h2o-format key file; with memcached down,
+//! handshakes carry on. Clients: openssl s_client with `-sess_out` / `-sess_in`.
+
+mod common;
+mod tls_support;
+
+use common::*;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tls_support::*;
+
+const MEMCACHED: &str = "/usr/bin/memcached";
+
+/// A memcached of our own on 127.0.0.1, killed when dropped.
+struct Memcached {
+    child: Child,
+    port: u16,
+}
+
+impl Memcached {
+    fn start() -> Memcached {
+        let [port] = free_ports::<1>();
+        Memcached::start_on(port)
+    }
+
+    fn start_on(port: u16) -> Memcached {
+        let child = Command::new(MEMCACHED)
+            .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"])
+            .args(["-u", "root", "-m", "16", "-t", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run memcached");
+        let end = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < end, "memcached did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Memcached { child, port }
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A directory with the fleet's certificate `a.crt`/`a.key` (copied from `from`, so every
+/// instance serves the same one) and a document root.
+fn instance_dir(from: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["a.crt", "a.key"] {
+        std::fs::copy(from.join(f), dir.path().join(f)).expect("copy certificate");
+    }
+    write_file(dir.path(), "htdocs/index.html", b"fleet\n");
+    dir
+}
+
+/// One instance with tickets only (no session cache, so resumption across instances can only
+/// come from shared ticket keys).
+fn instance(certs: &Path, resumption: &str) -> Spate {
+    Spate::start_in(
+        &format!(
+            "ssl-session-resumption:
+  mode: ticket
+{resumption}
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+hosts:
+  a.example:
+    paths:
+      /:
+        file.dir: htdocs
+"
+        ),
+        instance_dir(certs),
+    )
+}
+
+/// The "New, ..." or "Reused, ..." line of an s_client run.
+fn session_line(out: &str) -> String {
+    out.lines()
+        .find(|l| l.starts_with("New,") || l.starts_with("Reused,"))
+        .unwrap_or_else(|| panic!("no session line in {out}"))
+        .to_string()
+}
+
+/// A full handshake on `first` saving the session, then one on `second` offering it;
+/// returns the second's session line.
+fn resume_across(first: u16, second: u16, extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sess = dir.path().join("sess.pem").display().to_string();
+    let mut args = extra.to_vec();
+    args.extend_from_slice(&["-sess_out", &sess]);
+    let out = s_client(first, &args, &get_close("/", "a.example"));
+    assert!(session_line(&out).starts_with("New,"), "{out}");
+    assert!(out.contains("fleet"), "{out}");
+    let mut args = extra.to_vec();
+    args.extend_from_slice(&["-sess_in", &sess]);
+    let out = s_client(second, &args, &get_close("/", "a.example"));
+    assert!(out.contains("fleet"), "{out}");
+    session_line(&out)
+}
+
+fn assert_shared(a: &Spate, b: &Spate) {
+    let (pa, pb) = (a.addr.port(), b.addr.port());
+    for (extra, version) in [(&["-tls1_3"][..], "TLSv1.3"), (&["-tls1_2"][..], "TLSv1.2")] {
+        let line = resume_across(pa, pb, extra);
+        assert!(
+            line.starts_with(&format!("Reused, {version}")),
+            "A to B: {line}"
+        );
+        let line = resume_across(pb, pa, extra);
+        assert!(
+            line.starts_with(&format!("Reused, {version}")),
+            "B to A: {line}"
+        );
+    }
+}
+
+fn tools() -> bool {
+    need("openssl") && need(MEMCACHED)
+}
+
+#[test]
+fn memcached_shares_ticket_keys_and_its_loss_keeps_handshakes_going() {
+    if !tools() {
+        return;
+    }
+    let certs = tempfile::tempdir().expect("tempdir");
+    cert(certs.path(), "a", "a.example", false);
+    let mut m = Memcached::start();
+    let store = format!(
+        "  ticket-store: memcached\n  memcached: {{host: 127.0.0.1, port: {}}}",
+        m.port
+    );
+    let a = instance(certs.path(), &store);
+    let b = instance(certs.path(), &store);
+    assert_shared(&a, &b);
+
+    // Without shared keys the same client gets a full handshake on the other instance.
+    let alone = instance(certs.path(), "");
+    let line = resume_across(a.addr.port(), alone.addr.port(), &["-tls1_3"]);
+    assert!(line.starts_with("New,"), "{line}");
+
+    // memcached gone: the instances keep the keys they hold (sessions still move between
+    // them), log it once, and a new instance handshakes in full with a key of its own.
+    m.stop();
+    let failed = a.log_lines_naming("session ticket keys: memcached", 1);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].contains("failed, keeping the keys held"),
+        "{failed:?}"
+    );
+    assert_shared(&a, &b);
+    let c = instance(certs.path(), &store);
+    let logged = c.log_lines_naming("session ticket keys: memcached", 1);
+    assert!(logged.iter().any(|l| l.contains("failed")), "{logged:?}");
+    let line = resume_across(c.addr.port(), c.addr.port(), &["-tls1_3"]);
+    assert!(line.starts_with("Reused, TLSv1.3"), "{line}");
+    let line = resume_across(a.addr.port(), c.addr.port(), &["-tls1_3"]);
+    assert!(line.starts_with("New, TLSv1.3"), "{line}");
+    drop(c);
+
+    // A session saved now, while memcached is down, resumes across the fleet once memcached
+    // is back (empty): the instances seed it with the keys they hold.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sess = dir.path().join("sess.pem").display().to_string();
+    let out = s_client(
+        a.addr.port(),
+        &["-tls1_3", "-sess_out", &sess],
+        &get_close("/", "a.example"),
+    );
+    assert!(session_line(&out).starts_with("New,"), "{out}");
+    let port = m.port;
+    drop(m);
+    let _m = Memcached::start_on(port);
+    let back = a.log_lines_naming("session ticket keys: memcached", 1);
+    assert_eq!(back.len(), 1, "{back:?}");
+    assert!(back[0].contains("is back"), "{back:?}");
+    b.log_lines_naming("is back", 1);
+    let out = s_client(
+        b.addr.port(),
+        &["-tls1_3", "-sess_in", &sess],
+        &get_close("/", "a.example"),
+    );
+    assert!(session_line(&out).starts_with("Reused, TLSv1.3"), "{out}");
+    assert_shared(&a, &b);
+}
+
+#[test]
+fn a_shared_key_file_in_h2o_format_resumes_across_instances() {
+    if !need("openssl") {
+        return;
+    }
+    let certs = tempfile::tempdir().expect("tempdir");
+    cert(certs.path(), "a", "a.example", false);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    // Two keys as h2o writes them: the newer encrypts, both decrypt.
+    let key = |n: u8| format!("{n:02x}").repeat(96);
+    let keys = format!(
+        "- name: {}\n  cipher: aes-256-cbc\n  hash: sha256\n  key: {}\n  not_before: {}\n  not_after: {}\n\
+         - name: {}\n  cipher: aes-256-cbc\n  hash: sha256\n  key: {}\n  not_before: {}\n  not_after: {}\n",
+        "a1".repeat(16),
+        key(0x11),
+        now - 60,
+        now + 3600,
+        "b2".repeat(16),
+        key(0x22),
+        now - 600,
+        now + 3600,
+    );
+    let file = certs.path().join("ticket-keys.yaml");
+    std::fs::write(&file, keys).expect("write keys");
+    let store = format!("  ticket-store: file\n  ticket-file: {}", file.display());
+    let a = instance(certs.path(), &store);
+    let b = instance(certs.path(), &store);
+    assert_shared(&a, &b);
+
+    // A key file that is not h2o's format is refused at start with the line at fault.
+    std::fs::write(&file, "- name: 00\n").expect("write keys");
+    let out = Command::new(BIN)
+        .arg("-t")
+        .arg("-c")
+        .arg(a.dir.path().join("spate.yaml"))
+        .output()
+        .expect("spate -t");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("line 1: `name` must be 32 hex digits"),
+        "{text}"
+    );
+}
+
+/// The first line of the ticket's hex dump in `openssl sess_id -text` of a saved session: its
+/// first 16 bytes are the name of the key that made it.
+fn ticket_key_name(sess: &Path) -> String {
+    let out = Command::new("openssl")
+        .args(["sess_id", "-noout", "-text", "-in"])
+        .arg(sess)
+        .output()
+        .expect("openssl sess_id");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let dump = text
+        .split("TLS session ticket:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no ticket in {text}"));
+    let line = dump
+        .lines()
+        .find(|l| l.trim_start().starts_with("0000 - "))
+        .unwrap_or_else(|| panic!("no dump in {text}"));
+    line.trim_start()["0000 - ".len()..]
+        .chars()
+        .take(47)
+        .filter(char::is_ascii_hexdigit)
+        .collect()
+}
+
+/// The anchor: h2o (Debian's) and spate on one memcached share one key list, so both name the
+/// same key in their tickets. (The tickets themselves do not cross: each carries its TLS
+/// library's own session encoding.)
+#[test]
+fn h2o_and_spate_use_the_same_keys_from_memcached() {
+    if !tools() || !need("h2o") {
+        return;
+    }
+    let certs = tempfile::tempdir().expect("tempdir");
+    cert(certs.path(), "a", "a.example", false);
+    let m = Memcached::start();
+    let [h2o_port] = free_ports::<1>();
+    let d = certs.path().display();
+    let h2o_conf = certs.path().join("h2o.yaml");
+    std::fs::write(
+        &h2o_conf,
+        format!(
+            "ssl-session-resumption:
+  mode: ticket
+  ticket-store: memcached
+  memcached: {{host: 127.0.0.1, port: {}}}
+listen:
+  host: 127.0.0.1
+  port: {h2o_port}
+  ssl: {{certificate-file: {d}/a.crt, key-file: {d}/a.key}}
+hosts:
+  default:
+    paths:
+      /: {{file.dir: {d}}}
+",
+            m.port
+        ),
+    )
+    .expect("write h2o.yaml");
+    let mut h2o = Command::new("h2o")
+        .arg("-c")
+        .arg(&h2o_conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run h2o");
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", h2o_port)).is_err() {
+        assert!(Instant::now() < end, "h2o did not listen on {h2o_port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let store = format!(
+        "  ticket-store: memcached\n  memcached: {{host: 127.0.0.1, port: {}}}",
+        m.port
+    );
+    let s = instance(certs.path(), &store);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut names = Vec::new();
+    for port in [h2o_port, s.addr.port()] {
+        let sess = dir.path().join(format!("{port}.pem"));
+        let sess_arg = sess.display().to_string();
+        s_client(port, &["-tls1_2", "-sess_out", &sess_arg], "");
+        names.push(ticket_key_name(&sess));
+    }
+    let _ = h2o.kill();
+    let _ = h2o.wait();
+    assert_eq!(names[0].len(), 32, "{names:?}");
+    assert_eq!(names[0], names[1]);
+}
