@@ -74,7 +74,8 @@ pub fn pread_append(
     out.reserve(len);
     let mut done = 0;
     while done < len {
-        let spare = &mut out.spare_capacity_mut()[done..len];
+        // The spare capacity starts after what is already read (`set_len` below moves it).
+        let spare = &mut out.spare_capacity_mut()[..len - done];
         let at = libc::off_t::try_from(offset + done as u64)
             .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         // SAFETY: `spare` is writable memory of `spare.len()` bytes owned by `out`; pread(2)
