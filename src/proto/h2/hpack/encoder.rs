@@ -193,6 +193,7 @@ impl Encoder {
         self.put_string(value, dst);
         if repr == Repr::Incremental {
             self.table.insert_hashed(name, value, hashes);
+            self.forget_newest();
         }
     }
 
@@ -228,7 +229,9 @@ impl Encoder {
         if let Some(slot) = slot {
             if let Some(seq) = self.newest[slot].checked_sub(1) {
                 match self.table.by_seq(seq) {
-                    Some((at, n, v)) if n == name && v == value => {
+                    // The entry of that number, with that value (an entry of another name
+                    // has another number: see `Encoder::forget_newest`).
+                    Some((at, _, v)) if v == value => {
                         integer::encode(STATIC_LEN + 1 + at, 7, 0x80, dst);
                         return;
                     }
@@ -253,9 +256,24 @@ impl Encoder {
         self.put_literal(index, value, repr, dst);
         if repr == Repr::Incremental {
             self.table.insert_hashed(name, value, hashes);
+            self.forget_newest();
             if let (Some(slot), Some(seq)) = (slot, self.table.newest_seq()) {
                 self.newest[slot] = seq.wrapping_add(1);
             }
+        }
+    }
+
+    /// After each insertion: insertion numbers wrap at 2^32, when a number kept in `newest`
+    /// could name a newer entry of another name. Forgetting them all every 2^31 insertions
+    /// keeps each younger than that, so a number still in the table names the entry it was
+    /// kept for.
+    fn forget_newest(&mut self) {
+        if self
+            .table
+            .newest_seq()
+            .is_some_and(|seq| seq & (u32::MAX >> 1) == 0)
+        {
+            self.newest = [0; NEWEST_SLOTS];
         }
     }
 
@@ -532,6 +550,24 @@ mod tests {
         assert_eq!(encode(&mut enc, &[(b"content-type", b"image/png")]), [0xbe]);
         // An empty value of a static name is the static entry.
         assert_eq!(encode(&mut enc, &[(b"Content-Type", b"")]), [0x80 | 31]);
+    }
+
+    #[test]
+    fn the_newest_entries_are_forgotten_before_their_numbers_wrap() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096, 1 << 16);
+        // The next insertion is number 2^31 - 2, then 2^31 - 1, then 2^31.
+        enc.table.set_inserted((1 << 31) - 2);
+        let a = encode(&mut enc, &[(b"content-type", b"text/html"), (b"x-a", b"1")]);
+        decode(&mut dec, &a).unwrap();
+        assert_ne!(enc.newest, [0; NEWEST_SLOTS]);
+        let b = encode(&mut enc, &[(b"x-b", b"2")]);
+        decode(&mut dec, &b).unwrap();
+        assert_eq!(enc.newest, [0; NEWEST_SLOTS], "forgotten at 2^31");
+        // Still found, through the hash.
+        let c = encode(&mut enc, &[(b"content-type", b"text/html")]);
+        assert_eq!(c, [0xc0]);
+        assert_eq!(decode(&mut dec, &c).unwrap()[0].1, b"text/html");
     }
 
     #[test]
