@@ -41,9 +41,10 @@ pub struct Encoder {
     /// Reused for lowercasing names, so mixed-case input costs no allocation per header.
     lower: Vec<u8>,
     /// For the static names responses carry most (see [`newest_slot`]), the insertion number
-    /// (plus one; 0 for none) of the newest table entry with that name: a response field whose
+    /// (its low 16 bits, plus one; 0 for none) of the newest table entry with that name, 2
+    /// bytes a slot as it stays with a parked connection: a response field whose
     /// value is the one sent last under its name is found with one comparison, no hash.
-    newest: [u32; NEWEST_SLOTS],
+    newest: [u16; NEWEST_SLOTS],
 }
 
 impl Default for Encoder {
@@ -227,8 +228,14 @@ impl Encoder {
         }
         let slot = newest_slot(index);
         if let Some(slot) = slot {
-            if let Some(seq) = self.newest[slot].checked_sub(1) {
-                match self.table.by_seq(seq) {
+            if let (Some(seq), Some(last)) =
+                (self.newest[slot].checked_sub(1), self.table.newest_seq())
+            {
+                // Its age: below 2^15, see `Encoder::forget_newest`.
+                match self
+                    .table
+                    .get_with_index((last as u16).wrapping_sub(seq).into())
+                {
                     // The entry of that number, with that value (an entry of another name
                     // has another number: see `Encoder::forget_newest`).
                     Some((at, _, v)) if v == value => {
@@ -248,7 +255,7 @@ impl Encoder {
         let hashes = Hashes::of(name, value);
         if let Some((at, true)) = self.table.find_hashed(name, value, hashes, false) {
             if let Some(slot) = slot {
-                self.newest[slot] = self.table.seq_at(at).wrapping_add(1);
+                self.newest[slot] = (self.table.seq_at(at) as u16).wrapping_add(1);
             }
             integer::encode(STATIC_LEN + 1 + at, 7, 0x80, dst);
             return;
@@ -258,21 +265,17 @@ impl Encoder {
             self.table.insert_hashed(name, value, hashes);
             self.forget_newest();
             if let (Some(slot), Some(seq)) = (slot, self.table.newest_seq()) {
-                self.newest[slot] = seq.wrapping_add(1);
+                self.newest[slot] = (seq as u16).wrapping_add(1);
             }
         }
     }
 
-    /// After each insertion: insertion numbers wrap at 2^32, when a number kept in `newest`
-    /// could name a newer entry of another name. Forgetting them all every 2^31 insertions
-    /// keeps each younger than that, so a number still in the table names the entry it was
-    /// kept for.
+    /// After each insertion: `newest` keeps 16 bits of each insertion number, which wrap
+    /// every 2^16 insertions, when a number kept could name a newer entry of another name.
+    /// Forgetting them all every 2^15 insertions keeps each younger than that, so a number
+    /// still in the table names the entry it was kept for.
     fn forget_newest(&mut self) {
-        if self
-            .table
-            .newest_seq()
-            .is_some_and(|seq| seq & (u32::MAX >> 1) == 0)
-        {
+        if self.table.newest_seq().is_some_and(|seq| seq & 0x7fff == 0) {
             self.newest = [0; NEWEST_SLOTS];
         }
     }
@@ -556,14 +559,14 @@ mod tests {
     fn the_newest_entries_are_forgotten_before_their_numbers_wrap() {
         let mut enc = Encoder::default();
         let mut dec = Decoder::new(4096, 1 << 16);
-        // The next insertion is number 2^31 - 2, then 2^31 - 1, then 2^31.
-        enc.table.set_inserted((1 << 31) - 2);
+        // The next insertions are numbers 2^15 - 2, 2^15 - 1 and 2^15.
+        enc.table.set_inserted((1 << 15) - 2);
         let a = encode(&mut enc, &[(b"content-type", b"text/html"), (b"x-a", b"1")]);
         decode(&mut dec, &a).unwrap();
         assert_ne!(enc.newest, [0; NEWEST_SLOTS]);
         let b = encode(&mut enc, &[(b"x-b", b"2")]);
         decode(&mut dec, &b).unwrap();
-        assert_eq!(enc.newest, [0; NEWEST_SLOTS], "forgotten at 2^31");
+        assert_eq!(enc.newest, [0; NEWEST_SLOTS], "forgotten at 2^15");
         // Still found, through the hash.
         let c = encode(&mut enc, &[(b"content-type", b"text/html")]);
         assert_eq!(c, [0xc0]);

@@ -363,7 +363,7 @@ impl DynamicTable {
         self.inserted = inserted;
     }
 
-    /// The insertion number of the newest entry (see [`DynamicTable::by_seq`]), if any.
+    /// The insertion number of the newest entry, if any.
     #[inline]
     pub fn newest_seq(&self) -> Option<u32> {
         (!self.entries.is_empty()).then(|| self.inserted.wrapping_sub(1))
@@ -375,12 +375,9 @@ impl DynamicTable {
         self.inserted.wrapping_sub(1).wrapping_sub(index as u32)
     }
 
-    /// Where entry number `seq` is (0 = newest) with its name and value, if it is still in the
-    /// table. Numbers wrap: after 2^32 insertions another entry may answer, which is why
-    /// callers compare what they get.
+    /// Entry `index` (0 = newest) with its index, if it is in the table.
     #[inline]
-    pub fn by_seq(&self, seq: u32) -> Option<(usize, &[u8], &[u8])> {
-        let index = self.position(seq);
+    pub fn get_with_index(&self, index: usize) -> Option<(usize, &[u8], &[u8])> {
         let e = self.entries.get(index)?;
         Some((index, &self.arena[e.name()], &self.arena[e.value()]))
     }
