@@ -1,7 +1,7 @@
-//! The static Huffman code of RFC 7541 Appendix B: an encoder that writes 32-bit words and a
-//! table-driven decoder that takes one or two symbols per step.
+//! The static Huffman code of RFC 7541 Appendix B: a bit-at-a-time encoder and a table-driven
+//! decoder that consumes four bits per step.
 //!
-//! The decoder's tables are generated at compile time from [`CODES`] by `const fn`s below,
+//! The decoder's state table is generated at compile time from [`CODES`] by `const fn`s below,
 //! so the code table is the single source of truth.
 
 use super::DecodeError;
@@ -62,86 +62,42 @@ pub fn decode(src: &[u8], dst: &mut bytes::BytesMut, limit: usize) -> Result<(),
 }
 
 /// Decodes into `out`; running out of room means the caller's limit was hit.
-///
-/// The pending bits sit at the top of a 64-bit word; the top [`FAST_BITS`] of them index
-/// [`FAST`], which gives the one or two symbols whose codes they start with. Longer codes
-/// (rare bytes, and the EOS symbol) and the string's last bits walk the code tree a bit at a
-/// time.
 fn decode_into(src: &[u8], out: &mut [u8]) -> Result<usize, DecodeError> {
-    let mut acc: u64 = 0;
-    let mut bits: u32 = 0;
-    let mut pos = 0;
-    let mut n = 0;
-    loop {
-        while bits <= 56 {
-            let Some(&byte) = src.get(pos) else { break };
-            acc |= u64::from(byte) << (56 - bits);
-            bits += 8;
-            pos += 1;
-        }
-        if bits == 0 {
-            return Ok(n);
-        }
-        let e = FAST[(acc >> (64 - FAST_BITS)) as usize];
-        let first = u32::from(e.len1);
-        if first != 0 && first <= bits {
-            *out.get_mut(n).ok_or(DecodeError::HeaderListTooLarge)? = e.sym1;
-            n += 1;
-            let both = first + u32::from(e.len2);
-            if e.len2 != 0 && both <= bits {
-                *out.get_mut(n).ok_or(DecodeError::HeaderListTooLarge)? = e.sym2;
-                n += 1;
-                acc <<= both;
-                bits -= both;
-            } else {
-                acc <<= first;
-                bits -= first;
-            }
-            continue;
-        }
-        // A code longer than the fast table's, or the last bits of the string.
-        let mut node = 0usize;
-        let mut used = 0;
-        let sym = loop {
-            if used == bits {
-                // The input ended inside a code: padding, if at most 7 bits, all ones.
-                let ones = bits <= 7 && acc.leading_ones() >= bits;
-                return if ones {
-                    Ok(n)
-                } else {
-                    Err(DecodeError::BadHuffman)
-                };
-            }
-            let bit = (acc >> (63 - used)) & 1;
-            used += 1;
-            let child = TREE[node][bit as usize];
-            if child == LEAF | EOS {
+    let mut state = 0usize;
+    let mut n = 0usize;
+    for &byte in src {
+        for nibble in [byte >> 4, byte & 0x0f] {
+            let step = DECODE[state][nibble as usize];
+            if step.flags & FAIL != 0 {
                 return Err(DecodeError::HuffmanEos);
             }
-            if child & LEAF != 0 {
-                break (child & 0xff) as u8;
+            if step.flags & EMIT != 0 {
+                let slot = out.get_mut(n).ok_or(DecodeError::HeaderListTooLarge)?;
+                *slot = step.sym;
+                n += 1;
             }
-            node = usize::from(child);
-        };
-        *out.get_mut(n).ok_or(DecodeError::HeaderListTooLarge)? = sym;
-        n += 1;
-        acc <<= used;
-        bits -= used;
+            state = step.next as usize;
+        }
+    }
+    if ACCEPT[state] {
+        Ok(n)
+    } else {
+        Err(DecodeError::BadHuffman)
     }
 }
 
-/// Bits the fast table looks at: two symbols of the commonest codes (5 and 6 bits) fit.
-const FAST_BITS: u32 = 11;
-
-/// What the next [`FAST_BITS`] bits start with: a symbol of `len1` bits (0: a longer code)
-/// and maybe a second one of `len2` bits (0: none) after it.
+/// One transition of the nibble decoder: the state after consuming four bits from `state`,
+/// and the symbol completed on the way, if any (codes are >= 5 bits, so at most one).
 #[derive(Clone, Copy)]
-struct Fast {
-    sym1: u8,
-    len1: u8,
-    sym2: u8,
-    len2: u8,
+struct Step {
+    next: u8,
+    sym: u8,
+    flags: u8,
 }
+
+const EMIT: u8 = 1;
+/// The EOS symbol was decoded. The code is complete, so this is the only invalid path.
+const FAIL: u8 = 2;
 
 /// Interior nodes of the code tree: a complete binary tree with 257 leaves has 256.
 const NODES: usize = 256;
@@ -149,8 +105,8 @@ const NODES: usize = 256;
 const LEAF: u16 = 0x8000;
 const EOS: u16 = 256;
 
-static TREE: [[u16; 2]; NODES] = build_tree();
-static FAST: [Fast; 1 << FAST_BITS] = build_fast(&build_tree());
+static DECODE: [[Step; 16]; NODES] = build_decode_table(&build_tree());
+static ACCEPT: [bool; NODES] = build_accept(&build_tree());
 
 /// Builds the code tree: `tree[node][bit]` is an interior node index or `LEAF | symbol`.
 /// Zero means "no child yet" (the root, node 0, is never anyone's child).
@@ -178,49 +134,59 @@ const fn build_tree() -> [[u16; 2]; NODES] {
     tree
 }
 
-/// The symbol the low `avail` bits of `bits` (most significant first) start with, and its
-/// length; length 0 when they start no code of at most `avail` bits.
-const fn first_symbol(tree: &[[u16; 2]; NODES], bits: usize, avail: u32) -> (u8, u8) {
-    let mut node = 0usize;
-    let mut used = 0;
-    while used < avail {
-        let bit = (bits >> (avail - 1 - used)) & 1;
-        used += 1;
-        let child = tree[node][bit];
-        if child == LEAF | EOS || child == 0 {
-            return (0, 0);
-        }
-        if child & LEAF != 0 {
-            return ((child & 0xff) as u8, used as u8);
-        }
-        node = child as usize;
-    }
-    (0, 0)
-}
-
-const fn build_fast(tree: &[[u16; 2]; NODES]) -> [Fast; 1 << FAST_BITS] {
-    let mut table = [Fast {
-        sym1: 0,
-        len1: 0,
-        sym2: 0,
-        len2: 0,
-    }; 1 << FAST_BITS];
-    let mut i = 0usize;
-    while i < table.len() {
-        let (sym1, len1) = first_symbol(tree, i, FAST_BITS);
-        if len1 != 0 {
-            let rest = FAST_BITS - len1 as u32;
-            let (sym2, len2) = first_symbol(tree, i & ((1 << rest) - 1), rest);
-            table[i] = Fast {
-                sym1,
-                len1,
-                sym2,
-                len2,
+const fn build_decode_table(tree: &[[u16; 2]; NODES]) -> [[Step; 16]; NODES] {
+    let mut table = [[Step {
+        next: 0,
+        sym: 0,
+        flags: 0,
+    }; 16]; NODES];
+    let mut state = 0usize;
+    while state < NODES {
+        let mut nibble = 0usize;
+        while nibble < 16 {
+            let mut node = state;
+            let mut step = Step {
+                next: 0,
+                sym: 0,
+                flags: 0,
             };
+            let mut i = 4;
+            while i > 0 {
+                i -= 1;
+                let child = tree[node][(nibble >> i) & 1];
+                if child == LEAF | EOS || child == 0 {
+                    step.flags = FAIL;
+                    break;
+                }
+                if child & LEAF != 0 {
+                    step.flags = EMIT;
+                    step.sym = (child & 0xff) as u8;
+                    node = 0;
+                } else {
+                    node = child as usize;
+                }
+            }
+            step.next = node as u8;
+            table[state][nibble] = step;
+            nibble += 1;
         }
-        i += 1;
+        state += 1;
     }
     table
+}
+
+/// A string may end in the root or up to 7 bits down the all-ones path (the EOS prefix).
+const fn build_accept(tree: &[[u16; 2]; NODES]) -> [bool; NODES] {
+    let mut accept = [false; NODES];
+    accept[0] = true;
+    let mut node = 0usize;
+    let mut depth = 0;
+    while depth < 7 {
+        node = tree[node][1] as usize;
+        accept[node] = true;
+        depth += 1;
+    }
+    accept
 }
 
 /// RFC 7541 Appendix B: (code, length in bits) for each symbol 0..=255 and EOS (256).
@@ -601,66 +567,6 @@ mod tests {
         let mut w = enc(b"\\");
         w.pop();
         assert_eq!(dec(&w), Err(DecodeError::BadHuffman));
-    }
-
-    /// One bit at a time down the code tree, as RFC 7541 section 5.2 describes it.
-    fn dec_bitwise(src: &[u8]) -> Result<Vec<u8>, DecodeError> {
-        let (mut out, mut node, mut depth, mut ones) = (Vec::new(), 0usize, 0, true);
-        for i in 0..src.len() * 8 {
-            let bit = (src[i / 8] >> (7 - i % 8)) & 1;
-            let child = TREE[node][bit as usize];
-            depth += 1;
-            ones &= bit == 1;
-            if child == LEAF | EOS {
-                return Err(DecodeError::HuffmanEos);
-            }
-            if child & LEAF != 0 {
-                out.push((child & 0xff) as u8);
-                (node, depth, ones) = (0, 0, true);
-            } else {
-                node = usize::from(child);
-            }
-        }
-        if depth <= 7 && ones {
-            Ok(out)
-        } else {
-            Err(DecodeError::BadHuffman)
-        }
-    }
-
-    #[test]
-    fn the_table_decoder_agrees_with_the_bitwise_one() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for round in 0..20_000 {
-            let len = (next() % 24) as usize;
-            let wire: Vec<u8> = if round % 2 == 0 {
-                // Valid strings, of bytes with codes of every length, some cut short.
-                let text: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-                let mut w = enc(&text);
-                if round % 6 == 0 {
-                    w.truncate(w.len().saturating_sub(1));
-                }
-                w
-            } else {
-                // Anything: mostly ones, where the long codes and EOS are.
-                (0..len)
-                    .map(|_| {
-                        if next() % 3 == 0 {
-                            next() as u8
-                        } else {
-                            0xff ^ (1 << (next() % 9)) as u8
-                        }
-                    })
-                    .collect()
-            };
-            assert_eq!(dec(&wire), dec_bitwise(&wire), "{wire:02x?}");
-        }
     }
 
     #[test]
