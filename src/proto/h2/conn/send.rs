@@ -8,7 +8,7 @@ use crate::http::recycle::HeaderList;
 use crate::http::response::Headers;
 use crate::http::{Body, BodySource, Response};
 use crate::proto::h2::frame::{self, flag, kind, Reason};
-use crate::proto::h2::hpack::Indexing;
+use crate::proto::h2::hpack::{Indexing, StaticName};
 use crate::proto::h2::output::SplicedBodies;
 use crate::proto::h2::stream::{Recv, Send, Sent, StreamOut, Tail};
 use crate::proto::request_head;
@@ -210,17 +210,17 @@ impl Connection {
         } else {
             let block_start = self.out.len();
             let mut fields = 0;
-            // A resource's own ETag goes into the HPACK table only for a request that repeats
-            // (the memo's, `RequestMemo::repeats`): on traffic that does not, each would take
-            // an entry and evict another, to be referred to never.
+            // A resource's own ETag and length go into the HPACK table only for a request
+            // that repeats (the memo's, `RequestMemo::repeats`): on traffic that does not,
+            // each would take an entry and evict another, to be referred to never.
             let index_own = self.memo.repeats(id);
             {
                 let mut b = self.encoder.block(&mut self.out);
-                b.field(b":status", &status_buf);
+                b.static_field(StaticName::STATUS, &status_buf, Indexing::Auto);
                 fields += 1;
                 if status >= 200 {
                     if let Some(server) = &self.cfg.server_name {
-                        b.field(b"server", server);
+                        b.static_field(StaticName::SERVER, server, Indexing::Auto);
                         fields += 1;
                     }
                     if let Some(alt_svc) = &self.cfg.alt_svc {
@@ -229,32 +229,49 @@ impl Connection {
                     }
                     // A proxied response keeps the backend's Date.
                     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"date")) {
-                        b.field(b"date", &date);
+                        b.static_field(StaticName::DATE, &date, Indexing::Auto);
                         fields += 1;
                     }
                     for (name, value) in headers.iter() {
-                        if request_head::is_connection_specific(name)
-                            || name.eq_ignore_ascii_case(b"content-length")
-                        {
+                        let Some(known) = StaticName::of(name) else {
+                            if !request_head::is_connection_specific(name) {
+                                b.field(name, value);
+                                fields += 1;
+                            }
                             continue;
-                        }
-                        if value.len() <= INDEX_VALUE_MAX && repeats_per_resource(name) {
-                            // The same file answered again costs one byte, as in h2o.
-                            let indexing = if index_own || !own_to_resource(name) {
+                        };
+                        let short = value.len() <= INDEX_VALUE_MAX;
+                        let indexing = match known {
+                            StaticName::CONTENT_LENGTH | StaticName::TRANSFER_ENCODING => continue,
+                            // A resource's own: indexed for a request that repeats.
+                            StaticName::ETAG if short && !index_own => Indexing::Without,
+                            // The same file answered again costs one byte, as in h2o; and
+                            // files deployed together share a Last-Modified second (measured
+                            // on varied h2c: indexing it saves its literal on every other
+                            // file's answer).
+                            StaticName::ETAG | StaticName::LAST_MODIFIED if short => {
                                 Indexing::Incremental
-                            } else {
-                                Indexing::Without
-                            };
-                            b.field_with(name, value, indexing);
-                        } else {
-                            b.field(name, value);
-                        }
+                            }
+                            _ => Indexing::Auto,
+                        };
+                        b.static_field(known, value, indexing);
                         fields += 1;
                     }
                     if let Some(body_len) = body_len.filter(|_| status != 204 && status != 304) {
                         let mut digits = [0u8; 20];
                         let len = format_u64(body_len, &mut digits);
-                        b.field_with(b"content-length", len, Indexing::Incremental);
+                        // Indexed, like the ETag, for a request that repeats, and when the
+                        // answer before had the same length (a site of one size): otherwise
+                        // lengths differ, and each would evict another entry to be referred
+                        // to never (h2o never indexes it).
+                        let same = std::mem::replace(&mut self.headers_cache.last_length, body_len)
+                            == body_len;
+                        let indexing = if index_own || same {
+                            Indexing::Incremental
+                        } else {
+                            Indexing::Without
+                        };
+                        b.static_field(StaticName::CONTENT_LENGTH, len, indexing);
                         fields += 1;
                     }
                 }
@@ -535,6 +552,8 @@ pub(super) struct HeadersCache {
     pub(super) headers: HeaderList,
     body_len: u64,
     pub(super) block: Vec<u8>,
+    /// The content-length of the last answer encoded.
+    pub(super) last_length: u64,
 }
 
 impl HeadersCache {
@@ -659,18 +678,6 @@ pub(super) fn in_memory(body: &Body) -> Option<&[u8]> {
         Body::File(f) => f.cached_slice(),
         _ => None,
     }
-}
-
-/// Response fields whose value is the same each time one resource is served.
-pub(super) fn repeats_per_resource(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"last-modified")
-}
-
-/// Of those, the ones whose value is one resource's own: an ETag names one file's version,
-/// while files deployed together share a Last-Modified second (measured on varied h2c:
-/// indexing it saves its literal on every other file's answer).
-pub(super) fn own_to_resource(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"etag")
 }
 
 pub(super) fn itoa3(status: u16) -> [u8; 3] {

@@ -2,7 +2,7 @@
 
 use bytes::BufMut;
 
-use super::table::{self, DynamicTable, Hashes, ENTRY_OVERHEAD, STATIC_LEN};
+use super::table::{self, DynamicTable, Hashes, StaticName, ENTRY_OVERHEAD, STATIC_LEN};
 use super::{huffman, integer, DEFAULT_TABLE_SIZE};
 
 /// How to represent a field that is not already in a table.
@@ -40,6 +40,11 @@ pub struct Encoder {
     huffman: bool,
     /// Reused for lowercasing names, so mixed-case input costs no allocation per header.
     lower: Vec<u8>,
+    /// For the static names responses carry most (see [`newest_slot`]), the insertion number
+    /// (its low 16 bits, plus one; 0 for none) of the newest table entry with that name, 2
+    /// bytes a slot as it stays with a parked connection: a response field whose
+    /// value is the one sent last under its name is found with one comparison, no hash.
+    newest: [u16; NEWEST_SLOTS],
 }
 
 impl Default for Encoder {
@@ -60,6 +65,7 @@ impl Encoder {
             pending_min: (size != DEFAULT_TABLE_SIZE).then_some(size),
             huffman: true,
             lower: Vec::new(),
+            newest: [0; NEWEST_SLOTS],
         }
     }
 
@@ -133,11 +139,11 @@ impl Encoder {
         indexing: Indexing,
         dst: &mut impl BufMut,
     ) {
+        if let Some(index) = table::static_name_nocase(name) {
+            self.encode_static_name(index, value, indexing, dst);
+            return;
+        }
         if name.iter().any(u8::is_ascii_uppercase) {
-            if let Some(lower) = known_lowercase(name) {
-                self.encode_lowercase(lower, value, indexing, dst);
-                return;
-            }
             let mut lower = std::mem::take(&mut self.lower);
             lower.clear();
             lower.extend(name.iter().map(u8::to_ascii_lowercase));
@@ -148,6 +154,7 @@ impl Encoder {
         }
     }
 
+    /// A field whose name is not in the static table.
     fn encode_lowercase(
         &mut self,
         name: &[u8],
@@ -155,21 +162,16 @@ impl Encoder {
         indexing: Indexing,
         dst: &mut impl BufMut,
     ) {
-        let in_static = table::static_find(name, value);
-        if let Some((index, true)) = in_static {
-            integer::encode(index, 7, 0x80, dst);
-            return;
-        }
         let hashes = Hashes::of(name, value);
         let repr = match indexing {
-            Indexing::Auto => auto_repr(in_static, name, value, self.table.max_size()),
+            Indexing::Auto => auto_repr(None, name, value, self.table.max_size()),
             Indexing::Incremental => Repr::Incremental,
             Indexing::Without => Repr::Without,
             Indexing::Never => Repr::Never,
         };
         let in_dynamic = self
             .table
-            .find_hashed(name, value, hashes, in_static.is_none())
+            .find_hashed(name, value, hashes, true)
             .map(|(i, exact)| (STATIC_LEN + 1 + i, exact));
         match in_dynamic {
             // A sensitive value is not sent as a reference even if some earlier block
@@ -180,8 +182,7 @@ impl Encoder {
             }
             _ => {}
         }
-        // Static name indexes are stable, so prefer them over dynamic ones.
-        let name_index = in_static.or(in_dynamic).map_or(0, |(i, _)| i);
+        let name_index = in_dynamic.map_or(0, |(i, _)| i);
         match repr {
             Repr::Incremental => integer::encode(name_index, 6, 0x40, dst),
             Repr::Without => integer::encode(name_index, 4, 0x00, dst),
@@ -193,7 +194,100 @@ impl Encoder {
         self.put_string(value, dst);
         if repr == Repr::Incremental {
             self.table.insert_hashed(name, value, hashes);
+            self.forget_newest();
         }
+    }
+
+    /// A field whose name is the static table's at `index` (the first of its name): no
+    /// name to lowercase or hash, and the newest entry of the name looked at before any hash.
+    fn encode_static_name(
+        &mut self,
+        index: usize,
+        value: &[u8],
+        indexing: Indexing,
+        dst: &mut impl BufMut,
+    ) {
+        if let Some(exact) = table::static_value(index, value) {
+            integer::encode(exact, 7, 0x80, dst);
+            return;
+        }
+        let Some((name, _)) = table::static_entry(index) else {
+            return;
+        };
+        let repr = match indexing {
+            Indexing::Auto => auto_repr(Some((index, false)), name, value, self.table.max_size()),
+            Indexing::Incremental => Repr::Incremental,
+            Indexing::Without => Repr::Without,
+            Indexing::Never => Repr::Never,
+        };
+        // A sensitive value is not sent as a reference even if some earlier block indexed
+        // it: the representation itself carries the "never indexed" marker.
+        if repr == Repr::Never {
+            self.put_literal(index, value, repr, dst);
+            return;
+        }
+        let slot = newest_slot(index);
+        if let Some(slot) = slot {
+            if let (Some(seq), Some(last)) =
+                (self.newest[slot].checked_sub(1), self.table.newest_seq())
+            {
+                // Its age: below 2^15, see `Encoder::forget_newest`.
+                match self
+                    .table
+                    .get_with_index((last as u16).wrapping_sub(seq).into())
+                {
+                    // The entry of that number, with that value (an entry of another name
+                    // has another number: see `Encoder::forget_newest`).
+                    Some((at, _, v)) if v == value => {
+                        integer::encode(STATIC_LEN + 1 + at, 7, 0x80, dst);
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // A value not worth indexing is looked for only as the newest of its name: one
+        // indexed by an earlier block (a repeat's ETag) is that, and the hash is saved.
+        if repr == Repr::Without && slot.is_some() {
+            self.put_literal(index, value, repr, dst);
+            return;
+        }
+        let hashes = Hashes::of(name, value);
+        if let Some((at, true)) = self.table.find_hashed(name, value, hashes, false) {
+            if let Some(slot) = slot {
+                self.newest[slot] = (self.table.seq_at(at) as u16).wrapping_add(1);
+            }
+            integer::encode(STATIC_LEN + 1 + at, 7, 0x80, dst);
+            return;
+        }
+        self.put_literal(index, value, repr, dst);
+        if repr == Repr::Incremental {
+            self.table.insert_hashed(name, value, hashes);
+            self.forget_newest();
+            if let (Some(slot), Some(seq)) = (slot, self.table.newest_seq()) {
+                self.newest[slot] = (seq as u16).wrapping_add(1);
+            }
+        }
+    }
+
+    /// After each insertion: `newest` keeps 16 bits of each insertion number, which wrap
+    /// every 2^16 insertions, when a number kept could name a newer entry of another name.
+    /// Forgetting them all every 2^15 insertions keeps each younger than that, so a number
+    /// still in the table names the entry it was kept for.
+    fn forget_newest(&mut self) {
+        if self.table.newest_seq().is_some_and(|seq| seq & 0x7fff == 0) {
+            self.newest = [0; NEWEST_SLOTS];
+        }
+    }
+
+    /// A literal field with the static name at `index` (the table is the caller's business).
+    fn put_literal(&self, index: usize, value: &[u8], repr: Repr, dst: &mut impl BufMut) {
+        match repr {
+            Repr::Incremental => integer::encode(index, 6, 0x40, dst),
+            Repr::Without => integer::encode(index, 4, 0x00, dst),
+            Repr::Never => integer::encode(index, 4, 0x10, dst),
+        }
+        self.put_string(value, dst);
     }
 
     fn put_string(&self, s: &[u8], dst: &mut impl BufMut) {
@@ -226,6 +320,39 @@ impl<B: BufMut> BlockEncoder<'_, B> {
     pub fn field_with(&mut self, name: &[u8], value: &[u8], indexing: Indexing) {
         self.enc.encode_field(name, value, indexing, self.dst);
     }
+
+    /// Adds a field under a static name the caller has looked up already.
+    pub fn static_field(&mut self, name: StaticName, value: &[u8], indexing: Indexing) {
+        self.enc
+            .encode_static_name(name.index(), value, indexing, self.dst);
+    }
+}
+
+/// Slots of [`Encoder::newest`].
+const NEWEST_SLOTS: usize = 16;
+
+/// The slot in [`Encoder::newest`] of the static name at `index`: the names a response
+/// carries, which come back in every response of a connection.
+fn newest_slot(index: usize) -> Option<usize> {
+    Some(match index {
+        8 => 0,   // :status
+        54 => 1,  // server
+        33 => 2,  // date
+        31 => 3,  // content-type
+        44 => 4,  // last-modified
+        34 => 5,  // etag
+        18 => 6,  // accept-ranges
+        24 => 7,  // cache-control
+        59 => 8,  // vary
+        26 => 9,  // content-encoding
+        28 => 10, // content-length
+        36 => 11, // expires
+        46 => 12, // location
+        45 => 13, // link
+        20 => 14, // access-control-allow-origin
+        56 => 15, // strict-transport-security
+        _ => return None,
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,30 +360,6 @@ enum Repr {
     Incremental,
     Without,
     Never,
-}
-
-/// The lowercase form of the capitalised names handlers write for HTTP/1.1, without copying.
-fn known_lowercase(name: &[u8]) -> Option<&'static [u8]> {
-    Some(match name {
-        b"Content-Type" => b"content-type",
-        b"Content-Length" => b"content-length",
-        b"Last-Modified" => b"last-modified",
-        b"ETag" => b"etag",
-        b"Accept-Ranges" => b"accept-ranges",
-        b"Cache-Control" => b"cache-control",
-        b"Content-Encoding" => b"content-encoding",
-        b"Content-Range" => b"content-range",
-        b"Location" => b"location",
-        b"Vary" => b"vary",
-        b"Expires" => b"expires",
-        b"Date" => b"date",
-        b"Server" => b"server",
-        b"Set-Cookie" => b"set-cookie",
-        b"Allow" => b"allow",
-        b"Link" => b"link",
-        b"Age" => b"age",
-        _ => return None,
-    })
 }
 
 /// The representation [`Indexing::Auto`] picks; `in_static` is the static table's entry for
@@ -415,6 +518,95 @@ mod tests {
             (b"content-length".to_vec(), b"99".to_vec(), false)
         );
         assert_eq!(dec.table_size(), want);
+    }
+
+    #[test]
+    fn static_names_in_any_case_use_their_index_and_find_their_newest_value() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096, 1 << 16);
+        let mut out = Vec::new();
+        {
+            let mut b = enc.block(&mut out);
+            b.field(b"Content-Type", b"text/html");
+            b.static_field(
+                StaticName::DATE,
+                b"Mon, 21 Oct 2013 20:13:21 GMT",
+                Indexing::Auto,
+            );
+        }
+        // Static name index 31 with incremental indexing.
+        assert_eq!(out[0], 0x40 | 31);
+        let fields = decode(&mut dec, &out).unwrap();
+        assert_eq!(fields[0].0, b"content-type");
+        // Both values again, in any case of the name: one index byte each.
+        let again = encode(
+            &mut enc,
+            &[
+                (b"CONTENT-TYPE", b"text/html"),
+                (b"date", b"Mon, 21 Oct 2013 20:13:21 GMT"),
+            ],
+        );
+        assert_eq!(again, [0xbf, 0xbe]);
+        // A value other than the newest of its name is still found through the hash.
+        encode(&mut enc, &[(b"content-type", b"image/png")]);
+        assert_eq!(encode(&mut enc, &[(b"content-type", b"text/html")]), [0xc0]);
+        assert_eq!(encode(&mut enc, &[(b"content-type", b"image/png")]), [0xbe]);
+        // An empty value of a static name is the static entry.
+        assert_eq!(encode(&mut enc, &[(b"Content-Type", b"")]), [0x80 | 31]);
+    }
+
+    #[test]
+    fn the_newest_entries_are_forgotten_before_their_numbers_wrap() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096, 1 << 16);
+        // The next insertions are numbers 2^15 - 2, 2^15 - 1 and 2^15.
+        enc.table.set_inserted((1 << 15) - 2);
+        let a = encode(&mut enc, &[(b"content-type", b"text/html"), (b"x-a", b"1")]);
+        decode(&mut dec, &a).unwrap();
+        assert_ne!(enc.newest, [0; NEWEST_SLOTS]);
+        let b = encode(&mut enc, &[(b"x-b", b"2")]);
+        decode(&mut dec, &b).unwrap();
+        assert_eq!(enc.newest, [0; NEWEST_SLOTS], "forgotten at 2^15");
+        // Still found, through the hash.
+        let c = encode(&mut enc, &[(b"content-type", b"text/html")]);
+        assert_eq!(c, [0xc0]);
+        assert_eq!(decode(&mut dec, &c).unwrap()[0].1, b"text/html");
+    }
+
+    #[test]
+    fn a_value_not_worth_indexing_is_found_if_it_is_the_newest_of_its_name() {
+        let mut enc = Encoder::default();
+        let mut dec = Decoder::new(4096, 1 << 16);
+        let mut out = Vec::new();
+        enc.block(&mut out)
+            .static_field(StaticName::CONTENT_LENGTH, b"4096", Indexing::Without);
+        // Literal without indexing, static name 28 (4-bit prefix: 15 + 13).
+        assert_eq!(out[..2], [0x0f, 0x0d]);
+        decode(&mut dec, &out).unwrap();
+        assert_eq!(enc.table.size(), 0);
+        let mut out = Vec::new();
+        enc.block(&mut out).static_field(
+            StaticName::CONTENT_LENGTH,
+            b"4096",
+            Indexing::Incremental,
+        );
+        assert_eq!(out[0], 0x40 | 28);
+        decode(&mut dec, &out).unwrap();
+        let mut out = Vec::new();
+        enc.block(&mut out)
+            .static_field(StaticName::CONTENT_LENGTH, b"4096", Indexing::Without);
+        assert_eq!(out, [0xbe], "the newest content-length");
+        let mut out = Vec::new();
+        enc.block(&mut out)
+            .static_field(StaticName::CONTENT_LENGTH, b"99", Indexing::Without);
+        let got = decode(&mut dec, &out).unwrap();
+        assert_eq!(got[0], (b"content-length".to_vec(), b"99".to_vec(), false));
+        // Never indexed stays a literal even when the table has the value.
+        let mut out = Vec::new();
+        enc.block(&mut out)
+            .static_field(StaticName::CONTENT_LENGTH, b"4096", Indexing::Never);
+        assert_eq!(out[..2], [0x1f, 0x0d]);
+        assert!(decode(&mut dec, &out).unwrap()[0].2);
     }
 
     #[test]

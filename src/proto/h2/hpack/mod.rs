@@ -40,7 +40,7 @@ pub(crate) mod table;
 
 pub use decoder::{Decoder, HeaderField};
 pub use encoder::{BlockEncoder, Encoder, Indexing};
-pub use table::Stowed;
+pub use table::{StaticName, Stowed};
 
 /// The dynamic table size both endpoints start with (SETTINGS_HEADER_TABLE_SIZE default).
 pub const DEFAULT_TABLE_SIZE: usize = 4096;

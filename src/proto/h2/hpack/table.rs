@@ -19,8 +19,144 @@ pub fn static_entry(index: usize) -> Option<(&'static [u8], &'static [u8])> {
     STATIC.get(index.checked_sub(1)?).copied()
 }
 
+/// First static index carrying `name`, whatever its letter case (handlers write the
+/// `Content-Type` of HTTP/1.1): one slot read and one comparison, where matching every static
+/// name (and first lowercasing) costs a few hundred instructions per field.
+#[inline]
+pub fn static_name_nocase(name: &[u8]) -> Option<usize> {
+    let (&first, &last) = (name.first()?, name.last()?);
+    let index = NAME_SLOTS[name_slot(name.len(), first, last)] as usize;
+    let (static_name, _) = STATIC.get(index.checked_sub(1)?)?;
+    lowercase_is(name, static_name).then_some(index)
+}
+
+/// Whether `name`, lowercased, is `lower` (lowercase ASCII): eight bytes a step, where
+/// `eq_ignore_ascii_case` takes one.
+#[inline]
+fn lowercase_is(name: &[u8], lower: &[u8]) -> bool {
+    if name.len() != lower.len() {
+        return false;
+    }
+    if name.len() < 8 {
+        return name.eq_ignore_ascii_case(lower);
+    }
+    let (mut a, mut b) = (name, lower);
+    while let (Some((x, a_rest)), Some((y, b_rest))) =
+        (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+    {
+        if to_lower(u64::from_le_bytes(*x)) != u64::from_le_bytes(*y) {
+            return false;
+        }
+        (a, b) = (a_rest, b_rest);
+    }
+    if a.is_empty() {
+        return true;
+    }
+    // The last eight bytes, overlapping some compared already.
+    match (name.last_chunk::<8>(), lower.last_chunk::<8>()) {
+        (Some(x), Some(y)) => to_lower(u64::from_le_bytes(*x)) == u64::from_le_bytes(*y),
+        _ => false,
+    }
+}
+
+/// The eight bytes of `w` with their ASCII capitals lowercased. Exact for ASCII bytes (no
+/// carry crosses a byte below 0x80); a byte of 0x80 or more may disturb its neighbour, but
+/// is never equal to a byte of a lowercase ASCII name, so comparisons stay exact.
+#[inline]
+fn to_lower(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // Bytes from 'A' (0x41) and below '[' (0x5b): the top bit of `b + 0x3f` and not of `b + 0x25`.
+    let capitals = w.wrapping_add(ONES * 0x3f) & !w.wrapping_add(ONES * 0x25) & (ONES * 0x80);
+    w | (capitals >> 2)
+}
+
+/// A name of the static table, known by its index: a field under it is encoded with no
+/// name to lowercase, hash or compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticName(u8);
+
+impl StaticName {
+    pub const STATUS: StaticName = StaticName(8);
+    pub const CONTENT_LENGTH: StaticName = StaticName(28);
+    pub const DATE: StaticName = StaticName(33);
+    pub const ETAG: StaticName = StaticName(34);
+    pub const LAST_MODIFIED: StaticName = StaticName(44);
+    pub const SERVER: StaticName = StaticName(54);
+    pub const TRANSFER_ENCODING: StaticName = StaticName(57);
+
+    /// The static name `name` is, in any letter case.
+    #[inline]
+    pub fn of(name: &[u8]) -> Option<StaticName> {
+        static_name_nocase(name).map(|i| StaticName(i as u8))
+    }
+
+    /// Its first index in the static table.
+    #[inline]
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+/// The exact static entry of `value` under the static name at `index` (the first of its
+/// name), if the table has one: only the pseudo-headers and `accept-encoding` have values
+/// other than the empty one.
+#[inline]
+pub fn static_value(index: usize, value: &[u8]) -> Option<usize> {
+    if !matches!(index, 2 | 4 | 6 | 8 | 16) {
+        return value.is_empty().then_some(index);
+    }
+    let name = STATIC.get(index.checked_sub(1)?)?.0;
+    STATIC
+        .iter()
+        .enumerate()
+        .skip(index - 1)
+        .take_while(|(_, &(n, _))| n == name)
+        .find(|(_, &(_, v))| v == value)
+        .map(|(i, _)| i + 1)
+}
+
+/// Where [`static_name_nocase`] looks a name up: a hash of its length and its first and last
+/// letters (either case), which no two static names share (checked when the table is built).
+const fn name_slot(len: usize, first: u8, last: u8) -> usize {
+    (len.wrapping_mul(11) + (first | 0x20) as usize + (last | 0x20) as usize * 37) & 0xff
+}
+
+/// The static index of the name in each [`name_slot`], 0 for none.
+static NAME_SLOTS: [u8; 256] = build_name_slots();
+
+const fn build_name_slots() -> [u8; 256] {
+    let mut slots = [0u8; 256];
+    let mut i = 0;
+    while i < STATIC_LEN {
+        let name = STATIC_ENTRIES[i].0;
+        if i == 0 || !const_eq(STATIC_ENTRIES[i - 1].0, name) {
+            let slot = name_slot(name.len(), name[0], name[name.len() - 1]);
+            assert!(slots[slot] == 0, "two static names share a slot");
+            slots[slot] = (i + 1) as u8;
+        }
+        i += 1;
+    }
+    slots
+}
+
+const fn const_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Looks `name`/`value` up in the static table: `(index, true)` for an exact match,
-/// `(index, false)` for a name-only match.
+/// `(index, false)` for a name-only match. (The encoder finds names with
+/// [`static_name_nocase`] and values with [`static_value`]; this is their reference.)
+#[cfg(test)]
 pub fn static_find(name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
     let first = static_name_index(name)?;
     // Entries sharing a name are adjacent; only those with values can match exactly.
@@ -218,6 +354,32 @@ impl DynamicTable {
             name_match.get_or_insert(i);
         }
         name_match.map(|i| (i, false))
+    }
+
+    /// Sets the count of insertions, as after that many.
+    #[cfg(test)]
+    pub fn set_inserted(&mut self, inserted: u32) {
+        assert!(self.entries.is_empty());
+        self.inserted = inserted;
+    }
+
+    /// The insertion number of the newest entry, if any.
+    #[inline]
+    pub fn newest_seq(&self) -> Option<u32> {
+        (!self.entries.is_empty()).then(|| self.inserted.wrapping_sub(1))
+    }
+
+    /// The insertion number of the entry at `index` (0 = newest).
+    #[inline]
+    pub fn seq_at(&self, index: usize) -> u32 {
+        self.inserted.wrapping_sub(1).wrapping_sub(index as u32)
+    }
+
+    /// Entry `index` (0 = newest) with its index, if it is in the table.
+    #[inline]
+    pub fn get_with_index(&self, index: usize) -> Option<(usize, &[u8], &[u8])> {
+        let e = self.entries.get(index)?;
+        Some((index, &self.arena[e.name()], &self.arena[e.value()]))
     }
 
     /// Gives back the spare capacity (and the evicted prefix) the ring and the arena grew:
@@ -597,8 +759,9 @@ fn clamp(max_size: usize) -> u32 {
     max_size.min(MAX_TABLE_SIZE) as u32
 }
 
-/// First static index carrying `name`. (A match: cheaper, measured, than hashing the name
-/// into a table of the static names, because most fields a response sends end here.)
+/// First static index carrying `name`, exactly: the reference [`static_name_nocase`] is
+/// tested against.
+#[cfg(test)]
 fn static_name_index(name: &[u8]) -> Option<usize> {
     Some(match name {
         b":authority" => 1,
@@ -657,8 +820,10 @@ fn static_name_index(name: &[u8]) -> Option<usize> {
     })
 }
 
+static STATIC: [(&[u8], &[u8]); STATIC_LEN] = STATIC_ENTRIES;
+
 /// RFC 7541 Appendix A.
-static STATIC: [(&[u8], &[u8]); STATIC_LEN] = [
+const STATIC_ENTRIES: [(&[u8], &[u8]); STATIC_LEN] = [
     (b":authority", b""),
     (b":method", b"GET"),
     (b":method", b"POST"),
@@ -771,6 +936,68 @@ mod tests {
             );
         }
         assert_eq!(static_name_index(b"x-unknown"), None);
+    }
+
+    #[test]
+    fn static_names_are_found_in_any_case() {
+        for (i, &(name, _)) in STATIC.iter().enumerate() {
+            let first = static_name_index(name).unwrap();
+            assert_eq!(static_name_nocase(name), Some(first), "{i}");
+            let upper = name.to_ascii_uppercase();
+            assert_eq!(static_name_nocase(&upper), Some(first));
+        }
+        assert_eq!(static_name_nocase(b"Content-Type"), Some(31));
+        assert_eq!(static_name_nocase(b"ETag"), Some(34));
+        for other in [
+            &b""[..],
+            b"x",
+            b"content-typ",
+            b"contentxtype",
+            b"x-foo",
+            b"dat",
+        ] {
+            assert_eq!(static_name_nocase(other), None, "{other:?}");
+        }
+        for (name, is) in [
+            (&b"Content-Type"[..], true),
+            (b"CONTENT-LENGTH", true),
+            (b"Access-Control-Allow-Origin", true),
+            (b"Content-Typ\xc5", false),
+            (b"Content\x0dType", false),
+            (b"Content-Tyqe", false),
+            (b"[ontent-type", false),
+            (b"@ontent-type", false),
+        ] {
+            assert_eq!(static_name_nocase(name).is_some(), is, "{name:?}");
+        }
+        // Every byte in every place of a name: only the two cases of its own letter match.
+        let name = b"strict-transport-security";
+        for at in 0..name.len() {
+            for byte in 0..=255u8 {
+                let mut other = *name;
+                other[at] = byte;
+                let same = byte == name[at] || byte.to_ascii_lowercase() == name[at];
+                assert_eq!(lowercase_is(&other, name), same, "{at} {byte}");
+            }
+        }
+        // Carriage return and '-' differ by the case bit only: still different.
+        assert_eq!(static_name_nocase(b"content\rtype"), None);
+        for (known, name) in [
+            (StaticName::STATUS, &b":status"[..]),
+            (StaticName::SERVER, b"server"),
+            (StaticName::CONTENT_LENGTH, b"content-length"),
+            (StaticName::DATE, b"date"),
+            (StaticName::ETAG, b"etag"),
+            (StaticName::LAST_MODIFIED, b"last-modified"),
+            (StaticName::TRANSFER_ENCODING, b"transfer-encoding"),
+        ] {
+            assert_eq!(StaticName::of(name), Some(known));
+        }
+        assert_eq!(static_value(8, b"404"), Some(13));
+        assert_eq!(static_value(8, b"302"), None);
+        assert_eq!(static_value(16, b"gzip, deflate"), Some(16));
+        assert_eq!(static_value(31, b""), Some(31));
+        assert_eq!(static_value(31, b"text/html"), None);
     }
 
     #[test]
