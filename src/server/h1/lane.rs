@@ -25,7 +25,8 @@ pub(crate) enum LaneStep {
 
 /// Answers the request at the start of `rbuf` on a plain connection of the lane when it is
 /// the inline path of `Conn::answer`: a complete head without body or upgrade, keep-alive
-/// (the server is not stopping), a handler that answers now and a body written as a copy.
+/// (the server is not stopping), a handler that answers now and a body in memory or one
+/// range of a file.
 /// Everything else is a `Handover`, which a task serves from the same bytes. `fresh`: no
 /// request answered on the connection yet (the HTTP/2 preface may come). `send_alone` sends
 /// an answer that needs no copy (the kept answer to the read's only request) and says how
