@@ -75,17 +75,16 @@ pub(crate) fn answer_in_lane(
             return LaneStep::Answered;
         }
     }
-    answer_parsed(ctx, addrs, rbuf, wbuf, splice)
+    answer_parsed(ctx, *addrs, rbuf, wbuf, splice)
 }
 
 /// `answer_in_lane` for a request the answer memo does not know: parsed, routed and written.
-/// Out of line: the lane's loop around a kept answer stays small (inlined, this path held
-/// more of the loop's values in memory and cost the repeated rows 7-9 instructions a
-/// request), and one call is little beside parsing and routing.
+/// Out of line: the lane's loop around a kept answer stays small, and one call is little
+/// beside parsing and routing.
 #[inline(never)]
 fn answer_parsed(
     ctx: &WorkerCtx,
-    addrs: &Addrs,
+    addrs: Addrs,
     rbuf: &mut BytesMut,
     wbuf: &mut Vec<u8>,
     splice: &mut SplicedBodies,
@@ -98,7 +97,7 @@ fn answer_parsed(
         return LaneStep::Handover;
     }
     let head_len = head.len as u64;
-    let mut req = build_request(head, rbuf, false, addrs);
+    let mut req = build_request(head, rbuf, false, &addrs);
     let Some((resp, route)) = request_start::route_now(ctx, &mut req) else {
         return hand_back(rbuf, &req);
     };
