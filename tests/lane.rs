@@ -4,7 +4,8 @@
 //! connection is one entry (`tfd:` line) in the parking instance, whose `data` names its record;
 //! a connection that went to a task and came back has a new record, a connection answered in
 //! place keeps its entry. Anything the lane does not answer (a request body, a partial head, a
-//! large file) goes to a task with the bytes already read, and nothing is lost or read twice.
+//! file the socket has no room for) goes to a task with the bytes already read (and what is
+//! left to send), and nothing is lost, read twice or sent twice.
 
 mod common;
 
@@ -169,10 +170,13 @@ fn a_head_split_across_writes_is_answered_once() {
     wait_lane(&s, 1);
 }
 
+/// The size of `huge.bin`.
+const HUGE: usize = 24 << 20;
+
 #[test]
-fn a_large_file_is_sent_by_a_task_after_the_lane_read_its_request() {
+fn a_large_file_is_sent_from_the_lane_between_pipelined_answers() {
     let s = server("");
-    let (mut c, mut pending, entry) = in_lane(&s);
+    let (mut c, mut pending, _) = in_lane(&s);
     write_all(
         &mut c,
         b"GET /files/large.bin HTTP/1.1\r\nHost: a\r\n\r\nGET /answer HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -182,8 +186,38 @@ fn a_large_file_is_sent_by_a_task_after_the_lane_read_its_request() {
     assert_eq!(r.body.len(), 100_000);
     assert!(r.body.iter().all(|&b| b == b'L'));
     assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    nothing_more(&mut c, &pending);
+    wait_lane(&s, 1);
+}
+
+#[test]
+fn what_the_socket_did_not_take_of_a_file_is_sent_by_a_task() {
+    let s = server("");
+    // Larger than any socket's buffers: the lane cannot send it all at once.
+    let huge: Vec<u8> = (0..HUGE).map(|i| (i % 251) as u8).collect();
+    write_file(s.dir.path(), "root/huge.bin", &huge);
+    let (mut c, mut pending, entry) = in_lane(&s);
+    write_all(
+        &mut c,
+        b"GET /files/huge.bin HTTP/1.1\r\nHost: a\r\n\r\nGET /answer HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    // The client reads only once the lane had to stop sending.
+    std::thread::sleep(Duration::from_millis(300));
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let r = read_response(&mut c, &mut pending, false);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), HUGE);
+    assert!(
+        r.body
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == (i % 251) as u8),
+        "the rest follows what the lane sent, in order"
+    );
+    assert_eq!(read_response(&mut c, &mut pending, false).text(), "42");
+    nothing_more(&mut c, &pending);
     let back = wait_lane(&s, 1)[0];
-    assert_ne!(back.data, entry.data);
+    assert_ne!(back.data, entry.data, "a task sent the rest");
 }
 
 #[test]
@@ -435,12 +469,11 @@ hosts:
     // All of them in the lane.
     assert_eq!(lane(&s), vec![entry]);
     assert_eq!(s.log_lines_naming("access rule denies", 2).len(), 2);
-    // The fourth within the burst: a task sends it, and the zone counts it once.
+    // The fourth within the burst, a file sent with sendfile: the zone counts it once.
     write_all(&mut c, b"GET /gated/large.bin HTTP/1.1\r\nHost: a\r\n\r\n");
     let r = read_response(&mut c, &mut pending, false);
     assert_eq!((r.status, r.body.len()), (200, 100_000));
     let back = wait_lane(&s, 1)[0];
-    assert_ne!(back.data, entry.data, "it went through a task");
     // The fifth is over the burst, although its bytes were answered before.
     write_all(&mut c, small);
     let r = read_response(&mut c, &mut pending, false);

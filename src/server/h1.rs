@@ -23,10 +23,12 @@ use tokio::sync::futures::Notified;
 use tokio::time::Sleep;
 
 mod lane;
+mod splice;
 mod streaming;
 mod switch;
 
 pub(crate) use lane::{answer_in_lane, LaneStep};
+pub(crate) use splice::{Sink, SplicedBodies};
 use switch::{h2c_upgrade, is_preface_prefix, not_http, PREFACE};
 
 /// Bodies up to this size are copied into the write buffer; larger ones are written directly.
@@ -82,10 +84,12 @@ pub(crate) struct H2cUpgrade {
 }
 
 /// A lane connection's buffers as it goes back to a task: the bytes read and not yet
-/// answered (from the start of a request), and responses not yet sent.
+/// answered (from the start of a request), and responses not yet sent: bytes, then what the
+/// lane did not send of a file.
 pub(crate) struct Carried {
     pub rbuf: BytesMut,
     pub wbuf: Vec<u8>,
+    pub file: Option<FileRange>,
 }
 
 /// Serves one connection until it closes, until it has been idle long enough to park (then
@@ -107,9 +111,9 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
         }) => (fresh, Some(open), carried),
         None => (true, None, None),
     };
-    let (rbuf, wbuf) = match carried {
-        Some(c) => (c.rbuf, c.wbuf),
-        None => (ctx.buffers.read_buffer(), ctx.buffers.write_buffer()),
+    let (rbuf, wbuf, file) = match carried {
+        Some(c) => (c.rbuf, c.wbuf, c.file.map(Box::new)),
+        None => (ctx.buffers.read_buffer(), ctx.buffers.write_buffer(), None),
     };
     let tls = stream.tls_facts();
     let mut conn = Conn {
@@ -129,6 +133,15 @@ pub(crate) fn serve<'a, T: Transport + 'a>(
     // A block that owns the connection holds one copy of it (an async fn would keep its
     // arguments besides): this future lives as long as the connection.
     async move {
+        // The rest of a file the lane began to send goes first.
+        if let Some(rest) = file {
+            if let Err(e) = conn.send_file(&rest).await {
+                if let Close::Io(e) = e {
+                    tracing::debug!(peer = %conn.addrs.0, "connection closed: {e}");
+                }
+                return Ended::Closed;
+            }
+        }
         match conn.serve(open).await {
             Step::Closed => Ended::Closed,
             Step::Idle { fresh, open } => Ended::Idle { fresh, open },
@@ -445,6 +458,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             ctx,
             port: self.addrs.1.port(),
             wbuf: &mut self.wbuf,
+            splice: None,
             tls: self.tls,
         };
         out.write_inline(reply, &mut self.rbuf);
@@ -506,6 +520,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             ctx: self.ctx,
             port: self.addrs.1.port(),
             wbuf: &mut self.wbuf,
+            splice: None,
             tls: self.tls,
         }
     }
@@ -866,6 +881,9 @@ struct Out<'o> {
     /// The local port (for the Server and Alt-Svc lines).
     port: u16,
     wbuf: &'o mut Vec<u8>,
+    /// Where bodies in memory go instead of being copied into `wbuf` (the lane's, which
+    /// sends them from their own memory: `splice.rs`); `None` copies.
+    splice: Option<&'o mut SplicedBodies>,
     /// The connection's TLS session, for the log line.
     tls: Option<crate::log::TlsFacts>,
 }
@@ -874,10 +892,11 @@ impl Out<'_> {
     /// Writes an inline reply (its body copied) with its log line and metrics, and steps
     /// `rbuf` past a request body the handler did not need (all of it is there).
     #[inline(always)]
-    fn write_inline(mut self, reply: Reply, rbuf: &mut BytesMut) {
+    fn write_inline(mut self, mut reply: Reply, rbuf: &mut BytesMut) {
         let started = self.reply_started(&reply);
-        let total = self.write_copied(&reply);
-        self.reply_sent(&reply, reply.resp.body.len(), started, total);
+        let body_len = reply.resp.body.len();
+        let total = self.write_copied(&mut reply);
+        self.reply_sent(&reply, body_len, started, total);
         crate::http::recycle::give_header_list(reply.resp.headers);
         reply.req.recycle();
         if let BodyFraming::Length(n) = reply.framing {
@@ -928,8 +947,9 @@ impl Out<'_> {
         request_ended(figures, counted, log);
     }
 
-    /// Writes the head and the (copied) body of an inline reply; returns its bytes.
-    fn write_copied(&mut self, reply: &Reply) -> u64 {
+    /// Writes the head and the body of an inline reply, copied or (a large one in memory, with
+    /// `splice`) taken to be sent from where it is; returns its bytes.
+    fn write_copied(&mut self, reply: &mut Reply) -> u64 {
         let resp = &reply.resp;
         let head = ResponseHead {
             status: resp.status,
@@ -944,6 +964,14 @@ impl Out<'_> {
         if reply.sends_no_body() {
             return head_len;
         }
+        let body_len = resp.body.len();
+        if let Some(splice) = self.splice.as_deref_mut() {
+            if splices(&resp.body) {
+                splice.push(self.wbuf.len(), std::mem::take(&mut reply.resp.body));
+                return head_len + body_len;
+            }
+        }
+        let resp = &reply.resp;
         let wbuf = &mut *self.wbuf;
         let mut copy = |b: &[u8]| wbuf.extend_from_slice(b);
         match &resp.body {
@@ -959,7 +987,7 @@ impl Out<'_> {
             }
             Body::Empty | Body::Stream(_) => {}
         }
-        head_len + resp.body.len()
+        head_len + body_len
     }
 }
 
@@ -1048,6 +1076,27 @@ fn copies(body: &Body) -> bool {
         }),
         Body::Stream(_) => false,
     }
+}
+
+/// Whether a body is sent from where it is when it can be (`Out::splice`): bytes in memory
+/// large enough that a copy would cost more than the extra piece of the write, or a file
+/// the open-file cache holds no copy of (sent with `sendfile`).
+#[inline]
+fn splices(body: &Body) -> bool {
+    match body {
+        Body::Bytes(b) => b.len() >= splice::SPLICE_MIN,
+        Body::File(f) => f
+            .cached_slice()
+            .is_none_or(|c| c.len() >= splice::SPLICE_MIN),
+        _ => false,
+    }
+}
+
+/// Whether the lane can send a body that is not written as a copy (`Reply::inline`) from
+/// where it is (`splices`): bytes, or one range of a file.
+#[inline]
+fn lane_sends(body: &Body) -> bool {
+    matches!(body, Body::Bytes(_) | Body::File(_))
 }
 
 /// One read into the spare capacity of `buf`, which grows by what was read (0 at end of

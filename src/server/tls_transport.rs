@@ -14,7 +14,7 @@ use crate::proto::h2::OutputParts;
 use bytes::BytesMut;
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -352,14 +352,13 @@ impl TlsTransport {
         timeout: Duration,
     ) -> io::Result<()> {
         let mut left = len;
-        buf.resize(
-            FILE_CHUNK.min(usize::try_from(len).unwrap_or(FILE_CHUNK)),
-            0,
-        );
+        // Read into the buffer's room as it is: zeroing it first cost as much as the copy.
+        buf.reserve_exact(FILE_CHUNK.min(usize::try_from(len).unwrap_or(FILE_CHUNK)));
         while left > 0 {
-            let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            buf.clear();
+            let want = usize::try_from(left).unwrap_or(usize::MAX);
             // A page-cache read; the file handler's own reads block the same way.
-            let n = file.read_at(&mut buf[..want], offset)?;
+            let n = crate::sys::file::pread_spare(file.as_raw_fd(), buf, offset, want)?;
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,

@@ -69,6 +69,26 @@ pub fn send_direct(fd: RawFd, bytes: &[u8], flags: libc::c_int) -> io::Result<us
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// One sendmsg(2) of the pieces `iov` in order with `flags`, as the system call itself (see
+/// `recv_direct`): how many bytes the socket took. A response head and a body in memory go
+/// out together without first being copied into one buffer.
+#[inline]
+pub fn send_gathered_direct(
+    fd: RawFd,
+    iov: &[std::io::IoSlice<'_>],
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    // SAFETY: a zeroed msghdr is valid (no address, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // `IoSlice` is guaranteed ABI-compatible with `iovec` on Unix; the kernel only reads
+    // through the pointers, and caps the count itself (EMSGSIZE over IOV_MAX).
+    msg.msg_iov = iov.as_ptr().cast_mut().cast();
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: `msg` and every slice `iov` names are valid for reads for the call.
+    let n = unsafe { libc::syscall(libc::SYS_sendmsg, fd, std::ptr::addr_of!(msg), flags) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
 /// Shuts down the sending side: the peer reads the rest, then sees end of stream.
 pub fn shutdown_write(fd: RawFd) -> io::Result<()> {
     // SAFETY: shutdown(2) takes no pointers.
@@ -181,6 +201,21 @@ mod tests {
         let broken = send_direct(a.as_raw_fd(), b"e", flags).unwrap_err();
         assert_eq!(broken.raw_os_error(), Some(libc::EPIPE));
         let broken = send(a.as_raw_fd(), b"e", libc::MSG_NOSIGNAL).unwrap_err();
+        assert_eq!(broken.raw_os_error(), Some(libc::EPIPE));
+    }
+
+    #[test]
+    fn send_gathered_direct_sends_the_pieces_in_order() {
+        use std::io::IoSlice;
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        let iov = [IoSlice::new(b"ab"), IoSlice::new(b""), IoSlice::new(b"cde")];
+        assert_eq!(send_gathered_direct(a.as_raw_fd(), &iov, flags).unwrap(), 5);
+        let mut got = [0u8; 5];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"abcde");
+        drop(b);
+        let broken = send_gathered_direct(a.as_raw_fd(), &iov, flags).unwrap_err();
         assert_eq!(broken.raw_os_error(), Some(libc::EPIPE));
     }
 

@@ -2,7 +2,7 @@
 //! the lane read, without a task of its own, by the code a connection's task runs for it.
 
 use super::switch::is_preface_prefix;
-use super::{build_request, Out, Reply};
+use super::{build_request, Out, Reply, SplicedBodies};
 use crate::http::clock::BatchClock;
 use crate::http::repeat::Repeatable;
 use crate::http::Request;
@@ -25,12 +25,15 @@ pub(crate) enum LaneStep {
 
 /// Answers the request at the start of `rbuf` on a plain connection of the lane when it is
 /// the inline path of `Conn::answer`: a complete head without body or upgrade, keep-alive
-/// (the server is not stopping), a handler that answers now and a body written as a copy.
+/// (the server is not stopping), a handler that answers now and a body in memory or one
+/// range of a file.
 /// Everything else is a `Handover`, which a task serves from the same bytes. `fresh`: no
 /// request answered on the connection yet (the HTTP/2 preface may come). `send_alone` sends
 /// an answer that needs no copy (the kept answer to the read's only request) and says how
-/// much of it the socket took.
+/// much of it the socket took. A body in memory goes to `splice`, to be sent from there
+/// after the bytes `wbuf` holds before it.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn answer_in_lane(
     ctx: &WorkerCtx,
     addrs: &Addrs,
@@ -38,6 +41,7 @@ pub(crate) fn answer_in_lane(
     clock: &BatchClock,
     rbuf: &mut BytesMut,
     wbuf: &mut Vec<u8>,
+    splice: &mut SplicedBodies,
     send_alone: impl FnOnce(&[u8]) -> usize,
 ) -> LaneStep {
     if fresh && is_preface_prefix(rbuf) {
@@ -48,7 +52,7 @@ pub(crate) fn answer_in_lane(
         if let Some((given, answer)) = memo.give(rbuf, addrs.1, clock) {
             // The read's only request, with nothing queued before it: the kept answer goes
             // to the socket as it is, and only what the socket did not take is copied.
-            let alone = wbuf.is_empty() && rbuf.len() == given.head_len;
+            let alone = wbuf.is_empty() && splice.is_empty() && rbuf.len() == given.head_len;
             let sent = if alone { send_alone(answer) } else { 0 };
             wbuf.extend_from_slice(answer.get(sent..).unwrap_or_default());
             let total = answer.len() as u64;
@@ -71,6 +75,20 @@ pub(crate) fn answer_in_lane(
             return LaneStep::Answered;
         }
     }
+    answer_parsed(ctx, *addrs, rbuf, wbuf, splice)
+}
+
+/// `answer_in_lane` for a request the answer memo does not know: parsed, routed and written.
+/// Out of line: the lane's loop around a kept answer stays small, and one call is little
+/// beside parsing and routing.
+#[inline(never)]
+fn answer_parsed(
+    ctx: &WorkerCtx,
+    addrs: Addrs,
+    rbuf: &mut BytesMut,
+    wbuf: &mut Vec<u8>,
+    splice: &mut SplicedBodies,
+) -> LaneStep {
     let parsed = (ctx.parse_memo.borrow_mut()).parse(rbuf, &ctx.head_limits);
     let Ok(Some(head)) = parsed else {
         return LaneStep::Handover;
@@ -79,7 +97,7 @@ pub(crate) fn answer_in_lane(
         return LaneStep::Handover;
     }
     let head_len = head.len as u64;
-    let mut req = build_request(head, rbuf, false, addrs);
+    let mut req = build_request(head, rbuf, false, &addrs);
     let Some((resp, route)) = request_start::route_now(ctx, &mut req) else {
         return hand_back(rbuf, &req);
     };
@@ -92,7 +110,9 @@ pub(crate) fn answer_in_lane(
         expect_continue: false,
         head_len,
     };
-    if !reply.inline() {
+    // A body that is not copied (large bytes, a file without a copy in memory) is sent
+    // from where it is; other answers that wait (parts of a file) go to a task.
+    if !reply.inline() && !super::lane_sends(&reply.resp.body) {
         return hand_back(rbuf, &reply.req);
     }
     // The path's checks, now that the answer is the lane's to write (a task that took the
@@ -106,7 +126,7 @@ pub(crate) fn answer_in_lane(
         let mut memo = ctx.answer_memo.borrow_mut();
         memo.wants() && memo.seen_again(reply.req.raw_head(), addrs.1)
     };
-    let kept = keep
+    let kept = (keep && reply.inline())
         .then(|| Repeatable::of(&reply.resp.body))
         .flatten()
         .map(|source| {
@@ -117,10 +137,13 @@ pub(crate) fn answer_in_lane(
             )
         });
     let start = wbuf.len();
+    // A kept answer is copied whole (the memo keeps its bytes); any other body in memory is
+    // sent from where it is.
     let out = Out {
         ctx,
         port: addrs.1.port(),
         wbuf,
+        splice: if kept.is_none() { Some(splice) } else { None },
         tls: None,
     };
     out.write_inline(reply, rbuf);

@@ -6,10 +6,10 @@
 use crate::http::clock::BatchClock;
 use crate::server::buffers::READ_BUFFER;
 use crate::server::context::{Addrs, WorkerCtx};
-use crate::server::h1::{self, LaneStep};
+use crate::server::h1::{self, LaneStep, Sink, SplicedBodies};
 use bytes::BytesMut;
-use std::io;
-use std::os::fd::RawFd;
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, RawFd};
 
 /// A read buffer with less room than this grows before the next read.
 const READ_ROOM_MIN: usize = 1024;
@@ -23,6 +23,8 @@ const READS_PER_TURN: usize = 4;
 pub(super) struct Lane {
     pub buffers: Option<(BytesMut, Vec<u8>)>,
     pub clock: BatchClock,
+    /// Bodies sent from their own memory (empty between connections).
+    pub splice: SplicedBodies,
 }
 
 /// How a lane connection's turn ended.
@@ -37,8 +39,9 @@ pub(super) enum Served {
 
 /// Reads what `fd` has (edge-triggered: until a read comes short), answers the inline
 /// requests (`h1::answer_in_lane`) and sends their responses with one `send` per read;
-/// `answered` says whether any request was. Leaves the buffers (read, write) empty unless it
-/// hands over.
+/// `answered` says whether any request was. Leaves the buffers (read, write) and `splice`
+/// empty unless it hands over: then what is still to send is in `wbuf` and `splice`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn exchange(
     fd: RawFd,
     addrs: &Addrs,
@@ -46,6 +49,7 @@ pub(super) fn exchange(
     ctx: &WorkerCtx,
     clock: &BatchClock,
     (rbuf, wbuf): (&mut BytesMut, &mut Vec<u8>),
+    splice: &mut SplicedBodies,
     answered: &mut bool,
 ) -> Served {
     let pipelined = ctx.config.limits.pipelined_requests;
@@ -76,19 +80,20 @@ pub(super) fn exchange(
         while !rbuf.is_empty() {
             let fresh = fresh && !*answered;
             let send_alone = |answer: &[u8]| send_once(fd, answer).unwrap_or(0);
-            match h1::answer_in_lane(ctx, addrs, fresh, clock, rbuf, wbuf, send_alone) {
+            match h1::answer_in_lane(ctx, addrs, fresh, clock, rbuf, wbuf, splice, send_alone) {
                 LaneStep::Answered => *answered = true,
                 LaneStep::Handover => return Served::Handover,
             }
             queued += 1;
-            if queued >= pipelined {
-                if !send_now(fd, wbuf) {
+            // A file goes out before anything follows it.
+            if queued >= pipelined || splice.ends_with_file() {
+                if !send_now(fd, wbuf, splice) {
                     return Served::Handover;
                 }
                 queued = 0;
             }
         }
-        if !send_now(fd, wbuf) {
+        if !send_now(fd, wbuf, splice) {
             return Served::Handover;
         }
         if n < room {
@@ -99,12 +104,43 @@ pub(super) fn exchange(
     Served::Handover
 }
 
-/// Sends `wbuf` without waiting; true when all of it went (`wbuf` is then empty). What did
-/// not go stays in `wbuf` for the task that takes over (an error there closes it).
+/// Sends `wbuf` with the bodies spliced into it without waiting; true when all of it went
+/// (both are then empty). What did not go stays in `wbuf` for the task that takes over (an
+/// error there closes it).
 #[inline]
-fn send_now(fd: RawFd, wbuf: &mut Vec<u8>) -> bool {
+fn send_now(fd: RawFd, wbuf: &mut Vec<u8>, splice: &mut SplicedBodies) -> bool {
+    if !splice.is_empty() {
+        return send_spliced(fd, wbuf, splice);
+    }
     // Empty after an answer sent alone (`h1::answer_in_lane`): no call.
     wbuf.is_empty() || send_queued(fd, wbuf)
+}
+
+#[inline(never)]
+fn send_spliced(fd: RawFd, wbuf: &mut Vec<u8>, splice: &mut SplicedBodies) -> bool {
+    splice.send_all(wbuf, &mut Socket(fd))
+}
+
+/// A lane socket as the sink of spliced output: the system calls themselves, without waiting.
+struct Socket(RawFd);
+
+impl Sink for Socket {
+    fn gathered(&mut self, iov: &[IoSlice<'_>], more: bool) -> io::Result<usize> {
+        let more = if more { libc::MSG_MORE } else { 0 };
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more;
+        crate::sys::socket::send_gathered_direct(self.0, iov, flags)
+    }
+
+    fn file(
+        &mut self,
+        file: &std::fs::File,
+        offset: &mut libc::off_t,
+        len: usize,
+    ) -> io::Result<usize> {
+        // The socket does not block: a file larger than its room goes in part, and the
+        // task that takes over sends the rest.
+        crate::sys::file::sendfile(self.0, file.as_raw_fd(), offset, len)
+    }
 }
 
 #[inline(never)]
