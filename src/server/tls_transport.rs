@@ -14,7 +14,6 @@ use crate::proto::h2::OutputParts;
 use bytes::BytesMut;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -356,15 +355,12 @@ impl TlsTransport {
         buf.reserve_exact(FILE_CHUNK.min(usize::try_from(len).unwrap_or(FILE_CHUNK)));
         while left > 0 {
             buf.clear();
-            let want = usize::try_from(left).unwrap_or(usize::MAX);
-            // A page-cache read; the file handler's own reads block the same way.
-            let n = crate::sys::file::pread_spare(file.as_raw_fd(), buf, offset, want)?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "file shrank while being sent",
-                ));
-            }
+            let n = usize::try_from(left)
+                .unwrap_or(usize::MAX)
+                .min(buf.capacity().max(1));
+            // A page-cache read; the file handler's own reads block the same way. A file that
+            // shrank is an UnexpectedEof error.
+            crate::sys::file::pread_append(file, buf, n, offset)?;
             offset += n as u64;
             left -= n as u64;
             self.write_all(&buf[..n], left > 0, timeout).await?;

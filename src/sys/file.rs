@@ -21,23 +21,6 @@ pub fn sendfile(
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
-/// One pread(2) of up to `max` bytes of `from` at `offset` into the spare capacity of `buf`,
-/// which grows by what was read (0 at the end of the file): the room is not zeroed first.
-#[inline]
-pub fn pread_spare(from: RawFd, buf: &mut Vec<u8>, offset: u64, max: usize) -> io::Result<usize> {
-    let offset = libc::off_t::try_from(offset)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
-    let spare = buf.spare_capacity_mut();
-    let room = spare.len().min(max);
-    // SAFETY: `spare` is valid for writes of `room` bytes.
-    let n = unsafe { libc::pread(from, spare.as_mut_ptr().cast(), room, offset) };
-    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
-    // SAFETY: the kernel initialized the first `n` bytes of the spare capacity (at most
-    // `room`).
-    unsafe { buf.set_len(buf.len() + n) };
-    Ok(n)
-}
-
 /// A new pipe (read end, write end), both closed on exec.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
@@ -123,27 +106,6 @@ pub fn pread_append(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod pread_tests {
-    use super::*;
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
-
-    #[test]
-    fn pread_spare_reads_into_the_room_and_grows_the_buffer() {
-        let mut f = tempfile::tempfile().unwrap();
-        f.write_all(b"0123456789").unwrap();
-        let mut buf = Vec::with_capacity(8);
-        buf.extend_from_slice(b"ab");
-        assert_eq!(pread_spare(f.as_raw_fd(), &mut buf, 3, 4).unwrap(), 4);
-        assert_eq!(buf, b"ab3456");
-        assert_eq!(pread_spare(f.as_raw_fd(), &mut buf, 8, 100).unwrap(), 2);
-        assert_eq!(buf, b"ab345689");
-        assert_eq!(pread_spare(f.as_raw_fd(), &mut buf, 10, 100).unwrap(), 0);
-        assert!(pread_spare(-1, &mut Vec::with_capacity(1), 0, 1).is_err());
-    }
 }
 
 #[cfg(test)]
