@@ -160,6 +160,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("fastcgi.spawn", P),
     ("fastcgi.timeout.io", ALL),
     ("fastcgi.timeout.keepalive", ALL),
+    ("fastcgi.max-connections", ALL),
     ("fastcgi.document_root", ALL),
     ("fastcgi.send-delegated-uri", ALL),
     ("fastcgi.max-request-buffer", ALL),
