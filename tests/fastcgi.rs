@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::load::Load;
 use common::php_fpm::{Listen, PhpFpm};
 use common::{curl, free_ports, Spate};
 use std::io::{Read, Write};
@@ -285,6 +286,16 @@ fn a_pool_that_is_down_gives_503_and_one_log_line() {
 /// A FastCGI server answering each request with `answer`'s records; counts connections, and
 /// those the client closed.
 fn fake_app(answer: &'static [u8], keep: bool) -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    fake_app_with(answer, keep, usize::MAX)
+}
+
+/// [`fake_app`] that, on a kept connection, takes the request after `answers` answered ones
+/// and closes the connection without answering it (an application worker that exits).
+fn fake_app_with(
+    answer: &'static [u8],
+    keep: bool,
+    answers: usize,
+) -> (u16, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = l.local_addr().expect("addr").port();
     let accepted = Arc::new(AtomicUsize::new(0));
@@ -299,7 +310,7 @@ fn fake_app(answer: &'static [u8], keep: bool) -> (u16, Arc<AtomicUsize>, Arc<At
                 // Read records until the empty STDIN one, answer, and again while kept.
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
-                loop {
+                for done in 0.. {
                     loop {
                         if let Some(end) = find_empty_stdin(&buf) {
                             buf.drain(..end);
@@ -313,6 +324,9 @@ fn fake_app(answer: &'static [u8], keep: bool) -> (u16, Arc<AtomicUsize>, Arc<At
                             Err(_) => return,
                             Ok(n) => buf.extend_from_slice(&chunk[..n]),
                         }
+                    }
+                    if done == answers {
+                        return;
                     }
                     if c.write_all(answer).is_err() || !keep {
                         return;
@@ -500,4 +514,59 @@ fn idle_connections_close_after_the_keepalive_timeout() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(closed.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_kept_connection_the_application_closed_is_sent_again_on_a_new_one() {
+    // Each connection answers one request and drops the next unanswered, as a PHP-FPM child
+    // at its pm.max_requests does.
+    let (port, accepted, _) = fake_app_with(GOOD, true, 1);
+    let s = start_fake(port, 5000);
+    for i in 0..4 {
+        let out = curl(&["-s", "-w", " %{http_code}", &s.url("/x")]);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "hi 200",
+            "request {i}"
+        );
+    }
+    // The first connection, then for each later request the lost kept one and a new one.
+    assert_eq!(accepted.load(Ordering::SeqCst), 4);
+    assert!(s.log_lines_naming("fastcgi", 0).is_empty());
+}
+
+#[test]
+fn requests_beyond_fastcgi_max_connections_wait_for_one() {
+    let (port, accepted, _) = fake_app(GOOD, true);
+    let s = Spate::start(&format!(
+        "listen: 0\nnum-threads: 1\nhosts:\n  default:\n    paths:\n      /:\n        fastcgi.connect: 127.0.0.1:{port}\n        fastcgi.max-connections: 2\n"
+    ));
+    let url = s.url("/x");
+    // 100 requests: no connection reaches the 100 after which it is closed for a new one.
+    let out = Load::h2load_with(&url, &["-n", "100", "-c", "20", "-m", "5"]).finish(10);
+    assert_eq!((out.succeeded, out.non_2xx), (100, 0), "{out:?}");
+    let n = accepted.load(Ordering::SeqCst);
+    assert!(
+        (1..=2).contains(&n),
+        "{n} connections for fastcgi.max-connections: 2"
+    );
+}
+
+#[test]
+fn php_fpm_with_fewer_children_than_kept_connections_answers_every_request() {
+    // Two spate workers may each keep 16 connections (the defaults); PHP-FPM has 2 children,
+    // so most connections wait in its backlog behind kept ones until those are rotated.
+    let Some(fpm) = PhpFpm::start(Listen::Unix, 2) else {
+        return;
+    };
+    let s = start(&fpm, "num-threads: 2\n");
+    let t = std::time::Instant::now();
+    let out = Load::h2load_with(&s.url("/info.php"), &["-n", "600", "-c", "30", "-m", "4"]);
+    let out = out.finish(20);
+    assert_eq!((out.succeeded, out.non_2xx), (600, 0), "{out:?}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        t.elapsed()
+    );
 }

@@ -368,3 +368,162 @@ hosts:
     let r = s.raw(small.as_bytes());
     assert!(r.starts_with("HTTP/1.1 405 "), "{r}");
 }
+
+/// An HTTP/2 backend over TLS (h2 by ALPN) that answers one request and closes its TCP
+/// connection without a TLS close_notify, as many do after a complete answer.
+const H2_TLS_CLOSER: &str = r#"
+import socket, ssl, struct, sys, time
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+ctx.set_alpn_protocols(["h2"])
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(16)
+print(l.getsockname()[1], flush=True)
+def frame(kind, flags, sid, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", sid) + payload
+def read(s, n):
+    out = b""
+    while len(out) < n:
+        d = s.recv(n - len(out))
+        if not d:
+            raise EOFError
+        out += d
+    return out
+while True:
+    c, _ = l.accept()
+    try:
+        s = ctx.wrap_socket(c, server_side=True)
+        read(s, 24)
+        s.sendall(frame(4, 0, 0, b""))
+        while True:
+            head = read(s, 9)
+            n = int.from_bytes(head[:3], "big")
+            kind, flags, sid = head[3], head[4], int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+            read(s, n)
+            if kind == 4 and not flags & 1:
+                s.sendall(frame(4, 1, 0, b""))
+            if kind == 1:
+                break
+        # :status 200 (static index 8), then the body with END_STREAM.
+        s.sendall(frame(1, 4, sid, b"\x88") + frame(0, 1, sid, b"complete answer"))
+        time.sleep(0.05)
+        # SSLSocket.shutdown drops the TLS layer first: no close_notify goes out.
+        s.shutdown(socket.SHUT_RDWR)
+        s.close()
+    except (EOFError, OSError, ssl.SSLError):
+        c.close()
+"#;
+
+/// Kills the backend process however the test ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// Found failing: the answer is 200 with an EMPTY body (not 502 as the issue says): the DATA
+// frame the backend sent before closing without close_notify is lost. Left for the proxy's
+// HTTP/2-over-TLS client (upstream), which this session did not reach.
+#[test]
+#[ignore = "fails: 200 with the body lost (issue 38); run with --ignored"]
+fn an_h2_backend_over_tls_that_closes_without_close_notify_after_its_answer_is_not_a_502() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    write_file(dir.path(), "b.crt", cert.cert.pem().as_bytes());
+    write_file(
+        dir.path(),
+        "b.key",
+        cert.signing_key.serialize_pem().as_bytes(),
+    );
+    write_file(dir.path(), "closer.py", H2_TLS_CLOSER.as_bytes());
+    let mut child = KillOnDrop(
+        std::process::Command::new("python3")
+            .arg(dir.path().join("closer.py"))
+            .arg(dir.path().join("b.crt"))
+            .arg(dir.path().join("b.key"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let s = site_with(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: https://localhost:{port}/
+        proxy.ssl.verify-peer: OFF
+        proxy.http2.ratio: 100
+"#
+    ));
+    for i in 0..3 {
+        let r = get(&s, "/x");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "complete answer"),
+            "request {i}"
+        );
+    }
+    drop(child);
+}
+
+/// h2o's `proxy.header.cookie.unset` removes the named cookies from the request sent to the
+/// backend, `proxy.header.cookie.unsetunless` every cookie but the named ones; a Cookie
+/// field left empty is dropped.
+#[test]
+fn proxy_header_cookie_unset_and_unsetunless_filter_the_cookies_sent_on() {
+    let b = common::backend::Backend::start();
+    let s = site_with(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /unset:
+        proxy.reverse.url: {url}
+        proxy.header.cookie.unset: [session, tracker]
+      /unless:
+        proxy.reverse.url: {url}
+        proxy.header.cookie.unsetunless: session
+"#,
+        url = b.url("/")
+    ));
+    let cookie_sent = |path: &str, cookie: &str| -> Option<String> {
+        let r = request(
+            &s,
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+        let echo = common::backend::Echo::parse(&r.body).unwrap();
+        echo.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+            .map(|(_, v)| v.clone())
+    };
+    let all = "session=abc; theme=dark; tracker=1; lang=en";
+    assert_eq!(
+        cookie_sent("/unset/e", all).as_deref(),
+        Some("theme=dark; lang=en")
+    );
+    assert_eq!(
+        cookie_sent("/unless/e", all).as_deref(),
+        Some("session=abc")
+    );
+    assert_eq!(cookie_sent("/unset/e", "session=1; tracker=2"), None);
+    assert_eq!(cookie_sent("/unless/e", "theme=dark"), None);
+}

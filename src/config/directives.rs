@@ -161,6 +161,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("fastcgi.spawn", P),
     ("fastcgi.timeout.io", ALL),
     ("fastcgi.timeout.keepalive", ALL),
+    ("fastcgi.max-connections", ALL),
     ("fastcgi.document_root", ALL),
     ("fastcgi.send-delegated-uri", ALL),
     ("fastcgi.max-request-buffer", ALL),
@@ -211,6 +212,8 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("proxy.header.setifempty", ALL),
     ("proxy.header.unset", ALL),
     ("proxy.header.unsetunless", ALL),
+    ("proxy.header.cookie.unset", ALL),
+    ("proxy.header.cookie.unsetunless", ALL),
     ("proxy.timeout.connect", ALL),
     ("proxy.timeout.first_byte", ALL),
     ("proxy.timeout.io", ALL),
@@ -418,8 +421,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "proxy.connect.emit-proxy-status",
     "proxy.connect.masque-draft-03",
     "proxy.proxy-status.identity",
-    "proxy.header.cookie.unset",
-    "proxy.header.cookie.unsetunless",
 ];
 
 /// Checks a directive of h2o's that asks for something spate never does (HTTP/2 server push,
@@ -545,7 +546,7 @@ mod tests {
             "proxy.ssl.anything",
             "proxy.http2.anything",
             "proxy.connect",
-            "proxy.header.cookie.unset",
+            "proxy.connect-udp",
         ] {
             let (r, e) = run(name, Level::Path);
             assert_eq!(r, None);

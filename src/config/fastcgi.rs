@@ -16,9 +16,14 @@ pub struct FastcgiConf {
     pub spawn: Option<Spawn>,
     /// `fastcgi.timeout.io` (30 s): connecting, each write and each read.
     pub timeout_io: Duration,
-    /// `fastcgi.timeout.keepalive` (0: a connection per request): how long an idle
-    /// connection stays in the worker's pool.
+    /// `fastcgi.timeout.keepalive`: how long an idle connection stays in the worker's pool;
+    /// 0 is a connection per request. Unset: 2 s for `fastcgi.connect` (h2o closes each
+    /// connection; the kernel's TCP open and close was most of a small page's cost) and 0
+    /// for `fastcgi.spawn` (php-cgi serves one connection at a time per child).
     pub keepalive: Duration,
+    /// `fastcgi.max-connections` (16): connections a worker opens to the application at
+    /// most; more requests wait for one. Only with keep-alive (the pool is what it bounds).
+    pub max_connections: usize,
     /// `fastcgi.send-delegated-uri` (OFF).
     pub send_delegated_uri: bool,
     /// `fastcgi.document_root`: DOCUMENT_ROOT (and PATH_TRANSLATED) when set.
@@ -75,6 +80,7 @@ impl PendingCustom {
 pub(super) struct FastcgiOpts {
     timeout_io: Option<Duration>,
     keepalive: Option<Duration>,
+    max_connections: Option<usize>,
     send_delegated_uri: Option<bool>,
     document_root: Option<String>,
     max_request_buffer: Option<u64>,
@@ -95,6 +101,7 @@ impl FastcgiOpts {
         match name {
             "fastcgi.timeout.io" => set(&mut self.timeout_io, ctx.millis(name, v)),
             "fastcgi.timeout.keepalive" => set(&mut self.keepalive, ctx.millis(name, v)),
+            "fastcgi.max-connections" => set(&mut self.max_connections, ctx.int(name, v, 1)),
             "fastcgi.send-delegated-uri" => set(&mut self.send_delegated_uri, ctx.bool(name, v)),
             "fastcgi.document_root" => set(&mut self.document_root, ctx.string(name, v)),
             "fastcgi.max-request-buffer" => set(&mut self.max_request_buffer, ctx.uint(name, v, 0)),
@@ -111,6 +118,7 @@ impl FastcgiOpts {
         FastcgiOpts {
             timeout_io: inner.timeout_io.or(self.timeout_io),
             keepalive: inner.keepalive.or(self.keepalive),
+            max_connections: inner.max_connections.or(self.max_connections),
             send_delegated_uri: inner.send_delegated_uri.or(self.send_delegated_uri),
             document_root: inner.document_root.clone().or(self.document_root.clone()),
             max_request_buffer: inner.max_request_buffer.or(self.max_request_buffer),
@@ -119,6 +127,7 @@ impl FastcgiOpts {
     }
 
     pub fn build(&self, ctx: &mut Ctx, target: Target, line: u32) -> FastcgiConf {
+        let spawned = matches!(target, Target::Spawn(..));
         let (addr, spawn) = match target {
             Target::Connect(a) => (a, None),
             Target::Spawn(s, socket) => (UpstreamAddr::Unix(socket), Some(s)),
@@ -127,7 +136,12 @@ impl FastcgiOpts {
             addr,
             spawn,
             timeout_io: self.timeout_io.unwrap_or(Duration::from_secs(30)),
-            keepalive: self.keepalive.unwrap_or(Duration::ZERO),
+            keepalive: self.keepalive.unwrap_or(if spawned {
+                Duration::ZERO
+            } else {
+                DEFAULT_KEEPALIVE
+            }),
+            max_connections: self.max_connections.unwrap_or(16),
             send_delegated_uri: self.send_delegated_uri.unwrap_or(false),
             document_root: self.document_root.clone(),
             max_request_buffer: self.max_request_buffer.unwrap_or(16 << 20),
@@ -136,6 +150,10 @@ impl FastcgiOpts {
         }
     }
 }
+
+/// `fastcgi.timeout.keepalive` of a `fastcgi.connect` that does not set it. Short: an idle
+/// connection holds one of the application's workers, which another spate worker may need.
+const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2);
 
 fn set<T>(slot: &mut Option<T>, value: Option<T>) {
     if value.is_some() {

@@ -28,15 +28,21 @@ pub(super) fn commands(
         Some("setifempty") => HeaderOp::SetIfEmpty,
         Some("unset") => HeaderOp::Unset,
         Some("unsetunless") => HeaderOp::UnsetUnless,
+        Some("cookie.unset") => HeaderOp::CookieUnset,
+        Some("cookie.unsetunless") => HeaderOp::CookieUnsetUnless,
         _ => return false,
     };
     let Some(items) = ctx.strings(name, v) else {
         return true;
     };
-    // `unsetunless` is one command naming every field it keeps.
+    // `unsetunless` (and each cookie command) is one command naming every field it keeps.
+    let listed = matches!(
+        op,
+        HeaderOp::UnsetUnless | HeaderOp::CookieUnset | HeaderOp::CookieUnsetUnless
+    );
     let mut kept: Vec<&str> = Vec::new();
     for item in &items {
-        let (hname, value) = if matches!(op, HeaderOp::Unset | HeaderOp::UnsetUnless) {
+        let (hname, value) = if op == HeaderOp::Unset || listed {
             (item.trim(), "")
         } else {
             match item.split_once(':') {
@@ -51,10 +57,12 @@ pub(super) fn commands(
             }
         };
         if !is_token(hname) {
-            ctx.error(
-                v.line,
-                format!("{name}: \"{hname}\" is not a valid header name"),
-            );
+            let what = if matches!(op, HeaderOp::CookieUnset | HeaderOp::CookieUnsetUnless) {
+                "cookie name"
+            } else {
+                "header name"
+            };
+            ctx.error(v.line, format!("{name}: \"{hname}\" is not a valid {what}"));
             continue;
         }
         if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
@@ -64,7 +72,7 @@ pub(super) fn commands(
             );
             continue;
         }
-        if op == HeaderOp::UnsetUnless {
+        if listed {
             kept.push(hname);
             continue;
         }
@@ -74,7 +82,7 @@ pub(super) fn commands(
             value: value.to_owned(),
         });
     }
-    if op == HeaderOp::UnsetUnless && kept.len() == items.len() {
+    if listed && kept.len() == items.len() {
         out.push(HeaderCommand {
             op,
             name: String::new(),

@@ -605,6 +605,11 @@ pub enum HeaderOp {
     Unset,
     /// Removes every field but the named ones: see [`HeaderCommand::kept_names`].
     UnsetUnless,
+    /// `cookie.unset` (h2o): removes the named cookies from `Cookie` fields; the names are
+    /// listed in the value, as `UnsetUnless`'s.
+    CookieUnset,
+    /// `cookie.unsetunless` (h2o): removes every cookie but the named ones.
+    CookieUnsetUnless,
 }
 
 /// One `header.*` (or `proxy.header.*`) command.

@@ -119,7 +119,6 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Http3) -> bool 
 
 /// h2o's `quic:` keys that spate does not implement.
 const NOT_SUPPORTED_YET: &[&str] = &[
-    "handshake-timeout-rtt-multiplier",
     "jumpstart-default",
     "jumpstart-max",
     "max-initial-handshake-packets",
@@ -146,9 +145,27 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<QuicConf> {
     let before = ctx.errors.len();
     let mut relevant = Vec::with_capacity(entries.len());
     for (k, val) in entries {
-        match k.as_str().filter(|key| NOT_SUPPORTED_YET.contains(key)) {
-            Some(key) => ctx.error(k.line, format!("listen.quic.{key} is not supported yet")),
-            None => relevant.push((k.clone(), val.clone())),
+        match k.as_str() {
+            Some(key) if NOT_SUPPORTED_YET.contains(&key) => {
+                ctx.error(k.line, format!("listen.quic.{key} is not supported yet"))
+            }
+            Some(key @ "handshake-timeout-rtt-multiplier") => {
+                // h2o (quicly) gives up a handshake after this many round trips (400).
+                if ctx
+                    .int::<u32>(&format!("listen.quic.{key}"), val, 1)
+                    .is_some()
+                {
+                    ctx.warn(
+                        k.line,
+                        format!(
+                            "listen.quic.{key}: accepted and not used: a QUIC handshake ends with \
+                             http3-idle-timeout (quinn's idle timer runs from the first packet), \
+                             not after a number of round trips"
+                        ),
+                    );
+                }
+            }
+            _ => relevant.push((k.clone(), val.clone())),
         }
     }
     let mut q = QuicConf::default();
@@ -271,6 +288,33 @@ hosts:
                 "t.yaml:8: listen.quic.max-udp-payload-size expects an integer >= 1200, got \"1000\"",
                 "t.yaml:9: http3-input-window-size expects an integer >= 1500, got \"10\"",
             ]
+        );
+    }
+
+    #[test]
+    fn handshake_timeout_rtt_multiplier_is_accepted_with_a_warning() {
+        let c = ok(&with_cert(
+            "\
+listen:
+  port: 8443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+  quic:
+    handshake-timeout-rtt-multiplier: 400
+hosts:
+  default:
+    paths:
+      /:
+        respond: {}
+",
+        ));
+        assert_eq!(c.listeners[0].quic, Some(QuicConf::default()));
+        let w: Vec<String> = c.warnings.iter().map(|w| w.to_string()).collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains(
+                ":5: listen.quic.handshake-timeout-rtt-multiplier: accepted and not used"
+            ),
+            "{w:?}"
         );
     }
 }

@@ -82,11 +82,43 @@ impl HeaderRewriter {
                         .split(|&b| b == b',')
                         .any(|k| n.eq_ignore_ascii_case(k.trim_ascii()))
                 }),
+                HeaderOp::CookieUnset | HeaderOp::CookieUnsetUnless => {
+                    filter_cookies(h, value, *op == HeaderOp::CookieUnsetUnless)
+                }
                 HeaderOp::Append => append(h, name, value, false),
                 HeaderOp::Merge => append(h, name, value, true),
             }
         }
     }
+}
+
+/// `cookie.unset` / `cookie.unsetunless`: the cookies of every `Cookie` field, less those
+/// named in `names` (comma-separated) or, with `keep_named`, less the others; a field left
+/// empty goes. Cookies are rejoined with `; ` (as h2o does).
+fn filter_cookies(h: &mut Vec<(Bytes, Bytes)>, names: &Bytes, keep_named: bool) {
+    let named = |cookie: &[u8]| {
+        let name = cookie.split(|&b| b == b'=').next().unwrap_or_default();
+        names
+            .split(|&b| b == b',')
+            .any(|n| n.trim_ascii() == name.trim_ascii())
+    };
+    for (n, v) in h.iter_mut() {
+        if !n.eq_ignore_ascii_case(b"cookie") {
+            continue;
+        }
+        let mut out = Vec::with_capacity(v.len());
+        for cookie in v.split(|&b| b == b';').map(<[u8]>::trim_ascii) {
+            if cookie.is_empty() || named(cookie) != keep_named {
+                continue;
+            }
+            if !out.is_empty() {
+                out.extend_from_slice(b"; ");
+            }
+            out.extend_from_slice(cookie);
+        }
+        *v = Bytes::from(out);
+    }
+    h.retain(|(n, v)| !(n.eq_ignore_ascii_case(b"cookie") && v.is_empty()));
 }
 
 /// Appends `, value` to the first `name` field, or adds the field; with `merge`, not when the

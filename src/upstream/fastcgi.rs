@@ -1,6 +1,13 @@
 //! The FastCGI client: one request per connection at a time, over TCP or a Unix socket, with
 //! the worker's idle connections kept for `fastcgi.timeout.keepalive`.
 //!
+//! A kept connection holds one of the application's workers (PHP-FPM serves a connection at a
+//! time, and a connection it has not accepted waits in the listen backlog behind the kept
+//! ones). So with keep-alive a worker opens at most `fastcgi.max-connections` to an
+//! application (more requests wait for one), and a connection is closed after
+//! [`REQUESTS_PER_CONNECTION`], so that connections queued behind kept ones (other spate
+//! workers, other servers) get their turn.
+//!
 //! [`exchange`] sends BEGIN_REQUEST and PARAMS, streams the request body as STDIN records,
 //! then reads STDOUT until the CGI head is whole and resolves to it with a body that goes on
 //! reading STDOUT as the client's codec pulls it (a slow client slows the application down).
@@ -24,19 +31,32 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 /// Bytes read from the application at a time.
 const READ_SIZE: usize = 16 * 1024;
+
+/// A worker with a new connection unanswered for [`BACKLOG_SIGN`] (likely in the
+/// application's listen backlog, behind connections this worker keeps) closes the connections
+/// it would keep, rather than hold the application's workers while its own requests wait.
+const BACKLOG_SIGN: Duration = Duration::from_millis(50);
+
+///
+/// Requests a kept connection carries before it is closed: frees the application's worker
+/// for whoever waits in its listen backlog, at 1% of a connection per request.
+const REQUESTS_PER_CONNECTION: u32 = 100;
 
 /// A FastCGI application as the client needs it.
 pub struct FastcgiTarget {
     pub addr: UpstreamAddr,
     pub timeout_io: Duration,
     pub keepalive: Duration,
+    pub max_connections: usize,
     pub max_request_buffer: u64,
     pub max_response_head: usize,
     /// Where the log lines say the application is.
@@ -53,6 +73,7 @@ impl FastcgiTarget {
             addr: conf.addr.clone(),
             timeout_io: conf.timeout_io,
             keepalive: conf.keepalive,
+            max_connections: conf.max_connections,
             max_request_buffer: conf.max_request_buffer,
             max_response_head: conf.max_response_head,
             name,
@@ -65,6 +86,13 @@ impl FastcgiTarget {
 /// even when no request comes to reuse them.
 pub struct FastcgiPool {
     idle: RefCell<Vec<Idle>>,
+    /// Per application: the connections (busy ones) a worker may have open beyond the idle.
+    slots: RefCell<Vec<(UpstreamAddr, Arc<Semaphore>)>>,
+    /// New connections sent a request and not answered yet, and since when (see
+    /// [`Unanswered`]). Few: a connection is new only when the pool grows.
+    unanswered: RefCell<Vec<(u64, Instant)>>,
+    /// Names the next [`Unanswered`].
+    next_unanswered: Cell<u64>,
     /// Whether the task that closes expired connections is running.
     sweeping: Cell<bool>,
     me: Weak<FastcgiPool>,
@@ -72,21 +100,30 @@ pub struct FastcgiPool {
 
 struct Idle {
     addr: UpstreamAddr,
-    conn: Conn,
+    conn: Kept,
     until: Instant,
+}
+
+/// A connection and the requests it has carried.
+struct Kept {
+    conn: Conn,
+    served: u32,
 }
 
 impl FastcgiPool {
     pub fn new() -> Rc<FastcgiPool> {
         Rc::new_cyclic(|me| FastcgiPool {
             idle: RefCell::new(Vec::new()),
+            slots: RefCell::new(Vec::new()),
+            unanswered: RefCell::new(Vec::new()),
+            next_unanswered: Cell::new(0),
             sweeping: Cell::new(false),
             me: me.clone(),
         })
     }
 
     /// The newest idle connection to `addr` the application has not closed; expired ones go.
-    fn take(&self, addr: &UpstreamAddr) -> Option<Conn> {
+    fn take(&self, addr: &UpstreamAddr) -> Option<Kept> {
         let now = Instant::now();
         let mut idle = self.idle.borrow_mut();
         idle.retain(|i| i.until > now);
@@ -94,7 +131,7 @@ impl FastcgiPool {
             let conn = idle.swap_remove(at).conn;
             // An idle connection has nothing to read: anything (the end) means it is gone.
             let mut probe = BytesMut::with_capacity(1);
-            match conn.try_read_buf(&mut probe) {
+            match conn.conn.try_read_buf(&mut probe) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(conn),
                 _ => continue,
             }
@@ -102,13 +139,44 @@ impl FastcgiPool {
         None
     }
 
-    fn put(&self, addr: &UpstreamAddr, conn: Conn, keepalive: Duration) {
+    fn put(&self, addr: &UpstreamAddr, conn: Kept, keepalive: Duration) {
         self.idle.borrow_mut().push(Idle {
             addr: addr.clone(),
             conn,
             until: Instant::now() + keepalive,
         });
         self.start_sweeping();
+    }
+
+    /// Whether a new connection of this worker has waited [`BACKLOG_SIGN`] for its answer.
+    fn backlogged(&self) -> bool {
+        let unanswered = self.unanswered.borrow();
+        if unanswered.is_empty() {
+            return false;
+        }
+        let now = Instant::now();
+        unanswered
+            .iter()
+            .any(|(_, since)| now - *since >= BACKLOG_SIGN)
+    }
+
+    /// A busy-connection slot for `target`'s application, waiting while all are taken.
+    async fn slot(&self, t: &FastcgiTarget) -> Option<OwnedSemaphorePermit> {
+        let sem = {
+            let mut slots = self.slots.borrow_mut();
+            match slots.iter().find(|(a, _)| *a == t.addr) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = Arc::new(Semaphore::new(t.max_connections));
+                    slots.push((t.addr.clone(), s.clone()));
+                    s
+                }
+            }
+        };
+        if let Ok(p) = sem.clone().try_acquire_owned() {
+            return Some(p);
+        }
+        sem.acquire_owned().await.ok()
     }
 
     /// One task per worker, only while connections are idle.
@@ -201,9 +269,9 @@ pub async fn exchange(
         params.push(b"CONTENT_LENGTH", n.to_string().as_bytes());
     }
     let keep = !t.keepalive.is_zero();
-    let mut conn = match keep.then(|| pool.take(&t.addr)).flatten() {
-        Some(c) => c,
-        None => connect(t).await?,
+    let permit = match keep {
+        true => pool.slot(t).await,
+        false => None,
     };
     let mut out = BytesMut::with_capacity(params.as_bytes().len() + 64);
     fastcgi::begin_request(&mut out, keep);
@@ -212,12 +280,102 @@ pub async fn exchange(
     if let Some(data) = &buffered {
         fastcgi::stream_records(&mut out, fastcgi::STDIN, data);
     }
-    if let Some(mut b) = body {
-        send_body(&mut conn, &mut b, &mut out, t).await?;
-    }
+    let Some(mut body) = body else {
+        fastcgi::end_stream(&mut out, fastcgi::STDIN);
+        // The whole request is in `out`: one a kept connection lost (the application closed
+        // it as we took it) is sent again on a new one.
+        let mut permit = permit;
+        if let Some(kept) = keep.then(|| pool.take(&t.addr)).flatten() {
+            match send(kept, &out, &pool, &target, permit).await {
+                Sent::Answer(answer) => return answer,
+                // The slot went with the lost connection.
+                Sent::Lost => permit = pool.slot(t).await,
+            }
+        }
+        let kept = Kept::new(connect(t).await?);
+        return match send(kept, &out, &pool, &target, permit).await {
+            Sent::Answer(answer) => answer,
+            Sent::Lost => Err(FastcgiError::new(
+                502,
+                Side::Upstream,
+                "the application closed the connection without answering",
+            )),
+        };
+    };
+    let mut kept = match keep.then(|| pool.take(&t.addr)).flatten() {
+        Some(k) => k,
+        None => Kept::new(connect(t).await?),
+    };
+    send_body(&mut kept.conn, &mut body, &mut out, t).await?;
     fastcgi::end_stream(&mut out, fastcgi::STDIN);
-    write(&mut conn, &out, t).await?;
-    read_head(conn, pool, target).await
+    write(&mut kept.conn, &out, t).await?;
+    read_head(kept, pool, target, permit)
+        .await
+        .map_err(|e| e.error)
+}
+
+/// Counts a new connection in [`FastcgiPool::unanswered`] until its first record (or its end).
+struct Unanswered(Rc<FastcgiPool>, u64);
+
+impl Unanswered {
+    fn new(pool: &Rc<FastcgiPool>) -> Unanswered {
+        let id = pool.next_unanswered.get();
+        pool.next_unanswered.set(id + 1);
+        pool.unanswered.borrow_mut().push((id, Instant::now()));
+        Unanswered(pool.clone(), id)
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        self.0
+            .unanswered
+            .borrow_mut()
+            .retain(|(id, _)| *id != self.1);
+    }
+}
+
+/// What sending a whole request on a connection came to.
+// Returned once and matched at once: boxing the answer would cost an allocation a request.
+#[allow(clippy::large_enum_variant)]
+enum Sent {
+    Answer(Result<FastcgiAnswer, FastcgiError>),
+    /// A kept connection was closed before anything came back: send again on a new one.
+    Lost,
+}
+
+async fn send(
+    mut kept: Kept,
+    out: &[u8],
+    pool: &Rc<FastcgiPool>,
+    target: &Rc<FastcgiTarget>,
+    permit: Option<OwnedSemaphorePermit>,
+) -> Sent {
+    let reused = kept.served > 0;
+    if let Err(e) = write(&mut kept.conn, out, target).await {
+        return match reused && e.status != 504 {
+            true => Sent::Lost,
+            false => Sent::Answer(Err(e)),
+        };
+    }
+    match read_head(kept, pool.clone(), target.clone(), permit).await {
+        Err(e) if reused && e.untouched => Sent::Lost,
+        r => Sent::Answer(r.map_err(|e| e.error)),
+    }
+}
+
+impl Kept {
+    fn new(conn: Conn) -> Kept {
+        Kept { conn, served: 0 }
+    }
+}
+
+/// A failure before the answer's head, and whether nothing at all came back.
+struct HeadError {
+    error: FastcgiError,
+    /// The connection ended (not timed out) before any record: a kept connection the
+    /// application had closed.
+    untouched: bool,
 }
 
 async fn connect(t: &FastcgiTarget) -> Result<Conn, FastcgiError> {
@@ -296,12 +454,16 @@ async fn buffer_body(mut body: RequestBody, t: &FastcgiTarget) -> Result<BytesMu
 
 /// Reads records until STDOUT holds the whole CGI head.
 async fn read_head(
-    conn: Conn,
+    conn: Kept,
     pool: Rc<FastcgiPool>,
     target: Rc<FastcgiTarget>,
-) -> Result<FastcgiAnswer, FastcgiError> {
+    permit: Option<OwnedSemaphorePermit>,
+) -> Result<FastcgiAnswer, HeadError> {
+    let fail = |error, untouched| HeadError { error, untouched };
+    let mut waiting = (conn.served == 0).then(|| Unanswered::new(&pool));
     let mut body = FastcgiBody {
         conn: Some(conn),
+        permit,
         buf: BytesMut::with_capacity(READ_SIZE),
         timer: Box::pin(tokio::time::sleep(target.timeout_io)),
         armed: false,
@@ -310,8 +472,11 @@ async fn read_head(
         ended: false,
     };
     let mut head = BytesMut::new();
+    let mut untouched = true;
     loop {
         let record = poll_fn(|cx| body.poll_record(cx)).await;
+        let was_untouched = std::mem::replace(&mut untouched, false);
+        drop(waiting.take());
         match record {
             Ok(Some(Record::Stdout(d))) => {
                 head.extend_from_slice(&d);
@@ -326,32 +491,52 @@ async fn read_head(
                         });
                     }
                     Ok(None) if head.len() > body.target.max_response_head => {
-                        return Err(FastcgiError::new(
-                            502,
-                            Side::Upstream,
-                            "CGI response head over fastcgi.max-response-head-size",
+                        return Err(fail(
+                            FastcgiError::new(
+                                502,
+                                Side::Upstream,
+                                "CGI response head over fastcgi.max-response-head-size",
+                            ),
+                            false,
                         ));
                     }
                     Ok(None) => {}
-                    Err(e) => return Err(FastcgiError::new(502, Side::Upstream, e.to_string())),
+                    Err(e) => {
+                        return Err(fail(
+                            FastcgiError::new(502, Side::Upstream, e.to_string()),
+                            false,
+                        ))
+                    }
                 }
             }
             Ok(Some(_)) => {}
             Ok(None) => {
-                return Err(FastcgiError::new(
-                    502,
-                    Side::Upstream,
-                    "the application ended the request before the end of the CGI head",
+                return Err(fail(
+                    FastcgiError::new(
+                        502,
+                        Side::Upstream,
+                        "the application ended the request before the end of the CGI head",
+                    ),
+                    false,
                 ))
             }
-            Err(e) => return Err(FastcgiError::new(e.status(), Side::Upstream, e.reason)),
+            Err(e) => {
+                let status = e.status();
+                let lost = was_untouched && status != 504 && body.buf.is_empty();
+                return Err(fail(
+                    FastcgiError::new(status, Side::Upstream, e.reason),
+                    lost,
+                ));
+            }
         }
     }
 }
 
 /// The answer's body: STDOUT records as the client's codec pulls them.
 pub struct FastcgiBody {
-    conn: Option<Conn>,
+    conn: Option<Kept>,
+    /// The worker's slot for this connection while it is busy (with keep-alive).
+    permit: Option<OwnedSemaphorePermit>,
     buf: BytesMut,
     /// `fastcgi.timeout.io` while waiting on the application (not while the client is slow).
     timer: Pin<Box<Sleep>>,
@@ -397,7 +582,7 @@ impl FastcgiBody {
             let Some(conn) = self.conn.as_mut() else {
                 return Poll::Ready(Err(upstream("connection gone")));
             };
-            match conn.poll_read_buf(cx, &mut self.buf, READ_SIZE) {
+            match conn.conn.poll_read_buf(cx, &mut self.buf, READ_SIZE) {
                 Poll::Ready(Ok(0)) => {
                     self.conn = None;
                     return Poll::Ready(Err(upstream(
@@ -430,13 +615,17 @@ impl FastcgiBody {
 
     /// After END_REQUEST: a kept connection with nothing more to read goes back to the pool.
     fn release(&mut self) {
-        let Some(conn) = self.conn.take() else {
+        let Some(mut kept) = self.conn.take() else {
             return;
         };
-        if !self.target.keepalive.is_zero() && self.buf.is_empty() {
+        kept.served += 1;
+        let keep = !self.target.keepalive.is_zero() && kept.served < REQUESTS_PER_CONNECTION;
+        if keep && self.buf.is_empty() && !self.pool.backlogged() {
             self.pool
-                .put(&self.target.addr, conn, self.target.keepalive);
+                .put(&self.target.addr, kept, self.target.keepalive);
         }
+        // After the connection is idle, for a request waiting on the slot to find it.
+        self.permit = None;
     }
 }
 

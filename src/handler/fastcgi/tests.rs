@@ -11,6 +11,7 @@ fn conf(document_root: Option<&str>) -> FastcgiConf {
         spawn: None,
         timeout_io: Duration::from_secs(1),
         keepalive: Duration::ZERO,
+        max_connections: 16,
         send_delegated_uri: false,
         document_root: document_root.map(str::to_owned),
         max_request_buffer: 1 << 20,
