@@ -40,11 +40,10 @@ pub struct Encoder {
     huffman: bool,
     /// Reused for lowercasing names, so mixed-case input costs no allocation per header.
     lower: Vec<u8>,
-    /// For the static names responses carry most (see [`newest_slot`]), the insertion number
-    /// (its low 16 bits, plus one; 0 for none) of the newest table entry with that name, 2
-    /// bytes a slot as it stays with a parked connection: a response field whose
-    /// value is the one sent last under its name is found with one comparison, no hash.
-    newest: [u16; NEWEST_SLOTS],
+    // For the static names responses carry most (see [`newest_slot`]), the table keeps a
+    // note of the insertion number (its low 16 bits, plus one; 0 for none) of the newest
+    // entry with that name (`DynamicTable::newest_note`): a response field whose value is the
+    // one sent last under its name is found with one comparison, no hash.
 }
 
 impl Default for Encoder {
@@ -65,7 +64,6 @@ impl Encoder {
             pending_min: (size != DEFAULT_TABLE_SIZE).then_some(size),
             huffman: true,
             lower: Vec::new(),
-            newest: [0; NEWEST_SLOTS],
         }
     }
 
@@ -228,9 +226,10 @@ impl Encoder {
         }
         let slot = newest_slot(index);
         if let Some(slot) = slot {
-            if let (Some(seq), Some(last)) =
-                (self.newest[slot].checked_sub(1), self.table.newest_seq())
-            {
+            if let (Some(seq), Some(last)) = (
+                self.table.newest_note(slot).checked_sub(1),
+                self.table.newest_seq(),
+            ) {
                 // Its age: below 2^15, see `Encoder::forget_newest`.
                 match self
                     .table
@@ -255,7 +254,8 @@ impl Encoder {
         let hashes = Hashes::of(name, value);
         if let Some((at, true)) = self.table.find_hashed(name, value, hashes, false) {
             if let Some(slot) = slot {
-                self.newest[slot] = (self.table.seq_at(at) as u16).wrapping_add(1);
+                let note = (self.table.seq_at(at) as u16).wrapping_add(1);
+                self.table.set_newest_note(slot, note);
             }
             integer::encode(STATIC_LEN + 1 + at, 7, 0x80, dst);
             return;
@@ -265,18 +265,19 @@ impl Encoder {
             self.table.insert_hashed(name, value, hashes);
             self.forget_newest();
             if let (Some(slot), Some(seq)) = (slot, self.table.newest_seq()) {
-                self.newest[slot] = (seq as u16).wrapping_add(1);
+                self.table
+                    .set_newest_note(slot, (seq as u16).wrapping_add(1));
             }
         }
     }
 
-    /// After each insertion: `newest` keeps 16 bits of each insertion number, which wrap
+    /// After each insertion: the notes keep 16 bits of each insertion number, which wrap
     /// every 2^16 insertions, when a number kept could name a newer entry of another name.
     /// Forgetting them all every 2^15 insertions keeps each younger than that, so a number
     /// still in the table names the entry it was kept for.
     fn forget_newest(&mut self) {
         if self.table.newest_seq().is_some_and(|seq| seq & 0x7fff == 0) {
-            self.newest = [0; NEWEST_SLOTS];
+            self.table.forget_newest_notes();
         }
     }
 
@@ -328,11 +329,8 @@ impl<B: BufMut> BlockEncoder<'_, B> {
     }
 }
 
-/// Slots of [`Encoder::newest`].
-const NEWEST_SLOTS: usize = 16;
-
-/// The slot in [`Encoder::newest`] of the static name at `index`: the names a response
-/// carries, which come back in every response of a connection.
+/// The slot of the newest-entry note (`DynamicTable::newest_note`) of the static name at
+/// `index`: the names a response carries, which come back in every response of a connection.
 fn newest_slot(index: usize) -> Option<usize> {
     Some(match index {
         8 => 0,   // :status
@@ -563,10 +561,10 @@ mod tests {
         enc.table.set_inserted((1 << 15) - 2);
         let a = encode(&mut enc, &[(b"content-type", b"text/html"), (b"x-a", b"1")]);
         decode(&mut dec, &a).unwrap();
-        assert_ne!(enc.newest, [0; NEWEST_SLOTS]);
+        assert!(enc.table.has_newest_notes());
         let b = encode(&mut enc, &[(b"x-b", b"2")]);
         decode(&mut dec, &b).unwrap();
-        assert_eq!(enc.newest, [0; NEWEST_SLOTS], "forgotten at 2^15");
+        assert!(!enc.table.has_newest_notes(), "forgotten at 2^15");
         // Still found, through the hash.
         let c = encode(&mut enc, &[(b"content-type", b"text/html")]);
         assert_eq!(c, [0xc0]);

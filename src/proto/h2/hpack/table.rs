@@ -382,6 +382,33 @@ impl DynamicTable {
         Some((index, &self.arena[e.name()], &self.arena[e.value()]))
     }
 
+    /// The encoder's note in `slot` (see `Index::newest`); 0, "none", without an index.
+    pub fn newest_note(&self, slot: usize) -> u16 {
+        self.index.as_deref().map_or(0, |index| index.newest[slot])
+    }
+
+    /// Keeps `note` in `slot`; nothing without an index (an empty table has no newest entry).
+    pub fn set_newest_note(&mut self, slot: usize, note: u16) {
+        if let Some(index) = self.index.as_deref_mut() {
+            index.newest[slot] = note;
+        }
+    }
+
+    /// Forgets every note.
+    pub fn forget_newest_notes(&mut self) {
+        if let Some(index) = self.index.as_deref_mut() {
+            index.newest = [0; NEWEST_NOTES];
+        }
+    }
+
+    /// Whether any note is kept.
+    #[cfg(test)]
+    pub fn has_newest_notes(&self) -> bool {
+        self.index
+            .as_deref()
+            .is_some_and(|index| index.newest != [0; NEWEST_NOTES])
+    }
+
     /// Gives back the spare capacity (and the evicted prefix) the ring and the arena grew:
     /// for a connection going idle, whose table stays but may not grow for a long time.
     /// A no-op when they already fit.
@@ -510,7 +537,14 @@ struct Index {
     hashes: VecDeque<Hashes>,
     fields: Vec<Slot>,
     names: Vec<Slot>,
+    /// The encoder's notes of the newest entry of the names responses carry most (see
+    /// `Encoder::encode_static_name`): kept here, on the heap with the index they go with,
+    /// so that a parked connection's encoder is no larger for them.
+    newest: [u16; NEWEST_NOTES],
 }
+
+/// Slots of the encoder's newest-entry notes ([`DynamicTable::newest_note`]).
+pub const NEWEST_NOTES: usize = 16;
 
 /// Hashes of a field's name and of its name and value, top bit set (0 marks an empty slot).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -627,6 +661,7 @@ impl DynamicTable {
             hashes: all,
             fields,
             names,
+            ..
         } = index;
         for slots_of in [&mut *fields, &mut *names] {
             slots_of.clear();
