@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use std::io::Write;
 
 /// A document root with `hello.txt` and `sub/index.html`, and `config` (with `$DIR`) started.
 fn site_with(config: &str) -> Spate {
@@ -506,6 +507,15 @@ hosts:
                 (200, Ok("complete answer".to_string())),
                 "{path}, request {i}"
             );
+        }
+        // Complete per content-length, the client's connection stays open for the next.
+        let mut c = s.connect();
+        let mut pending = Vec::new();
+        for _ in 0..2 {
+            c.write_all(b"GET /length HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                .unwrap();
+            let r = read_response(&mut c, &mut pending, false);
+            assert_eq!((r.status, r.text().as_str()), (200, "complete answer"));
         }
         let (status, body) = fetch("/short");
         assert!(
