@@ -498,7 +498,15 @@ impl ClientConn {
         if self.failed.is_none() {
             self.failed = Some(why.to_owned());
             for s in self.streams.values_mut() {
-                if !s.remote_end && s.failure.is_none() {
+                if s.remote_end || s.failure.is_some() {
+                    continue;
+                }
+                // All the body its Content-Length announced came, only END_STREAM is
+                // missing: a backend that closed after its answer (often without GOAWAY or
+                // TLS close_notify): the answer is whole.
+                if s.head_seen && s.content_length == Some(s.received) {
+                    s.remote_end = true;
+                } else {
                     s.failure = Some(StreamFailure {
                         refused: false,
                         connection_lost: s.head.is_none() && !s.head_seen,

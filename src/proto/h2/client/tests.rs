@@ -430,3 +430,49 @@ fn a_settings_change_past_the_largest_window_fails_the_connection() {
     let frames = sent(&mut c);
     assert!(frames.iter().any(|(h, _)| h.kind == kind::GOAWAY));
 }
+
+/// The connection ends without END_STREAM (a backend closing after its answer, without
+/// GOAWAY or TLS close_notify): a body that came whole per Content-Length ends cleanly, one
+/// short of it fails, one with END_STREAM is untouched.
+#[test]
+fn a_close_after_the_whole_content_length_ends_the_body_cleanly() {
+    let mut enc = hpack::Encoder::default();
+    let mut c = conn();
+    let (whole, short, ended) = (get(&mut c), get(&mut c), get(&mut c));
+    let with_len = [(":status", "200"), ("content-length", "5")];
+    feed(&mut c, headers(&mut enc, whole, &with_len, false));
+    feed(&mut c, data(whole, b"hello", false));
+    feed(&mut c, headers(&mut enc, short, &with_len, false));
+    feed(&mut c, data(short, b"hel", false));
+    feed(
+        &mut c,
+        headers(&mut enc, ended, &[(":status", "200")], false),
+    );
+    feed(&mut c, data(ended, b"bye", true));
+    c.close("read failed: peer closed connection without sending TLS close_notify");
+    let body = |c: &mut ClientConn, id| {
+        assert!(matches!(c.take_head(id), Some(Ok(_))));
+        let mut got = Vec::new();
+        loop {
+            match c.take_data(id) {
+                Received::Data(d) => got.extend_from_slice(&d),
+                other => return (got, other),
+            }
+        }
+    };
+    let (got, end) = body(&mut c, whole);
+    assert_eq!(
+        (&got[..], matches!(end, Received::End)),
+        (&b"hello"[..], true),
+        "{end:?}"
+    );
+    let (got, end) = body(&mut c, short);
+    assert_eq!(&got[..], b"hel");
+    assert!(matches!(end, Received::Failed(_)), "{end:?}");
+    let (got, end) = body(&mut c, ended);
+    assert_eq!(
+        (&got[..], matches!(end, Received::End)),
+        (&b"bye"[..], true),
+        "{end:?}"
+    );
+}
