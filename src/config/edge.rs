@@ -335,14 +335,7 @@ impl EdgeOpts {
                                           (the proxies trusted to name the client)";
                 // Every path below the level builds the same options: one error.
                 if let Some(line) = self.real_ip_line {
-                    let at = ctx.at(line);
-                    if !ctx
-                        .errors
-                        .iter()
-                        .any(|e| e.at == at && e.message == NEEDS_FROM)
-                    {
-                        ctx.error(line, NEEDS_FROM);
-                    }
+                    ctx.error_once(line, NEEDS_FROM);
                 }
                 None
             }
@@ -355,17 +348,10 @@ impl EdgeOpts {
                     zone: z.clone(),
                     ..limit.clone()
                 }),
-                None => {
-                    let message = format!("limit-req: no zone {zone} in limit-req-zones");
-                    let at = ctx.at(*line);
-                    if !ctx
-                        .errors
-                        .iter()
-                        .any(|e| e.at == at && e.message == message)
-                    {
-                        ctx.error(*line, message);
-                    }
-                }
+                None => ctx.error_once(
+                    *line,
+                    format!("limit-req: no zone {zone} in limit-req-zones"),
+                ),
             }
         }
         let mut conn_limits = Vec::new();
@@ -375,17 +361,10 @@ impl EdgeOpts {
                     zone: z.clone(),
                     ..limit.clone()
                 }),
-                None => {
-                    let message = format!("limit-conn: no zone {zone} in limit-conn-zones");
-                    let at = ctx.at(*line);
-                    if !ctx
-                        .errors
-                        .iter()
-                        .any(|e| e.at == at && e.message == message)
-                    {
-                        ctx.error(*line, message);
-                    }
-                }
+                None => ctx.error_once(
+                    *line,
+                    format!("limit-conn: no zone {zone} in limit-conn-zones"),
+                ),
             }
         }
         let auth_request = self.auth_request.clone().flatten();

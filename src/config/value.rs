@@ -62,6 +62,20 @@ impl Ctx {
         });
     }
 
+    /// [`Ctx::error`], unless the same message was already recorded at that line: options
+    /// inherited by every path below a level are checked once per path.
+    pub fn error_once(&mut self, line: u32, message: impl Into<String>) {
+        let message = message.into();
+        let at = self.at(line);
+        if !self
+            .errors
+            .iter()
+            .any(|e| e.at == at && e.message == message)
+        {
+            self.errors.push(ConfigError { at, message });
+        }
+    }
+
     /// Records a warning: the configuration is accepted, but `message` says what spate does
     /// differently from what the directive asks of h2o.
     pub fn warn(&mut self, line: u32, message: impl Into<String>) {
