@@ -265,6 +265,43 @@ fn data_dribble_window_updates_are_stopped() {
 }
 
 #[test]
+fn a_reader_returning_credit_per_frame_with_a_small_window_is_served() {
+    // The pattern of the Rust h2 client (hyper, reqwest) near the end of its window: it
+    // returns each DATA frame's bytes as it reads them, so a small window means a small
+    // WINDOW_UPDATE (stream and connection) per DATA frame, thousands a second on loopback.
+    // Those answer our own frames and are not a dribble (CVE-2019-9511).
+    let s = start("http2-max-control-frames-per-second: 200");
+    let mut raw = Raw::connect(&s, &[(setting::INITIAL_WINDOW_SIZE, 512)]);
+    let mut out = Vec::new();
+    raw.get(1, "/big.bin", true, &mut out);
+    raw.send(&out);
+    let (mut body, mut frames) = (0usize, 0usize);
+    let mut ended = false;
+    while let Some((h, p)) = raw.frame() {
+        assert_ne!(h.kind, kind::GOAWAY, "GOAWAY after {body} bytes");
+        if h.kind != kind::DATA {
+            continue;
+        }
+        body += p.len();
+        frames += 1;
+        if h.flags & flag::END_STREAM != 0 {
+            ended = true;
+            break;
+        }
+        if !p.is_empty() {
+            let mut out = Vec::new();
+            frame::put_window_update(&mut out, 1, p.len() as u32);
+            frame::put_window_update(&mut out, 0, p.len() as u32);
+            raw.send(&out);
+        }
+    }
+    assert!(ended, "the body ended after {body} bytes");
+    assert_eq!(body, 4 * 1024 * 1024);
+    assert!(frames > 8000, "{frames} DATA frames");
+    assert_legit_client_served(&s);
+}
+
+#[test]
 fn slow_reader_with_zero_window_times_out() {
     let s = start("send-timeout: 1");
     let started = Instant::now();

@@ -740,7 +740,7 @@ pub struct Http2 {
     /// or provoked by it, one connection may cause per second (Rapid Reset, MadeYouReset).
     pub max_resets_per_second: u32,
     /// `http2-max-control-frames-per-second` (spate; default 1000): SETTINGS, PING, PRIORITY,
-    /// empty DATA and CONTINUATION frames and tiny WINDOW_UPDATEs per second (floods).
+    /// empty DATA and CONTINUATION frames per second (floods).
     pub max_control_frames_per_second: u32,
     /// `http2-max-write-size` (spate; default 512 KiB): whole answers gathered into one write
     /// of a connection; streamed bodies stop at 128 KiB or this, whichever is less.

@@ -1,4 +1,4 @@
-//! Flood budgets: resets and control frames per second.
+//! Flood budgets: resets and control frames per second, small WINDOW_UPDATEs per DATA frame.
 
 use super::{Connection, Fail, Res};
 use crate::proto::h2::frame::Reason;
@@ -16,6 +16,25 @@ impl Connection {
         }
     }
 
+    /// A small WINDOW_UPDATE (data dribble, CVE-2019-9511). A client that returns credit as
+    /// it reads sends about one per DATA frame it got (stream and connection), however fast
+    /// the transfer, so these are not counted per second: a client whose small increments
+    /// outnumber our DATA frames many times over is making us cut frames to its increments.
+    pub(super) fn spend_tiny_window_update(&mut self) -> Res {
+        let d = &mut self.dribble;
+        d.tiny_updates = d.tiny_updates.saturating_add(1);
+        let allowed = u64::from(d.data_frames)
+            .saturating_add(1)
+            .saturating_mul(TINY_UPDATES_PER_DATA_FRAME);
+        if u64::from(d.tiny_updates) > allowed {
+            return Err(Fail::Connection {
+                code: Reason::ENHANCE_YOUR_CALM,
+                why: "too many small WINDOW_UPDATEs",
+            });
+        }
+        Ok(())
+    }
+
     pub(super) fn spend_control(&mut self, now: Instant) -> Res {
         if self.control.take(now) {
             Ok(())
@@ -25,6 +44,25 @@ impl Connection {
                 why: "too many control frames",
             })
         }
+    }
+}
+
+/// Small WINDOW_UPDATEs allowed per DATA frame sent (and before the first): a reading client
+/// sends two (stream and connection), a dribbling one sends many before we write again.
+const TINY_UPDATES_PER_DATA_FRAME: u64 = 10;
+
+/// Small WINDOW_UPDATEs received and DATA frames sent.
+#[derive(Default)]
+pub(super) struct Dribble {
+    tiny_updates: u32,
+    data_frames: u32,
+}
+
+impl Dribble {
+    /// Counts `n` DATA frames written.
+    #[inline(always)]
+    pub(super) fn sent(&mut self, n: u32) {
+        self.data_frames = self.data_frames.saturating_add(n);
     }
 }
 

@@ -47,7 +47,7 @@ pub use park::Parked;
 pub use settings::Settings;
 pub use stats::{GoAway, Stats, RESET_CODES};
 
-use flood::Budget;
+use flood::{Budget, Dribble};
 use repeat::RequestMemo;
 use send::HeadersCache;
 use transition::Event;
@@ -190,6 +190,9 @@ pub struct Connection {
     recently_reset: VecDeque<u32>,
     resets: Budget,
     control: Budget,
+    /// Small WINDOW_UPDATEs and DATA frames sent since the connection last woke: the data
+    /// dribble check (`spend_tiny_window_update`).
+    dribble: Dribble,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,7 +243,8 @@ type Res = Result<(), Fail>;
 
 /// Opaque data of the PING that measures the round trip before the final GOAWAY.
 const SHUTDOWN_PING: [u8; 8] = *b"spate-GA";
-/// WINDOW_UPDATEs with smaller increments count as control frames (data dribble).
+/// WINDOW_UPDATEs with smaller increments are checked against the DATA frames sent (data
+/// dribble, `spend_tiny_window_update`).
 const TINY_WINDOW_UPDATE: u32 = 1024;
 /// Decoded header bytes are carved from allocations of about this size.
 const HBUF_CHUNK: usize = 4 * 1024;

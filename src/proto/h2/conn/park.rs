@@ -9,7 +9,7 @@
 //! [`Connection::unpark`] puts it back with that rest at its initial values when the client
 //! sends again.
 
-use super::{Budget, Connection, HeadersCache, Phase, Stats};
+use super::{Budget, Connection, Dribble, HeadersCache, Phase, Stats};
 use crate::http::clock::DATE_LEN;
 use crate::proto::h2::flow::Window;
 use crate::proto::h2::hpack;
@@ -148,6 +148,7 @@ impl Connection {
             // has been quiet for longer.
             resets: _,
             control: _,
+            dribble: _,
         } = self;
         // The peer forgets its copy at our next block: the fields of a response given a
         // second or more ago are not worth their bytes for as long as the connection idles.
@@ -194,6 +195,7 @@ impl Connection {
         Connection {
             resets: Budget::new(p.cfg.max_resets_per_second, now),
             control: Budget::new(p.cfg.max_control_frames_per_second, now),
+            dribble: Dribble::default(),
             cfg: p.cfg,
             peer,
             local,

@@ -205,9 +205,7 @@ impl Connection {
                 self.check_done();
                 Ok(())
             }
-            Frame::WindowUpdate { stream, increment } => {
-                self.on_window_update(stream, increment, now)
-            }
+            Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
             Frame::PriorityUpdate { stream, field } => {
                 self.spend_control(now)?;
                 if let Some(i) = self.index(stream) {
@@ -233,9 +231,9 @@ impl Connection {
         Ok(())
     }
 
-    pub(super) fn on_window_update(&mut self, id: u32, increment: u32, now: Instant) -> Res {
+    pub(super) fn on_window_update(&mut self, id: u32, increment: u32) -> Res {
         if increment < TINY_WINDOW_UPDATE {
-            self.spend_control(now)?;
+            self.spend_tiny_window_update()?;
         }
         if id == 0 {
             if self.send_conn_window.grow(increment).is_err() {

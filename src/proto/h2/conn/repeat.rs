@@ -335,6 +335,7 @@ impl Connection {
         };
         self.send_conn_window
             .consume(u64::from(a.body_len) * n as u64);
+        self.dribble.sent(n as u32);
         self.close_repeats(n as u32);
     }
 }

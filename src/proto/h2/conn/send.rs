@@ -131,6 +131,7 @@ impl Connection {
         let n = data.len() as u64;
         s.send_window.consume(n);
         self.send_conn_window.consume(n);
+        self.dribble.sent(1);
         if let Some(sent) = &mut s.sent {
             sent.head += head;
             sent.body += n;
@@ -401,6 +402,7 @@ impl Connection {
             sent.body += n as u64;
         }
         self.send_conn_window.consume(n as u64);
+        self.dribble.sent(1);
         if done {
             self.out[at + 4] = flag::END_STREAM;
             self.finish_send(i);
@@ -453,6 +455,7 @@ impl Connection {
             sent.body += n as u64;
         }
         self.send_conn_window.consume(n as u64);
+        self.dribble.sent(1);
         if drained && ended {
             self.write_tail(i, Some(at));
         } else if !drained && self.streams[i].send_window.is_open() {
