@@ -281,10 +281,7 @@ fn anything_else_is_500_with_one_line_never_a_pass_through() {
 
 #[test]
 fn dash_t_names_each_bad_auth_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("conf.yaml");
-    std::fs::write(
-        &path,
+    assert_config_errors(
         "listen: 8080
 hosts:
   default:
@@ -302,26 +299,16 @@ hosts:
         auth-request: yes please
         respond: {body: x}
 ",
-    )
-    .unwrap();
-    let out = std::process::Command::new(BIN)
-        .args(["-t", "-c"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    for want in [
-        "conf.yaml:6: auth-request: url (the authentication service) is required",
-        "conf.yaml:9: auth-request.url: unknown scheme \"ftp\"",
-        "conf.yaml:9: auth-request.copy-headers: \"bad name\" is not a header name",
-        "conf.yaml:9: auth-request.timeout expects an integer >= 1, got \"0\"",
-        "conf.yaml:12: auth-request.url: https:// is not supported yet",
-        "conf.yaml:12: unknown key cache in auth-request",
-        "conf.yaml:15: auth-request expects OFF or a mapping with url",
-    ] {
-        assert!(err.contains(want), "{want} not in {err}");
-    }
+        &[
+            "conf.yaml:6: auth-request: url (the authentication service) is required",
+            "conf.yaml:9: auth-request.url: unknown scheme \"ftp\"",
+            "conf.yaml:9: auth-request.copy-headers: \"bad name\" is not a header name",
+            "conf.yaml:9: auth-request.timeout expects an integer >= 1, got \"0\"",
+            "conf.yaml:12: auth-request.url: https:// is not supported yet",
+            "conf.yaml:12: unknown key cache in auth-request",
+            "conf.yaml:15: auth-request expects OFF or a mapping with url",
+        ],
+    );
 }
 
 /// A backend of another protocol: answers one upgrade with 101 and `READY`, then sends back

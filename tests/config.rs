@@ -8,23 +8,6 @@ use common::*;
 use std::path::Path;
 use std::process::Command;
 
-fn check(yaml: &str) -> (bool, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("conf.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    let out = Command::new(BIN)
-        .arg("-t")
-        .arg("-c")
-        .arg(&path)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn help_and_version() {
     let out = Command::new(BIN).arg("--help").output().unwrap();
@@ -37,7 +20,7 @@ fn help_and_version() {
 
 #[test]
 fn dash_t_names_the_line_of_a_bad_backend_list() {
-    let (ok, _, err) = check(
+    let (ok, _, err) = check_config(
         "listen: 8080
 hosts:
   default:
@@ -62,7 +45,7 @@ hosts:
 /// warns for each at its line with what spate does instead; OFF passes without a word.
 #[test]
 fn dash_t_warns_about_directives_that_only_tune_h2o() {
-    let (ok, out, err) = check(
+    let (ok, out, err) = check_config(
         "listen: 8080
 proxy.zerocopy: always
 ssl-offload: kernel
@@ -94,8 +77,9 @@ hosts:
 
 #[test]
 fn dash_t_accepts_a_valid_file() {
-    let (ok, out, err) =
-        check("listen: 8080\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: /tmp\n");
+    let (ok, out, err) = check_config(
+        "listen: 8080\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: /tmp\n",
+    );
     assert!(ok, "{out}{err}");
     assert!(out.contains("OK"), "{out}");
 }
@@ -103,7 +87,7 @@ fn dash_t_accepts_a_valid_file() {
 #[test]
 fn dash_t_reports_every_problem_with_file_and_line() {
     let yaml = "listen: 8080\nnum-threads: many\nhosts:\n  default:\n    paths:\n      /:\n        file.dirr: /tmp\n";
-    let (ok, _, err) = check(yaml);
+    let (ok, _, err) = check_config(yaml);
     assert!(!ok);
     let lines: Vec<&str> = err.lines().collect();
     assert!(
@@ -124,7 +108,7 @@ fn dash_t_reports_every_problem_with_file_and_line() {
 /// What `prepare` finds (it runs for `-t` as at start): each problem at its own line.
 #[test]
 fn dash_t_rejects_a_bad_access_log_format() {
-    let (ok, out, err) = check(
+    let (ok, out, err) = check_config(
         "listen: 8080
 hosts:
   default:
@@ -166,22 +150,22 @@ hosts:
             key.display()
         )
     };
-    let (ok, out, err) = check(&conf(&crt, &key));
+    let (ok, out, err) = check_config(&conf(&crt, &key));
     assert!(ok, "{out}{err}");
     // An expired certificate, a key that is not the certificate's, a missing file.
-    let (ok, _, err) = check(&conf(&old_crt, &old_key));
+    let (ok, _, err) = check_config(&conf(&old_crt, &old_key));
     assert!(!ok);
     assert!(
         err.contains("conf.yaml:4: ") && err.contains("the certificate expired"),
         "{err}"
     );
-    let (ok, _, err) = check(&conf(&crt, &old_key));
+    let (ok, _, err) = check_config(&conf(&crt, &old_key));
     assert!(!ok);
     assert!(
         err.contains("conf.yaml:5: ") && err.contains("does not match the certificate"),
         "{err}"
     );
-    let (ok, _, err) = check(&conf(&dir.path().join("none.crt"), &key));
+    let (ok, _, err) = check_config(&conf(&dir.path().join("none.crt"), &key));
     assert!(!ok);
     assert!(
         err.contains(&format!(
@@ -194,7 +178,7 @@ hosts:
 
 #[test]
 fn dash_t_rejects_an_unknown_user() {
-    let (ok, _, err) = check(
+    let (ok, _, err) = check_config(
         "listen: 8080
 user: no-such-user-of-spate
 hosts:
@@ -213,7 +197,7 @@ hosts:
 
 #[test]
 fn yaml_syntax_errors_have_a_line() {
-    let (ok, _, err) = check("listen: 8080\nhosts:\n  default:\n    paths: [unclosed\n");
+    let (ok, _, err) = check_config("listen: 8080\nhosts:\n  default:\n    paths: [unclosed\n");
     assert!(!ok);
     assert!(err.contains("conf.yaml:"), "{err}");
 }
@@ -293,7 +277,7 @@ fn seed_004_fails_only_on_its_certificate_paths() {
             .join("tests/fixtures/seed-configs/seed-004-proxy-h2-h3/h2o.yaml"),
     )
     .unwrap();
-    let (ok, _, err) = check(&text);
+    let (ok, _, err) = check_config(&text);
     assert!(!ok);
     // `/certs/localhost.pem` is a container path; compress (line 20) and the proxy
     // directives (lines 25, 26) are supported now.
@@ -317,7 +301,7 @@ fn seed_proxies_pass_the_check() {
         let yaml = seed(rel, dir.path(), port)
             .replace("/path/to/server.crt", &crt.display().to_string())
             .replace("/path/to/server.key", &key.display().to_string());
-        let (ok, out, err) = check(&yaml);
+        let (ok, out, err) = check_config(&yaml);
         assert!(ok, "{rel}: {out}{err}");
     }
 }

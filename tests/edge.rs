@@ -13,77 +13,10 @@ use std::time::{Duration, Instant};
 
 /// `curl` from the source address `from`: the status, and the body.
 fn curl_from(from: &str, url: &str, extra: &[&str]) -> (u16, String) {
-    let mut args = vec![
-        "-sk",
-        "--max-time",
-        "10",
-        "--interface",
-        from,
-        "-w",
-        "\n%{http_code}",
-    ];
+    let mut args = vec!["--interface", from];
     args.extend_from_slice(extra);
     args.push(url);
-    let out = curl(&args);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
-/// The access log's lines once it has `n` of them (it is written every second or so).
-fn log_lines(path: &std::path::Path, n: usize) -> Vec<String> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= n || Instant::now() > end {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-struct Haproxy(Child);
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// HAProxy in TCP mode: each of `routes` is (front port, spate address, `send-proxy` or
-/// `send-proxy-v2`).
-fn haproxy(dir: &std::path::Path, routes: &[(u16, std::net::SocketAddr, &str)]) -> Haproxy {
-    let mut conf = String::from(
-        "global\n  maxconn 200\ndefaults\n  mode tcp\n  timeout connect 5s\n  \
-         timeout client 30s\n  timeout server 30s\n",
-    );
-    for (i, (port, to, send)) in routes.iter().enumerate() {
-        conf.push_str(&format!(
-            "frontend f{i}\n  bind 127.0.0.1:{port}\n  default_backend b{i}\n\
-             backend b{i}\n  server s{i} {to} {send}\n"
-        ));
-    }
-    let path = dir.join("haproxy.cfg");
-    std::fs::write(&path, conf).unwrap();
-    let child = Command::new("haproxy")
-        .args(["-db", "-f"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("haproxy (apt-get install haproxy)");
-    let h = Haproxy(child);
-    // Ready once every front accepts.
-    let end = Instant::now() + Duration::from_secs(10);
-    for (port, _, _) in routes {
-        while std::net::TcpStream::connect(("127.0.0.1", *port)).is_err() {
-            assert!(Instant::now() < end, "haproxy did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    h
+    curl_status(&args)
 }
 
 #[test]
@@ -119,12 +52,13 @@ hosts:
     );
     let (plain, tls) = (s.listening[0], s.listening[1]);
     let [p1, p2, p3, p4] = free_ports::<4>();
-    let _h = haproxy(
+    let (plain, tls) = (plain.to_string(), tls.to_string());
+    let _h = haproxy::start(
         s.path(),
         &[
-            (p1, plain, "send-proxy"),
+            (p1, plain.clone(), "send-proxy"),
             (p2, plain, "send-proxy-v2"),
-            (p3, tls, "send-proxy"),
+            (p3, tls.clone(), "send-proxy"),
             (p4, tls, "send-proxy-v2"),
         ],
     );
@@ -141,7 +75,7 @@ hosts:
         // What the backend receives: the client HAProxy accepted, not HAProxy.
         assert_eq!(echo.header("x-forwarded-for"), Some(*from), "{url}");
     }
-    let lines = log_lines(&s.path().join("access.log"), cases.len());
+    let lines = file_lines(&s.path().join("access.log"), cases.len());
     for (from, url) in &cases {
         let path = &url[url.rfind('/').unwrap()..];
         // curl speaks HTTP/2 where TLS lets it choose.
@@ -285,10 +219,7 @@ hosts:
 
 #[test]
 fn dash_t_names_each_bad_edge_directive() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("conf.yaml");
-    std::fs::write(
-        &path,
+    assert_config_errors(
         "listen:
   - {port: 8080, proxy-protocol-from: 10.0.0.0/8}
   - {port: 8081, proxy-protocol: ON, proxy-protocol-from: [10.0.0.1/8]}
@@ -302,24 +233,14 @@ hosts:
       /:
         respond: {body: x}
 ",
-    )
-    .unwrap();
-    let out = Command::new(BIN)
-        .args(["-t", "-c"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    for want in [
+        &[
         "conf.yaml:2: listen: proxy-protocol-from needs proxy-protocol: ON",
         "conf.yaml:3: listen.proxy-protocol-from expects an address or CIDR range: 10.0.0.1/8 has bits set after the prefix length",
         "conf.yaml:7: access.allow expects an address or CIDR range: prefix length \"33\" is not 0 to 32",
         "conf.yaml:8: access expects a sequence of {allow: RANGES} or {deny: RANGES}, got the key permit",
         "conf.yaml:9: real-ip.header and real-ip.recursive need real-ip.from",
-    ] {
-        assert!(err.contains(want), "{want} not in {err}");
-    }
+        ],
+    );
 }
 
 /// `htpasswd` from apache2-utils writes the file, one user per hash it offers.
@@ -701,10 +622,7 @@ hosts:
 
 #[test]
 fn dash_t_names_each_bad_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("conf.yaml");
-    std::fs::write(
-        &path,
+    assert_config_errors(
         "listen: 8080
 limit-req-zones:
   a: {key: cookie, rate: 10r/s}
@@ -720,25 +638,15 @@ hosts:
         limit-req: {zone: c, nodelay: ON, delay: 3, status: 302}
         respond: {body: x}
 ",
-    )
-    .unwrap();
-    let out = Command::new(BIN)
-        .args(["-t", "-c"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    for want in [
-        "conf.yaml:3: limit-req-zones.a.key expects client or header:NAME, got \"cookie\"",
-        "conf.yaml:4: limit-req-zones.b.rate expects requests per second or minute",
-        "conf.yaml:5: limit-req-zones.c: rate is required",
-        "conf.yaml:10: limit-req: no zone nowhere in limit-req-zones",
-        "conf.yaml:13: limit-req: nodelay and delay exclude each other",
-        "conf.yaml:13: limit-req.status",
-    ] {
-        assert!(err.contains(want), "{want} not in {err}");
-    }
+        &[
+            "conf.yaml:3: limit-req-zones.a.key expects client or header:NAME, got \"cookie\"",
+            "conf.yaml:4: limit-req-zones.b.rate expects requests per second or minute",
+            "conf.yaml:5: limit-req-zones.c: rate is required",
+            "conf.yaml:10: limit-req: no zone nowhere in limit-req-zones",
+            "conf.yaml:13: limit-req: nodelay and delay exclude each other",
+            "conf.yaml:13: limit-req.status",
+        ],
+    );
 }
 
 /// The client `real-ip` finds is the client everywhere after it: the access log's `%h` and
@@ -780,7 +688,7 @@ hosts:
         &["-H", "X-Forwarded-For: 1.2.3.4"],
     );
     assert_eq!(status, 200);
-    let lines = log_lines(&s.path().join("access.log"), 2);
+    let lines = file_lines(&s.path().join("access.log"), 2);
     assert_eq!(lines, ["198.51.100.23 200", "127.0.0.2 200"]);
 }
 
@@ -875,10 +783,7 @@ hosts:
 
 #[test]
 fn dash_t_names_each_bad_limit_conn() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("conf.yaml");
-    std::fs::write(
-        &path,
+    assert_config_errors(
         "limit-conn-zones:
   a: {key: nobody}
   b: {size: 0}
@@ -892,21 +797,11 @@ hosts:
         limit-conn: {zone: missing, conn: 1, status: 200}
         respond: {body: x}
 ",
-    )
-    .unwrap();
-    let out = Command::new(BIN)
-        .args(["-t", "-c"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    for want in [
-        "conf.yaml:2: limit-conn-zones.a.key expects client or header:NAME, got \"nobody\"",
-        "conf.yaml:3: limit-conn-zones.b.size",
-        "conf.yaml:8: limit-conn: conn is required",
-        "conf.yaml:11: limit-conn.status",
-    ] {
-        assert!(err.contains(want), "{want} not in {err}");
-    }
+        &[
+            "conf.yaml:2: limit-conn-zones.a.key expects client or header:NAME, got \"nobody\"",
+            "conf.yaml:3: limit-conn-zones.b.size",
+            "conf.yaml:8: limit-conn: conn is required",
+            "conf.yaml:11: limit-conn.status",
+        ],
+    );
 }

@@ -9,8 +9,8 @@ mod tls_support;
 use common::backend::{Backend, Echo};
 use common::*;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// A TCP listener too: the harness waits for its address (the unix ones' lines come after it).
 fn start(dir: tempfile::TempDir, backend: &Backend) -> Spate {
@@ -42,43 +42,10 @@ hosts:
 
 fn curl_unix(sock: &std::path::Path, url: &str, extra: &[&str]) -> (u16, String) {
     let sock = sock.display().to_string();
-    let mut args = vec![
-        "-s",
-        "--max-time",
-        "10",
-        "--unix-socket",
-        &sock,
-        "-w",
-        "\n%{http_code}",
-    ];
+    let mut args = vec!["--unix-socket", &sock];
     args.extend_from_slice(extra);
     args.push(url);
-    let out = curl(&args);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
-/// The access log's lines once it has `n` of them.
-fn log_lines(path: &std::path::Path, n: usize) -> Vec<String> {
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_string).collect();
-        if lines.len() >= n || Instant::now() > end {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-struct Haproxy(Child);
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    curl_status(&args)
 }
 
 #[test]
@@ -120,33 +87,14 @@ fn curl_and_haproxy_over_unix_sockets() {
     // HAProxy on the same host: TCP in front, PROXY v1 and v2 to spate's socket file.
     let proxied = s.path().join("proxied.sock");
     let [p1, p2] = free_ports::<2>();
-    let conf = format!(
-        "global\n  maxconn 100\ndefaults\n  mode tcp\n  timeout connect 5s\n  \
-         timeout client 30s\n  timeout server 30s\n\
-         frontend f1\n  bind 127.0.0.1:{p1}\n  default_backend b1\n\
-         backend b1\n  server s1 unix@{sock} send-proxy\n\
-         frontend f2\n  bind 127.0.0.1:{p2}\n  default_backend b2\n\
-         backend b2\n  server s2 unix@{sock} send-proxy-v2\n",
-        sock = proxied.display()
+    let sock = format!("unix@{}", proxied.display());
+    let _h = haproxy::start(
+        s.path(),
+        &[
+            (p1, sock.clone(), "send-proxy"),
+            (p2, sock, "send-proxy-v2"),
+        ],
     );
-    let cfg = s.path().join("haproxy.cfg");
-    std::fs::write(&cfg, conf).unwrap();
-    let _h = Haproxy(
-        Command::new("haproxy")
-            .args(["-db", "-f"])
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("haproxy (apt-get install haproxy)"),
-    );
-    let end = Instant::now() + Duration::from_secs(10);
-    for port in [p1, p2] {
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < end, "haproxy did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
     for (from, port, path) in [("127.0.0.21", p1, "/v1"), ("127.0.0.22", p2, "/v2")] {
         let out = curl(&[
             "-s",
@@ -160,7 +108,7 @@ fn curl_and_haproxy_over_unix_sockets() {
         let echo = Echo::parse(body.as_bytes()).expect("an echo");
         assert_eq!(echo.header("x-forwarded-for"), Some(from), "{body}");
     }
-    let lines = log_lines(&s.path().join("access.log"), 6);
+    let lines = file_lines(&s.path().join("access.log"), 6);
     for want in [
         "0.0.0.0 GET /answer HTTP/1.1 200",
         "0.0.0.0 GET /answer HTTP/2 200",
@@ -228,10 +176,7 @@ fn a_file_in_the_way_stops_the_start_with_its_line() {
 
 #[test]
 fn dash_t_names_each_bad_unix_listen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("conf.yaml");
-    std::fs::write(
-        &path,
+    assert_config_errors(
         "listen:
   - {type: unix}
   - {type: unix, path: a.sock, port: 80}
@@ -245,25 +190,15 @@ hosts:
       /:
         respond: {body: x}
 ",
-    )
-    .unwrap();
-    let out = Command::new(BIN)
-        .args(["-t", "-c"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    for want in [
+        &[
         "conf.yaml:2: listen: type unix requires path (the socket file)",
         "conf.yaml:3: listen: port, quic, sndbuf, rcvbuf and reuseport do not apply to type: unix",
         "conf.yaml:4: listen.permission expects an octal mode (0600, 0660), got",
         "conf.yaml:5: listen: proxy-protocol-from applies to TCP listeners",
         "conf.yaml:6: listen: path and owner are for type: unix",
         "conf.yaml:7: listen.type expects tcp, quic or unix, got",
-    ] {
-        assert!(err.contains(want), "{want} not in {err}");
-    }
+        ],
+    );
 }
 
 /// A reload keeps the socket (the same file, nothing queued lost); a connection made before

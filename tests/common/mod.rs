@@ -6,6 +6,7 @@ pub mod backend;
 pub mod clients;
 pub mod h1read;
 pub mod h2raw;
+pub mod haproxy;
 pub mod load;
 pub mod nginx;
 pub mod parking;
@@ -563,6 +564,58 @@ pub fn curl(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .expect("run curl")
+}
+
+/// curl with `args` (the URL among them): the status (0 when there was none) and the body.
+pub fn curl_status(args: &[&str]) -> (u16, String) {
+    let mut all = vec!["-k", "-w", "\n%{http_code}"];
+    all.extend_from_slice(args);
+    let out = curl(&all);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The lines of the file at `path` once it has `n` of them, or what it has after 5 s (an
+/// access log is written every second or so).
+pub fn file_lines(path: &Path, n: usize) -> Vec<String> {
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= n || std::time::Instant::now() > end {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `spate -t` on `yaml`, written as `conf.yaml` in a fresh directory: whether it passed, its
+/// standard output and its standard error.
+pub fn check_config(yaml: &str) -> (bool, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("conf.yaml");
+    std::fs::write(&path, yaml).expect("write conf.yaml");
+    let out = Command::new(BIN)
+        .arg("-t")
+        .arg("-c")
+        .arg(&path)
+        .output()
+        .expect("run spate -t");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `spate -t` refuses `yaml` and its errors name each of `wants` (`conf.yaml:LINE: ...`).
+pub fn assert_config_errors(yaml: &str, wants: &[&str]) {
+    let (ok, _, err) = check_config(yaml);
+    assert!(!ok, "spate -t accepted it: {err}");
+    for want in wants {
+        assert!(err.contains(want), "{want} not in {err}");
+    }
 }
 
 #[allow(unused)]
