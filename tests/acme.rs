@@ -649,3 +649,211 @@ hosts:
         assert!(err.contains(want), "{want} not in {err}");
     }
 }
+
+/// A tiny ask service for `acme.on-demand`: approves every name but those starting with
+/// `no-`; a name starting with `slow` waits for `release` before its answer. Records the
+/// names asked.
+struct AskService {
+    port: u16,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    release: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl AskService {
+    fn start() -> AskService {
+        use std::io::{BufRead, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let release = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (a, r) = (asked.clone(), release.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let (a, r) = (a.clone(), r.clone());
+                std::thread::spawn(move || {
+                    let mut line = String::new();
+                    let mut reader = std::io::BufReader::new(conn.try_clone().expect("clone"));
+                    let _ = reader.read_line(&mut line);
+                    let domain = line
+                        .split_once("domain=")
+                        .map(|(_, d)| d.split(' ').next().unwrap_or("").to_owned())
+                        .unwrap_or_default();
+                    a.lock().expect("lock").push(domain.clone());
+                    if domain.starts_with("slow") {
+                        while !r.load(std::sync::atomic::Ordering::SeqCst) {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
+                    let status = match domain.starts_with("no-") {
+                        true => "403 Forbidden",
+                        false => "200 OK",
+                    };
+                    let _ = write!(conn, "HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n");
+                });
+            }
+        });
+        AskService {
+            port,
+            asked,
+            release,
+        }
+    }
+
+    fn asked(&self, name: &str) -> usize {
+        let asked = self.asked.lock().expect("lock");
+        asked.iter().filter(|n| *n == name).count()
+    }
+}
+
+/// curl to `https://NAME:PORT/`, verifying against `root`.
+fn fetch_name(root: &Path, name: &str, port: u16) -> Result<String, String> {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "--cacert"])
+        .arg(root)
+        .args(["--resolve", &format!("{name}:{port}:127.0.0.1")])
+        .arg(format!("https://{name}:{port}/"))
+        .output()
+        .expect("curl");
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+#[test]
+fn on_demand_issues_at_the_first_handshake_within_its_bounds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let ask = AskService::start();
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["b.test".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(dir.path().join("b.crt"), cert.pem()).expect("write");
+    std::fs::write(dir.path().join("b.key"), key.serialize_pem()).expect("write");
+    let yaml = format!(
+        "num-threads: 1
+acme:
+  email: admin@od.test
+  accept-tos: YES
+  directory: {dir}
+  ca-file: {ca}
+  storage: $DIR/acme
+  challenges: http-01
+  on-demand:
+    ask: http://127.0.0.1:{ask}/check
+    orders-per-minute: 4
+    max-certificates: 4
+    timeout: 50
+listen: {{host: 127.0.0.1, port: {http_port}}}
+hosts:
+  b.test:
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{certificate-file: b.crt, key-file: b.key}}}}
+    paths:
+      /: {{respond: {{body: b}}}}
+  \"*.od.test\":
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}
+    paths:
+      /: {{respond: {{body: {BODY}}}}}
+",
+        dir = p.directory,
+        ca = p.tls_root.display(),
+        ask = ask.port,
+    );
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let root = p.issuer_root.clone();
+
+    // An approved name: its first handshake waits for the order and gets the certificate.
+    assert_eq!(
+        fetch_name(&root, "ok1.od.test", tls_port),
+        Ok(BODY.into()),
+        "{}",
+        p.log_text()
+    );
+    let sclient = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{tls_port} -servername ok1.od.test -CAfile {} -verify_return_error </dev/null 2>&1",
+            root.display()
+        ))
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&sclient.stdout);
+    assert!(text.contains("Verify return code: 0 (ok)"), "{text}");
+    assert!(s.path().join("acme/ok1.od.test.crt").exists());
+    assert_eq!(ask.asked("ok1.od.test"), 1);
+
+    // A refused name fails at once, and is not asked again for a while.
+    for _ in 0..2 {
+        let refused = fetch_name(&root, "no-1.od.test", tls_port);
+        assert!(refused.is_err(), "{refused:?}");
+    }
+    assert_eq!(ask.asked("no-1.od.test"), 1);
+    let log = s.log_lines_naming("no-1.od.test: no certificate", 2);
+    assert!(
+        log.iter().any(|l| l.contains("the ask service refused it")),
+        "{log:?}"
+    );
+
+    // While one name waits for its order, other handshakes go on.
+    let waiting = {
+        let root = root.clone();
+        std::thread::spawn(move || fetch_name(&root, "slow.od.test", tls_port))
+    };
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while ask.asked("slow.od.test") == 0 {
+        assert!(std::time::Instant::now() < end, "slow.od.test not asked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(fetch_name(&root, "ok1.od.test", tls_port), Ok(BODY.into()));
+    assert_eq!(curl_b_at(tls_port), "b");
+    ask.release.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(waiting.join().expect("join"), Ok(BODY.into()));
+
+    // A burst of 50 random names: two certificates are held, so at most two more are
+    // ordered (max-certificates 4); the others fail fast.
+    let burst: Vec<_> = (0..50)
+        .map(|i| {
+            let root = root.clone();
+            std::thread::spawn(move || fetch_name(&root, &format!("r{i}x.od.test"), tls_port))
+        })
+        .collect();
+    let served = burst
+        .into_iter()
+        .map(|t| t.join().expect("join"))
+        .filter(Result::is_ok)
+        .count();
+    let stored = std::fs::read_dir(s.path().join("acme"))
+        .expect("storage")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".od.test.crt"))
+        })
+        .count();
+    assert!(served <= 2, "{served} burst names served");
+    assert_eq!(stored, 2 + served, "{}", p.log_text());
+    let log = s.log_lines_naming("reached", 48);
+    assert!(log.len() >= 48, "{log:?}");
+}
+
+fn curl_b_at(port: u16) -> String {
+    let out = common::curl(&[
+        "-k",
+        "--resolve",
+        &format!("b.test:{port}:127.0.0.1"),
+        &format!("https://b.test:{port}/"),
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
