@@ -158,6 +158,13 @@ fn http01_issues_serves_and_renews_under_load() {
         "no renewal: {renewed:?}\n{}",
         p.log_text()
     );
+    // The renewal order names the certificate it replaces (RFC 9773 §5).
+    assert!(
+        renewed
+            .iter()
+            .any(|l| l.contains("renewal order replaces the certificate in use")),
+        "{renewed:?}"
+    );
     for _ in 0..10 {
         assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
     }
@@ -518,15 +525,16 @@ fn a_certificate_that_cannot_be_stored_is_served_and_said() {
 }
 
 #[test]
-fn a_reload_adds_an_acme_host() {
+fn a_reload_adds_an_acme_host_and_another_removes_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
+    // Short-lived: removed, its renewal task would order again within seconds.
     let Some(p) = Pebble::start(
         dir.path(),
         Options {
             http_port,
             tls_port,
-            validity: Duration::from_secs(3600),
+            validity: Duration::from_secs(12),
         },
     ) else {
         return;
@@ -559,6 +567,31 @@ fn a_reload_adds_an_acme_host() {
     let log = s.log_lines_naming("certificate issued", 1);
     assert_eq!(log.len(), 1, "{}", p.log_text());
     assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+    // Removed again: its task stops at its next check, before it would renew.
+    std::fs::write(
+        s.path().join("spate.yaml"),
+        before.replace("$DIR", &s.path().display().to_string()),
+    )
+    .expect("write");
+    common::signal(&s.child, libc::SIGHUP);
+    let mut log = Vec::new();
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    let stop_line = |log: &[String]| {
+        log.iter()
+            .position(|l| l.contains("a.test: no longer configured; not renewed"))
+    };
+    while stop_line(&log).is_none() && std::time::Instant::now() < end {
+        log.extend(s.stderr_lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped = stop_line(&log);
+    assert!(stopped.is_some(), "{log:?}");
+    assert!(
+        !log[stopped.unwrap_or(0)..]
+            .iter()
+            .any(|l| l.contains("certificate issued")),
+        "{log:?}"
+    );
 }
 
 #[test]
