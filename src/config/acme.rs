@@ -320,7 +320,8 @@ pub(super) fn check(ctx: &mut Ctx, c: &mut Config, given: bool) {
                     .into(),
             });
         } else if let Some(name) = id.names.iter().find(|n| n.starts_with('*')) {
-            let on_demand = c.acme.as_ref().is_some_and(|a| a.on_demand.is_some());
+            // An `acme` block with errors (said already) may have meant on-demand.
+            let on_demand = c.acme.as_ref().map_or(given, |a| a.on_demand.is_some());
             if !on_demand {
                 ctx.errors.push(super::ConfigError {
                     at: id.at.clone(),
@@ -433,6 +434,61 @@ hosts:
             .iter()
             .any(|p| matches!(p.handler, HandlerConf::AcmeChallenge)
                 && p.prefix == super::ACME_CHALLENGE_PREFIX));
+    }
+
+    const WILDCARD: &str = "
+listen: 80
+hosts:
+  \"*.a.example\":
+    listen: {port: 443, ssl: {}}
+    paths:
+      /: {respond: {body: hi}}
+";
+
+    #[test]
+    fn on_demand_for_a_wildcard_host() {
+        let text = format!(
+            "acme:\n  accept-tos: YES\n  on-demand: {{ask: 'http://127.0.0.1:9/ok?x=1', orders-per-minute: 3, max-certificates: 7, timeout: 5, ask-cache: 2, refused-for: 9}}{WILDCARD}"
+        );
+        let c = load_str(&text, "t.yaml").unwrap_or_else(|e| panic!("{e:?}"));
+        let od = c
+            .acme
+            .as_ref()
+            .and_then(|a| a.on_demand.as_ref())
+            .unwrap_or_else(|| panic!("no on-demand"));
+        assert_eq!(od.ask, "http://127.0.0.1:9/ok?x=1");
+        assert_eq!((od.orders_per_minute, od.max_certificates), (3, 7));
+        assert_eq!(od.timeout, std::time::Duration::from_secs(5));
+        assert_eq!(od.ask_cache, std::time::Duration::from_secs(2));
+        assert_eq!(od.refused_for, std::time::Duration::from_secs(9));
+        // Without on-demand, a wildcard host cannot be ordered for.
+        let e = errors(&format!("acme: {{accept-tos: YES}}{WILDCARD}"));
+        assert!(
+            e[0].starts_with("t.yaml:5: listen.ssl with no certificate: ACME cannot obtain")
+                && e[0].contains("acme.on-demand"),
+            "{e:?}"
+        );
+        let e = errors(&format!(
+            "acme: {{accept-tos: YES, on-demand: {{orders-per-minute: 0}}}}{WILDCARD}"
+        ));
+        assert_eq!(
+            e,
+            ["t.yaml:1: acme.on-demand.orders-per-minute expects an integer >= 1, got \"0\""]
+        );
+        let e = errors(&format!(
+            "acme: {{accept-tos: YES, on-demand: {{max-certificates: 2}}}}{WILDCARD}"
+        ));
+        assert_eq!(
+            e,
+            ["t.yaml:1: acme.on-demand needs ask: the URL that approves each name before it is ordered"]
+        );
+        let e = errors(&format!(
+            "acme: {{accept-tos: YES, on-demand: {{ask: 'https://x/'}}}}{WILDCARD}"
+        ));
+        assert_eq!(
+            e,
+            ["t.yaml:1: acme.on-demand.ask expects an http://HOST:PORT/PATH URL, got https://x/"]
+        );
     }
 
     #[test]
