@@ -763,7 +763,8 @@ fn on_demand_issues_at_the_first_handshake_within_its_bounds() {
         Options {
             http_port,
             tls_port,
-            validity: Duration::from_secs(3600),
+            // Short-lived: the on-demand certificates are renewed within the test.
+            validity: Duration::from_secs(12),
         },
     ) else {
         return;
@@ -879,6 +880,11 @@ hosts:
     assert_eq!(stored, 2 + served, "{}", p.log_text());
     let log = s.log_lines_naming("reached", 48);
     assert!(log.len() >= 48, "{log:?}");
+
+    // Kept like a configured host's: renewed before it expires, and still served.
+    let renewed = s.log_lines_naming("ok1.od.test: certificate issued", 1);
+    assert_eq!(renewed.len(), 1, "{}", p.log_text());
+    assert_eq!(fetch_name(&root, "ok1.od.test", tls_port), Ok(BODY.into()));
 }
 
 fn curl_b_at(port: u16) -> String {
