@@ -148,6 +148,7 @@ fn still_wanted(name: &str) -> bool {
     let wanted = lock(&WANTED).iter().any(|n| n == name) || on_demand::covers(name);
     if !wanted {
         kept.retain(|n| n != name);
+        on_demand::release(name);
     }
     wanted
 }

@@ -83,7 +83,8 @@ pub fn configured() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-/// How much longer than `handshake-timeout` a handshake may last: `on-demand.timeout`.
+/// How much longer than `handshake-timeout` a handshake may last: `on-demand.timeout`
+/// (the wait for an order; [`accept`] bounds the rest).
 pub fn wait_limit() -> Duration {
     setup().map_or(Duration::ZERO, |s| s.on_demand.timeout)
 }
@@ -124,6 +125,12 @@ pub(super) fn configure(config: &Config, storage: Option<&Storage>) -> Vec<Strin
     stored
 }
 
+/// A certificate no longer kept (its wildcard host was removed) leaves the count of
+/// `max-certificates`.
+pub(super) fn release(name: &str) {
+    state().held.remove(name);
+}
+
 /// Whether `name` is one on-demand issuance is configured for.
 pub(super) fn covers(name: &str) -> bool {
     setup().is_some_and(|s| s.covers(name))
@@ -148,19 +155,32 @@ impl Setup {
 /// holds no certificate for, it waits for the order before going on. A name refused (or an
 /// order that fails or outlasts `timeout`) gets no certificate: the handshake then ends with
 /// rustls' alert, and one log line says why.
+///
+/// The client's own part is bounded by `handshake_timeout` as any handshake's: only the wait
+/// for an order extends it.
 pub async fn accept<IO>(
     acceptor: &TlsAcceptor,
     io: IO,
     peer: std::net::SocketAddr,
+    handshake_timeout: Duration,
 ) -> Result<TlsStream<IO>, (std::io::Error, Option<IO>)>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut lazy = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
-    let start = match (&mut lazy).await {
-        Ok(start) => start,
-        Err(e) => return Err((e, lazy.take_io())),
+    let started = tokio::time::Instant::now();
+    let timed_out = || {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "not done within handshake-timeout",
+        )
     };
+    let mut lazy = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
+    let start = match tokio::time::timeout_at(started + handshake_timeout, &mut lazy).await {
+        Ok(Ok(start)) => start,
+        Ok(Err(e)) => return Err((e, lazy.take_io())),
+        Err(_) => return Err((timed_out(), lazy.take_io())),
+    };
+    let waiting = tokio::time::Instant::now();
     let hello = start.client_hello();
     // A TLS-ALPN-01 validation of a name being ordered is answered by the challenge
     // certificate, never waits for its own order.
@@ -179,11 +199,12 @@ where
             }
         }
     }
-    start
-        .into_stream(acceptor.config().clone())
-        .into_fallible()
-        .await
-        .map_err(|(e, io)| (e, Some(io)))
+    let deadline = started + handshake_timeout + waiting.elapsed();
+    let rest = start.into_stream(acceptor.config().clone()).into_fallible();
+    match tokio::time::timeout_at(deadline, rest).await {
+        Ok(done) => done.map_err(|(e, io)| (e, Some(io))),
+        Err(_) => Err((timed_out(), None)),
+    }
 }
 
 /// Waits for `name`'s certificate: the order under way, or a new one if the bounds allow.

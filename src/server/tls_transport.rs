@@ -68,7 +68,8 @@ pub(crate) async fn handshake(
         async {
             let socket = TlsSocket::new(stream);
             if on_demand {
-                Box::pin(crate::acme::on_demand::accept(&acceptor, socket, peer)).await
+                let accepted = crate::acme::on_demand::accept(&acceptor, socket, peer, timeout);
+                Box::pin(accepted).await
             } else {
                 let accepted = acceptor.accept(socket).into_fallible().await;
                 accepted.map_err(|(e, socket)| (e, Some(socket)))
