@@ -779,6 +779,7 @@ fn on_demand_issues_at_the_first_handshake_within_its_bounds() {
     std::fs::write(dir.path().join("b.key"), key.serialize_pem()).expect("write");
     let yaml = format!(
         "num-threads: 1
+handshake-timeout: 5
 acme:
   email: admin@od.test
   accept-tos: YES
@@ -808,6 +809,17 @@ hosts:
     );
     let s = Spate::start_retrying(&yaml, dir, &[]);
     let root = p.issuer_root.clone();
+
+    // A client that sends no ClientHello is still bounded by handshake-timeout (5 s), not
+    // by on-demand's wait (50 s); watched while the rest goes on.
+    let mut silent = std::net::TcpStream::connect(("127.0.0.1", tls_port)).expect("connect");
+    let silent = std::thread::spawn(move || {
+        silent
+            .set_read_timeout(Some(Duration::from_secs(40)))
+            .expect("timeout");
+        let mut buf = [0u8; 16];
+        std::io::Read::read(&mut silent, &mut buf).map_err(|e| e.kind())
+    });
 
     // An approved name: its first handshake waits for the order and gets the certificate.
     assert_eq!(
@@ -885,6 +897,11 @@ hosts:
     let renewed = s.log_lines_naming("ok1.od.test: certificate issued", 1);
     assert_eq!(renewed.len(), 1, "{}", p.log_text());
     assert_eq!(fetch_name(&root, "ok1.od.test", tls_port), Ok(BODY.into()));
+    let read = silent.join().expect("join");
+    assert!(
+        matches!(read, Ok(0) | Err(std::io::ErrorKind::ConnectionReset)),
+        "{read:?}"
+    );
 }
 
 fn curl_b_at(port: u16) -> String {
