@@ -913,3 +913,51 @@ fn curl_b_at(port: u16) -> String {
     ]);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// TLS-ALPN-01 for an on-demand name: the CA's validation handshake (ALPN `acme-tls/1`, the
+/// name being ordered) is answered by the challenge certificate, not made to wait for the
+/// order it validates.
+#[test]
+fn on_demand_with_tls_alpn01() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let ask = AskService::start();
+    let yaml = format!(
+        "num-threads: 1
+acme:
+  accept-tos: YES
+  directory: {dir}
+  ca-file: {ca}
+  storage: $DIR/acme
+  challenges: tls-alpn-01
+  on-demand: {{ask: 'http://127.0.0.1:{ask}/'}}
+hosts:
+  \"*.od.test\":
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}
+    paths:
+      /: {{respond: {{body: {BODY}}}}}
+",
+        dir = p.directory,
+        ca = p.tls_root.display(),
+        ask = ask.port,
+    );
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    assert_eq!(
+        fetch_name(&p.issuer_root, "alpn.od.test", tls_port),
+        Ok(BODY.into()),
+        "{}",
+        p.log_text()
+    );
+    let log = s.log_lines_naming("alpn.od.test: answering tls-alpn-01", 1);
+    assert_eq!(log.len(), 1, "{log:?}");
+}
