@@ -798,6 +798,7 @@ hosts:
     listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{certificate-file: b.crt, key-file: b.key}}}}
     paths:
       /: {{respond: {{body: b}}}}
+      /metrics: {{metrics: ON}}
   \"*.od.test\":
     listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}
     paths:
@@ -892,6 +893,18 @@ hosts:
     assert_eq!(stored, 2 + served, "{}", p.log_text());
     let log = s.log_lines_naming("reached", 48);
     assert!(log.len() >= 48, "{log:?}");
+    let metrics = common::curl(&[&format!("http://127.0.0.1:{http_port}/metrics")]);
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    let refused = |reason: &str| -> u64 {
+        let prefix = format!("spate_acme_on_demand_refused_total{{reason=\"{reason}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in {metrics}"))
+    };
+    assert_eq!(refused("ask"), 2, "{metrics}");
+    assert_eq!(refused("bound"), 50 - served as u64, "{metrics}");
 
     // Kept like a configured host's: renewed before it expires, and still served.
     let renewed = s.log_lines_naming("ok1.od.test: certificate issued", 1);

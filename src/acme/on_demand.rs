@@ -20,7 +20,7 @@ use crate::config::{AcmeConf, Config, OnDemandConf};
 use crate::tls::managed;
 use instant_acme::Account;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -47,8 +47,54 @@ const MAX_REMEMBERED: usize = 10_000;
 /// The longest answer head read from the ask service.
 const ASK_HEAD_MAX: usize = 8 * 1024;
 
+/// Handshakes that got no certificate, by why: the ask service refused the name (now or
+/// within `refused-for`), a bound (`orders-per-minute`, `max-certificates`), the order or
+/// the ask failed or outlasted `timeout`. For the `metrics` handler.
+static REFUSED_ASK: AtomicU64 = AtomicU64::new(0);
+static REFUSED_BOUND: AtomicU64 = AtomicU64::new(0);
+static REFUSED_FAILED: AtomicU64 = AtomicU64::new(0);
+
+/// Handshakes refused a certificate since start: by the ask service, by a bound, by a
+/// failure. `None` when on-demand is not configured.
+pub fn refusals() -> Option<[(&'static str, u64); 3]> {
+    configured().then(|| {
+        [
+            ("ask", REFUSED_ASK.load(Ordering::Relaxed)),
+            ("bound", REFUSED_BOUND.load(Ordering::Relaxed)),
+            ("failed", REFUSED_FAILED.load(Ordering::Relaxed)),
+        ]
+    })
+}
+
+/// Why a handshake gets no certificate.
+enum Refused {
+    Ask(String),
+    Bound(String),
+    Failed(String),
+}
+
+impl Refused {
+    fn count(&self) {
+        let counter = match self {
+            Refused::Ask(_) => &REFUSED_ASK,
+            Refused::Bound(_) => &REFUSED_BOUND,
+            Refused::Failed(_) => &REFUSED_FAILED,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Ask(why) | Refused::Bound(why) | Refused::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// The outcome of one name's order, for every handshake waiting for it.
-type Outcome = Option<Result<(), String>>;
+/// The error says whether the ask service refused the name.
+type Outcome = Option<Result<(), (String, bool)>>;
 
 #[derive(Default)]
 struct State {
@@ -194,6 +240,7 @@ where
         if managed::cert(&name).is_none() {
             if let Some(setup) = setup().filter(|s| s.covers(&name)) {
                 if let Err(why) = obtain(&setup, &name).await {
+                    why.count();
                     tracing::info!(peer = %peer, "acme: on-demand {name}: no certificate: {why}");
                 }
             }
@@ -208,7 +255,7 @@ where
 }
 
 /// Waits for `name`'s certificate: the order under way, or a new one if the bounds allow.
-async fn obtain(setup: &Arc<Setup>, name: &str) -> Result<(), String> {
+async fn obtain(setup: &Arc<Setup>, name: &str) -> Result<(), Refused> {
     let mut outcome = {
         let mut st = state();
         let now = Instant::now();
@@ -217,7 +264,7 @@ async fn obtain(setup: &Arc<Setup>, name: &str) -> Result<(), String> {
             None => {
                 if let Some((until, why)) = st.refused.get(name) {
                     if *until > now {
-                        return Err(format!("refused: {why}"));
+                        return Err(Refused::Ask(format!("refused: {why}")));
                     }
                 }
                 let od = &setup.on_demand;
@@ -229,19 +276,19 @@ async fn obtain(setup: &Arc<Setup>, name: &str) -> Result<(), String> {
                     st.orders.pop_front();
                 }
                 if st.held.len() >= od.max_certificates as usize {
-                    return Err(format!(
+                    return Err(Refused::Bound(format!(
                         "max-certificates ({}) reached",
                         od.max_certificates
-                    ));
+                    )));
                 }
                 if st.orders.len() >= od.orders_per_minute as usize {
-                    return Err(format!(
+                    return Err(Refused::Bound(format!(
                         "orders-per-minute ({}) reached",
                         od.orders_per_minute
-                    ));
+                    )));
                 }
                 let Some(runtime) = super::runtime() else {
-                    return Err("the ACME thread is not running".into());
+                    return Err(Refused::Failed("the ACME thread is not running".into()));
                 };
                 st.orders.push_back(now);
                 st.held.insert(name.to_owned());
@@ -255,12 +302,17 @@ async fn obtain(setup: &Arc<Setup>, name: &str) -> Result<(), String> {
     let waited =
         tokio::time::timeout(setup.on_demand.timeout, outcome.wait_for(Option::is_some)).await;
     match waited {
-        Ok(Ok(done)) => done.clone().unwrap_or_else(|| Err("no outcome".into())),
-        Ok(Err(_)) => Err("the order was dropped".into()),
-        Err(_) => Err(format!(
+        Ok(Ok(done)) => match done.clone() {
+            Some(Ok(())) => Ok(()),
+            Some(Err((why, true))) => Err(Refused::Ask(why)),
+            Some(Err((why, false))) => Err(Refused::Failed(why)),
+            None => Err(Refused::Failed("no outcome".into())),
+        },
+        Ok(Err(_)) => Err(Refused::Failed("the order was dropped".into())),
+        Err(_) => Err(Refused::Failed(format!(
             "not issued within on-demand timeout ({} s); the order goes on",
             setup.on_demand.timeout.as_secs()
-        )),
+        ))),
     }
 }
 
@@ -290,13 +342,15 @@ async fn order(setup: Arc<Setup>, name: String, tx: watch::Sender<Outcome>) {
         Ok(kept) => super::keep_from_now(kept.clone()),
         Err(e) => tracing::warn!("acme: on-demand {name}: {}", e.why),
     }
-    let _ = tx.send(Some(result.map(|_| ()).map_err(|e| e.why)));
+    let _ = tx.send(Some(result.map(|_| ()).map_err(|e| (e.why, e.by_ask))));
 }
 
 /// Why a name got no certificate: whether an order was made (its slot stays taken) and
 /// whether the name is refused for `refused-for`.
 struct Refusal {
     why: String,
+    /// The ask service said no.
+    by_ask: bool,
     ordered: bool,
     remember: bool,
 }
@@ -320,6 +374,7 @@ async fn ask_and_order(setup: &Setup, name: &str) -> Result<super::Kept, Refusal
             Ok(false) => {
                 return Err(Refusal {
                     why: "the ask service refused it".into(),
+                    by_ask: true,
                     ordered: false,
                     remember: true,
                 })
@@ -327,6 +382,7 @@ async fn ask_and_order(setup: &Setup, name: &str) -> Result<super::Kept, Refusal
             Err(e) => {
                 return Err(Refusal {
                     why: format!("the ask service: {e}"),
+                    by_ask: false,
                     ordered: false,
                     remember: false,
                 })
@@ -340,6 +396,7 @@ async fn ask_and_order(setup: &Setup, name: &str) -> Result<super::Kept, Refusal
     });
     let (storage, account) = session.await.cloned().map_err(|why| Refusal {
         why,
+        by_ask: false,
         ordered: false,
         remember: false,
     })?;
@@ -359,6 +416,7 @@ async fn ask_and_order(setup: &Setup, name: &str) -> Result<super::Kept, Refusal
             Ok(None) => {
                 return Err(Refusal {
                     why: "another process is ordering it".into(),
+                    by_ask: false,
                     ordered: false,
                     remember: false,
                 })
@@ -366,6 +424,7 @@ async fn ask_and_order(setup: &Setup, name: &str) -> Result<super::Kept, Refusal
             Err(why) => {
                 return Err(Refusal {
                     why,
+                    by_ask: false,
                     ordered: false,
                     remember: false,
                 })
@@ -385,6 +444,7 @@ async fn ask_and_order(setup: &Setup, name: &str) -> Result<super::Kept, Refusal
         }
         Err(why) => Err(Refusal {
             why,
+            by_ask: false,
             ordered: true,
             remember: true,
         }),
