@@ -904,7 +904,13 @@ hosts:
             .unwrap_or_else(|| panic!("no {prefix} in {metrics}"))
     };
     assert_eq!(refused("ask"), 2, "{metrics}");
-    assert_eq!(refused("bound"), 50 - served as u64, "{metrics}");
+    // (An order of the two that got a slot may fail: then counted as failed.)
+    assert!(refused("bound") >= 48, "{metrics}");
+    assert_eq!(
+        refused("bound") + refused("failed"),
+        50 - served as u64,
+        "{metrics}"
+    );
 
     // Kept like a configured host's: renewed before it expires, and still served.
     let renewed = s.log_lines_naming("ok1.od.test: certificate issued", 1);
