@@ -158,6 +158,13 @@ fn http01_issues_serves_and_renews_under_load() {
         "no renewal: {renewed:?}\n{}",
         p.log_text()
     );
+    // The renewal order names the certificate it replaces (RFC 9773 §5).
+    assert!(
+        renewed
+            .iter()
+            .any(|l| l.contains("renewal order replaces the certificate in use")),
+        "{renewed:?}"
+    );
     for _ in 0..10 {
         assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
     }
@@ -518,15 +525,16 @@ fn a_certificate_that_cannot_be_stored_is_served_and_said() {
 }
 
 #[test]
-fn a_reload_adds_an_acme_host() {
+fn a_reload_adds_an_acme_host_and_another_removes_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
+    // Short-lived: removed, its renewal task would order again within seconds.
     let Some(p) = Pebble::start(
         dir.path(),
         Options {
             http_port,
             tls_port,
-            validity: Duration::from_secs(3600),
+            validity: Duration::from_secs(12),
         },
     ) else {
         return;
@@ -559,6 +567,31 @@ fn a_reload_adds_an_acme_host() {
     let log = s.log_lines_naming("certificate issued", 1);
     assert_eq!(log.len(), 1, "{}", p.log_text());
     assert_eq!(fetch_verified(&p.issuer_root, tls_port), Ok(BODY.into()));
+    // Removed again: its task stops at its next check, before it would renew.
+    std::fs::write(
+        s.path().join("spate.yaml"),
+        before.replace("$DIR", &s.path().display().to_string()),
+    )
+    .expect("write");
+    common::signal(&s.child, libc::SIGHUP);
+    let mut log = Vec::new();
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    let stop_line = |log: &[String]| {
+        log.iter()
+            .position(|l| l.contains("a.test: no longer configured; not renewed"))
+    };
+    while stop_line(&log).is_none() && std::time::Instant::now() < end {
+        log.extend(s.stderr_lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped = stop_line(&log);
+    assert!(stopped.is_some(), "{log:?}");
+    assert!(
+        !log[stopped.unwrap_or(0)..]
+            .iter()
+            .any(|l| l.contains("certificate issued")),
+        "{log:?}"
+    );
 }
 
 #[test]
@@ -648,4 +681,302 @@ hosts:
     ] {
         assert!(err.contains(want), "{want} not in {err}");
     }
+}
+
+/// A tiny ask service for `acme.on-demand`: approves every name but those starting with
+/// `no-`; a name starting with `slow` waits for `release` before its answer. Records the
+/// names asked.
+struct AskService {
+    port: u16,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    release: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl AskService {
+    fn start() -> AskService {
+        use std::io::{BufRead, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let release = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (a, r) = (asked.clone(), release.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let (a, r) = (a.clone(), r.clone());
+                std::thread::spawn(move || {
+                    let mut line = String::new();
+                    let mut reader = std::io::BufReader::new(conn.try_clone().expect("clone"));
+                    let _ = reader.read_line(&mut line);
+                    let domain = line
+                        .split_once("domain=")
+                        .map(|(_, d)| d.split(' ').next().unwrap_or("").to_owned())
+                        .unwrap_or_default();
+                    a.lock().expect("lock").push(domain.clone());
+                    if domain.starts_with("slow") {
+                        while !r.load(std::sync::atomic::Ordering::SeqCst) {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
+                    let status = match domain.starts_with("no-") {
+                        true => "403 Forbidden",
+                        false => "200 OK",
+                    };
+                    let _ = write!(conn, "HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n");
+                });
+            }
+        });
+        AskService {
+            port,
+            asked,
+            release,
+        }
+    }
+
+    fn asked(&self, name: &str) -> usize {
+        let asked = self.asked.lock().expect("lock");
+        asked.iter().filter(|n| *n == name).count()
+    }
+}
+
+/// curl to `https://NAME:PORT/`, verifying against `root`.
+fn fetch_name(root: &Path, name: &str, port: u16) -> Result<String, String> {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "--cacert"])
+        .arg(root)
+        .args(["--resolve", &format!("{name}:{port}:127.0.0.1")])
+        .arg(format!("https://{name}:{port}/"))
+        .output()
+        .expect("curl");
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+#[test]
+fn on_demand_issues_at_the_first_handshake_within_its_bounds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            // Short-lived: the on-demand certificates are renewed within the test.
+            validity: Duration::from_secs(12),
+        },
+    ) else {
+        return;
+    };
+    let ask = AskService::start();
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["b.test".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    std::fs::write(dir.path().join("b.crt"), cert.pem()).expect("write");
+    std::fs::write(dir.path().join("b.key"), key.serialize_pem()).expect("write");
+    let yaml = format!(
+        "num-threads: 1
+handshake-timeout: 5
+acme:
+  email: admin@od.test
+  accept-tos: YES
+  directory: {dir}
+  ca-file: {ca}
+  storage: $DIR/acme
+  challenges: http-01
+  on-demand:
+    ask: http://127.0.0.1:{ask}/check
+    orders-per-minute: 4
+    max-certificates: 4
+    timeout: 50
+listen: {{host: 127.0.0.1, port: {http_port}}}
+hosts:
+  b.test:
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{certificate-file: b.crt, key-file: b.key}}}}
+    paths:
+      /: {{respond: {{body: b}}}}
+      /metrics: {{metrics: ON}}
+  \"*.od.test\":
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}
+    paths:
+      /: {{respond: {{body: {BODY}}}}}
+",
+        dir = p.directory,
+        ca = p.tls_root.display(),
+        ask = ask.port,
+    );
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    let root = p.issuer_root.clone();
+
+    // A client that sends no ClientHello is still bounded by handshake-timeout (5 s), not
+    // by on-demand's wait (50 s); watched while the rest goes on.
+    let mut silent = std::net::TcpStream::connect(("127.0.0.1", tls_port)).expect("connect");
+    let silent = std::thread::spawn(move || {
+        silent
+            .set_read_timeout(Some(Duration::from_secs(40)))
+            .expect("timeout");
+        let mut buf = [0u8; 16];
+        std::io::Read::read(&mut silent, &mut buf).map_err(|e| e.kind())
+    });
+
+    // An approved name: its first handshake waits for the order and gets the certificate.
+    assert_eq!(
+        fetch_name(&root, "ok1.od.test", tls_port),
+        Ok(BODY.into()),
+        "{}",
+        p.log_text()
+    );
+    let sclient = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{tls_port} -servername ok1.od.test -CAfile {} -verify_return_error </dev/null 2>&1",
+            root.display()
+        ))
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&sclient.stdout);
+    assert!(text.contains("Verify return code: 0 (ok)"), "{text}");
+    assert!(s.path().join("acme/ok1.od.test.crt").exists());
+    assert_eq!(ask.asked("ok1.od.test"), 1);
+
+    // A refused name fails at once, and is not asked again for a while.
+    for _ in 0..2 {
+        let refused = fetch_name(&root, "no-1.od.test", tls_port);
+        assert!(refused.is_err(), "{refused:?}");
+    }
+    assert_eq!(ask.asked("no-1.od.test"), 1);
+    let log = s.log_lines_naming("no-1.od.test: no certificate", 2);
+    assert!(
+        log.iter().any(|l| l.contains("the ask service refused it")),
+        "{log:?}"
+    );
+
+    // While one name waits for its order, other handshakes go on.
+    let waiting = {
+        let root = root.clone();
+        std::thread::spawn(move || fetch_name(&root, "slow.od.test", tls_port))
+    };
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while ask.asked("slow.od.test") == 0 {
+        assert!(std::time::Instant::now() < end, "slow.od.test not asked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(fetch_name(&root, "ok1.od.test", tls_port), Ok(BODY.into()));
+    assert_eq!(curl_b_at(tls_port), "b");
+    ask.release.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(waiting.join().expect("join"), Ok(BODY.into()));
+
+    // A burst of 50 random names: two certificates are held, so at most two more are
+    // ordered (max-certificates 4); the others fail fast.
+    let burst: Vec<_> = (0..50)
+        .map(|i| {
+            let root = root.clone();
+            std::thread::spawn(move || fetch_name(&root, &format!("r{i}x.od.test"), tls_port))
+        })
+        .collect();
+    let served = burst
+        .into_iter()
+        .map(|t| t.join().expect("join"))
+        .filter(Result::is_ok)
+        .count();
+    let stored = std::fs::read_dir(s.path().join("acme"))
+        .expect("storage")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".od.test.crt"))
+        })
+        .count();
+    assert!(served <= 2, "{served} burst names served");
+    assert_eq!(stored, 2 + served, "{}", p.log_text());
+    let log = s.log_lines_naming("reached", 48);
+    assert!(log.len() >= 48, "{log:?}");
+    let metrics = common::curl(&[&format!("http://127.0.0.1:{http_port}/metrics")]);
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    let refused = |reason: &str| -> u64 {
+        let prefix = format!("spate_acme_on_demand_refused_total{{reason=\"{reason}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in {metrics}"))
+    };
+    assert_eq!(refused("ask"), 2, "{metrics}");
+    // (An order of the two that got a slot may fail: then counted as failed.)
+    assert!(refused("bound") >= 48, "{metrics}");
+    assert_eq!(
+        refused("bound") + refused("failed"),
+        50 - served as u64,
+        "{metrics}"
+    );
+
+    // Kept like a configured host's: renewed before it expires, and still served.
+    let renewed = s.log_lines_naming("ok1.od.test: certificate issued", 1);
+    assert_eq!(renewed.len(), 1, "{}", p.log_text());
+    assert_eq!(fetch_name(&root, "ok1.od.test", tls_port), Ok(BODY.into()));
+    let read = silent.join().expect("join");
+    assert!(
+        matches!(read, Ok(0) | Err(std::io::ErrorKind::ConnectionReset)),
+        "{read:?}"
+    );
+}
+
+fn curl_b_at(port: u16) -> String {
+    let out = common::curl(&[
+        "-k",
+        "--resolve",
+        &format!("b.test:{port}:127.0.0.1"),
+        &format!("https://b.test:{port}/"),
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// TLS-ALPN-01 for an on-demand name: the CA's validation handshake (ALPN `acme-tls/1`, the
+/// name being ordered) is answered by the challenge certificate, not made to wait for the
+/// order it validates.
+#[test]
+fn on_demand_with_tls_alpn01() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [http_port, tls_port] = common::free_ports::<2>();
+    let Some(p) = Pebble::start(
+        dir.path(),
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(3600),
+        },
+    ) else {
+        return;
+    };
+    let ask = AskService::start();
+    let yaml = format!(
+        "num-threads: 1
+acme:
+  accept-tos: YES
+  directory: {dir}
+  ca-file: {ca}
+  storage: $DIR/acme
+  challenges: tls-alpn-01
+  on-demand: {{ask: 'http://127.0.0.1:{ask}/'}}
+hosts:
+  \"*.od.test\":
+    listen: {{host: 127.0.0.1, port: {tls_port}, ssl: {{}}}}
+    paths:
+      /: {{respond: {{body: {BODY}}}}}
+",
+        dir = p.directory,
+        ca = p.tls_root.display(),
+        ask = ask.port,
+    );
+    let s = Spate::start_retrying(&yaml, dir, &[]);
+    assert_eq!(
+        fetch_name(&p.issuer_root, "alpn.od.test", tls_port),
+        Ok(BODY.into()),
+        "{}",
+        p.log_text()
+    );
+    let log = s.log_lines_naming("alpn.od.test: answering tls-alpn-01", 1);
+    assert_eq!(log.len(), 1, "{log:?}");
 }

@@ -4,7 +4,8 @@
 use crate::config::{AcmeChallenge, AcmeKeyType};
 use crate::tls::managed;
 use instant_acme::{
-    Account, AuthorizationStatus, ChallengeType, Identifier, NewOrder, OrderStatus, RetryPolicy,
+    Account, AuthorizationStatus, CertificateIdentifier, ChallengeType, Identifier, NewOrder,
+    OrderStatus, RetryPolicy,
 };
 use rcgen::{CertificateParams, CustomExtension, KeyPair};
 use rustls::sign::CertifiedKey;
@@ -30,12 +31,38 @@ pub async fn issue(
     names: &[String],
     challenges: &[AcmeChallenge],
     key_type: AcmeKeyType,
+    replaces: Option<CertificateIdentifier<'static>>,
 ) -> Result<Issued, String> {
     let identifiers: Vec<Identifier> = names.iter().cloned().map(Identifier::Dns).collect();
-    let mut order = account
-        .new_order(&NewOrder::new(&identifiers))
-        .await
-        .map_err(|e| format!("new order: {e}"))?;
+    let made = match replaces {
+        Some(id) => {
+            let made = account
+                .new_order(&NewOrder::new(&identifiers).replaces(id))
+                .await;
+            if let Ok(order) = &made {
+                tracing::info!(
+                    "acme: {}: renewal order replaces the certificate in use ({})",
+                    names[0],
+                    order.url()
+                );
+            }
+            match made {
+                // RFC 9773 §5: a CA may refuse `replaces` (the certificate was replaced
+                // already, by another process of a fleet say); an order without it still
+                // renews.
+                Err(e) => {
+                    tracing::info!(
+                        "acme: {}: order with replaces refused ({e}); ordering without it",
+                        names[0]
+                    );
+                    account.new_order(&NewOrder::new(&identifiers)).await
+                }
+                ok => ok,
+            }
+        }
+        None => account.new_order(&NewOrder::new(&identifiers)).await,
+    };
+    let mut order = made.map_err(|e| format!("new order: {e}"))?;
     let mut answered = Answered {
         tokens: Vec::new(),
         alpn: Vec::new(),

@@ -8,14 +8,15 @@
 //! in use stays.
 
 mod issue;
+pub mod on_demand;
 mod storage;
 
 use crate::config::{AcmeConf, Config};
 use crate::tls::managed;
 use base64::Engine;
-use instant_acme::{Account, ExternalAccountKey, NewAccount};
+use instant_acme::{Account, CertificateIdentifier, ExternalAccountKey, NewAccount};
 use rustls::sign::CertifiedKey;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 use storage::Storage;
 
@@ -36,7 +37,8 @@ fn managed_hosts(config: &Config) -> Vec<Managed> {
         .iter()
         .filter_map(|l| l.tls.as_ref())
         .flat_map(|t| &t.identities)
-        .filter(|id| id.acme && !id.names.is_empty());
+        // Wildcard hosts are on-demand's (`on_demand`): a certificate per name.
+        .filter(|id| id.acme && !id.names.is_empty() && !id.names[0].starts_with('*'));
     for id in ids {
         if !hosts.iter().any(|h| h.names[0] == id.names[0]) {
             hosts.push(Managed {
@@ -47,37 +49,32 @@ fn managed_hosts(config: &Config) -> Vec<Managed> {
     hosts
 }
 
-/// The hosts whose certificates a thread keeps already, by name: a reload starts one for
-/// the hosts it adds only.
-static KEPT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// The names whose certificates a task keeps: a reload starts one for the hosts it adds
+/// only.
+static KEPT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The configured hosts' names: a task whose name is no longer here (nor on-demand's) stops
+/// at its next check, so that a host removed by a reload is not renewed.
+static WANTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Puts the stored certificates in use and starts the thread that obtains and renews them,
-/// at start and at each reload for the hosts not kept yet. Does nothing without an `acme`
-/// block.
-pub fn start(config: &Config) {
-    let Some(conf) = config.acme.clone() else {
-        return;
-    };
-    let mut hosts = managed_hosts(config);
-    {
-        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-        hosts.retain(|h| !kept.contains(&h.names[0]));
-        kept.extend(hosts.iter().map(|h| h.names[0].clone()));
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a holder panicked; the list is still whole.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What keeps one certificate: the `acme` block, storage, account and host.
+type Kept = (Arc<AcmeConf>, Arc<Storage>, Arc<Account>, Managed);
+
+/// The ACME thread's runtime, started at the first use: configured hosts' tasks and
+/// on-demand orders run there, never on a worker.
+static RUNTIME: OnceLock<tokio::runtime::Handle> = OnceLock::new();
+
+fn runtime() -> Option<tokio::runtime::Handle> {
+    static STARTING: Mutex<()> = Mutex::new(());
+    let _once = lock(&STARTING);
+    if let Some(h) = RUNTIME.get() {
+        return Some(h.clone());
     }
-    if hosts.is_empty() {
-        return;
-    }
-    if let Ok(storage) = Storage::open(&conf.storage) {
-        managed::set_http01_dir(storage.http01_dir());
-        for h in &hosts {
-            if let Some(k) = storage.cert(&h.names[0]) {
-                managed::set_cert(&h.names[0], Arc::new(k));
-            }
-        }
-    }
-    // instant-acme's HTTPS client asks rustls for the process's provider; spate builds its
-    // own configurations with explicit providers, so this one is used by ACME alone.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let (tx, rx) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("acme".into())
         .spawn(move || {
@@ -91,10 +88,78 @@ pub fn start(config: &Config) {
                     return;
                 }
             };
-            rt.block_on(run(conf, hosts));
+            let _ = tx.send(rt.handle().clone());
+            rt.block_on(std::future::pending::<()>());
         });
     if let Err(e) = spawned {
         tracing::error!("acme: cannot start its thread: {e}");
+        return None;
+    }
+    let handle = rx.recv().ok()?;
+    let _ = RUNTIME.set(handle.clone());
+    Some(handle)
+}
+
+/// Puts the stored certificates in use and starts the tasks that obtain and renew them, at
+/// start and at each reload for the hosts not kept yet; hosts the reload removed stop being
+/// renewed. Does nothing without an `acme` block.
+pub fn start(config: &Config) {
+    let all = managed_hosts(config);
+    *lock(&WANTED) = all.iter().map(|h| h.names[0].clone()).collect();
+    let Some(conf) = config.acme.clone() else {
+        on_demand::configure(config, None);
+        return;
+    };
+    let storage = Storage::open(&conf.storage).ok();
+    let mut hosts = all;
+    // On-demand names issued before: in use and renewed like the configured hosts.
+    for name in on_demand::configure(config, storage.as_ref()) {
+        hosts.push(Managed { names: vec![name] });
+    }
+    {
+        let mut kept = lock(&KEPT);
+        hosts.retain(|h| !kept.contains(&h.names[0]));
+        kept.extend(hosts.iter().map(|h| h.names[0].clone()));
+    }
+    if let Some(storage) = &storage {
+        managed::set_http01_dir(storage.http01_dir());
+        for h in &hosts {
+            if let Some(k) = storage.cert(&h.names[0]) {
+                managed::set_cert(&h.names[0], Arc::new(k));
+            }
+        }
+    }
+    // instant-acme's HTTPS client asks rustls for the process's provider; spate builds its
+    // own configurations with explicit providers, so this one is used by ACME alone.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    if hosts.is_empty() && !on_demand::configured() {
+        return;
+    }
+    // The runtime is started for on-demand orders even when no host is to be kept yet.
+    let Some(rt) = runtime() else { return };
+    if !hosts.is_empty() {
+        rt.spawn(run(conf, hosts));
+    }
+}
+
+/// Whether the task keeping `name` should go on: its host is still configured.
+fn still_wanted(name: &str) -> bool {
+    let mut kept = lock(&KEPT);
+    let wanted = lock(&WANTED).iter().any(|n| n == name) || on_demand::covers(name);
+    if !wanted {
+        kept.retain(|n| n != name);
+        on_demand::release(name);
+    }
+    wanted
+}
+
+/// Keeps (renews) a certificate an on-demand order just put in use.
+fn keep_from_now((conf, storage, account, host): Kept) {
+    let name = host.names[0].clone();
+    let mut kept = lock(&KEPT);
+    if !kept.contains(&name) {
+        kept.push(name);
+        tokio::spawn(keep(conf, storage, account, host));
     }
 }
 
@@ -123,7 +188,7 @@ async fn run(conf: AcmeConf, hosts: Vec<Managed>) {
 
 /// The storage directory and the account: the stored one, or a new one registered (and
 /// stored) with the CA.
-async fn open(conf: &AcmeConf) -> Result<(Storage, Account), String> {
+pub(super) async fn open(conf: &AcmeConf) -> Result<(Storage, Account), String> {
     let storage = Storage::open(&conf.storage)?;
     let builder = || match &conf.ca_file {
         Some(f) => Account::builder_with_root(&f.path)
@@ -176,10 +241,14 @@ async fn keep(conf: Arc<AcmeConf>, storage: Arc<Storage>, account: Arc<Account>,
     let mut failures = 0;
     let mut waiting_logged = false;
     loop {
+        if !still_wanted(name) {
+            tracing::info!("acme: {name}: no longer configured; not renewed");
+            return;
+        }
         adopt_stored(&storage, name);
-        let due = match managed::cert(name) {
+        let (due, replaces) = match managed::cert(name) {
             Some(k) => due_in(&account, name, &k).await,
-            None => None,
+            None => (None, None),
         };
         if let Some(wait) = due {
             // Woken early now and then to take a renewal another process stored.
@@ -209,7 +278,7 @@ async fn keep(conf: Arc<AcmeConf>, storage: Arc<Storage>, account: Arc<Account>,
         if adopt_stored(&storage, name) {
             continue;
         }
-        let result = obtain(&conf, &storage, &account, &host).await;
+        let result = obtain(&conf, &storage, &account, &host, replaces).await;
         drop(lock);
         managed::record_attempt(name, result.as_ref().map(|_| ()).map_err(String::as_str));
         match result {
@@ -254,12 +323,15 @@ fn adopt_stored(storage: &Storage, name: &str) -> bool {
     newer
 }
 
-/// Orders and puts in use a certificate, and stores it; returns its `notAfter`.
+/// Orders and puts in use a certificate, and stores it; returns its `notAfter`. `replaces`:
+/// the certificate a renewal replaces, told to a CA with renewal information (RFC 9773
+/// §5), which may then exempt the order from its rate limits.
 async fn obtain(
     conf: &AcmeConf,
     storage: &Storage,
     account: &Account,
     host: &Managed,
+    replaces: Option<CertificateIdentifier<'static>>,
 ) -> Result<String, String> {
     let name = &host.names[0];
     let issued = issue::issue(
@@ -268,6 +340,7 @@ async fn obtain(
         &host.names,
         &conf.challenges,
         conf.key_type,
+        replaces,
     )
     .await?;
     let key = certified(&issued)?;
@@ -301,19 +374,24 @@ fn certified(issued: &issue::Issued) -> Result<CertifiedKey, String> {
     Ok(CertifiedKey::new(chain, key))
 }
 
-/// How long until `key` is due for renewal: as [`renew_in`] says, or earlier at a random
-/// time in the window the CA's renewal information suggests (ARI, RFC 9773; a CA moves it
-/// forward to replace certificates it must revoke). `None`: due now.
-async fn due_in(account: &Account, name: &str, key: &CertifiedKey) -> Option<Duration> {
+/// How long until `key` is due for renewal (`None`: due now): as [`renew_in`] says, or
+/// earlier at a random time in the window the CA's renewal information suggests (ARI, RFC
+/// 9773; a CA moves it forward to replace certificates it must revoke). With it, the
+/// certificate's identifier for the renewal order's `replaces`, when the CA has ARI.
+async fn due_in(
+    account: &Account,
+    name: &str,
+    key: &CertifiedKey,
+) -> (Option<Duration>, Option<CertificateIdentifier<'static>>) {
     let ari = key
         .end_entity_cert()
         .ok()
         .and_then(|c| crate::tls::cert::ari_parts(c));
     let Some((aki, serial)) = ari else {
-        return renew_in(key);
+        return (renew_in(key), None);
     };
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let id = instant_acme::CertificateIdentifier {
+    let id = CertificateIdentifier {
         authority_key_identifier: b64.encode(aki).into(),
         serial: b64.encode(serial).into(),
     };
@@ -331,12 +409,14 @@ async fn due_in(account: &Account, name: &str, key: &CertifiedKey) -> Option<Dur
             let at = start + span.mul_f64(random_share());
             let ari = at.duration_since(SystemTime::now()).ok();
             tracing::debug!("acme: {name}: the CA's renewal window says {ari:?}");
-            Some(ari?.min(renew_in(key)?))
+            let due = ari.and_then(|ari| Some(ari.min(renew_in(key)?)));
+            (due, Some(id))
         }
-        Err(instant_acme::Error::Unsupported(_)) => renew_in(key),
+        Err(instant_acme::Error::Unsupported(_)) => (renew_in(key), None),
         Err(e) => {
             tracing::debug!("acme: {name}: renewal information: {e}");
-            renew_in(key)
+            // The CA has ARI (it answered, if with an error): the order says what it replaces.
+            (renew_in(key), Some(id))
         }
     }
 }

@@ -119,6 +119,17 @@ impl Storage {
         )
     }
 
+    /// The names that have a certificate stored.
+    pub fn names(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|f| f.strip_suffix(".crt").map(str::to_owned))
+            .collect()
+    }
+
     /// The stored certificate of host `name`, if there is a usable one.
     pub fn cert(&self, name: &str) -> Option<CertifiedKey> {
         let (crt, key) = self.cert_paths(name);

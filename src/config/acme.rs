@@ -38,6 +38,30 @@ pub struct AcmeConf {
     pub ca_file: Option<PathAt>,
     /// `external-account-binding: {kid, hmac-key}` for CAs that need one.
     pub eab: Option<Eab>,
+    /// `on-demand`: wildcard hosts with `ssl: {}` get a certificate per name at its first
+    /// handshake.
+    pub on_demand: Option<OnDemandConf>,
+    pub at: Location,
+}
+
+/// `acme.on-demand` (Caddy's `on_demand_tls`): what a name must pass before it is ordered,
+/// and the bounds that keep a flood of random names from exhausting the CA's limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnDemandConf {
+    /// `ask`: an `http://` URL; `GET URL?domain=NAME` answering 2xx approves NAME.
+    pub ask: String,
+    /// `orders-per-minute`: new orders started in any 60 seconds.
+    pub orders_per_minute: u32,
+    /// `max-certificates`: on-demand certificates held (stored and under way) at most.
+    pub max_certificates: u32,
+    /// `timeout`: how long a handshake waits for its name's certificate (the order goes on
+    /// after it gives up, for the next handshake).
+    pub timeout: std::time::Duration,
+    /// `ask-cache`: how long the ask service's approval of a name is reused.
+    pub ask_cache: std::time::Duration,
+    /// `refused-for`: how long a name the ask service refused, or whose order failed, is
+    /// refused at once without asking or ordering again.
+    pub refused_for: std::time::Duration,
     pub at: Location,
 }
 
@@ -81,6 +105,16 @@ const KEYS: &[&str] = &[
     "challenges",
     "ca-file",
     "external-account-binding",
+    "on-demand",
+];
+
+const ON_DEMAND_KEYS: &[&str] = &[
+    "ask",
+    "orders-per-minute",
+    "max-certificates",
+    "timeout",
+    "ask-cache",
+    "refused-for",
 ];
 
 /// Reads the `acme` mapping.
@@ -95,6 +129,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<AcmeConf> {
         challenges: vec![AcmeChallenge::Http01, AcmeChallenge::TlsAlpn01],
         ca_file: None,
         eab: None,
+        on_demand: None,
         at: ctx.at(v.line),
     };
     let mut accept_tos = false;
@@ -139,6 +174,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<AcmeConf> {
             }
             "ca-file" => c.ca_file = ctx.path_at(&name, val),
             "external-account-binding" => c.eab = eab(ctx, &name, val),
+            "on-demand" => c.on_demand = on_demand(ctx, &name, val),
             _ => ctx.error(val.line, format!("{name} is not supported yet")),
         }
     }
@@ -190,6 +226,78 @@ fn eab(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Eab> {
     }
 }
 
+fn on_demand(ctx: &mut Ctx, name: &str, v: &Node) -> Option<OnDemandConf> {
+    let entries = ctx.map(name, v)?;
+    let before = ctx.errors.len();
+    let mut c = OnDemandConf {
+        ask: String::new(),
+        orders_per_minute: 10,
+        max_certificates: 100,
+        timeout: std::time::Duration::from_secs(30),
+        ask_cache: std::time::Duration::from_secs(60),
+        refused_for: std::time::Duration::from_secs(600),
+        at: ctx.at(v.line),
+    };
+    for (key, val) in ctx.known_keys(name, entries, ON_DEMAND_KEYS) {
+        let full = format!("{name}.{key}");
+        match key {
+            "ask" => match ctx.string(&full, val) {
+                Some(url) if ask_url_ok(&url) => c.ask = url,
+                Some(url) => ctx.error(
+                    val.line,
+                    format!("{full} expects an http://HOST:PORT/PATH URL, got {url}"),
+                ),
+                None => {}
+            },
+            "orders-per-minute" => {
+                if let Some(n) = ctx.int(&full, val, 1) {
+                    c.orders_per_minute = n;
+                }
+            }
+            "max-certificates" => {
+                if let Some(n) = ctx.int(&full, val, 1) {
+                    c.max_certificates = n;
+                }
+            }
+            "timeout" => match ctx.seconds(&full, val) {
+                Some(d) if !d.is_zero() => c.timeout = d,
+                Some(_) => ctx.error(val.line, format!("{full} expects seconds >= 1, got 0")),
+                None => {}
+            },
+            "ask-cache" => {
+                if let Some(d) = ctx.seconds(&full, val) {
+                    c.ask_cache = d;
+                }
+            }
+            _ => {
+                if let Some(d) = ctx.seconds(&full, val) {
+                    c.refused_for = d;
+                }
+            }
+        }
+    }
+    if c.ask.is_empty() && ctx.errors.len() == before {
+        ctx.error(
+            v.line,
+            format!("{name} needs ask: the URL that approves each name before it is ordered"),
+        );
+    }
+    (ctx.errors.len() == before).then_some(c)
+}
+
+/// `http://` with a host and no fragment: the ask service is asked with a plain GET.
+fn ask_url_ok(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    !authority.is_empty()
+        && !url.contains('#')
+        && !url
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+}
+
 /// The checks that need the whole configuration: an `ssl` mapping with no certificate needs
 /// the `acme` block and a host name; `http-01` alone needs a cleartext listener to answer on.
 /// With `http-01`, every host gets the path that answers its tokens, ahead of its own paths.
@@ -212,13 +320,27 @@ pub(super) fn check(ctx: &mut Ctx, c: &mut Config, given: bool) {
                     .into(),
             });
         } else if let Some(name) = id.names.iter().find(|n| n.starts_with('*')) {
-            ctx.errors.push(super::ConfigError {
-                at: id.at.clone(),
-                message: format!(
-                    "listen.ssl with no certificate: ACME cannot obtain a certificate for \
-                     {name} by http-01 or tls-alpn-01 (a wildcard needs dns-01)"
-                ),
-            });
+            // An `acme` block with errors (said already) may have meant on-demand.
+            let on_demand = c.acme.as_ref().map_or(given, |a| a.on_demand.is_some());
+            if !on_demand {
+                ctx.errors.push(super::ConfigError {
+                    at: id.at.clone(),
+                    message: format!(
+                        "listen.ssl with no certificate: ACME cannot obtain a certificate for \
+                         {name} by http-01 or tls-alpn-01 (a wildcard needs dns-01); \
+                         acme.on-demand obtains one per name at its first handshake"
+                    ),
+                });
+            } else if !name.starts_with("*.") || id.names.iter().any(|n| !n.starts_with("*.")) {
+                ctx.errors.push(super::ConfigError {
+                    at: id.at.clone(),
+                    message: format!(
+                        "listen.ssl with no certificate: acme.on-demand covers hosts named \
+                         *.DOMAIN only, got {}",
+                        id.names.join(", ")
+                    ),
+                });
+            }
         } else if id.names.is_empty() {
             ctx.errors.push(super::ConfigError {
                 at: id.at.clone(),
@@ -312,6 +434,61 @@ hosts:
             .iter()
             .any(|p| matches!(p.handler, HandlerConf::AcmeChallenge)
                 && p.prefix == super::ACME_CHALLENGE_PREFIX));
+    }
+
+    const WILDCARD: &str = "
+listen: 80
+hosts:
+  \"*.a.example\":
+    listen: {port: 443, ssl: {}}
+    paths:
+      /: {respond: {body: hi}}
+";
+
+    #[test]
+    fn on_demand_for_a_wildcard_host() {
+        let text = format!(
+            "acme:\n  accept-tos: YES\n  on-demand: {{ask: 'http://127.0.0.1:9/ok?x=1', orders-per-minute: 3, max-certificates: 7, timeout: 5, ask-cache: 2, refused-for: 9}}{WILDCARD}"
+        );
+        let c = load_str(&text, "t.yaml").unwrap_or_else(|e| panic!("{e:?}"));
+        let od = c
+            .acme
+            .as_ref()
+            .and_then(|a| a.on_demand.as_ref())
+            .unwrap_or_else(|| panic!("no on-demand"));
+        assert_eq!(od.ask, "http://127.0.0.1:9/ok?x=1");
+        assert_eq!((od.orders_per_minute, od.max_certificates), (3, 7));
+        assert_eq!(od.timeout, std::time::Duration::from_secs(5));
+        assert_eq!(od.ask_cache, std::time::Duration::from_secs(2));
+        assert_eq!(od.refused_for, std::time::Duration::from_secs(9));
+        // Without on-demand, a wildcard host cannot be ordered for.
+        let e = errors(&format!("acme: {{accept-tos: YES}}{WILDCARD}"));
+        assert!(
+            e[0].starts_with("t.yaml:5: listen.ssl with no certificate: ACME cannot obtain")
+                && e[0].contains("acme.on-demand"),
+            "{e:?}"
+        );
+        let e = errors(&format!(
+            "acme: {{accept-tos: YES, on-demand: {{orders-per-minute: 0}}}}{WILDCARD}"
+        ));
+        assert_eq!(
+            e,
+            ["t.yaml:1: acme.on-demand.orders-per-minute expects an integer >= 1, got \"0\""]
+        );
+        let e = errors(&format!(
+            "acme: {{accept-tos: YES, on-demand: {{max-certificates: 2}}}}{WILDCARD}"
+        ));
+        assert_eq!(
+            e,
+            ["t.yaml:1: acme.on-demand needs ask: the URL that approves each name before it is ordered"]
+        );
+        let e = errors(&format!(
+            "acme: {{accept-tos: YES, on-demand: {{ask: 'https://x/'}}}}{WILDCARD}"
+        ));
+        assert_eq!(
+            e,
+            ["t.yaml:1: acme.on-demand.ask expects an http://HOST:PORT/PATH URL, got https://x/"]
+        );
     }
 
     #[test]

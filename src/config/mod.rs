@@ -954,7 +954,7 @@ mod tls;
 mod value;
 mod yaml;
 
-pub use acme::{AcmeChallenge, AcmeConf, AcmeKeyType, Eab, ACME_CHALLENGE_PREFIX};
+pub use acme::{AcmeChallenge, AcmeConf, AcmeKeyType, Eab, OnDemandConf, ACME_CHALLENGE_PREFIX};
 pub use cache::{CacheConf, DiskConf};
 pub use edge::{
     any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, LimitConnConf,

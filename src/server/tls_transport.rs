@@ -55,9 +55,26 @@ pub(crate) async fn handshake(
     if ctx.close_idle.get() {
         return None;
     }
+    // With `acme.on-demand`, the ClientHello is read first and the handshake may wait for
+    // its name's certificate (`acme::on_demand`), so longer; boxed apart, it adds nothing
+    // to the others.
+    let on_demand = crate::acme::on_demand::configured();
     let handshake = tokio::time::timeout(
-        timeout,
-        acceptor.accept(TlsSocket::new(stream)).into_fallible(),
+        if on_demand {
+            timeout + crate::acme::on_demand::wait_limit()
+        } else {
+            timeout
+        },
+        async {
+            let socket = TlsSocket::new(stream);
+            if on_demand {
+                let accepted = crate::acme::on_demand::accept(&acceptor, socket, peer, timeout);
+                Box::pin(accepted).await
+            } else {
+                let accepted = acceptor.accept(socket).into_fallible().await;
+                accepted.map_err(|(e, socket)| (e, Some(socket)))
+            }
+        },
     );
     tokio::pin!(handshake);
     loop {
@@ -85,9 +102,11 @@ pub(crate) async fn handshake(
                 // Boxed: moved into the connection's state, it is one pointer.
                 return Some(Box::new(tls));
             }
-            Ok(Err((e, mut socket))) => {
+            Ok(Err((e, socket))) => {
                 // The alert rustls wrote, if it was held as if it were the tickets.
-                socket.try_write_held();
+                if let Some(mut socket) = socket {
+                    socket.try_write_held();
+                }
                 crate::tls::record_handshake_failure();
                 crate::metrics::handshake(crate::metrics::Handshake::Failed);
                 tracing::debug!(peer = %peer, "TLS handshake failed: {e}");

@@ -9,6 +9,26 @@ use rustls::sign::CertifiedKey;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Where an identity's certificate comes from.
+#[derive(Debug)]
+enum Source {
+    /// Its own files.
+    Files,
+    /// ACME, kept under this name in [`super::managed`].
+    Acme(String),
+    /// ACME on demand (a `*.DOMAIN` host): one certificate per name, kept under the name.
+    OnDemand,
+}
+
+/// What an ACME identity answers a handshake with.
+enum AcmeAnswer {
+    Key(Arc<CertifiedKey>),
+    /// No certificate: the handshake fails (rustls sends the alert).
+    Refuse,
+    /// The files' certificates.
+    Files,
+}
+
 #[derive(Debug)]
 pub struct SniResolver {
     /// Each identity's keys (several when a host has, say, RSA and ECDSA certificates).
@@ -17,8 +37,8 @@ pub struct SniResolver {
     exact: HashMap<String, usize>,
     /// `*.example.com` stored as `.example.com` -> identity index, in configuration order.
     wildcards: Vec<(String, usize)>,
-    /// Per identity: the name its ACME certificate is kept under (`None`: its own files).
-    managed: Vec<Option<String>>,
+    /// Per identity: where its certificate comes from.
+    managed: Vec<Source>,
     /// Whether any identity is ACME's: only then is a TLS-ALPN-01 handshake answered.
     acme: bool,
 }
@@ -30,11 +50,15 @@ impl SniResolver {
         identities: &[Identity],
         keys: &[Vec<Arc<CertifiedKey>>],
     ) -> Result<SniResolver, String> {
-        let managed: Vec<Option<String>> = identities
+        let managed: Vec<Source> = identities
             .iter()
-            .map(|id| id.acme.then(|| id.names.first().cloned()).flatten())
+            .map(|id| match id.names.first() {
+                Some(n) if id.acme && n.starts_with('*') => Source::OnDemand,
+                Some(n) if id.acme => Source::Acme(n.clone()),
+                _ => Source::Files,
+            })
             .collect();
-        let acme = managed.iter().any(Option::is_some);
+        let acme = managed.iter().any(|m| !matches!(m, Source::Files));
         if keys.iter().all(Vec::is_empty) && !acme {
             return Err("no certificate configured".into());
         }
@@ -88,8 +112,10 @@ impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let index = self.index(hello.server_name());
         if self.acme {
-            if let Some(k) = self.resolve_acme(&hello, index) {
-                return Some(k);
+            match self.resolve_acme(&hello, index) {
+                AcmeAnswer::Key(k) => return Some(k),
+                AcmeAnswer::Refuse => return None,
+                AcmeAnswer::Files => {}
             }
         }
         let keys = self
@@ -107,29 +133,43 @@ impl ResolvesServerCert for SniResolver {
 
 impl SniResolver {
     /// A TLS-ALPN-01 handshake's challenge certificate, or the ACME certificate of the
-    /// identity `index`. `None` falls back to the files' certificates.
-    fn resolve_acme(&self, hello: &ClientHello<'_>, index: usize) -> Option<Arc<CertifiedKey>> {
+    /// identity `index` (for an on-demand identity, the one of the client's name).
+    fn resolve_acme(&self, hello: &ClientHello<'_>, index: usize) -> AcmeAnswer {
+        let found = |k: Option<Arc<CertifiedKey>>| match k {
+            Some(k) => AcmeAnswer::Key(k),
+            None => AcmeAnswer::Refuse,
+        };
         let challenge = hello
             .alpn()
             .is_some_and(|mut protocols| protocols.any(|p| p == super::managed::ACME_TLS_ALPN));
         if challenge {
             // RFC 8737 §3: only the challenge certificate, or no handshake at all.
-            return super::managed::alpn_challenge(hello.server_name()?);
+            return found(hello.server_name().and_then(super::managed::alpn_challenge));
         }
-        let own = self.managed.get(index)?.as_deref();
-        if let Some(k) = own.and_then(super::managed::cert) {
-            return Some(k);
+        match self.managed.get(index) {
+            Some(Source::OnDemand) => {
+                // Issued at the name's first handshake (`acme::on_demand`), or refused.
+                let name = hello
+                    .server_name()
+                    .map(|n| n.trim_end_matches('.').to_ascii_lowercase());
+                return found(name.as_deref().and_then(super::managed::cert));
+            }
+            Some(Source::Acme(name)) => {
+                if let Some(k) = super::managed::cert(name) {
+                    return AcmeAnswer::Key(k);
+                }
+            }
+            _ => {}
         }
         // Not issued yet (or a name of another identity's): any ACME certificate there is
         // serves as the default, as the first identity's would.
         if !self.identities.iter().any(|k| !k.is_empty()) {
-            return self
-                .managed
-                .iter()
-                .flatten()
-                .find_map(|n| super::managed::cert(n));
+            return found(self.managed.iter().find_map(|m| match m {
+                Source::Acme(n) => super::managed::cert(n),
+                _ => None,
+            }));
         }
-        None
+        AcmeAnswer::Files
     }
 }
 

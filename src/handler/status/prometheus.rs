@@ -210,8 +210,21 @@ pub fn render(s: &Snapshot) -> String {
     o
 }
 
-/// The certificates `acme` manages, by name.
+/// The certificates `acme` manages, by name, and on-demand's refusals.
 fn acme_metrics(o: &mut String) {
+    if let Some(refusals) = crate::acme::on_demand::refusals() {
+        let _ = writeln!(
+            o,
+            "# HELP spate_acme_on_demand_refused_total Handshakes that got no on-demand certificate, by why: the ask service refused the name, a bound (orders-per-minute, max-certificates), a failure."
+        );
+        let _ = writeln!(o, "# TYPE spate_acme_on_demand_refused_total counter");
+        for (reason, n) in refusals {
+            let _ = writeln!(
+                o,
+                "spate_acme_on_demand_refused_total{{reason=\"{reason}\"}} {n}"
+            );
+        }
+    }
     let certs = crate::tls::managed::status();
     if certs.is_empty() {
         return;
