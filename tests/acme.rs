@@ -17,6 +17,19 @@ const BODY: &str = "served over ACME";
 
 /// A config for host `a.test` with `ssl: {}` on `tls_port` and, when `http_port` is given, a
 /// cleartext listener there; `extra` goes into the acme block.
+/// Pebble validating challenges on `http_port` and `tls_port`, issuing certificates valid for
+/// `validity` seconds; `None` (the test skips, saying so) when Pebble is not installed.
+fn pebble(dir: &Path, http_port: u16, tls_port: u16, validity: u64) -> Option<Pebble> {
+    Pebble::start(
+        dir,
+        Options {
+            http_port,
+            tls_port,
+            validity: Duration::from_secs(validity),
+        },
+    )
+}
+
 fn config(p: &Pebble, http_port: Option<u16>, tls_port: u16, extra: &str) -> String {
     let plain = http_port
         .map(|port| format!("listen: {{host: 127.0.0.1, port: {port}}}\n"))
@@ -74,14 +87,7 @@ fn served_serial(port: u16) -> String {
 fn http01_issues_serves_and_renews_under_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port,
-            tls_port,
-            validity: Duration::from_secs(12),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), http_port, tls_port, 12) else {
         return;
     };
     let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01");
@@ -183,14 +189,7 @@ fn http01_issues_serves_and_renews_under_load() {
 fn tls_alpn01_issues_on_the_tls_port_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port,
-            tls_port,
-            validity: Duration::from_secs(3600),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), http_port, tls_port, 3600) else {
         return;
     };
     // No cleartext listener: only TLS-ALPN-01 can succeed.
@@ -241,14 +240,7 @@ fn a_restart_serves_the_stored_certificate_without_ordering() {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port,
-            tls_port,
-            validity: Duration::from_secs(3600),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), http_port, tls_port, 3600) else {
         return;
     };
     // h2o's documented form, with only the lines that point it at Pebble.
@@ -295,14 +287,7 @@ fn a_challenge_that_fails_is_logged_with_the_cas_problem() {
     let dead = common::DeadPort::new();
     let [http_port, tls_port] = common::free_ports::<2>();
     // Pebble fetches HTTP-01 from a port nobody answers on.
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port: dead.port,
-            tls_port,
-            validity: Duration::from_secs(3600),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), dead.port, tls_port, 3600) else {
         return;
     };
     let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01");
@@ -355,14 +340,7 @@ hosts:
 }
 
 fn curl_b(s: &Spate) -> String {
-    let port = s.addr.port();
-    let out = common::curl(&[
-        "-k",
-        "--resolve",
-        &format!("b.test:{port}:127.0.0.1"),
-        &format!("https://b.test:{port}/"),
-    ]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    curl_b_at(s.addr.port())
 }
 
 #[test]
@@ -430,14 +408,7 @@ fn two_processes_sharing_storage_order_once() {
     let storage = tempfile::tempdir().expect("tempdir");
     let [http_a, tls_a, http_b, tls_b] = common::free_ports::<4>();
     // The CA reaches process A only; B's tokens reach it through the storage.
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port: http_a,
-            tls_port: tls_a,
-            validity: Duration::from_secs(3600),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), http_a, tls_a, 3600) else {
         return;
     };
     let yaml = |http: u16, tls: u16| {
@@ -498,14 +469,7 @@ fn a_certificate_that_cannot_be_stored_is_served_and_said() {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port,
-            tls_port,
-            validity: Duration::from_secs(3600),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), http_port, tls_port, 3600) else {
         return;
     };
     // The key's file cannot be written (as on a full disk: the write fails).
@@ -529,14 +493,7 @@ fn a_reload_adds_an_acme_host_and_another_removes_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
     // Short-lived: removed, its renewal task would order again within seconds.
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port,
-            tls_port,
-            validity: Duration::from_secs(12),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), http_port, tls_port, 12) else {
         return;
     };
     let key = rcgen::KeyPair::generate().expect("key");
@@ -603,14 +560,7 @@ fn quic_serves_the_acme_certificate() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port,
-            tls_port,
-            validity: Duration::from_secs(3600),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), http_port, tls_port, 3600) else {
         return;
     };
     let yaml = config(&p, Some(http_port), tls_port, "  challenges: http-01").replace(
@@ -758,15 +708,8 @@ fn fetch_name(root: &Path, name: &str, port: u16) -> Result<String, String> {
 fn on_demand_issues_at_the_first_handshake_within_its_bounds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port,
-            tls_port,
-            // Short-lived: the on-demand certificates are renewed within the test.
-            validity: Duration::from_secs(12),
-        },
-    ) else {
+    // Short-lived: the on-demand certificates are renewed within the test.
+    let Some(p) = pebble(dir.path(), http_port, tls_port, 12) else {
         return;
     };
     let ask = AskService::start();
@@ -940,14 +883,7 @@ fn curl_b_at(port: u16) -> String {
 fn on_demand_with_tls_alpn01() {
     let dir = tempfile::tempdir().expect("tempdir");
     let [http_port, tls_port] = common::free_ports::<2>();
-    let Some(p) = Pebble::start(
-        dir.path(),
-        Options {
-            http_port,
-            tls_port,
-            validity: Duration::from_secs(3600),
-        },
-    ) else {
+    let Some(p) = pebble(dir.path(), http_port, tls_port, 3600) else {
         return;
     };
     let ask = AskService::start();
