@@ -964,6 +964,6 @@ pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{
-    Identity, KeyPair, SessionResumption, TicketStore, TlsConf, TlsVersion, KX_GROUPS,
-    TLS12_SUITES, TLS13_SUITES,
+    CacheStore, Identity, KeyPair, SessionResumption, StoreServer, TicketStore, TlsConf,
+    TlsVersion, KX_GROUPS, TLS12_SUITES, TLS13_SUITES,
 };

@@ -13,7 +13,6 @@ pub mod client;
 mod hkdf;
 mod keys;
 pub mod managed;
-mod memcached;
 mod resolver;
 mod shared_tickets;
 mod suites;
