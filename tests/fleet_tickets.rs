@@ -28,10 +28,14 @@ fn instance_dir(from: &Path) -> tempfile::TempDir {
 /// One instance with tickets only (no session cache, so resumption across instances can only
 /// come from shared ticket keys).
 fn instance(certs: &Path, resumption: &str) -> Spate {
+    instance_in_mode(certs, "ticket", resumption)
+}
+
+fn instance_in_mode(certs: &Path, mode: &str, resumption: &str) -> Spate {
     Spate::start_in(
         &format!(
             "ssl-session-resumption:
-  mode: ticket
+  mode: {mode}
 {resumption}
 listen:
   host: 127.0.0.1
@@ -228,6 +232,74 @@ fn a_shared_key_file_in_h2o_format_resumes_across_instances() {
         text.contains("line 1: `name` must be 32 hex digits"),
         "{text}"
     );
+}
+
+/// `cache-store: memcached` or `redis` (no tickets): a TLS 1.2 session resumes by its ID on
+/// another instance, a TLS 1.3 session by its stateful ticket; the store down, an instance
+/// still resumes its own sessions and says so once; back, sessions are shared again.
+fn shares_sessions_by_id(mut m: StoreProcess, kind: &str) {
+    let certs = tempfile::tempdir().expect("tempdir");
+    cert(certs.path(), "a", "a.example", false);
+    let store = format!(
+        "  cache-store: {kind}\n  {kind}: {{host: 127.0.0.1, port: {}}}",
+        m.port
+    );
+    let a = instance_in_mode(certs.path(), "cache", &store);
+    let b = instance_in_mode(certs.path(), "cache", &store);
+    // Writes to the store are made in the background: poll until B finds A's session.
+    let resumed = |from: &Spate, to: &Spate, version: &str| {
+        let end = Instant::now() + Duration::from_secs(15);
+        loop {
+            let line = resume_across(from.addr.port(), to.addr.port(), &[&format!("-{version}")]);
+            if line.starts_with("Reused,") || Instant::now() > end {
+                return line;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    for version in ["tls1_2", "tls1_3"] {
+        let line = resumed(&a, &b, version);
+        assert!(line.starts_with("Reused,"), "{version} A to B: {line}");
+        let line = resumed(&b, &a, version);
+        assert!(line.starts_with("Reused,"), "{version} B to A: {line}");
+    }
+    // Only the store carries sessions between instances: without it, a full handshake.
+    let alone = instance_in_mode(certs.path(), "cache", "");
+    let line = resume_across(a.addr.port(), alone.addr.port(), &["-tls1_2"]);
+    assert!(line.starts_with("New,"), "{line}");
+
+    m.stop();
+    let line = resume_across(a.addr.port(), b.addr.port(), &["-tls1_2"]);
+    assert!(line.starts_with("New,"), "{line}");
+    let line = resume_across(a.addr.port(), a.addr.port(), &["-tls1_2"]);
+    assert!(line.starts_with("Reused,"), "{line}");
+    let what = format!("session cache: {kind}");
+    let failed = a.log_lines_naming(&what, 1);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].contains("failed, sessions stay local"),
+        "{failed:?}"
+    );
+
+    m.restart();
+    let line = resumed(&a, &b, "tls1_2");
+    assert!(line.starts_with("Reused,"), "after the restart: {line}");
+    let back = a.log_lines_naming(&what, 2);
+    assert!(back.iter().any(|l| l.contains("is back")), "{back:?}");
+}
+
+#[test]
+fn memcached_shares_tls_sessions_by_id() {
+    if tools() {
+        shares_sessions_by_id(StoreProcess::memcached(), "memcached");
+    }
+}
+
+#[test]
+fn redis_shares_tls_sessions_by_id() {
+    if need("openssl") && need(REDIS) {
+        shares_sessions_by_id(StoreProcess::redis(), "redis");
+    }
 }
 
 /// The first line of the ticket's hex dump in `openssl sess_id -text` of a saved session: its

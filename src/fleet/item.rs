@@ -1,5 +1,6 @@
-//! One item a fleet shares and updates with compare-and-set, in memcached (`gets` and `cas`)
-//! or Redis (`GET` and a compare-and-set script): the ticket-key list.
+//! A connection to memcached or Redis for what a fleet shares: one item updated with
+//! compare-and-set (`gets` and `cas`, or `GET` and a compare-and-set script: the ticket-key
+//! list), and plain values with an expiry (the session cache).
 
 use super::memcached::{Memcached, Stored};
 use super::redis::Redis;
@@ -68,6 +69,29 @@ impl ItemConn {
             }
             (ItemConn::Redis(r), Version::Value(old)) => r.replace_if(key, old, value, expires),
             _ => Err("version of another store".into()),
+        })
+    }
+
+    /// A plain value, or `None`.
+    pub fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        timed(self.store(), Op::Get, || match self {
+            ItemConn::Memcached(m) => Ok(m.gets(key)?.map(|(v, _)| v)),
+            ItemConn::Redis(r) => r.get(key),
+        })
+    }
+
+    /// Stores a plain value for `expires` seconds.
+    pub fn set(&mut self, key: &str, value: &[u8], expires: u32) -> Result<(), String> {
+        timed(self.store(), Op::Set, || match self {
+            ItemConn::Memcached(m) => m.set(key, value, expires),
+            ItemConn::Redis(r) => r.set(key, value, expires, false).map(|_| ()),
+        })
+    }
+
+    pub fn delete(&mut self, key: &str) -> Result<(), String> {
+        timed(self.store(), Op::Set, || match self {
+            ItemConn::Memcached(m) => m.delete(key),
+            ItemConn::Redis(r) => r.del(key),
         })
     }
 }

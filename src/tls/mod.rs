@@ -14,6 +14,7 @@ mod hkdf;
 mod keys;
 pub mod managed;
 mod resolver;
+mod shared_cache;
 mod shared_tickets;
 mod suites;
 #[cfg(test)]
@@ -83,7 +84,14 @@ pub fn server_config(
     // Large records (rustls' default, the 16 KiB maximum) suit bulk transfers.
     config.max_fragment_size = None;
     if resumption.cache {
-        config.session_storage = ServerSessionMemoryCache::new(resumption.cache_size);
+        config.session_storage = match shared_cache::shared(
+            &resumption.cache_store,
+            resumption.cache_size,
+            resumption.lifetime,
+        )? {
+            Some(shared) => shared,
+            None => ServerSessionMemoryCache::new(resumption.cache_size),
+        };
     } else {
         config.session_storage = Arc::new(NoServerSessionStorage {});
     }
