@@ -957,8 +957,8 @@ mod yaml;
 pub use acme::{AcmeChallenge, AcmeConf, AcmeKeyType, Eab, ACME_CHALLENGE_PREFIX};
 pub use cache::{CacheConf, DiskConf};
 pub use edge::{
-    any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, LimitConnConf,
-    LimitConnZone, LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,
+    any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, FleetZone,
+    LimitConnConf, LimitConnZone, LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,
 };
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
