@@ -6,6 +6,7 @@
 mod common;
 mod fleet_support;
 
+use common::prometheus::*;
 use common::*;
 use fleet_support::*;
 use std::time::{Duration, Instant};
@@ -35,6 +36,8 @@ hosts:
       /:
         limit-req: {{zone: fleet}}
         file.dir: htdocs
+      /metrics:
+        metrics: ON
 "
         ),
         dir,
@@ -104,6 +107,14 @@ fn two_instances_on_one_redis_pass_the_rate_once() {
         "{passed} passed in {secs:.2} s at {RATE} r/s across the fleet"
     );
 
+    let up = "spate_fleet_store_up{store=redis}";
+    let m = scrape_until(&a, "/metrics", |m| sample(m, up) == 1.0);
+    assert_eq!(sample(&m, up), 1.0, "{m:?}");
+    assert!(
+        sample(&m, "spate_fleet_store_operations_total{op=set,store=redis}") > 0.0,
+        "{m:?}"
+    );
+
     // Redis stopped: each instance limits alone (about twice the rate in all), no error
     // answers, one line each.
     redis.stop();
@@ -121,6 +132,13 @@ fn two_instances_on_one_redis_pass_the_rate_once() {
             "{lines:?}"
         );
     }
+
+    let m = scrape_until(&a, "/metrics", |m| sample(m, up) == 0.0);
+    assert_eq!(sample(&m, up), 0.0, "{m:?}");
+    assert!(
+        sample(&m, "spate_fleet_store_errors_total{store=redis}") >= 1.0,
+        "{m:?}"
+    );
 
     // Redis back (empty): the instances say so and share again.
     redis.restart();
@@ -142,6 +160,8 @@ fn two_instances_on_one_redis_pass_the_rate_once() {
         p <= shared_bound(secs) && p >= RATE * secs * 0.7,
         "{passed} passed in {secs:.2} s after Redis came back"
     );
+    let m = scrape_until(&a, "/metrics", |m| sample(m, up) == 1.0);
+    assert_eq!(sample(&m, up), 1.0, "{m:?}");
     assert!(
         redis_cli(redis.port, &["KEYS", "test:limit:fleet:*"]).contains("test:limit:fleet:"),
         "no counters in Redis"
