@@ -390,3 +390,106 @@ hosts:
     assert_eq!(names[0].len(), 32, "{names:?}");
     assert_eq!(names[0], names[1]);
 }
+
+/// HAProxy in TCP mode, round robin with `send-proxy-v2`, in front of two instances sharing
+/// ticket keys through Redis (the shape of `docs/fleet.md`): a session saved through the
+/// balancer resumes on both instances (two connections in a row reach both of them).
+#[test]
+fn resumption_through_haproxy_round_robin() {
+    if !need("openssl") || !need(REDIS) || !need("haproxy") {
+        return;
+    }
+    let certs = tempfile::tempdir().expect("tempdir");
+    cert(certs.path(), "a", "a.example", false);
+    let redis = StoreProcess::redis();
+    let start = |store: &str| {
+        Spate::start_in(
+            &format!(
+                "ssl-session-resumption:
+  mode: ticket
+{store}
+listen:
+  host: 127.0.0.1
+  port: 0
+  proxy-protocol: ON
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+hosts:
+  a.example:
+    paths:
+      /:
+        file.dir: htdocs
+"
+            ),
+            instance_dir(certs.path()),
+        )
+    };
+    let store = format!(
+        "  ticket-store: redis\n  redis: {{host: 127.0.0.1, port: {}}}",
+        redis.port
+    );
+    let (a, b) = (start(&store), start(&store));
+    let (c, d) = (start(""), start(""));
+    let [shared_port, alone_port] = free_ports::<2>();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = format!(
+        "global\n  maxconn 100\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\
+         frontend shared\n  bind 127.0.0.1:{shared_port}\n  default_backend shared\n\
+         backend shared\n  balance roundrobin\n  server a {} send-proxy-v2\n  server b {} send-proxy-v2\n\
+         frontend alone\n  bind 127.0.0.1:{alone_port}\n  default_backend alone\n\
+         backend alone\n  balance roundrobin\n  server c {} send-proxy-v2\n  server d {} send-proxy-v2\n",
+        a.addr, b.addr, c.addr, d.addr
+    );
+    let cfg = dir.path().join("haproxy.cfg");
+    std::fs::write(&cfg, conf).expect("write haproxy.cfg");
+    let mut haproxy = Command::new("haproxy")
+        .args(["-db", "-f"])
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run haproxy");
+    let end = Instant::now() + Duration::from_secs(10);
+    for port in [shared_port, alone_port] {
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < end, "haproxy did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // One session, then two resumptions in a row: round robin sends them to both instances.
+    let twice = |port: u16, version: &str| {
+        let sess = dir.path().join(format!("{port}{version}.pem"));
+        let sess = sess.display().to_string();
+        let out = s_client(
+            port,
+            &[version, "-sess_out", &sess],
+            &get_close("/", "a.example"),
+        );
+        assert!(out.contains("fleet"), "{out}");
+        [0, 1].map(|_| {
+            let out = s_client(
+                port,
+                &[version, "-sess_in", &sess],
+                &get_close("/", "a.example"),
+            );
+            assert!(out.contains("fleet"), "{out}");
+            session_line(&out)
+        })
+    };
+    for version in ["-tls1_3", "-tls1_2"] {
+        let lines = twice(shared_port, version);
+        assert!(
+            lines.iter().all(|l| l.starts_with("Reused,")),
+            "{version}: {lines:?}"
+        );
+        // The control: without a shared store one of the two is a full handshake.
+        let lines = twice(alone_port, version);
+        assert!(
+            lines.iter().any(|l| l.starts_with("New,")),
+            "{version}: {lines:?}"
+        );
+    }
+    let _ = haproxy.kill();
+    let _ = haproxy.wait();
+}
