@@ -468,7 +468,15 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
             "ticket-file" => ticket_file = ctx.path(&name, val),
             "ticket-memcached-key" => memcached_key = ctx.string(&name, val),
             "ticket-redis-key" => redis_key = ctx.string(&name, val),
-            "cache-memcached-prefix" => cache_memcached_prefix = ctx.string(&name, val),
+            "cache-memcached-prefix" => {
+                cache_memcached_prefix = ctx.string(&name, val);
+                if cache_memcached_prefix
+                    .as_deref()
+                    .is_some_and(bad_memcached_prefix)
+                {
+                    ctx.error(val.line, format!("{name}: memcached keys have no spaces or control characters and at most 200 bytes of prefix"));
+                }
+            }
             "cache-redis-prefix" => cache_redis_prefix = ctx.string(&name, val),
             // One connection per worker at most; the count h2o sizes its threads by.
             "cache-memcached-num-threads" => {
@@ -582,7 +590,12 @@ fn memcached_server(ctx: &mut Ctx, name: &str, v: &Node) -> Option<StoreServer> 
         match key {
             "host" => host = ctx.string(&sub, val),
             "port" => port = ctx.int(&sub, val, 1)?,
-            "prefix" => prefix = ctx.string(&sub, val),
+            "prefix" => {
+                prefix = ctx.string(&sub, val);
+                if prefix.as_deref().is_some_and(bad_memcached_prefix) {
+                    ctx.error(val.line, format!("{sub}: memcached keys have no spaces or control characters and at most 200 bytes of prefix"));
+                }
+            }
             // The text protocol is what spate speaks; memcached answers both.
             "protocol" => match val.as_str().map(str::to_ascii_uppercase).as_deref() {
                 Some("ASCII" | "BINARY") => {}
@@ -606,6 +619,12 @@ fn memcached_server(ctx: &mut Ctx, name: &str, v: &Node) -> Option<StoreServer> 
             None
         }
     }
+}
+
+/// A prefix memcached could not take in a key (the session ID adds up to 44 characters to
+/// it, and a key has at most 250).
+fn bad_memcached_prefix(p: &str) -> bool {
+    p.len() > 200 || p.bytes().any(|b| b <= b' ' || b == 0x7f)
 }
 
 /// A `redis: {host, port, prefix}` mapping (port 6379, prefix `h2o:` by default).
