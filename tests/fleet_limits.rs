@@ -5,6 +5,7 @@
 
 mod common;
 mod fleet_support;
+mod tls_support;
 
 use common::prometheus::*;
 use common::*;

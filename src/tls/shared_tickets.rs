@@ -32,7 +32,7 @@ const AES_KEY_LEN: usize = 32;
 const HMAC_KEY_LEN: usize = 64;
 const TAG_LEN: usize = 32;
 /// How often the store is read again.
-const REFRESH: Duration = Duration::from_secs(10);
+const REFRESH: Duration = Duration::from_secs(5);
 /// Bound on each memcached or Redis step (connect, send, answer).
 const STORE_TIMEOUT: Duration = Duration::from_secs(1);
 /// A new key is announced this long before it starts encrypting, so every instance has read

@@ -2,7 +2,9 @@
 //! an ephemeral port of 127.0.0.1 and killed when dropped.
 #![allow(dead_code)]
 
-use super::common::free_ports;
+use super::common::{free_ports, write_file, Spate};
+use super::tls_support::{get_close, s_client};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -98,4 +100,63 @@ pub fn redis_cli(port: u16, args: &[&str]) -> String {
         .output()
         .expect("run redis-cli");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A directory with the fleet's certificate `a.crt`/`a.key` (copied from `from`, so every
+/// instance serves the same one) and a document root.
+pub fn instance_dir(from: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["a.crt", "a.key"] {
+        std::fs::copy(from.join(f), dir.path().join(f)).expect("copy certificate");
+    }
+    write_file(dir.path(), "htdocs/index.html", b"fleet\n");
+    dir
+}
+
+pub fn instance_in_mode(certs: &Path, mode: &str, resumption: &str) -> Spate {
+    Spate::start_in(
+        &format!(
+            "ssl-session-resumption:
+  mode: {mode}
+{resumption}
+listen:
+  host: 127.0.0.1
+  port: 0
+  ssl:
+    certificate-file: a.crt
+    key-file: a.key
+hosts:
+  a.example:
+    paths:
+      /:
+        file.dir: htdocs
+"
+        ),
+        instance_dir(certs),
+    )
+}
+
+/// The "New, ..." or "Reused, ..." line of an s_client run.
+pub fn session_line(out: &str) -> String {
+    out.lines()
+        .find(|l| l.starts_with("New,") || l.starts_with("Reused,"))
+        .unwrap_or_else(|| panic!("no session line in {out}"))
+        .to_string()
+}
+
+/// A full handshake on `first` saving the session, then one on `second` offering it;
+/// returns the second's session line.
+pub fn resume_across(first: u16, second: u16, extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sess = dir.path().join("sess.pem").display().to_string();
+    let mut args = extra.to_vec();
+    args.extend_from_slice(&["-sess_out", &sess]);
+    let out = s_client(first, &args, &get_close("/", "a.example"));
+    assert!(session_line(&out).starts_with("New,"), "{out}");
+    assert!(out.contains("fleet"), "{out}");
+    let mut args = extra.to_vec();
+    args.extend_from_slice(&["-sess_in", &sess]);
+    let out = s_client(second, &args, &get_close("/", "a.example"));
+    assert!(out.contains("fleet"), "{out}");
+    session_line(&out)
 }
