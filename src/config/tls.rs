@@ -95,6 +95,9 @@ pub struct SessionResumption {
     pub ticket_store: TicketStore,
     /// `cache-store`: where the session cache lives (default internal).
     pub cache_store: CacheStore,
+    /// `cache-store-timeout` (spate, milliseconds, default 100): the bound on each step of a
+    /// shared cache's lookup, which a handshake waits for.
+    pub cache_store_timeout: Duration,
 }
 
 /// A memcached or Redis server (`memcached:` / `redis:` of `ssl-session-resumption`, or a
@@ -158,6 +161,7 @@ impl Default for SessionResumption {
             cache_size: 20_480,
             ticket_store: TicketStore::Internal,
             cache_store: CacheStore::Internal,
+            cache_store_timeout: Duration::from_millis(100),
         }
     }
 }
@@ -418,6 +422,7 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
         "cache-redis-prefix",
         "ticket-memcached-key",
         "ticket-redis-key",
+        "cache-store-timeout",
     ];
     let before = ctx.errors.len();
     let mut r = SessionResumption::default();
@@ -468,6 +473,14 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
             "ticket-file" => ticket_file = ctx.path(&name, val),
             "ticket-memcached-key" => memcached_key = ctx.string(&name, val),
             "ticket-redis-key" => redis_key = ctx.string(&name, val),
+            "cache-store-timeout" => match ctx.uint(&name, val, 1) {
+                Some(ms) if ms <= 5_000 => r.cache_store_timeout = Duration::from_millis(ms),
+                Some(_) => ctx.error(
+                    val.line,
+                    format!("{name} is in milliseconds, at most 5000 (a handshake waits for it)"),
+                ),
+                None => {}
+            },
             "cache-memcached-prefix" => {
                 cache_memcached_prefix = ctx.string(&name, val);
                 if cache_memcached_prefix

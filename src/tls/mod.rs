@@ -88,6 +88,7 @@ pub fn server_config(
             &resumption.cache_store,
             resumption.cache_size,
             resumption.lifetime,
+            resumption.cache_store_timeout,
         )? {
             Some(shared) => shared,
             None => ServerSessionMemoryCache::new(resumption.cache_size),

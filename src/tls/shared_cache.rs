@@ -3,8 +3,8 @@
 //!
 //! A local cache sits in front. A new session goes to the local cache at once and to the
 //! store from a background thread (the handshake never waits for a write). A session the
-//! local cache lacks is looked up in the store during the handshake: one round trip, bounded
-//! by `LOOKUP_TIMEOUT`; after a failure the store is skipped for `RETRY_AFTER` (handshakes
+//! local cache lacks is looked up in the store during the handshake: one round trip, each
+//! step bounded by `cache-store-timeout`; after a failure the store is skipped for `RETRY_AFTER` (handshakes
 //! fall back to full ones), so a dead store costs one timeout per `RETRY_AFTER`, not one per
 //! handshake. One log line when the store fails, one when it is back.
 //!
@@ -21,8 +21,6 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Bound on each step of a lookup made during a handshake.
-const LOOKUP_TIMEOUT: Duration = Duration::from_millis(100);
 /// Bound on each step of the background writes.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a failed store is left alone by lookups.
@@ -50,6 +48,8 @@ struct Remote {
     prefix: String,
     /// Seconds a session is kept in the store.
     lifetime: u32,
+    /// Bound on each step of a lookup.
+    lookup_timeout: Duration,
     idle: Mutex<Vec<ItemConn>>,
     /// Milliseconds (of `clock`) before which lookups skip the store.
     skip_until: AtomicU64,
@@ -71,6 +71,7 @@ pub fn shared(
     store: &CacheStore,
     size: usize,
     lifetime: Duration,
+    lookup_timeout: Duration,
 ) -> Result<Option<Arc<SharedCache>>, String> {
     let (kind, server, prefix) = match store {
         CacheStore::Internal => return Ok(None),
@@ -87,6 +88,7 @@ pub fn shared(
         port: server.port,
         prefix: prefix.clone(),
         lifetime,
+        lookup_timeout,
         idle: Mutex::new(Vec::new()),
         skip_until: AtomicU64::new(0),
         failing: AtomicBool::new(false),
@@ -161,7 +163,7 @@ impl Remote {
         let pooled = self.idle.lock().ok().and_then(|mut p| p.pop());
         let r = match pooled {
             Some(c) => Ok(c),
-            None => ItemConn::connect(self.store, &self.host, self.port, LOOKUP_TIMEOUT),
+            None => ItemConn::connect(self.store, &self.host, self.port, self.lookup_timeout),
         }
         .and_then(|mut c| c.get(&key).map(|v| (c, v)));
         match r {
