@@ -246,3 +246,67 @@ fn clock_ms() -> u64 {
     let start = *START.get_or_init(Instant::now);
     1 + u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::StoreServer;
+    use std::io::{Read, Write as _};
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A "store" that answers every connection's first command with garbage, counting them.
+    fn garbage_store() -> (u16, Arc<AtomicUsize>) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                count.fetch_add(1, Ordering::Relaxed);
+                let mut buf = [0; 512];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(b"HELLO THERE\r\n");
+            }
+        });
+        (port, accepted)
+    }
+
+    #[test]
+    fn a_store_answering_garbage_is_a_miss_then_left_alone() {
+        for (kind, store) in [("memcached", Store::Memcached), ("redis", Store::Redis)] {
+            let (port, accepted) = garbage_store();
+            let server = StoreServer {
+                host: "127.0.0.1".into(),
+                port,
+                prefix: "p:".into(),
+            };
+            let conf = match store {
+                Store::Memcached => CacheStore::Memcached {
+                    server,
+                    prefix: "p:".into(),
+                },
+                Store::Redis => CacheStore::Redis {
+                    server,
+                    prefix: "p:".into(),
+                },
+            };
+            let cache = shared(&conf, 16, Duration::from_secs(60), Duration::from_secs(1))
+                .expect("cache")
+                .expect("shared");
+            assert_eq!(cache.get(b"unknown"), None, "{kind}");
+            assert_eq!(accepted.load(Ordering::Relaxed), 1, "{kind}");
+            // Within RETRY_AFTER the store is not asked again; local sessions still work.
+            assert_eq!(cache.get(b"other"), None, "{kind}");
+            assert_eq!(accepted.load(Ordering::Relaxed), 1, "{kind}");
+            assert!(cache.put(b"id".to_vec(), b"session".to_vec()));
+            assert_eq!(cache.get(b"id").as_deref(), Some(&b"session"[..]), "{kind}");
+            assert_eq!(
+                cache.take(b"id").as_deref(),
+                Some(&b"session"[..]),
+                "{kind}"
+            );
+        }
+    }
+}
