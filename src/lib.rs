@@ -14,6 +14,7 @@
 pub mod acme;
 pub mod cache;
 pub mod config;
+pub mod fleet;
 pub mod handler;
 pub mod http;
 pub mod log;

@@ -13,7 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["config", "sys"],
     &["http"],
     &["proto"],
-    &["tls", "log", "metrics"],
+    &["tls", "log", "metrics", "fleet"],
     &["upstream", "cache", "acme"],
     &["handler"],
     &["server"],

@@ -1,118 +1,23 @@
 //! A fleet of spates sharing session ticket keys (`ssl-session-resumption.ticket-store`):
 //! a session from instance A resumes on instance B, through Debian's memcached (started here
-//! on an ephemeral port) and through a shared h2o-format key file; with memcached down,
-//! handshakes carry on. Clients: openssl s_client with `-sess_out` / `-sess_in`.
+//! on an ephemeral port), through Debian's redis-server, and through a shared h2o-format key
+//! file; with the store down, handshakes carry on. Clients: openssl s_client with `-sess_out` / `-sess_in`.
 
 mod common;
+mod fleet_support;
 mod tls_support;
 
 use common::*;
+use fleet_support::*;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tls_support::*;
-
-const MEMCACHED: &str = "/usr/bin/memcached";
-
-/// A memcached of our own on 127.0.0.1, killed when dropped.
-struct Memcached {
-    child: Child,
-    port: u16,
-}
-
-impl Memcached {
-    fn start() -> Memcached {
-        let [port] = free_ports::<1>();
-        Memcached::start_on(port)
-    }
-
-    fn start_on(port: u16) -> Memcached {
-        let child = Command::new(MEMCACHED)
-            .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0"])
-            .args(["-u", "root", "-m", "16", "-t", "1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run memcached");
-        let end = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < end, "memcached did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Memcached { child, port }
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// A directory with the fleet's certificate `a.crt`/`a.key` (copied from `from`, so every
-/// instance serves the same one) and a document root.
-fn instance_dir(from: &Path) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for f in ["a.crt", "a.key"] {
-        std::fs::copy(from.join(f), dir.path().join(f)).expect("copy certificate");
-    }
-    write_file(dir.path(), "htdocs/index.html", b"fleet\n");
-    dir
-}
 
 /// One instance with tickets only (no session cache, so resumption across instances can only
 /// come from shared ticket keys).
 fn instance(certs: &Path, resumption: &str) -> Spate {
-    Spate::start_in(
-        &format!(
-            "ssl-session-resumption:
-  mode: ticket
-{resumption}
-listen:
-  host: 127.0.0.1
-  port: 0
-  ssl:
-    certificate-file: a.crt
-    key-file: a.key
-hosts:
-  a.example:
-    paths:
-      /:
-        file.dir: htdocs
-"
-        ),
-        instance_dir(certs),
-    )
-}
-
-/// The "New, ..." or "Reused, ..." line of an s_client run.
-fn session_line(out: &str) -> String {
-    out.lines()
-        .find(|l| l.starts_with("New,") || l.starts_with("Reused,"))
-        .unwrap_or_else(|| panic!("no session line in {out}"))
-        .to_string()
-}
-
-/// A full handshake on `first` saving the session, then one on `second` offering it;
-/// returns the second's session line.
-fn resume_across(first: u16, second: u16, extra: &[&str]) -> String {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sess = dir.path().join("sess.pem").display().to_string();
-    let mut args = extra.to_vec();
-    args.extend_from_slice(&["-sess_out", &sess]);
-    let out = s_client(first, &args, &get_close("/", "a.example"));
-    assert!(session_line(&out).starts_with("New,"), "{out}");
-    assert!(out.contains("fleet"), "{out}");
-    let mut args = extra.to_vec();
-    args.extend_from_slice(&["-sess_in", &sess]);
-    let out = s_client(second, &args, &get_close("/", "a.example"));
-    assert!(out.contains("fleet"), "{out}");
-    session_line(&out)
+    instance_in_mode(certs, "ticket", resumption)
 }
 
 fn assert_shared(a: &Spate, b: &Spate) {
@@ -140,13 +45,36 @@ fn memcached_shares_ticket_keys_and_its_loss_keeps_handshakes_going() {
     if !tools() {
         return;
     }
+    drop(shares_ticket_keys_and_survives_its_loss(
+        StoreProcess::memcached(),
+        "memcached",
+    ));
+}
+
+#[test]
+fn redis_shares_ticket_keys_and_its_loss_keeps_handshakes_going() {
+    if !need("openssl") || !need(REDIS) || !need("redis-cli") {
+        return;
+    }
+    let m = shares_ticket_keys_and_survives_its_loss(StoreProcess::redis(), "redis");
+    let port = m.port;
+    // The keys are in Redis in h2o's format, under the default key.
+    let item = redis_cli(port, &["GET", "h2o:ssl-session-key"]);
+    assert!(item.starts_with("- name: "), "{item}");
+    assert!(item.contains("cipher: aes-256-cbc"), "{item}");
+}
+
+/// Two instances on `m` (`kind`: memcached or redis) resume each other's sessions; the store
+/// stopped, they keep the keys they hold and a newcomer uses a key of its own; the store
+/// back (empty), the instances seed it and sessions still move between them.
+fn shares_ticket_keys_and_survives_its_loss(mut m: StoreProcess, kind: &str) -> StoreProcess {
     let certs = tempfile::tempdir().expect("tempdir");
     cert(certs.path(), "a", "a.example", false);
-    let mut m = Memcached::start();
     let store = format!(
-        "  ticket-store: memcached\n  memcached: {{host: 127.0.0.1, port: {}}}",
+        "  ticket-store: {kind}\n  {kind}: {{host: 127.0.0.1, port: {}}}",
         m.port
     );
+    let what = format!("session ticket keys: {kind}");
     let a = instance(certs.path(), &store);
     let b = instance(certs.path(), &store);
     assert_shared(&a, &b);
@@ -156,10 +84,10 @@ fn memcached_shares_ticket_keys_and_its_loss_keeps_handshakes_going() {
     let line = resume_across(a.addr.port(), alone.addr.port(), &["-tls1_3"]);
     assert!(line.starts_with("New,"), "{line}");
 
-    // memcached gone: the instances keep the keys they hold (sessions still move between
+    // The store gone: the instances keep the keys they hold (sessions still move between
     // them), log it once, and a new instance handshakes in full with a key of its own.
     m.stop();
-    let failed = a.log_lines_naming("session ticket keys: memcached", 1);
+    let failed = a.log_lines_naming(&what, 1);
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert!(
         failed[0].contains("failed, keeping the keys held"),
@@ -167,7 +95,7 @@ fn memcached_shares_ticket_keys_and_its_loss_keeps_handshakes_going() {
     );
     assert_shared(&a, &b);
     let c = instance(certs.path(), &store);
-    let logged = c.log_lines_naming("session ticket keys: memcached", 1);
+    let logged = c.log_lines_naming(&what, 1);
     assert!(logged.iter().any(|l| l.contains("failed")), "{logged:?}");
     let line = resume_across(c.addr.port(), c.addr.port(), &["-tls1_3"]);
     assert!(line.starts_with("Reused, TLSv1.3"), "{line}");
@@ -175,8 +103,8 @@ fn memcached_shares_ticket_keys_and_its_loss_keeps_handshakes_going() {
     assert!(line.starts_with("New, TLSv1.3"), "{line}");
     drop(c);
 
-    // A session saved now, while memcached is down, resumes across the fleet once memcached
-    // is back (empty): the instances seed it with the keys they hold.
+    // A session saved now, while the store is down, resumes across the fleet once it is back
+    // (empty): the instances seed it with the keys they hold.
     let dir = tempfile::tempdir().expect("tempdir");
     let sess = dir.path().join("sess.pem").display().to_string();
     let out = s_client(
@@ -185,10 +113,8 @@ fn memcached_shares_ticket_keys_and_its_loss_keeps_handshakes_going() {
         &get_close("/", "a.example"),
     );
     assert!(session_line(&out).starts_with("New,"), "{out}");
-    let port = m.port;
-    drop(m);
-    let _m = Memcached::start_on(port);
-    let back = a.log_lines_naming("session ticket keys: memcached", 1);
+    m.restart();
+    let back = a.log_lines_naming(&what, 1);
     assert_eq!(back.len(), 1, "{back:?}");
     assert!(back[0].contains("is back"), "{back:?}");
     b.log_lines_naming("is back", 1);
@@ -199,6 +125,7 @@ fn memcached_shares_ticket_keys_and_its_loss_keeps_handshakes_going() {
     );
     assert!(session_line(&out).starts_with("Reused, TLSv1.3"), "{out}");
     assert_shared(&a, &b);
+    m
 }
 
 #[test]
@@ -282,7 +209,7 @@ fn h2o_and_spate_use_the_same_keys_from_memcached() {
     }
     let certs = tempfile::tempdir().expect("tempdir");
     cert(certs.path(), "a", "a.example", false);
-    let m = Memcached::start();
+    let m = StoreProcess::memcached();
     let [h2o_port] = free_ports::<1>();
     let d = certs.path().display();
     let h2o_conf = certs.path().join("h2o.yaml");

@@ -194,11 +194,25 @@ pub struct LimitZone {
     pub rate: u64,
     /// `size` (10,000): the keys remembered; beyond them the least recently seen is forgotten.
     pub size: usize,
+    /// `redis: {host, port, prefix}`: counters shared by a fleet (none: this process alone).
+    pub fleet: Option<FleetZone>,
     pub at: super::Location,
 }
 
 impl LimitZone {
     pub const DEFAULT_SIZE: usize = 10_000;
+}
+
+/// A zone whose counters a fleet shares through Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetZone {
+    pub redis: super::StoreServer,
+    /// `sync-interval` (milliseconds, 100): how often the counts are exchanged.
+    pub sync_ms: u64,
+}
+
+impl FleetZone {
+    pub const DEFAULT_SYNC_MS: u64 = 100;
 }
 
 /// What a zone counts requests by.
@@ -452,8 +466,22 @@ fn zones(ctx: &mut Ctx, v: &Node) {
         let mut key = Some(LimitKey::Client);
         let mut rate = None;
         let mut size = Some(LimitZone::DEFAULT_SIZE);
-        for (field, val) in ctx.known_keys(&what, fields, &["key", "rate", "size"]) {
+        let (mut redis, mut sync_ms) = (None, FleetZone::DEFAULT_SYNC_MS);
+        let allowed = ["key", "rate", "size", "redis", "sync-interval"];
+        for (field, val) in ctx.known_keys(&what, fields, &allowed) {
             match field {
+                "redis" => redis = super::tls::redis_server(ctx, &format!("{what}.redis"), val),
+                "sync-interval" => {
+                    let name = format!("{what}.sync-interval");
+                    match ctx.uint(&name, val, 10) {
+                        Some(ms) if ms <= 60_000 => sync_ms = ms,
+                        Some(_) => ctx.error(
+                            val.line,
+                            format!("{name} is in milliseconds, at most 60000"),
+                        ),
+                        None => {}
+                    }
+                }
                 "key" => {
                     key = match val.as_str() {
                         Some("client") => Some(LimitKey::Client),
@@ -497,6 +525,7 @@ fn zones(ctx: &mut Ctx, v: &Node) {
                 key,
                 rate,
                 size,
+                fleet: redis.map(|redis| FleetZone { redis, sync_ms }),
                 at,
             });
         }
@@ -690,6 +719,7 @@ fn limit_req(ctx: &mut Ctx, v: &Node) -> Option<Vec<(LimitReqConf, String, u32)>
                 key: LimitKey::Client,
                 rate: 0,
                 size: 0,
+                fleet: None,
                 at: ctx.at(item.line),
             },
             burst: 0,

@@ -957,13 +957,13 @@ mod yaml;
 pub use acme::{AcmeChallenge, AcmeConf, AcmeKeyType, Eab, OnDemandConf, ACME_CHALLENGE_PREFIX};
 pub use cache::{CacheConf, DiskConf};
 pub use edge::{
-    any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, LimitConnConf,
-    LimitConnZone, LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,
+    any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, FleetZone,
+    LimitConnConf, LimitConnZone, LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,
 };
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
 pub use tls::{
-    Identity, KeyPair, SessionResumption, TicketStore, TlsConf, TlsVersion, KX_GROUPS,
-    TLS12_SUITES, TLS13_SUITES,
+    CacheStore, Identity, KeyPair, SessionResumption, StoreServer, TicketStore, TlsConf,
+    TlsVersion, KX_GROUPS, TLS12_SUITES, TLS13_SUITES,
 };

@@ -93,6 +93,37 @@ pub struct SessionResumption {
     pub cache_size: usize,
     /// `ticket-store`: where the ticket keys come from (default internal).
     pub ticket_store: TicketStore,
+    /// `cache-store`: where the session cache lives (default internal).
+    pub cache_store: CacheStore,
+    /// `cache-store-timeout` (spate, milliseconds, default 100): the bound on each step of a
+    /// shared cache's lookup, which a handshake waits for.
+    pub cache_store_timeout: Duration,
+}
+
+/// A memcached or Redis server (`memcached:` / `redis:` of `ssl-session-resumption`, or a
+/// limit zone's `redis:`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StoreServer {
+    pub host: String,
+    pub port: u16,
+    /// `prefix`: put before every key spate writes (Redis: `h2o:` by default).
+    pub prefix: String,
+}
+
+/// `ssl-session-resumption.cache-store`: where TLS sessions (TLS 1.2 session IDs, TLS 1.3
+/// stateful tickets) are kept.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CacheStore {
+    /// In this process, shared by its workers.
+    #[default]
+    Internal,
+    /// memcached, each session under `cache-memcached-prefix` (h2o's
+    /// `h2o:ssl-session-cache:`) and the base64url of its ID, the value in base64 (h2o's
+    /// layout); a local cache in front.
+    Memcached { server: StoreServer, prefix: String },
+    /// Redis, each session under `{redis.prefix}ssl-session-cache:` and the base64url of
+    /// its ID (`cache-redis-prefix` overrides the whole prefix).
+    Redis { server: StoreServer, prefix: String },
 }
 
 /// `ssl-session-resumption.ticket-store`: who makes the session ticket keys.
@@ -112,6 +143,13 @@ pub enum TicketStore {
         port: u16,
         key: String,
     },
+    /// Keys kept in Redis (`redis: {host, port, prefix}`) under one key
+    /// (`ticket-redis-key`, default `{prefix}ssl-session-key`), with the same roll-over.
+    Redis {
+        host: String,
+        port: u16,
+        key: String,
+    },
 }
 
 impl Default for SessionResumption {
@@ -122,6 +160,8 @@ impl Default for SessionResumption {
             lifetime: Duration::from_secs(3600),
             cache_size: 20_480,
             ticket_store: TicketStore::Internal,
+            cache_store: CacheStore::Internal,
+            cache_store_timeout: Duration::from_millis(100),
         }
     }
 }
@@ -382,10 +422,13 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
         "cache-redis-prefix",
         "ticket-memcached-key",
         "ticket-redis-key",
+        "cache-store-timeout",
     ];
     let before = ctx.errors.len();
     let mut r = SessionResumption::default();
     let (mut store, mut ticket_file, mut memcached_key, mut memcached) = (None, None, None, None);
+    let (mut cache_store, mut redis, mut redis_key) = (None, None, None);
+    let (mut cache_memcached_prefix, mut cache_redis_prefix) = (None, None);
     for (key, val) in ctx.known_keys(NAME, entries, &allowed) {
         let name = format!("{NAME}.{key}");
         match key {
@@ -402,13 +445,14 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
                     ),
                 ),
             },
-            // The session cache is in-process only; sessions are shared by all workers.
             "cache-store" => match val.as_str() {
-                Some("internal") => {}
+                Some("internal") => cache_store = Some(("internal", val.line)),
+                Some("memcached") => cache_store = Some(("memcached", val.line)),
+                Some("redis") => cache_store = Some(("redis", val.line)),
                 _ => ctx.error(
                     val.line,
                     format!(
-                        "{name}: only internal is supported (not memcached or redis), got {}",
+                        "{name} expects internal, memcached or redis, got {}",
                         show(val)
                     ),
                 ),
@@ -417,17 +461,42 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
                 Some("internal") => store = Some(("internal", val.line)),
                 Some("file") => store = Some(("file", val.line)),
                 Some("memcached") => store = Some(("memcached", val.line)),
+                Some("redis") => store = Some(("redis", val.line)),
                 _ => ctx.error(
                     val.line,
                     format!(
-                        "{name} expects internal, file or memcached (redis is not supported yet), got {}",
+                        "{name} expects internal, file, memcached or redis, got {}",
                         show(val)
                     ),
                 ),
             },
             "ticket-file" => ticket_file = ctx.path(&name, val),
             "ticket-memcached-key" => memcached_key = ctx.string(&name, val),
+            "ticket-redis-key" => redis_key = ctx.string(&name, val),
+            "cache-store-timeout" => match ctx.uint(&name, val, 1) {
+                Some(ms) if ms <= 5_000 => r.cache_store_timeout = Duration::from_millis(ms),
+                Some(_) => ctx.error(
+                    val.line,
+                    format!("{name} is in milliseconds, at most 5000 (a handshake waits for it)"),
+                ),
+                None => {}
+            },
+            "cache-memcached-prefix" => {
+                cache_memcached_prefix = ctx.string(&name, val);
+                if cache_memcached_prefix
+                    .as_deref()
+                    .is_some_and(bad_memcached_prefix)
+                {
+                    ctx.error(val.line, format!("{name}: memcached keys have no spaces or control characters and at most 200 bytes of prefix"));
+                }
+            }
+            "cache-redis-prefix" => cache_redis_prefix = ctx.string(&name, val),
+            // One connection per worker at most; the count h2o sizes its threads by.
+            "cache-memcached-num-threads" => {
+                ctx.int::<u64>(&name, val, 1);
+            }
             "memcached" => memcached = memcached_server(ctx, &name, val),
+            "redis" => redis = redis_server(ctx, &name, val),
             "ticket-cipher" => match val.as_str() {
                 Some("aes-256-cbc") => {}
                 _ => ctx.error(
@@ -463,11 +532,11 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
                 format!("{NAME}: ticket-store: file needs ticket-file (the path of the keys)"),
             ),
         },
-        Some(("memcached", line)) => match memcached {
-            Some((host, port)) => {
+        Some(("memcached", line)) => match &memcached {
+            Some(m) => {
                 r.ticket_store = TicketStore::Memcached {
-                    host,
-                    port,
+                    host: m.host.clone(),
+                    port: m.port,
                     key: memcached_key.unwrap_or_else(|| "h2o:ssl-session-key".to_owned()),
                 }
             }
@@ -478,15 +547,53 @@ pub(super) fn session_resumption(ctx: &mut Ctx, v: &Node) -> Option<SessionResum
                 ),
             ),
         },
+        Some(("redis", line)) => match &redis {
+            Some(s) => {
+                r.ticket_store = TicketStore::Redis {
+                    host: s.host.clone(),
+                    port: s.port,
+                    key: redis_key.unwrap_or_else(|| format!("{}ssl-session-key", s.prefix)),
+                }
+            }
+            None => ctx.error(
+                line,
+                format!("{NAME}: ticket-store: redis needs redis: {{host: ..., port: ...}}"),
+            ),
+        },
+        _ => {}
+    }
+    match cache_store {
+        Some(("memcached", line)) => match memcached {
+            Some(server) => {
+                // h2o's `memcached.prefix` and `cache-memcached-prefix` both name it.
+                let prefix = cache_memcached_prefix.unwrap_or_else(|| server.prefix.clone());
+                r.cache_store = CacheStore::Memcached { server, prefix };
+            }
+            None => ctx.error(
+                line,
+                format!("{NAME}: cache-store: memcached needs memcached: {{host: ..., port: ...}}"),
+            ),
+        },
+        Some(("redis", line)) => match redis {
+            Some(server) => {
+                let prefix = cache_redis_prefix
+                    .unwrap_or_else(|| format!("{}ssl-session-cache:", server.prefix));
+                r.cache_store = CacheStore::Redis { server, prefix };
+            }
+            None => ctx.error(
+                line,
+                format!("{NAME}: cache-store: redis needs redis: {{host: ..., port: ...}}"),
+            ),
+        },
         _ => {}
     }
     (ctx.errors.len() == before).then_some(r)
 }
 
 /// `ssl-session-resumption.memcached`: `{host, port}` (port 11211 by default, as in h2o).
-fn memcached_server(ctx: &mut Ctx, name: &str, v: &Node) -> Option<(String, u16)> {
+fn memcached_server(ctx: &mut Ctx, name: &str, v: &Node) -> Option<StoreServer> {
     let entries = ctx.map(name, v)?;
-    let (mut host, mut port) = (None, 11211);
+    let (mut host, mut port, mut prefix) = (None, 11211, None);
     for (key, val) in ctx.known_keys(
         name,
         entries,
@@ -496,6 +603,12 @@ fn memcached_server(ctx: &mut Ctx, name: &str, v: &Node) -> Option<(String, u16)
         match key {
             "host" => host = ctx.string(&sub, val),
             "port" => port = ctx.int(&sub, val, 1)?,
+            "prefix" => {
+                prefix = ctx.string(&sub, val);
+                if prefix.as_deref().is_some_and(bad_memcached_prefix) {
+                    ctx.error(val.line, format!("{sub}: memcached keys have no spaces or control characters and at most 200 bytes of prefix"));
+                }
+            }
             // The text protocol is what spate speaks; memcached answers both.
             "protocol" => match val.as_str().map(str::to_ascii_uppercase).as_deref() {
                 Some("ASCII" | "BINARY") => {}
@@ -509,7 +622,42 @@ fn memcached_server(ctx: &mut Ctx, name: &str, v: &Node) -> Option<(String, u16)
         }
     }
     match host {
-        Some(h) => Some((h, port)),
+        Some(host) => Some(StoreServer {
+            host,
+            port,
+            prefix: prefix.unwrap_or_else(|| "h2o:ssl-session-cache:".to_owned()),
+        }),
+        None => {
+            ctx.error(v.line, format!("{name}: host is required"));
+            None
+        }
+    }
+}
+
+/// A prefix memcached could not take in a key (the session ID adds up to 44 characters to
+/// it, and a key has at most 250).
+fn bad_memcached_prefix(p: &str) -> bool {
+    p.len() > 200 || p.bytes().any(|b| b <= b' ' || b == 0x7f)
+}
+
+/// A `redis: {host, port, prefix}` mapping (port 6379, prefix `h2o:` by default).
+pub(super) fn redis_server(ctx: &mut Ctx, name: &str, v: &Node) -> Option<StoreServer> {
+    let entries = ctx.map(name, v)?;
+    let (mut host, mut port, mut prefix) = (None, 6379, None);
+    for (key, val) in ctx.known_keys(name, entries, &["host", "port", "prefix"]) {
+        let sub = format!("{name}.{key}");
+        match key {
+            "host" => host = ctx.string(&sub, val),
+            "port" => port = ctx.int(&sub, val, 1)?,
+            _ => prefix = ctx.string(&sub, val),
+        }
+    }
+    match host {
+        Some(host) => Some(StoreServer {
+            host,
+            port,
+            prefix: prefix.unwrap_or_else(|| "h2o:".to_owned()),
+        }),
         None => {
             ctx.error(v.line, format!("{name}: host is required"));
             None
@@ -977,13 +1125,16 @@ hosts:
         assert!(r.tickets && !r.cache);
         assert_eq!(r.lifetime, Duration::from_secs(600));
         let e = c.errors(&format!(
-            "ssl-session-resumption: {{mode: sometimes, cache-store: memcached, ticket-store: redis}}\n{}",
+            "ssl-session-resumption: {{mode: sometimes, cache-store: disk, ticket-store: etcd}}\n{}",
             one_listener(A)
         ));
         assert_eq!(e.len(), 3, "{e:?}");
         assert!(e[0].contains("ssl-session-resumption.mode expects all, ticket, cache or off"));
-        assert!(e[1].contains("only internal is supported"));
-        assert!(e[2].contains("ticket-store expects internal, file or memcached"));
+        assert!(
+            e[1].contains("cache-store expects internal, memcached or redis"),
+            "{e:?}"
+        );
+        assert!(e[2].contains("ticket-store expects internal, file, memcached or redis"));
     }
 
     #[test]
@@ -1000,6 +1151,58 @@ hosts:
                 port: 11222,
                 key: "h2o:ssl-session-key".into()
             }
+        );
+        let conf = c.ok(&format!(
+            "ssl-session-resumption:\n  ticket-store: redis\n  cache-store: redis\n  redis: {{host: r.internal, prefix: 'app:'}}\n{}",
+            one_listener(A)
+        ));
+        let r = &conf.session_resumption;
+        assert_eq!(
+            r.ticket_store,
+            TicketStore::Redis {
+                host: "r.internal".into(),
+                port: 6379,
+                key: "app:ssl-session-key".into()
+            }
+        );
+        let server = StoreServer {
+            host: "r.internal".into(),
+            port: 6379,
+            prefix: "app:".into(),
+        };
+        assert_eq!(
+            r.cache_store,
+            CacheStore::Redis {
+                server,
+                prefix: "app:ssl-session-cache:".into()
+            }
+        );
+        let conf = c.ok(&format!(
+            "ssl-session-resumption:\n  mode: cache\n  cache-store: memcached\n  memcached: {{host: m, port: 11}}\n{}",
+            one_listener(A)
+        ));
+        let CacheStore::Memcached { server, prefix } = &conf.session_resumption.cache_store else {
+            panic!("{:?}", conf.session_resumption.cache_store);
+        };
+        assert_eq!(
+            (server.port, prefix.as_str()),
+            (11, "h2o:ssl-session-cache:")
+        );
+        let e = c.errors(&format!(
+            "ssl-session-resumption:\n  cache-store: redis\n  ticket-store: redis\n  redis: {{port: 1}}\n{}",
+            one_listener(A)
+        ));
+        assert!(
+            e[0].contains(":4: ssl-session-resumption.redis: host is required"),
+            "{e:?}"
+        );
+        assert!(
+            e[1].contains(":3: ssl-session-resumption: ticket-store: redis needs redis"),
+            "{e:?}"
+        );
+        assert!(
+            e[2].contains(":2: ssl-session-resumption: cache-store: redis needs redis"),
+            "{e:?}"
         );
         let conf = c.ok(&format!(
             "ssl-session-resumption:\n  ticket-store: file\n  ticket-file: /etc/keys.yaml\n{}",

@@ -3,9 +3,11 @@
 //! one, the rate drains it. Over `burst` the request is refused; over `delay` it waits until
 //! the excess it adds has drained. A zone is shared by every worker (one process-wide zone per
 //! name and settings, found again by a reload that keeps them) and holds at most `size` keys:
-//! beyond them the least recently seen key is forgotten.
+//! beyond them the least recently seen key is forgotten. A zone with `redis:` also learns
+//! what the other instances of a fleet passed (`fleet.rs`).
 
 pub mod conn;
+mod fleet;
 
 use crate::config::{LimitKey, LimitReqConf, LimitZone};
 use crate::http::{Request, Response};
@@ -60,6 +62,9 @@ impl Limit {
         let delay = self.conf.delay * 1000;
         let rate = self.conf.zone.rate;
         let outcome = self.zone.account(key, burst, now_ms());
+        if let (Ok(_), Some(fleet)) = (&outcome, &self.zone.fleet) {
+            fleet.passed(key);
+        }
         match outcome {
             Err(excess) => {
                 let zone = &self.conf.zone.name;
@@ -109,6 +114,8 @@ fn now_ms() -> u64 {
 pub struct Zone {
     conf: LimitZone,
     state: Mutex<Lru>,
+    /// `redis:`: the counts a fleet shares.
+    fleet: Option<fleet::Fleet>,
 }
 
 impl Zone {
@@ -122,6 +129,7 @@ impl Zone {
                 && z.conf.key == conf.key
                 && z.conf.rate == conf.rate
                 && z.conf.size == conf.size
+                && z.conf.fleet == conf.fleet
         };
         if let Some(z) = zones.iter().filter_map(Weak::upgrade).find(|z| same(z)) {
             return z;
@@ -129,9 +137,31 @@ impl Zone {
         let z = Arc::new(Zone {
             conf: conf.clone(),
             state: Mutex::new(Lru::new(conf.size)),
+            fleet: conf.fleet.as_ref().map(|_| fleet::Fleet::new()),
         });
+        if let Some(f) = &conf.fleet {
+            let (weak, f, name) = (Arc::downgrade(&z), f.clone(), conf.name.clone());
+            let spawned = std::thread::Builder::new()
+                .name("limit-fleet".into())
+                .spawn(move || fleet::run(weak, f, name));
+            if let Err(e) = spawned {
+                tracing::warn!(zone = %conf.name, "limit-req: cannot start the fleet sync, limiting locally: {e}");
+            }
+        }
         zones.push(Arc::downgrade(&z));
         z
+    }
+
+    /// Adds what other instances passed (`n` requests of a key) to the keys' buckets; keys
+    /// this instance does not hold are left alone (their first request here starts afresh).
+    fn pour(&self, arrivals: &[(Box<[u8]>, u64)]) {
+        let mut lru = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for (key, n) in arrivals {
+            if let Some(i) = lru.find(key) {
+                let e = &mut lru.nodes[i];
+                e.excess = e.excess.saturating_add(n.saturating_mul(1000));
+            }
+        }
     }
 
     /// nginx's step: the excess drained since the key's last request, plus this one.
@@ -275,12 +305,14 @@ mod tests {
                 key: LimitKey::Client,
                 rate,
                 size,
+                fleet: None,
                 at: Location {
                     file: "t".into(),
                     line: 1,
                 },
             },
             state: Mutex::new(Lru::new(size)),
+            fleet: None,
         }
     }
 

@@ -13,8 +13,8 @@ pub mod client;
 mod hkdf;
 mod keys;
 pub mod managed;
-mod memcached;
 mod resolver;
+mod shared_cache;
 mod shared_tickets;
 mod suites;
 #[cfg(test)]
@@ -84,7 +84,15 @@ pub fn server_config(
     // Large records (rustls' default, the 16 KiB maximum) suit bulk transfers.
     config.max_fragment_size = None;
     if resumption.cache {
-        config.session_storage = ServerSessionMemoryCache::new(resumption.cache_size);
+        config.session_storage = match shared_cache::shared(
+            &resumption.cache_store,
+            resumption.cache_size,
+            resumption.lifetime,
+            resumption.cache_store_timeout,
+        )? {
+            Some(shared) => shared,
+            None => ServerSessionMemoryCache::new(resumption.cache_size),
+        };
     } else {
         config.session_storage = Arc::new(NoServerSessionStorage {});
     }

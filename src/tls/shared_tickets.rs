@@ -1,7 +1,7 @@
 //! Session ticket keys shared by a fleet: every instance encrypts with the newest live key and
 //! decrypts with any live key, so a client resumes on whichever instance the balancer picks.
 //!
-//! The keys come from h2o's stores (`ticket-store: file` or `memcached`) in h2o's key format
+//! The keys come from h2o's stores (`ticket-store: file`, `memcached` or `redis`) in h2o's key format
 //! (a YAML list of `name`, `cipher`, `hash`, `key`, `not_before`, `not_after`), and a ticket is
 //! the RFC 5077 construction h2o's OpenSSL uses: key name (16) ‖ IV (16) ‖ AES-256-CBC ‖
 //! HMAC-SHA256 over all before it. The key files and memcached items are interchangeable with
@@ -11,8 +11,9 @@
 //! is down, the keys held carry on (one log line per state change); when every held key has
 //! expired, a local key keeps tickets working on this instance alone.
 
-use super::memcached::{Memcached, Stored};
 use crate::config::TicketStore;
+use crate::fleet::item::ItemConn;
+use crate::fleet::Store;
 use aws_lc_rs::cipher::{
     DecryptionContext, EncryptionContext, PaddedBlockDecryptingKey, PaddedBlockEncryptingKey,
     UnboundCipherKey, AES_256,
@@ -31,8 +32,8 @@ const AES_KEY_LEN: usize = 32;
 const HMAC_KEY_LEN: usize = 64;
 const TAG_LEN: usize = 32;
 /// How often the store is read again.
-const REFRESH: Duration = Duration::from_secs(10);
-/// Bound on each memcached step (connect, send, answer).
+const REFRESH: Duration = Duration::from_secs(5);
+/// Bound on each memcached or Redis step (connect, send, answer).
 const STORE_TIMEOUT: Duration = Duration::from_secs(1);
 /// A new key is announced this long before it starts encrypting, so every instance has read
 /// it by then (h2o's figure).
@@ -218,7 +219,7 @@ type Registry = Vec<(TicketStore, Duration, Weak<SharedTickets>)>;
 static REGISTRY: Mutex<Registry> = Mutex::new(Vec::new());
 
 /// The shared ticket keys of `store`, read once now (a file that cannot be read is an error;
-/// an unreachable memcached is logged and retried in the background).
+/// an unreachable memcached or Redis is logged and retried in the background).
 pub fn shared(store: &TicketStore, lifetime: Duration) -> Result<Arc<SharedTickets>, String> {
     let mut registry = match REGISTRY.lock() {
         Ok(r) => r,
@@ -256,11 +257,11 @@ pub fn shared(store: &TicketStore, lifetime: Duration) -> Result<Arc<SharedTicke
     Ok(tickets)
 }
 
-/// The background side: reads (and for memcached, rolls over) the keys.
+/// The background side: reads (and for memcached or Redis, rolls over) the keys.
 struct Updater {
     store: TicketStore,
     lifetime: u64,
-    conn: Option<Memcached>,
+    conn: Option<ItemConn>,
     /// The last error, while the store fails (for one log line per state change).
     failing: Option<String>,
 }
@@ -288,6 +289,7 @@ impl Updater {
         match &self.store {
             TicketStore::File(p) => format!("ticket-file {}", p.display()),
             TicketStore::Memcached { host, port, .. } => format!("memcached {host}:{port}"),
+            TicketStore::Redis { host, port, .. } => format!("redis {host}:{port}"),
             TicketStore::Internal => "internal".into(),
         }
     }
@@ -339,18 +341,34 @@ impl Updater {
                 Ok(n)
             }
             TicketStore::Memcached { host, port, key } => {
-                let r = self.memcached_round(t, &host, port, &key);
-                if r.is_err() {
-                    self.conn = None;
-                }
-                r
+                self.shared_round(t, Store::Memcached, &host, port, &key)
+            }
+            TicketStore::Redis { host, port, key } => {
+                self.shared_round(t, Store::Redis, &host, port, &key)
             }
         }
     }
 
-    fn memcached_round(
+    /// A round with memcached or Redis; a failure drops the connection (made again next).
+    fn shared_round(
         &mut self,
         t: &SharedTickets,
+        store: Store,
+        host: &str,
+        port: u16,
+        item: &str,
+    ) -> Result<usize, String> {
+        let r = self.item_round(t, store, host, port, item);
+        if r.is_err() {
+            self.conn = None;
+        }
+        r
+    }
+
+    fn item_round(
+        &mut self,
+        t: &SharedTickets,
+        store: Store,
         host: &str,
         port: u16,
         item: &str,
@@ -359,18 +377,18 @@ impl Updater {
             Some(c) => c,
             None => self
                 .conn
-                .insert(Memcached::connect(host, port, STORE_TIMEOUT)?),
+                .insert(ItemConn::connect(store, host, port, STORE_TIMEOUT)?),
         };
         // Another instance may store between our read and our write: read again then.
         for _ in 0..4 {
             let now = unix_now();
-            let current = conn.gets(item)?;
+            let current = conn.read(item)?;
             let mut keys = match &current {
                 Some((value, _)) => {
                     let text = std::str::from_utf8(value).map_err(|_| "item is not text")?;
                     parse_keys(text)?
                 }
-                // A new or restarted memcached: seed it with the keys held, so sessions made
+                // A new or restarted store: seed it with the keys held, so sessions made
                 // before the restart still resume.
                 None => t.held_entries(),
             };
@@ -381,11 +399,11 @@ impl Updater {
                 let value = serialize_keys(&keys);
                 // The item outlives its newest key by a margin; each roll-over renews it.
                 let expires = u32::try_from(self.lifetime * 2).unwrap_or(u32::MAX);
-                let stored = match current {
+                let stored = match &current {
                     None => conn.add(item, value.as_bytes(), expires)?,
-                    Some((_, cas)) => conn.cas(item, value.as_bytes(), expires, cas)?,
+                    Some((_, version)) => conn.replace(item, value.as_bytes(), expires, version)?,
                 };
-                if stored == Stored::Lost {
+                if !stored {
                     continue;
                 }
             }

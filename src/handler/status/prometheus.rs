@@ -1,6 +1,7 @@
 //! The Prometheus text exposition format (version 0.0.4) of the server's counters: the
 //! label names of `metrics`' indices, HTTP/2 error codes by name and backend health.
 
+use crate::fleet;
 use crate::metrics::Snapshot;
 use crate::proto::h2::frame::Reason;
 use crate::upstream;
@@ -19,6 +20,68 @@ const DIRECTIONS: [&str; 2] = ["sent", "received"];
 const BUCKETS: [f64; 10] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
 ];
+
+/// `spate_fleet_store_*`: the memcached and Redis a fleet shares (ticket keys, session cache,
+/// limit counters), each store once it has been used.
+fn fleet_stores(o: &mut String) {
+    let used: Vec<(&str, fleet::Stats)> = fleet::Store::ALL
+        .iter()
+        .map(|s| (s.name(), fleet::stats(*s)))
+        .filter(|(_, st)| st.up.is_some())
+        .collect();
+    if used.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "# HELP spate_fleet_store_operations_total Operations on a shared store, by kind (reads, writes)."
+    );
+    let _ = writeln!(o, "# TYPE spate_fleet_store_operations_total counter");
+    for (name, st) in &used {
+        for (op, n) in [("get", st.gets), ("set", st.sets)] {
+            let _ = writeln!(
+                o,
+                "spate_fleet_store_operations_total{{store=\"{name}\",op=\"{op}\"}} {n}"
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP spate_fleet_store_errors_total Operations on a shared store that failed (down, slow, garbage)."
+    );
+    let _ = writeln!(o, "# TYPE spate_fleet_store_errors_total counter");
+    for (name, st) in &used {
+        let _ = writeln!(
+            o,
+            "spate_fleet_store_errors_total{{store=\"{name}\"}} {}",
+            st.errors
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP spate_fleet_store_seconds_total Time spent in operations on a shared store."
+    );
+    let _ = writeln!(o, "# TYPE spate_fleet_store_seconds_total counter");
+    for (name, st) in &used {
+        let _ = writeln!(
+            o,
+            "spate_fleet_store_seconds_total{{store=\"{name}\"}} {}",
+            st.micros as f64 / 1e6
+        );
+    }
+    let _ = writeln!(
+        o,
+        "# HELP spate_fleet_store_up Whether the last operation on a shared store succeeded."
+    );
+    let _ = writeln!(o, "# TYPE spate_fleet_store_up gauge");
+    for (name, st) in &used {
+        let _ = writeln!(
+            o,
+            "spate_fleet_store_up{{store=\"{name}\"}} {}",
+            u8::from(st.up == Some(true))
+        );
+    }
+}
 
 /// The Prometheus text exposition format (version 0.0.4).
 pub fn render(s: &Snapshot) -> String {
@@ -163,6 +226,7 @@ pub fn render(s: &Snapshot) -> String {
         s.duration_sum_us as f64 / 1e6
     );
     let _ = writeln!(o, "spate_request_duration_seconds_count {cumulative}");
+    fleet_stores(&mut o);
     let health = upstream::backend_health();
     if !health.is_empty() {
         let _ = writeln!(

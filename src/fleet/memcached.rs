@@ -80,6 +80,24 @@ impl Memcached {
         }
     }
 
+    /// Stores `value` under `key` whatever was there.
+    pub fn set(&mut self, key: &str, value: &[u8], expires: u32) -> Result<(), String> {
+        match self.store(format!("set {key} 0 {expires} {}", value.len()), key, value)? {
+            Stored::Yes => Ok(()),
+            Stored::Lost => Err("set was not stored".into()),
+        }
+    }
+
+    /// Removes `key` (whether or not it was there).
+    pub fn delete(&mut self, key: &str) -> Result<(), String> {
+        check_key(key)?;
+        self.send(format!("delete {key}\r\n").as_bytes())?;
+        match self.line()?.as_str() {
+            "DELETED" | "NOT_FOUND" => Ok(()),
+            other => Err(format!("unexpected answer to delete: {}", clip(other))),
+        }
+    }
+
     /// Stores `value` only if no item `key` exists.
     pub fn add(&mut self, key: &str, value: &[u8], expires: u32) -> Result<Stored, String> {
         self.store(format!("add {key} 0 {expires} {}", value.len()), key, value)

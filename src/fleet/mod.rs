@@ -1,0 +1,178 @@
+//! What a fleet of spates shares through memcached or Redis: the clients of those two stores
+//! and their counters (gets, sets, errors, time spent, up or down), which the `metrics`
+//! handler renders as `spate_fleet_*`.
+//!
+//! The stores are only touched from background threads (ticket keys, cache writes, limit
+//! syncs) and from a TLS handshake's session-cache lookup, never on a request's path, so the
+//! counters are plain atomics.
+
+pub mod item;
+pub mod memcached;
+pub mod redis;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Which store a counter is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    Memcached = 0,
+    Redis = 1,
+}
+
+impl Store {
+    pub const ALL: [Store; 2] = [Store::Memcached, Store::Redis];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Store::Memcached => "memcached",
+            Store::Redis => "redis",
+        }
+    }
+}
+
+/// What was asked of a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Get = 0,
+    Set = 1,
+}
+
+/// One store's counters.
+struct Counters {
+    gets: AtomicU64,
+    sets: AtomicU64,
+    errors: AtomicU64,
+    micros: AtomicU64,
+    /// 1 while the last operation succeeded, 0 after a failure, 2 before any operation.
+    state: AtomicU64,
+}
+
+const fn counters() -> Counters {
+    Counters {
+        gets: AtomicU64::new(0),
+        sets: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        micros: AtomicU64::new(0),
+        state: AtomicU64::new(2),
+    }
+}
+
+static COUNTERS: [Counters; 2] = [counters(), counters()];
+
+/// A snapshot of one store's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub gets: u64,
+    pub sets: u64,
+    pub errors: u64,
+    /// Time spent in operations, microseconds.
+    pub micros: u64,
+    /// Whether the last operation succeeded (`None` before the first).
+    pub up: Option<bool>,
+}
+
+pub fn stats(store: Store) -> Stats {
+    let c = &COUNTERS[store as usize];
+    Stats {
+        gets: c.gets.load(Ordering::Relaxed),
+        sets: c.sets.load(Ordering::Relaxed),
+        errors: c.errors.load(Ordering::Relaxed),
+        micros: c.micros.load(Ordering::Relaxed),
+        up: match c.state.load(Ordering::Relaxed) {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        },
+    }
+}
+
+/// Runs `f` as one operation of `store` and counts it.
+pub fn timed<T>(store: Store, op: Op, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    let start = Instant::now();
+    let r = f();
+    record(store, op, start.elapsed(), r.is_ok());
+    r
+}
+
+fn record(store: Store, op: Op, took: Duration, ok: bool) {
+    let c = &COUNTERS[store as usize];
+    match op {
+        Op::Get => c.gets.fetch_add(1, Ordering::Relaxed),
+        Op::Set => c.sets.fetch_add(1, Ordering::Relaxed),
+    };
+    if !ok {
+        c.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    c.micros.fetch_add(us, Ordering::Relaxed);
+    c.state.store(u64::from(ok), Ordering::Relaxed);
+}
+
+/// Standard base64url without padding (h2o's memcached key encoding).
+pub fn base64url(bytes: &[u8]) -> String {
+    encode64(
+        bytes,
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+    )
+}
+
+fn encode64(bytes: &[u8], alphabet: &[u8; 64]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+/// Decodes base64url (padding and the standard alphabet's `+/` accepted too).
+pub fn unbase64(text: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0);
+    for &c in text {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            b'=' => break,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url_round_trips() {
+        for n in 0..40u8 {
+            let bytes: Vec<u8> = (0..n)
+                .map(|i| i.wrapping_mul(37).wrapping_add(250))
+                .collect();
+            let text = base64url(&bytes);
+            assert!(!text.contains(['+', '/', '=']), "{text}");
+            assert_eq!(unbase64(text.as_bytes()), Some(bytes));
+        }
+        assert_eq!(base64url(b"\xfb\xff"), "-_8");
+        assert_eq!(unbase64(b"aGk="), Some(b"hi".to_vec()));
+        assert_eq!(unbase64(b"a b"), None);
+    }
+}
