@@ -178,6 +178,8 @@ struct H2Stream {
     timer: Timer,
     /// With `proxy.proxy-protocol`, for a request given back to go to another backend.
     client_addrs: Option<(std::net::SocketAddr, std::net::SocketAddr)>,
+    /// The client takes interim responses (kept for a request given back).
+    interim: bool,
     /// A balancer's count of this request in flight (a stream of a multiplexed connection
     /// counts as one request, as least-conn weighs them): dropped with the stream.
     lease: Option<Lease>,
@@ -197,6 +199,7 @@ impl H2Stream {
             headers,
             body,
             client_addrs,
+            interim,
         } = req;
         let scheme: &[u8] = if backend.tls.is_some() {
             b"https"
@@ -234,6 +237,7 @@ impl H2Stream {
                 headers,
                 body,
                 client_addrs,
+                interim,
             }));
         };
         let idempotent = is_idempotent(&method);
@@ -251,6 +255,7 @@ impl H2Stream {
             stalled_since: None,
             timer: Timer::default(),
             client_addrs,
+            interim,
             lease: None,
         })
     }
@@ -349,6 +354,7 @@ impl H2Stream {
                         headers,
                         body: self.body.take(),
                         client_addrs: self.client_addrs,
+                        interim: self.interim,
                     }),
                     None => Failed::Error(UpstreamError::bad_gateway(f.reason)),
                 }));
