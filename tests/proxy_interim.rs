@@ -372,3 +372,36 @@ fn header_commands_with_when_early_send_a_103_of_their_own_before_a_later_answer
     assert_eq!(body, "<p>page</p>\n");
     assert!(position(&lines, "http/1.1 103").is_none(), "{lines:?}");
 }
+
+#[test]
+fn an_http2_backends_103s_go_on_too() {
+    let b = Backend::start();
+    // The HTTP/2 backend is spate itself, passing the raw backend's 103s on over h2c after
+    // one of its own.
+    let back = Spate::start(&format!(
+        "listen: 0\nhosts:\n  default:\n    paths:\n      /:\n        header.add:\n          header: \"Link: </own.css>; rel=preload\"\n          when: early\n        proxy.reverse.url: http://{}\n",
+        b.addr
+    ));
+    let front = Spate::start(&format!(
+        "listen: 0\nhosts:\n  default:\n    paths:\n      /:\n        proxy.reverse.url: http://{}\n        proxy.http2.ratio: 100\n        proxy.http2.force-cleartext: ON\n        proxy.max-informational-responses: 3\n",
+        back.addr
+    ));
+    let (lines, body) = curl_heads(&["--http2-prior-knowledge", &front.url("/hints")]);
+    assert_eq!(body, "final\n");
+    let heads: Vec<&String> = lines.iter().filter(|l| l.starts_with("http/")).collect();
+    assert_eq!(
+        heads,
+        ["http/2 103", "http/2 103", "http/2 103", "http/2 200"],
+        "{lines:?}"
+    );
+    let own = position(&lines, "link: </own.css>").expect("the back's own 103");
+    let css = position(&lines, "link: </style.css>").expect("first forwarded");
+    let js = position(&lines, "link: </app.js>").expect("second forwarded");
+    assert!(own < css && css < js, "{lines:?}");
+
+    // More than the limit over HTTP/2 is a 502 too.
+    let (lines, _) = curl_heads(&["--http2-prior-knowledge", &front.url("/endless")]);
+    assert!(position(&lines, "http/2 502").is_some(), "{lines:?}");
+    let logged = front.log_lines_naming("proxy.max-informational-responses (3)", 1);
+    assert_eq!(logged.len(), 1, "{logged:?}");
+}
