@@ -342,12 +342,17 @@ fn header_commands_with_when_early_send_a_103_of_their_own_before_a_later_answer
         ),
         dir,
     );
+    // The path's own 103, then the backend's bare one, which the same commands filled.
     let (lines, body) = curl_heads(&["--http1.1", &s.url("/app/bare103")]);
     assert_eq!(body, "final\n");
     let heads: Vec<&String> = lines.iter().filter(|l| l.starts_with("http/")).collect();
     assert_eq!(
         heads,
-        ["http/1.1 103 early hints", "http/1.1 200 ok"],
+        [
+            "http/1.1 103 early hints",
+            "http/1.1 103 early hints",
+            "http/1.1 200 ok"
+        ],
         "{lines:?}"
     );
     let last = position(&lines, "http/1.1 200").expect("final");
@@ -357,7 +362,8 @@ fn header_commands_with_when_early_send_a_103_of_their_own_before_a_later_answer
         "x-early: yes",
         "x-both: 1",
     ] {
-        assert!(position(early, want).is_some(), "{want} in {lines:?}");
+        let n = early.iter().filter(|l| *l == want).count();
+        assert_eq!(n, 2, "{want} in {lines:?}");
     }
     // `when: early` fields stay off the final answer; `when: all` ones are on both.
     let fin = &lines[last..];
@@ -404,4 +410,29 @@ fn an_http2_backends_103s_go_on_too() {
     assert!(position(&lines, "http/2 502").is_some(), "{lines:?}");
     let logged = front.log_lines_naming("proxy.max-informational-responses (3)", 1);
     assert_eq!(logged.len(), 1, "{logged:?}");
+}
+
+#[test]
+fn when_early_commands_edit_a_backends_103s_as_h2o_does() {
+    let b = Backend::start();
+    let s = spate(
+        &b,
+        "header.unset: {header: Link, when: early}\nheader.add: {header: \"X-Foo: FOO\", when: early}\n",
+    );
+    let (lines, body) = curl_heads(&["--http2-prior-knowledge", &s.url("/hints")]);
+    assert_eq!(body, "final\n");
+    let heads: Vec<&String> = lines.iter().filter(|l| l.starts_with("http/")).collect();
+    assert_eq!(
+        heads,
+        ["http/2 103", "http/2 103", "http/2 103", "http/2 200"],
+        "{lines:?}"
+    );
+    assert!(position(&lines, "link:").is_none(), "{lines:?}");
+    let last = position(&lines, "http/2 200").expect("final");
+    assert_eq!(
+        lines[..last].iter().filter(|l| *l == "x-foo: foo").count(),
+        3,
+        "{lines:?}"
+    );
+    assert!(position(&lines[last..], "x-foo").is_none(), "{lines:?}");
 }

@@ -50,6 +50,24 @@ pub fn post(interim: Interim) {
     QUEUE.with(|q| q.borrow_mut().push(interim));
 }
 
+/// How many interim responses the poll under way has posted so far: a layer around an answer
+/// notes it before polling its inner answer, then edits what that one posted
+/// ([`edit_since`]).
+pub fn posted() -> usize {
+    if STATE.with(Cell::get) != POSTED {
+        return 0;
+    }
+    QUEUE.with(|q| q.borrow().len())
+}
+
+/// Applies `edit` to the interim responses posted during this poll after the first `from`.
+pub fn edit_since(from: usize, mut edit: impl FnMut(&mut Interim)) {
+    if STATE.with(Cell::get) != POSTED {
+        return;
+    }
+    QUEUE.with(|q| q.borrow_mut().iter_mut().skip(from).for_each(&mut edit));
+}
+
 /// Runs `poll` (a poll of one pending answer) listening for interim responses, and gives
 /// each one posted to `each`, in order, after it returns.
 #[inline]
@@ -108,6 +126,21 @@ mod tests {
                 Some(bytes::Bytes::from_static(b"</b.js>"))
             ]
         );
+    }
+
+    #[test]
+    fn a_layer_edits_only_what_its_inner_answer_posted() {
+        let mut got = Vec::new();
+        listen(
+            || {
+                post(early("</own.css>"));
+                let from = posted();
+                post(early("</inner.css>"));
+                edit_since(from, |i| i.status = 102);
+            },
+            |i| got.push(i.status),
+        );
+        assert_eq!(got, [103, 102]);
     }
 
     #[test]
