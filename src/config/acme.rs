@@ -379,6 +379,7 @@ pub(super) fn check(ctx: &mut Ctx, c: &mut Config, given: bool) {
                 prefix: ACME_CHALLENGE_PREFIX.into(),
                 handler: HandlerConf::AcmeChallenge,
                 headers: Vec::new(),
+                early_headers: Vec::new(),
                 expires: None,
                 error_docs: Vec::new(),
                 access_log: None,

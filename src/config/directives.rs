@@ -231,6 +231,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("proxy.queue.timeout", ALL),
     ("proxy.max-response-head-size", ALL),
     ("proxy.max-response-headers", ALL),
+    ("proxy.max-informational-responses", ALL),
     ("proxy.proxy-protocol", ALL),
     ("proxy.max-fails", ALL),
     ("proxy.fail-timeout", ALL),
@@ -424,21 +425,23 @@ const NOT_SUPPORTED_YET: &[&str] = &[
 ];
 
 /// Checks a directive of h2o's that asks for something spate never does (HTTP/2 server push,
-/// reprioritising CSS and JavaScript, passing 1xx answers on): OFF (`none`), what spate does
-/// anyway, is accepted; anything else is an error saying why. Returns false when `name` is
-/// not one of them.
+/// reprioritising CSS and JavaScript): OFF, what spate does anyway, is accepted; anything else
+/// is an error saying why. Also reads `send-informational` (global only, by the table), which
+/// every proxy below takes. Returns false when `name` is not one of them.
 pub(super) fn off_only(ctx: &mut Ctx, name: &str, v: &Node) -> bool {
     if name == "send-informational" {
-        // h2o's default is except-h1: interim answers (103 Early Hints) of a backend go on to
-        // HTTP/2 and HTTP/3 clients. spate's proxy passes none on.
-        if v.as_str() != Some("none") {
-            ctx.error(
+        // h2o's values; the mode is copied into every proxy's settings.
+        match v.as_str() {
+            Some("except-h1") => ctx.send_informational = super::SendInformational::ExceptH1,
+            Some("none") => ctx.send_informational = super::SendInformational::None,
+            Some("all") => ctx.send_informational = super::SendInformational::All,
+            _ => ctx.error(
                 v.line,
                 format!(
-                    "send-informational: only none is supported (spate does not pass a backend's 1xx answers on), got {}",
+                    "send-informational expects except-h1, none or all, got {}",
                     super::value::show(v)
                 ),
-            );
+            ),
         }
         return true;
     }

@@ -5,10 +5,66 @@ use super::value::Ctx;
 use super::yaml::Node;
 use super::{HeaderCommand, HeaderOp};
 
-/// Reads one `header.*` directive (a string or a sequence of them) into commands. Returns
+/// Reads one `header.*` directive (a string or a sequence of them, or h2o 2.3's mapping
+/// `{header: ..., when: final | early | all}`) into commands: those for the final answer
+/// into `out`, those for interim responses (`when: early` or `all`) into `early`. Returns
 /// false when `name` is not a header directive.
-pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, out: &mut Vec<HeaderCommand>) -> bool {
-    commands(ctx, "header.", name, v, out)
+pub(super) fn apply(
+    ctx: &mut Ctx,
+    name: &str,
+    v: &Node,
+    out: &mut Vec<HeaderCommand>,
+    early: &mut Vec<HeaderCommand>,
+) -> bool {
+    let Some(entries) = v.as_map().filter(|_| name.starts_with("header.")) else {
+        return commands(ctx, "header.", name, v, out);
+    };
+    let (mut header, mut when) = (None, When::Final);
+    for (k, val) in entries {
+        match k.as_str() {
+            Some("header") => header = Some(val),
+            Some("when") => match val.as_str() {
+                Some("final") => when = When::Final,
+                Some("early") => when = When::Early,
+                Some("all") => when = When::All,
+                _ => ctx.error(
+                    val.line,
+                    format!(
+                        "{name}: when expects final, early or all, got {}",
+                        super::value::show(val)
+                    ),
+                ),
+            },
+            _ => ctx.error(
+                k.line,
+                format!(
+                    "{name}: unknown key {} (expected header and when)",
+                    super::value::show(k)
+                ),
+            ),
+        }
+    }
+    let Some(header) = header else {
+        ctx.error(v.line, format!("{name}: the mapping needs a header key"));
+        return true;
+    };
+    match when {
+        When::Final => commands(ctx, "header.", name, header, out),
+        When::Early => commands(ctx, "header.", name, header, early),
+        When::All => {
+            let from = early.len();
+            let known = commands(ctx, "header.", name, header, early);
+            out.extend_from_slice(&early[from..]);
+            known
+        }
+    }
+}
+
+/// h2o's `when` of a header command: the final answer, interim responses, or both.
+enum When {
+    Final,
+    Early,
+    All,
 }
 
 /// Reads one `{prefix}add|append|...` directive into commands. Returns false when `name` is not

@@ -24,6 +24,8 @@ pub(super) struct Scoped {
     fastcgi: FastcgiOpts,
     /// Outer commands first; each level appends its own.
     headers: Vec<HeaderCommand>,
+    /// `header.*` commands with `when: early` or `all`, outer first.
+    early_headers: Vec<HeaderCommand>,
     /// `expires` in seconds; `None` when OFF or not set.
     expires: Option<u64>,
     error_docs: Vec<ErrorDoc>,
@@ -43,7 +45,7 @@ impl Scoped {
             || self.fastcgi.apply(ctx, name, v)
             || self.compress.apply(ctx, name, v)
             || self.edge.apply(ctx, name, v)
-            || headers::apply(ctx, name, v, &mut self.headers)
+            || headers::apply(ctx, name, v, &mut self.headers, &mut self.early_headers)
         {
             return true;
         }
@@ -245,6 +247,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         prefix: prefix.to_owned(),
         handler,
         headers: scoped.headers,
+        early_headers: scoped.early_headers,
         expires: scoped.expires,
         error_docs: scoped.error_docs,
         access_log: scoped.access_log,

@@ -88,6 +88,7 @@ fn global(ctx: &mut Ctx, root: &Node) -> Config {
     let seen = listeners.seen;
     c.listeners = listeners.list;
     c.proxy_ca_files = std::mem::take(&mut ctx.proxy_ca_files);
+    c.send_informational = ctx.send_informational;
     let acme_given = entries.iter().any(|(k, _)| k.as_str() == Some("acme"));
     acme::check(ctx, &mut c, acme_given);
     if !seen {

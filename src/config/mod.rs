@@ -97,6 +97,8 @@ pub struct Config {
     pub proxy_ca_files: Vec<PathAt>,
     /// `acme`: certificates from an ACME CA for hosts whose `ssl` names none.
     pub acme: Option<AcmeConf>,
+    /// `send-informational`: which clients get interim responses.
+    pub send_informational: SendInformational,
     /// What was accepted but is done differently from h2o (a directive that only tunes h2o's
     /// internals, a handler never reached): `spate -t` prints them and a start logs them.
     pub warnings: Vec<ConfigError>,
@@ -216,6 +218,9 @@ pub struct PathConf {
     pub handler: HandlerConf,
     /// `header.add` / `header.set` / ... in the order they apply (global first).
     pub headers: Vec<HeaderCommand>,
+    /// `header.*` commands with h2o's `when: early` (or `all`), outer scope first: a path
+    /// whose answer comes later sends a 103 Early Hints with the fields they make first.
+    pub early_headers: Vec<HeaderCommand>,
     /// `expires`: seconds of `Cache-Control: max-age` given to 200 answers; `None` when off.
     pub expires: Option<u64>,
     /// `error-doc`, outer levels first (an inner level's entry for a status wins).
@@ -433,6 +438,23 @@ pub struct ProxyConf {
     /// `send-server-name: preserve` (global): the backend's Server field goes on to the client
     /// (otherwise it is dropped, as h2o drops it).
     pub preserve_server_header: bool,
+    /// `send-informational` (global, `except-h1`): which clients a backend's interim
+    /// responses (103 Early Hints, 102) go on to.
+    pub send_informational: SendInformational,
+    /// spate's `proxy.max-informational-responses` (16): the most interim (1xx) responses a
+    /// backend may send before its final one; one more is a 502.
+    pub max_informational: u32,
+}
+
+/// h2o's `send-informational`: the clients that get interim (1xx) responses, a backend's or
+/// those `header.*` commands with `when: early` make. Never HTTP/1.0 (RFC 9110 15.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendInformational {
+    /// HTTP/2 and HTTP/3 clients (h2o's default: HTTP/1.1 clients may not expect them).
+    #[default]
+    ExceptH1,
+    None,
+    All,
 }
 
 /// One backend of `proxy.reverse.url`.
@@ -539,6 +561,8 @@ impl ProxyConf {
             http2_force_cleartext: false,
             cache: None,
             preserve_server_header: false,
+            send_informational: SendInformational::ExceptH1,
+            max_informational: ProxyConf::DEFAULT_MAX_INFORMATIONAL,
         }
     }
 
@@ -558,6 +582,7 @@ impl ProxyConf {
     }
 
     pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_millis(30_000);
+    pub const DEFAULT_MAX_INFORMATIONAL: u32 = 16;
     pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_millis(2_000);
     pub const DEFAULT_MAX_BUFFER_SIZE: usize = 64 * 1024;
     pub const DEFAULT_MAX_IDLE_CONNECTIONS: usize = 1024;
@@ -881,6 +906,7 @@ impl Config {
             session_resumption: SessionResumption::default(),
             proxy_ca_files: Vec::new(),
             acme: None,
+            send_informational: SendInformational::ExceptH1,
             warnings: Vec::new(),
         }
     }
@@ -916,6 +942,7 @@ impl Config {
                     ..FileConf::default()
                 }),
                 headers: Vec::new(),
+                early_headers: Vec::new(),
                 expires: None,
                 error_docs: Vec::new(),
                 access_log: None,

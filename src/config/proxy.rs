@@ -36,6 +36,7 @@ pub(super) struct ProxyOpts {
     websocket_timeout: Option<Duration>,
     max_response_head_size: Option<usize>,
     max_response_headers: Option<usize>,
+    max_informational: Option<u32>,
     proxy_protocol: Option<bool>,
     max_fails: Option<u32>,
     fail_timeout: Option<Duration>,
@@ -122,6 +123,9 @@ impl ProxyOpts {
                 ),
                 n => set(&mut self.max_response_headers, n),
             },
+            "proxy.max-informational-responses" => {
+                set(&mut self.max_informational, ctx.int(name, v, 0))
+            }
             "proxy.proxy-protocol" => set(&mut self.proxy_protocol, ctx.bool(name, v)),
             "proxy.max-fails" => set(&mut self.max_fails, ctx.int(name, v, 0)),
             "proxy.fail-timeout" => set(&mut self.fail_timeout, millis(ctx, name, v, 1)),
@@ -254,6 +258,8 @@ impl ProxyOpts {
             http2_force_cleartext,
             cache: self.cache.clone().flatten().map(Box::new),
             preserve_server_header: ctx.preserve_server_header,
+            send_informational: ctx.send_informational,
+            max_informational: self.max_informational.unwrap_or(d.max_informational),
             backends: d.backends,
         })
     }

@@ -19,6 +19,8 @@ pub(super) struct Ctx {
     pub proxy_ca_files: Vec<PathAt>,
     /// `send-server-name: preserve`: proxied answers keep the backend's Server field.
     pub preserve_server_header: bool,
+    /// `send-informational` (global): copied into every proxy's settings.
+    pub send_informational: super::SendInformational,
     /// `https://` backends read so far: the next one's [`super::UpstreamTls::id`].
     pub upstream_tls_count: usize,
     /// `fastcgi.spawn`s so far: each gets its own socket.
@@ -42,6 +44,7 @@ impl Ctx {
             warnings: Vec::new(),
             proxy_ca_files: Vec::new(),
             preserve_server_header: false,
+            send_informational: super::SendInformational::ExceptH1,
             upstream_tls_count: 0,
             fastcgi_spawns: 0,
             limit_zones: Vec::new(),

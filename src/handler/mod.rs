@@ -6,6 +6,7 @@ mod chain;
 pub mod compress;
 #[cfg(debug_assertions)]
 mod debug_panic;
+mod early_hints;
 pub mod edge;
 pub mod error_doc;
 pub mod fastcgi;
@@ -177,7 +178,11 @@ impl Router {
                             slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
                             handler: with_auth_request(
                                 p,
-                                build_handler(p, &cache, &pool, upstream_tls, &fcgi),
+                                with_early_hints(
+                                    p,
+                                    build_handler(p, &cache, &pool, upstream_tls, &fcgi),
+                                    conf.send_informational,
+                                ),
                                 &pool,
                             ),
                             headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
@@ -362,6 +367,22 @@ fn with_auth_request(
         Some(conf) => Box::new(auth::AuthRequest::new(conf, handler, pool.clone())),
         None => handler,
     }
+}
+
+/// `handler` with the 103 Early Hints of the path's `when: early` header commands, if any.
+fn with_early_hints(
+    path: &config::PathConf,
+    handler: Box<dyn Handler>,
+    mode: config::SendInformational,
+) -> Box<dyn Handler> {
+    if path.early_headers.is_empty() {
+        return handler;
+    }
+    early_hints::EarlyHints::wrap(
+        handler,
+        &path.early_headers,
+        proxy::Informational::new(mode),
+    )
 }
 
 fn build_handler(

@@ -11,7 +11,7 @@ mod tests;
 mod tunnel;
 mod websocket;
 
-use crate::config::ProxyConf;
+use crate::config::{ProxyConf, SendInformational};
 use crate::handler::headers::HeaderRewriter;
 use crate::http::{Answer, Handler, Pending, Request, Version};
 use crate::tls::client::TlsClient;
@@ -36,6 +36,34 @@ pub struct ProxyHandler {
     proxy_protocol: bool,
     /// `proxy.cache`: the store answers first.
     cache: Option<cache::Cache>,
+    /// `send-informational`: which clients the backend's interim responses go on to.
+    informational: Informational,
+}
+
+/// `send-informational` as the handler applies it to a request's protocol.
+#[derive(Clone, Copy)]
+pub(crate) struct Informational(SendInformational);
+
+impl Informational {
+    pub(crate) fn new(mode: SendInformational) -> Informational {
+        Informational(mode)
+    }
+
+    /// Whether any client gets interim responses.
+    pub(crate) fn any(self) -> bool {
+        self.0 != SendInformational::None
+    }
+
+    /// Whether a client speaking `version` gets interim responses: never HTTP/1.0 (RFC 9110
+    /// 15.2), HTTP/1.1 only with `all`, HTTP/2 and HTTP/3 unless `none` (h2o's rule).
+    #[inline]
+    pub(crate) fn reaches(self, version: Version) -> bool {
+        match (self.0, version) {
+            (SendInformational::None, _) | (_, Version::Http10) => false,
+            (SendInformational::All, _) => true,
+            (SendInformational::ExceptH1, v) => v != Version::Http11,
+        }
+    }
 }
 
 /// What the header conversion needs, shared by the handler and its pending answers.
@@ -108,6 +136,7 @@ impl ProxyHandler {
             }),
             tunnel_timeout: conf.tunnel.then_some(conf.tunnel_timeout),
             cache: conf.cache.as_deref().map(cache::Cache::new),
+            informational: Informational::new(conf.send_informational),
         }
     }
 }
@@ -141,6 +170,7 @@ impl ProxyHandler {
             headers: self.conv.request_headers(req),
             body: req.take_body(),
             client_addrs: self.proxy_protocol.then_some((req.peer, req.local)),
+            interim: self.informational.reaches(req.version),
         };
         let client = Client {
             secure: req.secure,

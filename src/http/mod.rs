@@ -6,6 +6,7 @@ pub mod block;
 pub mod body;
 pub mod body_source;
 pub mod clock;
+pub mod interim;
 pub mod recycle;
 pub mod repeat;
 pub mod request;

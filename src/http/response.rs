@@ -325,6 +325,8 @@ pub fn reason(status: u16) -> &'static str {
     match status {
         100 => "Continue",
         101 => "Switching Protocols",
+        102 => "Processing",
+        103 => "Early Hints",
         200 => "OK",
         201 => "Created",
         202 => "Accepted",

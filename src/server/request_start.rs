@@ -7,6 +7,7 @@
 
 use super::context::WorkerCtx;
 use crate::handler::{Negotiated, PathRoute};
+use crate::http::interim::Interim;
 use crate::http::{Answer, Pending, Request, Response};
 use crate::log::AccessLog;
 use std::cell::RefCell;
@@ -79,6 +80,25 @@ impl<'a> LaterAnswer<'a> {
             route: None,
             negotiated: Negotiated::NONE,
         }
+    }
+
+    /// [`LaterAnswer::poll`], handing each interim response (103 Early Hints, 102) the answer
+    /// gave on the way to `interim`, in order, before the final answer. A 103 without fields
+    /// is not passed on (as h2o).
+    #[inline]
+    pub fn poll_interim(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut interim: impl FnMut(Interim),
+    ) -> Poll<Response> {
+        crate::http::interim::listen(
+            || self.poll(cx),
+            |i| {
+                if i.status != 103 || i.headers.iter().next().is_some() {
+                    interim(i)
+                }
+            },
+        )
     }
 
     /// Polls the answer; when it came, it is finished by its route.

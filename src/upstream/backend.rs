@@ -34,6 +34,8 @@ pub struct Backend {
     pub max_response_head: usize,
     /// `proxy.max-response-headers`
     pub max_response_fields: usize,
+    /// `proxy.max-informational-responses`: interim (1xx) heads allowed before the final one.
+    pub max_informational: u32,
     /// `proxy.proxy-protocol`: new connections start with a PROXY line.
     pub proxy_protocol: bool,
     /// `https://`: the TLS client (SNI and verification from the URL's host).
@@ -106,6 +108,7 @@ impl Backend {
             expect: conf.expect,
             max_response_head: conf.max_response_head_size,
             max_response_fields: conf.max_response_headers,
+            max_informational: conf.max_informational,
             proxy_protocol: conf.proxy_protocol,
         }
     }
@@ -131,4 +134,7 @@ pub struct UpstreamRequest {
     pub body: Option<RequestBody>,
     /// With `proxy.proxy-protocol`: the client's address and the one it connected to.
     pub client_addrs: Option<(SocketAddr, SocketAddr)>,
+    /// The client takes interim responses (`send-informational` and its protocol): a
+    /// backend's 103 or 102 is posted to [`crate::http::interim`] on its way.
+    pub interim: bool,
 }

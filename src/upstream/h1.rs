@@ -35,6 +35,8 @@ pub(super) struct Outgoing {
     idempotent: bool,
     /// `proxy.proxy-protocol`: the line each new connection starts with.
     proxy_line: Option<Vec<u8>>,
+    /// The client takes interim responses: a backend's 103 or 102 is posted on.
+    interim: bool,
 }
 
 impl Outgoing {
@@ -52,6 +54,7 @@ impl Outgoing {
             headers,
             body,
             client_addrs,
+            interim,
         } = req;
         let framing = match &body {
             None => RequestFraming::None,
@@ -77,6 +80,7 @@ impl Outgoing {
             head_request: method == Method::Head,
             idempotent: is_idempotent(&method),
             proxy_line: proxy_line_for(backend, client_addrs),
+            interim,
         }
     }
 }
@@ -109,6 +113,7 @@ pub(super) async fn exchange(
         let (head_request, idempotent) = (out.head_request, out.idempotent);
         let mut ex = Exchange::new(connected, out.take_prepared(), head_request, pool, backend);
         ex.lease = lease.take();
+        ex.interim = out.interim;
         match poll_fn(|cx| ex.poll_head(cx)).await {
             Ok(head) => return ex.respond(head, head_request).map_err(|e| (e, false)),
             Err(f) if !f.retryable => return Err((f.error, false)),
@@ -167,6 +172,10 @@ struct Exchange {
     timer: Timer,
     /// A balancer's count of this request in flight: dropped with the exchange.
     lease: Option<Lease>,
+    /// The client takes interim responses (`UpstreamRequest::interim`).
+    interim: bool,
+    /// Interim heads received so far (`proxy.max-informational-responses`).
+    informational: u32,
 }
 
 impl Exchange {
@@ -202,6 +211,8 @@ impl Exchange {
             stalled_since: None,
             timer,
             lease: None,
+            interim: false,
+            informational: 0,
         }
     }
 
@@ -218,8 +229,11 @@ impl Exchange {
             self.note_progress();
             match read {
                 Poll::Ready(Ok(head)) if head.status < 200 && head.status != 101 => {
-                    if head.status == 100 {
-                        self.writer.start_body();
+                    if let Err(error) = self.interim_head(head) {
+                        return Poll::Ready(Err(Failure {
+                            error,
+                            retryable: false,
+                        }));
                     }
                     continue;
                 }
@@ -313,6 +327,32 @@ impl Exchange {
         if self.reader.take_progress() || wrote {
             self.stalled_since = None;
         }
+    }
+
+    /// An interim head before the final one: `100 Continue` lets the request body go; another
+    /// (103 Early Hints, 102) goes on to a client that takes them. Each counts against
+    /// `proxy.max-informational-responses`, so a backend cannot hold the exchange with them
+    /// forever; one that announces a body is malformed (RFC 9110 15.2: a 1xx has none).
+    fn interim_head(&mut self, head: Head) -> Result<(), UpstreamError> {
+        self.informational += 1;
+        if self.informational > self.backend.max_informational {
+            return Err(UpstreamError::bad_gateway(format!(
+                "more than proxy.max-informational-responses ({}) interim responses",
+                self.backend.max_informational
+            )));
+        }
+        if head.content_length.is_some_and(|n| n > 0) {
+            return Err(UpstreamError::bad_gateway(format!(
+                "malformed response: {} interim response with a body length",
+                head.status
+            )));
+        }
+        if head.status == 100 {
+            self.writer.start_body();
+        } else if self.interim {
+            post_interim(head.status, head.headers);
+        }
+        Ok(())
     }
 
     /// What the exchange waits for before the response head, and until when.
@@ -429,6 +469,16 @@ enum HeadExpiry {
     Continue,
     FirstByte,
     Io,
+}
+
+/// Posts a backend's interim response to the client's driver, without the fields that belong
+/// to the connection it came on.
+pub(super) fn post_interim(status: u16, mut headers: Vec<(bytes::Bytes, bytes::Bytes)>) {
+    headers.retain(|(n, _)| !super::fields::is_connection_specific(n));
+    crate::http::interim::post(crate::http::interim::Interim {
+        status,
+        headers: headers.into(),
+    });
 }
 
 /// A response body read from the backend as the client's codec pulls it.

@@ -178,6 +178,8 @@ struct H2Stream {
     timer: Timer,
     /// With `proxy.proxy-protocol`, for a request given back to go to another backend.
     client_addrs: Option<(std::net::SocketAddr, std::net::SocketAddr)>,
+    /// The client takes interim responses (kept for a request given back).
+    interim: bool,
     /// A balancer's count of this request in flight (a stream of a multiplexed connection
     /// counts as one request, as least-conn weighs them): dropped with the stream.
     lease: Option<Lease>,
@@ -197,6 +199,7 @@ impl H2Stream {
             headers,
             body,
             client_addrs,
+            interim,
         } = req;
         let scheme: &[u8] = if backend.tls.is_some() {
             b"https"
@@ -234,6 +237,7 @@ impl H2Stream {
                 headers,
                 body,
                 client_addrs,
+                interim,
             }));
         };
         let idempotent = is_idempotent(&method);
@@ -251,6 +255,7 @@ impl H2Stream {
             stalled_since: None,
             timer: Timer::default(),
             client_addrs,
+            interim,
             lease: None,
         })
     }
@@ -321,18 +326,49 @@ impl H2Stream {
         self.sent_at = Some(Instant::now());
     }
 
+    /// A backend's interim heads before the final one: passed on to a client that takes them
+    /// (`UpstreamRequest::interim`); `count` of them in all (100s included) against
+    /// `proxy.max-informational-responses`.
+    fn interim_heads(&mut self, heads: Vec<ResponseHead>, count: u32) -> Result<(), UpstreamError> {
+        if count > self.backend.max_informational {
+            return Err(UpstreamError::bad_gateway(format!(
+                "more than proxy.max-informational-responses ({}) interim responses",
+                self.backend.max_informational
+            )));
+        }
+        for h in heads {
+            if h.content_length.is_some_and(|n| n > 0) {
+                return Err(UpstreamError::bad_gateway(format!(
+                    "malformed response: {} interim response with a body length",
+                    h.status
+                )));
+            }
+            if self.interim {
+                super::h1::post_interim(h.status, h.headers);
+            }
+        }
+        Ok(())
+    }
+
     fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<ResponseHead, Failed>> {
         if let Err(e) = self.pump(cx) {
             return Poll::Ready(Err(Failed::Error(UpstreamError::from_body(e))));
         }
         let id = self.id;
-        let got = self.conn.with(|c| {
+        let (got, interim, count) = self.conn.with(|c| {
+            let interim = c.take_interim(id);
             let got = c.take_head(id);
             if got.is_none() {
                 c.set_waker(id, cx.waker());
             }
-            got
+            (got, interim, c.interim_count(id))
         });
+        if count > 0 {
+            if let Err(e) = self.interim_heads(interim, count) {
+                self.forget();
+                return Poll::Ready(Err(Failed::Error(e)));
+            }
+        }
         match got {
             Some(Ok(head)) => {
                 self.replay = None;
@@ -349,6 +385,7 @@ impl H2Stream {
                         headers,
                         body: self.body.take(),
                         client_addrs: self.client_addrs,
+                        interim: self.interim,
                     }),
                     None => Failed::Error(UpstreamError::bad_gateway(f.reason)),
                 }));

@@ -165,6 +165,7 @@ pub(crate) fn conf(sa: SocketAddr) -> Backend {
         expect: false,
         max_response_head: 64 * 1024,
         max_response_fields: 128,
+        max_informational: 16,
         proxy_protocol: false,
     }
 }
@@ -176,6 +177,7 @@ fn request(method: Method, target: &'static str, body: Option<RequestBody>) -> U
         headers: vec![(Bytes::from_static(b"Host"), Bytes::from_static(b"backend"))],
         body,
         client_addrs: None,
+        interim: false,
     }
 }
 
@@ -330,6 +332,127 @@ fn interim_responses_are_skipped() {
         assert_eq!(resp.status, 201);
         assert!(header(&resp, "link").is_none());
         assert_eq!(collect(resp.body).await.unwrap().0, b"ok");
+    });
+}
+
+/// The exchange polled as a client's driver polls it, listening for interim responses.
+async fn send_listening(
+    pool: &Rc<Pool>,
+    b: &Rc<Backend>,
+    req: UpstreamRequest,
+) -> (
+    Result<Response, UpstreamError>,
+    Vec<crate::http::interim::Interim>,
+) {
+    let mut fut = Box::pin(send_to(pool, b, req));
+    let mut got = Vec::new();
+    let resp =
+        poll_fn(|cx| crate::http::interim::listen(|| fut.as_mut().poll(cx), |i| got.push(i))).await;
+    (resp, got)
+}
+
+#[test]
+fn interim_responses_go_on_in_order_when_the_client_takes_them() {
+    let b = backend(|_, mut p| {
+        p.read_request();
+        p.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nConnection: keep-alive\r\n\r\n");
+        p.write(
+            b"HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </b.js>\r\n\r\n",
+        );
+        p.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        p.read_request();
+    });
+    let pool = Pool::new();
+    let be = Rc::new(conf(b.addr));
+    run(async {
+        let mut req = get("/");
+        req.interim = true;
+        let (resp, got) = send_listening(&pool, &be, req).await;
+        let resp = resp.unwrap();
+        assert_eq!(resp.status, 200);
+        let seen: Vec<_> = got
+            .iter()
+            .map(|i| {
+                let fields: Vec<_> = i
+                    .headers
+                    .iter()
+                    .map(|(n, v)| {
+                        format!(
+                            "{}: {}",
+                            String::from_utf8_lossy(n),
+                            String::from_utf8_lossy(v)
+                        )
+                    })
+                    .collect();
+                (i.status, fields)
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (103, vec!["Link: </a.css>; rel=preload".to_string()]),
+                (102, vec![]),
+                (103, vec!["Link: </b.js>".to_string()]),
+            ],
+            "in order, without the connection's own fields"
+        );
+        assert_eq!(collect(resp.body).await.unwrap().0, b"ok");
+        // A request whose client does not take them: nothing posted.
+        let (resp, got) = send_listening(&pool, &be, get("/")).await;
+        assert!(resp.is_ok() && got.is_empty());
+    });
+}
+
+#[test]
+fn endless_interim_responses_are_a_bad_gateway() {
+    let b = backend(|_, mut p| {
+        p.read_request();
+        for _ in 0..1000 {
+            if !p.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n") {
+                return;
+            }
+        }
+    });
+    let pool = Pool::new();
+    let mut c = conf(b.addr);
+    c.max_informational = 3;
+    let be = Rc::new(c);
+    run(async {
+        let mut req = get("/");
+        req.interim = true;
+        let (resp, got) = send_listening(&pool, &be, req).await;
+        let Err(e) = resp else {
+            panic!("a failure expected")
+        };
+        assert_eq!(e.response().status, 502);
+        assert!(
+            e.to_string()
+                .contains("proxy.max-informational-responses (3)"),
+            "{e}"
+        );
+        assert_eq!(got.len(), 3, "those within the limit went on");
+    });
+}
+
+#[test]
+fn an_interim_response_with_a_body_length_is_a_bad_gateway() {
+    let b = backend(|_, mut p| {
+        p.read_request();
+        p.write(b"HTTP/1.1 103 Early Hints\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        p.read_request();
+    });
+    let pool = Pool::new();
+    let be = Rc::new(conf(b.addr));
+    run(async {
+        let Err(e) = send_to(&pool, &be, get("/")).await else {
+            panic!("a failure expected")
+        };
+        assert_eq!(e.response().status, 502);
+        assert!(
+            e.to_string()
+                .contains("interim response with a body length"),
+            "{e}"
+        );
     });
 }
 

@@ -3,7 +3,8 @@
 usage: aioquic_get.py HOST PORT PATH [PATH...]   (a PATH of "POST:/p:N" posts N bytes of 'x';
 REBIND moves the connection to a new local UDP port: the requests before it are made first,
 together, then those after it from the new address, as after a NAT rebinding)
-Prints one JSON object per request: status, headers, body length and SHA-256 of the body.
+Prints one JSON object per request: status, headers, body length and SHA-256 of the body, and
+the interim (1xx) responses before the final one as [status, headers] in "interim".
 The certificate is not verified (the tests use a self-signed one).
 """
 import asyncio
@@ -42,7 +43,7 @@ class Client(QuicConnectionProtocol):
         if body:
             self.h3.send_data(sid, body, end_stream=True)
         done = asyncio.get_running_loop().create_future()
-        self.waiting[sid] = {"status": None, "headers": [], "body": bytearray(), "done": done}
+        self.waiting[sid] = {"status": None, "headers": [], "interim": [], "body": bytearray(), "done": done}
         self.transmit()
         return await done
 
@@ -59,6 +60,11 @@ class Client(QuicConnectionProtocol):
             if r is None:
                 continue
             if isinstance(ev, HeadersReceived):
+                status = dict(ev.headers).get(b":status", b"")
+                if status.startswith(b"1") and len(status) == 3:
+                    fields = [[k.decode(), v.decode()] for k, v in ev.headers if k != b":status"]
+                    r["interim"].append([int(status), fields])
+                    continue
                 for k, v in ev.headers:
                     if k == b":status":
                         r["status"] = int(v)
@@ -102,6 +108,7 @@ async def main():
                 "len": len(body),
                 "sha256": hashlib.sha256(body).hexdigest(),
                 "text": body[:200].decode("latin-1"),
+                "interim": r["interim"],
             }))
 
 

@@ -132,11 +132,64 @@ fn push_and_reprioritising_directives_accept_off_only() {
             "t.yaml:4: directive http2-casper cannot be used at the path level",
         ]
     );
-    ok("listen: 80\nsend-informational: none\nhosts: {a: {paths: {/: {file.dir: .}}}}\n");
-    let e = errors("listen: 80\nsend-informational: except-h1\nhosts: {}\n");
+}
+
+/// h2o 2.3's mapping form of the header commands: `when: early` commands go to interim
+/// responses only, `all` to both, `final` (the default) to the final answer.
+#[test]
+fn header_commands_take_h2o_when() {
+    let c = ok("listen: 80\nhosts:\n  a:\n    paths:\n      /:\n        header.add: {header: \"Link: </a.css>; rel=preload\", when: early}\n        header.set: {header: [\"X-A: 1\"], when: all}\n        header.unset: {header: X-B, when: final}\n        file.dir: .\n");
+    let p = path(&c, 0, "/");
+    let names = |cmds: &[crate::config::HeaderCommand]| -> Vec<String> {
+        cmds.iter().map(|c| c.name.clone()).collect()
+    };
+    assert_eq!(names(&p.early_headers), ["Link", "X-A"]);
+    assert_eq!(names(&p.headers), ["X-A", "X-B"]);
+    let e = errors("listen: 80\nhosts:\n  a:\n    paths:\n      /:\n        header.add: {header: \"X: 1\", when: sometimes}\n        header.set: {when: early}\n        header.unset: {header: X, at: once}\n        file.dir: .\n");
     assert_eq!(
         e,
-        ["t.yaml:2: send-informational: only none is supported (spate does not pass a backend's 1xx answers on), got \"except-h1\""]
+        [
+            "t.yaml:6: header.add: when expects final, early or all, got \"sometimes\"",
+            "t.yaml:7: header.set: the mapping needs a header key",
+            "t.yaml:8: header.unset: unknown key \"at\" (expected header and when)",
+        ]
+    );
+}
+
+/// h2o's `send-informational`: global only, one of its three values, copied into every proxy
+/// below with `proxy.max-informational-responses`.
+#[test]
+fn send_informational_takes_h2o_values_and_reaches_the_proxies() {
+    use crate::config::{HandlerConf, SendInformational};
+    let mode = |text: &str| {
+        let c = ok(text);
+        match &c.hosts[0].paths[0].handler {
+            HandlerConf::Proxy(p) => (p.send_informational, p.max_informational),
+            other => panic!("not a proxy: {other:?}"),
+        }
+    };
+    let proxy = "hosts: {a: {paths: {/: {proxy.reverse.url: \"http://127.0.0.1:9\"}}}}\n";
+    assert_eq!(
+        mode(&format!("listen: 80\n{proxy}")),
+        (SendInformational::ExceptH1, 16)
+    );
+    assert_eq!(
+        mode(&format!("listen: 80\nsend-informational: none\n{proxy}")),
+        (SendInformational::None, 16)
+    );
+    assert_eq!(
+        mode(&format!(
+            "listen: 80\nsend-informational: all\nproxy.max-informational-responses: 3\n{proxy}"
+        )),
+        (SendInformational::All, 3)
+    );
+    let e = errors("listen: 80\nsend-informational: sometimes\nhosts: {a: {paths: {/: {send-informational: all, file.dir: .}}}}\n");
+    assert_eq!(
+        e,
+        [
+            "t.yaml:2: send-informational expects except-h1, none or all, got \"sometimes\"",
+            "t.yaml:3: directive send-informational cannot be used at the path level",
+        ]
     );
 }
 

@@ -98,6 +98,8 @@ impl AuthRequest {
             headers,
             body: None,
             client_addrs: None,
+            // The service's interim responses are its own, not the client's.
+            interim: false,
         }
     }
 }

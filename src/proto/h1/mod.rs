@@ -19,8 +19,8 @@ pub use head_memo::HeadMemo;
 pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
 pub use parse_memo::ParseMemo;
 pub use write::{
-    itoa, write_chunk, write_chunk_size, write_continue, write_head, write_last_chunk,
-    write_switching_head, ResponseHead,
+    itoa, write_chunk, write_chunk_size, write_continue, write_head, write_interim,
+    write_last_chunk, write_switching_head, ResponseHead,
 };
 
 /// Why a request was rejected. Each maps to the status the client gets; after any of these the

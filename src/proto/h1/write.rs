@@ -86,6 +86,16 @@ pub fn write_continue(out: &mut Vec<u8>) {
     out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
 }
 
+/// An interim response (103 Early Hints, 102) ahead of the final one: status line and
+/// fields, no body. Returns the bytes written.
+pub fn write_interim(out: &mut Vec<u8>, status: u16, fields: &[(Bytes, Bytes)]) -> usize {
+    let start = out.len();
+    write_status_line(out, status);
+    write_fields(out, fields);
+    out.extend_from_slice(b"\r\n");
+    out.len() - start
+}
+
 /// Frames one chunk of a chunked body; an empty `data` writes the last chunk.
 pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
     if data.is_empty() {

@@ -130,6 +130,10 @@ struct Stream {
     recv_unacked: u32,
     head: Option<ResponseHead>,
     head_seen: bool,
+    /// Interim (1xx) heads not yet taken, in order ([`ClientConnection::take_interim`]).
+    interim: Vec<ResponseHead>,
+    /// Interim heads received: beyond [`MAX_INTERIM`] the stream is reset.
+    interim_count: u32,
     data: VecDeque<Bytes>,
     trailers: Option<Vec<(Bytes, Bytes)>>,
     /// END_STREAM received.
@@ -142,6 +146,10 @@ struct Stream {
     content_length: Option<u64>,
     waker: Option<Waker>,
 }
+
+/// Interim (1xx) heads one stream may receive before it is reset: the proxy's own limit
+/// (`proxy.max-informational-responses`) is usually lower.
+pub const MAX_INTERIM: u32 = 1024;
 
 /// Request body bytes queued in the output at most: beyond, senders wait for the socket (a
 /// backend that grants large windows but does not read cannot make us hold a whole body).
@@ -282,6 +290,8 @@ impl ClientConn {
                 recv_unacked: 0,
                 head: None,
                 head_seen: false,
+                interim: Vec::new(),
+                interim_count: 0,
                 data: VecDeque::new(),
                 trailers: None,
                 remote_end: false,
@@ -393,6 +403,19 @@ impl ClientConn {
                 s.waker = Some(w.clone());
             }
         }
+    }
+
+    /// The interim (1xx but 100) heads of `id` received since the last call, in order.
+    pub fn take_interim(&mut self, id: u32) -> Vec<ResponseHead> {
+        self.streams
+            .get_mut(&id)
+            .map(|s| std::mem::take(&mut s.interim))
+            .unwrap_or_default()
+    }
+
+    /// How many interim (1xx) heads `id` has received.
+    pub fn interim_count(&self, id: u32) -> u32 {
+        self.streams.get(&id).map_or(0, |s| s.interim_count)
     }
 
     /// The response head of `id`, once it came.
@@ -532,6 +555,7 @@ impl ClientConn {
         for s in self.streams.values_mut() {
             let changed = all
                 || s.head.is_some()
+                || !s.interim.is_empty()
                 || !s.data.is_empty()
                 || s.remote_end
                 || s.failure.is_some();
@@ -818,6 +842,20 @@ impl ClientConn {
         if (100..200).contains(&status) {
             if end_stream || status == 101 {
                 return self.stream_error(id, Reason::PROTOCOL_ERROR, "bad 1xx response");
+            }
+            // Kept for the reader, who passes them on and counts them against its own
+            // limit; this bound keeps a flood between two of its polls from piling up.
+            s.interim_count += 1;
+            if s.interim_count > MAX_INTERIM {
+                return self.stream_error(id, Reason::PROTOCOL_ERROR, "too many 1xx responses");
+            }
+            if status != 100 {
+                s.interim.push(ResponseHead {
+                    status,
+                    headers,
+                    content_length,
+                    end_stream: false,
+                });
             }
             return;
         }

@@ -68,6 +68,8 @@ enum Step {
     Failed(BodyError),
     /// The handler made room for more request body.
     Room,
+    /// Interim responses (103 Early Hints) went into the write buffer.
+    Interim,
 }
 
 /// For the access log, once the response is over.
@@ -212,6 +214,10 @@ impl<'a, T: Transport> Conn<'a, T> {
             };
             match step {
                 Step::Head(resp) => {
+                    // Interim responses that came with it go first.
+                    if !self.wbuf.is_empty() {
+                        self.flush(false).await?;
+                    }
                     if tunnel && resp.status == 101 {
                         if let Body::Stream(s) = resp.body {
                             out = self
@@ -227,7 +233,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                         .await?;
                 }
                 Step::Data(n) => sent.body += n,
-                Step::Room => {}
+                Step::Room | Step::Interim => {}
                 Step::End(n) => {
                     sent.body += n;
                     out = Out::Done;
@@ -447,7 +453,18 @@ fn has_room(w: &BodyWriter) -> bool {
 fn step(out: &mut Out<'_>, cx: &mut Context<'_>, wbuf: &mut Vec<u8>) -> Poll<Step> {
     match out {
         Out::Done => Poll::Pending,
-        Out::Waiting(later) => later.poll(cx).map(Step::Head),
+        Out::Waiting(later) => {
+            let mut interim = false;
+            let polled = later.poll_interim(cx, |i| {
+                h1::write_interim(wbuf, i.status, &i.headers);
+                interim = true;
+            });
+            match polled {
+                Poll::Ready(resp) => Poll::Ready(Step::Head(resp)),
+                Poll::Pending if interim => Poll::Ready(Step::Interim),
+                Poll::Pending => Poll::Pending,
+            }
+        }
         Out::Streaming { stream, chunked } => {
             let mut gathered = 0u64;
             while wbuf.len() < GATHER_MAX {

@@ -201,8 +201,13 @@ impl<'a> StreamWork<'a> {
                 log,
                 mark: started,
             } => {
-                let Poll::Ready(resp) = later.poll(&mut cx) else {
-                    return Step::Idle;
+                let mut interim = false;
+                let polled = later.poll_interim(&mut cx, |i| {
+                    conn.send_interim(id, i.status, &i.headers);
+                    interim = true;
+                });
+                let Poll::Ready(resp) = polled else {
+                    return if interim { Step::Moved } else { Step::Idle };
                 };
                 let file = later.route().log();
                 let body = match (log.take(), file, *started) {

@@ -91,6 +91,8 @@ enum Send<'a> {
 /// What [`ReqStream::produce`] made.
 enum Made {
     Nothing,
+    /// Interim responses (103 Early Hints) were queued; the answer is still to come.
+    Interim,
     Response(Response),
     /// A DATA frame header and its payload.
     Data(Bytes, Bytes),
@@ -433,8 +435,9 @@ impl<'a> ReqStream<'a> {
             if !self.flush(conn) {
                 return self.step();
             }
-            match self.produce() {
+            match self.produce(encoder) {
                 Made::Nothing => break,
+                Made::Interim => {}
                 Made::Response(resp) => {
                     let head = self.log.as_ref().is_some_and(|l| l.req.is_head());
                     self.respond(encoder, resp, head);
@@ -471,7 +474,7 @@ impl<'a> ReqStream<'a> {
     }
 
     /// The next thing to send: the pending answer, a body chunk, trailers or the end.
-    fn produce(&mut self) -> Made {
+    fn produce(&mut self, encoder: &mut qpack::Encoder) -> Made {
         match &mut self.send {
             Send::Waiting | Send::Done => Made::Nothing,
             Send::Answer(later) => {
@@ -479,10 +482,23 @@ impl<'a> ReqStream<'a> {
                     return Made::Nothing;
                 }
                 let mut cx = Context::from_waker(self.wake.waker());
-                let Poll::Ready(resp) = later.poll(&mut cx) else {
-                    return Made::Nothing;
-                };
-                Made::Response(resp)
+                let (out, head_bytes) = (&mut self.out, &mut self.head_bytes);
+                let mut interim = false;
+                let polled = later.poll_interim(&mut cx, |i| {
+                    // A HEADERS frame of its own ahead of the final one (RFC 9114 4.1).
+                    let fields = i.headers.iter().map(|(n, v)| (&n[..], &v[..]));
+                    let (frame, ()) = slab::cut(128, |buf| {
+                        Session::encode_response_head(encoder, i.status, fields, buf)
+                    });
+                    *head_bytes += frame.len() as u64;
+                    out.push(frame.freeze());
+                    interim = true;
+                });
+                match polled {
+                    Poll::Ready(resp) => Made::Response(resp),
+                    Poll::Pending if interim => Made::Interim,
+                    Poll::Pending => Made::Nothing,
+                }
             }
             Send::Source(src) => {
                 // A body in memory (a cached file, a fixed answer) goes to quinn as it is.

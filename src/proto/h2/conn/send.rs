@@ -294,6 +294,33 @@ impl Connection {
         self.frame_header_block(at, id, end_stream)
     }
 
+    /// An interim response (103 Early Hints, 102) on stream `id` before its final answer: a
+    /// HEADERS frame without END_STREAM, its fields but the connection-specific ones.
+    /// Nothing when the stream is gone or already answered.
+    pub fn send_interim(&mut self, id: u32, status: u16, headers: &Headers) {
+        if !self
+            .index(id)
+            .is_some_and(|i| self.streams[i].send.unanswered())
+        {
+            return;
+        }
+        let at = self.out.len();
+        frame::put_head(&mut self.out, 0, kind::HEADERS, 0, id);
+        let status_buf = itoa3(status);
+        {
+            let mut b = self.encoder.block(&mut self.out);
+            b.static_field(StaticName::STATUS, &status_buf, Indexing::Auto);
+            for (name, value) in headers.iter() {
+                if !request_head::is_connection_specific(name) {
+                    b.field(name, value);
+                }
+            }
+        }
+        // The dynamic table may have changed under the cached block's indexes.
+        self.headers_cache.valid = false;
+        self.frame_header_block(at, id, false);
+    }
+
     /// Writes trailing HEADERS with END_STREAM. Pseudo-header and connection-specific
     /// fields are not sent.
     pub(super) fn write_trailers(&mut self, id: u32, trailers: &[(Bytes, Bytes)]) -> u64 {
