@@ -139,6 +139,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http3-alt-svc", G),
     // Handlers.
     ("file.dir", P),
+    ("file.file", P),
     ("respond", P),
     ("redirect", P),
     ("proxy.reverse.url", P),

@@ -180,7 +180,8 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
             continue;
         };
         let h = match name {
-            "file.dir" => ctx.path(name, val).map(Handler::File),
+            "file.dir" => ctx.path(name, val).map(|d| Handler::File(d, false)),
+            "file.file" => ctx.path(name, val).map(|f| Handler::File(f, true)),
             "respond" => respond::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Respond(r))),
             "redirect" => {
                 redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
@@ -227,7 +228,9 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
     let mut built = Vec::with_capacity(handlers.len());
     for (h, _, line) in handlers {
         built.push(match h {
-            Handler::File(dir) => HandlerConf::File(scoped.file.build(ctx, dir, &scoped.fastcgi)),
+            Handler::File(dir, one) => {
+                HandlerConf::File(scoped.file.build(ctx, (dir, one), &scoped.fastcgi))
+            }
             Handler::Proxy(backends) => {
                 HandlerConf::Proxy(scoped.proxy.build(ctx, line, backends)?)
             }
@@ -324,8 +327,8 @@ fn expires(ctx: &mut Ctx, v: &Node) -> Option<Option<u64>> {
 // One per path while the configuration is read: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Handler {
-    /// `file.dir`: built once the path's `file.*` options are all read.
-    File(std::path::PathBuf),
+    /// `file.dir` (or `file.file`, true): built once the path's `file.*` options are all read.
+    File(std::path::PathBuf, bool),
     /// `proxy.reverse.url`: built once the path's `proxy.*` options are all read.
     Proxy(proxy::Backends),
     /// `fastcgi.connect` / `fastcgi.spawn`: built once the path's `fastcgi.*` options are read.
@@ -336,7 +339,7 @@ enum Handler {
 impl Handler {
     /// Whether the handler may pass a request on to the next one of its path.
     fn passes_on(&self) -> bool {
-        matches!(self, Handler::File(_))
+        matches!(self, Handler::File(..))
     }
 }
 

@@ -288,8 +288,10 @@ impl HandlerConf {
 /// `file.*` directives.
 #[derive(Debug, Clone)]
 pub struct FileConf {
-    /// `file.dir`
+    /// `file.dir`, or with `single_file` the file of `file.file`
     pub dir: PathBuf,
+    /// `file.file`: every request of the path gets the file `dir` names
+    pub single_file: bool,
     /// `file.index` (default `index.html`, `index.htm`, `index.txt`)
     pub index: Vec<String>,
     /// `file.mime.*`
@@ -300,6 +302,9 @@ pub struct FileConf {
     pub dirlisting: bool,
     /// `file.send-compressed` (default OFF): serve `.br` / `.gz` siblings when accepted
     pub send_compressed: bool,
+    /// `file.send-compressed: gunzip`: a file found only as `.gz` is decompressed for a
+    /// client that does not take gzip
+    pub gunzip: bool,
     /// `file.custom-handler`: extensions whose files FastCGI answers.
     pub custom_handlers: Vec<CustomHandler>,
 }
@@ -828,11 +833,13 @@ impl Default for FileConf {
     fn default() -> Self {
         FileConf {
             dir: PathBuf::new(),
+            single_file: false,
             index: vec!["index.html".into(), "index.htm".into(), "index.txt".into()],
             mime_types: MimeTypes::default(),
             etag: true,
             dirlisting: false,
             send_compressed: false,
+            gunzip: false,
             custom_handlers: Vec::new(),
         }
     }
