@@ -197,3 +197,149 @@ fn send_compressed_refuses_other_values_with_the_line() {
     );
     assert!(ok, "{err}");
 }
+
+/// The `Server-Timing` lines of curl's output (headers and trailers alike), each parsed
+/// into its metrics: `name; dur=MS` elements (h2o's format), every duration a number.
+fn server_timings(head: &str) -> Vec<Vec<String>> {
+    head.lines()
+        .filter_map(|l| l.strip_prefix("server-timing:"))
+        .map(|v| {
+            v.trim()
+                .split(", ")
+                .map(|e| {
+                    let (name, dur) = e.split_once("; dur=").unwrap_or_else(|| panic!("{e}"));
+                    assert!(dur.parse::<f64>().is_ok(), "{e}");
+                    name.to_owned()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// nghttp's view of one HTTP/2 (h2c) exchange, as h2o's t/50server-timing.t reads it: the
+/// received header fields and trailers as `name: value` lines (lowercase).
+fn nghttp(s: &Spate, path: &str, extra: &[&str]) -> String {
+    let out = Command::new("nghttp")
+        .arg("-vn")
+        .args(extra)
+        .arg(s.url(path))
+        .output()
+        .expect("run nghttp (nghttp2-client)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split_once(") ")
+                .filter(|(a, _)| a.contains("recv (stream_id="))
+        })
+        .map(|(_, f)| f.to_ascii_lowercase())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// h2o's t/50server-timing.t: `server-timing: ON` gives the header always, and the trailer
+/// (response, total) over HTTP/2 but not over HTTP/1.1 for a body of known length, which
+/// keeps its Content-Length.
+#[test]
+fn server_timing_on_has_the_trailer_where_the_transport_allows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = vec![b'a'; 50_000];
+    write_file(dir.path(), "htdocs/index.html", &page);
+    let s = Spate::start_in(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  default:
+    paths:
+      /:
+        - server-timing: ON
+        - file.dir: $DIR/htdocs
+      /off:
+        file.dir: $DIR/htdocs
+"#,
+        dir,
+    );
+    let (head, body) = fetch(&s, "/", &[]);
+    assert_eq!(body, page);
+    assert_eq!(
+        server_timings(&head),
+        vec![vec!["process".to_owned()]],
+        "{head}"
+    );
+    assert!(head.contains("content-length: 50000"), "{head}");
+    assert!(!head.contains("trailer:"), "{head}");
+
+    let (_, body) = fetch(&s, "/", &["--http2-prior-knowledge"]);
+    assert!(body == page);
+    let head = nghttp(&s, "/", &[]);
+    assert_eq!(
+        server_timings(&head),
+        vec![
+            vec!["process".to_owned()],
+            vec!["response".to_owned(), "total".to_owned()]
+        ],
+        "{head}"
+    );
+    // HEAD: the header, no trailer.
+    let head = nghttp(&s, "/", &["-m1", "-H", ":method: HEAD"]);
+    assert!(head.contains(":status: 200"), "{head}");
+    assert_eq!(server_timings(&head).len(), 1, "{head}");
+    // A path without it: nothing.
+    let (head, _) = fetch(&s, "/off/", &[]);
+    assert!(server_timings(&head).is_empty(), "{head}");
+}
+
+/// `server-timing: ENFORCE`: an HTTP/1.1 answer is made chunked so that it has the trailer;
+/// the body is unchanged. A 404 gets them too (h2o's #1790 test).
+#[test]
+fn server_timing_enforce_makes_http1_chunked_with_the_trailer() {
+    let dir = tempfile::tempdir().unwrap();
+    let page: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    write_file(dir.path(), "htdocs/index.html", &page);
+    let s = Spate::start_in(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+hosts:
+  default:
+    paths:
+      /:
+        server-timing: enforce
+        file.dir: $DIR/htdocs
+"#,
+        dir,
+    );
+    for path in ["/", "/missing"] {
+        let (head, body) = fetch(&s, path, &[]);
+        assert!(head.contains("transfer-encoding: chunked"), "{head}");
+        assert!(head.contains("trailer: server-timing"), "{head}");
+        assert!(!head.contains("content-length"), "{head}");
+        assert_eq!(
+            server_timings(&head),
+            vec![
+                vec!["process".to_owned()],
+                vec!["response".to_owned(), "total".to_owned()]
+            ],
+            "{head}"
+        );
+        if path == "/" {
+            assert!(body == page);
+        }
+    }
+    // HTTP/1.0 has no chunked framing: the header only, the length kept.
+    let (head, body) = fetch(&s, "/", &["--http1.0"]);
+    assert_eq!(server_timings(&head).len(), 1, "{head}");
+    assert!(body == page);
+}
+
+/// `server-timing` takes ON, OFF or ENFORCE, at every level; anything else is refused with
+/// its line.
+#[test]
+fn server_timing_refuses_other_values_with_the_line() {
+    let (ok, err) = check(
+        "listen: 8080\nserver-timing: ON\nhosts:\n  default:\n    server-timing: OFF\n    paths:\n      /:\n        server-timing: always\n        file.dir: /tmp\n",
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("conf.yaml:8") && err.contains("ON, OFF or ENFORCE"),
+        "{err}"
+    );
+}

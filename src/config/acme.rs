@@ -260,6 +260,7 @@ pub(super) fn check(ctx: &mut Ctx, c: &mut Config, given: bool) {
                 expires: None,
                 error_docs: Vec::new(),
                 access_log: None,
+                server_timing: super::ServerTiming::Off,
                 compress: None,
                 edge: None,
                 at: at.clone(),

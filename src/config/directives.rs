@@ -157,6 +157,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("file.dirlisting", ALL),
     ("file.send-compressed", ALL),
     ("file.custom-handler", ALL),
+    ("server-timing", ALL),
     // FastCGI (config/fastcgi.rs).
     ("fastcgi.connect", P),
     ("fastcgi.spawn", P),

@@ -30,6 +30,7 @@ pub(super) struct Scoped {
     access_log: Option<AccessLogConf>,
     compress: CompressOpts,
     edge: EdgeOpts,
+    server_timing: super::ServerTiming,
 }
 
 impl Scoped {
@@ -62,6 +63,11 @@ impl Scoped {
             "expires" => {
                 if let Some(e) = expires(ctx, v) {
                     self.expires = e;
+                }
+            }
+            "server-timing" => {
+                if let Some(t) = super::server_timing::parse(ctx, v) {
+                    self.server_timing = t;
                 }
             }
             _ => return false,
@@ -253,6 +259,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         access_log: scoped.access_log,
         compress: scoped.compress.build(),
         edge: scoped.edge.build(ctx),
+        server_timing: scoped.server_timing,
         at: ctx.at(key.line),
     })
 }

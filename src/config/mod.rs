@@ -226,6 +226,8 @@ pub struct PathConf {
     pub compress: Option<CompressConf>,
     /// `access`, `real-ip.*`, `basic-auth`: the checks before the handler; `None` when the path has none.
     pub edge: Option<EdgeConf>,
+    /// `server-timing` (default OFF)
+    pub server_timing: ServerTiming,
     pub at: Location,
 }
 
@@ -928,6 +930,7 @@ impl Config {
                 access_log: None,
                 compress: None,
                 edge: None,
+                server_timing: ServerTiming::Off,
                 at: at.clone(),
             }],
             strict_match: false,
@@ -957,6 +960,7 @@ mod proxy;
 mod quic;
 mod redirect;
 mod respond;
+mod server_timing;
 mod tls;
 mod value;
 mod yaml;
@@ -970,6 +974,7 @@ pub use edge::{
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
 pub use quic::{Http3, QuicConf};
+pub use server_timing::ServerTiming;
 pub use tls::{
     Identity, KeyPair, SessionResumption, TicketStore, TlsConf, TlsVersion, KX_GROUPS,
     TLS12_SUITES, TLS13_SUITES,

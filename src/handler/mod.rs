@@ -15,6 +15,7 @@ pub mod limit;
 pub mod proxy;
 pub mod redirect;
 pub mod respond;
+mod server_timing;
 pub mod status;
 
 use crate::config::{self, prefix_matches, HandlerConf};
@@ -175,10 +176,13 @@ impl Router {
                         let mut route = PathRoute {
                             prefix: p.prefix.trim_end_matches('/').to_string(),
                             slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
-                            handler: with_auth_request(
-                                p,
-                                build_handler(p, &cache, &pool, upstream_tls, &fcgi),
-                                &pool,
+                            handler: server_timing::Timed::wrap(
+                                p.server_timing,
+                                with_auth_request(
+                                    p,
+                                    build_handler(p, &cache, &pool, upstream_tls, &fcgi),
+                                    &pool,
+                                ),
                             ),
                             headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
                             error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
