@@ -343,3 +343,52 @@ fn server_timing_refuses_other_values_with_the_line() {
         "{err}"
     );
 }
+
+/// h2o's `error-log.emit-request-errors` at the path level: a path that says OFF logs no
+/// line for a backend that is down, while the others (global ON) do; and the other way round.
+#[test]
+fn emit_request_errors_per_path() {
+    let quiet = DeadPort::new();
+    let loud = DeadPort::new();
+    let s = Spate::start(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /quiet:
+        error-log.emit-request-errors: OFF
+        proxy.reverse.url: http://127.0.0.1:{}/
+      /loud:
+        proxy.reverse.url: http://127.0.0.1:{}/
+"#,
+        quiet.port, loud.port
+    ));
+    assert_eq!(get(&s, "/quiet/x").status, 502);
+    assert_eq!(get(&s, "/loud/x").status, 502);
+    assert_eq!(s.log_lines_naming(&loud.port.to_string(), 1).len(), 1);
+    let named_quiet = s.log_lines_naming(&format!(":{}", quiet.port), 0);
+    assert!(named_quiet.is_empty(), "{named_quiet:?}");
+
+    // Global OFF, one path ON.
+    let s = Spate::start(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+error-log.emit-request-errors: OFF
+hosts:
+  default:
+    paths:
+      /quiet:
+        proxy.reverse.url: http://127.0.0.1:{}/
+      /loud:
+        error-log.emit-request-errors: ON
+        proxy.reverse.url: http://127.0.0.1:{}/
+"#,
+        quiet.port, loud.port
+    ));
+    assert_eq!(get(&s, "/quiet/x").status, 502);
+    assert_eq!(get(&s, "/loud/x").status, 502);
+    assert_eq!(s.log_lines_naming(&loud.port.to_string(), 1).len(), 1);
+    let named_quiet = s.log_lines_naming(&format!(":{}", quiet.port), 0);
+    assert!(named_quiet.is_empty(), "{named_quiet:?}");
+}

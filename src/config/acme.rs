@@ -261,6 +261,7 @@ pub(super) fn check(ctx: &mut Ctx, c: &mut Config, given: bool) {
                 error_docs: Vec::new(),
                 access_log: None,
                 server_timing: super::ServerTiming::Off,
+                emit_request_errors: None,
                 compress: None,
                 edge: None,
                 at: at.clone(),

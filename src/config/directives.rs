@@ -90,7 +90,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("server-name", G),
     ("send-server-name", G),
     ("error-log", G),
-    ("error-log.emit-request-errors", G),
+    ("error-log.emit-request-errors", ALL),
     ("pid-file", G),
     ("tcp-fastopen", G),
     ("user", G),

@@ -31,6 +31,8 @@ pub(super) struct Scoped {
     compress: CompressOpts,
     edge: EdgeOpts,
     server_timing: super::ServerTiming,
+    /// `error-log.emit-request-errors` of a host or path; the global one is the server's.
+    emit_request_errors: Option<bool>,
 }
 
 impl Scoped {
@@ -63,6 +65,11 @@ impl Scoped {
             "expires" => {
                 if let Some(e) = expires(ctx, v) {
                     self.expires = e;
+                }
+            }
+            "error-log.emit-request-errors" => {
+                if let Some(b) = ctx.bool(name, v) {
+                    self.emit_request_errors = Some(b);
                 }
             }
             "server-timing" => {
@@ -260,6 +267,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         compress: scoped.compress.build(),
         edge: scoped.edge.build(ctx),
         server_timing: scoped.server_timing,
+        emit_request_errors: scoped.emit_request_errors,
         at: ctx.at(key.line),
     })
 }

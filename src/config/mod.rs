@@ -228,6 +228,8 @@ pub struct PathConf {
     pub edge: Option<EdgeConf>,
     /// `server-timing` (default OFF)
     pub server_timing: ServerTiming,
+    /// `error-log.emit-request-errors` set at the host or path level (`None`: the global one)
+    pub emit_request_errors: Option<bool>,
     pub at: Location,
 }
 
@@ -931,6 +933,7 @@ impl Config {
                 compress: None,
                 edge: None,
                 server_timing: ServerTiming::Off,
+                emit_request_errors: None,
                 at: at.clone(),
             }],
             strict_match: false,

@@ -14,6 +14,7 @@ pub mod headers;
 pub mod limit;
 pub mod proxy;
 pub mod redirect;
+mod request_errors;
 pub mod respond;
 mod server_timing;
 pub mod status;
@@ -178,10 +179,14 @@ impl Router {
                             slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
                             handler: server_timing::Timed::wrap(
                                 p.server_timing,
-                                with_auth_request(
-                                    p,
-                                    build_handler(p, &cache, &pool, upstream_tls, &fcgi),
-                                    &pool,
+                                request_errors::RequestErrors::wrap(
+                                    p.emit_request_errors,
+                                    conf.emit_request_errors,
+                                    with_auth_request(
+                                        p,
+                                        build_handler(p, &cache, &pool, upstream_tls, &fcgi),
+                                        &pool,
+                                    ),
                                 ),
                             ),
                             headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
