@@ -392,3 +392,98 @@ hosts:
     let named_quiet = s.log_lines_naming(&format!(":{}", quiet.port), 0);
     assert!(named_quiet.is_empty(), "{named_quiet:?}");
 }
+
+/// h2o's `reproxy: ON` (t/50reverse-proxy-config.t): the backend's answer with
+/// `X-Reproxy-URL` is replaced by the resource the URL names, fetched by the proxy; without
+/// `reproxy` the answer goes as it is; a loop of URLs ends in 502 after `max-delegations`.
+/// The backend is another spate whose paths add the field.
+#[test]
+fn reproxy_fetches_the_x_reproxy_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 239) as u8).collect();
+    write_file(dir.path(), "files/big.bin", &big);
+    write_file(dir.path(), "app/page.txt", b"from the application\n");
+    let (_backend, [port]) = Spate::start_on_free_ports(dir, |[port]| {
+        format!(
+            r#"
+listen: {{host: 127.0.0.1, port: {port}}}
+hosts:
+  default:
+    paths:
+      /files:
+        file.dir: $DIR/files
+      /app:
+        header.add: "X-Reproxy-URL: http://127.0.0.1:{port}/files/big.bin"
+        file.dir: $DIR/app
+      /loop:
+        header.add: "X-Reproxy-URL: http://127.0.0.1:{port}/loop/page.txt"
+        file.dir: $DIR/app
+      /tls:
+        header.add: "X-Reproxy-URL: https://127.0.0.1:{port}/files/big.bin"
+        file.dir: $DIR/app
+"#
+        )
+    });
+    let front = Spate::start(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      /:
+        reproxy: ON
+        proxy.reverse.url: http://127.0.0.1:{port}/
+      /plain:
+        proxy.reverse.url: http://127.0.0.1:{port}/
+"#
+    ));
+    let (head, body) = fetch(&front, "/app/page.txt", &[]);
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(body == big, "the reproxied resource is sent");
+    let (head, body) = fetch(&front, "/app/page.txt", &["--http2-prior-knowledge"]);
+    assert!(head.starts_with("http/2 200"), "{head}");
+    assert!(body == big);
+
+    let (head, body) = fetch(&front, "/plain/app/page.txt", &[]);
+    assert!(head.contains("x-reproxy-url:"), "{head}");
+    assert_eq!(body, b"from the application\n");
+
+    let (head, _) = fetch(&front, "/loop/page.txt", &[]);
+    assert!(head.starts_with("http/1.1 502"), "{head}");
+    assert_eq!(front.log_lines_naming("max-delegations", 1).len(), 1);
+    let (head, _) = fetch(&front, "/tls/page.txt", &[]);
+    assert!(head.starts_with("http/1.1 502"), "{head}");
+}
+
+/// h2o's `max-delegations: 0`: no X-Reproxy-URL is followed: 502.
+#[test]
+fn reproxy_with_max_delegations_zero_is_502() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "app/page.txt", b"from the application\n");
+    let (_backend, [port]) = Spate::start_on_free_ports(dir, |[port]| {
+        format!(
+            r#"
+listen: {{host: 127.0.0.1, port: {port}}}
+hosts:
+  default:
+    paths:
+      /:
+        header.add: "X-Reproxy-URL: http://127.0.0.1:{port}/page.txt"
+        file.dir: $DIR/app
+"#
+        )
+    });
+    let front = Spate::start(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+reproxy: ON
+max-delegations: 0
+hosts:
+  default:
+    paths:
+      /:
+        proxy.reverse.url: http://127.0.0.1:{port}/
+"#
+    ));
+    assert_eq!(get(&front, "/page.txt").status, 502);
+}

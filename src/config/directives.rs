@@ -158,6 +158,8 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("file.send-compressed", ALL),
     ("file.custom-handler", ALL),
     ("server-timing", ALL),
+    ("reproxy", ALL),
+    ("max-delegations", ALL),
     // FastCGI (config/fastcgi.rs).
     ("fastcgi.connect", P),
     ("fastcgi.spawn", P),
@@ -408,8 +410,6 @@ fn levels_of_tuning(name: &str) -> Option<u8> {
 
 /// h2o directives that later work will implement; today they are an error naming them.
 const NOT_SUPPORTED_YET: &[&str] = &[
-    "max-delegations",
-    "reproxy",
     "setenv",
     "unsetenv",
     "throttle-response",

@@ -442,6 +442,10 @@ pub struct ProxyConf {
     /// `send-server-name: preserve` (global): the backend's Server field goes on to the client
     /// (otherwise it is dropped, as h2o drops it).
     pub preserve_server_header: bool,
+    /// `reproxy` (OFF): a backend's `X-Reproxy-URL` answer is fetched and sent instead
+    pub reproxy: bool,
+    /// `max-delegations` (5): how many `X-Reproxy-URL`s one request may follow
+    pub max_delegations: u32,
 }
 
 /// One backend of `proxy.reverse.url`.
@@ -548,6 +552,8 @@ impl ProxyConf {
             http2_force_cleartext: false,
             cache: None,
             preserve_server_header: false,
+            reproxy: false,
+            max_delegations: 5,
         }
     }
 
@@ -976,6 +982,7 @@ pub use edge::{
 };
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
+pub use proxy::parse_url as parse_upstream_url;
 pub use quic::{Http3, QuicConf};
 pub use server_timing::ServerTiming;
 pub use tls::{

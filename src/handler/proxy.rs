@@ -6,6 +6,7 @@ mod cache;
 #[doc(hidden)]
 pub mod fuzzing;
 mod headers;
+mod reproxy;
 #[cfg(test)]
 mod tests;
 mod tunnel;
@@ -36,6 +37,8 @@ pub struct ProxyHandler {
     proxy_protocol: bool,
     /// `proxy.cache`: the store answers first.
     cache: Option<cache::Cache>,
+    /// `reproxy: ON`: a backend's `X-Reproxy-URL` is followed.
+    reproxy: Option<Rc<reproxy::Reproxy>>,
 }
 
 /// What the header conversion needs, shared by the handler and its pending answers.
@@ -108,6 +111,7 @@ impl ProxyHandler {
             }),
             tunnel_timeout: conf.tunnel.then_some(conf.tunnel_timeout),
             cache: conf.cache.as_deref().map(cache::Cache::new),
+            reproxy: reproxy::Reproxy::new(conf),
         }
     }
 }
@@ -154,7 +158,25 @@ impl ProxyHandler {
     /// `req` to the backend; resolves to its response as the client gets it.
     fn forward(&self, req: &Request) -> Pending {
         let (up, client) = self.outgoing(req);
-        self.exchange(up, client)
+        let Some(r) = &self.reproxy else {
+            return self.exchange(up, client);
+        };
+        let method = req.method.clone();
+        let again = Client {
+            secure: client.secure,
+            authority: client.authority.clone(),
+            version: client.version,
+            target_for: None,
+        };
+        let first = self.exchange(up, client);
+        Box::pin(reproxy::follow(
+            first,
+            r.clone(),
+            self.pool.clone(),
+            self.conv.clone(),
+            method,
+            again,
+        ))
     }
 
     /// Sends `up` and resolves to the response converted for `client`.
