@@ -487,3 +487,46 @@ hosts:
     ));
     assert_eq!(get(&front, "/page.txt").status, 502);
 }
+
+/// h2o's `throttle-response: ON` (t/50throttle-response.t): `X-Traffic: N` (here from
+/// `header.add`) sends the answer at about N bytes a second, and the field is taken out.
+/// Only the lower bound of the time is checked: a slow machine takes longer, never less.
+#[test]
+fn throttle_response_paces_the_body_by_x_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    write_file(dir.path(), "htdocs/halfdome.jpg", &data);
+    let s = Spate::start_in(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+throttle-response: ON
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/htdocs
+        header.add: "X-Traffic: 400000"
+      /off:
+        throttle-response: OFF
+        file.dir: $DIR/htdocs
+        header.add: "X-Traffic: 400000"
+"#,
+        dir,
+    );
+    for proto in [&[][..], &["--http2-prior-knowledge"][..]] {
+        let started = std::time::Instant::now();
+        let (head, body) = fetch(&s, "/halfdome.jpg", proto);
+        let took = started.elapsed();
+        assert!(head.contains(" 200"), "{head}");
+        assert!(!head.contains("x-traffic"), "{head}");
+        assert!(body == data, "{proto:?}");
+        // 200 000 bytes at 400 000 a second, a tenth of a second's worth let through at once.
+        assert!(
+            took >= std::time::Duration::from_millis(350),
+            "{proto:?}: {took:?}"
+        );
+    }
+    let (head, body) = fetch(&s, "/off/halfdome.jpg", &[]);
+    assert!(head.contains("x-traffic: 400000"), "{head}");
+    assert!(body == data);
+}

@@ -262,6 +262,7 @@ pub(super) fn check(ctx: &mut Ctx, c: &mut Config, given: bool) {
                 access_log: None,
                 server_timing: super::ServerTiming::Off,
                 emit_request_errors: None,
+                throttle_response: false,
                 compress: None,
                 edge: None,
                 at: at.clone(),

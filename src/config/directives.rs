@@ -159,6 +159,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("file.custom-handler", ALL),
     ("server-timing", ALL),
     ("reproxy", ALL),
+    ("throttle-response", ALL),
     ("max-delegations", ALL),
     // FastCGI (config/fastcgi.rs).
     ("fastcgi.connect", P),
@@ -412,7 +413,6 @@ fn levels_of_tuning(name: &str) -> Option<u8> {
 const NOT_SUPPORTED_YET: &[&str] = &[
     "setenv",
     "unsetenv",
-    "throttle-response",
     "mruby.handler",
     "mruby.handler-file",
     // h2o's proxy directives spate does not have yet. Named one by one (not `proxy.*`), so a

@@ -33,6 +33,7 @@ pub(super) struct Scoped {
     server_timing: super::ServerTiming,
     /// `error-log.emit-request-errors` of a host or path; the global one is the server's.
     emit_request_errors: Option<bool>,
+    throttle_response: bool,
 }
 
 impl Scoped {
@@ -70,6 +71,11 @@ impl Scoped {
             "error-log.emit-request-errors" => {
                 if let Some(b) = ctx.bool(name, v) {
                     self.emit_request_errors = Some(b);
+                }
+            }
+            "throttle-response" => {
+                if let Some(b) = ctx.bool(name, v) {
+                    self.throttle_response = b;
                 }
             }
             "server-timing" => {
@@ -268,6 +274,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         edge: scoped.edge.build(ctx),
         server_timing: scoped.server_timing,
         emit_request_errors: scoped.emit_request_errors,
+        throttle_response: scoped.throttle_response,
         at: ctx.at(key.line),
     })
 }

@@ -230,6 +230,8 @@ pub struct PathConf {
     pub server_timing: ServerTiming,
     /// `error-log.emit-request-errors` set at the host or path level (`None`: the global one)
     pub emit_request_errors: Option<bool>,
+    /// `throttle-response` (OFF): an answer's `X-Traffic: N` sends it at N bytes a second
+    pub throttle_response: bool,
     pub at: Location,
 }
 
@@ -940,6 +942,7 @@ impl Config {
                 edge: None,
                 server_timing: ServerTiming::Off,
                 emit_request_errors: None,
+                throttle_response: false,
                 at: at.clone(),
             }],
             strict_match: false,

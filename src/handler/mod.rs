@@ -18,6 +18,7 @@ mod request_errors;
 pub mod respond;
 mod server_timing;
 pub mod status;
+mod throttle;
 
 use crate::config::{self, prefix_matches, HandlerConf};
 use crate::http::{Answer, Handler, Request, Response};
@@ -189,7 +190,8 @@ impl Router {
                                     ),
                                 ),
                             ),
-                            headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
+                            headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires)
+                                .throttled(p.throttle_response),
                             error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
                                 build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
                             }),
@@ -198,7 +200,8 @@ impl Router {
                             in_lane: false,
                             access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
                         };
-                        route.in_lane = route.answers_in_lane();
+                        // A throttled body is a stream, which the lane does not send.
+                        route.in_lane = route.answers_in_lane() && !p.throttle_response;
                         route
                     })
                     .collect();
