@@ -530,3 +530,28 @@ hosts:
     assert!(head.contains("x-traffic: 400000"), "{head}");
     assert!(body == data);
 }
+
+/// h2o's unix socket listener (t/40unix-socket.t): `type: unix` with the socket's file in
+/// `port`, as h2o's documentation writes it, beside a TCP listener.
+#[test]
+fn a_unix_listener_written_with_port_as_h2o_does() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "htdocs/index.txt", b"over the socket\n");
+    let s = Spate::start_in(
+        r#"
+listen: {host: 127.0.0.1, port: 0}
+listen:
+  type: unix
+  port: $DIR/h2o.sock
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: $DIR/htdocs
+"#,
+        dir,
+    );
+    let sock = s.path().join("h2o.sock").display().to_string();
+    let out = curl(&["--unix-socket", &sock, "http://x/index.txt"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "over the socket\n");
+}
