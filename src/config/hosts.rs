@@ -163,6 +163,10 @@ fn host(
             continue;
         };
         for (pk, pv) in entries {
+            // h2o's `stash` holds YAML anchors to merge elsewhere, here as at every level.
+            if pk.as_str() == Some("stash") {
+                continue;
+            }
             let Some(prefix) = pk.as_str().filter(|p| p.starts_with('/')) else {
                 ctx.error(
                     pk.line,
