@@ -555,3 +555,49 @@ hosts:
     let out = curl(&["--unix-socket", &sock, "http://x/index.txt"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "over the socket\n");
 }
+
+/// h2o's `*` host (t/40virtual-host.t, "strict match, with wildcard"): `*:PORT` answers any
+/// name on that port that no other host takes, and a request without a name when the others
+/// are strict.
+#[test]
+fn a_star_host_is_the_catch_all() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "www/index.txt", b"www\n");
+    write_file(dir.path(), "alt/index.txt", b"alternate\n");
+    write_file(dir.path(), "third/index.txt", b"third\n");
+    let (s, _) = Spate::start_on_free_ports(dir, |[port]| {
+        format!(
+            r#"
+listen: {{host: 127.0.0.1, port: {port}}}
+hosts:
+  "www.example.com:{port}":
+    strict-match: ON
+    paths:
+      /:
+        file.dir: $DIR/www
+  "*.example.com:{port}":
+    strict-match: ON
+    paths:
+      /:
+        file.dir: $DIR/alt
+  "*:{port}":
+    paths:
+      /:
+        file.dir: $DIR/third
+"#
+        )
+    });
+    for (host, want) in [
+        ("www.example.com", "www\n"),
+        ("xxx.example.com", "alternate\n"),
+        ("example.org", "third\n"),
+    ] {
+        let r = request(
+            &s,
+            &format!("GET /index.txt HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        );
+        assert_eq!((r.status, r.text().as_str()), (200, want), "{host}");
+    }
+    let r = request(&s, "GET /index.txt HTTP/1.0\r\n\r\n");
+    assert_eq!(r.text(), "third\n", "no Host");
+}

@@ -409,7 +409,9 @@ fn host_key(ctx: &mut Ctx, k: &Node) -> Option<(String, Option<u16>)> {
         }
     };
     let body = name.strip_prefix("*.").unwrap_or(&name);
+    // `*` alone: any name (h2o's catch-all, `*:port` for one port).
     let valid = name.starts_with('[')
+        || name == "*"
         || (!body.is_empty()
             && body
                 .bytes()
@@ -447,7 +449,19 @@ mod tests {
         assert_eq!(key("127.0.0.1:80"), some("127.0.0.1", Some(80)));
         assert_eq!(key("[::1]:80"), some("[::1]", Some(80)));
         assert_eq!(key("[::1]"), some("[::1]", None));
-        for bad in ["", "::1", "a:b:c", "a b", "[nope]:80", "x:99999", "[::1]80"] {
+        assert_eq!(key("*"), some("*", None));
+        assert_eq!(key("*:8080"), some("*", Some(8080)));
+        for bad in [
+            "",
+            "::1",
+            "a:b:c",
+            "a b",
+            "[nope]:80",
+            "x:99999",
+            "[::1]80",
+            "**",
+            "*a",
+        ] {
             assert_eq!(key(bad), (None, 1), "{bad}");
         }
     }
