@@ -151,9 +151,6 @@ impl FileHandler {
         if !matches!(req.method, Method::Get | Method::Head) {
             return Response::error(405).with_header("Allow", Bytes::from_static(b"GET, HEAD"));
         }
-        if self.conf.single_file {
-            return self.single_file(req);
-        }
         let rest = if self.prefix.is_empty() {
             Some(req.path())
         } else {
@@ -194,9 +191,30 @@ impl FileHandler {
     }
 }
 
+/// `file.file`: one file for every request of the path, whatever the path below the prefix
+/// (as h2o). A handler of its own, so `file.dir`'s answers pay no check for it.
+pub struct OneFile(pub FileHandler);
+
+impl Handler for OneFile {
+    fn answers_now(&self) -> bool {
+        true
+    }
+
+    fn handle(&self, req: &Request) -> Answer {
+        Answer::Now(self.0.single_file(req))
+    }
+
+    fn answer_repeats(&self, resp: &Response) -> bool {
+        self.0.answer_repeats(resp)
+    }
+}
+
 impl FileHandler {
-    /// `file.file`: the one file, whatever the path below the prefix (as h2o).
+    /// [`OneFile`]'s answer.
     fn single_file(&self, req: &Request) -> Response {
+        if !matches!(req.method, Method::Get | Method::Head) {
+            return Response::error(405).with_header("Allow", Bytes::from_static(b"GET, HEAD"));
+        }
         let mut cache = self.cache.borrow_mut();
         if let Some(entry) = cache.lookup(&self.base, Tick::now()) {
             return self.serve(req, entry);

@@ -397,6 +397,9 @@ fn build(
     match handler {
         HandlerConf::File(f) => {
             let file = file::FileHandler::new(f.clone(), cache.clone()).with_prefix(prefix);
+            if f.single_file {
+                return Box::new(file::OneFile(file));
+            }
             if f.custom_handlers.is_empty() {
                 return Box::new(file);
             }
