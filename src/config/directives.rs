@@ -90,7 +90,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("server-name", G),
     ("send-server-name", G),
     ("error-log", G),
-    ("error-log.emit-request-errors", G),
+    ("error-log.emit-request-errors", ALL),
     ("pid-file", G),
     ("tcp-fastopen", G),
     ("user", G),
@@ -139,6 +139,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http3-alt-svc", G),
     // Handlers.
     ("file.dir", P),
+    ("file.file", P),
     ("respond", P),
     ("redirect", P),
     ("proxy.reverse.url", P),
@@ -156,6 +157,10 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("file.dirlisting", ALL),
     ("file.send-compressed", ALL),
     ("file.custom-handler", ALL),
+    ("server-timing", ALL),
+    ("reproxy", ALL),
+    ("throttle-response", ALL),
+    ("max-delegations", ALL),
     // FastCGI (config/fastcgi.rs).
     ("fastcgi.connect", P),
     ("fastcgi.spawn", P),
@@ -407,11 +412,8 @@ fn levels_of_tuning(name: &str) -> Option<u8> {
 
 /// h2o directives that later work will implement; today they are an error naming them.
 const NOT_SUPPORTED_YET: &[&str] = &[
-    "max-delegations",
-    "reproxy",
     "setenv",
     "unsetenv",
-    "throttle-response",
     "mruby.handler",
     "mruby.handler-file",
     // h2o's proxy directives spate does not have yet. Named one by one (not `proxy.*`), so a

@@ -14,6 +14,8 @@ pub(super) struct FileOpts {
     etag: Option<bool>,
     dirlisting: Option<bool>,
     send_compressed: Option<bool>,
+    /// `file.send-compressed: gunzip`
+    gunzip: Option<bool>,
     /// `file.custom-handler`, outer levels first; a later one for an extension wins. Built
     /// with the path's `fastcgi.*` options once they are all read.
     pub custom_handlers: Vec<super::fastcgi::PendingCustom>,
@@ -56,28 +58,44 @@ impl FileOpts {
             "file.dirlisting" => set(&mut self.dirlisting, ctx.bool(name, v)),
             // `file.send-gzip` is h2o 1.x's name for it.
             "file.send-compressed" | "file.send-gzip" => {
-                set(&mut self.send_compressed, ctx.bool(name, v))
+                // h2o 2.2's `gunzip` is ON and more: a `.gz` without its original is
+                // decompressed for a client that does not take gzip.
+                if v.as_str().is_some_and(|s| s.eq_ignore_ascii_case("gunzip")) {
+                    self.send_compressed = Some(true);
+                    self.gunzip = Some(true);
+                } else if let Some(on) = v.as_bool() {
+                    self.send_compressed = Some(on);
+                    self.gunzip = Some(false);
+                } else {
+                    ctx.error(
+                        v.line,
+                        format!("{name} expects ON, OFF or gunzip, got {}", show(v)),
+                    );
+                }
             }
             _ => return false,
         }
         true
     }
 
-    /// The file handler of a path serving `dir`, with h2o's defaults for what is unset.
+    /// The file handler of a path serving `dir` (or the one file `dir` names, with
+    /// `single_file`), with h2o's defaults for what is unset.
     pub fn build(
         &self,
         ctx: &mut Ctx,
-        dir: PathBuf,
+        (dir, single_file): (PathBuf, bool),
         fastcgi: &super::fastcgi::FastcgiOpts,
     ) -> FileConf {
         let d = FileConf::default();
         FileConf {
             dir,
+            single_file,
             index: self.index.clone().unwrap_or(d.index),
             mime_types: self.mime_types.clone(),
             etag: self.etag.unwrap_or(d.etag),
             dirlisting: self.dirlisting.unwrap_or(d.dirlisting),
             send_compressed: self.send_compressed.unwrap_or(d.send_compressed),
+            gunzip: self.gunzip.unwrap_or(d.gunzip),
             custom_handlers: self
                 .custom_handlers
                 .iter()

@@ -32,6 +32,10 @@ pub(super) struct Scoped {
     access_log: Option<AccessLogConf>,
     compress: CompressOpts,
     edge: EdgeOpts,
+    server_timing: super::ServerTiming,
+    /// `error-log.emit-request-errors` of a host or path; the global one is the server's.
+    emit_request_errors: Option<bool>,
+    throttle_response: bool,
 }
 
 impl Scoped {
@@ -64,6 +68,21 @@ impl Scoped {
             "expires" => {
                 if let Some(e) = expires(ctx, v) {
                     self.expires = e;
+                }
+            }
+            "error-log.emit-request-errors" => {
+                if let Some(b) = ctx.bool(name, v) {
+                    self.emit_request_errors = Some(b);
+                }
+            }
+            "throttle-response" => {
+                if let Some(b) = ctx.bool(name, v) {
+                    self.throttle_response = b;
+                }
+            }
+            "server-timing" => {
+                if let Some(t) = super::server_timing::parse(ctx, v) {
+                    self.server_timing = t;
                 }
             }
             _ => return false,
@@ -146,6 +165,10 @@ fn host(
             continue;
         };
         for (pk, pv) in entries {
+            // h2o's `stash` holds YAML anchors to merge elsewhere, here as at every level.
+            if pk.as_str() == Some("stash") {
+                continue;
+            }
             let Some(prefix) = pk.as_str().filter(|p| p.starts_with('/')) else {
                 ctx.error(
                     pk.line,
@@ -182,7 +205,8 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
             continue;
         };
         let h = match name {
-            "file.dir" => ctx.path(name, val).map(Handler::File),
+            "file.dir" => ctx.path(name, val).map(|d| Handler::File(d, false)),
+            "file.file" => ctx.path(name, val).map(|f| Handler::File(f, true)),
             "respond" => respond::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Respond(r))),
             "redirect" => {
                 redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
@@ -229,7 +253,9 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
     let mut built = Vec::with_capacity(handlers.len());
     for (h, _, line) in handlers {
         built.push(match h {
-            Handler::File(dir) => HandlerConf::File(scoped.file.build(ctx, dir, &scoped.fastcgi)),
+            Handler::File(dir, one) => {
+                HandlerConf::File(scoped.file.build(ctx, (dir, one), &scoped.fastcgi))
+            }
             Handler::Proxy(backends) => {
                 HandlerConf::Proxy(scoped.proxy.build(ctx, line, backends)?)
             }
@@ -253,6 +279,9 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
         access_log: scoped.access_log,
         compress: scoped.compress.build(),
         edge: scoped.edge.build(ctx),
+        server_timing: scoped.server_timing,
+        emit_request_errors: scoped.emit_request_errors,
+        throttle_response: scoped.throttle_response,
         at: ctx.at(key.line),
     })
 }
@@ -327,8 +356,8 @@ fn expires(ctx: &mut Ctx, v: &Node) -> Option<Option<u64>> {
 // One per path while the configuration is read: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Handler {
-    /// `file.dir`: built once the path's `file.*` options are all read.
-    File(std::path::PathBuf),
+    /// `file.dir` (or `file.file`, true): built once the path's `file.*` options are all read.
+    File(std::path::PathBuf, bool),
     /// `proxy.reverse.url`: built once the path's `proxy.*` options are all read.
     Proxy(proxy::Backends),
     /// `fastcgi.connect` / `fastcgi.spawn`: built once the path's `fastcgi.*` options are read.
@@ -339,7 +368,7 @@ enum Handler {
 impl Handler {
     /// Whether the handler may pass a request on to the next one of its path.
     fn passes_on(&self) -> bool {
-        matches!(self, Handler::File(_))
+        matches!(self, Handler::File(..))
     }
 }
 
@@ -383,7 +412,9 @@ fn host_key(ctx: &mut Ctx, k: &Node) -> Option<(String, Option<u16>)> {
         }
     };
     let body = name.strip_prefix("*.").unwrap_or(&name);
+    // `*` alone: any name (h2o's catch-all, `*:port` for one port).
     let valid = name.starts_with('[')
+        || name == "*"
         || (!body.is_empty()
             && body
                 .bytes()
@@ -421,7 +452,19 @@ mod tests {
         assert_eq!(key("127.0.0.1:80"), some("127.0.0.1", Some(80)));
         assert_eq!(key("[::1]:80"), some("[::1]", Some(80)));
         assert_eq!(key("[::1]"), some("[::1]", None));
-        for bad in ["", "::1", "a:b:c", "a b", "[nope]:80", "x:99999", "[::1]80"] {
+        assert_eq!(key("*"), some("*", None));
+        assert_eq!(key("*:8080"), some("*", Some(8080)));
+        for bad in [
+            "",
+            "::1",
+            "a:b:c",
+            "a b",
+            "[nope]:80",
+            "x:99999",
+            "[::1]80",
+            "**",
+            "*a",
+        ] {
             assert_eq!(key(bad), (None, 1), "{bad}");
         }
     }

@@ -216,6 +216,13 @@ fn mapping(
         .collect();
     for (key, val) in ctx.known_keys("listen", &relevant, &allowed) {
         match key {
+            // h2o names a unix socket's file with `port` (spate's own key is `path`).
+            "port" if val.as_u64().is_none() && val.as_str().is_some_and(|s| s.contains('/')) => {
+                match ctx.path("listen.port", val) {
+                    Some(p) => path = Some((p, val.line)),
+                    None => ok = false,
+                }
+            }
             "port" => match ctx.int::<u16>("listen.port", val, 0) {
                 Some(p) => port = Some(p),
                 None => ok = false,

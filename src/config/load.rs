@@ -73,6 +73,8 @@ fn global(ctx: &mut Ctx, root: &Node) -> Config {
         match name {
             "hosts" => host_maps.push(v),
             "listen" => listeners.add(ctx, v, None),
+            // Global: the server's value; below, the hosts' and paths' own (`Scoped`).
+            "error-log.emit-request-errors" => server(ctx, name, v, &mut c),
             _ if scoped.apply(ctx, name, v) => {}
             _ if http::apply(ctx, name, v, &mut c) => {}
             _ if quic::apply(ctx, name, v, &mut c.http3) => {}

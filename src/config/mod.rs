@@ -231,6 +231,12 @@ pub struct PathConf {
     pub compress: Option<CompressConf>,
     /// `access`, `real-ip.*`, `basic-auth`: the checks before the handler; `None` when the path has none.
     pub edge: Option<EdgeConf>,
+    /// `server-timing` (default OFF)
+    pub server_timing: ServerTiming,
+    /// `error-log.emit-request-errors` set at the host or path level (`None`: the global one)
+    pub emit_request_errors: Option<bool>,
+    /// `throttle-response` (OFF): an answer's `X-Traffic: N` sends it at N bytes a second
+    pub throttle_response: bool,
     pub at: Location,
 }
 
@@ -293,8 +299,10 @@ impl HandlerConf {
 /// `file.*` directives.
 #[derive(Debug, Clone)]
 pub struct FileConf {
-    /// `file.dir`
+    /// `file.dir`, or with `single_file` the file of `file.file`
     pub dir: PathBuf,
+    /// `file.file`: every request of the path gets the file `dir` names
+    pub single_file: bool,
     /// `file.index` (default `index.html`, `index.htm`, `index.txt`)
     pub index: Vec<String>,
     /// `file.mime.*`
@@ -305,6 +313,9 @@ pub struct FileConf {
     pub dirlisting: bool,
     /// `file.send-compressed` (default OFF): serve `.br` / `.gz` siblings when accepted
     pub send_compressed: bool,
+    /// `file.send-compressed: gunzip`: a file found only as `.gz` is decompressed for a
+    /// client that does not take gzip
+    pub gunzip: bool,
     /// `file.custom-handler`: extensions whose files FastCGI answers.
     pub custom_handlers: Vec<CustomHandler>,
 }
@@ -444,6 +455,10 @@ pub struct ProxyConf {
     /// spate's `proxy.max-informational-responses` (16): the most interim (1xx) responses a
     /// backend may send before its final one; one more is a 502.
     pub max_informational: u32,
+    /// `reproxy` (OFF): a backend's `X-Reproxy-URL` answer is fetched and sent instead
+    pub reproxy: bool,
+    /// `max-delegations` (5): how many `X-Reproxy-URL`s one request may follow
+    pub max_delegations: u32,
 }
 
 /// h2o's `send-informational`: the clients that get interim (1xx) responses, a backend's or
@@ -563,6 +578,8 @@ impl ProxyConf {
             preserve_server_header: false,
             send_informational: SendInformational::ExceptH1,
             max_informational: ProxyConf::DEFAULT_MAX_INFORMATIONAL,
+            reproxy: false,
+            max_delegations: 5,
         }
     }
 
@@ -853,11 +870,13 @@ impl Default for FileConf {
     fn default() -> Self {
         FileConf {
             dir: PathBuf::new(),
+            single_file: false,
             index: vec!["index.html".into(), "index.htm".into(), "index.txt".into()],
             mime_types: MimeTypes::default(),
             etag: true,
             dirlisting: false,
             send_compressed: false,
+            gunzip: false,
             custom_handlers: Vec::new(),
         }
     }
@@ -948,6 +967,9 @@ impl Config {
                 access_log: None,
                 compress: None,
                 edge: None,
+                server_timing: ServerTiming::Off,
+                emit_request_errors: None,
+                throttle_response: false,
                 at: at.clone(),
             }],
             strict_match: false,
@@ -977,6 +999,7 @@ mod proxy;
 mod quic;
 mod redirect;
 mod respond;
+mod server_timing;
 mod tls;
 mod value;
 mod yaml;
@@ -989,7 +1012,9 @@ pub use edge::{
 };
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
+pub use proxy::parse_url as parse_upstream_url;
 pub use quic::{Http3, QuicConf};
+pub use server_timing::ServerTiming;
 pub use tls::{
     CacheStore, Identity, KeyPair, SessionResumption, StoreServer, TicketStore, TlsConf,
     TlsVersion, KX_GROUPS, TLS12_SUITES, TLS13_SUITES,

@@ -50,6 +50,8 @@ pub(super) struct ProxyOpts {
     http2_ratio: Option<u8>,
     http2_max_concurrent_streams: Option<u32>,
     http2_force_cleartext: Option<bool>,
+    reproxy: Option<bool>,
+    max_delegations: Option<u32>,
     /// `Some(None)`: `proxy.cache: OFF`.
     cache: Option<Option<super::CacheConf>>,
 }
@@ -69,6 +71,13 @@ impl ProxyOpts {
         }
         match name {
             "proxy.preserve-host" => set(&mut self.preserve_host, ctx.bool(name, v)),
+            "reproxy" => set(&mut self.reproxy, ctx.bool(name, v)),
+            "max-delegations" => {
+                let n = ctx
+                    .uint(name, v, 0)
+                    .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+                set(&mut self.max_delegations, n)
+            }
             "proxy.emit-x-forwarded-headers" => {
                 set(&mut self.emit_x_forwarded_headers, ctx.bool(name, v))
             }
@@ -260,6 +269,8 @@ impl ProxyOpts {
             preserve_server_header: ctx.preserve_server_header,
             send_informational: ctx.send_informational,
             max_informational: self.max_informational.unwrap_or(d.max_informational),
+            reproxy: self.reproxy.unwrap_or(d.reproxy),
+            max_delegations: self.max_delegations.unwrap_or(d.max_delegations),
             backends: d.backends,
         })
     }
@@ -508,7 +519,7 @@ const MAX_UNIX_PATH: usize = 107;
 
 /// Parses an upstream URL; the error is the whole message. A relative unix socket path is
 /// resolved against `base_dir`.
-pub(super) fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
+pub fn parse_url(url: &str, base_dir: &Path) -> Result<UpstreamUrl, String> {
     let bad = |what: String| Err(format!("proxy.reverse.url: {what}"));
     // The URL ends up in a request line and a Host field.
     if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {

@@ -21,6 +21,7 @@
 mod cache;
 mod conditional;
 mod encoding;
+mod gunzip;
 mod listing;
 mod multipart;
 mod path;
@@ -190,7 +191,37 @@ impl FileHandler {
     }
 }
 
+/// `file.file`: one file for every request of the path, whatever the path below the prefix
+/// (as h2o). A handler of its own, so `file.dir`'s answers pay no check for it.
+pub struct OneFile(pub FileHandler);
+
+impl Handler for OneFile {
+    fn answers_now(&self) -> bool {
+        true
+    }
+
+    fn handle(&self, req: &Request) -> Answer {
+        Answer::Now(self.0.single_file(req))
+    }
+
+    fn answer_repeats(&self, resp: &Response) -> bool {
+        self.0.answer_repeats(resp)
+    }
+}
+
 impl FileHandler {
+    /// [`OneFile`]'s answer.
+    fn single_file(&self, req: &Request) -> Response {
+        if !matches!(req.method, Method::Get | Method::Head) {
+            return Response::error(405).with_header("Allow", Bytes::from_static(b"GET, HEAD"));
+        }
+        let mut cache = self.cache.borrow_mut();
+        if let Some(entry) = cache.lookup(&self.base, Tick::now()) {
+            return self.serve(req, entry);
+        }
+        self.resolve(req, &self.base, false, &mut cache)
+    }
+
     /// Cache miss: open what `key` names and answer it.
     fn resolve(
         &self,
@@ -205,13 +236,59 @@ impl FileHandler {
                 let entry = cache.insert(key, entry);
                 self.serve(req, entry)
             }
+            // `file.file` naming a directory.
+            Ok(Opened::Dir) if self.conf.single_file => Response::error(403),
             Ok(Opened::Dir) if !dir_like => {
                 self.redirect_to_dir(req, &key[self.base.len().min(key.len())..])
             }
             Ok(Opened::Dir) => self.index(req, key, cache),
             Ok(Opened::Special) => Response::error(403),
+            Err(e) if !dir_like && self.conf.send_compressed && is_not_found(&e) => {
+                self.compressed_only(req, key, e)
+            }
             Err(e) => io_error(e, key),
         }
+    }
+
+    /// A file there only precompressed (`name.gz`, no `name`), as h2o answers it: the sibling
+    /// the client takes, else with `gunzip` the `.gz` decompressed as it is sent. Not cached:
+    /// sites keep their files uncompressed beside the compressed ones, or use `gunzip` to
+    /// save disk, not for speed.
+    fn compressed_only(&self, req: &Request, key: &[u8], missing: io::Error) -> Response {
+        let mut path = Vec::with_capacity(key.len() + 3);
+        for c in Coding::ALL {
+            let accepted = encoding::accepts(req.header_all(b"accept-encoding"), c);
+            let gunzip = c == Coding::Gzip && self.conf.gunzip;
+            if !accepted && !gunzip {
+                continue;
+            }
+            path.clear();
+            path.extend_from_slice(key);
+            path.extend_from_slice(c.suffix());
+            let Ok(Opened::File(mut rep)) = cache::open(&path) else {
+                continue;
+            };
+            rep.mark_coding(c);
+            let content_type = self.content_type(key);
+            let answer = self.respond(req, &mut rep, &content_type, Some(c), true);
+            if accepted || answer.status != 200 {
+                return answer;
+            }
+            // The client does not take gzip: the same fields but Content-Encoding (and the
+            // compressed file's ETag), the body decompressed.
+            let mut h = crate::http::recycle::header_list(3);
+            h.push((name(b"Content-Type"), content_type));
+            push_validators(&mut h, &rep, None, true);
+            return Response {
+                status: 200,
+                headers: h.into(),
+                body: Body::Stream(crate::http::StreamBody {
+                    len: None,
+                    stream: Box::new(gunzip::GunzipBody::new(rep.file.clone())),
+                }),
+            };
+        }
+        io_error(missing, key)
     }
 
     /// A directory request (`key` ends in `/`): the first index file, else a listing or 403.

@@ -12,26 +12,43 @@ pub struct HeaderRewriter {
     /// `expires`: `max-age=N`, merged into Cache-Control of a 200 answer before the commands
     /// run (so that they can still change it).
     max_age: Option<Bytes>,
+    /// `throttle-response: ON`: an answer's `X-Traffic` throttles its body, once the
+    /// commands (which may add the field) have run.
+    throttle: bool,
+    /// Nothing to do (no commands, no `expires`, no throttle), known when built: the one
+    /// check a request pays on a path without any of them.
+    empty: bool,
 }
 
 const CACHE_CONTROL: Bytes = Bytes::from_static(b"Cache-Control");
 
 impl HeaderRewriter {
     pub fn is_empty(&self) -> bool {
-        self.commands.is_empty() && self.max_age.is_none()
+        self.empty
+    }
+
+    /// With `throttle-response: ON`.
+    pub fn throttled(mut self, on: bool) -> HeaderRewriter {
+        self.throttle = on;
+        self.empty &= !on;
+        self
     }
 
     /// The commands of a path and its `expires` (seconds).
     pub fn with_expires(commands: &[HeaderCommand], expires: Option<u64>) -> HeaderRewriter {
+        let plain = HeaderRewriter::new(commands);
         HeaderRewriter {
             max_age: expires.map(|s| Bytes::from(format!("max-age={s}"))),
-            ..HeaderRewriter::new(commands)
+            empty: plain.empty && expires.is_none(),
+            ..plain
         }
     }
 
     pub fn new(commands: &[HeaderCommand]) -> HeaderRewriter {
         HeaderRewriter {
             max_age: None,
+            throttle: false,
+            empty: commands.is_empty(),
             commands: commands
                 .iter()
                 .map(|c| {
@@ -58,6 +75,9 @@ impl HeaderRewriter {
             append(&mut resp.headers, &CACHE_CONTROL, max_age, true);
         }
         self.apply_to(&mut resp.headers);
+        if self.throttle {
+            super::throttle::apply(resp);
+        }
     }
 
     /// Applies the commands to a list of header fields.

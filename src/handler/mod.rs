@@ -15,8 +15,11 @@ pub mod headers;
 pub mod limit;
 pub mod proxy;
 pub mod redirect;
+mod request_errors;
 pub mod respond;
+mod server_timing;
 pub mod status;
+mod throttle;
 
 use crate::config::{self, prefix_matches, HandlerConf};
 use crate::http::{Answer, Handler, Request, Response};
@@ -176,16 +179,24 @@ impl Router {
                         let mut route = PathRoute {
                             prefix: p.prefix.trim_end_matches('/').to_string(),
                             slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
-                            handler: with_auth_request(
-                                p,
-                                with_early_hints(
-                                    p,
-                                    build_handler(p, &cache, &pool, upstream_tls, &fcgi),
-                                    conf.send_informational,
+                            handler: server_timing::Timed::wrap(
+                                p.server_timing,
+                                request_errors::RequestErrors::wrap(
+                                    p.emit_request_errors,
+                                    conf.emit_request_errors,
+                                    with_auth_request(
+                                        p,
+                                        with_early_hints(
+                                            p,
+                                            build_handler(p, &cache, &pool, upstream_tls, &fcgi),
+                                            conf.send_informational,
+                                        ),
+                                        &pool,
+                                    ),
                                 ),
-                                &pool,
                             ),
-                            headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires),
+                            headers: headers::HeaderRewriter::with_expires(&p.headers, p.expires)
+                                .throttled(p.throttle_response),
                             error_docs: error_doc::ErrorDocs::new(&p.error_docs, h, |doc| {
                                 build_handler(doc, &cache, &pool, upstream_tls, &fcgi)
                             }),
@@ -194,7 +205,8 @@ impl Router {
                             in_lane: false,
                             access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
                         };
-                        route.in_lane = route.answers_in_lane();
+                        // A throttled body is a stream, which the lane does not send.
+                        route.in_lane = route.answers_in_lane() && !p.throttle_response;
                         route
                     })
                     .collect();
@@ -406,6 +418,9 @@ fn build(
     match handler {
         HandlerConf::File(f) => {
             let file = file::FileHandler::new(f.clone(), cache.clone()).with_prefix(prefix);
+            if f.single_file {
+                return Box::new(file::OneFile(file));
+            }
             if f.custom_handlers.is_empty() {
                 return Box::new(file);
             }

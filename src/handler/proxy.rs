@@ -6,6 +6,7 @@ mod cache;
 #[doc(hidden)]
 pub mod fuzzing;
 mod headers;
+mod reproxy;
 #[cfg(test)]
 mod tests;
 mod tunnel;
@@ -38,6 +39,8 @@ pub struct ProxyHandler {
     cache: Option<cache::Cache>,
     /// `send-informational`: which clients the backend's interim responses go on to.
     informational: Informational,
+    /// `reproxy: ON`: a backend's `X-Reproxy-URL` is followed.
+    reproxy: Option<Rc<reproxy::Reproxy>>,
 }
 
 /// `send-informational` as the handler applies it to a request's protocol.
@@ -137,6 +140,7 @@ impl ProxyHandler {
             tunnel_timeout: conf.tunnel.then_some(conf.tunnel_timeout),
             cache: conf.cache.as_deref().map(cache::Cache::new),
             informational: Informational::new(conf.send_informational),
+            reproxy: reproxy::Reproxy::new(conf),
         }
     }
 }
@@ -184,7 +188,25 @@ impl ProxyHandler {
     /// `req` to the backend; resolves to its response as the client gets it.
     fn forward(&self, req: &Request) -> Pending {
         let (up, client) = self.outgoing(req);
-        self.exchange(up, client)
+        let Some(r) = &self.reproxy else {
+            return self.exchange(up, client);
+        };
+        let method = req.method.clone();
+        let again = Client {
+            secure: client.secure,
+            authority: client.authority.clone(),
+            version: client.version,
+            target_for: None,
+        };
+        let first = self.exchange(up, client);
+        Box::pin(reproxy::follow(
+            first,
+            r.clone(),
+            self.pool.clone(),
+            self.conv.clone(),
+            method,
+            again,
+        ))
     }
 
     /// Sends `up` and resolves to the response converted for `client`.

@@ -210,9 +210,17 @@ hosts:
       /b:
         stash: 1
         file.dir: /srv/b
+  c:
+    paths:
+      stash: &c_site
+        file.dir: /srv/c
+      /c: *c_site
 ");
     assert_eq!(file(path(&c, 0, "/")).dir, PathBuf::from("/srv/site"));
     assert_eq!(file(path(&c, 0, "/b")).dir, PathBuf::from("/srv/b"));
+    // In a paths mapping too, as h2o's t/50reverse-proxy-informational.t writes it.
+    assert_eq!(c.hosts[1].paths.len(), 1);
+    assert_eq!(file(path(&c, 1, "/c")).dir, PathBuf::from("/srv/c"));
 }
 
 #[test]

@@ -379,7 +379,7 @@ pub(super) fn open(path: &[u8]) -> io::Result<Opened> {
 impl Representation {
     /// Tags a precompressed sibling's ETag with its coding: two siblings written in the same
     /// clock tick with the same size must still differ (`"...-2-br"`).
-    fn mark_coding(&mut self, c: Coding) {
+    pub(super) fn mark_coding(&mut self, c: Coding) {
         let tag = &self.etag[..self.etag.len().saturating_sub(1)];
         let mut marked = Vec::with_capacity(tag.len() + 6);
         marked.extend_from_slice(tag);
