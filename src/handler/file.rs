@@ -22,7 +22,7 @@ mod cache;
 mod conditional;
 mod encoding;
 mod listing;
-mod multipart;
+pub(super) mod multipart;
 mod path;
 pub(super) mod range;
 

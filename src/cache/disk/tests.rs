@@ -16,6 +16,7 @@ fn stored(body: &str, vary: &[(&str, Option<&str>)]) -> Stored {
         control: policy::response_control(&headers),
         headers,
         body: Bytes::copy_from_slice(body.as_bytes()),
+        trailers: Vec::new(),
         timing: Timing {
             request_time: 100,
             response_time: 101,
@@ -31,6 +32,7 @@ fn stored(body: &str, vary: &[(&str, Option<&str>)]) -> Stored {
                 )
             })
             .collect(),
+        live: Default::default(),
     }
 }
 
