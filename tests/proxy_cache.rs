@@ -1,7 +1,8 @@
 //! `proxy.cache` (issue 40) against a real backend: a small HTTP/1.1 origin in this file
 //! whose answers say how to cache them (its query: `cc=`, `etag=`, `vary=`, `len=`,
 //! `delay=`, `stall=`: that many ms after the first half of the body, `fail-after=`: 503 from
-//! the request after N on), and which counts the requests each path reached it with. Clients: raw
+//! the request after N on, `trailer=`: a chunked body with `X-Check` of that value as its
+//! trailer), and which counts the requests each path reached it with. Clients: raw
 //! HTTP/1.1 over TCP.
 
 mod common;
@@ -177,6 +178,26 @@ fn serve(mut conn: TcpStream, seen: Arc<Mutex<Seen>>) {
         } else {
             format!("{method} {path} #{n}\n").into_bytes()
         };
+        if let Some(t) = query(&target, "trailer") {
+            // Chunked, in two chunks, then the trailer.
+            let half = body.len() / 2;
+            let mut out = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Check\r\n{extra}\r\n"
+            )
+            .into_bytes();
+            if method != "HEAD" {
+                for part in [&body[..half], &body[half..]] {
+                    out.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+                    out.extend_from_slice(part);
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(format!("0\r\nX-Check: {t}\r\n\r\n").as_bytes());
+            }
+            if conn.write_all(&out).is_err() {
+                return;
+            }
+            continue;
+        }
         let mut out = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{extra}\r\n",
             body.len()
@@ -899,4 +920,293 @@ fn concurrent_revalidations_of_a_stale_entry_reach_the_backend_once() {
     assert_eq!(origin.count("/reval"), 2);
     assert!(origin.last("/reval").contains("If-None-Match"));
     assert!(collapsed >= 15, "{collapsed} answered after waiting");
+}
+
+#[test]
+fn ranges_of_a_stored_response_several_at_once_and_under_if_range() {
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    let path = "/r?cc=max-age%3D60&etag=v1&len=100";
+    let whole = get(&s, path);
+    assert_eq!(whole.body.len(), 100);
+    // Two ranges: multipart/byteranges from the stored body.
+    let multi = get_with(&s, path, "Range: bytes=0-9,20-29\r\n");
+    assert_eq!(multi.status, 206);
+    let ct = multi.header("content-type").unwrap_or_default().to_string();
+    let boundary = ct
+        .strip_prefix("multipart/byteranges; boundary=")
+        .expect("a multipart answer");
+    let text = multi.text();
+    assert!(text.starts_with(&format!("--{boundary}\r\n")), "{text}");
+    assert!(text.contains("Content-Range: bytes 0-9/100\r\n\r\nabcdefghij\r\n"));
+    assert!(text.contains("Content-Range: bytes 20-29/100\r\n\r\nuvwxyzabcd\r\n"));
+    assert!(text.ends_with(&format!("--{boundary}--\r\n")));
+    assert_eq!(status_of(&multi), "spate; hit");
+    // If-Range naming the stored ETag: the range; another tag or a weak one: the whole.
+    let named = get_with(&s, path, "Range: bytes=2-4\r\nIf-Range: \"v1\"\r\n");
+    assert_eq!((named.status, named.text().as_str()), (206, "cde"));
+    assert_eq!(named.header("content-range"), Some("bytes 2-4/100"));
+    for other in ["\"v2\"", "W/\"v1\""] {
+        let r = get_with(
+            &s,
+            path,
+            &format!("Range: bytes=2-4\r\nIf-Range: {other}\r\n"),
+        );
+        assert_eq!((r.status, r.body.len()), (200, 100), "{other}");
+        assert_eq!(status_of(&r), "spate; hit");
+    }
+    assert_eq!(origin.count("/r"), 1, "every answer from the store");
+}
+
+#[test]
+fn a_chunked_response_is_stored_with_its_trailers() {
+    use common::clients::{h2_fetch, H2Req};
+    let origin = Origin::start();
+    let s = spate(&origin, "ON");
+    let path = "/t?cc=max-age%3D60&len=3000&trailer=abc";
+    // Over HTTP/1.1: the miss, then the hit, each chunked with the trailer after the body.
+    for want in ["fwd=uri-miss", "spate; hit"] {
+        let mut c = s.connect();
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nTE: trailers\r\nConnection: close\r\n\r\n"
+        );
+        c.write_all(req.as_bytes()).expect("write");
+        let mut raw = Vec::new();
+        c.read_to_end(&mut raw).expect("read");
+        let text = String::from_utf8_lossy(&raw);
+        assert!(text.contains(want), "{text}");
+        assert!(
+            text.to_ascii_lowercase()
+                .contains("transfer-encoding: chunked"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("0\r\nX-Check: abc\r\n\r\n")
+                || text.ends_with("0\r\nx-check: abc\r\n\r\n"),
+            "{text}"
+        );
+        let body_start = find(&raw, b"\r\n\r\n").expect("a head") + 4;
+        let body: Vec<u8> = dechunk(&raw[body_start..]);
+        assert_eq!(body.len(), 3000);
+    }
+    // Over HTTP/2 (its own key: the client names the authority by address): the body, then
+    // the trailers as HEADERS, on the miss and on the hit.
+    for want in ["fwd=uri-miss", "spate; hit"] {
+        let r = h2_fetch(s.addr, H2Req::get(path));
+        assert_eq!((r.status, r.body.len()), (200, 3000));
+        assert!(r.header("cache-status").unwrap_or_default().contains(want));
+        let trailers = r.trailers.expect("trailers");
+        assert_eq!(
+            trailers.get("x-check").and_then(|v| v.to_str().ok()),
+            Some("abc")
+        );
+    }
+    assert_eq!(origin.count("/t"), 2);
+}
+
+/// A chunked body's data (`raw` from the first chunk size on).
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line = find(raw, b"\r\n").expect("a chunk size");
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..line]).expect("hex"), 16)
+            .expect("a size");
+        raw = &raw[line + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = &raw[size + 2..];
+    }
+}
+
+#[test]
+fn a_purge_from_elsewhere_needs_the_secret() {
+    let origin = Origin::start();
+    // The peer is taken from X-Forwarded-For (trusted from the loopback), so a request can
+    // come from another host.
+    let s = Spate::start(&format!(
+        "
+listen: 0
+num-threads: 1
+hosts:
+  default:
+    paths:
+      /metrics:
+        metrics: ON
+      /:
+        real-ip.from: [127.0.0.1, \"::1\"]
+        proxy.reverse.url: http://{}/
+        proxy.cache: {{purge-secret: 0123456789abcdef-xyz}}
+",
+        origin.addr
+    ));
+    let path = "/s/a?cc=max-age%3D60";
+    get(&s, path);
+    assert_eq!(status_of(&get(&s, path)), "spate; hit");
+    let purge = |from: &str, secret: &str| {
+        send(
+            &s,
+            &format!(
+                "PURGE /s/* HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: {from}\r\n{secret}\r\n"
+            ),
+        )
+    };
+    // Another host without the secret, or with a wrong one: refused, nothing dropped.
+    assert_eq!(purge("203.0.113.7", "").status, 403);
+    assert_eq!(
+        purge("203.0.113.7", "Purge-Secret: 0123456789abcdef-xyZ\r\n").status,
+        403
+    );
+    assert_eq!(status_of(&get(&s, path)), "spate; hit");
+    // With it: purged, and counted.
+    let ok = purge("203.0.113.7", "Purge-Secret: 0123456789abcdef-xyz\r\n");
+    assert_eq!((ok.status, ok.text().as_str()), (200, "purged 1\n"));
+    assert!(status_of(&get(&s, path)).contains("fwd=uri-miss"));
+    // The machine itself needs no secret.
+    assert_eq!(purge("127.0.0.1", "").status, 200);
+    let metrics = get(&s, "/metrics").text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("spate_cache_purged_total{") && l.ends_with(" 2")),
+        "{metrics}"
+    );
+    assert_eq!(origin.count("/s/a"), 2);
+}
+
+#[test]
+fn a_short_purge_secret_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("spate.yaml");
+    std::fs::write(
+        &conf,
+        "listen: 0\nhosts:\n  default:\n    paths:\n      /:\n        proxy.reverse.url: http://127.0.0.1:1/\n        proxy.cache: {purge-secret: short}\n",
+    )
+    .expect("write");
+    let out = std::process::Command::new(BIN)
+        .arg("-t")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .expect("spate -t");
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("spate.yaml:7"), "{text}");
+    assert!(text.contains("purge-secret expects at least 16"), "{text}");
+}
+
+/// `n` GETs for `path` on `raw`'s connection in one write, as streams from `id` on (as a
+/// multiplexing client sends them): each answer's Cache-Status and body length (flow-control
+/// credit returned for each DATA frame).
+fn h2_gets(
+    raw: &mut common::h2raw::Raw,
+    dec: &mut spate::proto::h2::hpack::Decoder,
+    id: u32,
+    n: u32,
+    path: &str,
+) -> Vec<(String, usize)> {
+    use spate::proto::h2::frame::{self, flag, kind};
+    let mut out = Vec::new();
+    for k in 0..n {
+        raw.get(id + 2 * k, path, true, &mut out);
+    }
+    assert!(raw.send(&out));
+    let mut got = vec![(String::new(), 0); n as usize];
+    let mut ended = 0;
+    while ended < n {
+        let (h, payload) = raw.frame().expect("a frame");
+        let k = (h.stream.wrapping_sub(id) / 2) as usize;
+        let ours = h.stream >= id && k < got.len();
+        let mut reply = Vec::new();
+        match h.kind {
+            kind::SETTINGS if h.flags & flag::ACK == 0 => {
+                frame::put_head(&mut reply, 0, kind::SETTINGS, flag::ACK, 0);
+            }
+            kind::HEADERS if ours => {
+                let mut buf = bytes::BytesMut::new();
+                let mut fields = Vec::new();
+                dec.decode(&payload, &mut buf, |f| fields.push(f))
+                    .expect("HPACK");
+                for f in fields {
+                    if &buf[f.name.clone()] == b"cache-status" {
+                        got[k].0 = String::from_utf8_lossy(&buf[f.value]).into_owned();
+                    }
+                }
+            }
+            kind::DATA if ours => {
+                got[k].1 += payload.len();
+                if !payload.is_empty() {
+                    frame::put_window_update(&mut reply, 0, payload.len() as u32);
+                }
+            }
+            kind::RST_STREAM | kind::GOAWAY => panic!("{h:?} {payload:?}"),
+            _ => {}
+        }
+        if !reply.is_empty() {
+            assert!(raw.send(&reply));
+        }
+        if ours && h.flags & flag::END_STREAM != 0 {
+            ended += 1;
+        }
+    }
+    got
+}
+
+#[test]
+fn a_connection_never_gives_a_hit_again_once_its_entry_is_gone() {
+    // An HTTP/2 connection keeps the answer to a request that repeats and gives it again
+    // while its entry is the store's: a purge or a newer response ends that at once.
+    let origin = Origin::start();
+    let s = spate(&origin, "{purge: ON}");
+    let path = "/m?cc=max-age%3D60&len=4000";
+    let mut raw = common::h2raw::Raw::connect(&s, &[]);
+    let mut dec = spate::proto::h2::hpack::Decoder::new(4096, 1 << 20);
+    let mut id = 1;
+    let mut ask = |raw: &mut common::h2raw::Raw, n: u32| {
+        let got = h2_gets(raw, &mut dec, id, n, path);
+        id += 2 * n;
+        got
+    };
+    let hit = ("spate; hit".to_string(), 4000);
+    assert!(ask(&mut raw, 1)[0].0.contains("fwd=uri-miss"));
+    // Rounds as the HTTP/2 memo tests warm it: two alone, then three at a time.
+    let mut answered = 0;
+    for n in [1, 1, 3, 3, 3] {
+        assert!(ask(&mut raw, n).iter().all(|g| *g == hit));
+        answered += n as u64;
+    }
+    // The memo gave some of them: the store counts only those it was asked for.
+    let hits = get(&s, "/metrics")
+        .text()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("spate_cache_hits_total{")
+                .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        })
+        .expect("the hits counter");
+    assert!(
+        hits < answered,
+        "{hits} of {answered} hits asked of the store"
+    );
+    let purged = send(
+        &s,
+        &format!("PURGE {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+    );
+    assert_eq!(purged.status, 200);
+    let after = ask(&mut raw, 1);
+    assert!(after[0].0.contains("fwd=uri-miss"), "{after:?}");
+    assert_eq!(origin.count("/m"), 2);
+    for n in [1, 1, 3, 3, 3] {
+        assert!(ask(&mut raw, n).iter().all(|g| *g == hit));
+    }
+    // Replaced by a newer response (an unsafe method's success drops it, §4.4).
+    let post = send(
+        &s,
+        &format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"),
+    );
+    assert_eq!(post.status, 200);
+    assert!(ask(&mut raw, 1)[0].0.contains("fwd=uri-miss"));
+    assert_eq!(origin.count("/m"), 4);
 }

@@ -500,6 +500,13 @@ fn encode_head(key: &[u8], s: &Stored) -> Vec<u8> {
         put_bytes(&mut out, n);
         put_bytes(&mut out, v);
     }
+    if !s.trailers.is_empty() {
+        out.extend_from_slice(&(s.trailers.len() as u32).to_le_bytes());
+        for (n, v) in &s.trailers {
+            put_bytes(&mut out, n);
+            put_bytes(&mut out, v);
+        }
+    }
     out
 }
 
@@ -579,6 +586,15 @@ fn decode_head(head: Bytes) -> Option<Head> {
     for _ in 0..n {
         headers.push((c.bytes()?, c.bytes()?));
     }
+    // Trailers, when the response had any (files without them end here).
+    let mut trailers = Vec::new();
+    if c.at != c.b.len() {
+        let n = c.count(8)?;
+        trailers.reserve(n);
+        for _ in 0..n {
+            trailers.push((c.bytes()?, c.bytes()?));
+        }
+    }
     if c.at != c.b.len() {
         return None;
     }
@@ -589,10 +605,12 @@ fn decode_head(head: Bytes) -> Option<Head> {
             status,
             headers,
             body: Bytes::new(),
+            trailers,
             timing,
             control,
             lifetime,
             vary,
+            live: Default::default(),
         },
     })
 }

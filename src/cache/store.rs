@@ -89,6 +89,10 @@ pub struct Counts {
     pub revalidated: AtomicU64,
     /// Misses that waited for another request's fetch of the key.
     pub collapsed: AtomicU64,
+    /// Stale entries answered (stale-while-revalidate, stale-if-error).
+    pub stale: AtomicU64,
+    /// Variants dropped by PURGE requests.
+    pub purged: AtomicU64,
     pub stored: AtomicU64,
     pub evicted: AtomicU64,
     /// Bytes of the responses stored and evicted.
@@ -174,7 +178,10 @@ impl Store {
             return found;
         };
         let stored = Arc::new(stored);
-        self.put(Bytes::copy_from_slice(key), stored.clone(), false);
+        if !self.put(Bytes::copy_from_slice(key), stored.clone(), false) {
+            // Not in memory: nothing would tell a memo of it that the file went.
+            stored.live.end();
+        }
         Found::Hit(stored)
     }
 
@@ -228,6 +235,7 @@ impl Store {
             .position(|v| v.stored.vary == stored.vary)
         {
             let old = slot.variants.swap_remove(i);
+            old.stored.live.end();
             inner.bytes -= old.stored.size();
             inner.lru.remove(&old.tick);
         }
@@ -277,6 +285,7 @@ impl Store {
         let mut freed = 0;
         if let Some(i) = slot.variants.iter().position(|v| v.tick == tick) {
             let old = slot.variants.swap_remove(i);
+            old.stored.live.end();
             freed = old.stored.size();
             inner.bytes -= freed;
         }
@@ -314,6 +323,7 @@ impl Store {
         };
         let n = slot.variants.len();
         for v in slot.variants.drain(..) {
+            v.stored.live.end();
             inner.bytes -= v.stored.size();
             inner.lru.remove(&v.tick);
         }
@@ -509,6 +519,7 @@ mod tests {
             status: 200,
             headers: Vec::new(),
             body: Bytes::from(vec![b'x'; body]),
+            trailers: Vec::new(),
             timing: Timing {
                 request_time: 0,
                 response_time: 0,
@@ -525,6 +536,7 @@ mod tests {
                     )
                 })
                 .collect(),
+            live: Default::default(),
         }
     }
 

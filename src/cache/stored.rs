@@ -4,6 +4,7 @@
 use super::control::ResponseControl;
 use super::policy::Timing;
 use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The request's values of the fields a response varies on, names lowercase.
 pub type Vary = Vec<(Bytes, Option<Bytes>)>;
@@ -24,11 +25,44 @@ pub struct Stored {
     /// As the client gets them, without `Age` (computed at each use).
     pub headers: Vec<(Bytes, Bytes)>,
     pub body: Bytes,
+    /// The fields after the body (chunked trailers, HTTP/2 trailing HEADERS), given again
+    /// after it.
+    pub trailers: Vec<(Bytes, Bytes)>,
     pub timing: Timing,
     pub control: ResponseControl,
     pub lifetime: u64,
     /// The request's values of the fields the response varies on, names lowercase.
     pub vary: Vary,
+    /// Whether it is still the memory store's: answers made from it may repeat while it is.
+    pub live: Live,
+}
+
+/// Whether a stored response is still the store's: cleared when it is replaced, evicted
+/// or invalidated, so that a connection's memo of an answer made from it lets go.
+#[derive(Debug)]
+pub struct Live(AtomicBool);
+
+impl Default for Live {
+    fn default() -> Live {
+        Live(AtomicBool::new(true))
+    }
+}
+
+impl Live {
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub fn end(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl crate::http::repeat::Leased for Stored {
+    #[inline]
+    fn live(&self) -> bool {
+        self.live.get()
+    }
 }
 
 impl Stored {
@@ -38,6 +72,7 @@ impl Stored {
             status: 0,
             headers: Vec::new(),
             body: Bytes::new(),
+            trailers: Vec::new(),
             timing: Timing {
                 request_time: 0,
                 response_time: 0,
@@ -46,6 +81,7 @@ impl Stored {
             control: ResponseControl::default(),
             lifetime: 0,
             vary: Vec::new(),
+            live: Live::default(),
         }
     }
 
@@ -55,6 +91,11 @@ impl Stored {
             + self.body.len()
             + self
                 .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len() + 16)
+                .sum::<usize>()
+            + self
+                .trailers
                 .iter()
                 .map(|(n, v)| n.len() + v.len() + 16)
                 .sum::<usize>()

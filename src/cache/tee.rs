@@ -106,8 +106,14 @@ impl BodyStream for Tee {
                     }
                 }
             }
-            // Trailers are not kept: the stored body is answered whole without them.
-            Some(Ok(Frame::Trailers(_))) | None => {
+            // The trailers are kept with the body, and given after it.
+            Some(Ok(Frame::Trailers(t))) => {
+                if let Some(mut f) = self.filling.take() {
+                    f.head.trailers = t.clone();
+                    f.finish();
+                }
+            }
+            None => {
                 if let Some(f) = self.filling.take() {
                     f.finish();
                 }

@@ -25,6 +25,9 @@ pub struct CacheConf {
     /// `purge` (OFF): a `PURGE` request from the machine itself (a loopback address) drops
     /// the stored responses of its URL, or of every URL it prefixes when it ends with `*`.
     pub purge: bool,
+    /// `purge-secret` (none): a `PURGE` from any address is accepted when it carries this
+    /// value in `Purge-Secret` (and implies `purge: ON`).
+    pub purge_secret: Option<String>,
     /// `disk` (none): the store on disk behind the memory one.
     pub disk: Option<DiskConf>,
     /// Where the directive is: the store is the process's one for this place, so a reload
@@ -60,6 +63,7 @@ pub(super) fn parse(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<CacheC
         max_object_size: CacheConf::DEFAULT_MAX_OBJECT_SIZE,
         lock_timeout: CacheConf::DEFAULT_LOCK_TIMEOUT,
         purge: false,
+        purge_secret: None,
         disk: None,
         at: ctx.at(v.line),
     };
@@ -71,16 +75,27 @@ pub(super) fn parse(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<CacheC
     for (key, val) in ctx.known_keys(
         name,
         entries,
-        &["memory", "max-object-size", "lock-timeout", "purge", "disk"],
+        &[
+            "memory",
+            "max-object-size",
+            "lock-timeout",
+            "purge",
+            "purge-secret",
+            "disk",
+        ],
     ) {
         let full = format!("{name}.{key}");
         match key {
             "memory" => conf.memory = size(ctx, &full, val)?,
             "max-object-size" => conf.max_object_size = size(ctx, &full, val)?,
             "purge" => conf.purge = ctx.bool(&full, val)?,
+            "purge-secret" => conf.purge_secret = Some(secret(ctx, &full, val)?),
             "disk" => conf.disk = Some(disk(ctx, &full, val)?),
             _ => conf.lock_timeout = Duration::from_millis(ctx.uint(&full, val, 1)?),
         }
+    }
+    if conf.purge_secret.is_some() {
+        conf.purge = true;
     }
     if conf.max_object_size > conf.memory {
         ctx.error(
@@ -105,6 +120,26 @@ pub(super) fn parse(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Option<CacheC
         );
     }
     (ctx.errors.len() == before).then_some(Some(conf))
+}
+
+/// The shortest `purge-secret`: a shorter one could be guessed.
+const SECRET_MIN: usize = 16;
+
+/// `purge-secret`: a string of at least [`SECRET_MIN`] visible characters (it is compared
+/// with a field value).
+fn secret(ctx: &mut Ctx, name: &str, v: &Node) -> Option<String> {
+    let s = ctx.string(name, v)?;
+    if s.len() < SECRET_MIN || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        ctx.error(
+            v.line,
+            format!(
+                "{name} expects at least {SECRET_MIN} visible ASCII characters (no spaces), got {} characters",
+                s.chars().count()
+            ),
+        );
+        return None;
+    }
+    Some(s)
 }
 
 /// `disk: {path: DIR, max-size: SIZE}`.

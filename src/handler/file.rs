@@ -23,7 +23,7 @@ mod conditional;
 mod encoding;
 mod gunzip;
 mod listing;
-mod multipart;
+pub(super) mod multipart;
 mod path;
 pub(super) mod range;
 

@@ -14,7 +14,7 @@ mod websocket;
 
 use crate::config::{ProxyConf, SendInformational};
 use crate::handler::headers::HeaderRewriter;
-use crate::http::{Answer, Handler, Pending, Request, Version};
+use crate::http::{Answer, Handler, Pending, Request, Response, Version};
 use crate::tls::client::TlsClient;
 use crate::upstream::{self, Backend, Board, Group, Pool, TargetFor, UpstreamRequest};
 use bytes::Bytes;
@@ -162,6 +162,12 @@ impl Handler for ProxyHandler {
 
     fn tunnels(&self) -> bool {
         self.tunnel_timeout.is_some()
+    }
+
+    /// A fresh hit answered whole from the store, while its entry is the store's and the
+    /// second its `Age` was counted in lasts (the lease `through_cache` offered with it).
+    fn answer_repeats(&self, resp: &Response) -> bool {
+        self.cache.is_some() && crate::http::repeat::offered(&resp.body)
     }
 }
 

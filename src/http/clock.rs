@@ -135,6 +135,16 @@ pub fn wall_second() -> u64 {
     u64::try_from(ts.tv_sec).unwrap_or(0)
 }
 
+/// [`wall_second`], and when (on [`coarse_ns`]) that second ends: what is counted in whole
+/// seconds of it holds until then.
+#[inline]
+pub fn wall_second_and_end() -> (u64, u64) {
+    let wall = read_clock(libc::CLOCK_REALTIME_COARSE);
+    let second = u64::try_from(wall.tv_sec).unwrap_or(0);
+    let left = 1_000_000_000u64.saturating_sub(u64::try_from(wall.tv_nsec).unwrap_or(0));
+    (second, coarse_ns().saturating_add(left))
+}
+
 /// The coarse monotonic clock in nanoseconds: the open-file cache's clock (the kernel's tick,
 /// read without the time-stamp counter).
 #[inline]

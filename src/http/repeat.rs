@@ -39,10 +39,18 @@
 //! - `proto/h3/qpack/section_memo.rs` (`SectionMemo`): keys on the status and every field's
 //!   bytes (the Date among them, so a new second is a miss); stores the encoded section.
 //!   Never expires, for the same reason.
+//!
+//! An answer made from an entry of a shared store (the proxy cache's fresh hit) also holds
+//! only while its [`Lease`] does: the entry is still the store's, and the wall second its
+//! `Age` was counted in has not ended. Its handler offers the lease with the answer
+//! ([`offer`]); [`Repeatable::of`] takes it for the body it was offered with.
 
 use super::clock::Coarse;
 use super::{Body, OpenFile, Response};
+use bytes::Bytes;
+use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// What makes a kept answer the answer again: the file its body came from, if any, and the
 /// Date second its bytes say.
@@ -50,7 +58,73 @@ use std::rc::Rc;
 pub struct Repeatable {
     /// The open-file cache's entry the body was made from; none for bytes.
     file: Option<Rc<OpenFile>>,
+    /// The shared store's entry the answer was made from, if any.
+    lease: Option<Lease>,
     dated: Dated,
+}
+
+/// What an entry of a store shared by the workers says of itself (the proxy cache's
+/// stored response).
+pub trait Leased: Send + Sync {
+    /// Whether it is still the store's: false once replaced, dropped or purged.
+    fn live(&self) -> bool;
+}
+
+/// An answer made from a store's entry holds while the entry is live and until `until_ns`
+/// (on [`super::clock::coarse_ns`]): the end of the second its age was counted in.
+#[derive(Clone)]
+pub struct Lease {
+    pub entry: Arc<dyn Leased>,
+    pub until_ns: u64,
+    /// The body the answer was made with (its address and length), to know it again.
+    body: (usize, usize),
+}
+
+impl Lease {
+    #[inline]
+    fn holds_at(&self, coarse_ns: u64) -> bool {
+        coarse_ns < self.until_ns && self.entry.live()
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("until_ns", &self.until_ns)
+            .finish()
+    }
+}
+
+thread_local! {
+    /// The lease offered with the last answer made from a store's entry on this worker.
+    static OFFERED: RefCell<Option<Lease>> = const { RefCell::new(None) };
+}
+
+/// Offers `entry`'s lease for an answer whose body is `body`, until `until_ns`: the
+/// answer may then repeat ([`offered`]) while the lease holds.
+#[inline]
+pub fn offer(body: &Bytes, entry: Arc<dyn Leased>, until_ns: u64) {
+    let lease = Lease {
+        entry,
+        until_ns,
+        body: (body.as_ptr() as usize, body.len()),
+    };
+    OFFERED.with_borrow_mut(|o| *o = Some(lease));
+}
+
+/// Whether a lease was offered for `body` (an answer just made with it).
+pub fn offered(body: &Body) -> bool {
+    lease_for(body).is_some()
+}
+
+/// The lease offered for `body`, if any: an answer's body of bytes is known by its address
+/// and length, which no other live answer's bytes share but one made from the same entry.
+fn lease_for(body: &Body) -> Option<Lease> {
+    let Body::Bytes(b) = body else {
+        return None;
+    };
+    let id = (b.as_ptr() as usize, b.len());
+    OFFERED.with_borrow(|o| o.as_ref().filter(|l| l.body == id).cloned())
 }
 
 /// What [`Repeatable::at`] says of a kept answer at a time.
@@ -79,13 +153,15 @@ impl Repeatable {
     /// is not kept whole (in parts or streamed).
     #[inline]
     pub fn of(body: &Body) -> Option<Repeatable> {
-        let file = match body {
-            Body::Empty | Body::Bytes(_) => None,
-            Body::File(f) => Some(f.file.clone()),
+        let (file, lease) = match body {
+            Body::Empty => (None, None),
+            Body::Bytes(_) => (None, lease_for(body)),
+            Body::File(f) => (Some(f.file.clone()), None),
             Body::Parts(_) | Body::Stream(_) => return None,
         };
         Some(Repeatable {
             file,
+            lease,
             dated: Dated::UNKNOWN,
         })
     }
@@ -108,6 +184,7 @@ impl Repeatable {
     #[inline]
     pub fn holds_at(&self, coarse_ns: u64) -> bool {
         self.file.as_ref().is_none_or(|f| f.reusable_at(coarse_ns))
+            && self.lease.as_ref().is_none_or(|l| l.holds_at(coarse_ns))
     }
 
     /// The kept bytes now say `second` (after [`Reuse::Redate`]).
@@ -242,6 +319,39 @@ mod tests {
         let resp = Response::new(200);
         assert!(Repeatable::answer(&resp, false).is_none());
         assert!(Repeatable::answer(&resp, true).is_some());
+    }
+
+    struct Entry(std::sync::atomic::AtomicBool);
+
+    impl Leased for Entry {
+        fn live(&self) -> bool {
+            self.0.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn an_answer_from_a_store_holds_while_its_lease_does() {
+        let body = Bytes::from(vec![b'x'; 64]);
+        let entry = Arc::new(Entry(std::sync::atomic::AtomicBool::new(true)));
+        // Not offered: bytes alone always hold.
+        assert!(!offered(&Body::Bytes(body.clone())));
+        offer(&body, entry.clone(), 1_000);
+        assert!(offered(&Body::Bytes(body.clone())));
+        // Other bytes (another answer's, or a copy) are not the lease's.
+        assert!(!offered(&Body::Bytes(Bytes::from(vec![b'x'; 64]))));
+        assert!(!offered(&Body::Bytes(body.slice(1..))));
+        let r = dated(&Body::Bytes(body.clone()), SECOND);
+        assert_eq!(r.at(at(999, SECOND)), Reuse::AsKept);
+        // The second its age was counted in ended.
+        assert_eq!(r.at(at(1_000, SECOND + 1)), Reuse::Stale);
+        assert!(!r.holds_at(1_000));
+        // The entry was replaced, evicted or purged.
+        entry.0.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert!(!r.holds_at(0));
+        assert_eq!(r.at(at(0, SECOND)), Reuse::Stale);
+        // A body the lease was not offered for holds as bytes do.
+        let other = dated(&Body::Bytes(Bytes::from_static(b"42")), SECOND);
+        assert!(other.holds_at(u64::MAX));
     }
 
     #[test]

@@ -16,6 +16,7 @@ fn stored(body: &str, vary: &[(&str, Option<&str>)]) -> Stored {
         control: policy::response_control(&headers),
         headers,
         body: Bytes::copy_from_slice(body.as_bytes()),
+        trailers: Vec::new(),
         timing: Timing {
             request_time: 100,
             response_time: 101,
@@ -31,6 +32,7 @@ fn stored(body: &str, vary: &[(&str, Option<&str>)]) -> Stored {
                 )
             })
             .collect(),
+        live: Default::default(),
     }
 }
 
@@ -162,4 +164,32 @@ fn heads_of_any_bytes_decode_or_fail_without_panicking() {
     let mut huge = head.to_vec();
     huge[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
     assert!(decode_head(Bytes::from(huge)).is_none());
+}
+
+#[test]
+fn trailers_are_kept_on_disk_with_their_response() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = Bytes::from_static(b"http://h/t");
+    {
+        let disk = Disk::open(dir.path(), 1 << 20).expect("open");
+        let mut s = stored("chunked", &[]);
+        s.trailers = vec![(Bytes::from_static(b"x-check"), Bytes::from_static(b"abc"))];
+        assert!(disk.write(&key, &s));
+        // One without trailers beside it: its file ends after its fields, as before.
+        assert!(disk.write(
+            &Bytes::from_static(b"http://h/plain"),
+            &stored("plain", &[])
+        ));
+    }
+    let disk = Disk::open(dir.path(), 1 << 20).expect("reopen");
+    let s = disk.read(&key, &none).expect("stored");
+    assert_eq!(&s.body[..], b"chunked");
+    assert_eq!(
+        s.trailers,
+        vec![(Bytes::from_static(b"x-check"), Bytes::from_static(b"abc"))]
+    );
+    let plain = disk
+        .read(&Bytes::from_static(b"http://h/plain"), &none)
+        .expect("stored");
+    assert!(plain.trailers.is_empty());
 }

@@ -9,8 +9,11 @@ use crate::cache::policy::{self, Timing, Use};
 use crate::cache::store::{vary_names, vary_value, Counts};
 use crate::cache::{self, Filling, Found, Leader, RequestControl, Role, Store, Stored};
 use crate::config::CacheConf;
+use crate::handler::file::multipart;
 use crate::handler::file::range::{self, Ranges};
-use crate::http::{Answer, Body, Method, Request, Response};
+use crate::http::body::Next;
+use crate::http::response::BodyPart;
+use crate::http::{Answer, Body, BodyStream, Frame, Method, Request, Response, StreamBody};
 use crate::upstream::UpstreamRequest;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -29,6 +32,8 @@ pub(super) struct Cache {
     store: Arc<Store>,
     lock_timeout: Duration,
     purge: bool,
+    /// `purge-secret`: a PURGE from elsewhere than the machine itself must carry it.
+    purge_secret: Option<Bytes>,
 }
 
 impl Cache {
@@ -43,6 +48,7 @@ impl Cache {
             ),
             lock_timeout: conf.lock_timeout,
             purge: conf.purge,
+            purge_secret: conf.purge_secret.clone().map(Bytes::from),
         }
     }
 }
@@ -68,8 +74,9 @@ struct Validators {
     /// Also If-Match, If-Unmodified-Since, If-Range or Range: the request is passed on as
     /// it is rather than revalidated with our validators.
     other: bool,
-    /// `Range`, without `If-Range`: answered from a stored whole response.
+    /// `Range`: answered from a stored whole response, when `If-Range` (if any) matches it.
     range: Option<Bytes>,
+    if_range: Option<Bytes>,
 }
 
 impl Validators {
@@ -87,10 +94,8 @@ impl Validators {
             other: ["if-match", "if-unmodified-since", "if-range", "range"]
                 .iter()
                 .any(|n| req.header(n.as_bytes()).is_some()),
-            range: req
-                .header(b"range")
-                .filter(|_| req.header(b"if-range").is_none())
-                .map(Bytes::copy_from_slice),
+            range: req.header(b"range").map(Bytes::copy_from_slice),
+            if_range: req.header(b"if-range").map(Bytes::copy_from_slice),
         }
     }
 
@@ -121,7 +126,36 @@ impl Validators {
             .and_then(|v| policy::http_date(v))
             .is_some_and(|m| m <= since)
     }
+
+    /// The ranges asked of the stored response, when they apply to it: without `If-Range`,
+    /// or with one that names it (RFC 9110 §13.1.5: its strong `ETag`, or its
+    /// `Last-Modified` exactly, and only when that is at least a second before its `Date`,
+    /// a strong validator).
+    fn ranges_of(&self, s: &Stored) -> Option<&Bytes> {
+        let range = self.range.as_ref()?;
+        let Some(cond) = &self.if_range else {
+            return Some(range);
+        };
+        let cond = cond.trim_ascii();
+        let holds = if cond.starts_with(b"\"") || cond.starts_with(b"W/") {
+            policy::field(&s.headers, b"etag")
+                .is_some_and(|e| !cond.starts_with(b"W/") && !e.starts_with(b"W/") && e == cond)
+        } else {
+            let modified =
+                policy::field(&s.headers, b"last-modified").and_then(|v| policy::http_date(v));
+            let date = policy::field(&s.headers, b"date").and_then(|v| policy::http_date(v));
+            match (policy::http_date(cond), modified) {
+                (Some(c), Some(m)) => c == m && date.is_some_and(|d| d > m),
+                _ => false,
+            }
+        };
+        holds.then_some(range)
+    }
 }
+
+/// The boundary of the cache's multipart/byteranges answers: random per process.
+static BOUNDARY: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(crate::handler::file::multipart::boundary);
 
 impl ProxyHandler {
     pub(super) fn through_cache(&self, cache: &Cache, req: &Request) -> Answer {
@@ -137,7 +171,8 @@ impl ProxyHandler {
         }
         let control =
             RequestControl::parse(req.header_all(b"cache-control"), req.header_all(b"pragma"));
-        let now = cache::now();
+        // The second ages are counted in, and when it ends: a fresh hit holds until then.
+        let (now, second_ends) = crate::http::clock::wall_second_and_end();
         // The key in a reused buffer: a hit needs no copy of it.
         let found = KEY.with_borrow_mut(|key| {
             cache::key_into(
@@ -157,7 +192,13 @@ impl ProxyHandler {
                     Use::Fresh => {
                         Counts::add(&cache.store.counts.hits, 1);
                         let v = Validators::of(req);
-                        return Answer::Now(answer(&s, age, &v, Bytes::from_static(b"spate; hit")));
+                        let out = answer(&s, age, &v, Bytes::from_static(b"spate; hit"));
+                        // The same request may be given this answer again (a connection's
+                        // memo) while the entry is the store's, within this second.
+                        if let Body::Bytes(b) = &out.body {
+                            crate::http::repeat::offer(b, s, second_ends);
+                        }
+                        return Answer::Now(out);
                     }
                     Use::Revalidate if control.no_cache => ("request", Some(s)),
                     Use::Revalidate => ("stale", Some(s)),
@@ -199,6 +240,7 @@ impl ProxyHandler {
                 && with_ours
                 && policy::stale_while_revalidate(age, s.lifetime, &s.control)
             {
+                Counts::add(&cache.store.counts.stale, 1);
                 let out = answer(
                     &s,
                     age,
@@ -298,10 +340,20 @@ impl ProxyHandler {
     }
 }
 
-/// `PURGE` (with `purge: ON`): from a loopback address only; a target ending in `*` drops
-/// every URL it prefixes. 200 with the count, 404 when nothing was stored.
+/// `PURGE` (with `purge: ON`): from a loopback address, or from anywhere with the
+/// `purge-secret` in `Purge-Secret`; a target ending in `*` drops every URL it prefixes. 200
+/// with the count, 404 when nothing was stored.
 fn purge(cache: &Cache, req: &Request) -> Response {
-    if !req.peer.ip().to_canonical().is_loopback() {
+    let with_secret = cache.purge_secret.as_ref().is_some_and(|s| {
+        req.header(b"purge-secret")
+            .is_some_and(|v| same_secret(v.trim_ascii(), s))
+    });
+    if !with_secret && !req.peer.ip().to_canonical().is_loopback() {
+        tracing::warn!(
+            "proxy.cache: PURGE {} from {} refused: not from this machine and without the purge-secret",
+            String::from_utf8_lossy(req.target()),
+            req.peer.ip()
+        );
         return Response::error(403);
     }
     let target = req.target();
@@ -314,6 +366,7 @@ fn purge(cache: &Cache, req: &Request) -> Response {
             .store
             .invalidate(&cache::key(req.secure, authority, target)),
     };
+    Counts::add(&cache.store.counts.purged, n as u64);
     let status = if n == 0 { 404 } else { 200 };
     Response {
         status,
@@ -324,6 +377,16 @@ fn purge(cache: &Cache, req: &Request) -> Response {
         .into(),
         body: Body::Bytes(Bytes::from(format!("purged {n}\n"))),
     }
+}
+
+/// Whether `given` is `secret`, in time that does not depend on where they differ.
+fn same_secret(given: &[u8], secret: &[u8]) -> bool {
+    given.len() == secret.len()
+        && given
+            .iter()
+            .zip(secret)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 fn later_with(pending: crate::http::Pending, status: &'static str) -> Answer {
@@ -411,7 +474,7 @@ fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
             body: Body::Empty,
         };
     }
-    if let (Some(range), 200) = (&v.range, s.status) {
+    if let (Some(range), 200) = (v.ranges_of(s), s.status) {
         let size = s.body.len() as u64;
         match range::parse(range, size) {
             Ranges::Single(offset, len) => {
@@ -439,14 +502,62 @@ fn answer(s: &Stored, age: u64, v: &Validators, status: Bytes) -> Response {
                     body: Body::Empty,
                 };
             }
-            // Several ranges or none usable: the whole response.
-            Ranges::Whole | Ranges::Multi(_) => {}
+            Ranges::Multi(list) => {
+                // multipart/byteranges, as the file handler answers: the parts of the
+                // stored body, each with the stored type.
+                let content_type = policy::field(&s.headers, b"content-type")
+                    .cloned()
+                    .unwrap_or_default();
+                headers.retain(|(n, _)| !n.eq_ignore_ascii_case(b"content-type"));
+                headers.push((
+                    Bytes::from_static(b"Content-Type"),
+                    multipart::content_type(&BOUNDARY),
+                ));
+                let parts = multipart::parts(&BOUNDARY, &content_type, &list, size, |o, l| {
+                    // Within the body: `parse` keeps every range inside the size.
+                    BodyPart::Bytes(s.body.slice(o as usize..(o + l) as usize))
+                });
+                return Response {
+                    status: 206,
+                    headers: headers.into(),
+                    body: Body::Parts(parts),
+                };
+            }
+            // No range usable: the whole response.
+            Ranges::Whole => {}
         }
     }
+    let body = if s.trailers.is_empty() {
+        Body::Bytes(s.body.clone())
+    } else {
+        // The body then its trailers, as they came (chunked: no declared length).
+        Body::Stream(StreamBody {
+            len: None,
+            stream: Box::new(WithTrailers {
+                body: Some(s.body.clone()),
+                trailers: Some(s.trailers.clone()),
+            }),
+        })
+    };
     Response {
         status: s.status,
         headers: headers.into(),
-        body: Body::Bytes(s.body.clone()),
+        body,
+    }
+}
+
+/// A stored body given again with the trailers it was stored with.
+struct WithTrailers {
+    body: Option<Bytes>,
+    trailers: Option<Vec<(Bytes, Bytes)>>,
+}
+
+impl BodyStream for WithTrailers {
+    fn poll_frame(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Next> {
+        if let Some(b) = self.body.take().filter(|b| !b.is_empty()) {
+            return std::task::Poll::Ready(Some(Ok(Frame::Data(b))));
+        }
+        std::task::Poll::Ready(self.trailers.take().map(|t| Ok(Frame::Trailers(t))))
     }
 }
 
@@ -482,10 +593,12 @@ fn revalidated(ask: Ask, s: Arc<Stored>, resp: Response, leader: Option<Leader>)
         status: s.status,
         headers,
         body: s.body.clone(),
+        trailers: s.trailers.clone(),
         timing,
         control,
         lifetime,
         vary: s.vary.clone(),
+        live: Default::default(),
     };
     Counts::add(&ask.store.counts.revalidated, 1);
     let age = fresh.timing.age(response_time);
@@ -515,6 +628,7 @@ fn stale_on_error(
 ) -> Response {
     let age = s.timing.age(cache::now());
     if resp.status >= 500 && policy::stale_if_error(age, s.lifetime, &s.control) {
+        Counts::add(&ask.store.counts.stale, 1);
         return answer(
             &s,
             age,
@@ -583,10 +697,12 @@ fn store_miss(
                 status: resp.status,
                 headers,
                 body: Bytes::new(),
+                trailers: Vec::new(),
                 timing,
                 control,
                 lifetime,
                 vary,
+                live: Default::default(),
             };
             let filling = Filling::new(ask.store.clone(), ask.key, head, leader);
             let (body, stored) = filling.wrap(std::mem::take(&mut resp.body));

@@ -345,7 +345,7 @@ fn cache_metrics(o: &mut String) {
         return;
     }
     type Read = fn(&crate::cache::Store) -> u64;
-    let series: [(&str, &str, &str, Read); 15] = [
+    let series: [(&str, &str, &str, Read); 17] = [
         (
             "spate_cache_hits_total",
             "counter",
@@ -369,6 +369,18 @@ fn cache_metrics(o: &mut String) {
             "counter",
             "Misses that waited for another request's fetch of the same key.",
             |s| s.counts.collapsed.load(Relaxed),
+        ),
+        (
+            "spate_cache_stale_total",
+            "counter",
+            "Stale entries answered (stale-while-revalidate, stale-if-error).",
+            |s| s.counts.stale.load(Relaxed),
+        ),
+        (
+            "spate_cache_purged_total",
+            "counter",
+            "Responses dropped by PURGE requests.",
+            |s| s.counts.purged.load(Relaxed),
         ),
         (
             "spate_cache_stored_total",

@@ -253,6 +253,12 @@ impl Connection {
                             StaticName::ETAG | StaticName::LAST_MODIFIED if short => {
                                 Indexing::Incremental
                             }
+                            // A stored response's (the proxy cache's hit): its Age holds for
+                            // the second, its Expires for good; indexed for a request that
+                            // repeats, so its answer's block is all indexes and memoised.
+                            StaticName::AGE | StaticName::EXPIRES if short && index_own => {
+                                Indexing::Incremental
+                            }
                             _ => Indexing::Auto,
                         };
                         b.static_field(known, value, indexing);

@@ -77,9 +77,11 @@ pub struct StaticName(u8);
 
 impl StaticName {
     pub const STATUS: StaticName = StaticName(8);
+    pub const AGE: StaticName = StaticName(21);
     pub const CONTENT_LENGTH: StaticName = StaticName(28);
     pub const DATE: StaticName = StaticName(33);
     pub const ETAG: StaticName = StaticName(34);
+    pub const EXPIRES: StaticName = StaticName(36);
     pub const LAST_MODIFIED: StaticName = StaticName(44);
     pub const SERVER: StaticName = StaticName(54);
     pub const TRANSFER_ENCODING: StaticName = StaticName(57);
