@@ -18,9 +18,10 @@ use std::rc::Rc;
 pub const SPLICE_MIN: usize = 2048;
 
 /// On cleartext, a DATA payload read from a file (one not held in memory) is sent from the
-/// file with `sendfile` from this size on, instead of read into the output. Below it the
-/// second system call per frame (the frame head, then the file) costs more than the two
-/// copies it saves (measured on h2c with bodies of 100 B - 64 KB: see `docs/bench-log.md`).
+/// file with `sendfile` from this size on, instead of read into the output: the copies it
+/// saves pay for the second system call per frame (the frame head, then the file). Chosen
+/// among 4, 8 and 16 KiB on h2c with bodies of 100 B - 64 KB (`docs/bench-log.md`, session
+/// 28); the differences were within the noise of a loaded machine.
 pub const SENDFILE_MIN: usize = 8192;
 
 /// A body that goes out after the first `at` bytes of the frame buffer.
