@@ -113,6 +113,29 @@ impl BodySource {
         Some(out)
     }
 
+    /// The next `n` bytes as a range of an open file, when the current chunk is a file range
+    /// (not in memory) of at least `n` bytes: the caller sends them from the file instead of
+    /// reading them (`sendfile`). Returns the file and the offset of the range; `None` when
+    /// they are not one file range.
+    pub fn take_file(&mut self, n: usize) -> Option<(Rc<OpenFile>, u64)> {
+        let Chunk::File { file, offset, len } = &mut self.current else {
+            return None;
+        };
+        if n == 0 || *len < n as u64 {
+            return None;
+        }
+        let taken = (file.clone(), *offset);
+        *offset += n as u64;
+        *len -= n as u64;
+        self.remaining -= n as u64;
+        if *len == 0 {
+            if let Some(next) = self.rest.pop() {
+                self.current = next;
+            }
+        }
+        Some(taken)
+    }
+
     /// Appends up to `max` body bytes to `out`; returns how many. A file that cannot be read
     /// or has shrunk is an error: the stream must be reset.
     pub fn fill(&mut self, out: &mut Vec<u8>, max: usize) -> std::io::Result<usize> {
@@ -164,6 +187,31 @@ mod tests {
         assert_eq!(s.remaining(), 0);
         assert!(BodySource::new(Body::Empty).is_none());
         assert!(BodySource::new(Body::Bytes(Bytes::new())).is_none());
+    }
+
+    #[test]
+    fn a_file_range_is_taken_whole_or_not_at_all() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"0123456789").unwrap();
+        let open = Rc::new(OpenFile::new(f, 10, std::time::SystemTime::now(), None));
+        let body = Body::Parts(vec![
+            BodyPart::File(FileRange {
+                file: open.clone(),
+                offset: 1,
+                len: 6,
+            }),
+            BodyPart::Bytes(Bytes::from_static(b"!")),
+        ]);
+        let mut s = BodySource::new(body).unwrap();
+        assert!(s.take_file(7).is_none(), "past the file range");
+        let (file, offset) = s.take_file(4).unwrap();
+        assert!(Rc::ptr_eq(&file, &open));
+        assert_eq!((offset, s.remaining()), (1, 3));
+        assert_eq!(s.take_file(2).unwrap().1, 5);
+        assert!(s.take_file(1).is_none(), "the bytes are in memory");
+        let mut out = Vec::new();
+        assert_eq!(s.fill(&mut out, 10).unwrap(), 1);
+        assert_eq!(out, b"!");
     }
 
     #[test]

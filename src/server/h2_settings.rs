@@ -24,6 +24,8 @@ impl H2Settings {
         let plain = settings(config);
         let secure = Settings {
             secure: true,
+            // rustls encrypts from memory: a file range would have to be read anyway.
+            sendfile_min: usize::MAX,
             ..plain.clone()
         };
         let alt_svc = alt_svc
@@ -82,5 +84,6 @@ fn settings(config: &Config) -> Settings {
         secure: false,
         enable_connect_protocol: config.has_tunnel(),
         splice_min: crate::proto::h2::output::SPLICE_MIN,
+        sendfile_min: crate::proto::h2::output::SENDFILE_MIN,
     }
 }

@@ -233,6 +233,8 @@ impl TlsTransport {
         parts: &OutputParts<'_>,
         taken: &mut usize,
     ) -> io::Result<()> {
+        // File ranges are for plain sockets only (`Settings::sendfile_min`).
+        debug_assert!(!parts.has_files());
         let mut writer = self.inner.get_mut().1.writer();
         while *held < self.held.len() {
             match io::Write::write(&mut writer, &self.held[*held..])? {

@@ -227,8 +227,56 @@ async fn write_parts(
 /// connection's task.
 fn writev_from(stream: &TcpStream, parts: &OutputParts<'_>, from: usize) -> io::Result<usize> {
     let mut iov = [IoSlice::new(&[]); GATHER_MAX];
+    if parts.has_files() {
+        return stream.try_io(Interest::WRITABLE, || {
+            send_with_files(stream, parts, from, &mut iov)
+        });
+    }
     let n = parts.gather(from, &mut iov);
     stream.try_write_vectored(&iov[..n])
+}
+
+/// `parts` from byte `from` on, with file ranges among them: the memory pieces before each
+/// range in one `sendmsg` with MSG_MORE (the kernel puts the frame head and the file's pages
+/// in one segment), the range with `sendfile`, all under TCP_CORK: sendfile pushes what it
+/// queued at its end, and a turn's bodies would go out as one segment per DATA frame
+/// (measured uncorked: more CPU per request than the copying path it replaced). Uncorking
+/// sends the rest at once. How many bytes the socket took.
+#[inline(never)]
+fn send_with_files<'a>(
+    stream: &TcpStream,
+    parts: &OutputParts<'a>,
+    from: usize,
+    iov: &mut [IoSlice<'a>],
+) -> io::Result<usize> {
+    let fd = stream.as_raw_fd();
+    let cork = |on| crate::sys::socket::set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_CORK, on);
+    let corked = cork(1).is_ok();
+    let sent = parts.send_with(
+        from,
+        iov,
+        |iov, more| {
+            let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+            crate::sys::socket::send_gathered_direct(fd, iov, flags)
+        },
+        |file, offset, len| {
+            let mut off = libc::off_t::try_from(offset).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "file offset too large")
+            })?;
+            match crate::sys::file::sendfile(fd, file.as_raw_fd(), &mut off, len)? {
+                0 => Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                )),
+                n => Ok(n),
+            }
+        },
+    );
+    if corked {
+        // An error here leaves the tail for the next write (or the close) to push.
+        let _ = cork(0);
+    }
+    sent
 }
 
 /// Sends `len` bytes of `file` from `offset` with sendfile(2).

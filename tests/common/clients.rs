@@ -472,15 +472,17 @@ async fn h2_get_batch(
 pub type SpliceFiles = Vec<(String, Vec<u8>)>;
 
 /// Files of sizes around the HTTP/2 output's splice size (2048: below it a body is copied
-/// into the output, from it on sent from the file cache's memory) and the 16 KiB frame, each
-/// with bytes of its own so that a body sent in another's place or at the wrong offset shows.
+/// into the output, from it on sent from the file cache's memory), the 16 KiB frame, and
+/// files too large for the cache's memory whose frames of 8 KiB or more go from the file
+/// (sendfile on cleartext) and whose short last frames are read, each with bytes of its own
+/// so that a body sent in another's place or at the wrong offset shows.
 pub fn splice_files() -> SpliceFiles {
-    [100usize, 2047, 2048, 5000, 16_384, 16_385]
+    [100usize, 2047, 2048, 5000, 16_384, 16_385, 24_000, 70_001]
         .iter()
         .enumerate()
         .map(|(k, &len)| {
             let body = (0..len as u32)
-                .map(|i| ((i.wrapping_mul(2_654_435_761) >> 24) as u8) ^ (k as u8 * 37))
+                .map(|i| ((i.wrapping_mul(2_654_435_761) >> 24) as u8) ^ (k as u8).wrapping_mul(37))
                 .collect();
             (format!("s{len}.bin"), body)
         })

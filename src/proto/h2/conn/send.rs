@@ -413,6 +413,14 @@ impl Connection {
                 self.spliced.push(self.out.len(), b);
                 Ok(n)
             }
+            // A frame's worth of a file not in memory goes from the file (cleartext only).
+            None if n >= self.cfg.sendfile_min => match src.take_file(n) {
+                Some((file, offset)) => {
+                    self.spliced.push_file(self.out.len(), file, offset, n);
+                    Ok(n)
+                }
+                None => src.fill(&mut self.out, n),
+            },
             None => src.fill(&mut self.out, n),
         };
         match filled {

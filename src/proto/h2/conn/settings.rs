@@ -48,6 +48,11 @@ pub struct Settings {
     /// A DATA payload in memory of this many bytes or more is spliced into the output
     /// ([`super::Connection::output_parts`]) instead of copied into its buffer.
     pub splice_min: usize,
+    /// A DATA payload of a file not held in memory of this many bytes or more is spliced into
+    /// the output as a range of the file, which the writer sends with `sendfile`, instead of
+    /// read into the buffer. Only a writer to a plain socket can: `usize::MAX` (the default)
+    /// turns it off, as for TLS.
+    pub sendfile_min: usize,
 }
 
 impl Default for Settings {
@@ -70,6 +75,7 @@ impl Default for Settings {
             secure: false,
             enable_connect_protocol: false,
             splice_min: output::SPLICE_MIN,
+            sendfile_min: usize::MAX,
         }
     }
 }

@@ -177,6 +177,77 @@ pub(super) fn data_frames_of_a_body_in_memory_are_spliced() {
     assert_eq!(p.conn.open_streams(), 0);
 }
 
+/// On cleartext (`sendfile_min` set), DATA frames of a file that is not in memory go out as
+/// ranges of the file from that size on, to be sent from it; smaller ones (a narrow window,
+/// the short last frame) are read into the output.
+#[test]
+fn data_frames_of_a_file_not_in_memory_are_file_ranges() {
+    use crate::http::{FileRange, OpenFile};
+    use std::io::Write;
+    let body: Vec<u8> = (0..40_000u32).map(|i| (i % 241) as u8).collect();
+    let mut f = tempfile::tempfile().unwrap();
+    f.write_all(&body).unwrap();
+    let file = std::rc::Rc::new(OpenFile::new(f, 40_000, std::time::SystemTime::now(), None));
+    let cfg = Settings {
+        sendfile_min: 8192,
+        ..Settings::default()
+    };
+    let mut p = Peer::new(cfg, &[(setting::INITIAL_WINDOW_SIZE, 1000)]);
+    p.turn(b"");
+    let req = p.get(1, "/", true);
+    p.feed(&req);
+    let (id, _) = p.conn.next_request().unwrap();
+    let mut r = Response::new(200);
+    r.body = Body::File(FileRange {
+        file: file.clone(),
+        offset: 0,
+        len: 40_000,
+    });
+    p.conn.respond(id, r);
+    p.conn.fill(p.now);
+    assert!(!p.conn.output_parts().has_files(), "1,000 bytes are read");
+    let mut got = Vec::new();
+    for (h, payload) in parse(&p.conn.output_parts().to_vec()) {
+        if h.kind == kind::DATA {
+            got.extend_from_slice(&payload);
+        }
+    }
+    p.conn.clear_output();
+
+    let mut wu = Vec::new();
+    frame::put_window_update(&mut wu, id, 60_000);
+    p.feed(&wu);
+    p.conn.fill(p.now);
+    let parts = p.conn.output_parts();
+    assert!(parts.has_files());
+    let ranges: Vec<(u64, usize)> = parts
+        .parts()
+        .filter_map(|part| match part {
+            output::Part::File { offset, len, .. } => Some((offset, len)),
+            output::Part::Mem(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        ranges,
+        vec![(1000, 16_384), (17_384, 16_384)],
+        "full frames from the file, the last 6,232 bytes read"
+    );
+    let f = parse(&parts.to_vec());
+    assert!(f.iter().all(|(h, _)| h.kind == kind::DATA));
+    for (h, payload) in &f {
+        got.extend_from_slice(payload);
+        assert_eq!(h.flags & flag::END_STREAM != 0, got.len() == body.len());
+    }
+    assert_eq!(got, body);
+    p.conn.clear_output();
+    assert_eq!(p.conn.open_streams(), 0);
+    assert_eq!(
+        std::rc::Rc::strong_count(&file),
+        1,
+        "the output let the file go"
+    );
+}
+
 /// A pushed chunk of a streamed body is spliced frame by frame too, and the bytes left
 /// below `splice_min` are copied.
 #[test]
