@@ -26,7 +26,7 @@ use bytes::{Bytes, BytesMut};
 use spate::handler::Router;
 use spate::http::request::RequestBuilder;
 use spate::http::{Answer, Body};
-use spate::proto::h1::{HeadLimits, HeadMemo, ParseMemo, ResponseHead};
+use spate::proto::h1::{BodyLength, HeadLimits, HeadMemo, ParseMemo, ResponseHead};
 use spate::proto::h2::{self, hpack, Connection};
 
 #[path = "common/counting.rs"]
@@ -342,7 +342,7 @@ fn h1_requests(
                 &ResponseHead {
                     status: resp.status,
                     headers: &resp.headers,
-                    content_length: Some(resp.body.len()),
+                    body: BodyLength::Known(resp.body.len()),
                     keep_alive,
                     server_line: b"Server: spate\r\n",
                     date: Some(date),

@@ -11,7 +11,7 @@ use crate::http::clock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
 use crate::http::{body, Body, FileRange, Request, Response};
-use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead};
+use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, HeadMemo, ResponseHead};
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
 use std::future::Future;
@@ -540,7 +540,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         let head = ResponseHead {
             status,
             headers,
-            content_length: Some(body.len()),
+            body: BodyLength::Known(body.len()),
             keep_alive,
             server_line: self.ctx.server_line(self.addrs.1.port()),
             date: None,
@@ -850,7 +850,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 &ResponseHead {
                     status,
                     headers: &resp.headers,
-                    content_length: Some(body.len() as u64),
+                    body: BodyLength::Known(body.len() as u64),
                     keep_alive: false,
                     server_line,
                     date: Some(date),
@@ -954,7 +954,7 @@ impl Out<'_> {
         let head = ResponseHead {
             status: resp.status,
             headers: &resp.headers,
-            content_length: Some(resp.body.len()),
+            body: BodyLength::Known(resp.body.len()),
             keep_alive: reply.keep_alive,
             server_line: self.ctx.server_line(self.port),
             date: None,

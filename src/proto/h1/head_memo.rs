@@ -12,7 +12,7 @@
 //! is kept the second time in a row its slot sees it, so heads written once (varied
 //! traffic) cost no copy.
 
-use super::write::{write_head_dated, ResponseHead};
+use super::write::{write_head_dated, BodyLength, ResponseHead};
 use crate::http::clock::DATE_LEN;
 use crate::http::repeat::Dated;
 use bytes::Bytes;
@@ -32,7 +32,7 @@ pub struct HeadMemo {
 #[derive(Default)]
 struct Slot {
     status: u16,
-    content_length: Option<u64>,
+    body: BodyLength,
     keep_alive: bool,
     server_line: Vec<u8>,
     /// Clones of the fields, which keep their bytes alive; empty when the slot is unused
@@ -93,7 +93,7 @@ impl Slot {
         let same = |a: &Bytes, b: &Bytes| a.as_ptr() == b.as_ptr() && a.len() == b.len();
         !self.rendered.is_empty()
             && self.status == head.status
-            && self.content_length == head.content_length
+            && self.body == head.body
             && self.keep_alive == head.keep_alive
             && self.headers.len() == head.headers.len()
             && self.server_line == head.server_line
@@ -122,7 +122,7 @@ impl Slot {
         self.server_line.clear();
         self.server_line.extend_from_slice(head.server_line);
         self.status = head.status;
-        self.content_length = head.content_length;
+        self.body = head.body;
         self.keep_alive = head.keep_alive;
         self.date_at = date_at;
         self.dated = Dated::at(second);
@@ -134,7 +134,12 @@ impl Slot {
 /// the status); it picks the slot.
 #[inline]
 fn fingerprint(head: &ResponseHead<'_>) -> u64 {
-    let mut h = u64::from(head.status) ^ head.content_length.unwrap_or(u64::MAX);
+    let length = match head.body {
+        BodyLength::Known(n) => n,
+        BodyLength::Chunked => u64::MAX,
+        BodyLength::UntilClose => u64::MAX - 1,
+    };
+    let mut h = u64::from(head.status) ^ length;
     for (_, v) in head.headers {
         h = h.rotate_left(7) ^ (v.as_ptr() as u64 >> 3);
     }
@@ -156,7 +161,7 @@ mod tests {
         ResponseHead {
             status: 200,
             headers,
-            content_length: Some(len),
+            body: BodyLength::Known(len),
             keep_alive,
             server_line: b"Server: spate\r\n",
             date: Some(&NOW),
@@ -236,7 +241,7 @@ mod tests {
                 ..head(&fa, 2, true)
             },
             ResponseHead {
-                content_length: None,
+                body: BodyLength::Chunked,
                 ..head(&fa, 2, true)
             },
             ResponseHead {
