@@ -33,21 +33,11 @@ pub struct ResponseHead<'a> {
 /// Appends the response head to `out`; returns the number of bytes written.
 /// Content-Length is omitted for statuses that have no body (1xx, 204, 304).
 pub fn write_head(out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
-    write_head_dated(out, head).0
-}
-
-/// `write_head`, also returning where the Date value starts, from the start of the head.
-pub(super) fn write_head_dated(
-    out: &mut Vec<u8>,
-    head: &ResponseHead<'_>,
-) -> (usize, Option<usize>) {
     let start = out.len();
     write_status_line(out, head.status);
     out.extend_from_slice(head.server_line);
-    let mut date_at = None;
     if let Some(date) = head.date {
         out.extend_from_slice(b"Date: ");
-        date_at = Some(out.len() - start);
         out.extend_from_slice(&date.text);
         out.extend_from_slice(b"\r\n");
     }
@@ -75,7 +65,7 @@ pub(super) fn write_head_dated(
         }
     }
     out.extend_from_slice(b"\r\n");
-    (out.len() - start, date_at)
+    out.len() - start
 }
 
 /// The head of a `101 Switching Protocols` that starts a tunnel: `Connection: upgrade`
