@@ -26,7 +26,7 @@ use bytes::{Bytes, BytesMut};
 use spate::handler::Router;
 use spate::http::request::RequestBuilder;
 use spate::http::{Answer, Body};
-use spate::proto::h1::{HeadLimits, HeadMemo, ParseMemo, ResponseHead};
+use spate::proto::h1::{write_head, BodyLength, HeadLimits, ParseMemo, ResponseHead};
 use spate::proto::h2::{self, hpack, Connection};
 
 #[path = "common/counting.rs"]
@@ -290,24 +290,20 @@ fn h1_run(router: &Router, requests: &[Vec<u8>]) -> Row {
     };
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut wbuf = Vec::with_capacity(16 * 1024);
-    let mut memos = (ParseMemo::new(), HeadMemo::new());
-    let mut bufs = (&mut rbuf, &mut wbuf, &mut memos);
+    let mut memo = ParseMemo::new();
+    let mut bufs = (&mut rbuf, &mut wbuf, &mut memo);
     h1_requests(router, &limits, requests, &mut bufs);
     counted(|| h1_requests(router, &limits, requests, &mut bufs))
 }
 
 /// What the HTTP/1 fast path does per request (`server::h1` `next`, `answer`,
-/// `write_copied`, with the worker's parse and head memos). Returns the bytes written.
+/// `write_copied`, with the worker's parse memo). Returns the bytes written.
 #[inline(never)]
 fn h1_requests(
     router: &Router,
     limits: &HeadLimits,
     requests: &[Vec<u8>],
-    (rbuf, wbuf, (parse_memo, head_memo)): &mut (
-        &mut BytesMut,
-        &mut Vec<u8>,
-        &mut (ParseMemo, HeadMemo),
-    ),
+    (rbuf, wbuf, parse_memo): &mut (&mut BytesMut, &mut Vec<u8>, &mut ParseMemo),
 ) -> usize {
     let (peer, local) = addrs();
     let mut out = 0;
@@ -337,12 +333,12 @@ fn h1_requests(
         req.recycle();
         // As the server does: the clock read once per head, its Date passed in.
         spate::http::clock::with_date(|date| {
-            head_memo.write(
+            write_head(
                 wbuf,
                 &ResponseHead {
                     status: resp.status,
                     headers: &resp.headers,
-                    content_length: Some(resp.body.len()),
+                    body: BodyLength::Known(resp.body.len()),
                     keep_alive,
                     server_line: b"Server: spate\r\n",
                     date: Some(date),

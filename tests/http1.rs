@@ -683,3 +683,83 @@ fn many_concurrent_connections_are_all_answered() {
         t.join().unwrap();
     }
 }
+
+/// An HTTP/1.0 client knows no chunked coding: an answer of unknown length (a file compressed
+/// on the fly, a proxied chunked backend) comes as it is, with no Transfer-Encoding, and the
+/// connection closes at its end, even when the client asked to keep it (RFC 9112 6.3, 7).
+#[test]
+fn http10_gets_an_answer_of_unknown_length_until_close() {
+    let backend = common::backend::Backend::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let page: Vec<u8> = (0..4000)
+        .flat_map(|i| format!("line {i} of a page compressed on the fly\n").into_bytes())
+        .collect();
+    write_file(dir.path(), "site/page.txt", &page);
+    let s = Spate::start_in(
+        &format!(
+            "
+listen: 127.0.0.1:0
+compress: ON
+hosts:
+  default:
+    paths:
+      /files:
+        file.dir: $DIR/site
+      /:
+        proxy.reverse.url: {}
+",
+            backend.url("/")
+        ),
+        dir,
+    );
+
+    // curl as an HTTP/1.0 client, the gzip left as it came: it decodes to the file.
+    let r = common::clients::curl_url(
+        &s.url("/files/page.txt"),
+        &["--http1.0", "-H", "Accept-Encoding: gzip"],
+    );
+    assert_eq!((r.exit, r.status), (0, 200), "{r:?}");
+    assert_eq!(r.header("content-encoding"), Some("gzip"), "{r:?}");
+    assert_eq!(r.header("transfer-encoding"), None, "{r:?}");
+    assert_eq!(r.header("content-length"), None, "{r:?}");
+    assert_eq!(r.header("connection"), Some("close"), "{r:?}");
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_end(&mut unzipped)
+        .expect("gzip");
+    assert!(unzipped == page, "the page did not come back whole");
+
+    // A proxied chunked answer to a raw HTTP/1.0 client that asks for keep-alive: the pieces
+    // as they are, then the server closes (a read that waited for more would time out).
+    let mut c = s.connect();
+    c.set_read_timeout(Some(Duration::from_secs(20))).ok();
+    c.write_all(b"GET /chunked?pieces=3 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .expect("write");
+    let mut input = common::h1read::Input::new(c);
+    let head = input.read_head().expect("head").expect("a response");
+    let (status, headers) = common::h1read::parse_head(&head);
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(
+        common::h1read::framing(&headers, false),
+        common::h1read::Framing::UntilClose,
+        "{headers:?}"
+    );
+    assert_eq!(
+        common::h1read::header(&headers, "connection"),
+        Some("close")
+    );
+    let mut body = Vec::new();
+    input
+        .read_to_end_to(&mut |d| body.extend_from_slice(d))
+        .expect("the body, then the end of the connection");
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        "piece 0\npiece 1\npiece 2\n"
+    );
+
+    // HTTP/1.1 still gets the same answer chunked, on a connection that stays open.
+    let r = common::clients::curl_url(&s.url("/chunked?pieces=3"), &["--http1.1"]);
+    assert_eq!((r.exit, r.status), (0, 200), "{r:?}");
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"), "{r:?}");
+    assert_eq!(r.text(), "piece 0\npiece 1\npiece 2\n");
+}

@@ -12,15 +12,11 @@
 //! configuration generation needs no check: a reload makes new workers, and every memo here
 //! is a worker's or a connection's.
 //!
-//! The seven memos, and what each keys on, stores, and when it expires:
+//! The six memos, and what each keys on, stores, and when it expires:
 //!
 //! - `proto/h1/parse_memo.rs` (`ParseMemo`): keys on a request head's bytes, under the
 //!   worker's fixed limits; stores its parse. Never expires: a parse is a function of those
 //!   bytes alone. Kept only when the same head came twice in a row.
-//! - `proto/h1/head_memo.rs` (`HeadMemo`): keys on the status, length, keep-alive, Server
-//!   line and the identity (address and length) of the header fields, whose clones it holds;
-//!   stores the rendered head. Never stale (held bytes cannot change); the Date is patched
-//!   when the second changes ([`Dated::redate`]). Kept when its slot saw the same head last.
 //! - `server/answer_memo.rs` (`AnswerMemo`): keys on a request head's bytes and the local
 //!   address; stores the whole HTTP/1.1 answer. Holds while [`Repeatable::at`] says so (the
 //!   file's freshness), with the Date patched for a new second; dropped when stale. Kept

@@ -67,8 +67,7 @@ impl Response {
 /// `Rc` rather than each field's `Bytes`. It reads as a `Vec`; the first write to a shared
 /// list copies it into a list of the response's own.
 ///
-/// Codecs that memo a head by the identity of its fields (the HTTP/1 head memo, the HTTP/2
-/// header block cache) see the same `Bytes` each time a shared list is answered.
+/// Codecs that memo a head by the identity of its fields (the HTTP/2 header block cache) see the same `Bytes` each time a shared list is answered.
 #[derive(Debug, Default)]
 pub struct Headers(Fields);
 

@@ -7,7 +7,7 @@ use super::h2_settings::H2Settings;
 use super::Shared;
 use crate::config::Config;
 use crate::handler::Router;
-use crate::proto::h1::{HeadLimits, HeadMemo, ParseMemo};
+use crate::proto::h1::{HeadLimits, ParseMemo};
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,8 +28,6 @@ pub(crate) struct WorkerCtx {
     pub head_limits: HeadLimits,
     /// The parse of the last request head repeated on this worker (under `head_limits`).
     pub parse_memo: RefCell<ParseMemo>,
-    /// HTTP/1 response heads this worker wrote, kept rendered for the next ones alike.
-    pub head_memo: RefCell<HeadMemo>,
     /// The lane's answer to the last request repeated on this worker (`answer_memo.rs`).
     pub answer_memo: RefCell<AnswerMemo>,
     /// HTTP/2 connection settings from the configuration.

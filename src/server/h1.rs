@@ -11,9 +11,8 @@ use crate::http::clock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
 use crate::http::{body, Body, FileRange, Request, Response};
-use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, HeadMemo, ResponseHead};
+use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, ResponseHead};
 use bytes::{Bytes, BytesMut};
-use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -540,12 +539,12 @@ impl<'a, T: Transport> Conn<'a, T> {
         let head = ResponseHead {
             status,
             headers,
-            content_length: Some(body.len()),
+            body: BodyLength::Known(body.len()),
             keep_alive,
             server_line: self.ctx.server_line(self.addrs.1.port()),
             date: None,
         };
-        let head_len = write_head_now(&self.ctx.head_memo, &mut self.wbuf, head, DATE) as u64;
+        let head_len = write_head_now(&mut self.wbuf, head, DATE) as u64;
         if req.is_head() || status == 304 || status == 204 {
             return Ok(head_len);
         }
@@ -850,7 +849,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 &ResponseHead {
                     status,
                     headers: &resp.headers,
-                    content_length: Some(body.len() as u64),
+                    body: BodyLength::Known(body.len() as u64),
                     keep_alive: false,
                     server_line,
                     date: Some(date),
@@ -954,13 +953,13 @@ impl Out<'_> {
         let head = ResponseHead {
             status: resp.status,
             headers: &resp.headers,
-            content_length: Some(resp.body.len()),
+            body: BodyLength::Known(resp.body.len()),
             keep_alive: reply.keep_alive,
             server_line: self.ctx.server_line(self.port),
             date: None,
         };
         let dated = !carries_date(&resp.headers);
-        let head_len = write_head_now(&self.ctx.head_memo, self.wbuf, head, dated) as u64;
+        let head_len = write_head_now(self.wbuf, head, dated) as u64;
         if reply.sends_no_body() {
             return head_len;
         }
@@ -1121,25 +1120,22 @@ fn carries_date(headers: &crate::http::Headers) -> bool {
             .any(|(n, _)| n.len() == 4 && n.eq_ignore_ascii_case(b"date"))
 }
 
-/// Writes `head` through the worker's head memo; `dated`: with our Date of now (read here,
-/// once), else as it is (a proxied response keeps its own).
+/// Writes `head`; `dated`: with our Date of now (read here, once), else as it is (a proxied
+/// response keeps its own). Rendered each time: a memo of rendered heads saved nothing on
+/// repeated answers (the answer memo sends those whole) and cost varied ones its lookup.
 #[inline(always)]
-fn write_head_now(
-    memo: &RefCell<HeadMemo>,
-    out: &mut Vec<u8>,
-    head: ResponseHead<'_>,
-    dated: bool,
-) -> usize {
-    let mut memo = memo.borrow_mut();
+fn write_head_now(out: &mut Vec<u8>, head: ResponseHead<'_>, dated: bool) -> usize {
     if dated {
         clock::with_date(|date| {
-            let head = ResponseHead {
-                date: Some(date),
-                ..head
-            };
-            memo.write(out, &head)
+            h1::write_head(
+                out,
+                &ResponseHead {
+                    date: Some(date),
+                    ..head
+                },
+            )
         })
     } else {
-        memo.write(out, &head)
+        h1::write_head(out, &head)
     }
 }

@@ -8,7 +8,7 @@ use super::{panics, Phase, Shared};
 use crate::config::Config;
 use crate::handler::Router;
 use crate::log::AccessLog;
-use crate::proto::h1::{HeadLimits, HeadMemo, ParseMemo};
+use crate::proto::h1::{HeadLimits, ParseMemo};
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -111,7 +111,6 @@ pub(crate) fn run(
             server_line,
             head_limits,
             parse_memo: RefCell::new(ParseMemo::new()),
-            head_memo: RefCell::new(HeadMemo::new()),
             answer_memo: RefCell::default(),
             h2,
             buffers: Default::default(),

@@ -5,7 +5,6 @@
 mod chunked;
 mod client;
 mod framing;
-mod head_memo;
 mod parse;
 mod parse_memo;
 mod write;
@@ -15,12 +14,11 @@ pub use client::{
     parse_response_head, write_request_head, MalformedResponse, ParsedResponseHead, RequestFraming,
     RequestHead, ResponseFraming, MAX_RESPONSE_FIELDS,
 };
-pub use head_memo::HeadMemo;
 pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
 pub use parse_memo::ParseMemo;
 pub use write::{
     itoa, write_chunk, write_chunk_size, write_continue, write_head, write_interim,
-    write_last_chunk, write_switching_head, ResponseHead,
+    write_last_chunk, write_switching_head, BodyLength, ResponseHead,
 };
 
 /// Why a request was rejected. Each maps to the status the client gets; after any of these the

@@ -4,12 +4,24 @@ use crate::http::clock::Date;
 use crate::http::response::reason;
 use bytes::Bytes;
 
+/// How a response body is delimited on the wire (RFC 9112 6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BodyLength {
+    /// `Content-Length`.
+    Known(u64),
+    /// `Transfer-Encoding: chunked`: length unknown, for an HTTP/1.1 client.
+    #[default]
+    Chunked,
+    /// No framing field, the body ends when the connection closes: length unknown, for an
+    /// HTTP/1.0 client, which knows no chunked coding. The head says `Connection: close`.
+    UntilClose,
+}
+
 /// What the codec needs to frame a response head.
 pub struct ResponseHead<'a> {
     pub status: u16,
     pub headers: &'a [(Bytes, Bytes)],
-    /// The body length, or `None` for a chunked body.
-    pub content_length: Option<u64>,
+    pub body: BodyLength,
     pub keep_alive: bool,
     /// A preformatted `Server: name\r\n` line, or empty.
     pub server_line: &'a [u8],
@@ -21,21 +33,11 @@ pub struct ResponseHead<'a> {
 /// Appends the response head to `out`; returns the number of bytes written.
 /// Content-Length is omitted for statuses that have no body (1xx, 204, 304).
 pub fn write_head(out: &mut Vec<u8>, head: &ResponseHead<'_>) -> usize {
-    write_head_dated(out, head).0
-}
-
-/// `write_head`, also returning where the Date value starts, from the start of the head.
-pub(super) fn write_head_dated(
-    out: &mut Vec<u8>,
-    head: &ResponseHead<'_>,
-) -> (usize, Option<usize>) {
     let start = out.len();
     write_status_line(out, head.status);
     out.extend_from_slice(head.server_line);
-    let mut date_at = None;
     if let Some(date) = head.date {
         out.extend_from_slice(b"Date: ");
-        date_at = Some(out.len() - start);
         out.extend_from_slice(&date.text);
         out.extend_from_slice(b"\r\n");
     }
@@ -52,17 +54,18 @@ pub(super) fn write_head_dated(
     }
     let bodiless = head.status < 200 || head.status == 204 || head.status == 304;
     if !bodiless {
-        match head.content_length {
-            Some(n) => {
+        match head.body {
+            BodyLength::Known(n) => {
                 out.extend_from_slice(b"Content-Length: ");
                 out.extend_from_slice(itoa(n, &mut [0; 20]));
                 out.extend_from_slice(b"\r\n");
             }
-            None => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+            BodyLength::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+            BodyLength::UntilClose => {}
         }
     }
     out.extend_from_slice(b"\r\n");
-    (out.len() - start, date_at)
+    out.len() - start
 }
 
 /// The head of a `101 Switching Protocols` that starts a tunnel: `Connection: upgrade`
@@ -176,6 +179,14 @@ mod tests {
     use super::*;
 
     fn head_text(status: u16, len: Option<u64>, keep_alive: bool) -> String {
+        head_framed(
+            status,
+            len.map_or(BodyLength::Chunked, BodyLength::Known),
+            keep_alive,
+        )
+    }
+
+    fn head_framed(status: u16, body: BodyLength, keep_alive: bool) -> String {
         let headers = [(
             Bytes::from_static(b"Content-Type"),
             Bytes::from_static(b"text/plain"),
@@ -186,7 +197,7 @@ mod tests {
             &ResponseHead {
                 status,
                 headers: &headers,
-                content_length: len,
+                body,
                 keep_alive,
                 server_line: b"Server: bench\r\n",
                 date: Some(&Date::at(784_111_777)),
@@ -220,6 +231,15 @@ mod tests {
         assert!(head_text(200, None, false).contains("Connection: close\r\n"));
         assert!(head_text(416, Some(0), true).starts_with("HTTP/1.1 416 Range Not Satisfiable\r\n"));
         assert!(head_text(200, Some(1234567), true).contains("Content-Length: 1234567\r\n"));
+    }
+
+    #[test]
+    fn a_body_until_close_has_no_framing_field() {
+        let t = head_framed(200, BodyLength::UntilClose, false);
+        assert!(!t.contains("Transfer-Encoding"), "{t}");
+        assert!(!t.contains("Content-Length"), "{t}");
+        assert!(t.contains("Connection: close\r\n"), "{t}");
+        assert!(t.ends_with("Content-Type: text/plain\r\n\r\n"), "{t}");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use super::{Close, Conn};
 use crate::http::body::BodyWriter;
 use crate::http::{Body, BodyError, BodyStream, Frame, Request, Response, Side};
-use crate::proto::h1::{self, BodyFraming, ChunkedDecoder, ResponseHead};
+use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
 use crate::server::request_end::{request_ended, Counted, Figures, Logged};
 use crate::server::request_start::{LaterAnswer, Routed};
@@ -328,15 +328,21 @@ impl<'a, T: Transport> Conn<'a, T> {
         };
         let bodiless = req.is_head() || status == 204 || status == 304 || status < 200;
 
-        let chunked = stream.len.is_none() && req.version == crate::http::Version::Http11;
-        if stream.len.is_none() && !chunked {
-            // An HTTP/1.0 client: the body ends with the connection.
-            *keep_alive = false;
-        }
+        // Length unknown: chunked for HTTP/1.1; an HTTP/1.0 client knows no chunked coding,
+        // so its body goes as it is and ends with the connection (RFC 9112 6.3, 7).
+        let length = match stream.len {
+            Some(n) => BodyLength::Known(n),
+            None if req.version == crate::http::Version::Http11 => BodyLength::Chunked,
+            None => {
+                *keep_alive = false;
+                BodyLength::UntilClose
+            }
+        };
+        let chunked = length == BodyLength::Chunked;
         let head = ResponseHead {
             status,
             headers: &headers,
-            content_length: stream.len,
+            body: length,
             keep_alive: *keep_alive,
             server_line: self.ctx.server_line(self.addrs.1.port()),
             date: None,
