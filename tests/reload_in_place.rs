@@ -1,8 +1,13 @@
-//! Reloads and the connections open across them: what a reload keeps, and why it starts a
-//! new worker generation (`src/server/reload.rs`, `src/server/LIFECYCLE.md`).
+//! Reloads and the connections open across them: a reload that changes only what a worker
+//! routes by is applied in place (the next request of every open connection routes by it,
+//! answers in progress finish by the old one, nothing is closed); one that changes what a
+//! worker set up starts a new generation and says why (`src/server/reload.rs`,
+//! `src/server/LIFECYCLE.md`).
 
 mod common;
 
+use common::backend::Backend;
+use common::clients::{h2_send, H2Req};
 use common::*;
 use std::io::Write;
 use std::net::TcpStream;
@@ -50,16 +55,13 @@ fn a_broken_reload_keeps_the_configuration_and_the_connections() {
     assert_eq!(get(&s, "/new").status, 404);
 }
 
-/// The reload's log line says why it started a new generation: a changed thread count needs
-/// one; added paths alone would not, once the swap in place is built.
+/// The reload's log line says how it was applied: added paths in place; a changed thread
+/// count needs a new generation, and the line says so.
 #[test]
 fn a_reload_names_why_it_starts_a_new_generation() {
     let s = Spate::start(&conf(1, ""));
     let line = reload(&s, &conf(1, NEW_PATH), "reloaded");
-    assert!(
-        line.contains("new worker generation: in-place reload not built yet"),
-        "{line}"
-    );
+    assert!(line.contains("in place: no connection closed"), "{line}");
     assert_eq!(get(&s, "/new").text(), "added");
     let line = reload(&s, &conf(2, NEW_PATH), "reloaded");
     assert!(
@@ -71,15 +73,125 @@ fn a_reload_names_why_it_starts_a_new_generation() {
 
 /// The goal (issue 43): a path added by a reload answers on a keep-alive connection opened
 /// before it, which the reload neither closes nor marks `Connection: close`.
+/// On two workers: each swaps its own routing.
 #[test]
-#[ignore = "in-place reload is designed (src/server/LIFECYCLE.md), not built yet"]
 fn a_path_added_by_a_reload_answers_on_a_connection_opened_before() {
-    let s = Spate::start(&conf(1, ""));
+    let s = Spate::start(&conf(2, ""));
+    let mut conns: Vec<_> = (0..4).map(|_| (s.connect(), Vec::new())).collect();
+    for (c, pending) in &mut conns {
+        assert_eq!(get_on(c, pending, "/new").status, 404);
+    }
+    let line = reload(&s, &conf(2, NEW_PATH), "reloaded");
+    assert!(line.contains("in place"), "{line}");
+    for (c, pending) in &mut conns {
+        let added = get_on(c, pending, "/new");
+        assert_eq!((added.status, added.text().as_str()), (200, "added"));
+        assert_eq!(added.header("connection"), Some("keep-alive"), "{added:?}");
+        assert_eq!(get_on(c, pending, "/old").text(), "old");
+    }
+    // A path the reload removes is gone from the next request on.
+    let line = reload(&s, &conf(2, "").replace("/old:", "/other:"), "reloaded");
+    assert!(line.contains("in place"), "{line}");
+    for (c, pending) in &mut conns {
+        assert_eq!(get_on(c, pending, "/old").status, 404);
+    }
+}
+
+/// The same on an HTTP/2 connection (h2c with prior knowledge): its next stream routes by
+/// the new configuration; a request repeated before the reload (which the connection keeps
+/// the answer of) is answered by the new one too.
+#[test]
+fn a_path_added_by_a_reload_answers_on_an_http2_connection_opened_before() {
+    let s = Spate::start(&conf(
+        1,
+        "      /same:\n        respond: {status: 200, body: before}\n",
+    ));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = s.addr;
+    let mut client = rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        client
+    });
+    let mut get2 = |path: &str| {
+        let uri = format!("http://{addr}{path}");
+        rt.block_on(h2_get(&mut client, &uri))
+    };
+    assert_eq!(get2("/new").0, 404);
+    for _ in 0..3 {
+        assert_eq!(get2("/same"), (200, "before".to_string()));
+    }
+    let paths = format!("{NEW_PATH}      /same:\n        respond: {{status: 200, body: after}}\n");
+    let line = reload(&s, &conf(1, &paths), "reloaded");
+    assert!(line.contains("in place"), "{line}");
+    assert_eq!(get2("/new"), (200, "added".to_string()));
+    assert_eq!(get2("/same"), (200, "after".to_string()));
+    assert_eq!(get2("/old"), (200, "old".to_string()));
+}
+
+/// One GET on an HTTP/2 connection: status and body.
+async fn h2_get(client: &mut h2::client::SendRequest<bytes::Bytes>, uri: &str) -> (u16, String) {
+    let ready = client.clone().ready().await.unwrap();
+    *client = ready;
+    let req = http::Request::get(uri).body(()).unwrap();
+    let (resp, _) = client.send_request(req, true).unwrap();
+    let resp = resp.await.unwrap();
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        text.extend_from_slice(&chunk);
+    }
+    (status, String::from_utf8_lossy(&text).into_owned())
+}
+
+/// A request in progress when the reload comes ends by the configuration it started with (its
+/// path's header commands), on HTTP/1.1 and HTTP/2; the next request takes the new one.
+#[test]
+fn a_request_in_progress_finishes_by_the_configuration_it_started_with() {
+    let backend = Backend::start();
+    let slow = |tag: &str| {
+        format!(
+            "      /slow:\n        proxy.reverse.url: {}\n        header.add: \"x-generation: {tag}\"\n",
+            backend.url("/")
+        )
+    };
+    let s = Spate::start(&conf(1, &slow("old")));
     let mut c = s.connect();
+    // The backend answers `delay` after 2 s: the reload lands while it waits.
+    c.write_all(b"GET /slow/delay?ms=2000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let addr = s.addr;
+    let h2 = std::thread::spawn(move || {
+        h2_send(addr, vec![H2Req::get("/slow/delay?ms=2000")])
+            .pop()
+            .unwrap()
+    });
+    // Both requests are at the backend (routed by the old configuration) before the reload.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while backend.requests() < 2 {
+        assert!(
+            std::time::Instant::now() < end,
+            "the requests did not reach the backend"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    reload(&s, &conf(1, &slow("new")), "reloaded");
     let mut pending = Vec::new();
-    assert_eq!(get_on(&mut c, &mut pending, "/new").status, 404);
-    reload(&s, &conf(1, NEW_PATH), "reloaded");
-    let added = get_on(&mut c, &mut pending, "/new");
-    assert_eq!((added.status, added.text().as_str()), (200, "added"));
-    assert_eq!(added.header("connection"), Some("keep-alive"), "{added:?}");
+    let first = read_response(&mut c, &mut pending, false);
+    assert_eq!(first.text(), "late\n");
+    assert_eq!(first.header("x-generation"), Some("old"), "{first:?}");
+    let h2 = h2.join().unwrap();
+    assert_eq!(h2.status, 200, "{:?}", h2.error);
+    assert_eq!(h2.header("x-generation"), Some("old"));
+    let next = get_on(&mut c, &mut pending, "/slow/delay?ms=1");
+    assert_eq!(next.header("x-generation"), Some("new"), "{next:?}");
 }

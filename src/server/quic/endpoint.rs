@@ -74,7 +74,7 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         true,
         None,
     );
-    let gso = if ctx.config.http3.gso {
+    let gso = if ctx.routing().config.http3.gso {
         state.max_gso_segments()
     } else {
         1
@@ -340,7 +340,7 @@ impl<'a> Driver<'a> {
     /// when the address is to be validated first, else accepted.
     fn on_incoming(&mut self, now: Instant, incoming: Incoming) {
         let mut buf = Vec::new();
-        let max = self.ctx.config.http3.max_connections;
+        let max = self.ctx.routing().config.http3.max_connections;
         if self.ctx.stopping.get() || OPEN.load(Ordering::Relaxed) >= max {
             let t = self.endpoint.refuse(incoming, &mut buf);
             self.send_one(&t, &buf);
@@ -443,7 +443,7 @@ impl<'a> Driver<'a> {
     /// The worker stops or drains: every connection gets a GOAWAY, and
     /// `http3-graceful-shutdown-timeout` (if set) bounds how long they may finish.
     fn begin_shutdown(&mut self, now: Instant) {
-        let grace = self.ctx.config.http3.graceful_shutdown_timeout;
+        let grace = self.ctx.routing().config.http3.graceful_shutdown_timeout;
         if !grace.is_zero() {
             self.shutdown_at = Some(now + grace);
         }
