@@ -31,7 +31,7 @@ mod quic;
 mod reload;
 mod request_end;
 mod request_start;
-mod routing;
+pub(crate) mod routing;
 /// The PROXY header parser, public for its fuzz target only.
 #[doc(hidden)]
 pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
@@ -292,10 +292,24 @@ impl Server {
             .store(config.max_connections.max(1), Ordering::Relaxed);
         let Some(generation_because) = blocker else {
             let workers = with_bound_ports(config.clone(), &listeners);
-            for l in &workers.listeners {
-                warn_tls(l);
-            }
-            let late = current.apply_in_place(workers, prepared.clone());
+            let handshakes = match quic_settings(&workers, &prepared) {
+                Ok(q) => routing::Handshakes::new(&workers, &prepared, &q),
+                Err(e) => {
+                    shared
+                        .max_connections
+                        .store(self.config.max_connections.max(1), Ordering::Relaxed);
+                    tracing::error!("reload failed: {e}; still serving the previous configuration");
+                    return None;
+                }
+            };
+            let late = current.apply_in_place(workers, prepared.clone(), handshakes);
+            // `generation` on the status page counts successful reloads, in place too.
+            crate::metrics::set_server_info(crate::metrics::ServerInfo {
+                max_connections: config.max_connections,
+                worker_threads: config.num_threads.max(1),
+                listeners: listeners.len(),
+                generation: 0,
+            });
             let mut logs = config.access_log_targets();
             logs.extend(crate::log::reopen::ErrorLog::target());
             crate::log::target::keep_only(&logs);
@@ -460,6 +474,24 @@ impl Bound {
     }
 }
 
+/// The QUIC settings of each listener (`None` for the others), and the TLS warnings of the
+/// others logged.
+fn quic_settings(
+    config: &Config,
+    prepared: &Prepared,
+) -> Result<Vec<Option<quic::Settings>>, String> {
+    let mut out = Vec::with_capacity(config.listeners.len());
+    for (l, quic_tls) in config.listeners.iter().zip(&prepared.quic_tls) {
+        if l.kind == ListenKind::Quic {
+            out.push(Some(quic::Settings::new(config, l, quic_tls.clone())?));
+            continue;
+        }
+        out.push(None);
+        warn_tls(l);
+    }
+    Ok(out)
+}
+
 /// The warnings of a TLS listener's configuration (logged at each start and reload).
 fn warn_tls(l: &crate::config::Listen) {
     if let Some(t) = &l.tls {
@@ -576,16 +608,8 @@ impl Generation {
     ) -> Result<Generation, String> {
         let config = with_bound_ports(config, listeners);
         let workers = config.num_threads.max(1);
-        let acceptors = routing::acceptors(&config, &prepared);
-        let mut quic_settings = Vec::with_capacity(listeners.len());
-        for (l, quic_tls) in config.listeners.iter().zip(&prepared.quic_tls) {
-            if l.kind == ListenKind::Quic {
-                quic_settings.push(Some(quic::Settings::new(&config, l, quic_tls.clone())?));
-                continue;
-            }
-            quic_settings.push(None);
-            warn_tls(l);
-        }
+        let quic_settings = quic_settings(&config, &prepared)?;
+        let handshakes = routing::Handshakes::new(&config, &prepared, &quic_settings);
         // Worker i accepts on sockets i, i + workers, ...: every socket has a worker.
         let mut per_worker: Vec<Vec<worker::Socket>> = (0..workers).map(|_| Vec::new()).collect();
         let mut quic_per_worker: Vec<Vec<worker::QuicSocket>> =
@@ -636,12 +660,12 @@ impl Generation {
             let shared = shared.clone();
             let (phase, in_place) = (phase_rx.clone(), in_place_rx.clone());
             let ready = ready_tx.clone();
-            let tls = acceptors.clone();
+            let handshakes = handshakes.clone();
             let t = std::thread::Builder::new()
                 .name(format!("spate-worker-{i}"))
                 .spawn(move || {
                     worker::run(
-                        config, prepared, tls, sockets, quic, shared, phase, in_place, ready,
+                        config, prepared, handshakes, sockets, quic, shared, phase, in_place, ready,
                     )
                 });
             match t {
@@ -681,13 +705,17 @@ impl Generation {
 
     /// Has every worker route by `config` from its next request on (`worker::apply_in_place`)
     /// and waits until they do. Returns how many did not confirm in time.
-    fn apply_in_place(&self, config: Arc<Config>, prepared: Arc<Prepared>) -> usize {
+    fn apply_in_place(
+        &self,
+        config: Arc<Config>,
+        prepared: Arc<Prepared>,
+        handshakes: routing::Handshakes,
+    ) -> usize {
         let (ack, acks) = std::sync::mpsc::channel();
-        let tls = routing::acceptors(&config, &prepared);
         self.in_place.send_replace(Some(Arc::new(worker::InPlace {
             config,
             prepared,
-            tls,
+            handshakes,
             ack,
         })));
         let deadline = Instant::now() + WORKER_SETUP_TIMEOUT;

@@ -30,9 +30,8 @@ pub(crate) struct Routing {
     pub head_limits: HeadLimits,
     /// HTTP/2 connection settings from the configuration.
     pub h2: H2Settings,
-    /// Each listener's TLS acceptor (in `config.listeners`' order): accept loops read theirs
-    /// at each accept, so a reload's certificates apply to the next handshakes.
-    tls: Arc<[Option<TlsAcceptor>]>,
+    /// What new connections' handshakes take, by listener.
+    handshakes: Handshakes,
     /// The access logs the router writes to, for the worker's flusher.
     pub logs: Vec<Rc<RefCell<AccessLog>>>,
 }
@@ -61,7 +60,7 @@ impl Routing {
     pub fn build(
         config: Arc<Config>,
         prepared: &Prepared,
-        tls: Arc<[Option<TlsAcceptor>]>,
+        handshakes: Handshakes,
         pool: Option<Rc<crate::upstream::Pool>>,
     ) -> Routing {
         let mut logs = Vec::new();
@@ -100,7 +99,7 @@ impl Routing {
             alt_svc_lines,
             head_limits,
             h2,
-            tls,
+            handshakes,
             logs,
         }
     }
@@ -120,22 +119,49 @@ impl Routing {
 
     /// The TLS acceptor of the listener `key` (`None`: plain, or no longer configured).
     pub fn acceptor(&self, key: &ListenKey) -> Option<TlsAcceptor> {
-        let i = (self.config.listeners.iter()).position(|l| ListenKey::of(l) == *key)?;
-        self.tls.get(i)?.clone()
+        self.handshakes.tls.get(self.listener(key)?)?.clone()
+    }
+
+    /// The QUIC server configuration of the listener `key`.
+    pub fn quic_server(&self, key: &ListenKey) -> Option<Arc<quinn_proto::ServerConfig>> {
+        self.handshakes.quic.get(self.listener(key)?)?.clone()
+    }
+
+    fn listener(&self, key: &ListenKey) -> Option<usize> {
+        (self.config.listeners.iter()).position(|l| ListenKey::of(l) == *key)
     }
 }
 
-/// Each listener's TLS acceptor, in `config.listeners`' order: one rustls configuration per
-/// listener, shared by the workers so that sessions resume whichever worker accepts the next
-/// connection. `prepare` built them, so a reload reads the certificates and keys again.
-pub(crate) fn acceptors(config: &Config, prepared: &Prepared) -> Arc<[Option<TlsAcceptor>]> {
-    let prepared_tls = prepared.tls.iter();
-    (config.listeners.iter().zip(prepared_tls))
-        .map(|(l, tls)| match l.kind {
-            ListenKind::Quic => None,
-            _ => tls.clone().map(TlsAcceptor::from),
-        })
-        .collect()
+/// What new connections' handshakes take, by listener (in `config.listeners`' order): a TLS
+/// acceptor, or a QUIC server configuration. One per listener, shared by the workers so that
+/// sessions resume (and Retry tokens hold) whichever worker takes the next connection.
+/// `prepare` built their TLS configurations, so a reload reads the certificates and keys
+/// again.
+#[derive(Clone)]
+pub(crate) struct Handshakes {
+    tls: Arc<[Option<TlsAcceptor>]>,
+    quic: Arc<[Option<Arc<quinn_proto::ServerConfig>>]>,
+}
+
+impl Handshakes {
+    /// `quic`: the QUIC settings of each listener (`None` for the others).
+    pub fn new(
+        config: &Config,
+        prepared: &Prepared,
+        quic: &[Option<super::quic::Settings>],
+    ) -> Handshakes {
+        let prepared_tls = prepared.tls.iter();
+        let tls = (config.listeners.iter().zip(prepared_tls))
+            .map(|(l, tls)| match l.kind {
+                ListenKind::Quic => None,
+                _ => tls.clone().map(TlsAcceptor::from),
+            })
+            .collect();
+        let quic = (quic.iter())
+            .map(|q| q.as_ref().map(|q| q.server.clone()))
+            .collect();
+        Handshakes { tls, quic }
+    }
 }
 
 /// `h3=":PORT"` for every port with both a TCP and a QUIC listener (as h2o advertises).

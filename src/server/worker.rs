@@ -3,7 +3,7 @@
 
 use super::connection::{self, ConnectionGuard, Connections, Parking};
 use super::context::WorkerCtx;
-use super::routing::{ListenKey, Routing};
+use super::routing::{Handshakes, ListenKey, Routing};
 use super::{panics, Phase, Shared};
 use crate::config::Config;
 use crate::log::AccessLog;
@@ -15,7 +15,6 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio_rustls::TlsAcceptor;
 
 /// How often buffered access-log lines are written out even when the buffer is not full.
 const LOG_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
@@ -49,13 +48,13 @@ pub(crate) type QuicSocket = (std::net::UdpSocket, super::quic::Settings);
 /// Runs the worker until its generation is stopped. Called on the worker's own thread.
 /// `ready` gets one message once the worker is set up (or could not be); accepting starts
 /// when the phase becomes `Serving`.
-/// `tls`: the listeners' acceptors (`routing::acceptors`); `in_place`: the reloads this
+/// `handshakes`: the listeners' TLS and QUIC configurations; `in_place`: the reloads this
 /// generation applies in place.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     config: Arc<Config>,
     prepared: Arc<super::Prepared>,
-    tls: Arc<[Option<TlsAcceptor>]>,
+    handshakes: Handshakes,
     sockets: Vec<Socket>,
     quic: Vec<QuicSocket>,
     shared: Arc<Shared>,
@@ -78,7 +77,7 @@ pub(crate) fn run(
     // The worker's own work runs as a task: the future `block_on` polls on every wake-up
     // of the thread is then only its handle, not this whole state machine.
     let main = local.spawn_local(async move {
-        let routing = Routing::build(config.clone(), &prepared, tls, None);
+        let routing = Routing::build(config.clone(), &prepared, handshakes, None);
         drop(prepared);
         let parking = Parking::new(&config);
         let ctx = Rc::new(WorkerCtx::new(
@@ -402,12 +401,12 @@ async fn trim_when_idle(ctx: Rc<WorkerCtx>) {
 }
 
 /// A reload the running workers apply in place (`reload.rs`): the new configuration, what
-/// `prepare` made of it, and the listeners' TLS acceptors. Each worker acknowledges on `ack`
+/// `prepare` made of it, and the listeners' handshake configurations. Each worker acknowledges on `ack`
 /// once it routes by it.
 pub(crate) struct InPlace {
     pub config: Arc<Config>,
     pub prepared: Arc<super::Prepared>,
-    pub tls: Arc<[Option<TlsAcceptor>]>,
+    pub handshakes: Handshakes,
     pub ack: std::sync::mpsc::Sender<Result<(), String>>,
 }
 
@@ -427,7 +426,7 @@ async fn apply_in_place(
         let routing = Rc::new(Routing::build(
             next.config.clone(),
             &next.prepared,
-            next.tls.clone(),
+            next.handshakes.clone(),
             Some(pool),
         ));
         let mut routing = routing;
