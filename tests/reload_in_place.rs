@@ -5,6 +5,8 @@
 //! `src/server/LIFECYCLE.md`).
 
 mod common;
+mod h3_support;
+mod tls_support;
 
 use common::backend::Backend;
 use common::clients::{h2_send, H2Req};
@@ -194,4 +196,47 @@ fn a_request_in_progress_finishes_by_the_configuration_it_started_with() {
     assert_eq!(h2.header("x-generation"), Some("old"));
     let next = get_on(&mut c, &mut pending, "/slow/delay?ms=1");
     assert_eq!(next.header("x-generation"), Some("new"), "{next:?}");
+}
+
+/// The same on an HTTP/3 connection (aioquic): its next request routes by the new
+/// configuration. Skipped when the HTTP/3 clients are not installed (`h3_support::Clients`).
+#[test]
+fn a_path_added_by_a_reload_answers_on_an_http3_connection_opened_before() {
+    use std::io::{BufRead, BufReader};
+    let Some(clients) = h3_support::Clients::find() else {
+        return;
+    };
+    let hosts =
+        "hosts:\n  default:\n    paths:\n      /old:\n        respond: {status: 200, body: old}\n";
+    let s = h3_support::H3Server::start(tempfile::tempdir().unwrap(), "", hosts);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h3/h3client.py");
+    let mut client = std::process::Command::new(clients.python())
+        .args([script, "--again-after-stdin", &s.url("/new")])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(client.stdout.take().unwrap()).lines();
+    let mut next = || out.next().expect("a line from the client").unwrap();
+    let before = next();
+    assert!(
+        before.starts_with("response\t") && before.contains("status=404"),
+        "{before}"
+    );
+    let waiting = next();
+    assert!(waiting.starts_with("waiting"), "{waiting}");
+    let yaml = std::fs::read_to_string(s.dir().join("spate.yaml")).unwrap();
+    let line = reload(
+        &s.s,
+        &format!("{}\n{NEW_PATH}", yaml.trim_end()),
+        "reloaded",
+    );
+    assert!(line.contains("in place"), "{line}");
+    client.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let after = next();
+    assert!(
+        after.contains("status=200") && after.contains("len=5") && !after.contains("error="),
+        "{after}"
+    );
+    assert!(client.wait().unwrap().success());
 }
