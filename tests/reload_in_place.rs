@@ -240,3 +240,38 @@ fn a_path_added_by_a_reload_answers_on_an_http3_connection_opened_before() {
     );
     assert!(client.wait().unwrap().success());
 }
+
+/// Reloads in place under load lose nothing: `h2load -c20 -m10 -n 200000` (h2c) with 10
+/// reloads (each changing the answer) while it runs reports every request succeeded, none
+/// failed: no connection gets a GOAWAY, so h2load has no request it must give up.
+#[test]
+fn ten_reloads_under_h2load_fail_no_request() {
+    let answer = |v: usize| format!("      /load:\n        respond: {{status: 200, body: v{v}}}\n");
+    let s = Spate::start(&conf(2, &answer(0)));
+    let url = s.url("/load");
+    let load = common::load::Load::h2load_with(&url, &["-c20", "-m10", "-t1", "-n", "200000"]);
+    // Back to back, so that most land while h2load runs (it takes a second or two here).
+    for v in 1..=10 {
+        std::fs::write(s.path().join("spate.yaml"), conf(2, &answer(v))).unwrap();
+        signal(&s.child, libc::SIGHUP);
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let line = loop {
+            let lines = s.stderr_lines();
+            if let Some(l) = lines.into_iter().find(|l| l.contains("reloaded")) {
+                break l;
+            }
+            assert!(std::time::Instant::now() < end, "no reload");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert!(line.contains("in place"), "{line}");
+        assert_eq!(get(&s, "/load").text(), format!("v{v}"));
+    }
+    let r = load.finish(100);
+    eprintln!("{}", r.text);
+    assert_eq!(
+        (r.succeeded, r.failed, r.non_2xx),
+        (200_000, 0, 0),
+        "{}",
+        r.text
+    );
+}
