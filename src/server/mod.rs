@@ -293,7 +293,7 @@ impl Server {
         let Some(generation_because) = blocker else {
             let workers = with_bound_ports(config.clone(), &listeners);
             let handshakes = match quic_settings(&workers, &prepared) {
-                Ok(q) => routing::Handshakes::new(&workers, &prepared, &q),
+                Ok(q) => routing::Handshakes::new(&workers, &prepared, servers_of(&q)),
                 Err(e) => {
                     shared
                         .max_connections
@@ -492,6 +492,13 @@ fn quic_settings(
     Ok(out)
 }
 
+/// The QUIC server configuration of each listener of `quic` (`quic_settings`).
+fn servers_of(
+    quic: &[Option<quic::Settings>],
+) -> impl Iterator<Item = Option<Arc<quinn_proto::ServerConfig>>> + '_ {
+    quic.iter().map(|q| q.as_ref().map(|q| q.server.clone()))
+}
+
 /// The warnings of a TLS listener's configuration (logged at each start and reload).
 fn warn_tls(l: &crate::config::Listen) {
     if let Some(t) = &l.tls {
@@ -609,7 +616,7 @@ impl Generation {
         let config = with_bound_ports(config, listeners);
         let workers = config.num_threads.max(1);
         let quic_settings = quic_settings(&config, &prepared)?;
-        let handshakes = routing::Handshakes::new(&config, &prepared, &quic_settings);
+        let handshakes = routing::Handshakes::new(&config, &prepared, servers_of(&quic_settings));
         // Worker i accepts on sockets i, i + workers, ...: every socket has a worker.
         let mut per_worker: Vec<Vec<worker::Socket>> = (0..workers).map(|_| Vec::new()).collect();
         let mut quic_per_worker: Vec<Vec<worker::QuicSocket>> =

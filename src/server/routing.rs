@@ -144,11 +144,11 @@ pub(crate) struct Handshakes {
 }
 
 impl Handshakes {
-    /// `quic`: the QUIC settings of each listener (`None` for the others).
+    /// `quic`: the QUIC server configuration of each listener (`None` for the others).
     pub fn new(
         config: &Config,
         prepared: &Prepared,
-        quic: &[Option<super::quic::Settings>],
+        quic: impl Iterator<Item = Option<Arc<quinn_proto::ServerConfig>>>,
     ) -> Handshakes {
         let prepared_tls = prepared.tls.iter();
         let tls = (config.listeners.iter().zip(prepared_tls))
@@ -157,9 +157,7 @@ impl Handshakes {
                 _ => tls.clone().map(TlsAcceptor::from),
             })
             .collect();
-        let quic = (quic.iter())
-            .map(|q| q.as_ref().map(|q| q.server.clone()))
-            .collect();
+        let quic = quic.collect();
         Handshakes { tls, quic }
     }
 }
