@@ -535,6 +535,7 @@ fn a_reload_sends_a_goaway_to_parked_h2c_connections() {
     let (mut raw, _) = h2c_connection(&s);
     assert_eq!(wait_parked(&s, |n| n == 1), 1);
     let start = Instant::now();
+    common::parking::needs_new_generation(&s);
     signal(&s.child, libc::SIGHUP);
     assert!(
         h2c_graceful_goaway(&mut raw),

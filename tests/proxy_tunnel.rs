@@ -778,22 +778,53 @@ fn idle_tunnels_time_out() {
     );
 }
 
+/// Sends SIGHUP after writing `yaml`; returns the `reloaded` line.
+fn reload_with(s: &Spate, yaml: &str) -> String {
+    // The same file (a reload matches listeners by their configured address).
+    std::fs::write(s.path().join("spate.yaml"), yaml).unwrap();
+    signal(&s.child, libc::SIGHUP);
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    loop {
+        if let Some(l) = seen.iter().find(|l: &&String| l.contains("reloaded")) {
+            return l.clone();
+        }
+        assert!(Instant::now() < end, "no reload:\n{}", seen.join("\n"));
+        seen.extend(s.stderr_lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A WebSocket session goes on across reloads applied in place (each changes the path's
+/// header commands), and across one that starts a new generation (the old one keeps serving
+/// the tunnel while it drains).
 #[test]
 fn tunnel_survives_a_reload() {
     let ws = WsServer::start();
     let s = spate(&ws, "proxy.tunnel: ON");
     let (mut c, _) = open_raw(&s, "/ws/");
     echo(&mut c, b"before");
-    // The same file (a reload matches listeners by their configured address).
-    std::fs::write(s.path().join("spate.yaml"), config(&ws, "proxy.tunnel: ON")).unwrap();
-    signal(&s.child, libc::SIGHUP);
-    let end = Instant::now() + Duration::from_secs(10);
-    let mut seen = Vec::new();
-    while !seen.iter().any(|l: &String| l.contains("reloaded")) {
-        assert!(Instant::now() < end, "no reload:\n{}", seen.join("\n"));
-        seen.extend(s.stderr_lines());
-        std::thread::sleep(Duration::from_millis(20));
+    // Kept open to the end: the echo server's first `closed` line is then `c`'s.
+    let mut sessions = Vec::new();
+    for i in 0..5 {
+        let opts = format!("proxy.tunnel: ON\nheader.add: \"x-reload: {i}\"");
+        let line = reload_with(&s, &config(&ws, &opts));
+        assert!(line.contains("in place"), "{line}");
+        echo(&mut c, format!("after reload {i}").as_bytes());
+        // A new session routes by the new configuration.
+        let (mut d, head) = open_raw(&s, "/ws/");
+        assert!(head.contains(&format!("x-reload: {i}")), "{head}");
+        echo(&mut d, b"new");
+        sessions.push(d);
     }
+    let line = reload_with(
+        &s,
+        &config(&ws, "proxy.tunnel: ON").replace("num-threads: 1", "num-threads: 2"),
+    );
+    assert!(
+        line.contains("new worker generation: num-threads"),
+        "{line}"
+    );
     // The old generation keeps serving the tunnel...
     for i in 0..3 {
         std::thread::sleep(Duration::from_millis(200));

@@ -34,6 +34,9 @@ use std::rc::Rc;
 /// Per-worker routing table, built from the configuration on each worker thread.
 pub struct Router {
     hosts: Vec<HostRoute>,
+    /// Idle backend connections of this worker, shared by every proxy path; handed on to the
+    /// router a reload in place builds, so that they survive it.
+    pool: Rc<upstream::Pool>,
     /// Listeners that serve only some hosts (given by those hosts' own `listen`); empty when
     /// every listener serves every host.
     bound: Vec<BoundListener>,
@@ -56,8 +59,18 @@ struct HostRoute {
     paths: Vec<PathRoute>,
 }
 
+/// Where a path is in its router ([`Router::path`]): what an answer still to come keeps
+/// instead of a borrow, so that it owns its routing (and a reload may replace the router).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouteId {
+    host: u32,
+    path: u32,
+}
+
 /// A path's handler with the filters and log that apply to it.
 pub struct PathRoute {
+    /// This path's place in its router.
+    pub id: RouteId,
     prefix: String,
     /// Configured with a trailing slash (`/p3/`): as in h2o, it matches `/p3/...` and not `/p3`
     /// itself (which another path, or none, answers).
@@ -163,20 +176,32 @@ impl Router {
         formats: &Formats,
         logs: &mut Vec<Rc<RefCell<AccessLog>>>,
     ) -> Router {
+        Router::with_pool(conf, upstream_tls, formats, logs, upstream::Pool::new())
+    }
+
+    /// [`Router::new`] on the idle backend connections of `pool` (the previous router's, on
+    /// a reload in place: [`Router::pool`]).
+    pub fn with_pool(
+        conf: &config::Config,
+        upstream_tls: &[Option<TlsClient>],
+        formats: &Formats,
+        logs: &mut Vec<Rc<RefCell<AccessLog>>>,
+        pool: Rc<upstream::Pool>,
+    ) -> Router {
         let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
-        // Idle backend connections of this worker, shared by every proxy path.
-        let pool = upstream::Pool::new();
         // Idle FastCGI connections of this worker, shared by every FastCGI path.
         let fcgi = fastcgi::Shared::new(&conf.server_name);
         let hosts = conf
             .hosts
             .iter()
-            .map(|h| {
+            .enumerate()
+            .map(|(i, h)| {
                 let mut paths: Vec<PathRoute> = h
                     .paths
                     .iter()
                     .map(|p| {
                         let mut route = PathRoute {
+                            id: RouteId { host: 0, path: 0 },
                             prefix: p.prefix.trim_end_matches('/').to_string(),
                             slashed: p.prefix.len() > 1 && p.prefix.ends_with('/'),
                             handler: server_timing::Timed::wrap(
@@ -211,6 +236,12 @@ impl Router {
                     })
                     .collect();
                 paths.sort_by_key(|p| std::cmp::Reverse(p.prefix.len()));
+                for (j, p) in paths.iter_mut().enumerate() {
+                    p.id = RouteId {
+                        host: i as u32,
+                        path: j as u32,
+                    };
+                }
                 HostRoute {
                     name: h.name.clone(),
                     port: h.port,
@@ -231,7 +262,19 @@ impl Router {
                 })
             })
             .collect();
-        Router { hosts, bound }
+        Router { hosts, pool, bound }
+    }
+
+    /// The path at `id` (of a route this router gave).
+    #[inline]
+    pub fn path(&self, id: RouteId) -> Option<&PathRoute> {
+        let host = self.hosts.get(id.host as usize)?;
+        host.paths.get(id.path as usize)
+    }
+
+    /// This worker's idle backend connections, for the next router ([`Router::with_pool`]).
+    pub fn pool(&self) -> Rc<upstream::Pool> {
+        self.pool.clone()
     }
 
     /// Answers `req`: picks the host by authority, the path by longest prefix, runs the handler

@@ -99,7 +99,7 @@ async fn after_proxy_header(
     guard: ConnectionGuard,
     tls: Option<TlsAcceptor>,
 ) {
-    let timeout = guard.ctx().config.handshake_timeout;
+    let timeout = guard.ctx().routing().config.handshake_timeout;
     let client = match super::proxy_protocol::read(&mut stream, timeout).await {
         Ok(client) => client.unwrap_or(peer),
         Err(e) => {

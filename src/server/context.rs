@@ -1,15 +1,15 @@
-//! What a worker's connections share (`WorkerCtx`): the configuration, the router, the
-//! memos and buffer pools, the stop signals, and the count of open connections.
+//! What a worker's connections share (`WorkerCtx`): the routing of the configuration
+//! (`routing.rs`, swapped by a reload in place), the memos and buffer pools, the stop
+//! signals, and the count of open connections.
 
 use super::answer_memo::AnswerMemo;
 use super::buffers::BufferPool;
-use super::h2_settings::H2Settings;
+use super::routing::Routing;
 use super::Shared;
-use crate::config::Config;
-use crate::handler::Router;
-use crate::proto::h1::{HeadLimits, ParseMemo};
-use std::cell::{Cell, RefCell};
+use crate::proto::h1::ParseMemo;
+use std::cell::{Cell, Ref, RefCell};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -18,20 +18,16 @@ pub(crate) type Addrs = (SocketAddr, SocketAddr);
 
 /// What every connection task of this worker shares.
 pub(crate) struct WorkerCtx {
-    pub config: Arc<Config>,
-    pub router: Router,
-    /// `Server: NAME\r\n`, or empty when `send-server-name` is OFF.
-    pub(super) server_line: Vec<u8>,
-    /// The Server line followed by `Alt-Svc: h3=":PORT"\r\n`, for each TCP port that has a
-    /// QUIC listener on the same port number (`http3-alt-svc`); usually empty.
-    pub(super) alt_svc_lines: Vec<(u16, Vec<u8>)>,
-    pub head_limits: HeadLimits,
+    /// The current configuration's routing. Borrowed only within a synchronous call (never
+    /// across an await): the worker swaps it between two turns of its tasks.
+    routing: RefCell<Rc<Routing>>,
+    /// Counts the swaps: a connection that keeps something of the routing (HTTP/2's memo of
+    /// a repeated request's answer) compares it with its own.
+    epoch: Cell<u32>,
     /// The parse of the last request head repeated on this worker (under `head_limits`).
     pub parse_memo: RefCell<ParseMemo>,
     /// The lane's answer to the last request repeated on this worker (`answer_memo.rs`).
     pub answer_memo: RefCell<AnswerMemo>,
-    /// HTTP/2 connection settings from the configuration.
-    pub h2: H2Settings,
     /// Buffers of idle HTTP/1 connections, for reuse.
     pub buffers: BufferPool,
     /// Set once this worker drains or stops: connections close after their current response.
@@ -56,17 +52,58 @@ pub(crate) struct WorkerCtx {
 }
 
 impl WorkerCtx {
-    /// The Server line for a response on local `port`, with `Alt-Svc` when a QUIC listener
-    /// shares the port. Preformatted: no allocation per response.
-    #[inline(always)]
-    pub fn server_line(&self, port: u16) -> &[u8] {
-        if self.alt_svc_lines.is_empty() {
-            return &self.server_line;
+    /// A worker's context, routing by `routing`.
+    pub(super) fn new(routing: Routing, shared: Arc<Shared>, parks: bool, lane: bool) -> WorkerCtx {
+        WorkerCtx {
+            routing: RefCell::new(Rc::new(routing)),
+            epoch: Cell::new(0),
+            parse_memo: RefCell::new(ParseMemo::new()),
+            answer_memo: RefCell::default(),
+            buffers: Default::default(),
+            stopping: Cell::new(false),
+            close_idle: Cell::new(false),
+            stop: Notify::new(),
+            parks,
+            lane,
+            active: Cell::new(0),
+            went_idle: Cell::new(false),
+            all_closed: Notify::new(),
+            shared,
         }
-        self.alt_svc_lines
-            .iter()
-            .find(|(p, _)| *p == port)
-            .map_or(&self.server_line[..], |(_, l)| &l[..])
+    }
+
+    /// The current routing, for a synchronous use (a request's start): the borrow must end
+    /// before the caller awaits.
+    #[inline(always)]
+    pub fn routing(&self) -> Ref<'_, Rc<Routing>> {
+        self.routing.borrow()
+    }
+
+    /// The current routing, kept (by an answer still to come, a connection's settings).
+    pub fn current(&self) -> Rc<Routing> {
+        self.routing.borrow().clone()
+    }
+
+    /// The number of routing swaps so far.
+    #[inline(always)]
+    pub fn epoch(&self) -> u32 {
+        self.epoch.get()
+    }
+
+    /// A reload in place: the next requests route by `new`. The memos of this worker hold
+    /// answers and heads of the old routes: they go. Returns the old routing (its logs are
+    /// flushed when its last answer in progress ends and drops it). `Err` when a borrow is
+    /// held (never between two turns, where the worker calls this).
+    pub(super) fn swap_routing(&self, new: Rc<Routing>) -> Result<Rc<Routing>, Rc<Routing>> {
+        let Ok(mut current) = self.routing.try_borrow_mut() else {
+            return Err(new);
+        };
+        let old = std::mem::replace(&mut *current, new);
+        drop(current);
+        *self.parse_memo.borrow_mut() = ParseMemo::new();
+        *self.answer_memo.borrow_mut() = Default::default();
+        self.epoch.set(self.epoch.get().wrapping_add(1));
+        Ok(old)
     }
 
     /// Counts a connection as open in this worker (a graceful stop waits for it).

@@ -11,10 +11,13 @@ use crate::http::clock;
 use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
 use crate::http::{body, Body, FileRange, Request, Response};
+use crate::log::AccessLog;
 use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, ResponseHead};
 use bytes::{Bytes, BytesMut};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -273,7 +276,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                         self.flush(false).await?;
                         return Err(Close::Linger);
                     }
-                    if self.queued >= self.ctx.config.limits.pipelined_requests {
+                    if self.queued >= self.ctx.routing().config.limits.pipelined_requests {
                         self.flush(false).await?;
                     }
                     continue;
@@ -298,7 +301,6 @@ impl<'a, T: Transport> Conn<'a, T> {
             if self.rbuf.is_empty() && self.ctx.close_idle.get() {
                 return Ok(());
             }
-            let http1 = &self.ctx.config.http1;
             let idle = self.rbuf.is_empty();
             let parking = idle && T::PARKS;
             // A plain connection that answered a request waits in the lane (`connection/park.rs`).
@@ -309,13 +311,17 @@ impl<'a, T: Transport> Conn<'a, T> {
             // A plain connection waits the park delay rather than the keep-alive timeout, and
             // then is parked (`connection/park.rs`), which keeps the deadline.
             let parks = parking && self.ctx.parks;
-            let deadline = if parks {
-                now + http1.idle_park_delay
-            } else if idle {
-                now + http1.keepalive_timeout
-            } else {
-                let started = *request_started.get_or_insert(now);
-                (started + http1.request_timeout).min(now + http1.request_io_timeout)
+            let deadline = {
+                let routing = self.ctx.routing();
+                let http1 = &routing.config.http1;
+                if parks {
+                    now + http1.idle_park_delay
+                } else if idle {
+                    now + http1.keepalive_timeout
+                } else {
+                    let started = *request_started.get_or_insert(now);
+                    (started + http1.request_timeout).min(now + http1.request_io_timeout)
+                }
             };
             match self.read_until(now, deadline, idle, parks).await? {
                 Wait::Data => {}
@@ -343,7 +349,8 @@ impl<'a, T: Transport> Conn<'a, T> {
         if preface || self.rbuf.is_empty() {
             return Err(NotYet::More);
         }
-        let parsed = (self.ctx.parse_memo.borrow_mut()).parse(&self.rbuf, &self.ctx.head_limits);
+        let limits = &self.ctx.routing().head_limits;
+        let parsed = (self.ctx.parse_memo.borrow_mut()).parse(&self.rbuf, limits);
         match parsed {
             Ok(Some(head)) => Ok(self.respond(head)),
             Ok(None) => Err(NotYet::More),
@@ -359,8 +366,8 @@ impl<'a, T: Transport> Conn<'a, T> {
     fn respond(&mut self, head: h1::Head) -> Responded<'_> {
         match self.answer(head) {
             Answered::Done(keep_alive) => Responded::Now(keep_alive),
-            Answered::Streaming(exchange, routed) => {
-                Responded::Later(self.respond_streaming_boxed(exchange, routed))
+            Answered::Streaming(exchange, answer, log) => {
+                Responded::Later(self.respond_streaming_boxed(exchange, answer, log))
             }
             Answered::Waits(reply) => Responded::Later(self.reply_boxed(reply)),
             Answered::Rejected(e) => Responded::Later(Box::pin(async move {
@@ -372,7 +379,7 @@ impl<'a, T: Transport> Conn<'a, T> {
 
     /// Routes one request and, when its answer is ready and small, writes it.
     #[inline(always)]
-    fn answer(&mut self, head: h1::Head) -> Answered<'a> {
+    fn answer(&mut self, head: h1::Head) -> Answered {
         let head_len = head.len as u64;
         let keep_alive = head.keep_alive && !self.ctx.stopping.get();
         let framing = head.body;
@@ -382,7 +389,10 @@ impl<'a, T: Transport> Conn<'a, T> {
         self.fresh = false;
         // `upgrade`: `Connection: upgrade` on a bodiless HTTP/1.1 request, which an h2c
         // upgrade needs (RFC 9110 7.8); without it, no header is looked at.
-        if upgrade && self.ctx.config.http1.upgrade_to_http2 {
+        // The routing this request starts with: borrowed for this call only.
+        let ctx = self.ctx;
+        let routing = ctx.routing();
+        if upgrade && routing.config.http1.upgrade_to_http2 {
             if let Some(settings) = h2c_upgrade(&req) {
                 self.wbuf.extend_from_slice(
                     b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
@@ -396,10 +406,10 @@ impl<'a, T: Transport> Conn<'a, T> {
         }
 
         // A body the handler reads streams to it as it arrives: the slow path.
-        let ctx = self.ctx;
         // So does an upgrade a handler may tunnel: after its 101, the client's bytes.
-        let tunnel = upgrade && ctx.router.tunnels(&req);
-        let writer = if tunnel || framing != BodyFraming::None && ctx.router.streams_body(&req) {
+        let tunnel = upgrade && routing.router.tunnels(&req);
+        let writer = if tunnel || framing != BodyFraming::None && routing.router.streams_body(&req)
+        {
             let length = match framing {
                 BodyFraming::Length(n) => Some(n),
                 _ => None,
@@ -417,7 +427,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                 return Answered::Rejected(e);
             }
         }
-        let (resp, route) = match request_start::route(ctx, &mut req) {
+        let (resp, route) = match request_start::route(&routing, &mut req) {
             Routed::Now(resp, route)
                 if writer.is_none() && !matches!(resp.body, Body::Stream(_)) =>
             {
@@ -432,13 +442,18 @@ impl<'a, T: Transport> Conn<'a, T> {
                     expect_continue,
                     tunnel,
                 };
-                return Answered::Streaming(exchange, routed);
+                let log = routed.log();
+                let answer = match routed {
+                    Routed::Now(resp, _) => streaming::Answer::Now(resp),
+                    Routed::Later(later) => streaming::Answer::Later(later),
+                };
+                return Answered::Streaming(exchange, answer, log);
             }
         };
         let reply = Reply {
             req,
             resp,
-            log: route.log(),
+            log: route.log().cloned(),
             framing,
             keep_alive,
             expect_continue,
@@ -454,8 +469,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             return Answered::Waits(reply);
         }
         let out = Out {
-            ctx,
-            port: self.addrs.1.port(),
+            server_line: routing.server_line(self.addrs.1.port()),
             wbuf: &mut self.wbuf,
             splice: None,
             tls: self.tls,
@@ -469,17 +483,17 @@ impl<'a, T: Transport> Conn<'a, T> {
     #[inline(never)]
     fn reply_boxed<'s>(
         &'s mut self,
-        reply: Reply<'a>,
+        reply: Reply,
     ) -> Pin<Box<dyn Future<Output = Result<bool, Close>> + 's>> {
         Box::pin(self.reply(reply))
     }
 
-    async fn reply(&mut self, mut reply: Reply<'a>) -> Result<bool, Close> {
+    async fn reply(&mut self, mut reply: Reply) -> Result<bool, Close> {
         let clock = self.out().reply_started(&reply);
         if reply.framing == BodyFraming::Chunked {
             // As h2o, a chunked body the handler does not read is read before the answer: one
             // over `limit-request-body` (or malformed) is answered 413 (400), not by the handler.
-            let dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
+            let dec = ChunkedDecoder::new(self.ctx.routing().config.limits.request_head);
             self.discard_chunked_rest(dec, 0, false).await?;
         }
         let body = std::mem::take(&mut reply.resp.body);
@@ -513,11 +527,11 @@ impl<'a, T: Transport> Conn<'a, T> {
         Ok(reply.keep_alive)
     }
 
-    /// The connection's inline-answer state (`Out`).
+    /// The connection's inline-answer state (`Out`), for a reply's log line and metrics: its
+    /// head is written by `send`, so it has no Server line.
     fn out(&mut self) -> Out<'_> {
         Out {
-            ctx: self.ctx,
-            port: self.addrs.1.port(),
+            server_line: &[],
             wbuf: &mut self.wbuf,
             splice: None,
             tls: self.tls,
@@ -536,15 +550,18 @@ impl<'a, T: Transport> Conn<'a, T> {
         body: Body,
         keep_alive: bool,
     ) -> Result<u64, Close> {
-        let head = ResponseHead {
-            status,
-            headers,
-            body: BodyLength::Known(body.len()),
-            keep_alive,
-            server_line: self.ctx.server_line(self.addrs.1.port()),
-            date: None,
+        let head_len = {
+            let routing = self.ctx.routing();
+            let head = ResponseHead {
+                status,
+                headers,
+                body: BodyLength::Known(body.len()),
+                keep_alive,
+                server_line: routing.server_line(self.addrs.1.port()),
+                date: None,
+            };
+            write_head_now(&mut self.wbuf, head, DATE) as u64
         };
-        let head_len = write_head_now(&mut self.wbuf, head, DATE) as u64;
         if req.is_head() || status == 304 || status == 204 {
             return Ok(head_len);
         }
@@ -602,7 +619,7 @@ impl<'a, T: Transport> Conn<'a, T> {
     }
 
     fn send_timeout(&self) -> Duration {
-        self.ctx.config.http1.send_timeout
+        self.ctx.routing().config.http1.send_timeout
     }
 
     /// Reads into `rbuf` until data arrives or the deadline passes. When `idle` (between
@@ -777,7 +794,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             let failed = match dec.decode(&self.rbuf) {
                 Ok(r) => {
                     received += r.data.len() as u64;
-                    if received <= self.ctx.config.limits.request_body {
+                    if received <= self.ctx.routing().config.limits.request_body {
                         let _ = self.rbuf.split_to(r.consumed);
                         if r.done {
                             return Ok(());
@@ -805,7 +822,7 @@ impl<'a, T: Transport> Conn<'a, T> {
     /// malformed framing. The body is decoded again as it is discarded; keeping no decoder
     /// here keeps the connection's future small.
     fn check_chunked_prefix(&self) -> Result<(), h1::Error> {
-        let mut dec = ChunkedDecoder::new(self.ctx.config.limits.request_head);
+        let mut dec = ChunkedDecoder::new(self.ctx.routing().config.limits.request_head);
         let mut rest = &self.rbuf[..];
         while !rest.is_empty() {
             let r = dec.decode(rest)?;
@@ -822,7 +839,7 @@ impl<'a, T: Transport> Conn<'a, T> {
     async fn read_body_bytes(&mut self) -> Result<(), Close> {
         self.flush(false).await?;
         let now = Instant::now();
-        let deadline = now + self.ctx.config.http1.request_io_timeout;
+        let deadline = now + self.ctx.routing().config.http1.request_io_timeout;
         match self.read_until(now, deadline, false, false).await? {
             Wait::Data => Ok(()),
             Wait::Eof | Wait::TimedOut | Wait::Stopping | Wait::Park => Err(Close::Quietly),
@@ -842,7 +859,8 @@ impl<'a, T: Transport> Conn<'a, T> {
             Body::Bytes(b) => b.clone(),
             _ => Bytes::new(),
         };
-        let server_line = self.ctx.server_line(self.addrs.1.port());
+        let routing = self.ctx.routing();
+        let server_line = routing.server_line(self.addrs.1.port());
         clock::with_date(|date| {
             h1::write_head(
                 &mut self.wbuf,
@@ -860,7 +878,7 @@ impl<'a, T: Transport> Conn<'a, T> {
     }
 
     fn log_request_error(&self, status: u16, reason: &str) {
-        if self.ctx.config.emit_request_errors {
+        if crate::log::emit_request_errors() {
             tracing::info!(peer = %self.addrs.0, "rejected request with {status}: {reason}");
         }
     }
@@ -873,12 +891,12 @@ impl<'a, T: Transport> Conn<'a, T> {
     }
 }
 
-/// Where inline answers go: a connection's write buffer and its worker. The code both a
+/// Where inline answers go: a connection's write buffer. The code both a
 /// connection's task (`Conn::answer`) and the lane (`answer_in_lane`) run for an inline answer.
 struct Out<'o> {
-    ctx: &'o WorkerCtx,
-    /// The local port (for the Server and Alt-Svc lines).
-    port: u16,
+    /// The Server line (and Alt-Svc) of the routing the request started with, for the local
+    /// port.
+    server_line: &'o [u8],
     wbuf: &'o mut Vec<u8>,
     /// Where bodies in memory go instead of being copied into `wbuf` (the lane's, which
     /// sends them from their own memory: `splice.rs`); `None` copies.
@@ -909,7 +927,7 @@ impl Out<'_> {
             h1::write_continue(self.wbuf);
         }
         ReplyClock {
-            received_at: reply.log.map(|_| (SystemTime::now(), Instant::now())),
+            received_at: (reply.log.as_ref()).map(|_| (SystemTime::now(), Instant::now())),
             counted: crate::metrics::start(),
         }
     }
@@ -931,7 +949,7 @@ impl Out<'_> {
             started,
             ended: None,
         });
-        let log = match (reply.log, clock.received_at) {
+        let log = match (&reply.log, clock.received_at) {
             (Some(log), Some((at, started))) => Some(Logged {
                 file: log,
                 req: &reply.req,
@@ -955,7 +973,7 @@ impl Out<'_> {
             headers: &resp.headers,
             body: BodyLength::Known(resp.body.len()),
             keep_alive: reply.keep_alive,
-            server_line: self.ctx.server_line(self.port),
+            server_line: self.server_line,
             date: None,
         };
         let dated = !carries_date(&resp.headers);
@@ -1023,29 +1041,33 @@ enum Responded<'s> {
 }
 
 /// What routing a request produced.
-enum Answered<'a> {
+enum Answered {
     /// Answered inline (or switched to HTTP/2); whether the connection stays open.
     Done(bool),
     /// The slow path: a streamed body either way, or an answer that comes later.
-    Streaming(streaming::Exchange, Routed<'a>),
+    Streaming(
+        streaming::Exchange,
+        streaming::Answer,
+        Option<Rc<RefCell<AccessLog>>>,
+    ),
     /// Ready, but writing it may wait: a large or file body, or a request body to read past.
-    Waits(Reply<'a>),
+    Waits(Reply),
     /// The request is malformed after all (its body's framing): an error answer, then close.
     Rejected(h1::Error),
 }
 
 /// An answer ready now, with what its log line and metrics need.
-struct Reply<'a> {
+struct Reply {
     req: Request,
     resp: Response,
-    log: Option<&'a std::rc::Rc<std::cell::RefCell<crate::log::AccessLog>>>,
+    log: Option<Rc<RefCell<AccessLog>>>,
     framing: BodyFraming,
     keep_alive: bool,
     expect_continue: bool,
     head_len: u64,
 }
 
-impl Reply<'_> {
+impl Reply {
     fn sends_no_body(&self) -> bool {
         self.req.is_head() || self.resp.status == 304 || self.resp.status == 204
     }

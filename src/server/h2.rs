@@ -10,6 +10,7 @@ mod work;
 use super::buffers::BufferPool;
 use super::context::WorkerCtx;
 use super::request_start::{self, Routed};
+use super::routing::Routing;
 use super::transport::Transport;
 use crate::http::Request;
 use crate::metrics::Mark;
@@ -20,6 +21,7 @@ use ends::StreamEnds;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
@@ -91,7 +93,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
         rbuf
     };
     let now = Instant::now();
-    let cfg = || ctx.h2.for_connection(stream.is_secure(), local.port());
+    let cfg = || (ctx.routing().h2).for_connection(stream.is_secure(), local.port());
     // Boxed: the connection's state is large and lives as long as the connection.
     let state = match start {
         Start::New => Some(State::Awake(Box::new(Connection::new(
@@ -176,7 +178,7 @@ pub(crate) fn serve<'s, 'a: 's, T: Transport + 's>(
         }
         match conn.closed() {
             Some(Closed::GoAway(r, why)) if r != Reason::NO_ERROR => {
-                if ctx.config.emit_request_errors {
+                if crate::log::emit_request_errors() {
                     tracing::info!(peer = %conn.peer(), "closed HTTP/2 connection with {r:?}: {why}");
                 }
                 // Boxed, as a rare state, to keep the connection's future small.
@@ -233,14 +235,16 @@ async fn turns<'a, T: Transport>(
     conn: &mut Connection,
     ctx: &'a WorkerCtx,
     rbuf: &mut BytesMut,
-    work: &mut StreamWork<'a>,
+    work: &mut StreamWork,
     ends: &mut StreamEnds,
     waits: &mut Waits<'_, 'a>,
 ) -> std::io::Result<Pause> {
-    let send_timeout = ctx.config.http1.send_timeout;
+    let send_timeout = ctx.routing().config.http1.send_timeout;
     let mut shutdown_deadline: Option<Instant> = None;
     let mut sizer = ReadSizer::new(rbuf.capacity());
-    let streams_body = |req: &Request| ctx.router.streams_body(req);
+    // The routing the connection's memo of a repeated answer was made by (a parked
+    // connection's memo is dropped: each `run` begins without one).
+    let mut epoch = ctx.epoch();
     loop {
         let now = Instant::now();
         // The start of this turn's requests, for the metrics: one clock reading per turn.
@@ -259,20 +263,30 @@ async fn turns<'a, T: Transport>(
                 conn.lend_turn_buffers(t);
             }
         }
+        if epoch != ctx.epoch() {
+            // A reload in place: this turn's requests route by the new routing.
+            epoch = ctx.epoch();
+            conn.forget_answers();
+        }
         // Decode and answer a batch of requests at a time; their small responses finish (and
-        // free their streams) before the next batch is decoded, all in one write.
-        loop {
-            if !rbuf.is_empty() {
-                let mut runs = ctx.h2.runs.borrow_mut();
-                conn.recv_with(rbuf, now, &mut runs, &streams_body);
-            }
-            while answer(conn, ctx, work, ends, now, mark) {}
-            if !conn.recv_paused() || conn.closed().is_some() {
-                break;
-            }
-            conn.fill(now);
-            if conn.output_full() {
-                break;
+        // free their streams) before the next batch is decoded, all in one write. They
+        // route by the routing borrowed for this batch (never across an await).
+        {
+            let routing = ctx.routing();
+            let streams_body = |req: &Request| routing.router.streams_body(req);
+            loop {
+                if !rbuf.is_empty() {
+                    let mut runs = routing.h2.runs.borrow_mut();
+                    conn.recv_with(rbuf, now, &mut runs, &streams_body);
+                }
+                while answer(conn, &routing, work, ends, now, mark) {}
+                if !conn.recv_paused() || conn.closed().is_some() {
+                    break;
+                }
+                conn.fill(now);
+                if conn.output_full() {
+                    break;
+                }
             }
         }
         if !work.is_empty() {
@@ -285,7 +299,7 @@ async fn turns<'a, T: Transport>(
         }
         if ctx.stopping.get() && shutdown_deadline.is_none() {
             conn.shutdown();
-            let grace = ctx.config.http2.graceful_shutdown_timeout;
+            let grace = ctx.routing().config.http2.graceful_shutdown_timeout;
             // Zero means no limit of its own; `shutdown-timeout` still ends the worker.
             let grace = if grace.is_zero() {
                 Duration::from_secs(365 * 24 * 3600)
@@ -582,10 +596,10 @@ impl ReadSizer {
 /// counts requests (`mark`). The request is read where the connection holds it, and taken
 /// only to be kept (for the log).
 #[inline(always)]
-fn answer<'a>(
+fn answer(
     conn: &mut Connection,
-    ctx: &'a WorkerCtx,
-    work: &mut StreamWork<'a>,
+    routing: &Rc<Routing>,
+    work: &mut StreamWork,
     ends: &mut StreamEnds,
     now: Instant,
     mark: Option<Mark>,
@@ -593,8 +607,7 @@ fn answer<'a>(
     let Some((id, req)) = conn.next_request_held() else {
         return false;
     };
-    let routed = request_start::route(ctx, req);
-    let file = routed.route().log();
+    let routed = request_start::route(routing, req);
     let log_start = |conn: &mut Connection| {
         let req = conn.take_request(id)?;
         Some(LogStart {
@@ -605,6 +618,7 @@ fn answer<'a>(
     };
     match routed {
         Routed::Now(resp, route) => {
+            let file = route.log();
             // The memoised request's answer, when it repeats, is kept to give again to the
             // same request (its logged path is not: each request has its line).
             let repeats = conn.answer_memo_wanted(id) && route.answer_repeats(&resp);
@@ -630,7 +644,7 @@ fn answer<'a>(
             }
         }
         Routed::Later(later) => {
-            let log = match file {
+            let log = match later.route().log() {
                 Some(_) => log_start(conn).map(Box::new),
                 None => {
                     conn.release_request(id);

@@ -116,7 +116,7 @@ impl<'a> H3Conn<'a> {
         if !matches!(
             reason,
             ConnectionError::ApplicationClosed(_) | ConnectionError::TimedOut
-        ) && self.ctx.config.emit_request_errors
+        ) && crate::log::emit_request_errors()
         {
             tracing::debug!(peer = %self.peer, "QUIC connection lost: {reason}");
         }
@@ -211,7 +211,7 @@ impl<'a> H3Conn<'a> {
             self.wakes.wake(self.index);
         }
         if let Some((code, why)) = self.close.take() {
-            if self.ctx.config.emit_request_errors {
+            if crate::log::emit_request_errors() {
                 tracing::info!(peer = %self.peer, "closing HTTP/3 connection with {:#x}: {why}", code.0);
             }
             conn.close(now, varint(code), Bytes::from_static(why.as_bytes()));
@@ -364,7 +364,8 @@ impl<'a> H3Conn<'a> {
 
 /// The HTTP/3 settings of this worker's configuration.
 fn settings(ctx: &WorkerCtx) -> h3::Settings {
-    let c = &ctx.config;
+    let routing = ctx.routing();
+    let c = &routing.config;
     h3::Settings {
         max_field_section_size: c.limits.request_field_section as u64,
         qpack_max_table_capacity: u64::from(c.http3.qpack_max_table_capacity),

@@ -31,6 +31,7 @@ mod quic;
 mod reload;
 mod request_end;
 mod request_start;
+pub(crate) mod routing;
 /// The PROXY header parser, public for its fuzz target only.
 #[doc(hidden)]
 pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
@@ -52,7 +53,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
-use tokio_rustls::TlsAcceptor;
 
 /// A server whose sockets are bound, ready to [`Server::run`].
 pub struct Server {
@@ -195,7 +195,7 @@ impl Server {
                 }
                 Signal::Reload => {
                     draining.retain(|g| !g.is_finished());
-                    if let Some(next) = self.reload(&shared) {
+                    if let Some(next) = self.reload(&shared, &current) {
                         let old = std::mem::replace(&mut current, next);
                         old.set(Phase::Draining);
                         draining.push(old);
@@ -241,9 +241,11 @@ impl Server {
         }
     }
 
-    /// Reads the configuration again and starts workers with it on the same sockets. On any
-    /// problem, logs it and returns `None`: the running workers keep serving.
-    fn reload(&mut self, shared: &Arc<Shared>) -> Option<Generation> {
+    /// Reads the configuration again and applies it: in place, in the `current` workers,
+    /// when it changes nothing they set up once (`reload::in_place_blocker`), else by
+    /// starting workers with it on the same sockets (returned: the caller drains `current`).
+    /// On any problem, logs it and returns `None`: the running workers keep serving.
+    fn reload(&mut self, shared: &Arc<Shared>, current: &Generation) -> Option<Generation> {
         let Some(path) = &self.source else {
             tracing::warn!("SIGHUP: no configuration file to reload (spate serve)");
             return None;
@@ -281,15 +283,49 @@ impl Server {
         if prepared.user != self.prepared.user || config.pid_file != self.config.pid_file {
             tracing::warn!("a reload does not change user or pid-file: they apply at the next start or binary upgrade");
         }
-        // Not built yet: every reload starts a new generation. Say whether it had to.
-        let generation_because = reload::in_place_blocker(&self.config, &config)
-            .unwrap_or_else(|| "in-place reload not built yet".into());
+        let blocker = reload::in_place_blocker(&self.config, &config);
         let config = Arc::new(config);
         // Hosts the reload adds to ACME: their stored certificates, and a thread for them.
         crate::acme::start(&config);
         shared
             .max_connections
             .store(config.max_connections.max(1), Ordering::Relaxed);
+        let Some(generation_because) = blocker else {
+            let workers = with_bound_ports(config.clone(), &listeners);
+            let handshakes = match quic_settings(&workers, &prepared) {
+                Ok(q) => routing::Handshakes::new(&workers, &prepared, servers_of(&q)),
+                Err(e) => {
+                    shared
+                        .max_connections
+                        .store(self.config.max_connections.max(1), Ordering::Relaxed);
+                    tracing::error!("reload failed: {e}; still serving the previous configuration");
+                    return None;
+                }
+            };
+            let late = current.apply_in_place(workers, prepared.clone(), handshakes);
+            // `generation` on the status page counts successful reloads, in place too.
+            crate::metrics::set_server_info(crate::metrics::ServerInfo {
+                max_connections: config.max_connections,
+                worker_threads: config.num_threads.max(1),
+                listeners: listeners.len(),
+                generation: 0,
+            });
+            let mut logs = config.access_log_targets();
+            logs.extend(crate::log::reopen::ErrorLog::target());
+            crate::log::target::keep_only(&logs);
+            self.config = config;
+            self.prepared = prepared;
+            self.listeners = listeners;
+            if late > 0 {
+                tracing::error!("reload in place: {late} worker(s) did not confirm in time");
+            }
+            tracing::info!(
+                "reloaded {} in {} ms (in place: no connection closed)",
+                path.display(),
+                started.elapsed().as_millis()
+            );
+            return None;
+        };
         match Generation::start(config.clone(), prepared.clone(), &listeners, shared) {
             Ok(g) => {
                 // The new workers have opened their logs: close those no longer configured.
@@ -438,6 +474,40 @@ impl Bound {
     }
 }
 
+/// The QUIC settings of each listener (`None` for the others), and the TLS warnings of the
+/// others logged.
+fn quic_settings(
+    config: &Config,
+    prepared: &Prepared,
+) -> Result<Vec<Option<quic::Settings>>, String> {
+    let mut out = Vec::with_capacity(config.listeners.len());
+    for (l, quic_tls) in config.listeners.iter().zip(&prepared.quic_tls) {
+        if l.kind == ListenKind::Quic {
+            out.push(Some(quic::Settings::new(config, l, quic_tls.clone())?));
+            continue;
+        }
+        out.push(None);
+        warn_tls(l);
+    }
+    Ok(out)
+}
+
+/// The QUIC server configuration of each listener of `quic` (`quic_settings`).
+fn servers_of(
+    quic: &[Option<quic::Settings>],
+) -> impl Iterator<Item = Option<Arc<quinn_proto::ServerConfig>>> + '_ {
+    quic.iter().map(|q| q.as_ref().map(|q| q.server.clone()))
+}
+
+/// The warnings of a TLS listener's configuration (logged at each start and reload).
+fn warn_tls(l: &crate::config::Listen) {
+    if let Some(t) = &l.tls {
+        for w in &t.warnings {
+            tracing::warn!("{w}");
+        }
+    }
+}
+
 /// The configuration the workers see: a listener's port 0 replaced by the port it was bound
 /// to (`listeners` are in the configuration's order), so that routing by listener and
 /// Alt-Svc name the address clients reach.
@@ -526,6 +596,8 @@ pub(crate) enum Phase {
 /// The workers of one configuration.
 struct Generation {
     phase: watch::Sender<Phase>,
+    /// Reloads the workers apply in place.
+    in_place: watch::Sender<Option<Arc<worker::InPlace>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -543,32 +615,15 @@ impl Generation {
     ) -> Result<Generation, String> {
         let config = with_bound_ports(config, listeners);
         let workers = config.num_threads.max(1);
-        // One rustls configuration per listener, shared by the workers so that sessions
-        // resume whichever worker accepts the next connection. `prepare` built them, so a
-        // reload reads the certificates and keys again.
-        let mut acceptors = Vec::with_capacity(listeners.len());
-        let mut quic_settings = Vec::with_capacity(listeners.len());
-        let prepared_tls = prepared.tls.iter().zip(&prepared.quic_tls);
-        for (l, (tls, quic_tls)) in config.listeners.iter().zip(prepared_tls) {
-            if l.kind == ListenKind::Quic {
-                quic_settings.push(Some(quic::Settings::new(&config, l, quic_tls.clone())?));
-                acceptors.push(None);
-                continue;
-            }
-            quic_settings.push(None);
-            if let Some(t) = &l.tls {
-                for w in &t.warnings {
-                    tracing::warn!("{w}");
-                }
-            }
-            acceptors.push(tls.clone().map(TlsAcceptor::from));
-        }
+        let quic_settings = quic_settings(&config, &prepared)?;
+        let handshakes = routing::Handshakes::new(&config, &prepared, servers_of(&quic_settings));
         // Worker i accepts on sockets i, i + workers, ...: every socket has a worker.
         let mut per_worker: Vec<Vec<worker::Socket>> = (0..workers).map(|_| Vec::new()).collect();
         let mut quic_per_worker: Vec<Vec<worker::QuicSocket>> =
             (0..workers).map(|_| Vec::new()).collect();
         let configured = listeners.iter().zip(&config.listeners);
-        for (((b, l), acceptor), quic) in configured.zip(&acceptors).zip(&quic_settings) {
+        for ((b, l), quic) in configured.zip(&quic_settings) {
+            let acceptor = l.tls.is_some().then(|| routing::ListenKey::of(l));
             if let Some((s, path)) = &b.unix {
                 for sockets in &mut per_worker {
                     let dup = s
@@ -599,20 +654,27 @@ impl Generation {
             }
         }
         let (phase, phase_rx) = watch::channel(Phase::Standby);
+        let (in_place, in_place_rx) = watch::channel(None);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let mut generation = Generation {
             phase,
+            in_place,
             threads: Vec::with_capacity(workers),
         };
         for (i, (sockets, quic)) in per_worker.into_iter().zip(quic_per_worker).enumerate() {
             let config = config.clone();
             let prepared = prepared.clone();
             let shared = shared.clone();
-            let phase = phase_rx.clone();
+            let (phase, in_place) = (phase_rx.clone(), in_place_rx.clone());
             let ready = ready_tx.clone();
+            let handshakes = handshakes.clone();
             let t = std::thread::Builder::new()
                 .name(format!("spate-worker-{i}"))
-                .spawn(move || worker::run(config, prepared, sockets, quic, shared, phase, ready));
+                .spawn(move || {
+                    worker::run(
+                        config, prepared, handshakes, sockets, quic, shared, phase, in_place, ready,
+                    )
+                });
             match t {
                 Ok(t) => generation.threads.push(t),
                 Err(e) => {
@@ -646,6 +708,33 @@ impl Generation {
 
     fn set(&self, phase: Phase) {
         self.phase.send_replace(phase);
+    }
+
+    /// Has every worker route by `config` from its next request on (`worker::apply_in_place`)
+    /// and waits until they do. Returns how many did not confirm in time.
+    fn apply_in_place(
+        &self,
+        config: Arc<Config>,
+        prepared: Arc<Prepared>,
+        handshakes: routing::Handshakes,
+    ) -> usize {
+        let (ack, acks) = std::sync::mpsc::channel();
+        self.in_place.send_replace(Some(Arc::new(worker::InPlace {
+            config,
+            prepared,
+            handshakes,
+            ack,
+        })));
+        let deadline = Instant::now() + WORKER_SETUP_TIMEOUT;
+        let mut late = self.threads.len();
+        while late > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match acks.recv_timeout(left) {
+                Ok(_) => late -= 1,
+                Err(_) => break,
+            }
+        }
+        late
     }
 
     fn is_finished(&self) -> bool {

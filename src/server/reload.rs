@@ -4,9 +4,10 @@
 //! the limits a connection reads per request can be swapped between two requests of a
 //! connection. What a worker set up once, or a connection agreed on at its start, cannot:
 //! the worker threads, the accept loops of the listeners, the parking of idle connections,
-//! the QUIC endpoints. `in_place_blocker` names the first such change; until the swap is
-//! built (see `LIFECYCLE.md`, "Reload in place") every reload starts a new generation, and the
-//! reload's log line says which of the two it would need.
+//! the QUIC endpoints. `in_place_blocker` names the first such change: such a reload starts a
+//! new worker generation and the old one drains, the reload's log line saying why. Any other
+//! reload is applied in place (`Generation::apply_in_place`, `worker::apply_in_place`; see
+//! `LIFECYCLE.md`, "Reload in place").
 
 use crate::config::{Config, Listen};
 
@@ -43,6 +44,10 @@ pub(super) fn in_place_blocker(old: &Config, new: &Config) -> Option<String> {
     // The QUIC endpoints were built with these.
     if old.http3 != new.http3 {
         return Some("an http3 directive changed".into());
+    }
+    // Whether a worker counts requests (and publishes its counters) is set up at its start.
+    if old.wants_metrics() != new.wants_metrics() {
+        return Some("a status or metrics handler was added or removed".into());
     }
     None
 }

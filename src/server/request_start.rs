@@ -4,9 +4,13 @@
 //! that comes later (`LaterAnswer`) is polled by the driver and finished by its route when it
 //! comes. The drivers keep only what is theirs (framing, writing); a request ends in
 //! `request_end.rs`. Inlined: this is every request's path.
+//!
+//! A request routes by the worker's current routing, which the driver borrows for the call
+//! (`WorkerCtx::routing`); an answer still to come keeps its own `Rc` of it, so that it ends
+//! by the configuration it started with when a reload in place swaps the routing meanwhile.
 
-use super::context::WorkerCtx;
-use crate::handler::{Negotiated, PathRoute};
+use super::routing::Routing;
+use crate::handler::{Negotiated, PathRoute, RouteId};
 use crate::http::interim::Interim;
 use crate::http::{Answer, Pending, Request, Response};
 use crate::log::AccessLog;
@@ -46,35 +50,47 @@ pub(crate) enum Routed<'a> {
     /// The answer is ready now, its route's filters applied.
     Now(Response, Route<'a>),
     /// It comes later.
-    Later(LaterAnswer<'a>),
+    Later(LaterAnswer),
 }
 
-impl<'a> Routed<'a> {
-    pub fn route(&self) -> Route<'a> {
+impl Routed<'_> {
+    pub fn route(&self) -> Route<'_> {
         match self {
             Routed::Now(_, route) => *route,
             Routed::Later(later) => later.route(),
         }
+    }
+
+    /// Where the request's access-log line goes (see [`Route::log`]), kept past the routing's
+    /// borrow.
+    pub fn log(&self) -> Option<Rc<RefCell<AccessLog>>> {
+        self.route().log().cloned()
     }
 }
 
 /// An answer still to come, with what its route needs to finish it (error documents,
 /// compression, header commands): the coding the request allows is read now, so the request
 /// itself need not be kept. Dropping it cancels the work (the client went away).
-pub(crate) struct LaterAnswer<'a> {
+/// It owns the routing it started with: a reload in place does not change its end.
+pub(crate) struct LaterAnswer {
     fut: Pending,
-    route: Option<&'a PathRoute>,
+    route: Option<(Rc<Routing>, RouteId)>,
     negotiated: Negotiated,
 }
 
-impl<'a> LaterAnswer<'a> {
-    pub fn route(&self) -> Route<'a> {
-        Route(self.route)
+impl LaterAnswer {
+    pub fn route(&self) -> Route<'_> {
+        Route(self.path())
+    }
+
+    fn path(&self) -> Option<&PathRoute> {
+        let (routing, id) = self.route.as_ref()?;
+        routing.router.path(*id)
     }
 
     /// An answer of no route, for tests of the drivers.
     #[cfg(test)]
-    pub fn unrouted(fut: Pending) -> LaterAnswer<'a> {
+    pub fn unrouted(fut: Pending) -> LaterAnswer {
         LaterAnswer {
             fut,
             route: None,
@@ -106,20 +122,20 @@ impl<'a> LaterAnswer<'a> {
         let Poll::Ready(mut resp) = self.fut.as_mut().poll(cx) else {
             return Poll::Pending;
         };
-        if let Some(r) = self.route {
+        if let Some(r) = self.path() {
             r.finish(self.negotiated, &mut resp);
         }
         Poll::Ready(resp)
     }
 }
 
-/// Routes `req` and runs its handler.
+/// Routes `req` by `routing` and runs its handler.
 #[inline(always)]
-pub(crate) fn route<'a>(ctx: &'a WorkerCtx, req: &mut Request) -> Routed<'a> {
-    let (answer, route) = ctx.router.handle(req);
+pub(crate) fn route<'a>(routing: &'a Rc<Routing>, req: &mut Request) -> Routed<'a> {
+    let (answer, route) = routing.router.handle(req);
     match answer {
         Answer::Now(resp) => Routed::Now(resp, Route(route)),
-        Answer::Later(fut) => Routed::Later(later(fut, route, req)),
+        Answer::Later(fut) => Routed::Later(later(fut, routing, route, req)),
     }
 }
 
@@ -128,10 +144,10 @@ pub(crate) fn route<'a>(ctx: &'a WorkerCtx, req: &mut Request) -> Routed<'a> {
 /// run: the lane runs them (`Route::check_in_lane`) once it knows the answer is inline.
 #[inline(always)]
 pub(crate) fn route_now<'a>(
-    ctx: &'a WorkerCtx,
+    routing: &'a Routing,
     req: &mut Request,
 ) -> Option<(Response, Route<'a>)> {
-    match ctx.router.handle_now(req)? {
+    match routing.router.handle_now(req)? {
         (Answer::Now(resp), route) => Some((resp, Route(route))),
         (Answer::Later(_), _) => None,
     }
@@ -139,10 +155,15 @@ pub(crate) fn route_now<'a>(
 
 /// Out of line: the rare path, kept off the inline one's code.
 #[inline(never)]
-fn later<'a>(fut: Pending, route: Option<&'a PathRoute>, req: &Request) -> LaterAnswer<'a> {
+fn later(
+    fut: Pending,
+    routing: &Rc<Routing>,
+    route: Option<&PathRoute>,
+    req: &Request,
+) -> LaterAnswer {
     LaterAnswer {
         fut,
-        route,
+        route: route.map(|r| (routing.clone(), r.id)),
         negotiated: route.map_or(Negotiated::NONE, |r| r.negotiate(req)),
     }
 }

@@ -48,7 +48,7 @@ pub(crate) async fn handshake(
     peer: SocketAddr,
     ctx: &WorkerCtx,
 ) -> Option<Box<TlsStream<TlsSocket>>> {
-    let timeout = ctx.config.handshake_timeout;
+    let timeout = ctx.routing().config.handshake_timeout;
     let stop = ctx.stop.notified();
     tokio::pin!(stop);
     stop.as_mut().enable();

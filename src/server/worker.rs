@@ -3,31 +3,29 @@
 
 use super::connection::{self, ConnectionGuard, Connections, Parking};
 use super::context::WorkerCtx;
-use super::h2_settings::H2Settings;
+use super::routing::{Handshakes, ListenKey, Routing};
 use super::{panics, Phase, Shared};
 use crate::config::Config;
-use crate::handler::Router;
 use crate::log::AccessLog;
-use crate::proto::h1::{HeadLimits, ParseMemo};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify};
-use tokio_rustls::TlsAcceptor;
+use tokio::sync::watch;
 
 /// How often buffered access-log lines are written out even when the buffer is not full.
 const LOG_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// How often an idle worker checks whether to give memory back (`trim_when_idle`).
 const IDLE_TRIM_INTERVAL: Duration = Duration::from_secs(1);
 
-/// A listening socket of this worker, with its TLS acceptor if the listener is TLS.
+/// A listening socket of this worker; for a TLS listener, what names its acceptor in the
+/// worker's routing (read at each accept: a reload in place may change the certificates).
 pub(crate) struct Socket {
     pub listener: Listening,
-    pub tls: Option<TlsAcceptor>,
+    pub tls: Option<ListenKey>,
     /// `proxy-protocol`: each connection opens with a PROXY header naming the client, sent
     /// by a peer of these ranges (`proxy-protocol-from`; empty: any peer).
     pub proxy_protocol: Option<Arc<[crate::config::Cidr]>>,
@@ -50,13 +48,18 @@ pub(crate) type QuicSocket = (std::net::UdpSocket, super::quic::Settings);
 /// Runs the worker until its generation is stopped. Called on the worker's own thread.
 /// `ready` gets one message once the worker is set up (or could not be); accepting starts
 /// when the phase becomes `Serving`.
+/// `handshakes`: the listeners' TLS and QUIC configurations; `in_place`: the reloads this
+/// generation applies in place.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     config: Arc<Config>,
     prepared: Arc<super::Prepared>,
+    handshakes: Handshakes,
     sockets: Vec<Socket>,
     quic: Vec<QuicSocket>,
     shared: Arc<Shared>,
     mut phase: watch::Receiver<Phase>,
+    in_place: watch::Receiver<Option<Arc<InPlace>>>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) {
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -74,56 +77,15 @@ pub(crate) fn run(
     // The worker's own work runs as a task: the future `block_on` polls on every wake-up
     // of the thread is then only its handle, not this whole state machine.
     let main = local.spawn_local(async move {
-        let mut logs = Vec::new();
-        let router = Router::new(
-            &config,
-            &prepared.upstream_tls,
-            &prepared.access_log_formats,
-            &mut logs,
-        );
-        let server_line = if config.send_server_name {
-            format!("Server: {}\r\n", config.server_name).into_bytes()
-        } else {
-            Vec::new()
-        };
-        let alt_svc = alt_svc_values(&config);
-        let h2 = H2Settings::new(&config, &alt_svc);
-        let head_limits = HeadLimits {
-            head_size: config.limits.request_head,
-            target_size: config.limits.request_target,
-            fields: config.limits.request_headers,
-            body_size: config.limits.request_body,
-        };
+        let routing = Routing::build(config.clone(), &prepared, handshakes, None);
+        drop(prepared);
         let parking = Parking::new(&config);
-        let ctx = Rc::new(WorkerCtx {
-            config: config.clone(),
-            router,
-            alt_svc_lines: alt_svc
-                .iter()
-                .map(|(port, v)| {
-                    let mut line = server_line.clone();
-                    line.extend_from_slice(b"Alt-Svc: ");
-                    line.extend_from_slice(v);
-                    line.extend_from_slice(b"\r\n");
-                    (*port, line)
-                })
-                .collect(),
-            server_line,
-            head_limits,
-            parse_memo: RefCell::new(ParseMemo::new()),
-            answer_memo: RefCell::default(),
-            h2,
-            buffers: Default::default(),
-            stopping: Cell::new(false),
-            close_idle: Cell::new(false),
-            stop: Notify::new(),
-            parks: parking.as_ref().is_some_and(|p| p.parks()),
-            lane: parking.as_ref().is_some_and(|p| p.lane()),
-            active: Cell::new(0),
-            went_idle: Cell::new(false),
-            all_closed: Notify::new(),
-            shared: shared.clone(),
-        });
+        let ctx = Rc::new(WorkerCtx::new(
+            routing,
+            shared.clone(),
+            parking.as_ref().is_some_and(|p| p.parks()),
+            parking.as_ref().is_some_and(|p| p.lane()),
+        ));
 
         let conns = Rc::new(Connections {
             ctx: ctx.clone(),
@@ -175,7 +137,11 @@ pub(crate) fn run(
         for (sock, settings) in quic {
             tokio::task::spawn_local(super::quic::serve(sock, settings, ctx.clone()));
         }
-        let flusher = tokio::task::spawn_local(flush_logs_periodically(logs.clone()));
+        let retired = Rc::new(RefCell::new(Vec::new()));
+        let flusher =
+            tokio::task::spawn_local(flush_logs_periodically(ctx.clone(), retired.clone()));
+        let reloader =
+            tokio::task::spawn_local(apply_in_place(ctx.clone(), in_place, retired.clone()));
         let trimmer = tokio::task::spawn_local(trim_when_idle(ctx.clone()));
         let parker = tokio::task::spawn_local(conns.clone().watch_parked());
         // Work handlers leave behind an answer (a cache's refresh) runs as this worker's tasks.
@@ -233,6 +199,7 @@ pub(crate) fn run(
             );
         }
         flusher.abort();
+        reloader.abort();
         trimmer.abort();
         parker.abort();
         background.abort();
@@ -241,37 +208,13 @@ pub(crate) fn run(
         if let Some(p) = publisher {
             p.abort();
         }
-        flush_all(&logs);
+        flush_all(&ctx, &retired);
     });
     if let Err(e) = local.block_on(&rt, main) {
         if e.is_panic() {
             std::panic::resume_unwind(e.into_panic());
         }
     }
-}
-
-/// `h3=":PORT"` for every port with both a TCP and a QUIC listener (as h2o advertises).
-fn alt_svc_values(config: &Config) -> Vec<(u16, bytes::Bytes)> {
-    use crate::config::ListenKind;
-    if !config.http3.alt_svc {
-        return Vec::new();
-    }
-    let mut out: Vec<(u16, bytes::Bytes)> = Vec::new();
-    for q in config
-        .listeners
-        .iter()
-        .filter(|l| l.kind == ListenKind::Quic)
-    {
-        let port = q.addr.port();
-        let tcp = config
-            .listeners
-            .iter()
-            .any(|l| l.kind == ListenKind::Tcp && l.addr.port() == port);
-        if tcp && port != 0 && !out.iter().any(|(p, _)| *p == port) {
-            out.push((port, bytes::Bytes::from(format!("h3=\":{port}\""))));
-        }
-    }
-    out
 }
 
 /// Waits until the phase satisfies `done`; a generation whose sender is gone is stopping.
@@ -368,7 +311,7 @@ fn accept_nonblocking(
 /// ends between accepts.
 async fn accept_loop(
     listener: Listener,
-    tls: Option<TlsAcceptor>,
+    tls: Option<ListenKey>,
     proxy_protocol: Option<Arc<[crate::config::Cidr]>>,
     conns: Rc<Connections>,
 ) {
@@ -381,6 +324,8 @@ async fn accept_loop(
             .ok()
             .filter(|a| !a.ip().is_unspecified()),
     };
+    // The listener's TLS acceptor, read again from the routing after a reload in place.
+    let mut acceptor = (tls.as_ref()).map(|key| (ctx.epoch(), ctx.routing().acceptor(key)));
     loop {
         let stop = ctx.stop.notified();
         tokio::pin!(stop);
@@ -411,6 +356,20 @@ async fn accept_loop(
             Err(_) => continue,
         };
         let _ = stream.set_nodelay();
+        if let (Some(key), Some((epoch, a))) = (&tls, &mut acceptor) {
+            if *epoch != ctx.epoch() {
+                (*epoch, *a) = (ctx.epoch(), ctx.routing().acceptor(key));
+            }
+        }
+        let tls = match &acceptor {
+            None => None,
+            Some((_, Some(a))) => Some(a.clone()),
+            // A reload in place keeps a listener's TLS (`reload::in_place_blocker`).
+            Some((_, None)) => {
+                tracing::error!("no TLS configuration for a TLS listener: connection closed");
+                continue;
+            }
+        };
         // Accepted while another worker reached the limit: wait here, unserved, for a slot.
         ctx.shared.open_connection().await;
         let transport = if tls.is_some() {
@@ -420,13 +379,9 @@ async fn accept_loop(
         };
         let guard = ConnectionGuard::new(conns.clone(), transport);
         match stream {
-            Accepted::Tokio(stream) => connection::open(
-                stream,
-                (peer, local),
-                guard,
-                tls.clone(),
-                proxy_protocol.as_deref(),
-            ),
+            Accepted::Tokio(stream) => {
+                connection::open(stream, (peer, local), guard, tls, proxy_protocol.as_deref())
+            }
             Accepted::Lane(socket) => connection::enter_lane(socket, (peer, local), guard),
         }
     }
@@ -445,28 +400,90 @@ async fn trim_when_idle(ctx: Rc<WorkerCtx>) {
     }
 }
 
-/// Writes buffered access-log lines out every second, and reopens the files when asked
-/// (SIGUSR1).
-async fn flush_logs_periodically(logs: Vec<Rc<RefCell<AccessLog>>>) {
-    if logs.is_empty() {
-        return;
+/// A reload the running workers apply in place (`reload.rs`): the new configuration, what
+/// `prepare` made of it, and the listeners' handshake configurations. Each worker acknowledges on `ack`
+/// once it routes by it.
+pub(crate) struct InPlace {
+    pub config: Arc<Config>,
+    pub prepared: Arc<super::Prepared>,
+    pub handshakes: Handshakes,
+    pub ack: std::sync::mpsc::Sender<Result<(), String>>,
+}
+
+/// Applies each reload in place sent to this generation: builds the new routing on this
+/// thread (its handlers are the worker's own), keeping the idle backend connections, and
+/// swaps it in between two turns of the connections' tasks.
+async fn apply_in_place(
+    ctx: Rc<WorkerCtx>,
+    mut reloads: watch::Receiver<Option<Arc<InPlace>>>,
+    retired: Rc<RefCell<Vec<Weak<Routing>>>>,
+) {
+    while reloads.changed().await.is_ok() {
+        let Some(next) = reloads.borrow_and_update().clone() else {
+            continue;
+        };
+        let pool = ctx.routing().router.pool();
+        let routing = Rc::new(Routing::build(
+            next.config.clone(),
+            &next.prepared,
+            next.handshakes.clone(),
+            Some(pool),
+        ));
+        let mut routing = routing;
+        // A borrow is only ever held within one synchronous call: the next try succeeds.
+        let old = loop {
+            match ctx.swap_routing(routing) {
+                Ok(old) => break old,
+                Err(back) => {
+                    routing = back;
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        crate::log::set_emit_request_errors(next.config.emit_request_errors);
+        let mut retired = retired.borrow_mut();
+        retired.retain(|r| r.strong_count() > 0);
+        // Answers in progress keep the old routing; its log lines are flushed while they do.
+        if Rc::strong_count(&old) > 1 {
+            retired.push(Rc::downgrade(&old));
+        }
+        drop(retired);
+        drop(old);
+        let _ = next.ack.send(Ok(()));
     }
+}
+
+/// Writes buffered access-log lines out every second, and reopens the files when asked
+/// (SIGUSR1): those of the current routing, and of the routings answers in progress still
+/// hold (`retired`).
+async fn flush_logs_periodically(ctx: Rc<WorkerCtx>, retired: Rc<RefCell<Vec<Weak<Routing>>>>) {
     let mut tick = tokio::time::interval(LOG_FLUSH_INTERVAL);
     let mut reopen = crate::log::reopen::Requests::default();
     loop {
         tokio::select! {
-            _ = tick.tick() => flush_all(&logs),
+            _ = tick.tick() => flush_all(&ctx, &retired),
             _ = reopen.next() => {
-                for l in &logs {
-                    l.borrow_mut().reopen();
-                }
+                for_each_log(&ctx, &retired, |l| l.reopen());
             }
         }
     }
 }
 
-fn flush_all(logs: &[Rc<RefCell<AccessLog>>]) {
-    for l in logs {
-        l.borrow_mut().flush();
+fn flush_all(ctx: &WorkerCtx, retired: &RefCell<Vec<Weak<Routing>>>) {
+    for_each_log(ctx, retired, |l| l.flush());
+}
+
+fn for_each_log(
+    ctx: &WorkerCtx,
+    retired: &RefCell<Vec<Weak<Routing>>>,
+    mut each: impl FnMut(&mut AccessLog),
+) {
+    let current = ctx.current();
+    let retired = retired.borrow();
+    let old = retired.iter().filter_map(Weak::upgrade);
+    for routing in std::iter::once(current).chain(old) {
+        for l in &routing.logs {
+            each(&mut l.borrow_mut());
+        }
     }
 }

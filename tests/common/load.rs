@@ -46,6 +46,35 @@ impl Repeated {
         Repeated { name, runs }
     }
 
+    /// As [`Repeated::h2load`], with runs of `n` requests each rather than a duration. A
+    /// timed run waits for clients that connect after its end, and those send until their
+    /// connection closes: under a reload in place (no GOAWAY) on a loaded machine, never. A
+    /// counted run ends once each client made its share.
+    pub fn h2load_counted(url: &str, secs: u32, n: u32) -> Repeated {
+        let end = std::time::Instant::now() + Duration::from_secs(u64::from(secs));
+        let url = url.to_string();
+        let name = format!("h2load (repeated, -n {n}) {url}");
+        let runs = std::thread::spawn(move || {
+            let mut sum = Report::default();
+            let mut runs = 0;
+            while std::time::Instant::now() < end {
+                let n = n.to_string();
+                let args = ["-c100", "-m10", "-t1", "-n", &n];
+                let r = Load::h2load_with(&url, &args).finish(10);
+                runs += 1;
+                sum.succeeded += r.succeeded;
+                sum.failed = sum.failed.saturating_add(r.failed);
+                sum.non_2xx += r.non_2xx;
+                if r.failed > 0 || r.non_2xx > 0 {
+                    sum.text.push_str(&r.text);
+                }
+            }
+            sum.text.push_str(&format!("{runs} runs\n"));
+            sum
+        });
+        Repeated { name, runs }
+    }
+
     pub fn finish(self) -> Report {
         let mut r = self.runs.join().expect("h2load runs");
         r.text = format!("{}: {} succeeded\n{}", self.name, r.succeeded, r.text);

@@ -65,13 +65,15 @@ fn parse_entry(line: &str) -> Option<Entry> {
     })
 }
 
-/// Sends SIGHUP (the same configuration: the new generation takes over the listener, the old
-/// one drains) and waits until the old generation drains: the server logged `reloaded` (the
-/// old workers are told to drain just after that line), and the old workers closed their
-/// copies of the listening socket, which they do once they see that they drain (up to 20 s).
+/// Sends SIGHUP with a change a reload cannot apply in place (`needs_new_generation`: the
+/// new generation takes over the listener, the old one drains) and waits until the old
+/// generation drains: the server logged `reloaded` (the old workers are told to drain just
+/// after that line), and the old workers closed their copies of the listening socket, which
+/// they do once they see that they drain (up to 20 s).
 pub fn reload_and_wait(s: &Spate) {
     use std::time::{Duration, Instant};
     let before = listener_copies(s);
+    needs_new_generation(s);
     super::signal(&s.child, libc::SIGHUP);
     let end = Instant::now() + Duration::from_secs(20);
     let mut lines: Vec<String> = Vec::new();
@@ -89,6 +91,22 @@ pub fn reload_and_wait(s: &Spate) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Changes the configuration file of `s` so that its next reload starts a new worker
+/// generation (the old one drains) while serving as before: `http3-gso` toggled (the QUIC
+/// endpoints are set up with it; there is no QUIC listener here).
+pub fn needs_new_generation(s: &Spate) {
+    let file = s.path().join("spate.yaml");
+    let yaml = std::fs::read_to_string(&file).expect("the configuration file");
+    let yaml = match yaml.strip_suffix("http3-gso: OFF\n") {
+        Some(rest) => format!("{rest}http3-gso: ON\n"),
+        None => {
+            let yaml = yaml.strip_suffix("http3-gso: ON\n").unwrap_or(&yaml);
+            format!("{}\nhttp3-gso: OFF\n", yaml.trim_end())
+        }
+    };
+    std::fs::write(file, yaml).expect("the configuration file");
 }
 
 /// How many of the server's descriptors are its listening socket on `s.addr` (the main

@@ -1,7 +1,7 @@
 """An HTTP/3 client on aioquic for spate's tests (tests/h3_interop.rs), and the connection class the
 attack scripts (attacks.py) build on.
 
-    h3client.py [--window N] [--post N] [--repeat K] [--resume] [--key-update] URL...
+    h3client.py [--window N] [--post N] [--repeat K] [--resume] [--key-update] [--again-after-stdin] URL...
 
 fetches every URL (each K times) at once on one QUIC connection and prints one line per
 response (status, length, SHA-256 of the body, Alt-Svc, error), then a summary line: the number
@@ -171,6 +171,11 @@ async def main():
     p.add_argument("--resume", action="store_true", help="resume TLS on a second connection")
     p.add_argument("--key-update", action="store_true", help="update keys, then fetch again")
     p.add_argument("--body-out", help="write the first response's body to this file")
+    p.add_argument(
+        "--again-after-stdin",
+        action="store_true",
+        help="then print a `waiting` line, read a line from stdin and fetch again on the same connection",
+    )
     p.add_argument("urls", nargs="+")
     a = p.parse_args()
 
@@ -197,6 +202,12 @@ async def main():
                 with open(a.body_out, "wb") as f:
                     f.write(resp.body)
         summary["retry"] = client._quic._retry_count > 0
+        if a.again_after_stdin:
+            print(line("waiting", {}), flush=True)
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+            again = [client.start_request(method, url, body) for url in urls]
+            for url, resp in zip(urls, await asyncio.gather(*again)):
+                print(resp.line(url), flush=True)
         if a.key_update:
             # Count the key updates each side starts (a server may start its own): the request
             # after ours travels under the new keys, so its answer shows the server followed.

@@ -89,7 +89,9 @@ fn answer_parsed(
     wbuf: &mut Vec<u8>,
     splice: &mut SplicedBodies,
 ) -> LaneStep {
-    let parsed = (ctx.parse_memo.borrow_mut()).parse(rbuf, &ctx.head_limits);
+    // The routing the request starts with, borrowed for this call.
+    let routing = ctx.routing();
+    let parsed = (ctx.parse_memo.borrow_mut()).parse(rbuf, &routing.head_limits);
     let Ok(Some(head)) = parsed else {
         return LaneStep::Handover;
     };
@@ -98,13 +100,13 @@ fn answer_parsed(
     }
     let head_len = head.len as u64;
     let mut req = build_request(head, rbuf, false, &addrs);
-    let Some((resp, route)) = request_start::route_now(ctx, &mut req) else {
+    let Some((resp, route)) = request_start::route_now(&routing, &mut req) else {
         return hand_back(rbuf, &req);
     };
     let mut reply = Reply {
         req,
         resp,
-        log: route.log(),
+        log: route.log().cloned(),
         framing: BodyFraming::None,
         keep_alive: true,
         expect_continue: false,
@@ -140,8 +142,7 @@ fn answer_parsed(
     // A kept answer is copied whole (the memo keeps its bytes); any other body in memory is
     // sent from where it is.
     let out = Out {
-        ctx,
-        port: addrs.1.port(),
+        server_line: routing.server_line(addrs.1.port()),
         wbuf,
         splice: if kept.is_none() { Some(splice) } else { None },
         tls: None,

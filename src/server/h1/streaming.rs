@@ -8,20 +8,30 @@
 use super::{Close, Conn};
 use crate::http::body::BodyWriter;
 use crate::http::{Body, BodyError, BodyStream, Frame, Request, Response, Side};
+use crate::log::AccessLog;
 use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
 use crate::server::request_end::{request_ended, Counted, Figures, Logged};
-use crate::server::request_start::{LaterAnswer, Routed};
+use crate::server::request_start::LaterAnswer;
 use crate::server::transport::Transport;
 use bytes::Bytes;
+use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 use tokio::io::AsyncReadExt;
 
 /// Response bytes gathered from a stream before they are written.
 const GATHER_MAX: usize = 64 * 1024;
+
+/// The answer of a request on the slow path, as routing gave it.
+pub(super) enum Answer {
+    /// Ready now (its body streams, or the request's does).
+    Now(Response),
+    Later(LaterAnswer),
+}
 
 /// A request on the slow path, with what the driver knows of it.
 pub(super) struct Exchange {
@@ -48,8 +58,8 @@ enum BodyIn {
 }
 
 /// Where the response stands.
-enum Out<'a> {
-    Waiting(LaterAnswer<'a>),
+enum Out {
+    Waiting(LaterAnswer),
     Streaming {
         stream: Box<dyn BodyStream>,
         /// Chunked framing (HTTP/1.1, length unknown); otherwise the bytes go as they are.
@@ -87,16 +97,22 @@ impl<'a, T: Transport> Conn<'a, T> {
     pub(super) fn respond_streaming_boxed<'s>(
         &'s mut self,
         ex: Exchange,
-        routed: Routed<'a>,
+        answer: Answer,
+        log: Option<Rc<RefCell<AccessLog>>>,
     ) -> Pin<Box<dyn Future<Output = Result<bool, Close>> + 's>> {
-        Box::pin(self.respond_streaming(ex, routed))
+        Box::pin(self.respond_streaming(ex, answer, log))
     }
 
     /// Answers one request on the slow path; returns whether the connection stays open.
-    async fn respond_streaming(&mut self, ex: Exchange, routed: Routed<'a>) -> Result<bool, Close> {
+    /// `log`: where the request's access-log line goes.
+    async fn respond_streaming(
+        &mut self,
+        ex: Exchange,
+        answer: Answer,
+        log: Option<Rc<RefCell<AccessLog>>>,
+    ) -> Result<bool, Close> {
         let started = (SystemTime::now(), Instant::now());
         let counted = crate::metrics::start();
-        let route = routed.route();
         let Exchange {
             req,
             writer,
@@ -109,7 +125,8 @@ impl<'a, T: Transport> Conn<'a, T> {
             BodyFraming::None => BodyIn::Done,
             BodyFraming::Length(n) => BodyIn::Length(n),
             BodyFraming::Chunked => {
-                BodyIn::Chunked(ChunkedDecoder::new(self.ctx.config.limits.request_head))
+                let limit = self.ctx.routing().config.limits.request_head;
+                BodyIn::Chunked(ChunkedDecoder::new(limit))
             }
         };
         if let (Some(w), BodyIn::Done, false) = (&writer, &body_in, tunnel) {
@@ -122,9 +139,9 @@ impl<'a, T: Transport> Conn<'a, T> {
             body: 0,
             total: 0,
         };
-        let mut out = match routed {
-            Routed::Later(later) => Out::Waiting(later),
-            Routed::Now(resp, _) => {
+        let mut out = match answer {
+            Answer::Later(later) => Out::Waiting(later),
+            Answer::Now(resp) => {
                 self.start_response(&req, resp, &mut keep_alive, &mut sent)
                     .await?
             }
@@ -132,7 +149,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         if expect_continue && matches!(out, Out::Waiting(_)) && writer.is_some() {
             h1::write_continue(&mut self.wbuf);
         }
-        let io_timeout = self.ctx.config.http1.request_io_timeout;
+        let io_timeout = self.ctx.routing().config.http1.request_io_timeout;
         self.set_timer(Instant::now() + io_timeout);
         loop {
             if let Some(w) = &writer {
@@ -263,7 +280,7 @@ impl<'a, T: Transport> Conn<'a, T> {
             started,
             ended: None,
         });
-        let log = route.log().map(|file| Logged {
+        let log = log.as_ref().map(|file| Logged {
             file,
             req: &req,
             resp_headers: &sent.headers,
@@ -291,7 +308,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         resp: Response,
         keep_alive: &mut bool,
         sent: &mut Sent,
-    ) -> Result<Out<'a>, Close> {
+    ) -> Result<Out, Close> {
         let Response {
             status,
             headers,
@@ -339,27 +356,30 @@ impl<'a, T: Transport> Conn<'a, T> {
             }
         };
         let chunked = length == BodyLength::Chunked;
-        let head = ResponseHead {
-            status,
-            headers: &headers,
-            body: length,
-            keep_alive: *keep_alive,
-            server_line: self.ctx.server_line(self.addrs.1.port()),
-            date: None,
-        };
-        let wbuf = &mut self.wbuf;
-        sent.total = if has_date {
-            h1::write_head(wbuf, &head)
-        } else {
-            crate::http::clock::with_date(|date| {
-                h1::write_head(
-                    wbuf,
-                    &ResponseHead {
-                        date: Some(date),
-                        ..head
-                    },
-                )
-            })
+        sent.total = {
+            let routing = self.ctx.routing();
+            let head = ResponseHead {
+                status,
+                headers: &headers,
+                body: length,
+                keep_alive: *keep_alive,
+                server_line: routing.server_line(self.addrs.1.port()),
+                date: None,
+            };
+            let wbuf = &mut self.wbuf;
+            if has_date {
+                h1::write_head(wbuf, &head)
+            } else {
+                crate::http::clock::with_date(|date| {
+                    h1::write_head(
+                        wbuf,
+                        &ResponseHead {
+                            date: Some(date),
+                            ..head
+                        },
+                    )
+                })
+            }
         } as u64;
         sent.headers = headers;
         if bodiless {
@@ -379,11 +399,11 @@ impl<'a, T: Transport> Conn<'a, T> {
         headers: Vec<(Bytes, Bytes)>,
         stream: Box<dyn BodyStream>,
         sent: &mut Sent,
-    ) -> Result<Out<'a>, Close> {
+    ) -> Result<Out, Close> {
         sent.status = 101;
         sent.total = h1::write_switching_head(
             &mut self.wbuf,
-            self.ctx.server_line(self.addrs.1.port()),
+            self.ctx.routing().server_line(self.addrs.1.port()),
             &headers,
         ) as u64;
         sent.headers = headers;
@@ -431,7 +451,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                     let mut piece = self.rbuf.split_to(r.consumed);
                     if !r.data.is_empty() {
                         *received += r.data.len() as u64;
-                        if *received > self.ctx.config.limits.request_body {
+                        if *received > self.ctx.routing().config.limits.request_body {
                             return Err(h1::Error::BodyTooLarge);
                         }
                         let _ = piece.split_to(r.data.start);
@@ -456,7 +476,7 @@ fn has_room(w: &BodyWriter) -> bool {
 
 /// Moves the response forward: polls the pending answer, or gathers ready body pieces into
 /// `wbuf` (chunk-framed when `chunked`) until the stream waits or `GATHER_MAX` is reached.
-fn step(out: &mut Out<'_>, cx: &mut Context<'_>, wbuf: &mut Vec<u8>) -> Poll<Step> {
+fn step(out: &mut Out, cx: &mut Context<'_>, wbuf: &mut Vec<u8>) -> Poll<Step> {
     match out {
         Out::Done => Poll::Pending,
         Out::Waiting(later) => {

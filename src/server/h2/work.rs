@@ -21,20 +21,20 @@ const DRIVE_ROUNDS: usize = 16;
 
 /// The pending answers and streamed bodies of one connection.
 #[derive(Default)]
-pub(crate) struct StreamWork<'a> {
-    entries: Vec<Entry<'a>>,
+pub(crate) struct StreamWork {
+    entries: Vec<Entry>,
 }
 
-struct Entry<'a> {
+struct Entry {
     id: u32,
     /// The entry's waker; `None` until first polled (it needs the task's waker).
     wake: Option<(Arc<Flag>, Waker)>,
-    state: State<'a>,
+    state: State,
 }
 
-enum State<'a> {
+enum State {
     Answer {
-        later: LaterAnswer<'a>,
+        later: LaterAnswer,
         /// Boxed: a request is large, and most routes have no log.
         log: Option<Box<LogStart>>,
         /// The request's start, when the worker counts requests.
@@ -81,7 +81,7 @@ enum Step {
     Done,
 }
 
-impl Entry<'_> {
+impl Entry {
     /// Whether the entry asked to be polled (a new entry always does), and clears the mark.
     fn take_woken(&self) -> bool {
         self.wake.as_ref().is_none_or(|(f, _)| f.take())
@@ -100,7 +100,7 @@ impl Entry<'_> {
     }
 }
 
-impl<'a> StreamWork<'a> {
+impl StreamWork {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -109,7 +109,7 @@ impl<'a> StreamWork<'a> {
     pub fn add_answer(
         &mut self,
         id: u32,
-        later: LaterAnswer<'a>,
+        later: LaterAnswer,
         log: Option<Box<LogStart>>,
         mark: Option<Mark>,
     ) {

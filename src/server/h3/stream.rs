@@ -62,7 +62,7 @@ pub(super) struct ReqStream<'a> {
     trailers: Option<Trailers>,
     /// A request whose handler runs once its (dropped) body has ended.
     waiting: Option<Request>,
-    send: Send<'a>,
+    send: Send,
     /// Frames quinn has not accepted yet.
     out: Vec<Bytes>,
     log: Option<Log>,
@@ -76,10 +76,10 @@ pub(super) struct ReqStream<'a> {
     body_bytes: u64,
 }
 
-enum Send<'a> {
+enum Send {
     /// No answer yet: the request is not complete, or its handler not called.
     Waiting,
-    Answer(LaterAnswer<'a>),
+    Answer(LaterAnswer),
     Source(BodySource),
     Stream(Box<dyn BodyStream>),
     /// Everything is in `out`; FIN follows it.
@@ -232,7 +232,7 @@ impl<'a> ReqStream<'a> {
         match session.on_request_stream(self.id.into(), &mut self.recv, self.fin, events) {
             Ok(()) => {}
             Err(Error::Stream(code, why)) => {
-                if self.ctx.config.emit_request_errors {
+                if crate::log::emit_request_errors() {
                     tracing::info!(peer = %self.peer, "HTTP/3 stream error {:#x}: {why}", code.0);
                 }
                 self.abort(conn, code);
@@ -269,7 +269,7 @@ impl<'a> ReqStream<'a> {
                 }
                 RequestEvent::Data(data) => {
                     self.body_received += data.len() as u64;
-                    if self.body_received > self.ctx.config.limits.request_body {
+                    if self.body_received > self.ctx.routing().config.limits.request_body {
                         self.too_large(conn, session, encoder);
                         continue;
                     }
@@ -320,12 +320,13 @@ impl<'a> ReqStream<'a> {
         self.received_at = SystemTime::now();
         self.started = now;
         self.mark = crate::metrics::start();
-        if content_length.is_some_and(|l| l > self.ctx.config.limits.request_body) {
+        let limit = self.ctx.routing().config.limits.request_body;
+        if content_length.is_some_and(|l| l > limit) {
             self.too_large(conn, session, encoder);
             return;
         }
         let mut req = req;
-        if has_body && self.ctx.router.streams_body(&req) {
+        if has_body && self.ctx.routing().router.streams_body(&req) {
             let (writer, reader) = body::pipe(content_length);
             req.set_body(reader);
             self.body = Some(writer);
@@ -337,9 +338,10 @@ impl<'a> ReqStream<'a> {
 
     /// Routes the request.
     fn answer(&mut self, encoder: &mut qpack::Encoder, mut req: Request, now: Instant) {
-        let ctx = self.ctx;
-        let routed = request_start::route(ctx, &mut req);
-        let file = routed.route().log().cloned();
+        // The routing the request starts with, borrowed for this call.
+        let routing = self.ctx.routing();
+        let routed = request_start::route(&routing, &mut req);
+        let file = routed.log();
         let head = req.is_head();
         match routed {
             Routed::Now(resp, _) => {
@@ -377,11 +379,9 @@ impl<'a> ReqStream<'a> {
         let len = declared
             .filter(|_| status != 204 && status != 304 && status >= 200)
             .map(|l| crate::proto::h1::itoa(l, &mut digits));
-        let server = self
-            .ctx
-            .config
-            .send_server_name
-            .then_some(self.ctx.config.server_name.as_bytes());
+        let routing = self.ctx.routing();
+        let server =
+            (routing.config.send_server_name).then_some(routing.config.server_name.as_bytes());
         let fields = server
             .map(|s| (&b"server"[..], s))
             .into_iter()

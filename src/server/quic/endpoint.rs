@@ -74,7 +74,7 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         true,
         None,
     );
-    let gso = if ctx.config.http3.gso {
+    let gso = if ctx.routing().config.http3.gso {
         state.max_gso_segments()
     } else {
         1
@@ -84,6 +84,7 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
     let mut d = Driver {
         ctx: &ctx,
         settings: &settings,
+        epoch: ctx.epoch(),
         local,
         sock,
         state,
@@ -113,6 +114,9 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
 struct Driver<'a> {
     ctx: &'a WorkerCtx,
     settings: &'a Settings,
+    /// The worker's routing epoch the endpoint's server configuration is of: after a reload
+    /// in place, the next new connection takes the routing's (its certificates).
+    epoch: u32,
     local: SocketAddr,
     sock: UdpSocket,
     state: UdpSocketState,
@@ -340,7 +344,14 @@ impl<'a> Driver<'a> {
     /// when the address is to be validated first, else accepted.
     fn on_incoming(&mut self, now: Instant, incoming: Incoming) {
         let mut buf = Vec::new();
-        let max = self.ctx.config.http3.max_connections;
+        if self.epoch != self.ctx.epoch() {
+            self.epoch = self.ctx.epoch();
+            let server = self.ctx.routing().quic_server(&self.settings.listener);
+            if let Some(server) = server {
+                self.endpoint.set_server_config(Some(server));
+            }
+        }
+        let max = self.ctx.routing().config.http3.max_connections;
         if self.ctx.stopping.get() || OPEN.load(Ordering::Relaxed) >= max {
             let t = self.endpoint.refuse(incoming, &mut buf);
             self.send_one(&t, &buf);
@@ -443,7 +454,7 @@ impl<'a> Driver<'a> {
     /// The worker stops or drains: every connection gets a GOAWAY, and
     /// `http3-graceful-shutdown-timeout` (if set) bounds how long they may finish.
     fn begin_shutdown(&mut self, now: Instant) {
-        let grace = self.ctx.config.http3.graceful_shutdown_timeout;
+        let grace = self.ctx.routing().config.http3.graceful_shutdown_timeout;
         if !grace.is_zero() {
             self.shutdown_at = Some(now + grace);
         }

@@ -24,6 +24,9 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub(crate) struct Settings {
     pub server: Arc<ServerConfig>,
+    /// The listener, to find its server configuration after a reload in place
+    /// (`Routing::quic_server`).
+    pub listener: crate::server::routing::ListenKey,
     pub quic: QuicConf,
     /// The listen's port, for `Alt-Svc` and requests' local address.
     pub port: u16,
@@ -49,6 +52,7 @@ impl Settings {
         server.incoming_buffer_size_total(16 << 20);
         Ok(Settings {
             server: Arc::new(server),
+            listener: crate::server::routing::ListenKey::of(l),
             quic: quic.clone(),
             port: l.addr.port(),
         })

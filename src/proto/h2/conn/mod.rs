@@ -502,6 +502,12 @@ impl Connection {
         self.respond_inner(id, resp, mark, true)
     }
 
+    /// Forgets the memoised request and its kept answer: the driver's routing changed (a
+    /// reload in place), so the next request is answered by the handler again.
+    pub fn forget_answers(&mut self) {
+        self.memo.clear();
+    }
+
     /// The time of this turn: the Date field's value for its responses and the coarse
     /// monotonic clock ([`crate::http::clock::coarse_ns`]) that says whether a memoised
     /// answer may be given again. The driver reads its clocks once a turn, before `recv`, and

@@ -52,7 +52,7 @@ pub(super) fn exchange(
     splice: &mut SplicedBodies,
     answered: &mut bool,
 ) -> Served {
-    let pipelined = ctx.config.limits.pipelined_requests;
+    let pipelined = ctx.routing().config.limits.pipelined_requests;
     for _ in 0..READS_PER_TURN {
         if rbuf.capacity() - rbuf.len() < READ_ROOM_MIN {
             rbuf.reserve(READ_BUFFER);
