@@ -84,6 +84,8 @@ fn settings(config: &Config) -> Settings {
         secure: false,
         enable_connect_protocol: config.has_tunnel(),
         splice_min: crate::proto::h2::output::SPLICE_MIN,
-        sendfile_min: crate::proto::h2::output::SENDFILE_MIN,
+        // Off: on a quiet machine the file ranges (sendfile under TCP_CORK) cost more kernel
+        // time than the copies they save on h2c with mixed sizes (session 28, docs/bench-log.md).
+        sendfile_min: usize::MAX,
     }
 }
