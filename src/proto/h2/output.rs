@@ -17,11 +17,11 @@ use std::rc::Rc;
 /// costs less than the reference (an atomic count) and the extra `iovec`.
 pub const SPLICE_MIN: usize = 2048;
 
-/// On cleartext, a DATA payload read from a file (one not held in memory) is sent from the
-/// file with `sendfile` from this size on, instead of read into the output: the copies it
-/// saves pay for the second system call per frame (the frame head, then the file). Chosen
-/// among 4, 8 and 16 KiB on h2c with bodies of 100 B - 64 KB (`docs/bench-log.md`, session
-/// 28); the differences were within the noise of a loaded machine.
+/// A DATA payload read from a file (one not held in memory) can be sent from the file with
+/// `sendfile` from this size on, instead of read into the output. The best of 4, 8 and 16 KiB
+/// on a loaded machine, but off by default (`server/h2_settings.rs`): on a quiet one the
+/// corked sendfile cost more kernel time than the copies it saves (`docs/bench-log.md`,
+/// session 28).
 pub const SENDFILE_MIN: usize = 8192;
 
 /// A body that goes out after the first `at` bytes of the frame buffer.
