@@ -4,7 +4,7 @@
 //! an async runtime of its own for no gain.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::time::Duration;
 
 /// Largest item the client accepts: a ticket-key list is a few hundred bytes per key.
@@ -24,26 +24,9 @@ pub enum Stored {
 
 impl Memcached {
     pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<Memcached, String> {
-        let addrs = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {host}:{port}: {e}"))?;
-        let mut last = format!("{host}:{port} has no address");
-        for addr in addrs {
-            match TcpStream::connect_timeout(&addr, timeout) {
-                Ok(s) => {
-                    s.set_read_timeout(Some(timeout))
-                        .map_err(|e| e.to_string())?;
-                    s.set_write_timeout(Some(timeout))
-                        .map_err(|e| e.to_string())?;
-                    let _ = s.set_nodelay(true);
-                    return Ok(Memcached {
-                        reader: BufReader::new(s),
-                    });
-                }
-                Err(e) => last = format!("cannot connect to {addr}: {e}"),
-            }
-        }
-        Err(last)
+        Ok(Memcached {
+            reader: BufReader::new(super::connect(host, port, timeout)?),
+        })
     }
 
     /// The item's value and its CAS unique, or `None` when there is no such item.

@@ -10,6 +10,7 @@ pub mod item;
 pub mod memcached;
 pub mod redis;
 
+use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -70,6 +71,29 @@ pub struct Stats {
     pub micros: u64,
     /// Whether the last operation succeeded (`None` before the first).
     pub up: Option<bool>,
+}
+
+/// A connection to a store at `host:port` (each of its addresses in turn), with `timeout` on
+/// connecting, reading and writing: a store that hangs holds its caller no longer than that.
+fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
+    let addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}:{port}: {e}"))?;
+    let mut last = format!("{host}:{port} has no address");
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(s) => {
+                s.set_read_timeout(Some(timeout))
+                    .map_err(|e| e.to_string())?;
+                s.set_write_timeout(Some(timeout))
+                    .map_err(|e| e.to_string())?;
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = format!("cannot connect to {addr}: {e}"),
+        }
+    }
+    Err(last)
 }
 
 pub fn stats(store: Store) -> Stats {

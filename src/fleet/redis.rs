@@ -5,7 +5,7 @@
 //! use; what we need is a dozen lines of framing.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::time::Duration;
 
 /// Largest bulk string accepted (a ticket-key list or one TLS session is a few KiB).
@@ -31,26 +31,9 @@ pub struct Redis {
 
 impl Redis {
     pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<Redis, String> {
-        let addrs = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {host}:{port}: {e}"))?;
-        let mut last = format!("{host}:{port} has no address");
-        for addr in addrs {
-            match TcpStream::connect_timeout(&addr, timeout) {
-                Ok(s) => {
-                    s.set_read_timeout(Some(timeout))
-                        .map_err(|e| e.to_string())?;
-                    s.set_write_timeout(Some(timeout))
-                        .map_err(|e| e.to_string())?;
-                    let _ = s.set_nodelay(true);
-                    return Ok(Redis {
-                        reader: BufReader::new(s),
-                    });
-                }
-                Err(e) => last = format!("cannot connect to {addr}: {e}"),
-            }
-        }
-        Err(last)
+        Ok(Redis {
+            reader: BufReader::new(super::connect(host, port, timeout)?),
+        })
     }
 
     /// Sends one command and reads its answer.
