@@ -10,6 +10,9 @@ pub mod item;
 pub mod memcached;
 pub mod redis;
 
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, URL_SAFE_NO_PAD};
+use base64::engine::DecodePaddingMode;
+use base64::Engine;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -135,51 +138,30 @@ fn record(store: Store, op: Op, took: Duration, ok: bool) {
 
 /// Standard base64url without padding (h2o's memcached key encoding).
 pub fn base64url(bytes: &[u8]) -> String {
-    encode64(
-        bytes,
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
-    )
-}
-
-fn encode64(bytes: &[u8], alphabet: &[u8; 64]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..=chunk.len() {
-            out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
-        }
-    }
-    out
+    URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// Decodes base64url (padding and the standard alphabet's `+/` accepted too).
 pub fn unbase64(text: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0);
-    for &c in text {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' | b'+' => 62,
-            b'_' | b'/' => 63,
-            b'=' => break,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
+    let end = text.iter().position(|&c| c == b'=').unwrap_or(text.len());
+    let url: Vec<u8> = text[..end]
+        .iter()
+        .map(|&c| match c {
+            b'+' => b'-',
+            b'/' => b'_',
+            c => c,
+        })
+        .collect();
+    LENIENT.decode(url).ok()
 }
+
+/// base64url that takes trailing bits as they come, as the stores' other writers may leave them.
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone),
+);
 
 #[cfg(test)]
 mod tests {
