@@ -197,6 +197,7 @@ def parse_args(argv):
             "floor",
             "floor-sized",
             "h2floor",
+            "floor-files",
         ],
     )
     p.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")

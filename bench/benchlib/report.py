@@ -469,7 +469,9 @@ def docs_page(rows, cases, meta, extras=None, charts_dir="benchmarks"):
         "- **n/a**: the server cannot run that case (a feature the build lacks); **error**: a "
         "peer failed to start or to answer the probe.",
         "- The floors (`floor.c`, `h2floor.c`) answer every request with a canned response "
-        "over the same sockets: the least CPU any server can spend there. They are never "
+        "over the same sockets: the least CPU any server can spend there. `floor_files.c` "
+        "does the same for V1's cleartext HTTP/1.1 rows with the requested file's bytes (an "
+        "open-file cache that never checks again, one read and one write). They are never "
         "\"the best peer\".",
         "",
         "The whole method, the scenario shapes and every peer's configuration: "

@@ -19,7 +19,7 @@ from .scenarios import FILES
 
 # For reference, never "the best peer" (of the report, nor for L1's rate): the floors, and an
 # earlier spate build.
-ANCHORS = ("floor", "floor-sized", "h2floor", "spate-before")
+ANCHORS = ("floor", "floor-sized", "h2floor", "floor-files", "spate-before")
 
 COLUMNS = [
     "scenario",

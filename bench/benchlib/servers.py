@@ -127,6 +127,7 @@ def all_servers():
         Floor(),
         SizedFloor(),
         H2Floor(),
+        FilesFloor(),
     ]
 
 
@@ -637,6 +638,37 @@ class H2Floor(BodySizedFloor):
 
     def binary(self, env):
         return env.h2floor
+
+
+class FilesFloor(Server):
+    """floor_files.c in its `pread` mode: the HTTP/1.1 cleartext V1 rows' floor, serving the
+    requested file itself (an open-file cache that never checks again, the file read after its
+    head into one output buffer, one write per read). Where floor.c shows what one canned answer
+    costs, this shows what the kernel asks of any server for varied files."""
+
+    name = "floor-files"
+    scenarios = ("V1",)
+
+    def applies(self, case):
+        return (
+            case.scenario in self.scenarios
+            and case.h1
+            and case.listener == "clear"
+            and case.mode == "static"
+        )
+
+    def binary(self, env):
+        return os.path.join(os.path.dirname(env.floor), "floor_files")
+
+    def unsupported(self, case, env):
+        return missing_binary(self.name, self.binary(env))
+
+    def start(self, env, cases):
+        port = free_port()
+        argv = [self.binary(env), str(port), "pread", env.docroot]
+        inst = Instance(port, env.launcher.start(self.name, argv, env.run_dir, env.server_cpu))
+        wait_or_stop(inst, port)
+        return inst
 
 
 def missing_binary(name, path):

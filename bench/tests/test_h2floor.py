@@ -73,4 +73,9 @@ def test_h2floor_starts_one_process_per_case_and_stops_them_all(env):
 
 def test_h2floor_is_known_by_name_and_listed_last():
     assert [s.name for s in servers.by_name(["h2floor"])] == ["h2floor"]
-    assert [s.name for s in servers.all_servers()][-3:] == ["floor", "floor-sized", "h2floor"]
+    assert [s.name for s in servers.all_servers()][-4:] == [
+        "floor",
+        "floor-sized",
+        "h2floor",
+        "floor-files",
+    ]
