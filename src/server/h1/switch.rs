@@ -2,6 +2,8 @@
 //! request with `Upgrade: h2c`; and a first line that is neither HTTP/1 nor the preface.
 
 use crate::http::Request;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine;
 
 /// The HTTP/2 client preface, which switches a new connection to HTTP/2 (prior knowledge).
 pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -41,33 +43,18 @@ pub(super) fn h2c_upgrade(req: &Request) -> Option<Vec<u8>> {
     base64url_decode(value.trim_ascii())
 }
 
-/// Decodes unpadded (or padded) base64url.
+/// Decodes base64url, padded or not (RFC 9113 section 3.2.1 asks for it unpadded; a padded
+/// value and loose trailing bits are taken, as before).
 fn base64url_decode(s: &[u8]) -> Option<Vec<u8>> {
-    let s = s
-        .strip_suffix(b"==")
-        .or_else(|| s.strip_suffix(b"="))
-        .unwrap_or(s);
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for &c in s {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' | b'+' => 62,
-            b'_' | b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
+    SETTINGS_BASE64.decode(s).ok()
 }
+
+const SETTINGS_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
 
 #[cfg(test)]
 mod tests {
