@@ -179,20 +179,9 @@ impl FastcgiPool {
         sem.acquire_owned().await.ok()
     }
 
-    /// One task per worker, only while connections are idle.
+    /// Closes expired connections even when no request comes.
     fn start_sweeping(&self) {
-        if self.sweeping.replace(true) {
-            return;
-        }
-        let me = self.me.clone();
-        tokio::task::spawn_local(async move {
-            loop {
-                let Some(next) = me.upgrade().and_then(|p| p.sweep()) else {
-                    return;
-                };
-                tokio::time::sleep_until(next).await;
-            }
-        });
+        super::pool::start_sweeping(&self.sweeping, &self.me, FastcgiPool::sweep);
     }
 
     /// Drops expired connections; the next expiry, or `None` (sweeping stops) when none is

@@ -197,21 +197,9 @@ impl Pool {
     }
 
     /// Closes expired connections even when no request comes to reuse them, so descriptors
-    /// return to where they were once traffic stops. One task per worker, only while
-    /// connections are idle.
+    /// return to where they were once traffic stops.
     fn start_sweeping(&self) {
-        if self.sweeping.replace(true) {
-            return;
-        }
-        let me = self.me.clone();
-        tokio::task::spawn_local(async move {
-            loop {
-                let Some(next) = me.upgrade().and_then(|p| p.sweep()) else {
-                    return;
-                };
-                tokio::time::sleep_until(next).await;
-            }
-        });
+        start_sweeping(&self.sweeping, &self.me, Pool::sweep);
     }
 
     /// Drops expired connections; returns the next expiry, or `None` (and stops sweeping)
@@ -229,4 +217,26 @@ impl Pool {
         }
         next
     }
+}
+
+/// Runs `sweep` on the pool behind `me` at each expiry it returns, until it returns `None`
+/// (nothing idle) or the pool is gone: one task per worker and pool, only while connections
+/// are idle. `sweeping` says that the task runs; `sweep` clears it when it returns `None`.
+pub(super) fn start_sweeping<P: 'static>(
+    sweeping: &Cell<bool>,
+    me: &Weak<P>,
+    sweep: fn(&P) -> Option<Instant>,
+) {
+    if sweeping.replace(true) {
+        return;
+    }
+    let me = me.clone();
+    tokio::task::spawn_local(async move {
+        loop {
+            let Some(next) = me.upgrade().and_then(|p| sweep(&p)) else {
+                return;
+            };
+            tokio::time::sleep_until(next).await;
+        }
+    });
 }
