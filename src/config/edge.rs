@@ -441,27 +441,45 @@ pub(super) fn cidrs(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Vec<Cidr>> {
     ok.then_some(out)
 }
 
-/// `limit-req-zones: {NAME: {key: client | header:NAME, rate: Nr/s | Nr/m, size: N}}`.
-fn zones(ctx: &mut Ctx, v: &Node) {
-    let Some(entries) = ctx.map("limit-req-zones", v) else {
-        return;
+/// A zone's name and fields, from `limit-req-zones` or `limit-conn-zones` (`directive`): the
+/// name a non-empty string not defined before (`defined` gives the line of an earlier zone of
+/// that name), the body a mapping. Each fault is reported and its zone skipped.
+fn zone_entries<'n>(
+    ctx: &mut Ctx,
+    directive: &str,
+    v: &'n Node,
+    defined: impl Fn(&Ctx, &str) -> Option<u32>,
+) -> Vec<(&'n str, u32, &'n [(Node, Node)])> {
+    let Some(entries) = ctx.map(directive, v) else {
+        return Vec::new();
     };
+    let mut out = Vec::with_capacity(entries.len());
     for (k, body) in entries {
         let Some(name) = k.as_str().filter(|n| !n.is_empty()) else {
-            ctx.error(k.line, "limit-req-zones: a zone name must be a string");
+            ctx.error(k.line, format!("{directive}: a zone name must be a string"));
             continue;
         };
-        if let Some(dup) = ctx.limit_zones.iter().find(|z| z.name == name) {
-            let line = dup.at.line;
+        if let Some(line) = defined(ctx, name) {
             ctx.error(
                 k.line,
-                format!("limit-req-zones: zone {name} is defined twice (first at line {line})"),
+                format!("{directive}: zone {name} is defined twice (first at line {line})"),
             );
             continue;
         }
-        let Some(fields) = ctx.map(&format!("limit-req-zones.{name}"), body) else {
-            continue;
-        };
+        if let Some(fields) = ctx.map(&format!("{directive}.{name}"), body) {
+            out.push((name, k.line, fields));
+        }
+    }
+    out
+}
+
+/// `limit-req-zones: {NAME: {key: client | header:NAME, rate: Nr/s | Nr/m, size: N}}`.
+fn zones(ctx: &mut Ctx, v: &Node) {
+    let defined = |ctx: &Ctx, name: &str| {
+        let zone = ctx.limit_zones.iter().find(|z| z.name == name);
+        zone.map(|z| z.at.line)
+    };
+    for (name, line, fields) in zone_entries(ctx, "limit-req-zones", v, defined) {
         let what = format!("limit-req-zones.{name}");
         let mut key = Some(LimitKey::Client);
         let mut rate = None;
@@ -482,24 +500,7 @@ fn zones(ctx: &mut Ctx, v: &Node) {
                         None => {}
                     }
                 }
-                "key" => {
-                    key = match val.as_str() {
-                        Some("client") => Some(LimitKey::Client),
-                        Some(h) if h.strip_prefix("header:").is_some_and(is_token) => {
-                            Some(LimitKey::Header(h["header:".len()..].to_ascii_lowercase()))
-                        }
-                        _ => {
-                            ctx.error(
-                                val.line,
-                                format!(
-                                    "{what}.key expects client or header:NAME, got {}",
-                                    show(val)
-                                ),
-                            );
-                            None
-                        }
-                    }
-                }
+                "key" => key = zone_key(ctx, &what, val),
                 "rate" => {
                     rate = val.as_str().and_then(parse_rate);
                     if rate.is_none() {
@@ -516,10 +517,10 @@ fn zones(ctx: &mut Ctx, v: &Node) {
             }
         }
         if !fields.iter().any(|(f, _)| f.as_str() == Some("rate")) {
-            ctx.error(k.line, format!("{what}: rate is required"));
+            ctx.error(line, format!("{what}: rate is required"));
         }
         if let (Some(key), Some(rate), Some(size)) = (key, rate, size) {
-            let at = ctx.at(k.line);
+            let at = ctx.at(line);
             ctx.limit_zones.push(LimitZone {
                 name: name.to_string(),
                 key,
@@ -534,26 +535,12 @@ fn zones(ctx: &mut Ctx, v: &Node) {
 
 /// `limit-conn-zones: {NAME: {key: client | header:NAME, size: N}}`.
 fn conn_zones(ctx: &mut Ctx, v: &Node) {
-    let Some(entries) = ctx.map("limit-conn-zones", v) else {
-        return;
+    let defined = |ctx: &Ctx, name: &str| {
+        let zone = ctx.limit_conn_zones.iter().find(|z| z.name == name);
+        zone.map(|z| z.at.line)
     };
-    for (k, body) in entries {
-        let Some(name) = k.as_str().filter(|n| !n.is_empty()) else {
-            ctx.error(k.line, "limit-conn-zones: a zone name must be a string");
-            continue;
-        };
-        if let Some(dup) = ctx.limit_conn_zones.iter().find(|z| z.name == name) {
-            let line = dup.at.line;
-            ctx.error(
-                k.line,
-                format!("limit-conn-zones: zone {name} is defined twice (first at line {line})"),
-            );
-            continue;
-        }
+    for (name, line, fields) in zone_entries(ctx, "limit-conn-zones", v, defined) {
         let what = format!("limit-conn-zones.{name}");
-        let Some(fields) = ctx.map(&what, body) else {
-            continue;
-        };
         let mut key = Some(LimitKey::Client);
         let mut size = Some(LimitZone::DEFAULT_SIZE);
         for (field, val) in ctx.known_keys(&what, fields, &["key", "size"]) {
@@ -563,7 +550,7 @@ fn conn_zones(ctx: &mut Ctx, v: &Node) {
             }
         }
         if let (Some(key), Some(size)) = (key, size) {
-            let at = ctx.at(k.line);
+            let at = ctx.at(line);
             ctx.limit_conn_zones.push(LimitConnZone {
                 name: name.to_string(),
                 key,
