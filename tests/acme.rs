@@ -58,17 +58,7 @@ acme:
 
 /// curl to `https://a.test:PORT/`, verifying against `root`: the body, or curl's error.
 fn fetch_verified(root: &Path, port: u16) -> Result<String, String> {
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "10", "--cacert"])
-        .arg(root)
-        .args(["--resolve", &format!("a.test:{port}:127.0.0.1")])
-        .arg(format!("https://a.test:{port}/"))
-        .output()
-        .expect("curl");
-    match out.status.success() {
-        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-    }
+    fetch_name(root, "a.test", port)
 }
 
 /// The serial number of the certificate served for `a.test`.
