@@ -1,0 +1,230 @@
+//! QUIC connection migration (NAT rebinding, issue 43), after the idea of h2o's test with a UDP
+//! relay: an aioquic client downloads a file from spate through a relay on loopback that moves
+//! its server-side socket to a new source port every 256 KiB the server sent it, closing the
+//! old one, as a NAT that forgot its mapping would. The download completes byte-exact, and
+//! spate's metrics count a migration for every move.
+//!
+//! With two worker threads the new 4-tuple lands on either worker's socket (SO_REUSEPORT
+//! hashes it); a datagram that reaches the worker not owning its connection is forwarded to
+//! the owner by the endpoint tag in its connection ID (`server/quic/route.rs`). Over some 30
+//! moves the odds that none lands on the other worker are 2^-30, so the test also checks that
+//! the forwarding path carried datagrams.
+
+mod common;
+mod h3_support;
+mod tls_support;
+
+use common::*;
+use h3_support::*;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bytes from the server on one relay socket after which the relay moves to a new one.
+const MOVE_EVERY: u64 = 256 << 10;
+/// The download: 8 MiB, about 30 moves.
+const FILE_SIZE: usize = 8 << 20;
+
+#[test]
+fn a_download_survives_nat_rebinding_on_one_worker() {
+    rebinding_download(1);
+}
+
+#[test]
+fn a_download_survives_nat_rebinding_across_two_workers() {
+    rebinding_download(2);
+}
+
+fn rebinding_download(threads: usize) {
+    let Some(clients) = Clients::find() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = dir.path().join("docs/8m.bin");
+    write_pattern_file(&big, FILE_SIZE);
+    let want = sha256_file(&big);
+    let site = "hosts:\n  default:\n    paths:\n      /metrics:\n        metrics: ON\n      /status:\n        status: ON\n      /:\n        file.dir: $DIR/docs\n";
+    let s = H3Server::start(dir, &format!("num-threads: {threads}\n"), site);
+    if s.is_h2o {
+        // h2o has no Prometheus page to count the moves with.
+        return;
+    }
+
+    let relay = Relay::start(SocketAddr::from(([127, 0, 0, 1], s.port)));
+    let url = format!("https://127.0.0.1:{}/8m.bin", relay.port);
+    let run = clients.aioquic(&[&url]);
+    let moves = relay.stop();
+    run.expect_all(&want);
+    assert!(moves >= 8, "the relay moved only {moves} times");
+
+    // Every move made spate send from its new address: each is a migration. Other workers
+    // publish their counters every 200 ms: poll.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let (status, text) = curl_status(&[&s.url("/metrics")]);
+        assert_eq!(status, 200, "{text}");
+        let m = Metrics(text);
+        let done = m.get("spate_quic_migrations_total") >= moves
+            && m.get("spate_quic_lost_packets_total") > 0
+            && (threads == 1 || m.get("spate_quic_forwarded_datagrams_total") > 0);
+        if done || Instant::now() > deadline {
+            break m;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!(
+        "{threads} worker(s): {moves} moves; migrations {}, forwarded {}, lost {} of {} packets",
+        metrics.get("spate_quic_migrations_total"),
+        metrics.get("spate_quic_forwarded_datagrams_total"),
+        metrics.get("spate_quic_lost_packets_total"),
+        metrics.get("spate_quic_sent_packets_total"),
+    );
+    assert!(
+        metrics.get("spate_quic_migrations_total") >= moves,
+        "{moves} moves: {}",
+        metrics.0
+    );
+    assert!(
+        metrics.get("spate_quic_handshakes_total") >= 1,
+        "{}",
+        metrics.0
+    );
+    // The packets sent to a socket the relay had closed were lost, and counted when the
+    // connection ended.
+    assert!(
+        metrics.get("spate_quic_lost_packets_total") > 0,
+        "{}",
+        metrics.0
+    );
+    if threads == 1 {
+        assert_eq!(metrics.get("spate_quic_forwarded_datagrams_total"), 0);
+    } else {
+        assert!(
+            metrics.get("spate_quic_forwarded_datagrams_total") > 0,
+            "no datagram reached the other worker in {moves} moves: {}",
+            metrics.0
+        );
+    }
+
+    // The same counters on the status page (h2o's JSON, with a `quic` section).
+    let (status, json) = curl_status(&[&s.url("/status")]);
+    assert_eq!(status, 200, "{json}");
+    let quic = json
+        .split_once("\"quic\": {")
+        .map(|(_, q)| q)
+        .unwrap_or_else(|| panic!("no quic section: {json}"));
+    let field = |name: &str| -> u64 {
+        quic.split_once(&format!("\"{name}\": "))
+            .and_then(|(_, v)| v.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in the quic section: {json}"))
+    };
+    assert!(field("migrations") >= moves, "{json}");
+    assert!(field("handshakes") >= 1, "{json}");
+    assert!(field("accepted") >= 1, "{json}");
+}
+
+/// The Prometheus text of the metrics page; unlabelled counters are read.
+struct Metrics(String);
+
+impl Metrics {
+    fn get(&self, name: &str) -> u64 {
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// A UDP relay between one client and the server: the client talks to `port`; the relay talks
+/// to the server from a socket it replaces by a new one (a new source port) every `MOVE_EVERY`
+/// bytes the server sent on it. The old socket is closed: what the server still sends there
+/// is lost.
+struct Relay {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    moves: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Relay {
+    fn start(server: SocketAddr) -> Relay {
+        let front = Arc::new(UdpSocket::bind("127.0.0.1:0").expect("bind relay"));
+        let port = front.local_addr().expect("relay addr").port();
+        let back = Arc::new(Mutex::new(Arc::new(connected_socket(server))));
+        let client: Arc<Mutex<Option<SocketAddr>>> = Arc::new(Mutex::new(None));
+        let stop = Arc::new(AtomicBool::new(false));
+        let moves = Arc::new(AtomicU64::new(0));
+        // A short read timeout lets each thread see the stop flag.
+        let tick = Some(Duration::from_millis(20));
+        front.set_read_timeout(tick).expect("timeout");
+
+        // Client to server, through the current socket.
+        let up = {
+            let (front, back, client, stop) =
+                (front.clone(), back.clone(), client.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok((n, from)) = front.recv_from(&mut buf) else {
+                        continue;
+                    };
+                    *client.lock().expect("lock") = Some(from);
+                    let sock = back.lock().expect("lock").clone();
+                    let _ = sock.send(&buf[..n]);
+                }
+            })
+        };
+        // Server to client; moves to a new socket every MOVE_EVERY bytes.
+        let down = {
+            let (stop, moves) = (stop.clone(), moves.clone());
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                let mut sock = back.lock().expect("lock").clone();
+                sock.set_read_timeout(tick).expect("timeout");
+                let mut on_this = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(n) = sock.recv(&mut buf) else {
+                        continue;
+                    };
+                    if let Some(to) = *client.lock().expect("lock") {
+                        let _ = front.send_to(&buf[..n], to);
+                    }
+                    on_this += n as u64;
+                    if on_this >= MOVE_EVERY {
+                        on_this = 0;
+                        let new = Arc::new(connected_socket(server));
+                        new.set_read_timeout(tick).expect("timeout");
+                        *back.lock().expect("lock") = new.clone();
+                        // The old socket closes once the other thread lets go of it.
+                        sock = new;
+                        moves.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        };
+        Relay {
+            port,
+            stop,
+            moves,
+            threads: vec![up, down],
+        }
+    }
+
+    /// Stops the relay; returns how many times it moved.
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            t.join().expect("relay thread");
+        }
+        self.moves.load(Ordering::Relaxed)
+    }
+}
+
+fn connected_socket(server: SocketAddr) -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").expect("bind relay socket");
+    s.connect(server).expect("connect relay socket");
+    s
+}
