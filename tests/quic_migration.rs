@@ -32,15 +32,22 @@ const FILE_SIZE: usize = 8 << 20;
 
 #[test]
 fn a_download_survives_nat_rebinding_on_one_worker() {
-    rebinding_download(1);
+    rebinding_download(1, false);
 }
 
 #[test]
 fn a_download_survives_nat_rebinding_across_two_workers() {
-    rebinding_download(2);
+    rebinding_download(2, false);
 }
 
-fn rebinding_download(threads: usize) {
+/// The client's address changes too (127.0.0.1 and 127.0.0.2 in turn): quinn starts each new
+/// path afresh (RTT, congestion window) instead of keeping the old one's, as for a rebinding.
+#[test]
+fn a_download_survives_address_changes_across_two_workers() {
+    rebinding_download(2, true);
+}
+
+fn rebinding_download(threads: usize, change_ip: bool) {
     let Some(clients) = Clients::find() else {
         return;
     };
@@ -55,7 +62,7 @@ fn rebinding_download(threads: usize) {
         return;
     }
 
-    let relay = Relay::start(SocketAddr::from(([127, 0, 0, 1], s.port)));
+    let relay = Relay::start(SocketAddr::from(([127, 0, 0, 1], s.port)), change_ip);
     let url = format!("https://127.0.0.1:{}/8m.bin", relay.port);
     // A client that pings every 50 ms (see tests/h3/keepalive_get.py for why).
     let run = clients.python_script("keepalive_get.py", &[&url]);
@@ -79,7 +86,7 @@ fn rebinding_download(threads: usize) {
         std::thread::sleep(Duration::from_millis(50));
     };
     eprintln!(
-        "{threads} worker(s): {moves} moves; migrations {}, forwarded {}, lost {} of {} packets",
+        "{threads} worker(s), new IPs {change_ip}: {moves} moves; migrations {}, forwarded {}, lost {} of {} packets",
         metrics.get("spate_quic_migrations_total"),
         metrics.get("spate_quic_forwarded_datagrams_total"),
         metrics.get("spate_quic_lost_packets_total"),
@@ -241,13 +248,14 @@ struct Relay {
 }
 
 impl Relay {
-    fn start(server: SocketAddr) -> Relay {
+    /// With `change_ip`, each new socket is on the other of 127.0.0.1 and 127.0.0.2.
+    fn start(server: SocketAddr, change_ip: bool) -> Relay {
         let front = Arc::new(UdpSocket::bind("127.0.0.1:0").expect("bind relay"));
         let port = front.local_addr().expect("relay addr").port();
         // A short read timeout lets each thread see the stop flag and the new socket.
         let tick = Some(Duration::from_millis(20));
         front.set_read_timeout(tick).expect("timeout");
-        let back = Arc::new(Mutex::new(Arc::new(connected_socket(server, tick))));
+        let back = Arc::new(Mutex::new(Arc::new(connected_socket(1, server, tick))));
         let client: Arc<Mutex<Option<SocketAddr>>> = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
         let moves = Arc::new(AtomicU64::new(0));
@@ -274,8 +282,10 @@ impl Relay {
                     if since_move.load(Ordering::Relaxed) >= MOVE_EVERY {
                         since_move.store(0, Ordering::Relaxed);
                         // The old socket closes once the other thread lets go of it.
-                        *back.lock().expect("lock") = Arc::new(connected_socket(server, tick));
-                        moves.fetch_add(1, Ordering::Relaxed);
+                        let moved = moves.fetch_add(1, Ordering::Relaxed) + 1;
+                        let host = if change_ip { 1 + moved as u8 % 2 } else { 1 };
+                        *back.lock().expect("lock") =
+                            Arc::new(connected_socket(host, server, tick));
                     }
                     let sock = back.lock().expect("lock").clone();
                     let _ = sock.send(&buf[..n]);
@@ -317,8 +327,10 @@ impl Relay {
     }
 }
 
-fn connected_socket(server: SocketAddr, timeout: Option<Duration>) -> UdpSocket {
-    let s = UdpSocket::bind("127.0.0.1:0").expect("bind relay socket");
+/// A socket on 127.0.0.`host`, a port the kernel picks, sending to `server`.
+fn connected_socket(host: u8, server: SocketAddr, timeout: Option<Duration>) -> UdpSocket {
+    let s =
+        UdpSocket::bind((std::net::Ipv4Addr::new(127, 0, 0, host), 0)).expect("bind relay socket");
     s.connect(server).expect("connect relay socket");
     s.set_read_timeout(timeout).expect("timeout");
     s
