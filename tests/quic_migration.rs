@@ -8,7 +8,8 @@
 //! hashes it); a datagram that reaches the worker not owning its connection is forwarded to
 //! the owner by the endpoint tag in its connection ID (`server/quic/route.rs`). Over some 30
 //! moves the odds that none lands on the other worker are 2^-30, so the test also checks that
-//! the forwarding path carried datagrams.
+//! the forwarding path carried datagrams. A third run changes the client's IP as well
+//! (127.0.0.1 and 127.0.0.2 in turn), which quinn treats as a new path rather than a rebinding.
 //!
 //! The other QUIC counters of the status and metrics pages are checked here too: Retry sent and
 //! stateless resets (a packet for a connection nobody has).
