@@ -7,6 +7,8 @@
 //!
 //! Only counting lives here: the handlers render the counters (`handler/status.rs`).
 
+pub mod quic;
+
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -355,6 +357,7 @@ pub struct Snapshot {
     pub panics: u64,
     pub backends: Vec<(Arc<str>, u64, u64)>,
     pub goaways: Vec<GoAways>,
+    pub quic: quic::Counters,
 }
 
 impl Snapshot {
@@ -374,6 +377,7 @@ impl Snapshot {
             panics: l.panics.get(),
             backends: BACKENDS.with(|b| b.borrow().clone()),
             goaways: GOAWAYS.with(|g| g.borrow().clone()),
+            quic: quic::Counters::local(),
         })
     }
 
@@ -404,6 +408,7 @@ impl Snapshot {
         }
         self.duration_sum_us += o.duration_sum_us;
         self.panics += o.panics;
+        self.quic.add(&o.quic);
         for (name, n, e) in &o.backends {
             match self.backends.iter_mut().find(|(m, _, _)| m == name) {
                 Some(b) => {
@@ -461,6 +466,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
         panics: 0,
         backends: Vec::new(),
         goaways: Vec::new(),
+        quic: quic::Counters::ZERO,
     },
     info: ServerInfo {
         max_connections: 0,

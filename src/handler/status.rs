@@ -50,6 +50,7 @@ impl Handler for StatusHandler {
             s.handshakes[2],
         );
         acme_json(&mut j);
+        quic_json(&mut j, &s);
         Answer::Now(body(j, "application/json; charset=utf-8"))
     }
 }
@@ -80,6 +81,28 @@ fn acme_json(j: &mut String) {
         );
     }
     j.push_str("\n ]\n}\n");
+}
+
+/// spate's addition: `"quic": {...}`, QUIC's connection events (`metrics::quic`), before the
+/// closing brace.
+fn quic_json(j: &mut String, s: &metrics::Snapshot) {
+    let q = &s.quic;
+    j.truncate(j.trim_end().trim_end_matches('}').trim_end().len());
+    let _ = write!(
+        j,
+        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"packets-sent\": {}, \"packets-lost\": {}}}\n}}\n",
+        s.open[metrics::Transport::Quic as usize],
+        s.accepted[metrics::Transport::Quic as usize],
+        q.handshakes,
+        q.zero_rtt_accepted,
+        q.zero_rtt_refused,
+        q.retries_sent,
+        q.migrations,
+        q.stateless_resets,
+        q.forwarded,
+        q.sent_packets,
+        q.lost_packets,
+    );
 }
 
 fn json_escape(s: &str) -> String {

@@ -271,6 +271,7 @@ pub fn render(s: &Snapshot) -> String {
     }
     cache_metrics(&mut o);
     acme_metrics(&mut o);
+    quic_metrics(&mut o, &s.quic);
     o
 }
 
@@ -456,6 +457,61 @@ fn cache_metrics(o: &mut String) {
         for (at, store) in &stores {
             let _ = writeln!(o, "{name}{{cache=\"{}\"}} {}", label(at), read(store));
         }
+    }
+}
+
+/// `spate_quic_*`: QUIC's connection events (`metrics::quic`); open and accepted QUIC
+/// connections are `spate_connections{transport="quic"}` and its `_accepted_total`.
+fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
+    let rows: [(&str, &str, u64); 9] = [
+        (
+            "spate_quic_handshakes_total",
+            "QUIC handshakes completed.",
+            q.handshakes,
+        ),
+        (
+            "spate_quic_0rtt_accepted_total",
+            "QUIC handshakes whose 0-RTT early data was accepted.",
+            q.zero_rtt_accepted,
+        ),
+        (
+            "spate_quic_0rtt_refused_total",
+            "QUIC handshakes whose offered 0-RTT early data was refused.",
+            q.zero_rtt_refused,
+        ),
+        (
+            "spate_quic_retries_sent_total",
+            "Retry packets sent to validate a new client's address.",
+            q.retries_sent,
+        ),
+        (
+            "spate_quic_migrations_total",
+            "QUIC connections moved to a new client address (NAT rebinding, migration).",
+            q.migrations,
+        ),
+        (
+            "spate_quic_stateless_resets_sent_total",
+            "Stateless resets sent for packets of unknown connections.",
+            q.stateless_resets,
+        ),
+        (
+            "spate_quic_forwarded_datagrams_total",
+            "Datagrams read by one worker and passed to the worker owning their connection.",
+            q.forwarded,
+        ),
+        (
+            "spate_quic_sent_packets_total",
+            "Packets sent by QUIC connections that ended.",
+            q.sent_packets,
+        ),
+        (
+            "spate_quic_lost_packets_total",
+            "Packets declared lost by QUIC connections that ended.",
+            q.lost_packets,
+        ),
+    ];
+    for (name, help, v) in rows {
+        counter(o, name, help, v);
     }
 }
 

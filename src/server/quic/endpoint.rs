@@ -7,6 +7,7 @@
 
 use super::route::{self, Forwarded, Route};
 use super::Settings;
+use crate::metrics::quic::{self as quic_metrics, Event as QuicEvent};
 use crate::proto::h3::qpack;
 use crate::server::context::{ActiveGuard, WorkerCtx};
 use crate::server::h3::{H3Conn, Wakes};
@@ -159,6 +160,8 @@ struct Conn<'a> {
     broken: bool,
     /// quinn's next timer, as of the last time the connection was driven.
     timeout: Option<Instant>,
+    /// The client address the connection was last driven with: a change is a migration.
+    path: SocketAddr,
     _active: ActiveGuard<'a>,
     _open: crate::metrics::OpenConnection,
 }
@@ -290,6 +293,7 @@ impl<'a> Driver<'a> {
                             ecn,
                         };
                         if route::forward(tag, f) {
+                            quic_metrics::count(QuicEvent::Forwarded);
                             tracing::trace!(tag, from = %meta.addr, "forwarded a datagram to its endpoint");
                             continue;
                         }
@@ -335,7 +339,10 @@ impl<'a> Driver<'a> {
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => self.on_incoming(now, incoming),
-            Some(DatagramEvent::Response(t)) => self.send_one(&t, &buf),
+            Some(DatagramEvent::Response(t)) => {
+                quic_metrics::answered(&buf);
+                self.send_one(&t, &buf);
+            }
             None => {}
         }
     }
@@ -359,7 +366,10 @@ impl<'a> Driver<'a> {
         }
         if self.retry && !incoming.remote_address_validated() && incoming.may_retry() {
             match self.endpoint.retry(incoming, &mut buf) {
-                Ok(t) => self.send_one(&t, &buf),
+                Ok(t) => {
+                    quic_metrics::count(QuicEvent::RetrySent);
+                    self.send_one(&t, &buf);
+                }
                 Err(e) => self.endpoint.ignore(e.into_incoming()),
             }
             return;
@@ -380,6 +390,7 @@ impl<'a> Driver<'a> {
                     closing: false,
                     broken: false,
                     timeout: None,
+                    path: remote,
                     _active: ActiveGuard::new(self.ctx),
                     _open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http3),
                 };
@@ -497,7 +508,10 @@ impl<'a> Driver<'a> {
             let worked = crate::server::panics::contain_step(&peer, || {
                 while let Some(ev) = c.quic.poll() {
                     match ev {
-                        Event::Connected => c.h3.on_connected(&mut c.quic),
+                        Event::Connected => {
+                            quic_metrics::handshake(c.quic.has_0rtt());
+                            c.h3.on_connected(&mut c.quic);
+                        }
                         Event::ConnectionLost { reason } => c.h3.on_lost(reason),
                         Event::Stream(s) => c.h3.on_stream_event(s),
                         _ => {}
@@ -524,6 +538,10 @@ impl<'a> Driver<'a> {
             c.quic.close(now, H3_NO_ERROR.into(), bytes::Bytes::new());
         }
         let peer = c.quic.remote_address();
+        if peer != c.path {
+            c.path = peer;
+            quic_metrics::count(QuicEvent::Migration);
+        }
         loop {
             let endpoint = &mut self.endpoint;
             let step = contain_step(&peer, || {
@@ -641,6 +659,7 @@ impl<'a> Driver<'a> {
 /// (`RUST_LOG=spate::server::quic=debug`).
 fn log_stats(conn: usize, quic: &quinn_proto::Connection) {
     let s = quic.stats();
+    quic_metrics::closed(s.path.sent_packets, s.path.lost_packets);
     tracing::debug!(
         conn,
         tx_datagrams = s.udp_tx.datagrams,
