@@ -51,8 +51,9 @@ fn new_pid(s: &Spate) -> i32 {
 /// spate upgrades; once the new process serves, the client goes on: every packet it sends
 /// from then on is read by the new process, which passes it to the old one, and the download
 /// finishes byte-exact. A new connection meanwhile gets a path only the new process's
-/// configuration has; the old process exits once its download is done, long before
-/// `shutdown-timeout`.
+/// configuration has, and a second SIGUSR2 is refused while the old process lives; the old
+/// process exits once its download is done, long before `shutdown-timeout`, after which the
+/// new process can be upgraded in turn.
 #[test]
 fn an_http3_download_goes_on_across_a_binary_upgrade() {
     let Some(clients) = h3_support::Clients::find() else {
@@ -86,12 +87,19 @@ fn an_http3_download_goes_on_across_a_binary_upgrade() {
     )
     .unwrap();
     signal(&h3.s.child, libc::SIGUSR2);
-    let _new = Upgraded(new_pid(&h3.s));
+    let new = Upgraded(new_pid(&h3.s));
 
     let fresh = clients.aioquic(&[&h3.url("/new")]);
     assert_eq!(fresh.exit, 0, "{fresh}");
     assert_eq!(fresh.field("response", "status"), "200", "{fresh}");
     assert_eq!(fresh.field("response", "len"), "11", "{fresh}");
+
+    // Two processes at most: while the old one holds the download, the new one refuses to be
+    // replaced (their connection IDs would share a tag bit).
+    // SAFETY: kill(2) on the spate the test's upgrade started.
+    unsafe { libc::kill(new.0, libc::SIGUSR2) };
+    let refused = wait_line(&h3.s, "binary upgrade failed");
+    assert!(refused.contains("still drains"), "{refused}");
 
     download.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let rest: Vec<String> = out.map(|l| l.unwrap()).collect();
@@ -109,11 +117,40 @@ fn an_http3_download_goes_on_across_a_binary_upgrade() {
     // Its last connection done, the old process exits (well before shutdown-timeout).
     let old = wait_timeout(&mut h3.s.child, Duration::from_secs(120)).expect("old spate exits");
     assert!(old.success(), "{old}");
-    let timeouts = h3.s.stderr_lines();
+    let mut after = Vec::new();
+    // The new process sees the link end, and may be upgraded in turn: the next process takes
+    // the first one's tag bit again and serves.
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while !after
+        .iter()
+        .any(|l: &String| l.contains("no longer passed"))
+    {
+        assert!(std::time::Instant::now() < end, "{after:?}");
+        after.extend(h3.s.stderr_lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
-        !timeouts
-            .iter()
-            .any(|l| l.contains("shutdown-timeout reached")),
-        "{timeouts:?}"
+        !after.iter().any(|l| l.contains("shutdown-timeout reached")),
+        "{after:?}"
     );
+    // SAFETY: kill(2) on the spate the test's upgrade started.
+    unsafe { libc::kill(new.0, libc::SIGUSR2) };
+    let _third = Upgraded(new_pid(&h3.s));
+    let again = clients.aioquic(&[&h3.url("/new")]);
+    assert_eq!(again.field("response", "status"), "200", "{again}");
+}
+
+/// Waits for a log line naming `needle`, keeping none of the others.
+fn wait_line(s: &Spate, needle: &str) -> String {
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(l) = s.stderr_lines().into_iter().find(|l| l.contains(needle)) {
+            return l;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no log line naming {needle:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
