@@ -412,6 +412,112 @@ fn grpc_client(port: u16, ca: Option<&Path>) -> String {
     text
 }
 
+/// A gRPC message: the uncompressed flag, the length, the bytes.
+fn grpc_message(m: &[u8]) -> bytes::Bytes {
+    let mut out = vec![0u8];
+    out.extend_from_slice(&(m.len() as u32).to_be_bytes());
+    out.extend_from_slice(m);
+    out.into()
+}
+
+/// Reads one gRPC message from `body`, keeping what follows it in `pending`.
+async fn grpc_read(body: &mut h2::RecvStream, pending: &mut Vec<u8>) -> Vec<u8> {
+    loop {
+        if pending.len() >= 5 {
+            let len = u32::from_be_bytes([pending[1], pending[2], pending[3], pending[4]]) as usize;
+            if pending.len() >= 5 + len {
+                let m = pending[5..5 + len].to_vec();
+                pending.drain(..5 + len);
+                return m;
+            }
+        }
+        let chunk = body
+            .data()
+            .await
+            .expect("the stream ended before the message")
+            .expect("data");
+        let _ = body.flow_control().release_capacity(chunk.len());
+        pending.extend_from_slice(&chunk);
+    }
+}
+
+/// A gRPC bidirectional stream through the proxy (h2c front, h2c backend), opened before the
+/// first of 20 reloads applied in place, exchanges a message after each; at its end the
+/// backend's trailers count every message (issue 43: a reload closes nothing).
+#[test]
+fn a_grpc_bidi_stream_goes_on_across_20_reloads() {
+    let Some(g) = GrpcServer::start() else {
+        return;
+    };
+    let yaml = |i: usize| {
+        format!(
+            "listen:\n  host: 127.0.0.1\n  port: 0\nnum-threads: 1\nhosts:\n  default:\n    paths:\n      /:\n        proxy.reverse.url: http://127.0.0.1:{}/\n        header.add: \"x-reload: {i}\"\n{H2C}",
+            g.port
+        )
+    };
+    let s = Spate::start(&yaml(0));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut client = client.ready().await.unwrap();
+        let req = http::Request::post(format!("http://{}/test.Echo/Bidi", s.addr))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (resp, mut send) = client.send_request(req, false).unwrap();
+        send.send_data(grpc_message(b"before"), false).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["x-reload"], "0");
+        let mut body = resp.into_body();
+        let mut pending = Vec::new();
+        assert_eq!(grpc_read(&mut body, &mut pending).await, b"before");
+        for i in 1..=20 {
+            std::fs::write(s.path().join("spate.yaml"), yaml(i)).unwrap();
+            signal(&s.child, libc::SIGHUP);
+            let end = std::time::Instant::now() + Duration::from_secs(20);
+            let line = loop {
+                if let Some(l) = s
+                    .stderr_lines()
+                    .into_iter()
+                    .find(|l| l.contains("reloaded"))
+                {
+                    break l;
+                }
+                assert!(std::time::Instant::now() < end, "no reload {i}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
+            assert!(line.contains("in place"), "{line}");
+            let m = format!("after reload {i}");
+            send.send_data(grpc_message(m.as_bytes()), false).unwrap();
+            assert_eq!(grpc_read(&mut body, &mut pending).await, m.as_bytes());
+        }
+        send.send_data(bytes::Bytes::new(), true).unwrap();
+        let trailers = body.trailers().await.unwrap().expect("trailers");
+        assert_eq!(trailers["grpc-status"], "0", "{trailers:?}");
+        assert_eq!(trailers["x-count"], "21", "{trailers:?}");
+        // A new stream routes by the last configuration.
+        let req = http::Request::post(format!("http://{}/test.Echo/Unary", s.addr))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        client = client.ready().await.unwrap();
+        let (resp, mut send) = client.send_request(req, false).unwrap();
+        send.send_data(grpc_message(b"new"), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.headers()["x-reload"], "20");
+    });
+}
+
 #[test]
 fn grpc_through_h2c_and_tls_fronts_to_an_h2c_backend() {
     let Some(g) = GrpcServer::start() else {

@@ -6,9 +6,13 @@
 //! (`CONFIGURED|BOUND|FD,FD;...`, one entry per listen address; `|udp` after the
 //! descriptors of a QUIC listener's UDP sockets). The new process writes one
 //! byte to the pipe named in `SPATE_READY_FD` once its workers serve; only then does the old
-//! one drain and exit. If the new one fails (a bad configuration, a crash, no answer within
+//! one drain and exit. With a QUIC listener, `SPATE_QUIC_LINK` (`FD,BIT`) names the new
+//! process's end of the link over which each process passes the other the datagrams of its
+//! QUIC connections, and the tag bit its connection IDs carry (`quic/peer.rs`; see
+//! `quic/LIFECYCLE.md`). If the new one fails (a bad configuration, a crash, no answer within
 //! `UPGRADE_TIMEOUT`), the old one logs why and keeps serving.
 
+use super::quic::upgrade_link;
 use super::Bound;
 use std::io;
 use std::net::SocketAddr;
@@ -18,12 +22,26 @@ use std::time::Duration;
 
 const INHERIT_ENV: &str = "SPATE_INHERIT";
 const READY_ENV: &str = "SPATE_READY_FD";
+const QUIC_LINK_ENV: &str = "SPATE_QUIC_LINK";
 
 /// How long the new process may take to report ready.
 const UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Starts `exe` with our arguments and `listeners`' sockets; returns its pid once it serves.
 pub(super) fn start(exe: &Path, listeners: &[Bound]) -> Result<u32, String> {
+    let quic = listeners.iter().any(|b| !b.udp.is_empty());
+    if quic && upgrade_link::linked() {
+        // Its connection IDs carry the tag bit the next process would take.
+        return Err(
+            "the process this one replaced still drains its QUIC connections (their datagrams \
+             pass through this one): upgrade again once it has exited"
+                .into(),
+        );
+    }
+    let link = match quic {
+        true => Some(upgrade_link::pair().map_err(|e| format!("cannot make the QUIC link: {e}"))?),
+        false => None,
+    };
     let mut fds = Vec::new();
     let mut spec = Vec::with_capacity(listeners.len());
     for b in listeners {
@@ -49,14 +67,33 @@ pub(super) fn start(exe: &Path, listeners: &[Bound]) -> Result<u32, String> {
     cmd.args(std::env::args_os().skip(1))
         .env(INHERIT_ENV, spec.join(";"))
         .env(READY_ENV, write_end.as_raw_fd().to_string());
+    match &link {
+        Some((_, theirs)) => {
+            fds.push(theirs.as_raw_fd());
+            let bit = upgrade_link::process_bit() ^ upgrade_link::PROCESS_BIT;
+            cmd.env(QUIC_LINK_ENV, format!("{},{bit}", theirs.as_raw_fd()));
+        }
+        None => {
+            cmd.env_remove(QUIC_LINK_ENV);
+        }
+    }
     crate::sys::process::keep_open_across_exec(&mut cmd, fds);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
     // Our copy closed, the pipe ends when the child exits: a crash reads as end of file.
     drop(write_end);
+    // The same for the link: our end reads its end when the new process exits.
+    let ours = link.map(|(ours, _)| ours);
     match wait_ready(&read_end) {
-        Ok(()) => Ok(child.id()),
+        Ok(()) => {
+            if let Some(ours) = ours {
+                if let Err(e) = upgrade_link::install(ours) {
+                    tracing::warn!("binary upgrade: no QUIC link to the new process: {e}");
+                }
+            }
+            Ok(child.id())
+        }
         Err(why) => {
             let _ = child.kill();
             let status = child
@@ -95,6 +132,7 @@ fn pipe() -> io::Result<(std::fs::File, std::fs::File)> {
 
 /// The sockets a previous spate handed us, if we were started by an upgrade.
 pub(super) fn inherited() -> Result<Vec<Bound>, String> {
+    adopt_quic_link()?;
     let Ok(spec) = std::env::var(INHERIT_ENV) else {
         return Ok(Vec::new());
     };
@@ -161,6 +199,26 @@ pub(super) fn inherited() -> Result<Vec<Bound>, String> {
         });
     }
     Ok(out)
+}
+
+/// Takes the QUIC link to the process that started us and the tag bit we hold, if it passed
+/// them.
+fn adopt_quic_link() -> Result<(), String> {
+    let Ok(spec) = std::env::var(QUIC_LINK_ENV) else {
+        return Ok(());
+    };
+    let bad = || format!("{QUIC_LINK_ENV}: cannot read {spec:?}");
+    let (fd, bit) = spec.split_once(',').ok_or_else(bad)?;
+    let fd: RawFd = fd.parse().map_err(|_| bad())?;
+    let bit: u16 = bit.parse().map_err(|_| bad())?;
+    let not_link = || format!("{QUIC_LINK_ENV}: descriptor {fd} is not the QUIC link");
+    let sock = crate::sys::process::adopt_inherited(fd).map_err(|_| not_link())?;
+    let sock = socket2::Socket::from(sock);
+    if !sock.r#type().is_ok_and(|t| t == socket2::Type::SEQPACKET) {
+        return Err(not_link());
+    }
+    upgrade_link::set_process_bit(bit);
+    upgrade_link::install(sock).map_err(|e| format!("{QUIC_LINK_ENV}: {e}"))
 }
 
 /// Whether a binary upgrade started this process (it reports to the old one when ready).

@@ -1,7 +1,8 @@
 """An HTTP/3 client on aioquic for spate's tests (tests/h3_interop.rs), and the connection class the
 attack scripts (attacks.py) build on.
 
-    h3client.py [--window N] [--post N] [--repeat K] [--resume] [--key-update] [--again-after-stdin] URL...
+    h3client.py [--window N] [--post N] [--repeat K] [--resume] [--key-update] [--again-after-stdin]
+                [--hold-at N] URL...
 
 fetches every URL (each K times) at once on one QUIC connection and prints one line per
 response (status, length, SHA-256 of the body, Alt-Svc, error), then a summary line: the number
@@ -75,6 +76,7 @@ class H3Client(QuicConnectionProtocol):
         self.responses = {}
         self.waiters = {}
         self.terminated = None
+        self.hold_at = None  # bytes of a response after which the client stops until stdin
 
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
@@ -100,6 +102,12 @@ class H3Client(QuicConnectionProtocol):
                 if resp.body is not None:
                     resp.body += h3_event.data
                 resp.length += len(h3_event.data)
+                if self.hold_at is not None and resp.length >= self.hold_at:
+                    # Blocks the event loop on purpose: nothing is read, acknowledged or sent
+                    # until the test says go (it changes the server meanwhile).
+                    self.hold_at = None
+                    print(line("held", {"len": resp.length}), flush=True)
+                    sys.stdin.readline()
             if h3_event.stream_ended:
                 self._finish(h3_event.stream_id, None)
 
@@ -176,6 +184,12 @@ async def main():
         action="store_true",
         help="then print a `waiting` line, read a line from stdin and fetch again on the same connection",
     )
+    p.add_argument(
+        "--hold-at",
+        type=int,
+        default=None,
+        help="once N bytes of a response arrived, print a `held` line and stop until a line on stdin",
+    )
     p.add_argument("urls", nargs="+")
     a = p.parse_args()
 
@@ -190,6 +204,7 @@ async def main():
         create_protocol=H3Client,
         session_ticket_handler=tickets.append,
     ) as client:
+        client.hold_at = a.hold_at
         method = "POST" if body is not None else "GET"
         urls = [url for url in a.urls for _ in range(a.repeat)]
         jobs = [

@@ -4,12 +4,21 @@
 //! migration and reload do, is in LIFECYCLE.md beside this file.
 
 mod endpoint;
+mod peer;
 mod route;
 mod socket;
 mod unpad;
 
 pub(crate) use endpoint::serve;
 pub(crate) use socket::{bind, bind_fresh};
+
+/// What a binary upgrade (`server/upgrade.rs`) sets up for QUIC: the processes' opposite tag
+/// bits and the link that passes each one's datagrams to the other.
+pub(crate) mod upgrade_link {
+    pub(crate) use super::peer::{install, linked, pair};
+    pub(crate) use super::route::{process_bit, set_process_bit, PROCESS_BIT};
+}
+
 // For the `quic_unpad` fuzz target.
 pub use unpad::padding_start;
 

@@ -3,11 +3,14 @@
 //! with that tag (`TaggedCids`). A datagram read by one endpoint whose destination connection
 //! ID carries another endpoint's tag (the client's address changed, so SO_REUSEPORT's 4-tuple
 //! hash picked another socket; or a reload handed the socket to a new generation) is passed
-//! to its owner through a bounded channel. See LIFECYCLE.md.
+//! to its owner through a bounded channel. The tag's top bit names the process: across a
+//! binary upgrade the old and the new process hold opposite bits, and a datagram of the other
+//! process's connection goes to it over the upgrade's link (`peer.rs`). See LIFECYCLE.md.
 
 use bytes::BytesMut;
 use quinn_proto::{ConnectionId, ConnectionIdGenerator, EcnCodepoint};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -17,6 +20,22 @@ pub const CID_LEN: usize = 8;
 /// Datagrams waiting for their owner; beyond this they are dropped (QUIC recovers a loss).
 const FORWARD_QUEUE: usize = 1024;
 
+/// The tag bit that names the process. A process started afresh holds 0; the process a binary
+/// upgrade starts holds the other bit than the one that started it.
+pub const PROCESS_BIT: u16 = 0x8000;
+/// This process's value of `PROCESS_BIT` in its tags.
+static PROCESS: AtomicU16 = AtomicU16::new(0);
+
+/// Sets this process's bit (0 or `PROCESS_BIT`), before any endpoint registers.
+pub fn set_process_bit(bit: u16) {
+    PROCESS.store(bit & PROCESS_BIT, Ordering::Relaxed);
+}
+
+/// This process's value of `PROCESS_BIT`.
+pub fn process_bit() -> u16 {
+    PROCESS.load(Ordering::Relaxed)
+}
+
 /// A datagram passed from the endpoint that read it to the one that owns its connection.
 pub struct Forwarded {
     pub data: BytesMut,
@@ -25,7 +44,7 @@ pub struct Forwarded {
     pub ecn: Option<EcnCodepoint>,
 }
 
-/// Endpoints alive in this process, by tag. Touched when an endpoint starts or ends and when
+/// Endpoints alive in this process, by tag without the process bit. Touched when an endpoint starts or ends and when
 /// a packet carries another endpoint's tag; never for a packet of our own.
 static ROUTES: Mutex<Vec<Option<mpsc::Sender<Forwarded>>>> = Mutex::new(Vec::new());
 
@@ -37,7 +56,7 @@ pub struct Route {
 }
 
 impl Route {
-    /// Registers an endpoint; `None` once 65536 endpoints are alive.
+    /// Registers an endpoint; `None` once 32768 endpoints are alive.
     pub fn register() -> Option<Route> {
         let (tx, rx) = mpsc::channel(FORWARD_QUEUE);
         let mut routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner());
@@ -51,26 +70,46 @@ impl Route {
                 routes.len() - 1
             }
         };
-        let tag = u16::try_from(tag).ok()?;
-        Some(Route { tag, inbox: rx })
+        let tag = u16::try_from(tag).ok().filter(|t| t & PROCESS_BIT == 0)?;
+        Some(Route {
+            tag: tag | process_bit(),
+            inbox: rx,
+        })
     }
 }
 
 impl Drop for Route {
     fn drop(&mut self) {
         let mut routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = routes.get_mut(usize::from(self.tag)) {
+        if let Some(slot) = routes.get_mut(usize::from(self.tag & !PROCESS_BIT)) {
             *slot = None;
         }
     }
 }
 
-/// Passes `d` to the endpoint with `tag`. False if there is none (the packet is then handled
-/// here: quinn answers an unknown connection ID with a stateless reset) or its queue is full.
+/// Passes `d` to the endpoint with `tag`, in this process or, over the upgrade's link, in the
+/// other. True when it went, or was dropped because the owner's queue is full (as the network
+/// may drop it); false if there is no such endpoint (any more): the packet is then handled
+/// here, and quinn answers an unknown connection ID with a stateless reset.
 pub fn forward(tag: u16, d: Forwarded) -> bool {
+    if tag & PROCESS_BIT != process_bit() {
+        return super::peer::send(&d);
+    }
+    deliver_here(tag, d)
+}
+
+/// Passes `d` to the endpoint of this process with `tag`; as `forward`.
+pub fn deliver_here(tag: u16, d: Forwarded) -> bool {
+    if tag & PROCESS_BIT != process_bit() {
+        return false;
+    }
     let routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner());
-    match routes.get(usize::from(tag)) {
-        Some(Some(tx)) => tx.try_send(d).is_ok(),
+    match routes.get(usize::from(tag & !PROCESS_BIT)) {
+        Some(Some(tx)) => match tx.try_send(d) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => true,
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        },
         _ => false,
     }
 }
@@ -168,6 +207,15 @@ mod tests {
             ecn: None,
         };
         assert!(!forward(tag, d), "a gone endpoint gets nothing");
+        // The other process's tag, with no upgrade link: handled here.
+        let d = Forwarded {
+            data: BytesMut::new(),
+            remote: "127.0.0.1:1".parse().unwrap(),
+            local_ip: None,
+            ecn: None,
+        };
+        assert_eq!(a.tag & PROCESS_BIT, 0);
+        assert!(!forward(a.tag | PROCESS_BIT, d));
         drop(a);
     }
 }

@@ -1,0 +1,156 @@
+//! HTTP/3 across a binary upgrade (SIGUSR2): the new process reads the UDP sockets, and the
+//! datagrams of the old process's connections reach it through the upgrade's link
+//! (`src/server/quic/peer.rs`), so a download in progress finishes; new connections are the
+//! new process's. Skipped when the HTTP/3 clients are not installed (`h3_support::Clients`).
+
+mod common;
+mod h3_support;
+mod tls_support;
+
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const BIG: usize = 50 << 20;
+
+/// Sends SIGTERM to the process a binary upgrade started, when the test ends.
+struct Upgraded(i32);
+
+impl Drop for Upgraded {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the spate the test's upgrade started.
+        unsafe { libc::kill(self.0, libc::SIGTERM) };
+    }
+}
+
+/// Waits for the old process's "binary upgrade: new process N serves" line and the one after it,
+/// "shutting down" (it drains); returns N.
+fn new_pid(s: &Spate) -> i32 {
+    let (mut line, mut draining) = (None, false);
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while !(line.is_some() && draining) {
+        assert!(std::time::Instant::now() < end, "no upgrade: {line:?}");
+        for l in s.stderr_lines() {
+            draining |= l.contains("shutting down");
+            if l.contains("binary upgrade: new process") {
+                line = Some(l);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let line = line.unwrap_or_default();
+    line.split("new process ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"))
+}
+
+/// An aioquic download of 50 MB is held after 4 MB (the client neither reads nor sends) while
+/// spate upgrades; once the new process serves, the client goes on: every packet it sends
+/// from then on is read by the new process, which passes it to the old one, and the download
+/// finishes byte-exact. A new connection meanwhile gets a path only the new process's
+/// configuration has, and a second SIGUSR2 is refused while the old process lives; the old
+/// process exits once its download is done, long before `shutdown-timeout`, after which the
+/// new process can be upgraded in turn.
+#[test]
+fn an_http3_download_goes_on_across_a_binary_upgrade() {
+    let Some(clients) = h3_support::Clients::find() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    h3_support::write_pattern_file(&dir.path().join("docs/big"), BIG);
+    let want = h3_support::sha256_file(&dir.path().join("docs/big"));
+    let mut h3 = h3_support::H3Server::start(
+        dir,
+        "num-threads: 2\nshutdown-timeout: 300\n",
+        h3_support::DOCS_SITE,
+    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h3/h3client.py");
+    let mut download = Command::new(clients.python())
+        .args([script, "--hold-at", "4194304", &h3.url("/big")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(download.stdout.take().unwrap()).lines();
+    let held = out.next().expect("a line from the client").unwrap();
+    assert!(held.starts_with("held\t"), "{held}");
+
+    // The new process's configuration has a path the old one's has not.
+    let yaml = std::fs::read_to_string(h3.dir().join("spate.yaml")).unwrap();
+    let added = "      /new:\n        respond: {status: 200, body: new process}\n";
+    std::fs::write(
+        h3.dir().join("spate.yaml"),
+        format!("{}\n{added}", yaml.trim_end()),
+    )
+    .unwrap();
+    signal(&h3.s.child, libc::SIGUSR2);
+    let new = Upgraded(new_pid(&h3.s));
+
+    let fresh = clients.aioquic(&[&h3.url("/new")]);
+    assert_eq!(fresh.exit, 0, "{fresh}");
+    assert_eq!(fresh.field("response", "status"), "200", "{fresh}");
+    assert_eq!(fresh.field("response", "len"), "11", "{fresh}");
+
+    // Two processes at most: while the old one holds the download, the new one refuses to be
+    // replaced (their connection IDs would share a tag bit).
+    // SAFETY: kill(2) on the spate the test's upgrade started.
+    unsafe { libc::kill(new.0, libc::SIGUSR2) };
+    let refused = wait_line(&h3.s, "binary upgrade failed");
+    assert!(refused.contains("still drains"), "{refused}");
+
+    download.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let rest: Vec<String> = out.map(|l| l.unwrap()).collect();
+    let status = download.wait().unwrap();
+    let response = rest
+        .iter()
+        .find(|l| l.starts_with("response\t"))
+        .unwrap_or_else(|| panic!("no response line: {rest:?}"));
+    assert!(status.success(), "{rest:?}");
+    assert!(!response.contains("error="), "{response}");
+    assert!(response.contains("status=200"), "{response}");
+    assert!(response.contains(&format!("len={BIG}")), "{response}");
+    assert!(response.contains(&format!("sha256={want}")), "{response}");
+
+    // Its last connection done, the old process exits (well before shutdown-timeout).
+    let old = wait_timeout(&mut h3.s.child, Duration::from_secs(120)).expect("old spate exits");
+    assert!(old.success(), "{old}");
+    let mut after = Vec::new();
+    // The new process sees the link end, and may be upgraded in turn: the next process takes
+    // the first one's tag bit again and serves.
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while !after
+        .iter()
+        .any(|l: &String| l.contains("no longer passed"))
+    {
+        assert!(std::time::Instant::now() < end, "{after:?}");
+        after.extend(h3.s.stderr_lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !after.iter().any(|l| l.contains("shutdown-timeout reached")),
+        "{after:?}"
+    );
+    // SAFETY: kill(2) on the spate the test's upgrade started.
+    unsafe { libc::kill(new.0, libc::SIGUSR2) };
+    let _third = Upgraded(new_pid(&h3.s));
+    let again = clients.aioquic(&[&h3.url("/new")]);
+    assert_eq!(again.field("response", "status"), "200", "{again}");
+}
+
+/// Waits for a log line naming `needle`, keeping none of the others.
+fn wait_line(s: &Spate, needle: &str) -> String {
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(l) = s.stderr_lines().into_iter().find(|l| l.contains(needle)) {
+            return l;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no log line naming {needle:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
