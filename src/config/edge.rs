@@ -441,6 +441,9 @@ pub(super) fn cidrs(ctx: &mut Ctx, name: &str, v: &Node) -> Option<Vec<Cidr>> {
     ok.then_some(out)
 }
 
+/// A zone's name, the line of its name and its fields.
+type ZoneEntry<'n> = (&'n str, u32, &'n [(Node, Node)]);
+
 /// A zone's name and fields, from `limit-req-zones` or `limit-conn-zones` (`directive`): the
 /// name a non-empty string not defined before (`defined` gives the line of an earlier zone of
 /// that name), the body a mapping. Each fault is reported and its zone skipped.
@@ -449,7 +452,7 @@ fn zone_entries<'n>(
     directive: &str,
     v: &'n Node,
     defined: impl Fn(&Ctx, &str) -> Option<u32>,
-) -> Vec<(&'n str, u32, &'n [(Node, Node)])> {
+) -> Vec<ZoneEntry<'n>> {
     let Some(entries) = ctx.map(directive, v) else {
         return Vec::new();
     };
