@@ -2,7 +2,9 @@
 //! a TLS 1.2 session resumes by its ID on another instance through Debian's memcached and
 //! redis-server (started here on ephemeral ports); and the shape of `docs/fleet.md`, Debian's
 //! HAProxy in TCP mode round robin with `send-proxy-v2` in front of two instances sharing
-//! ticket keys through Redis. Clients: openssl s_client with `-sess_out` / `-sess_in`.
+//! ticket keys through Redis; ticket keys rolled over (a short `lifetime`) while sessions made
+//! with the old key still resume across instances. Clients: openssl s_client with `-sess_out`
+//! / `-sess_in`.
 
 mod common;
 mod fleet_support;
@@ -48,6 +50,35 @@ fn shares_sessions_by_id(mut m: StoreProcess, kind: &str) {
     let line = resume_across(a.addr.port(), alone.addr.port(), &["-tls1_2"]);
     assert!(line.starts_with("New,"), "{line}");
 
+    // A session every instance could resume (B found it in the store), and a third
+    // instance on the same store that has not seen it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let before = dir.path().join("before.pem").display().to_string();
+    let out = s_client(
+        a.addr.port(),
+        &["-tls1_2", "-sess_out", &before],
+        &get_close("/", "a.example"),
+    );
+    assert!(session_line(&out).starts_with("New,"), "{out}");
+    let offer = |to: &Spate, sess: &str| {
+        let out = s_client(
+            to.addr.port(),
+            &["-tls1_2", "-sess_in", sess],
+            &get_close("/", "a.example"),
+        );
+        assert!(out.contains("fleet"), "{out}");
+        session_line(&out)
+    };
+    let end = Instant::now() + Duration::from_secs(15);
+    while !offer(&b, &before).starts_with("Reused,") {
+        assert!(
+            Instant::now() < end,
+            "B never found A's session in the store"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let c = instance_in_mode(certs.path(), "cache", &store);
+
     m.stop();
     let line = resume_across(a.addr.port(), b.addr.port(), &["-tls1_2"]);
     assert!(line.starts_with("New,"), "{line}");
@@ -62,7 +93,13 @@ fn shares_sessions_by_id(mut m: StoreProcess, kind: &str) {
     );
 
     m.restart();
+    // The restarted store is empty: the session made before is a full handshake on an
+    // instance that did not hold it, and sessions made now are shared again.
+    let line = offer(&c, &before);
+    assert!(line.starts_with("New,"), "after the restart: {line}");
     let line = resumed(&a, &b, "tls1_2");
+    assert!(line.starts_with("Reused,"), "after the restart: {line}");
+    let line = resumed(&b, &c, "tls1_3");
     assert!(line.starts_with("Reused,"), "after the restart: {line}");
     let back = a.log_lines_naming(&what, 2);
     assert!(back.iter().any(|l| l.contains("is back")), "{back:?}");
@@ -183,4 +220,90 @@ hosts:
     }
     let _ = haproxy.kill();
     let _ = haproxy.wait();
+}
+
+/// `ticket-store` with a short `lifetime` (48 s: a new key every 12 s, announced 12 s ahead,
+/// the old one live for 60 s): a session made with the first key resumes on the other instance
+/// after both have rolled over to a new key, and sessions made with the new key move too.
+fn resumes_across_a_roll_over(m: StoreProcess, kind: &str) {
+    let certs = tempfile::tempdir().expect("tempdir");
+    cert(certs.path(), "a", "a.example", false);
+    let store = format!(
+        "  lifetime: 48\n  ticket-store: {kind}\n  {kind}: {{host: 127.0.0.1, port: {}}}",
+        m.port
+    );
+    let a = instance_in_mode(certs.path(), "ticket", &store);
+    let b = instance_in_mode(certs.path(), "ticket", &store);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let save = |on: &Spate, version: &str, name: &str| {
+        let sess = dir.path().join(name);
+        let arg = sess.display().to_string();
+        let out = s_client(
+            on.addr.port(),
+            &[version, "-sess_out", &arg],
+            &get_close("/", "a.example"),
+        );
+        assert!(session_line(&out).starts_with("New,"), "{out}");
+        (arg, ticket_key_name(&sess))
+    };
+    let offer = |to: &Spate, version: &str, sess: &str| {
+        let out = s_client(
+            to.addr.port(),
+            &[version, "-sess_in", sess],
+            &get_close("/", "a.example"),
+        );
+        assert!(out.contains("fleet"), "{out}");
+        session_line(&out)
+    };
+    let old13 = save(&a, "-tls1_3", "old13.pem");
+    let old12 = save(&a, "-tls1_2", "old12.pem");
+    assert_eq!(old13.1, old12.1);
+    // Poll until A's tickets name another key: the roll-over (about 24 s in).
+    let end = Instant::now() + Duration::from_secs(45);
+    let new13 = loop {
+        let s = save(&a, "-tls1_3", "new13.pem");
+        if s.1 != old13.1 {
+            break s;
+        }
+        assert!(Instant::now() < end, "no roll-over: still key {}", s.1);
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // B encrypts with the new key too (the fleet rolled over as one)...
+    let new12 = save(&b, "-tls1_2", "new12.pem");
+    assert_eq!(new12.1, new13.1);
+    // ...and still opens tickets of the old one, as A opens B's new ones.
+    let line = offer(&b, "-tls1_3", &old13.0);
+    assert!(
+        line.starts_with("Reused, TLSv1.3"),
+        "old key, TLS 1.3: {line}"
+    );
+    let line = offer(&b, "-tls1_2", &old12.0);
+    assert!(
+        line.starts_with("Reused, TLSv1.2"),
+        "old key, TLS 1.2: {line}"
+    );
+    let line = offer(&b, "-tls1_3", &new13.0);
+    assert!(
+        line.starts_with("Reused, TLSv1.3"),
+        "new key, TLS 1.3: {line}"
+    );
+    let line = offer(&a, "-tls1_2", &new12.0);
+    assert!(
+        line.starts_with("Reused, TLSv1.2"),
+        "new key, TLS 1.2: {line}"
+    );
+}
+
+#[test]
+fn memcached_ticket_keys_roll_over_and_old_sessions_resume() {
+    if need("openssl") && need(MEMCACHED) {
+        resumes_across_a_roll_over(StoreProcess::memcached(), "memcached");
+    }
+}
+
+#[test]
+fn redis_ticket_keys_roll_over_and_old_sessions_resume() {
+    if need("openssl") && need(REDIS) {
+        resumes_across_a_roll_over(StoreProcess::redis(), "redis");
+    }
 }

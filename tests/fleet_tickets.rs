@@ -175,30 +175,6 @@ fn a_shared_key_file_in_h2o_format_resumes_across_instances() {
     );
 }
 
-/// The first line of the ticket's hex dump in `openssl sess_id -text` of a saved session: its
-/// first 16 bytes are the name of the key that made it.
-fn ticket_key_name(sess: &Path) -> String {
-    let out = Command::new("openssl")
-        .args(["sess_id", "-noout", "-text", "-in"])
-        .arg(sess)
-        .output()
-        .expect("openssl sess_id");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let dump = text
-        .split("TLS session ticket:")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no ticket in {text}"));
-    let line = dump
-        .lines()
-        .find(|l| l.trim_start().starts_with("0000 - "))
-        .unwrap_or_else(|| panic!("no dump in {text}"));
-    line.trim_start()["0000 - ".len()..]
-        .chars()
-        .take(47)
-        .filter(char::is_ascii_hexdigit)
-        .collect()
-}
-
 /// The anchor: h2o (Debian's) and spate on one memcached share one key list, so both name the
 /// same key in their tickets. (The tickets themselves do not cross: each carries its TLS
 /// library's own session encoding.)

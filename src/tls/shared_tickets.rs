@@ -36,8 +36,14 @@ const REFRESH: Duration = Duration::from_secs(5);
 /// Bound on each memcached or Redis step (connect, send, answer).
 const STORE_TIMEOUT: Duration = Duration::from_secs(1);
 /// A new key is announced this long before it starts encrypting, so every instance has read
-/// it by then (h2o's figure).
+/// it by then (h2o's figure)...
 const LEAD_SECS: u64 = 60;
+
+/// ...or a quarter of a shorter `lifetime`, though never less than two reads of the store: a
+/// lead longer than the quarter would leave a short-lived fleet encrypting with old keys.
+fn lead_secs(lifetime: u64) -> u64 {
+    (lifetime / 4).clamp(2 * REFRESH.as_secs(), LEAD_SECS)
+}
 
 /// One ticket key as h2o stores it.
 #[derive(Clone, PartialEq, Eq)]
@@ -416,7 +422,7 @@ impl Updater {
 }
 
 /// h2o's roll-over: drops expired keys, and adds a key when none may encrypt now (usable at
-/// once) or the newest is older than a quarter of the lifetime (usable after `LEAD_SECS`).
+/// once) or the newest is older than a quarter of the lifetime (usable after `lead_secs`).
 /// Returns whether `keys` (newest first) changed.
 fn roll(keys: &mut Vec<KeyEntry>, now: u64, lifetime: u64) -> Result<bool, String> {
     let before = keys.len();
@@ -427,7 +433,11 @@ fn roll(keys: &mut Vec<KeyEntry>, now: u64, lifetime: u64) -> Result<bool, Strin
         .any(|k| k.not_before <= now && now <= k.not_after);
     let newest_start = keys.first().map_or(0, |k| k.not_before);
     if !can_encrypt || newest_start + lifetime / 4 < now {
-        let not_before = if can_encrypt { now + LEAD_SECS } else { now };
+        let not_before = if can_encrypt {
+            now + lead_secs(lifetime)
+        } else {
+            now
+        };
         let mut k = KeyEntry::generate(not_before, lifetime)?;
         // Distinct first bytes, as h2o keeps them (QUIC uses one byte as the key id).
         while keys.iter().any(|o| o.name[0] == k.name[0]) {
@@ -613,7 +623,7 @@ mod tests {
         assert_eq!(keys[0].not_before, 10_000);
         // Within the quarter: nothing to do.
         assert!(!roll(&mut keys, 10_100, 400).expect("roll"));
-        // Past it: a key announced LEAD_SECS ahead, with a distinct first name byte.
+        // Past it: a key announced 60 s ahead, with a distinct first name byte.
         assert!(roll(&mut keys, 10_101, 400).expect("roll"));
         assert_eq!(keys[0].not_before, 10_101 + LEAD_SECS);
         assert_ne!(keys[0].name[0], keys[1].name[0]);
@@ -621,5 +631,11 @@ mod tests {
         let mut later = keys.clone();
         roll(&mut later, 10_000 + 501, 400).expect("roll");
         assert!(later.iter().all(|k| k.not_before != 10_000));
+        // A short lifetime: announced a quarter ahead (and no less than two store reads).
+        let mut short = Vec::new();
+        roll(&mut short, 10_000, 48).expect("roll");
+        assert!(roll(&mut short, 10_013, 48).expect("roll"));
+        assert_eq!(short[0].not_before, 10_013 + 12);
+        assert_eq!(lead_secs(8), 10);
     }
 }

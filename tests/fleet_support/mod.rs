@@ -160,3 +160,27 @@ pub fn resume_across(first: u16, second: u16, extra: &[&str]) -> String {
     assert!(out.contains("fleet"), "{out}");
     session_line(&out)
 }
+
+/// The first line of the ticket's hex dump in `openssl sess_id -text` of a saved session: its
+/// first 16 bytes are the name of the key that made it.
+pub fn ticket_key_name(sess: &Path) -> String {
+    let out = Command::new("openssl")
+        .args(["sess_id", "-noout", "-text", "-in"])
+        .arg(sess)
+        .output()
+        .expect("openssl sess_id");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let dump = text
+        .split("TLS session ticket:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no ticket in {text}"));
+    let line = dump
+        .lines()
+        .find(|l| l.trim_start().starts_with("0000 - "))
+        .unwrap_or_else(|| panic!("no dump in {text}"));
+    line.trim_start()["0000 - ".len()..]
+        .chars()
+        .take(47)
+        .filter(char::is_ascii_hexdigit)
+        .collect()
+}
