@@ -1029,6 +1029,15 @@ fn a_chunked_response_is_stored_with_its_trailers() {
         );
     }
     assert_eq!(origin.count("/t"), 2);
+    // Kept alive, an HTTP/1.1 hit is asked of the cache where a static file is answered
+    // first; one with trailers is left to the connection's task there: counted once.
+    let mut c = s.connect();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nTE: trailers\r\n\r\n");
+    write_all(&mut c, req.as_bytes());
+    let r = read_response(&mut c, &mut Vec::new(), false);
+    assert_eq!((r.status, status_of(&r)), (200, "spate; hit"));
+    let m = get(&s, "/metrics").text();
+    assert_eq!(counter(&m, "spate_cache_hits_total"), 3, "{m}");
 }
 
 /// A chunked body's data (`raw` from the first chunk size on).

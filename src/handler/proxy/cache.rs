@@ -188,8 +188,9 @@ fn fresh(cache: &Cache, s: Arc<Stored>, age: u64, v: &Validators, second_ends: u
 
 impl ProxyHandler {
     /// The answer to a GET or HEAD when the store has a fresh response for it, with no
-    /// other effect; `None` (nothing counted) otherwise, or for a range (whose answer the
-    /// HTTP/1.1 lane may not write itself): [`ProxyHandler::through_cache`] then takes it.
+    /// other effect; `None` (nothing counted) otherwise, or when the HTTP/1.1 lane would not
+    /// write the answer itself (a range, trailers): [`ProxyHandler::through_cache`] then
+    /// takes it.
     pub(super) fn fresh_hit(&self, cache: &Cache, req: &Request) -> Option<Response> {
         if !matches!(req.method, Method::Get | Method::Head) {
             return None;
@@ -209,7 +210,8 @@ impl ProxyHandler {
             return None;
         }
         let v = Validators::of(req);
-        if v.range.is_some() {
+        // Answers the lane would hand to a task: a range, a body given with its trailers.
+        if v.range.is_some() || !s.trailers.is_empty() {
             return None;
         }
         Some(fresh(cache, s, age, &v, second_ends))
