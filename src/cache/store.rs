@@ -83,6 +83,9 @@ pub enum Found {
 pub struct Counts {
     /// Answered from the store, fresh (or stale as allowed).
     pub hits: AtomicU64,
+    /// Fresh hits given again from a connection's or a worker's memo of the answer, without
+    /// a lookup (`http::repeat`'s lease): hits too. Shared with the entries.
+    pub repeated: Arc<AtomicU64>,
     /// Went to the backend: no entry, no variant, or not usable.
     pub misses: AtomicU64,
     /// Stale entries revalidated with the backend and found unchanged (304).
@@ -177,6 +180,8 @@ impl Store {
         let Some(stored) = self.disk.as_ref().and_then(|d| d.read(key, &request)) else {
             return found;
         };
+        let mut stored = stored;
+        stored.live.count_in(&self.counts.repeated);
         let stored = Arc::new(stored);
         if !self.put(Bytes::copy_from_slice(key), stored.clone(), false) {
             // Not in memory: nothing would tell a memo of it that the file went.
@@ -205,10 +210,11 @@ impl Store {
     /// Stores `stored` under `key`, in place of the variant with the same varying values;
     /// the least recently used go until it fits. A response over the object size limit is
     /// not stored. Returns whether it was. With a disk store, it is written there too.
-    pub fn insert(&self, key: Bytes, stored: Stored) -> bool {
+    pub fn insert(&self, key: Bytes, mut stored: Stored) -> bool {
         if stored.body.len() > self.max_object {
             return false;
         }
+        stored.live.count_in(&self.counts.repeated);
         let stored = Arc::new(stored);
         let in_memory = self.put(key.clone(), stored.clone(), true);
         match &self.disk {

@@ -4,7 +4,8 @@
 use super::control::ResponseControl;
 use super::policy::Timing;
 use bytes::Bytes;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The request's values of the fields a response varies on, names lowercase.
 pub type Vary = Vec<(Bytes, Option<Bytes>)>;
@@ -38,23 +39,36 @@ pub struct Stored {
 }
 
 /// Whether a stored response is still the store's: cleared when it is replaced, evicted
-/// or invalidated, so that a connection's memo of an answer made from it lets go.
+/// or invalidated, so that a connection's memo of an answer made from it lets go. It also
+/// holds the store's count of the hits such memos give.
 #[derive(Debug)]
-pub struct Live(AtomicBool);
+pub struct Live {
+    live: AtomicBool,
+    /// The store's `repeated` count, once it holds the response.
+    repeated: Option<Arc<AtomicU64>>,
+}
 
 impl Default for Live {
     fn default() -> Live {
-        Live(AtomicBool::new(true))
+        Live {
+            live: AtomicBool::new(true),
+            repeated: None,
+        }
     }
 }
 
 impl Live {
     pub fn get(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.live.load(Ordering::Acquire)
     }
 
     pub fn end(&self) {
-        self.0.store(false, Ordering::Release);
+        self.live.store(false, Ordering::Release);
+    }
+
+    /// Hits given again from memos of answers made from it go to `repeated`.
+    pub fn count_in(&mut self, repeated: &Arc<AtomicU64>) {
+        self.repeated = Some(repeated.clone());
     }
 }
 
@@ -62,6 +76,13 @@ impl crate::http::repeat::Leased for Stored {
     #[inline]
     fn live(&self) -> bool {
         self.live.get()
+    }
+
+    #[inline]
+    fn given(&self, n: u64) {
+        if let Some(r) = &self.live.repeated {
+            r.fetch_add(n, Ordering::Relaxed);
+        }
     }
 }
 

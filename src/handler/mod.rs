@@ -86,6 +86,9 @@ pub struct PathRoute {
     /// Whether the HTTP/1.1 lane may answer the path ([`PathRoute::answers_in_lane`]), known
     /// when the path is built.
     in_lane: bool,
+    /// Whether the lane may ask the handler for an answer ready now on a path it does not
+    /// answer otherwise ([`PathRoute::answers_in_lane_at_times`]).
+    in_lane_at_times: bool,
     /// Shared with the other paths that log to the same file on this worker.
     pub access_log: Option<Rc<RefCell<AccessLog>>>,
 }
@@ -103,6 +106,27 @@ impl PathRoute {
                 .gate
                 .as_ref()
                 .is_none_or(|g| !g.may_wait() && self.error_docs.is_none())
+    }
+
+    /// Whether the HTTP/1.1 lane may ask this path's handler for an answer ready now
+    /// ([`Handler::answer_now`], the proxy cache's fresh hit) when it does not always have
+    /// one: without checks or error documents, so that the answer it gets is the one it
+    /// writes.
+    fn answers_in_lane_at_times(&self) -> bool {
+        self.handler.answers_now_at_times() && self.gate.is_none() && self.error_docs.is_none()
+    }
+
+    /// The path's filters on its answer ready now: error document, compression, header
+    /// commands.
+    #[inline(always)]
+    fn finish_now(&self, req: &Request, resp: &mut Response) {
+        if let Some(d) = &self.error_docs {
+            d.apply(resp);
+        }
+        if let Some(c) = &self.compress {
+            c.apply_now(req, resp);
+        }
+        self.headers.apply(resp);
     }
 
     /// The path's checks for a request the lane answers, its handler's answer in hand (that
@@ -163,6 +187,19 @@ impl PathRoute {
         }
         self.headers.apply(resp);
     }
+}
+
+/// [`Router::handle_now`] on a path the lane answers at times: the handler's answer ready
+/// now, if it has one ([`Handler::answer_now`]), with the path's filters. Out of line: the
+/// lane's usual paths do not take it.
+#[inline(never)]
+fn answer_now<'r>(
+    route: &'r PathRoute,
+    req: &mut Request,
+) -> Option<(Answer, Option<&'r PathRoute>)> {
+    let mut resp = route.handler.answer_now(req)?;
+    route.finish_now(req, &mut resp);
+    Some((Answer::Now(resp), Some(route)))
 }
 
 impl Router {
@@ -228,10 +265,14 @@ impl Router {
                             compress: p.compress.as_ref().map(compress::Compressor::new),
                             gate: p.edge.as_ref().map(|e| Box::new(edge::Gate::new(e))),
                             in_lane: false,
+                            in_lane_at_times: false,
                             access_log: p.access_log.as_ref().map(|c| shared_log(c, formats, logs)),
                         };
                         // A throttled body is a stream, which the lane does not send.
                         route.in_lane = route.answers_in_lane() && !p.throttle_response;
+                        route.in_lane_at_times = !route.in_lane
+                            && route.answers_in_lane_at_times()
+                            && !p.throttle_response;
                         route
                     })
                     .collect();
@@ -294,10 +335,10 @@ impl Router {
     #[inline(always)]
     pub fn handle_now(&self, req: &mut Request) -> Option<(Answer, Option<&PathRoute>)> {
         let route = self.route(req);
-        if route.is_some_and(|r| !r.in_lane) {
-            return None;
+        match route {
+            Some(r) if !r.in_lane => r.in_lane_at_times.then(|| answer_now(r, req)).flatten(),
+            _ => Some(self.handle_routed::<false>(req, route)),
         }
-        Some(self.handle_routed::<false>(req, route))
     }
 
     #[inline(always)]
@@ -321,13 +362,7 @@ impl Router {
                     None => route.handler.handle(req),
                 };
                 if let Answer::Now(resp) = &mut answer {
-                    if let Some(d) = &route.error_docs {
-                        d.apply(resp);
-                    }
-                    if let Some(c) = &route.compress {
-                        c.apply_now(req, resp);
-                    }
-                    route.headers.apply(resp);
+                    route.finish_now(req, resp);
                 }
                 (answer, Some(route))
             }

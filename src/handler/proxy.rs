@@ -164,6 +164,15 @@ impl Handler for ProxyHandler {
         self.tunnel_timeout.is_some()
     }
 
+    /// The cache's fresh hits are answers ready now (the HTTP/1.1 lane asks for them).
+    fn answers_now_at_times(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    fn answer_now(&self, req: &Request) -> Option<Response> {
+        self.fresh_hit(self.cache.as_ref()?, req)
+    }
+
     /// A fresh hit answered whole from the store, while its entry is the store's and the
     /// second its `Age` was counted in lasts (the lease `through_cache` offered with it).
     fn answer_repeats(&self, resp: &Response) -> bool {

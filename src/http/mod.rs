@@ -60,6 +60,19 @@ pub trait Handler {
     fn answers_now(&self) -> bool {
         false
     }
+
+    /// Whether [`Handler::answer_now`] may give an answer, for a handler that does not
+    /// always answer now ([`Handler::answers_now`]): the HTTP/1.1 lane then asks it first.
+    fn answers_now_at_times(&self) -> bool {
+        false
+    }
+
+    /// An answer ready now that `handle` would give, with no effect beyond it, when there
+    /// is one (the proxy cache's fresh hit); `None`, nothing done, and the request takes the
+    /// usual path ([`Handler::handle`]).
+    fn answer_now(&self, _req: &Request) -> Option<Response> {
+        None
+    }
 }
 
 /// A handler's answer.

@@ -64,6 +64,9 @@ pub struct Repeatable {
 pub trait Leased: Send + Sync {
     /// Whether it is still the store's: false once replaced, dropped or purged.
     fn live(&self) -> bool;
+
+    /// `n` answers made from it were given again from a memo (counted as the store's hits).
+    fn given(&self, n: u64);
 }
 
 /// An answer made from a store's entry holds while the entry is live and until `until_ns`
@@ -181,6 +184,21 @@ impl Repeatable {
     pub fn holds_at(&self, coarse_ns: u64) -> bool {
         self.file.as_ref().is_none_or(|f| f.reusable_at(coarse_ns))
             && self.lease.as_ref().is_none_or(|l| l.holds_at(coarse_ns))
+    }
+
+    /// Whether the answer was made from a store's entry (its Date is the stored one).
+    #[inline]
+    pub fn leased(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    /// Counts `n` answers given again from a memo: a store's entry counts them as its hits
+    /// (one branch for any other answer).
+    #[inline]
+    pub fn given(&self, n: usize) {
+        if let Some(l) = &self.lease {
+            l.entry.given(n as u64);
+        }
     }
 
     /// The kept bytes now say `second` (after [`Reuse::Redate`]).
@@ -317,18 +335,25 @@ mod tests {
         assert!(Repeatable::answer(&resp, true).is_some());
     }
 
-    struct Entry(std::sync::atomic::AtomicBool);
+    struct Entry(std::sync::atomic::AtomicBool, std::sync::atomic::AtomicU64);
 
     impl Leased for Entry {
         fn live(&self) -> bool {
             self.0.load(std::sync::atomic::Ordering::Relaxed)
+        }
+
+        fn given(&self, n: u64) {
+            self.1.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
     #[test]
     fn an_answer_from_a_store_holds_while_its_lease_does() {
         let body = Bytes::from(vec![b'x'; 64]);
-        let entry = Arc::new(Entry(std::sync::atomic::AtomicBool::new(true)));
+        let entry = Arc::new(Entry(
+            std::sync::atomic::AtomicBool::new(true),
+            std::sync::atomic::AtomicU64::new(0),
+        ));
         // Not offered: bytes alone always hold.
         assert!(!offered(&Body::Bytes(body.clone())));
         offer(&body, entry.clone(), 1_000);
@@ -337,7 +362,12 @@ mod tests {
         assert!(!offered(&Body::Bytes(Bytes::from(vec![b'x'; 64]))));
         assert!(!offered(&Body::Bytes(body.slice(1..))));
         let r = dated(&Body::Bytes(body.clone()), SECOND);
+        assert!(r.leased());
         assert_eq!(r.at(at(999, SECOND)), Reuse::AsKept);
+        // Answers given again from a memo are counted by the entry.
+        r.given(3);
+        r.given(1);
+        assert_eq!(entry.1.load(std::sync::atomic::Ordering::Relaxed), 4);
         // The second its age was counted in ended.
         assert_eq!(r.at(at(1_000, SECOND + 1)), Reuse::Stale);
         assert!(!r.holds_at(1_000));
@@ -348,6 +378,9 @@ mod tests {
         // A body the lease was not offered for holds as bytes do.
         let other = dated(&Body::Bytes(Bytes::from_static(b"42")), SECOND);
         assert!(other.holds_at(u64::MAX));
+        assert!(!other.leased());
+        other.given(1);
+        assert_eq!(entry.1.load(std::sync::atomic::Ordering::Relaxed), 4);
     }
 
     #[test]

@@ -32,8 +32,10 @@ pub(crate) struct AnswerMemo {
     local: Option<SocketAddr>,
     /// The answer's bytes, head and body, as the usual path wrote them.
     answer: Vec<u8>,
-    /// Where the Date value is in `answer`.
-    date_at: usize,
+    /// Where the Date value is in `answer`; none when it is not ours to change (an answer
+    /// from the proxy cache's store says the stored Date, and holds only within the second
+    /// its Age was counted in).
+    date_at: Option<usize>,
     /// Whether `answer` still holds, and the Date second it says; none when nothing is kept.
     reuse: Option<Repeatable>,
     status: u16,
@@ -78,10 +80,11 @@ impl AnswerMemo {
         match reuse.at(clock.now()) {
             Reuse::AsKept => {}
             Reuse::Redate(second) => {
-                let at = self.date_at;
-                clock::with_second(second, |text| {
-                    self.answer[at..at + DATE_LEN].copy_from_slice(text)
-                });
+                if let Some(at) = self.date_at {
+                    clock::with_second(second, |text| {
+                        self.answer[at..at + DATE_LEN].copy_from_slice(text)
+                    });
+                }
                 reuse.redated(second);
             }
             Reuse::Stale => {
@@ -90,6 +93,7 @@ impl AnswerMemo {
             }
         }
         self.misses = 0;
+        reuse.given(1);
         let given = Given {
             head_len: n,
             status: self.status,
@@ -123,7 +127,8 @@ impl AnswerMemo {
 
     /// Keeps `answer` (head and body, as written, with its Date field) for the request with
     /// `head` that came to `local`; `reuse` is the rule for it, its Date second not known yet
-    /// (the next answer given writes the current date in). Out of line: the miss.
+    /// (the next answer given writes the current date in, unless the Date is a store's:
+    /// [`Repeatable::leased`]). Out of line: the miss.
     #[inline(never)]
     pub fn keep(
         &mut self,
@@ -134,8 +139,13 @@ impl AnswerMemo {
         answer: &[u8],
     ) {
         self.clear();
-        let Some(date_at) = date_value_at(answer) else {
-            return;
+        let date_at = if reuse.leased() {
+            None
+        } else {
+            let Some(at) = date_value_at(answer) else {
+                return;
+            };
+            Some(at)
         };
         if head.len() > HEAD_MAX || answer.len() > ANSWER_MAX {
             return;
@@ -279,6 +289,39 @@ mod tests {
             None
         );
         assert_eq!(date_value_at(b"HTTP/1.1 200 OK\r\nDate: "), None);
+    }
+
+    #[test]
+    fn an_answer_from_a_store_keeps_its_date_and_counts_its_repeats() {
+        use crate::http::repeat::{offer, Leased};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        struct Entry(AtomicU64);
+        impl Leased for Entry {
+            fn live(&self) -> bool {
+                true
+            }
+            fn given(&self, n: u64) {
+                self.0.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        let body = bytes::Bytes::from_static(b"42");
+        let entry = std::sync::Arc::new(Entry(AtomicU64::new(0)));
+        offer(&body, entry.clone(), u64::MAX);
+        let reuse = Repeatable::of(&Body::Bytes(body)).expect("bytes are kept whole");
+        let stored = b"HTTP/1.1 200 OK\r\nServer: s\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+                       Age: 3\r\nContent-Length: 2\r\n\r\n42";
+        let mut m = AnswerMemo::default();
+        m.keep(GET, local(), 200, reuse, stored);
+        let clock = BatchClock::default();
+        let (_, out) = m.give(GET, local(), &clock).expect("a repeat");
+        assert_eq!(out, stored, "the stored Date as it was");
+        let later = BatchClock::at(clock::Coarse {
+            unix_second: clock.now().unix_second + 1,
+            ..clock.now()
+        });
+        let (_, out) = m.give(GET, local(), &later).expect("a repeat");
+        assert_eq!(out, stored);
+        assert_eq!(entry.0.load(Ordering::Relaxed), 2);
     }
 
     #[test]

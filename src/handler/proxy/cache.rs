@@ -157,7 +157,66 @@ impl Validators {
 static BOUNDARY: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(crate::handler::file::multipart::boundary);
 
+/// The store's response for `req`. The key in a reused buffer: a hit needs no copy of it.
+#[inline]
+fn look_up(cache: &Cache, req: &Request) -> Found {
+    KEY.with_borrow_mut(|key| {
+        cache::key_into(
+            key,
+            req.secure,
+            req.authority().unwrap_or_default(),
+            req.target(),
+        );
+        cache
+            .store
+            .lookup(key, |n| vary_value(n, req.header_all(n)))
+    })
+}
+
+/// The answer of a fresh hit, counted; offered to the memos with its entry's lease.
+#[inline]
+fn fresh(cache: &Cache, s: Arc<Stored>, age: u64, v: &Validators, second_ends: u64) -> Response {
+    Counts::add(&cache.store.counts.hits, 1);
+    let out = answer(&s, age, v, Bytes::from_static(b"spate; hit"));
+    // The same request may be given this answer again (a connection's or a worker's memo)
+    // while the entry is the store's, within this second.
+    if let Body::Bytes(b) = &out.body {
+        crate::http::repeat::offer(b, s, second_ends);
+    }
+    out
+}
+
 impl ProxyHandler {
+    /// The answer to a GET or HEAD when the store has a fresh response for it, with no
+    /// other effect; `None` (nothing counted) otherwise, or when the HTTP/1.1 lane would not
+    /// write the answer itself (a range, trailers): [`ProxyHandler::through_cache`] then
+    /// takes it.
+    pub(super) fn fresh_hit(&self, cache: &Cache, req: &Request) -> Option<Response> {
+        if !matches!(req.method, Method::Get | Method::Head) {
+            return None;
+        }
+        let control =
+            RequestControl::parse(req.header_all(b"cache-control"), req.header_all(b"pragma"));
+        let (now, second_ends) = crate::http::clock::wall_second_and_end();
+        let found = look_up(cache, req);
+        let Found::Hit(s) = found else {
+            return None;
+        };
+        let age = s.timing.age(now);
+        if !matches!(
+            policy::usable(age, s.lifetime, &s.control, &control),
+            Use::Fresh
+        ) {
+            return None;
+        }
+        let v = Validators::of(req);
+        // Answers the lane would hand to a task: a range, a body given with its trailers.
+        if v.range.is_some() || !s.trailers.is_empty() {
+            return None;
+        }
+        Some(fresh(cache, s, age, &v, second_ends))
+    }
+
     pub(super) fn through_cache(&self, cache: &Cache, req: &Request) -> Answer {
         match req.method {
             Method::Get | Method::Head => {}
@@ -173,32 +232,14 @@ impl ProxyHandler {
             RequestControl::parse(req.header_all(b"cache-control"), req.header_all(b"pragma"));
         // The second ages are counted in, and when it ends: a fresh hit holds until then.
         let (now, second_ends) = crate::http::clock::wall_second_and_end();
-        // The key in a reused buffer: a hit needs no copy of it.
-        let found = KEY.with_borrow_mut(|key| {
-            cache::key_into(
-                key,
-                req.secure,
-                req.authority().unwrap_or_default(),
-                req.target(),
-            );
-            cache
-                .store
-                .lookup(key, |n| vary_value(n, req.header_all(n)))
-        });
+        let found = look_up(cache, req);
         let (fwd, stale) = match found {
             Found::Hit(s) => {
                 let age = s.timing.age(now);
                 match policy::usable(age, s.lifetime, &s.control, &control) {
                     Use::Fresh => {
-                        Counts::add(&cache.store.counts.hits, 1);
                         let v = Validators::of(req);
-                        let out = answer(&s, age, &v, Bytes::from_static(b"spate; hit"));
-                        // The same request may be given this answer again (a connection's
-                        // memo) while the entry is the store's, within this second.
-                        if let Body::Bytes(b) = &out.body {
-                            crate::http::repeat::offer(b, s, second_ends);
-                        }
-                        return Answer::Now(out);
+                        return Answer::Now(fresh(cache, s, age, &v, second_ends));
                     }
                     Use::Revalidate if control.no_cache => ("request", Some(s)),
                     Use::Revalidate => ("stale", Some(s)),

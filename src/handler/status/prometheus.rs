@@ -346,12 +346,18 @@ fn cache_metrics(o: &mut String) {
         return;
     }
     type Read = fn(&crate::cache::Store) -> u64;
-    let series: [(&str, &str, &str, Read); 17] = [
+    let series: [(&str, &str, &str, Read); 18] = [
         (
             "spate_cache_hits_total",
             "counter",
-            "Answers from the store.",
-            |s| s.counts.hits.load(Relaxed),
+            "Answers from the store, those given again from a memo among them.",
+            |s| s.counts.hits.load(Relaxed) + s.counts.repeated.load(Relaxed),
+        ),
+        (
+            "spate_cache_hits_repeated_total",
+            "counter",
+            "Fresh hits given again from a connection's or worker's memo of the answer.",
+            |s| s.counts.repeated.load(Relaxed),
         ),
         (
             "spate_cache_misses_total",

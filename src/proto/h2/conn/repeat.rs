@@ -335,6 +335,8 @@ impl Connection {
         };
         self.send_conn_window
             .consume(u64::from(a.body_len) * n as u64);
+        // A proxy cache's hits given again count as its hits (a branch for any other).
+        a.reuse.given(n);
         self.dribble.sent(n as u32);
         self.close_repeats(n as u32);
     }
