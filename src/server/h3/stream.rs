@@ -62,6 +62,12 @@ pub(super) struct ReqStream<'a> {
     trailers: Option<Trailers>,
     /// A request whose handler runs once its (dropped) body has ended.
     waiting: Option<Request>,
+    /// A request routed once the handshake has completed: it came in early data with a
+    /// method not in `http3-0rtt-methods`, or it is the copy of an early request whose
+    /// answer was `425 Too Early` (RFC 8470 section 5.2).
+    held: Option<Request>,
+    /// A copy of a request answered in early data, to route again if the answer is 425.
+    early_copy: Option<Request>,
     send: Send,
     /// Frames quinn has not accepted yet.
     out: Vec<Bytes>,
@@ -141,6 +147,8 @@ impl<'a> ReqStream<'a> {
             body_received: 0,
             trailers: None,
             waiting: None,
+            held: None,
+            early_copy: None,
             send: Send::Waiting,
             out: slab::queue(),
             log: None,
@@ -284,7 +292,7 @@ impl<'a> ReqStream<'a> {
                         w.finish(self.trailers.take());
                     }
                     if let Some(req) = self.waiting.take() {
-                        self.answer(encoder, req, now);
+                        self.answer(conn, encoder, req, now);
                     }
                 }
                 RequestEvent::Blocked => {}
@@ -330,21 +338,50 @@ impl<'a> ReqStream<'a> {
             let (writer, reader) = body::pipe(content_length);
             req.set_body(reader);
             self.body = Some(writer);
-            self.answer(encoder, req, now);
+            self.answer(conn, encoder, req, now);
         } else {
             self.waiting = Some(req);
         }
     }
 
-    /// Routes the request.
-    fn answer(&mut self, encoder: &mut qpack::Encoder, mut req: Request, now: Instant) {
+    /// Routes the request; one that came in early data (0-RTT accepted, the handshake not
+    /// complete yet) only if its method may be answered then, else it waits for the handshake.
+    fn answer(
+        &mut self,
+        conn: &Connection,
+        encoder: &mut qpack::Encoder,
+        mut req: Request,
+        now: Instant,
+    ) {
         // The routing the request starts with, borrowed for this call.
         let routing = self.ctx.routing();
+        // `has_0rtt`: the server took the client's early data; application data before the
+        // handshake completes came in it.
+        let early = conn.has_0rtt() && conn.is_handshaking();
+        if early {
+            let method = req.method.as_bytes();
+            let allowed = routing.config.http3.early_data_methods.iter();
+            if !allowed.clone().any(|m| m.as_bytes() == method) {
+                crate::metrics::quic_admission::early_request_held();
+                self.held = Some(req);
+                return;
+            }
+            // Without a body (none, or dropped): it can be routed again as it is.
+            if self.body.is_none() {
+                self.early_copy = Some(req.clone());
+            }
+        }
+        req.set_early_data(early);
         let routed = request_start::route(&routing, &mut req);
         let file = routed.log();
         let head = req.is_head();
         match routed {
+            Routed::Now(resp, _) if resp.status == 425 && self.early_copy.is_some() => {
+                self.keep_for_log(file, req);
+                self.too_early(resp);
+            }
             Routed::Now(resp, _) => {
+                self.early_copy = None;
                 self.keep_for_log(file, req);
                 self.respond(encoder, resp, head);
             }
@@ -355,6 +392,15 @@ impl<'a> ReqStream<'a> {
             }
         }
         let _ = now;
+    }
+
+    /// An early request was answered `425 Too Early`: it is routed again once the handshake
+    /// has completed (once: the copy is not early any more), and the client gets that answer.
+    fn too_early(&mut self, resp: Response) {
+        crate::metrics::quic_admission::too_early_retried();
+        crate::http::recycle::give_header_list(resp.headers);
+        self.held = self.early_copy.take();
+        self.send = Send::Waiting;
     }
 
     /// Keeps the request for its access log line, or lets its field list serve the next one.
@@ -425,6 +471,7 @@ impl<'a> ReqStream<'a> {
         conn: &mut Connection,
         session: &mut Session,
         encoder: &mut qpack::Encoder,
+        now: Instant,
     ) -> Step {
         let mut budget = DRIVE_BUDGET;
         loop {
@@ -432,13 +479,22 @@ impl<'a> ReqStream<'a> {
                 return Step::Busy;
             }
             budget -= 1;
+            if self.held.is_some() && !conn.is_handshaking() {
+                if let Some(req) = self.held.take() {
+                    self.answer(conn, encoder, req, now);
+                }
+            }
             if !self.flush(conn) {
                 return self.step();
             }
             match self.produce(encoder) {
                 Made::Nothing => break,
                 Made::Interim => {}
+                Made::Response(resp) if resp.status == 425 && self.early_copy.is_some() => {
+                    self.too_early(resp);
+                }
                 Made::Response(resp) => {
+                    self.early_copy = None;
                     let head = self.log.as_ref().is_some_and(|l| l.req.is_head());
                     self.respond(encoder, resp, head);
                 }
