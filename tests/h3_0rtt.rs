@@ -244,6 +244,59 @@ fn a_backends_425_is_retried_after_the_handshake() {
 }
 
 #[test]
+fn a_ticket_carries_early_data_once() {
+    let Some(py) = aioquic_python() else { return };
+    let (backend, seen) = recording_backend();
+    let s = server(&backend, "http3-0rtt: ON");
+    // The same ticket twice, as an attacker replaying the client's first flight: rustls took
+    // the ticket from the session store the first time, so the replay gets a full handshake
+    // and its early data is refused; its requests are sent again in 1-RTT.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_0rtt.py");
+    let out = Command::new(&py)
+        .arg(script)
+        .args([
+            "127.0.0.1",
+            &s.addr.port().to_string(),
+            "--replay",
+            "GET:/proxy/get",
+        ])
+        .output()
+        .expect("run aioquic");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let handshakes: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("early_data"))
+        .collect();
+    assert_eq!(handshakes.len(), 2, "{stdout}");
+    assert!(
+        handshakes[0].contains("\"early_data_accepted\": true"),
+        "{stdout}"
+    );
+    assert!(
+        handshakes[1].contains("\"early_data_accepted\": false"),
+        "{stdout}"
+    );
+    assert!(
+        handshakes[1].contains("\"session_resumed\": false"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("\"status\": 200").count(), 2, "{stdout}");
+    let early: Vec<Option<String>> = seen
+        .lock()
+        .expect("seen")
+        .iter()
+        .filter(|r| r.path == "/b/get")
+        .map(|r| r.early_data.clone())
+        .collect();
+    assert_eq!(early, [Some("1".to_string()), None]);
+}
+
+#[test]
 fn methods_named_by_http3_0rtt_methods_are_answered_early() {
     let Some(py) = aioquic_python() else { return };
     let (backend, seen) = recording_backend();

@@ -1,6 +1,6 @@
 """A resumed HTTP/3 client that sends its requests as 0-RTT early data (aioquic).
 
-usage: aioquic_0rtt.py HOST PORT [--hold] REQ [REQ...]
+usage: aioquic_0rtt.py HOST PORT [--hold] [--replay] REQ [REQ...]
   REQ is GET:/path or POST:/path:N (a body of N bytes of 'x'); a `~` before it (with --hold)
   means "not expected before the handshake completes".
 
@@ -9,10 +9,11 @@ sends every REQ at once, before its handshake completes (so in 0-RTT packets if 
 allows early data). With --hold, the client withholds its Handshake packets (its Finished)
 until every REQ without `~` has its whole answer: those answers came in the server's first
 flight, before the server could complete the handshake. Then the Finished goes out and the
-rest is awaited.
+rest is awaited. With --replay, a third connection resumes with the same ticket and sends the
+same requests in 0-RTT again, as an attacker replaying the client's first flight would.
 
-Prints one JSON line {"early_data_accepted": bool, "session_resumed": bool}, then one per REQ
-in order: status, body length and text (first 200 bytes), and "before_finished" (the answer
+Prints, for each resumed connection, one JSON line {"early_data_accepted": bool,
+"session_resumed": bool}, then one per REQ in order: status, body length and text (first 200 bytes), and "before_finished" (the answer
 was complete while the Finished was withheld).
 """
 import asyncio
@@ -126,7 +127,8 @@ async def main():
     args = sys.argv[1:]
     host, port = args[0], int(args[1])
     hold = "--hold" in args
-    reqs = [a for a in args[2:] if a != "--hold"]
+    rounds = 2 if "--replay" in args else 1
+    reqs = [a for a in args[2:] if a not in ("--hold", "--replay")]
     authority = f"localhost:{port}"
     tickets = []
 
@@ -146,8 +148,14 @@ async def main():
     if not tickets:
         sys.exit("no session ticket came")
 
+    ticket = tickets[-1]
+    for _ in range(rounds):
+        await resumed(host, port, config, ticket, hold, reqs, authority)
+
+
+async def resumed(host, port, config, ticket, hold, reqs, authority):
     c = config()
-    c.session_ticket = tickets[-1]
+    c.session_ticket = ticket
     async with connect(host, port, configuration=c, create_protocol=Client,
                        wait_connected=False) as client:
         held = HoldingTransport(client._transport)
