@@ -62,12 +62,8 @@ pub(super) struct ReqStream<'a> {
     trailers: Option<Trailers>,
     /// A request whose handler runs once its (dropped) body has ended.
     waiting: Option<Request>,
-    /// A request routed once the handshake has completed: it came in early data with a
-    /// method not in `http3-0rtt-methods`, or it is the copy of an early request whose
-    /// answer was `425 Too Early` (RFC 8470 section 5.2).
-    held: Option<Request>,
-    /// A copy of a request answered in early data, to route again if the answer is 425.
-    early_copy: Option<Request>,
+    /// What early data (0-RTT) left to do: rare, so boxed out of every stream's size.
+    early: Option<Box<Early>>,
     send: Send,
     /// Frames quinn has not accepted yet.
     out: Vec<Bytes>,
@@ -80,6 +76,17 @@ pub(super) struct ReqStream<'a> {
     status: u16,
     head_bytes: u64,
     body_bytes: u64,
+}
+
+/// A request that came in early data, waiting for the handshake to complete.
+#[derive(Default)]
+struct Early {
+    /// Routed once the handshake has completed: a request with a method not in
+    /// `http3-0rtt-methods`, or the copy of an early request whose answer was `425 Too
+    /// Early` (RFC 8470 section 5.2).
+    held: Option<Request>,
+    /// A copy of a request answered in early data, to route again if the answer is 425.
+    copy: Option<Request>,
 }
 
 enum Send {
@@ -147,8 +154,7 @@ impl<'a> ReqStream<'a> {
             body_received: 0,
             trailers: None,
             waiting: None,
-            held: None,
-            early_copy: None,
+            early: None,
             send: Send::Waiting,
             out: slab::queue(),
             log: None,
@@ -361,27 +367,27 @@ impl<'a> ReqStream<'a> {
         if early {
             let method = req.method.as_bytes();
             let allowed = routing.config.http3.early_data_methods.iter();
+            let state = self.early.get_or_insert_with(Box::default);
             if !allowed.clone().any(|m| m.as_bytes() == method) {
                 crate::metrics::quic_admission::early_request_held();
-                self.held = Some(req);
+                state.held = Some(req);
                 return;
             }
             // Without a body (none, or dropped): it can be routed again as it is.
             if self.body.is_none() {
-                self.early_copy = Some(req.clone());
+                state.copy = Some(req.clone());
             }
+            req.set_early_data(true);
         }
-        req.set_early_data(early);
         let routed = request_start::route(&routing, &mut req);
         let file = routed.log();
         let head = req.is_head();
         match routed {
-            Routed::Now(resp, _) if resp.status == 425 && self.early_copy.is_some() => {
+            Routed::Now(resp, _) if resp.status == 425 && self.has_early_copy() => {
                 self.keep_for_log(file, req);
                 self.too_early(resp);
             }
             Routed::Now(resp, _) => {
-                self.early_copy = None;
                 self.keep_for_log(file, req);
                 self.respond(encoder, resp, head);
             }
@@ -399,8 +405,14 @@ impl<'a> ReqStream<'a> {
     fn too_early(&mut self, resp: Response) {
         crate::metrics::quic_admission::too_early_retried();
         crate::http::recycle::give_header_list(resp.headers);
-        self.held = self.early_copy.take();
+        if let Some(e) = &mut self.early {
+            e.held = e.copy.take();
+        }
         self.send = Send::Waiting;
+    }
+
+    fn has_early_copy(&self) -> bool {
+        self.early.as_ref().is_some_and(|e| e.copy.is_some())
     }
 
     /// Keeps the request for its access log line, or lets its field list serve the next one.
@@ -479,9 +491,11 @@ impl<'a> ReqStream<'a> {
                 return Step::Busy;
             }
             budget -= 1;
-            if self.held.is_some() && !conn.is_handshaking() {
-                if let Some(req) = self.held.take() {
-                    self.answer(conn, encoder, req, now);
+            if let Some(e) = &mut self.early {
+                if e.held.is_some() && !conn.is_handshaking() {
+                    if let Some(req) = e.held.take() {
+                        self.answer(conn, encoder, req, now);
+                    }
                 }
             }
             if !self.flush(conn) {
@@ -490,11 +504,10 @@ impl<'a> ReqStream<'a> {
             match self.produce(encoder) {
                 Made::Nothing => break,
                 Made::Interim => {}
-                Made::Response(resp) if resp.status == 425 && self.early_copy.is_some() => {
+                Made::Response(resp) if resp.status == 425 && self.has_early_copy() => {
                     self.too_early(resp);
                 }
                 Made::Response(resp) => {
-                    self.early_copy = None;
                     let head = self.log.as_ref().is_some_and(|l| l.req.is_head());
                     self.respond(encoder, resp, head);
                 }
