@@ -8,6 +8,7 @@
 //! Only counting lives here: the handlers render the counters (`handler/status.rs`).
 
 pub mod quic;
+pub mod quic_admission;
 
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};

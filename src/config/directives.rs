@@ -136,6 +136,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http3-qpack-blocked-streams", G),
     ("http3-max-streams-uni", G),
     ("http3-0rtt", G),
+    ("http3-0rtt-methods", G),
     ("http3-alt-svc", G),
     // Handlers.
     ("file.dir", P),

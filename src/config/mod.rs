@@ -1013,7 +1013,7 @@ pub use edge::{
 pub use fastcgi::{CustomHandler, FastcgiConf, Spawn};
 pub use load::{load_file, load_str};
 pub use proxy::parse_url as parse_upstream_url;
-pub use quic::{Http3, QuicConf};
+pub use quic::{Http3, QuicConf, Retry};
 pub use server_timing::ServerTiming;
 pub use tls::{
     CacheStore, Identity, KeyPair, SessionResumption, StoreServer, TicketStore, TlsConf,

@@ -4,20 +4,37 @@
 //! (16 MiB), `http3-graceful-shutdown-timeout` (0 = no limit of its own), `http3-gso` (ON),
 //! `max-quic-connections`; in `quic:`, `retry` (OFF), `amp-limit` (3),
 //! `max-streams-bidi` (100), `max-udp-payload-size` (1472), `ecn` (ON). spate's own:
+//! `retry: auto` (the default: Retry once `retry-threshold` handshakes are under way),
 //! `http3-qpack-max-table-capacity` and `http3-qpack-blocked-streams` (what the client's
 //! QPACK encoder may use; the request field section is bounded by `max-request-field-section-size`),
 //! `http3-max-streams-uni` (the peer's unidirectional streams), `http3-0rtt` (OFF),
-//! `http3-alt-svc` (ON).
+//! `http3-0rtt-methods` (GET, HEAD, OPTIONS: answered before the handshake completes; the
+//! others wait for it), `http3-alt-svc` (ON).
 
 use super::value::Ctx;
 use super::yaml::Node;
 use std::time::Duration;
 
+/// `listen.quic.retry`: when a new connection's address is validated with a Retry first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// `OFF`: never.
+    Off,
+    /// `ON`: always (h2o's `retry: ON`).
+    On,
+    /// `auto` (spate, the default): while `retry-threshold` handshakes or more are under way
+    /// in the process (a flood of Initial packets from forged addresses keeps them there).
+    Auto,
+}
+
 /// The listen's `quic:` mapping (also implied by `type: quic`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuicConf {
-    /// `retry`: validate every client address with a Retry packet first.
-    pub retry: bool,
+    /// `retry`: when to validate a client's address with a Retry packet first.
+    pub retry: Retry,
+    /// `retry-threshold` (spate, default 128): with `retry: auto`, the handshakes under way
+    /// (connections not yet validated) past which new ones get a Retry.
+    pub retry_threshold: u32,
     /// `amp-limit`: before the address is validated, send at most this many times what the
     /// client sent (RFC 9000 section 8.1).
     pub amp_limit: u32,
@@ -32,7 +49,8 @@ pub struct QuicConf {
 impl Default for QuicConf {
     fn default() -> Self {
         QuicConf {
-            retry: false,
+            retry: Retry::Auto,
+            retry_threshold: 128,
             amp_limit: 3,
             max_streams_bidi: 100,
             max_udp_payload_size: 1472,
@@ -65,6 +83,10 @@ pub struct Http3 {
     pub max_streams_uni: u32,
     /// `http3-0rtt` (spate, default OFF): accept early data (replayable requests).
     pub early_data: bool,
+    /// `http3-0rtt-methods` (spate, default GET, HEAD, OPTIONS): the methods answered while
+    /// the handshake is still under way (RFC 8470: requests that are safe to replay); a
+    /// request of another method that came in early data waits for the handshake.
+    pub early_data_methods: Vec<String>,
     /// `http3-alt-svc` (spate, default ON): HTTP/1.1 and HTTP/2 responses on a TLS port that
     /// also has a QUIC listener carry `Alt-Svc: h3=":PORT"`, as h2o sends.
     pub alt_svc: bool,
@@ -82,6 +104,7 @@ impl Default for Http3 {
             qpack_blocked_streams: 16,
             max_streams_uni: 10,
             early_data: false,
+            early_data_methods: vec!["GET".into(), "HEAD".into(), "OPTIONS".into()],
             alt_svc: true,
         }
     }
@@ -111,6 +134,14 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Http3) -> bool 
         // Control and two QPACK streams at least.
         "http3-max-streams-uni" => set(&mut c.max_streams_uni, ctx.int(name, v, 3)),
         "http3-0rtt" => set(&mut c.early_data, ctx.bool(name, v)),
+        "http3-0rtt-methods" => {
+            if let Some(list) = ctx.strings(name, v) {
+                match list.iter().find(|m| !is_token(m)) {
+                    Some(bad) => ctx.error(v.line, format!("{name}: {bad:?} is not a method name")),
+                    None => c.early_data_methods = list,
+                }
+            }
+        }
         "http3-alt-svc" => set(&mut c.alt_svc, ctx.bool(name, v)),
         _ => return false,
     }
@@ -133,6 +164,7 @@ const NOT_SUPPORTED_YET: &[&str] = &[
 
 const KEYS: &[&str] = &[
     "retry",
+    "retry-threshold",
     "amp-limit",
     "max-streams-bidi",
     "max-udp-payload-size",
@@ -172,7 +204,19 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<QuicConf> {
     for (key, val) in ctx.known_keys("listen.quic", &relevant, KEYS) {
         let name = format!("listen.quic.{key}");
         match key {
-            "retry" => set(&mut q.retry, ctx.bool(&name, val)),
+            "retry" => match (val.as_str(), val.as_bool()) {
+                (Some(s), _) if s.eq_ignore_ascii_case("auto") => q.retry = Retry::Auto,
+                (_, Some(true)) => q.retry = Retry::On,
+                (_, Some(false)) => q.retry = Retry::Off,
+                _ => ctx.error(
+                    val.line,
+                    format!(
+                        "{name} expects ON, OFF or auto, got {}",
+                        super::value::show(val)
+                    ),
+                ),
+            },
+            "retry-threshold" => set(&mut q.retry_threshold, ctx.int(&name, val, 0)),
             // quinn enforces the RFC's factor of 3; a lower one is met by validating first.
             "amp-limit" => match ctx.int::<u32>(&name, val, 1) {
                 Some(n) if n <= 3 => q.amp_limit = n,
@@ -190,6 +234,13 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<QuicConf> {
         }
     }
     (ctx.errors.len() == before).then_some(q)
+}
+
+/// A method name as RFC 9110 allows it: a token.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn set<T>(slot: &mut T, value: Option<T>) {
@@ -246,7 +297,8 @@ hosts:
         assert_eq!(
             c.listeners[2].quic,
             Some(QuicConf {
-                retry: true,
+                retry: Retry::On,
+                retry_threshold: 128,
                 amp_limit: 2,
                 max_streams_bidi: 10,
                 max_udp_payload_size: 1350,
@@ -288,6 +340,61 @@ hosts:
                 "t.yaml:8: listen.quic.max-udp-payload-size expects an integer >= 1200, got \"1000\"",
                 "t.yaml:9: http3-input-window-size expects an integer >= 1500, got \"10\"",
             ]
+        );
+    }
+
+    #[test]
+    fn retry_auto_with_its_threshold_and_the_early_data_methods() {
+        let c = ok(&with_cert(
+            "\
+http3-0rtt: ON
+http3-0rtt-methods: [GET, PROPFIND]
+listen:
+  port: 8443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+  quic: {retry: auto, retry-threshold: 10}
+listen:
+  port: 9443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+  quic: {retry: OFF}
+hosts:
+  default:
+    paths:
+      /:
+        respond: {}
+",
+        ));
+        let q = c.listeners[0].quic.as_ref().expect("quic");
+        assert_eq!((q.retry, q.retry_threshold), (Retry::Auto, 10));
+        assert_eq!(
+            c.listeners[1].quic.as_ref().map(|q| q.retry),
+            Some(Retry::Off)
+        );
+        assert!(c.http3.early_data);
+        assert_eq!(c.http3.early_data_methods, ["GET", "PROPFIND"]);
+        assert_eq!(QuicConf::default().retry, Retry::Auto);
+        let e = errors(&with_cert(
+            "\
+http3-0rtt-methods: [GET, 'BAD METHOD']
+listen:
+  port: 8443
+  ssl: {certificate-file: $CRT, key-file: $KEY}
+  quic: {retry: sometimes}
+hosts:
+  default:
+    paths:
+      /:
+        respond: {}
+",
+        ));
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(
+            e[0].starts_with("t.yaml:1: http3-0rtt-methods: \"BAD METHOD\""),
+            "{e:?}"
+        );
+        assert_eq!(
+            e[1],
+            "t.yaml:5: listen.quic.retry expects ON, OFF or auto, got \"sometimes\""
         );
     }
 

@@ -83,20 +83,25 @@ fn acme_json(j: &mut String) {
     j.push_str("\n ]\n}\n");
 }
 
-/// spate's addition: `"quic": {...}`, QUIC's connection events (`metrics::quic`), before the
-/// closing brace.
+/// spate's addition: `"quic": {...}`, QUIC's connection events (`metrics::quic`) and what
+/// the endpoints decided about new connections and early data (`metrics::quic_admission`),
+/// before the closing brace.
 fn quic_json(j: &mut String, s: &metrics::Snapshot) {
     let q = &s.quic;
+    let a = metrics::quic_admission::snapshot();
     j.truncate(j.trim_end().trim_end_matches('}').trim_end().len());
     let _ = write!(
         j,
-        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"packets-sent\": {}, \"packets-lost\": {}}}\n}}\n",
+        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"handshaking\": {}, \"early-requests-held\": {}, \"too-early-retried\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"packets-sent\": {}, \"packets-lost\": {}}}\n}}\n",
         s.open[metrics::Transport::Quic as usize],
         s.accepted[metrics::Transport::Quic as usize],
         q.handshakes,
-        q.zero_rtt_accepted,
-        q.zero_rtt_refused,
-        q.retries_sent,
+        a.zero_rtt_accepted,
+        a.zero_rtt_refused,
+        a.retries_sent,
+        a.handshaking,
+        a.early_requests_held,
+        a.too_early_retried,
         q.migrations,
         q.stateless_resets,
         q.forwarded,

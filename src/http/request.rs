@@ -153,6 +153,9 @@ pub struct Request {
     pub version: Version,
     /// `https` when the connection is TLS.
     pub secure: bool,
+    /// It came in TLS early data (0-RTT), before the handshake completed: a replay of it may
+    /// come too (RFC 8470). Set by the protocol driver; the proxy sends `Early-Data: 1`.
+    early_data: bool,
     /// The client's address.
     pub peer: SocketAddr,
     /// The local address the connection was accepted on.
@@ -172,6 +175,17 @@ impl Request {
     /// The bytes the request was built from (its head, as received, for HTTP/1).
     pub fn raw_head(&self) -> &[u8] {
         &self.head
+    }
+
+    /// Whether it came in TLS early data (0-RTT).
+    #[inline]
+    pub fn is_early_data(&self) -> bool {
+        self.early_data
+    }
+
+    /// Marks it as received in early data (or not).
+    pub fn set_early_data(&mut self, early: bool) {
+        self.early_data = early;
     }
 
     /// Drops the request and keeps its field list for the next one ([`super::recycle`]).
@@ -236,6 +250,7 @@ impl Request {
             method: self.method.clone(),
             version: self.version,
             secure: self.secure,
+            early_data: self.early_data,
             peer: self.peer,
             local: self.local,
             body: BodySlot::default(),
@@ -378,6 +393,7 @@ impl RequestBuilder {
             method: self.method,
             version: self.version,
             secure: self.secure,
+            early_data: false,
             peer: self.peer,
             local: self.local,
             body: BodySlot::default(),

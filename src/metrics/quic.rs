@@ -1,5 +1,5 @@
-//! QUIC's counters: events of a connection's life (handshake, 0-RTT, Retry, path change,
-//! close) and of the endpoint (stateless resets, datagrams forwarded between workers). Bumped
+//! QUIC's counters: events of a connection's life (handshake, path change, close) and of
+//! the endpoint (stateless resets, datagrams forwarded between workers). Bumped
 //! once per event, never per request; per packet only on the paths that exist for a few
 //! packets (a forwarded datagram of a migrated connection).
 
@@ -10,12 +10,6 @@ use std::cell::Cell;
 pub enum Event {
     /// A handshake completed (the connection reached 1-RTT).
     Handshake,
-    /// The TLS layer accepted the client's early data.
-    ZeroRttAccepted,
-    /// The client offered early data and it was refused.
-    ZeroRttRefused,
-    /// A Retry was sent to validate a new client's address.
-    RetrySent,
     /// A connection moved to a new client address (NAT rebinding or migration): quinn
     /// switched paths on an authenticated packet from it and validates the new one.
     Migration,
@@ -26,15 +20,14 @@ pub enum Event {
     Forwarded,
 }
 
-const EVENTS: usize = 7;
+const EVENTS: usize = 4;
+
+// 0-RTT and Retry are counted process-wide by `quic_admission`, where `retry: auto` reads them.
 
 /// The counters, as summed into a `Snapshot`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     pub handshakes: u64,
-    pub zero_rtt_accepted: u64,
-    pub zero_rtt_refused: u64,
-    pub retries_sent: u64,
     pub migrations: u64,
     pub stateless_resets: u64,
     pub forwarded: u64,
@@ -46,9 +39,6 @@ pub struct Counters {
 impl Counters {
     pub const ZERO: Counters = Counters {
         handshakes: 0,
-        zero_rtt_accepted: 0,
-        zero_rtt_refused: 0,
-        retries_sent: 0,
         migrations: 0,
         stateless_resets: 0,
         forwarded: 0,
@@ -61,9 +51,6 @@ impl Counters {
             let e = |x: Event| l.events[x as usize].get();
             Counters {
                 handshakes: e(Event::Handshake),
-                zero_rtt_accepted: e(Event::ZeroRttAccepted),
-                zero_rtt_refused: e(Event::ZeroRttRefused),
-                retries_sent: e(Event::RetrySent),
                 migrations: e(Event::Migration),
                 stateless_resets: e(Event::StatelessReset),
                 forwarded: e(Event::Forwarded),
@@ -75,9 +62,6 @@ impl Counters {
 
     pub(super) fn add(&mut self, o: &Counters) {
         self.handshakes += o.handshakes;
-        self.zero_rtt_accepted += o.zero_rtt_accepted;
-        self.zero_rtt_refused += o.zero_rtt_refused;
-        self.retries_sent += o.retries_sent;
         self.migrations += o.migrations;
         self.stateless_resets += o.stateless_resets;
         self.forwarded += o.forwarded;
@@ -109,12 +93,9 @@ pub fn count(e: Event) {
     }
 }
 
-/// A handshake completed; `early_data` when its 0-RTT data was accepted.
-pub fn handshake(early_data: bool) {
+/// A handshake completed.
+pub fn handshake() {
     count(Event::Handshake);
-    if early_data {
-        count(Event::ZeroRttAccepted);
-    }
 }
 
 /// A connection ended: the packets it sent in all, and those declared lost.
@@ -153,10 +134,10 @@ mod tests {
         assert_eq!(Counters::local().migrations, 0);
         super::super::enable(true);
         count(Event::Migration);
-        handshake(true);
-        handshake(false);
+        handshake();
+        handshake();
         let c = Counters::local();
-        assert_eq!((c.migrations, c.handshakes, c.zero_rtt_accepted), (1, 2, 1));
+        assert_eq!((c.migrations, c.handshakes), (1, 2));
         let mut sum = Counters::ZERO;
         sum.add(&c);
         sum.add(&c);

@@ -190,7 +190,7 @@ impl<'a> H3Conn<'a> {
         // read more of those whose handler made room in its pipe.
         let mut busy = false;
         self.streams.retain(|id, s| {
-            let step = s.drive(conn, &mut self.session, encoder);
+            let step = s.drive(conn, &mut self.session, encoder, now);
             busy |= step == Step::Busy;
             if s.wants_read() {
                 self.readable.push(*id);

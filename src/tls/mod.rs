@@ -121,7 +121,11 @@ pub fn quic_server_config(
     let mut tls13 = tls.clone();
     tls13.min_version = TlsVersion::Tls13;
     tls13.max_version = TlsVersion::Tls13;
-    let base = server_config(&tls13, keys, resumption)?;
+    let base = if early_data && (resumption.tickets || resumption.cache) {
+        server_config(&tls13, keys, &single_use_tickets(resumption))?
+    } else {
+        server_config(&tls13, keys, resumption)?
+    };
     let mut config = (*base).clone();
     config.alpn_protocols = vec![b"h3".to_vec()];
     config.max_early_data_size = if early_data { u32::MAX } else { 0 };
@@ -129,6 +133,20 @@ pub fn quic_server_config(
         format!("{e} (QUIC needs TLS_AES_128_GCM_SHA256 among cipher-suite-tls1.3)")
     })?;
     Ok(Arc::new(quic))
+}
+
+/// The resumption that bounds replays of early data: rustls accepts 0-RTT only on a
+/// stateful ticket, which it `take`s from the session store, so each ticket carries early
+/// data once. The store is this process's memory (not a fleet's memcached or Redis, whose
+/// delete comes after another instance may have read the same ticket): a ticket resumes
+/// only on the instance that issued it, and a reload starts with none.
+fn single_use_tickets(resumption: &SessionResumption) -> SessionResumption {
+    SessionResumption {
+        tickets: false,
+        cache: true,
+        cache_store: crate::config::CacheStore::Internal,
+        ..resumption.clone()
+    }
 }
 
 /// Counts a failed or timed-out handshake (logged at debug level by the caller).

@@ -138,6 +138,8 @@ impl Conversion {
                 via = Some(join(via, b", ", value));
             } else if is(b"x-forwarded-proto") && !self.preserve_x_forwarded_proto {
                 // Ours replaces it (below).
+            } else if req.is_early_data() && is(b"early-data") {
+                // Ours says the same (below), once (RFC 8470 section 5.1).
             } else {
                 out.push((name, value));
             }
@@ -163,6 +165,10 @@ impl Conversion {
         }
         if self.emit_via_header {
             out.push((Bytes::from_static(b"Via"), self.via(via, req)));
+        }
+        if req.is_early_data() {
+            // It may be replayed: the backend may answer 425 Too Early (RFC 8470 section 5.1).
+            out.push((Bytes::from_static(b"Early-Data"), Bytes::from_static(b"1")));
         }
         if !self.request_commands.is_empty() {
             self.request_commands.apply_to(&mut out);

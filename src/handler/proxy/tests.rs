@@ -253,6 +253,29 @@ fn hop_by_hop_request_fields_stay_behind() {
 }
 
 #[test]
+fn a_request_received_in_early_data_carries_early_data_1_once() {
+    let (addr, seen) = capturing_backend("HTTP/1.1 204 No Content\r\n\r\n");
+    let h = handler(&proxy_conf(addr, "/"), "/");
+    let plain = Req::get("/a").build();
+    answer(&h, &plain);
+    assert_eq!(seen.recv().unwrap().header("early-data"), None);
+    // A client (an intermediary before us) may have said it already: one field goes on.
+    let mut early = Req {
+        headers: &[("early-data", "1")],
+        ..Req::get("/a")
+    }
+    .build();
+    early.set_early_data(true);
+    answer(&h, &early);
+    let got = seen.recv().unwrap();
+    assert_eq!(got.header("early-data"), Some("1"));
+    assert_eq!(
+        got.head.to_ascii_lowercase().matches("early-data:").count(),
+        1
+    );
+}
+
+#[test]
 fn response_headers_are_converted_and_location_rewritten() {
     // The backend points Location at itself, by the Host it was sent.
     let b = backend(|_, mut p| {

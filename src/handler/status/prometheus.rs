@@ -466,10 +466,12 @@ fn cache_metrics(o: &mut String) {
     }
 }
 
-/// `spate_quic_*`: QUIC's connection events (`metrics::quic`); open and accepted QUIC
+/// `spate_quic_*`: QUIC's connection events (`metrics::quic`) and the endpoints' decisions
+/// on new connections and early data (`metrics::quic_admission`); open and accepted QUIC
 /// connections are `spate_connections{transport="quic"}` and its `_accepted_total`.
 fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
-    let rows: [(&str, &str, u64); 9] = [
+    let a = crate::metrics::quic_admission::snapshot();
+    let rows: [(&str, &str, u64); 11] = [
         (
             "spate_quic_handshakes_total",
             "QUIC handshakes completed.",
@@ -478,17 +480,27 @@ fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
         (
             "spate_quic_0rtt_accepted_total",
             "QUIC handshakes whose 0-RTT early data was accepted.",
-            q.zero_rtt_accepted,
+            a.zero_rtt_accepted,
         ),
         (
             "spate_quic_0rtt_refused_total",
             "QUIC handshakes whose offered 0-RTT early data was refused.",
-            q.zero_rtt_refused,
+            a.zero_rtt_refused,
         ),
         (
             "spate_quic_retries_sent_total",
             "Retry packets sent to validate a new client's address.",
-            q.retries_sent,
+            a.retries_sent,
+        ),
+        (
+            "spate_quic_early_requests_held_total",
+            "Requests received in 0-RTT early data and held until the handshake completed.",
+            a.early_requests_held,
+        ),
+        (
+            "spate_quic_too_early_retried_total",
+            "Early requests answered 425 Too Early and routed again after the handshake.",
+            a.too_early_retried,
         ),
         (
             "spate_quic_migrations_total",
@@ -519,6 +531,13 @@ fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
     for (name, help, v) in rows {
         counter(o, name, help, v);
     }
+    let name = "spate_quic_handshakes_in_progress";
+    let _ = writeln!(
+        o,
+        "# HELP {name} QUIC handshakes under way now (what retry: auto watches)."
+    );
+    let _ = writeln!(o, "# TYPE {name} gauge");
+    let _ = writeln!(o, "{name} {}", a.handshaking);
 }
 
 fn counter(o: &mut String, name: &str, help: &str, v: u64) {

@@ -62,6 +62,8 @@ pub(super) struct ReqStream<'a> {
     trailers: Option<Trailers>,
     /// A request whose handler runs once its (dropped) body has ended.
     waiting: Option<Request>,
+    /// What early data (0-RTT) left to do: rare, so boxed out of every stream's size.
+    early: Option<Box<Early>>,
     send: Send,
     /// Frames quinn has not accepted yet.
     out: Vec<Bytes>,
@@ -74,6 +76,17 @@ pub(super) struct ReqStream<'a> {
     status: u16,
     head_bytes: u64,
     body_bytes: u64,
+}
+
+/// A request that came in early data, waiting for the handshake to complete.
+#[derive(Default)]
+struct Early {
+    /// Routed once the handshake has completed: a request with a method not in
+    /// `http3-0rtt-methods`, or the copy of an early request whose answer was `425 Too
+    /// Early` (RFC 8470 section 5.2).
+    held: Option<Request>,
+    /// A copy of a request answered in early data, to route again if the answer is 425.
+    copy: Option<Request>,
 }
 
 enum Send {
@@ -141,6 +154,7 @@ impl<'a> ReqStream<'a> {
             body_received: 0,
             trailers: None,
             waiting: None,
+            early: None,
             send: Send::Waiting,
             out: slab::queue(),
             log: None,
@@ -284,7 +298,7 @@ impl<'a> ReqStream<'a> {
                         w.finish(self.trailers.take());
                     }
                     if let Some(req) = self.waiting.take() {
-                        self.answer(encoder, req, now);
+                        self.answer(conn, encoder, req, now);
                     }
                 }
                 RequestEvent::Blocked => {}
@@ -330,20 +344,49 @@ impl<'a> ReqStream<'a> {
             let (writer, reader) = body::pipe(content_length);
             req.set_body(reader);
             self.body = Some(writer);
-            self.answer(encoder, req, now);
+            self.answer(conn, encoder, req, now);
         } else {
             self.waiting = Some(req);
         }
     }
 
-    /// Routes the request.
-    fn answer(&mut self, encoder: &mut qpack::Encoder, mut req: Request, now: Instant) {
+    /// Routes the request; one that came in early data (0-RTT accepted, the handshake not
+    /// complete yet) only if its method may be answered then, else it waits for the handshake.
+    fn answer(
+        &mut self,
+        conn: &Connection,
+        encoder: &mut qpack::Encoder,
+        mut req: Request,
+        now: Instant,
+    ) {
         // The routing the request starts with, borrowed for this call.
         let routing = self.ctx.routing();
+        // `has_0rtt`: the server took the client's early data; application data before the
+        // handshake completes came in it.
+        let early = conn.has_0rtt() && conn.is_handshaking();
+        if early {
+            let method = req.method.as_bytes();
+            let allowed = routing.config.http3.early_data_methods.iter();
+            let state = self.early.get_or_insert_with(Box::default);
+            if !allowed.clone().any(|m| m.as_bytes() == method) {
+                crate::metrics::quic_admission::early_request_held();
+                state.held = Some(req);
+                return;
+            }
+            // Without a body (none, or dropped): it can be routed again as it is.
+            if self.body.is_none() {
+                state.copy = Some(req.clone());
+            }
+            req.set_early_data(true);
+        }
         let routed = request_start::route(&routing, &mut req);
         let file = routed.log();
         let head = req.is_head();
         match routed {
+            Routed::Now(resp, _) if resp.status == 425 && self.has_early_copy() => {
+                self.keep_for_log(file, req);
+                self.too_early(resp);
+            }
             Routed::Now(resp, _) => {
                 self.keep_for_log(file, req);
                 self.respond(encoder, resp, head);
@@ -355,6 +398,21 @@ impl<'a> ReqStream<'a> {
             }
         }
         let _ = now;
+    }
+
+    /// An early request was answered `425 Too Early`: it is routed again once the handshake
+    /// has completed (once: the copy is not early any more), and the client gets that answer.
+    fn too_early(&mut self, resp: Response) {
+        crate::metrics::quic_admission::too_early_retried();
+        crate::http::recycle::give_header_list(resp.headers);
+        if let Some(e) = &mut self.early {
+            e.held = e.copy.take();
+        }
+        self.send = Send::Waiting;
+    }
+
+    fn has_early_copy(&self) -> bool {
+        self.early.as_ref().is_some_and(|e| e.copy.is_some())
     }
 
     /// Keeps the request for its access log line, or lets its field list serve the next one.
@@ -425,6 +483,7 @@ impl<'a> ReqStream<'a> {
         conn: &mut Connection,
         session: &mut Session,
         encoder: &mut qpack::Encoder,
+        now: Instant,
     ) -> Step {
         let mut budget = DRIVE_BUDGET;
         loop {
@@ -432,12 +491,22 @@ impl<'a> ReqStream<'a> {
                 return Step::Busy;
             }
             budget -= 1;
+            if let Some(e) = &mut self.early {
+                if e.held.is_some() && !conn.is_handshaking() {
+                    if let Some(req) = e.held.take() {
+                        self.answer(conn, encoder, req, now);
+                    }
+                }
+            }
             if !self.flush(conn) {
                 return self.step();
             }
             match self.produce(encoder) {
                 Made::Nothing => break,
                 Made::Interim => {}
+                Made::Response(resp) if resp.status == 425 && self.has_early_copy() => {
+                    self.too_early(resp);
+                }
                 Made::Response(resp) => {
                     let head = self.log.as_ref().is_some_and(|l| l.req.is_head());
                     self.respond(encoder, resp, head);

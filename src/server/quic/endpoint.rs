@@ -5,9 +5,12 @@
 //! the socket, its inbox of forwarded datagrams, the earliest connection timer, the wake-ups
 //! of pending answers and bodies, and the worker's stop signal.
 
+use super::early;
 use super::route::{self, Forwarded, Route};
 use super::Settings;
+use crate::config::Retry;
 use crate::metrics::quic::{self as quic_metrics, Event as QuicEvent};
+use crate::metrics::quic_admission as admission;
 use crate::proto::h3::qpack;
 use crate::server::context::{ActiveGuard, WorkerCtx};
 use crate::server::h3::{H3Conn, Wakes};
@@ -100,7 +103,12 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         recv_buf: vec![0; RECV_BATCH * payload * gro],
         send_buf: Vec::with_capacity(payload * gso),
         gso,
-        retry: settings.quic.retry || settings.quic.amp_limit < 3,
+        // quinn keeps the RFC's factor of 3: a lower `amp-limit` is met by validating first.
+        retry: if settings.quic.amp_limit < 3 {
+            Retry::On
+        } else {
+            settings.quic.retry
+        },
         shutdown_at: None,
         encoder: qpack::Encoder::default(),
     };
@@ -139,8 +147,8 @@ struct Driver<'a> {
     send_buf: Vec<u8>,
     /// Datagrams per send (1 without GSO).
     gso: usize,
-    /// Validate every client address with Retry first.
-    retry: bool,
+    /// When a new client's address is validated with a Retry first.
+    retry: Retry,
     /// Set once the worker stops: connections still open then are closed.
     shutdown_at: Option<Instant>,
     /// The QPACK encoder of every connection's responses, with its memos: answers on one
@@ -151,6 +159,10 @@ struct Driver<'a> {
 struct Conn<'a> {
     quic: quinn_proto::Connection,
     h3: H3Conn<'a>,
+    /// Counted among the handshakes under way (`retry: auto`).
+    handshaking: bool,
+    /// The client sent 0-RTT packets (counted as accepted or refused when the handshake ends).
+    sent_0rtt: bool,
     /// Set when queued for this turn, so a connection is driven once per turn.
     queued: bool,
     /// GOAWAY sent.
@@ -318,6 +330,8 @@ impl<'a> Driver<'a> {
         data: BytesMut,
     ) {
         crate::metrics::received(data.len() as u64);
+        // Long-header packets come only during a handshake: short ones skip this at once.
+        let sent_0rtt = early::carries_0rtt(&data);
         let mut buf = Vec::new();
         // quinn-proto's work on a datagram is contained like ours (a panic there would end
         // the task that drives every QUIC connection of the worker): a datagram the endpoint
@@ -331,6 +345,7 @@ impl<'a> Driver<'a> {
         match event.flatten() {
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
                 if let Some(Some(c)) = self.conns.get_mut(ch.0) {
+                    c.sent_0rtt |= sent_0rtt;
                     if contain_step(&remote, || c.quic.handle_event(ev)).is_none() {
                         self.discard(ch.0);
                         return;
@@ -338,7 +353,9 @@ impl<'a> Driver<'a> {
                     queue(&mut self.dirty, ch.0, c);
                 }
             }
-            Some(DatagramEvent::NewConnection(incoming)) => self.on_incoming(now, incoming),
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                self.on_incoming(now, incoming, sent_0rtt)
+            }
             Some(DatagramEvent::Response(t)) => {
                 quic_metrics::answered(&buf);
                 self.send_one(&t, &buf);
@@ -349,7 +366,7 @@ impl<'a> Driver<'a> {
 
     /// A new connection: refused past `max-quic-connections` or while stopping, sent a Retry
     /// when the address is to be validated first, else accepted.
-    fn on_incoming(&mut self, now: Instant, incoming: Incoming) {
+    fn on_incoming(&mut self, now: Instant, incoming: Incoming, sent_0rtt: bool) {
         let mut buf = Vec::new();
         if self.epoch != self.ctx.epoch() {
             self.epoch = self.ctx.epoch();
@@ -364,10 +381,10 @@ impl<'a> Driver<'a> {
             self.send_one(&t, &buf);
             return;
         }
-        if self.retry && !incoming.remote_address_validated() && incoming.may_retry() {
+        if self.validate_first() && !incoming.remote_address_validated() && incoming.may_retry() {
             match self.endpoint.retry(incoming, &mut buf) {
                 Ok(t) => {
-                    quic_metrics::count(QuicEvent::RetrySent);
+                    admission::retry_sent();
                     self.send_one(&t, &buf);
                 }
                 Err(e) => self.endpoint.ignore(e.into_incoming()),
@@ -383,9 +400,12 @@ impl<'a> Driver<'a> {
                     quic.local_ip().unwrap_or(self.local.ip()),
                     self.settings.port,
                 );
+                admission::handshaking(true);
                 let conn = Conn {
                     quic,
                     h3: H3Conn::new(self.ctx, remote, local, ch.0, self.wakes.clone()),
+                    handshaking: true,
+                    sent_0rtt,
                     queued: false,
                     closing: false,
                     broken: false,
@@ -406,6 +426,19 @@ impl<'a> Driver<'a> {
                 if let Some(t) = e.response {
                     self.send_one(&t, &buf);
                 }
+            }
+        }
+    }
+
+    /// Whether a new connection's address is validated with a Retry first: always, never, or
+    /// (`retry: auto`) while `retry-threshold` handshakes or more are under way, so a flood
+    /// of Initial packets from forged addresses holds no more state than that.
+    fn validate_first(&self) -> bool {
+        match self.retry {
+            Retry::On => true,
+            Retry::Off => false,
+            Retry::Auto => {
+                admission::handshakes_under_way() >= self.settings.quic.retry_threshold as usize
             }
         }
     }
@@ -509,7 +542,7 @@ impl<'a> Driver<'a> {
                 while let Some(ev) = c.quic.poll() {
                     match ev {
                         Event::Connected => {
-                            quic_metrics::handshake(c.quic.has_0rtt());
+                            quic_metrics::handshake();
                             c.h3.on_connected(&mut c.quic);
                         }
                         Event::ConnectionLost { reason } => c.h3.on_lost(reason),
@@ -524,6 +557,13 @@ impl<'a> Driver<'a> {
                 c.closing = true;
                 c.quic
                     .close(now, H3_INTERNAL_ERROR.into(), bytes::Bytes::new());
+            }
+        }
+        if c.handshaking && !c.quic.is_handshaking() {
+            c.handshaking = false;
+            admission::handshaking(false);
+            if !c.quic.is_closed() {
+                admission::zero_rtt(c.sent_0rtt, c.quic.has_0rtt());
             }
         }
         if stopping && !c.closing {
@@ -615,6 +655,11 @@ impl<'a> Driver<'a> {
 
     /// Removes connection `i` from the table and the counts.
     fn forget(&mut self, i: usize) {
+        if let Some(Some(c)) = self.conns.get(i) {
+            if c.handshaking {
+                admission::handshaking(false);
+            }
+        }
         self.conns[i] = None;
         crate::metrics::connection(crate::metrics::Transport::Quic, false);
         self.open -= 1;
