@@ -105,6 +105,19 @@ impl Encoder {
         self.huffman = on;
     }
 
+    /// Whether the next block starts with a table size update (the table's size changed).
+    #[inline]
+    pub fn owes_size_update(&self) -> bool {
+        self.pending_min.is_some()
+    }
+
+    /// Insertions into the dynamic table so far (wrapping): while it stays the same and no
+    /// size update is owed, the table is as it was, and so is what each index names.
+    #[inline]
+    pub fn insertions(&self) -> u32 {
+        self.table.insertions()
+    }
+
     /// Starts a header block written to `dst`: emits any pending table size update, then
     /// takes fields through the returned [`BlockEncoder`].
     pub fn block<'a, B: BufMut>(&'a mut self, dst: &'a mut B) -> BlockEncoder<'a, B> {
@@ -326,6 +339,27 @@ impl<B: BufMut> BlockEncoder<'_, B> {
     pub fn static_field(&mut self, name: StaticName, value: &[u8], indexing: Indexing) {
         self.enc
             .encode_static_name(name.index(), value, indexing, self.dst);
+    }
+}
+
+impl BlockEncoder<'_, Vec<u8>> {
+    /// Appends bytes encoded before (fields a caller kept, valid while the table is as it
+    /// was when they were encoded: see [`Encoder::insertions`]).
+    #[inline]
+    pub fn raw(&mut self, encoded: &[u8]) {
+        self.dst.extend_from_slice(encoded);
+    }
+
+    /// Bytes in the destination so far.
+    #[inline]
+    pub fn written(&self) -> usize {
+        self.dst.len()
+    }
+
+    /// [`Encoder::insertions`].
+    #[inline]
+    pub fn insertions(&self) -> u32 {
+        self.enc.insertions()
     }
 }
 
