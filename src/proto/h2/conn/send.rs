@@ -336,17 +336,17 @@ impl Connection {
         let (ends, changed, base) = reuse.finish(&mut b);
         drop(b);
         let block = &self.out[base..];
-        // One byte per field (a field sent as no bytes, dropped, is none), each an index:
-        // the same block is valid as a whole while nothing else is encoded.
-        let mut start = 0;
-        let all_indexes = ends.iter().all(|&end| {
-            let one = end == start || (end == start + 1 && is_index_byte(block[start as usize]));
-            start = end;
-            one
-        });
         let cache = &mut self.headers_cache;
-        cache.next_ends = std::mem::replace(&mut cache.ends, ends);
         if cacheable && !changed {
+            // One byte per field (a field sent as no bytes, dropped, is none), each an
+            // index: the same block is valid as a whole while nothing else is encoded.
+            let mut start = 0;
+            let all_indexes = ends.iter().all(|&end| {
+                let one =
+                    end == start || (end == start + 1 && is_index_byte(block[start as usize]));
+                start = end;
+                one
+            });
             // Nothing inserted: the next block may take these fields' bytes.
             cache.store(
                 status,
@@ -361,6 +361,7 @@ impl Connection {
         } else {
             cache.invalidate();
         }
+        cache.next_ends = std::mem::replace(&mut cache.ends, ends);
     }
 
     /// An interim response (103 Early Hints, 102) on stream `id` before its final answer: a
