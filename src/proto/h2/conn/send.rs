@@ -334,7 +334,6 @@ impl Connection {
             }
         }
         let (ends, changed, base) = reuse.finish(&mut b);
-        drop(b);
         let block = &self.out[base..];
         let cache = &mut self.headers_cache;
         if cacheable && !changed {
