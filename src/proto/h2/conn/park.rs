@@ -48,7 +48,13 @@ impl Parked {
             decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE, cfg.max_header_list),
             cfg,
             decoder_table: None,
-            encoder: hpack::Encoder::default(),
+            encoder: {
+                // The ETag and length of each answer go once: sent as they are (see
+                // `Encoder::set_huffman_unindexed`).
+                let mut e = hpack::Encoder::default();
+                e.set_huffman_unindexed(false);
+                e
+            },
             recv_conn_window: super::frame::DEFAULT_WINDOW,
             recv_conn_unacked: 0,
             max_client_stream: 0,

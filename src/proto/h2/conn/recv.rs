@@ -269,7 +269,7 @@ impl Connection {
             setting::HEADER_TABLE_SIZE => {
                 self.encoder.set_peer_max_table_size(value as usize);
                 // The encoder may owe a size update at the start of the next block.
-                self.headers_cache.valid = false;
+                self.headers_cache.invalidate();
             }
             setting::INITIAL_WINDOW_SIZE => {
                 let delta = i64::from(value) - i64::from(self.peer_initial_window);

@@ -8,7 +8,7 @@ use crate::http::recycle::HeaderList;
 use crate::http::response::Headers;
 use crate::http::{Body, BodySource, Response};
 use crate::proto::h2::frame::{self, flag, kind, Reason};
-use crate::proto::h2::hpack::{Indexing, StaticName};
+use crate::proto::h2::hpack::{BlockEncoder, Indexing, StaticName};
 use crate::proto::h2::output::SplicedBodies;
 use crate::proto::h2::stream::{Recv, Send, Sent, StreamOut, Tail};
 use crate::proto::request_head;
@@ -209,95 +209,158 @@ impl Connection {
         {
             self.out.extend_from_slice(&self.headers_cache.block);
         } else {
-            let block_start = self.out.len();
-            let mut fields = 0;
-            // A resource's own ETag and length go into the HPACK table only for a request
-            // that repeats (the memo's, `RequestMemo::repeats`): on traffic that does not,
-            // each would take an entry and evict another, to be referred to never.
-            let index_own = self.memo.repeats(id);
-            {
-                let mut b = self.encoder.block(&mut self.out);
-                b.static_field(StaticName::STATUS, &status_buf, Indexing::Auto);
-                fields += 1;
-                if status >= 200 {
-                    if let Some(server) = &self.cfg.server_name {
-                        b.static_field(StaticName::SERVER, server, Indexing::Auto);
-                        fields += 1;
-                    }
-                    if let Some(alt_svc) = &self.cfg.alt_svc {
-                        b.field(b"alt-svc", alt_svc);
-                        fields += 1;
-                    }
-                    // A proxied response keeps the backend's Date.
-                    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"date")) {
-                        b.static_field(StaticName::DATE, &date, Indexing::Auto);
-                        fields += 1;
-                    }
-                    for (name, value) in headers.iter() {
-                        let Some(known) = StaticName::of(name) else {
-                            if !request_head::is_connection_specific(name) {
-                                b.field(name, value);
-                                fields += 1;
-                            }
-                            continue;
-                        };
-                        let short = value.len() <= INDEX_VALUE_MAX;
-                        let indexing = match known {
-                            StaticName::CONTENT_LENGTH | StaticName::TRANSFER_ENCODING => continue,
-                            // A resource's own: indexed for a request that repeats.
-                            StaticName::ETAG if short && !index_own => Indexing::Without,
-                            // The same file answered again costs one byte, as in h2o; and
-                            // files deployed together share a Last-Modified second (measured
-                            // on varied h2c: indexing it saves its literal on every other
-                            // file's answer).
-                            StaticName::ETAG | StaticName::LAST_MODIFIED if short => {
-                                Indexing::Incremental
-                            }
-                            // A stored response's (the proxy cache's hit): its Age holds for
-                            // the second, its Expires for good; indexed for a request that
-                            // repeats, so its answer's block is all indexes and memoised.
-                            StaticName::AGE | StaticName::EXPIRES if short && index_own => {
-                                Indexing::Incremental
-                            }
-                            _ => Indexing::Auto,
-                        };
-                        b.static_field(known, value, indexing);
-                        fields += 1;
-                    }
-                    if let Some(body_len) = body_len.filter(|_| status != 204 && status != 304) {
-                        let mut digits = [0u8; 20];
-                        let len = format_u64(body_len, &mut digits);
-                        // Indexed, like the ETag, for a request that repeats, and when the
-                        // answer before had the same length (a site of one size): otherwise
-                        // lengths differ, and each would evict another entry to be referred
-                        // to never (h2o never indexes it).
-                        let same = std::mem::replace(&mut self.headers_cache.last_length, body_len)
-                            == body_len;
-                        let indexing = if index_own || same {
-                            Indexing::Incremental
-                        } else {
-                            Indexing::Without
-                        };
-                        b.static_field(StaticName::CONTENT_LENGTH, len, indexing);
-                        fields += 1;
-                    }
-                }
-            }
-            let block = &self.out[block_start..];
-            // One byte per field, each an index: encoding it did not touch the table, so the
-            // same bytes stay valid until something else is encoded.
-            let reusable = cacheable
-                && block.len() == fields
-                && block.iter().all(|&b| b & 0x80 != 0 && b != 0xff);
-            if reusable {
-                let block = block.to_vec();
-                self.headers_cache
-                    .store(status, &date, headers, cache_len, block);
-            } else {
-                self.headers_cache.valid = false;
-            }
+            self.encode_headers(id, status, &status_buf, headers, body_len, cacheable);
         }
         self.frame_header_block(at, id, end_stream)
+    }
+
+    /// [`Connection::write_headers`]' encoding, when the headers cache does not hold the whole
+    /// block. A field encoded as in the previous block takes that block's bytes while the
+    /// HPACK table is as it left it (`HeadersCache::fields_valid`, nothing inserted since):
+    /// varied answers of one kind (files of a docroot) differ in a field or two, and only
+    /// those are encoded.
+    fn encode_headers(
+        &mut self,
+        id: u32,
+        status: u16,
+        status_buf: &[u8; 3],
+        headers: &Headers,
+        body_len: Option<u64>,
+        cacheable: bool,
+    ) {
+        let date = self.date;
+        // A resource's own ETag and length go into the HPACK table only for a request
+        // that repeats (the memo's, `RequestMemo::repeats`): on traffic that does not,
+        // each would take an entry and evict another, to be referred to never.
+        let index_own = self.memo.repeats(id);
+        // A proxied response keeps the backend's Date.
+        let our_date =
+            status >= 200 && !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"date"));
+        let length = body_len.filter(|_| status >= 200 && status != 204 && status != 304);
+        let cache = &mut self.headers_cache;
+        let prev_list: &[(Bytes, Bytes)] = match &cache.shared {
+            Some(list) => list,
+            None => &cache.headers,
+        };
+        // The previous block's fields line up with these one to one.
+        let lined_up = cacheable
+            && cache.fields_valid
+            && !index_own
+            && !self.encoder.owes_size_update()
+            && cache.status == status
+            && cache.our_date == our_date
+            && cache.length == length.is_some()
+            && prev_list.len() == headers.len();
+        let mut ends = std::mem::take(&mut cache.next_ends);
+        ends.clear();
+        let mut b = self.encoder.block(&mut self.out);
+        let mut reuse = Reuse {
+            prev: &cache.block,
+            prev_ends: &cache.ends,
+            on: lined_up,
+            run: 0..0,
+            base: b.written(),
+            insertions: b.insertions(),
+            changed: false,
+            ends,
+        };
+        reuse.item(&mut b, true, |b| {
+            b.static_field(StaticName::STATUS, status_buf, Indexing::Auto)
+        });
+        if status >= 200 {
+            if let Some(server) = &self.cfg.server_name {
+                reuse.item(&mut b, true, |b| {
+                    b.static_field(StaticName::SERVER, server, Indexing::Auto)
+                });
+            }
+            if let Some(alt_svc) = &self.cfg.alt_svc {
+                reuse.item(&mut b, true, |b| b.field(b"alt-svc", alt_svc));
+            }
+            if our_date {
+                reuse.item(&mut b, cache.date == date, |b| {
+                    b.static_field(StaticName::DATE, &date, Indexing::Auto)
+                });
+            }
+            for (j, (name, value)) in headers.iter().enumerate() {
+                let same = prev_list
+                    .get(j)
+                    .is_some_and(|(n, v)| same_bytes(n, name) && same_bytes(v, value));
+                reuse.item(&mut b, same, |b| {
+                    let Some(known) = StaticName::of(name) else {
+                        if !request_head::is_connection_specific(name) {
+                            b.field(name, value);
+                        }
+                        return;
+                    };
+                    let short = value.len() <= INDEX_VALUE_MAX;
+                    let indexing = match known {
+                        StaticName::CONTENT_LENGTH | StaticName::TRANSFER_ENCODING => return,
+                        // A resource's own: indexed for a request that repeats.
+                        StaticName::ETAG if short && !index_own => Indexing::Without,
+                        // The same file answered again costs one byte, as in h2o; and
+                        // files deployed together share a Last-Modified second (measured
+                        // on varied h2c: indexing it saves its literal on every other
+                        // file's answer).
+                        StaticName::ETAG | StaticName::LAST_MODIFIED if short => {
+                            Indexing::Incremental
+                        }
+                        // A stored response's (the proxy cache's hit): its Age holds for
+                        // the second, its Expires for good; indexed for a request that
+                        // repeats, so its answer's block is all indexes and memoised.
+                        StaticName::AGE | StaticName::EXPIRES if short && index_own => {
+                            Indexing::Incremental
+                        }
+                        _ => Indexing::Auto,
+                    };
+                    b.static_field(known, value, indexing);
+                });
+            }
+            if let Some(body_len) = length {
+                // Indexed, like the ETag, for a request that repeats, and when the
+                // answer before had the same length (a site of one size): otherwise
+                // lengths differ, and each would evict another entry to be referred
+                // to never (h2o never indexes it).
+                let same = std::mem::replace(&mut cache.last_length, body_len) == body_len;
+                reuse.item(&mut b, cache.body_len == body_len, |b| {
+                    let mut digits = [0u8; 20];
+                    let len = format_u64(body_len, &mut digits);
+                    let indexing = if index_own || same {
+                        Indexing::Incremental
+                    } else {
+                        Indexing::Without
+                    };
+                    b.static_field(StaticName::CONTENT_LENGTH, len, indexing);
+                });
+            }
+        }
+        let (ends, changed, base) = reuse.finish(&mut b);
+        let block = &self.out[base..];
+        let cache = &mut self.headers_cache;
+        if cacheable && !changed {
+            // One byte per field (a field sent as no bytes, dropped, is none), each an
+            // index: the same block is valid as a whole while nothing else is encoded.
+            let mut start = 0;
+            let all_indexes = ends.iter().all(|&end| {
+                let one =
+                    end == start || (end == start + 1 && is_index_byte(block[start as usize]));
+                start = end;
+                one
+            });
+            // Nothing inserted: the next block may take these fields' bytes.
+            cache.store(
+                status,
+                &date,
+                headers,
+                body_len.unwrap_or(0),
+                block,
+                all_indexes,
+            );
+            cache.our_date = our_date;
+            cache.length = length.is_some();
+        } else {
+            cache.invalidate();
+        }
+        cache.next_ends = std::mem::replace(&mut cache.ends, ends);
     }
 
     /// An interim response (103 Early Hints, 102) on stream `id` before its final answer: a
@@ -323,7 +386,7 @@ impl Connection {
             }
         }
         // The dynamic table may have changed under the cached block's indexes.
-        self.headers_cache.valid = false;
+        self.headers_cache.invalidate();
         self.frame_header_block(at, id, false);
     }
 
@@ -342,7 +405,7 @@ impl Connection {
             }
         }
         // The dynamic table may have changed under the cached block's indexes.
-        self.headers_cache.valid = false;
+        self.headers_cache.invalidate();
         self.frame_header_block(at, id, true)
     }
 
@@ -598,9 +661,25 @@ pub(super) struct HeadersCache {
     pub(super) block: Vec<u8>,
     /// The content-length of the last answer encoded.
     pub(super) last_length: u64,
+    /// The block was encoded without inserting into the table, nothing has been encoded
+    /// since: each field's bytes in it (`ends`) are valid for the same field again.
+    pub(super) fields_valid: bool,
+    /// Where each item of `block` ends: its fields in the order `encode_headers` writes them.
+    ends: Vec<u32>,
+    /// The spare vector for the next block's ends.
+    next_ends: Vec<u32>,
+    /// The block carried our Date, and a content-length.
+    our_date: bool,
+    length: bool,
 }
 
 impl HeadersCache {
+    /// The table may change (or has): no block or field of it may be reused.
+    pub(super) fn invalidate(&mut self) {
+        self.valid = false;
+        self.fields_valid = false;
+    }
+
     /// Empties it, its stamps still counting: a kept answer never takes a later block for
     /// its own.
     pub(super) fn clear(&mut self) {
@@ -644,9 +723,11 @@ impl HeadersCache {
         date: &[u8; crate::http::clock::DATE_LEN],
         headers: &Headers,
         body_len: u64,
-        block: Vec<u8>,
+        block: &[u8],
+        all_indexes: bool,
     ) {
-        self.valid = true;
+        self.valid = all_indexes;
+        self.fields_valid = true;
         self.stamp += 1;
         self.status = status;
         self.date = *date;
@@ -656,7 +737,84 @@ impl HeadersCache {
             self.headers.extend_from_slice(headers);
         }
         self.body_len = body_len;
-        self.block = block;
+        self.block.clear();
+        self.block.extend_from_slice(block);
+    }
+}
+
+/// An index byte of a field in the table (one byte: indexes up to 126).
+fn is_index_byte(b: u8) -> bool {
+    b & 0x80 != 0 && b != 0xff
+}
+
+/// Builds a header block item by item (a field, or a skipped field as no bytes), each taken
+/// from the previous block when it is the same field and the table has not changed since
+/// (`on`), else encoded; records where each item ends, for the next block.
+struct Reuse<'c> {
+    prev: &'c [u8],
+    prev_ends: &'c [u32],
+    on: bool,
+    /// Bytes of `prev` to copy, not copied yet: consecutive items go in one copy.
+    run: std::ops::Range<usize>,
+    /// Where the block's items start in the output (after a table size update).
+    base: usize,
+    insertions: u32,
+    /// The table changed while encoding: the block cannot be reused.
+    changed: bool,
+    ends: Vec<u32>,
+}
+
+impl Reuse<'_> {
+    #[inline(always)]
+    fn item(
+        &mut self,
+        b: &mut BlockEncoder<'_, Vec<u8>>,
+        same: bool,
+        encode: impl FnOnce(&mut BlockEncoder<'_, Vec<u8>>),
+    ) {
+        let k = self.ends.len();
+        let span = match (self.on && same, self.prev_ends.get(k)) {
+            (true, Some(&end)) => {
+                let start = k.checked_sub(1).map_or(0, |p| self.prev_ends[p]);
+                Some(start as usize..end as usize)
+            }
+            _ => None,
+        };
+        match span {
+            Some(span) => {
+                if self.run.is_empty() {
+                    self.run = span;
+                } else {
+                    self.run.end = span.end;
+                }
+            }
+            None => {
+                self.flush(b);
+                encode(b);
+                if b.insertions() != self.insertions {
+                    // Every index after this one names another entry now.
+                    self.on = false;
+                    self.changed = true;
+                }
+            }
+        }
+        let end = b.written() + self.run.len() - self.base;
+        self.ends.push(end as u32);
+    }
+
+    #[inline(always)]
+    fn flush(&mut self, b: &mut BlockEncoder<'_, Vec<u8>>) {
+        if !self.run.is_empty() {
+            b.raw(&self.prev[self.run.clone()]);
+            self.run = 0..0;
+        }
+    }
+
+    /// Copies what is left; returns the items' ends, whether the table changed, and where the
+    /// items start in the output.
+    fn finish(mut self, b: &mut BlockEncoder<'_, Vec<u8>>) -> (Vec<u32>, bool, usize) {
+        self.flush(b);
+        (self.ends, self.changed, self.base)
     }
 }
 

@@ -365,6 +365,13 @@ impl DynamicTable {
         self.inserted = inserted;
     }
 
+    /// Insertions since the table was made (wrapping): unchanged means no entry came or went
+    /// by insertion.
+    #[inline]
+    pub fn insertions(&self) -> u32 {
+        self.inserted
+    }
+
     /// The insertion number of the newest entry, if any.
     #[inline]
     pub fn newest_seq(&self) -> Option<u32> {

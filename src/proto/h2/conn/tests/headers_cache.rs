@@ -171,3 +171,73 @@ pub(super) fn indexed_exchange(p: &mut Peer, id: u32, index: bool) -> (Vec<u8>, 
         .collect();
     (block, req, fields)
 }
+
+#[test]
+fn varied_answers_reuse_the_fields_they_share_and_stay_in_sync() {
+    use std::rc::Rc;
+    let mut p = Peer::new(Settings::default(), &[]);
+    p.turn(b"");
+    let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+    let list = |ct: &str, lm: &str, etag: &str| {
+        Rc::new(vec![
+            (Bytes::from_static(b"content-type"), b(ct)),
+            (Bytes::from_static(b"last-modified"), b(lm)),
+            (Bytes::from_static(b"etag"), b(etag)),
+            (Bytes::from_static(b"accept-ranges"), b("bytes")),
+        ])
+    };
+    let lm = "Sat, 28 Nov 2026 08:13:19 GMT";
+    let mut id = 1;
+    let mut reused = 0;
+    for n in 0..40u32 {
+        // Now and then a new content type (inserted: the fields after it are encoded), a
+        // new second, a table size the peer lowers, a list of another length.
+        let ct = if n % 7 == 6 { "text/html" } else { "image/png" };
+        if n == 20 {
+            p.conn.set_now(b"Sun, 29 Nov 2026 08:13:19 GMT", 0);
+        }
+        if n == 30 {
+            let mut s = Vec::new();
+            frame::put_settings(&mut s, &[(setting::HEADER_TABLE_SIZE, 256)]);
+            p.feed(&s);
+        }
+        let etag = format!("\"{n:x}-1000\"");
+        let mut fields = list(ct, lm, &etag);
+        if n % 11 == 10 {
+            Rc::make_mut(&mut fields).push((b("x-extra"), b("1")));
+        }
+        let req = p.get(id, &format!("/f{n}"), true);
+        p.feed(&req);
+        let (got, _) = p.conn.next_request().unwrap();
+        let was_valid = p.conn.headers_cache.fields_valid;
+        let mut resp = Response::new(200);
+        resp.headers = Headers::shared(fields.clone());
+        resp.body = Body::Bytes(Bytes::from_static(b"hello"));
+        p.conn.respond(got, resp);
+        if n == 30 {
+            p.dec.set_max_table_size(256);
+        }
+        reused += usize::from(was_valid);
+        p.conn.fill(p.now);
+        let out = p.conn.output_parts().to_vec();
+        p.conn.clear_output();
+        let f = parse(&out);
+        let (_, block) = f.iter().find(|(h, _)| h.kind == kind::HEADERS).unwrap();
+        let decoded = p.fields_of(block);
+        let want: Vec<&[u8]> = fields.iter().map(|(_, v)| &v[..]).collect();
+        let names: Vec<&[u8]> = decoded.iter().map(|(n, _)| &n[..]).collect();
+        let values: Vec<&[u8]> = decoded
+            .iter()
+            .filter(|(n, _)| {
+                !matches!(&n[..], b":status" | b"server" | b"date" | b"content-length")
+            })
+            .map(|(_, v)| &v[..])
+            .collect();
+        assert_eq!(values, want, "answer {n}: {names:?}");
+        assert!(decoded
+            .iter()
+            .any(|(n, v)| n == b"content-length" && v == b"5"));
+        id += 2;
+    }
+    assert!(reused > 20, "most answers reuse the block before: {reused}");
+}
