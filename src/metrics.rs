@@ -7,6 +7,8 @@
 //!
 //! Only counting lives here: the handlers render the counters (`handler/status.rs`).
 
+pub mod in_flight;
+
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};

@@ -146,6 +146,16 @@ impl Config {
             .flat_map(|p| p.handler.each())
             .any(|h| matches!(h, HandlerConf::Status | HandlerConf::Metrics))
     }
+
+    /// Whether some path has `status`: only then are the requests in flight listed (its
+    /// `requests` section).
+    pub fn wants_requests_listed(&self) -> bool {
+        self.hosts
+            .iter()
+            .flat_map(|h| &h.paths)
+            .flat_map(|p| p.handler.each())
+            .any(|h| matches!(h, HandlerConf::Status))
+    }
 }
 
 /// One `listen` entry.
