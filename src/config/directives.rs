@@ -143,6 +143,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("respond", P),
     ("redirect", P),
     ("proxy.reverse.url", P),
+    ("proxy.connect", P),
     ("status", P),
     ("metrics", P),
     ("readiness", P),
@@ -419,7 +420,6 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     // h2o's proxy directives spate does not have yet. Named one by one (not `proxy.*`), so a
     // misspelt supported one gets a hint rather than "not supported yet".
     "proxy.http3.ratio",
-    "proxy.connect",
     "proxy.connect-udp",
     "proxy.connect.emit-proxy-status",
     "proxy.connect.masque-draft-03",
@@ -550,7 +550,6 @@ mod tests {
         for name in [
             "proxy.ssl.anything",
             "proxy.http2.anything",
-            "proxy.connect",
             "proxy.connect-udp",
         ] {
             let (r, e) = run(name, Level::Path);
