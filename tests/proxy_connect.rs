@@ -220,3 +220,38 @@ hosts:
         "{err}"
     );
 }
+
+#[test]
+fn h2o_s_proxy_status_and_http3_ratio_are_accepted_with_a_warning() {
+    // t/50connect-proxy-status.t's configuration, and t/40tunnel-udp.t's proxy.http3.ratio.
+    let (ok, _, err) = check_config(
+        r#"
+listen: 18571
+proxy.proxy-status.identity: "h2o/test"
+hosts:
+  default:
+    paths:
+      "/":
+        proxy.connect:
+          - "+127.0.0.1:18572"
+          - "+127.0.0.1:1"
+        proxy.connect.emit-proxy-status: ON
+        proxy.connect.masque-draft-03: ON
+      "/p":
+        proxy.reverse.url: http://127.0.0.1:18572/
+        proxy.http3.ratio: 100
+"#,
+    );
+    assert!(ok, "{err}");
+    for name in [
+        "proxy.proxy-status.identity",
+        "proxy.connect.emit-proxy-status",
+        "proxy.connect.masque-draft-03",
+        "proxy.http3.ratio",
+    ] {
+        assert!(
+            err.contains(&format!("{name} tunes h2o's internals and is ignored")),
+            "{name}: {err}"
+        );
+    }
+}
