@@ -72,6 +72,10 @@ fn http1_connect_tunnels_to_an_allowed_http_server() {
             || verbose.contains("Proxy replied 200 to CONNECT"),
         "{verbose}"
     );
+    // A name is resolved, and the list decides on the address it resolves to.
+    let by_name = format!("http://localhost:{}/text", backend.port());
+    let (body, verbose) = curl_through(&s, &by_name);
+    assert_eq!(body, "hello from the backend\n", "{verbose}");
 }
 
 #[test]
