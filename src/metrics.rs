@@ -7,6 +7,7 @@
 //!
 //! Only counting lives here: the handlers render the counters (`handler/status.rs`).
 
+pub mod in_flight;
 pub mod quic;
 pub mod quic_admission;
 

@@ -144,6 +144,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("respond", P),
     ("redirect", P),
     ("proxy.reverse.url", P),
+    ("proxy.connect", P),
     ("status", P),
     ("metrics", P),
     ("readiness", P),
@@ -397,6 +398,26 @@ pub(super) const TUNING: &[(&str, u8, &str)] = &[
         "request bodies of an HTTP/3 connection all stream at once, within its stream limit",
     ),
     (
+        "proxy.http3.ratio",
+        G | H | P,
+        "spate does not speak HTTP/3 to backends: requests go over HTTP/1.1, or HTTP/2 by proxy.http2.ratio",
+    ),
+    (
+        "proxy.connect.emit-proxy-status",
+        G | H | P,
+        "spate sends no Proxy-Status header; a failed CONNECT is its status (403, 502, 504) and a log line",
+    ),
+    (
+        "proxy.proxy-status.identity",
+        G | H | P,
+        "spate sends no Proxy-Status header",
+    ),
+    (
+        "proxy.connect.masque-draft-03",
+        G | H | P,
+        "spate has no CONNECT-UDP; proxy.connect tunnels TCP only",
+    ),
+    (
         "proxy.http3.ecn",
         G | H | P,
         "spate does not speak HTTP/3 to backends",
@@ -419,12 +440,7 @@ const NOT_SUPPORTED_YET: &[&str] = &[
     "mruby.handler-file",
     // h2o's proxy directives spate does not have yet. Named one by one (not `proxy.*`), so a
     // misspelt supported one gets a hint rather than "not supported yet".
-    "proxy.http3.ratio",
-    "proxy.connect",
     "proxy.connect-udp",
-    "proxy.connect.emit-proxy-status",
-    "proxy.connect.masque-draft-03",
-    "proxy.proxy-status.identity",
 ];
 
 /// Checks a directive of h2o's that asks for something spate never does (HTTP/2 server push,
@@ -551,7 +567,6 @@ mod tests {
         for name in [
             "proxy.ssl.anything",
             "proxy.http2.anything",
-            "proxy.connect",
             "proxy.connect-udp",
         ] {
             let (r, e) = run(name, Level::Path);

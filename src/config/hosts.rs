@@ -212,6 +212,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
                 redirect::parse(ctx, val).map(|r| Handler::Done(HandlerConf::Redirect(r)))
             }
             "proxy.reverse.url" => proxy::reverse_url(ctx, val).map(Handler::Proxy),
+            "proxy.connect" => super::connect::acl(ctx, val).map(Handler::Connect),
             "fastcgi.connect" => fastcgi::connect(ctx, val).map(Handler::Fastcgi),
             "fastcgi.spawn" => fastcgi::spawn(ctx, val).map(Handler::Fastcgi),
             "status" | "metrics" | "readiness" => match ctx.bool(name, val) {
@@ -262,6 +263,7 @@ fn path(ctx: &mut Ctx, key: &Node, prefix: &str, v: &Node, outer: &Scoped) -> Op
             Handler::Fastcgi(target) => {
                 HandlerConf::Fastcgi(scoped.fastcgi.build(ctx, target, line))
             }
+            Handler::Connect(acl) => HandlerConf::Connect(scoped.proxy.connect(acl)),
             Handler::Done(h) => h,
         });
     }
@@ -362,6 +364,8 @@ enum Handler {
     Proxy(proxy::Backends),
     /// `fastcgi.connect` / `fastcgi.spawn`: built once the path's `fastcgi.*` options are read.
     Fastcgi(fastcgi::Target),
+    /// `proxy.connect`: built once the path's `proxy.timeout.*` are read.
+    Connect(Vec<super::AclRule>),
     Done(HandlerConf),
 }
 

@@ -146,6 +146,16 @@ impl Config {
             .flat_map(|p| p.handler.each())
             .any(|h| matches!(h, HandlerConf::Status | HandlerConf::Metrics))
     }
+
+    /// Whether some path has `status`: only then are the requests in flight listed (its
+    /// `requests` section).
+    pub fn wants_requests_listed(&self) -> bool {
+        self.hosts
+            .iter()
+            .flat_map(|h| &h.paths)
+            .flat_map(|p| p.handler.each())
+            .any(|h| matches!(h, HandlerConf::Status))
+    }
 }
 
 /// One `listen` entry.
@@ -268,6 +278,8 @@ pub enum HandlerConf {
     Proxy(ProxyConf),
     /// `fastcgi.connect` / `fastcgi.spawn`: a FastCGI application answers.
     Fastcgi(FastcgiConf),
+    /// `proxy.connect`: a CONNECT proxy (h2o's), tunnels to the targets its list allows.
+    Connect(ConnectConf),
     /// `status: ON`: h2o's JSON status.
     Status,
     /// `metrics: ON` (spate): counters in the Prometheus text format.
@@ -982,6 +994,7 @@ impl Config {
 mod acme;
 mod cache;
 mod compress;
+mod connect;
 mod directives;
 mod edge;
 mod error_doc;
@@ -1006,6 +1019,7 @@ mod yaml;
 
 pub use acme::{AcmeChallenge, AcmeConf, AcmeKeyType, Eab, OnDemandConf, ACME_CHALLENGE_PREFIX};
 pub use cache::{CacheConf, DiskConf};
+pub use connect::{AclRule, ConnectConf};
 pub use edge::{
     any_contains, AccessRule, AuthRequestConf, BasicAuthConf, Cidr, EdgeConf, FleetZone,
     LimitConnConf, LimitConnZone, LimitKey, LimitReqConf, LimitZone, RealIpConf, RealIpHeader,

@@ -177,6 +177,16 @@ impl ProxyOpts {
 
     /// The proxy handler of a path forwarding to `backends` (`proxy.reverse.url` at `line`),
     /// with the defaults for what is unset.
+    /// `proxy.connect`'s settings: its list, and the timeouts as the other proxies take them.
+    pub fn connect(&self, acl: Vec<super::AclRule>) -> super::ConnectConf {
+        let io = self.io_timeout.unwrap_or(ProxyConf::DEFAULT_IO_TIMEOUT);
+        super::ConnectConf {
+            acl,
+            connect_timeout: self.connect_timeout.unwrap_or(io),
+            idle_timeout: self.websocket_timeout.unwrap_or(io),
+        }
+    }
+
     pub fn build(&self, ctx: &mut Ctx, line: u32, backends: Backends) -> Option<ProxyConf> {
         let Backends { mut list, balancer } = backends;
         // Each `https://` backend gets its TLS client, verifying its own host name.

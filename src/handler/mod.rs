@@ -4,6 +4,7 @@ mod acme_challenge;
 pub mod auth;
 mod chain;
 pub mod compress;
+mod connect;
 #[cfg(debug_assertions)]
 mod debug_panic;
 mod early_hints;
@@ -385,6 +386,8 @@ impl Router {
     fn route(&self, req: &Request) -> Option<&PathRoute> {
         let host = self.host_for(req)?;
         let path = req.path();
+        // A request without a path (a CONNECT's authority-form target, HTTP/2's classic
+        // CONNECT) matches `/` only, the one place h2o takes `proxy.connect`.
         host.paths.iter().find(|p| {
             prefix_matches(&p.prefix, path) && !(p.slashed && path.len() == p.prefix.len())
         })
@@ -513,6 +516,7 @@ fn build(
             pool.clone(),
             upstream_tls,
         )),
+        HandlerConf::Connect(c) => Box::new(connect::ConnectHandler::new(c)),
         HandlerConf::Status => Box::new(status::StatusHandler),
         HandlerConf::Metrics => Box::new(status::MetricsHandler),
         HandlerConf::Readiness => Box::new(status::ReadinessHandler),

@@ -13,7 +13,13 @@ use std::time::SystemTime;
 pub struct StatusHandler;
 
 impl Handler for StatusHandler {
-    fn handle(&self, _req: &Request) -> Answer {
+    fn handle(&self, req: &Request) -> Answer {
+        if let Some(show) = req.query().and_then(show_list) {
+            return Answer::Now(body(
+                sections(&Sections::of(show), req),
+                "application/json; charset=utf-8",
+            ));
+        }
         let (s, info, started) = metrics::total();
         let now = SystemTime::now();
         let uptime = started
@@ -53,6 +59,146 @@ impl Handler for StatusHandler {
         quic_json(&mut j, &s);
         Answer::Now(body(j, "application/json; charset=utf-8"))
     }
+}
+
+/// The sections h2o's `?show=a,b,...` names that spate has.
+struct Sections {
+    main: bool,
+    events: bool,
+    ssl: bool,
+    requests: bool,
+}
+
+impl Sections {
+    fn of(list: &[u8]) -> Sections {
+        let has = |name: &[u8]| list.split(|&b| b == b',').any(|t| t.trim_ascii() == name);
+        Sections {
+            main: has(b"main"),
+            events: has(b"events"),
+            ssl: has(b"ssl"),
+            requests: has(b"requests"),
+        }
+    }
+}
+
+/// The value of `show=` in a query, if it has one.
+fn show_list(query: &[u8]) -> Option<&[u8]> {
+    query
+        .split(|&b| b == b'&')
+        .find_map(|p| p.strip_prefix(b"show="))
+}
+
+/// The JSON of the sections asked for by `?show=` (h2o's names: `main`, `events`, `ssl`,
+/// `requests`; others are h2o's internals and give nothing), in one object.
+fn sections(show: &Sections, req: &Request) -> String {
+    let mut fields: Vec<String> = Vec::new();
+    if show.main || show.events || show.ssl {
+        let (s, info, started) = metrics::total();
+        if show.main {
+            let now = SystemTime::now();
+            let uptime = started
+                .and_then(|t| now.duration_since(t).ok())
+                .map_or(0, |d| d.as_secs());
+            fields.push(format!(
+                "\"server-version\": \"{}\",\n \"current-time\": \"{}\",\n \"restart-time\": \"{}\",\n \"uptime\": {uptime},\n \"generation\": {},\n \"connections\": {},\n \"max-connections\": {},\n \"listeners\": {},\n \"worker-threads\": {}",
+                env!("CARGO_PKG_VERSION"),
+                httpdate::fmt_http_date(now),
+                started.map_or(String::new(), httpdate::fmt_http_date),
+                info.generation,
+                s.open.iter().sum::<u64>(),
+                info.max_connections,
+                info.listeners,
+                info.worker_threads,
+            ));
+        }
+        if show.events {
+            let class = |c: usize| s.requests.iter().map(|p| p[c]).sum::<u64>();
+            fields.push(format!(
+                "\"status.1xx\": {},\n \"status.2xx\": {},\n \"status.3xx\": {},\n \"status.4xx\": {},\n \"status.5xx\": {}",
+                class(0),
+                class(1),
+                class(2),
+                class(3),
+                class(4),
+            ));
+        }
+        if show.ssl {
+            fields.push(format!(
+                "\"ssl.handshake.full\": {},\n \"ssl.handshake.resume\": {},\n \"ssl.errors\": {}",
+                s.handshakes[0], s.handshakes[1], s.handshakes[2],
+            ));
+        }
+    }
+    if show.requests {
+        fields.push(requests_json(req));
+    }
+    let mut j = String::from("{\n ");
+    j.push_str(&fields.join(",\n "));
+    j.push_str("\n}\n");
+    j
+}
+
+/// h2o's `"requests": [...]`: the requests in flight on every worker, this one first (as
+/// h2o, which lists the status request itself), then the others oldest first.
+fn requests_json(req: &Request) -> String {
+    let mut listed = vec![metrics::in_flight::describe(req)];
+    listed.extend(metrics::in_flight::all());
+    let mut j = String::from("\"requests\": [");
+    for (i, e) in listed.iter().enumerate() {
+        let opt = |s: &str| {
+            if s.is_empty() {
+                "null".to_owned()
+            } else {
+                format!("\"{}\"", json_escape(s))
+            }
+        };
+        let _ = write!(
+            j,
+            "{}\n  {{\"host\": \"{}\", \"at\": \"{}\", \"method\": \"{}\", \"path\": \"{}\", \"query\": {}, \"protocol\": \"{}\", \"referer\": {}, \"user-agent\": {}, \"authority\": {}}}",
+            if i == 0 { "" } else { "," },
+            e.peer.ip(),
+            at(e.at),
+            json_escape(&e.method),
+            json_escape(&e.path),
+            if e.query.is_empty() { "null".to_owned() } else { format!("\"?{}\"", json_escape(&e.query)) },
+            e.protocol,
+            opt(&e.referer),
+            opt(&e.user_agent),
+            opt(&e.authority),
+        );
+    }
+    j.push_str("\n ]");
+    j
+}
+
+/// h2o's `at` of a request (`%Y%m%dT%H%M%S.usec%z`), in UTC.
+fn at(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, dd) = civil_from_days(days as i64);
+    format!(
+        "{y:04}{m:02}{dd:02}T{:02}{:02}{:02}.{:06}+0000",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+/// Year, month and day of a count of days since 1970-01-01 (the proleptic Gregorian
+/// calendar, by 400-year eras of 146097 days).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// spate's addition when `acme` manages certificates: `"acme": [{name, not-after,

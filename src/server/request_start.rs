@@ -14,6 +14,7 @@ use crate::handler::{Negotiated, PathRoute, RouteId};
 use crate::http::interim::Interim;
 use crate::http::{Answer, Pending, Request, Response};
 use crate::log::AccessLog;
+use crate::metrics::in_flight::InFlight;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -76,6 +77,8 @@ pub(crate) struct LaterAnswer {
     fut: Pending,
     route: Option<(Rc<Routing>, RouteId)>,
     negotiated: Negotiated,
+    /// Its entry in the worker's list of requests in flight, when a `status` path lists them.
+    _listed: Option<InFlight>,
 }
 
 impl LaterAnswer {
@@ -95,6 +98,7 @@ impl LaterAnswer {
             fut,
             route: None,
             negotiated: Negotiated::NONE,
+            _listed: None,
         }
     }
 
@@ -165,5 +169,6 @@ fn later(
         fut,
         route: route.map(|r| (routing.clone(), r.id)),
         negotiated: route.map_or(Negotiated::NONE, |r| r.negotiate(req)),
+        _listed: InFlight::enter(req),
     }
 }

@@ -124,6 +124,7 @@ pub(crate) fn run(
         let _ = ready.send(Ok(()));
         drop(ready);
         crate::metrics::enable(config.wants_metrics());
+        crate::metrics::in_flight::enable(config.wants_requests_listed());
         crate::log::set_emit_request_errors(config.emit_request_errors);
         // Dropped when the worker ends: its counters move to the retired sum.
         let slot = crate::metrics::Slot::register();
@@ -441,6 +442,7 @@ async fn apply_in_place(
             }
         };
         crate::log::set_emit_request_errors(next.config.emit_request_errors);
+        crate::metrics::in_flight::enable(next.config.wants_requests_listed());
         let mut retired = retired.borrow_mut();
         retired.retain(|r| r.strong_count() > 0);
         // Answers in progress keep the old routing; its log lines are flushed while they do.

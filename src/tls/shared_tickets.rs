@@ -16,7 +16,7 @@ use crate::fleet::item::ItemConn;
 use crate::fleet::Store;
 use aws_lc_rs::cipher::{
     DecryptionContext, EncryptionContext, PaddedBlockDecryptingKey, PaddedBlockEncryptingKey,
-    UnboundCipherKey, AES_256,
+    UnboundCipherKey, AES_128, AES_256,
 };
 use aws_lc_rs::hmac;
 use aws_lc_rs::iv::FixedLength;
@@ -27,10 +27,55 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const NAME_LEN: usize = 16;
 const IV_LEN: usize = 16;
-const AES_KEY_LEN: usize = 32;
-/// h2o stores an HMAC key of the hash's block size (64 bytes for SHA-256).
+/// h2o stores an HMAC key of the hash's block size (64 bytes for SHA-1 and SHA-256).
 const HMAC_KEY_LEN: usize = 64;
+/// The longest tag (SHA-256's); SHA-1's is 20 bytes.
 const TAG_LEN: usize = 32;
+
+/// A key's cipher and hash, as h2o names them. spate makes `aes-256-cbc` with `sha256`; a
+/// ticket file of h2o's may hold `aes-128-cbc` or `sha1` keys too, which decrypt and, when
+/// newest, encrypt as h2o would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Suite {
+    /// 16 (AES-128) or 32 (AES-256).
+    pub aes_key_len: usize,
+    pub sha1: bool,
+}
+
+impl Suite {
+    pub const AES_256_SHA256: Suite = Suite {
+        aes_key_len: 32,
+        sha1: false,
+    };
+
+    fn cipher_name(self) -> &'static str {
+        if self.aes_key_len == 16 {
+            "aes-128-cbc"
+        } else {
+            "aes-256-cbc"
+        }
+    }
+
+    fn hash_name(self) -> &'static str {
+        if self.sha1 {
+            "sha1"
+        } else {
+            "sha256"
+        }
+    }
+
+    fn tag_len(self) -> usize {
+        if self.sha1 {
+            20
+        } else {
+            32
+        }
+    }
+
+    fn secret_len(self) -> usize {
+        self.aes_key_len + HMAC_KEY_LEN
+    }
+}
 /// How often the store is read again.
 const REFRESH: Duration = Duration::from_secs(5);
 /// Bound on each memcached or Redis step (connect, send, answer).
@@ -49,7 +94,9 @@ fn lead_secs(lifetime: u64) -> u64 {
 #[derive(Clone, PartialEq, Eq)]
 pub struct KeyEntry {
     pub name: [u8; NAME_LEN],
-    pub secret: [u8; AES_KEY_LEN + HMAC_KEY_LEN],
+    pub suite: Suite,
+    /// The AES key, then the HMAC key ([`Suite::secret_len`] bytes).
+    pub secret: Vec<u8>,
     pub not_before: u64,
     pub not_after: u64,
 }
@@ -71,7 +118,8 @@ impl KeyEntry {
     fn generate(not_before: u64, lifetime: u64) -> Result<KeyEntry, String> {
         let mut k = KeyEntry {
             name: [0; NAME_LEN],
-            secret: [0; AES_KEY_LEN + HMAC_KEY_LEN],
+            suite: Suite::AES_256_SHA256,
+            secret: vec![0; Suite::AES_256_SHA256.secret_len()],
             not_before,
             not_after: not_before + lifetime + lifetime / 4,
         };
@@ -91,16 +139,30 @@ struct ReadyKey {
 
 impl ReadyKey {
     fn new(entry: KeyEntry) -> Result<ReadyKey, String> {
-        let (aes, mac) = entry.secret.split_at(AES_KEY_LEN);
+        let suite = entry.suite;
+        if entry.secret.len() != suite.secret_len() {
+            return Err("bad ticket key length".into());
+        }
+        let (aes, mac) = entry.secret.split_at(suite.aes_key_len);
+        let algorithm = if suite.aes_key_len == 16 {
+            &AES_128
+        } else {
+            &AES_256
+        };
         let cipher = |what| {
-            UnboundCipherKey::new(&AES_256, aes).map_err(|_| format!("bad AES key ({what})"))
+            UnboundCipherKey::new(algorithm, aes).map_err(|_| format!("bad AES key ({what})"))
+        };
+        let hash = if suite.sha1 {
+            hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY
+        } else {
+            hmac::HMAC_SHA256
         };
         Ok(ReadyKey {
             encrypt: PaddedBlockEncryptingKey::cbc_pkcs7(cipher("encrypt")?)
-                .map_err(|_| "AES-256-CBC unavailable")?,
+                .map_err(|_| "AES-CBC unavailable")?,
             decrypt: PaddedBlockDecryptingKey::cbc_pkcs7(cipher("decrypt")?)
-                .map_err(|_| "AES-256-CBC unavailable")?,
-            mac: hmac::Key::new(hmac::HMAC_SHA256, mac),
+                .map_err(|_| "AES-CBC unavailable")?,
+            mac: hmac::Key::new(hash, mac),
             entry,
         })
     }
@@ -122,7 +184,7 @@ impl ReadyKey {
     }
 
     fn open(&self, ticket: &[u8]) -> Option<Vec<u8>> {
-        let (signed, tag) = ticket.split_at(ticket.len() - TAG_LEN);
+        let (signed, tag) = ticket.split_at(ticket.len().checked_sub(self.entry.suite.tag_len())?);
         hmac::verify(&self.mac, signed, tag).ok()?;
         let iv: [u8; IV_LEN] = signed.get(NAME_LEN..NAME_LEN + IV_LEN)?.try_into().ok()?;
         let mut body = signed.get(NAME_LEN + IV_LEN..)?.to_vec();
@@ -190,7 +252,7 @@ impl SharedTickets {
     }
 
     fn decrypt_at(&self, ticket: &[u8], now: u64) -> Option<Vec<u8>> {
-        if ticket.len() < NAME_LEN + IV_LEN + 16 + TAG_LEN {
+        if ticket.len() < NAME_LEN + IV_LEN + 16 + 20 {
             return None;
         }
         let keys = self.held();
@@ -494,16 +556,34 @@ fn entry(m: &[(String, String)]) -> Result<KeyEntry, String> {
         .and_then(|v| v.try_into().ok())
         .ok_or("`name` must be 32 hex digits")?;
     let cipher = get("cipher")?;
-    if !cipher.eq_ignore_ascii_case("aes-256-cbc") {
-        return Err(format!("cipher {cipher} is not supported (aes-256-cbc is)"));
-    }
+    let aes_key_len = match cipher.to_ascii_lowercase().as_str() {
+        "aes-256-cbc" => 32,
+        "aes-128-cbc" => 16,
+        _ => {
+            return Err(format!(
+                "cipher {cipher} is not supported (aes-256-cbc and aes-128-cbc are)"
+            ))
+        }
+    };
     let hash = get("hash")?;
-    if !hash.eq_ignore_ascii_case("sha256") {
-        return Err(format!("hash {hash} is not supported (sha256 is)"));
-    }
-    let secret: [u8; AES_KEY_LEN + HMAC_KEY_LEN] = unhex(get("key")?)
-        .and_then(|v| v.try_into().ok())
-        .ok_or("`key` must be 192 hex digits (AES-256 key and 64-byte HMAC key)")?;
+    let sha1 = match hash.to_ascii_lowercase().as_str() {
+        "sha256" => false,
+        "sha1" => true,
+        _ => {
+            return Err(format!(
+                "hash {hash} is not supported (sha256 and sha1 are)"
+            ))
+        }
+    };
+    let suite = Suite { aes_key_len, sha1 };
+    let secret = unhex(get("key")?)
+        .filter(|v| v.len() == suite.secret_len())
+        .ok_or_else(|| {
+            format!(
+                "`key` must be {} hex digits (the {cipher} key and a 64-byte HMAC key)",
+                suite.secret_len() * 2
+            )
+        })?;
     let number = |n: &str| {
         get(n)?
             .parse::<u64>()
@@ -515,6 +595,7 @@ fn entry(m: &[(String, String)]) -> Result<KeyEntry, String> {
     }
     Ok(KeyEntry {
         name,
+        suite,
         secret,
         not_before,
         not_after,
@@ -527,8 +608,10 @@ pub fn serialize_keys(keys: &[KeyEntry]) -> String {
     for k in keys {
         let _ = write!(
             out,
-            "- name: {}\n  cipher: aes-256-cbc\n  hash: sha256\n  key: {}\n  not_before: {}\n  not_after: {}\n",
+            "- name: {}\n  cipher: {}\n  hash: {}\n  key: {}\n  not_before: {}\n  not_after: {}\n",
             hex(&k.name),
+            k.suite.cipher_name(),
+            k.suite.hash_name(),
             hex(&k.secret),
             k.not_before,
             k.not_after
@@ -613,6 +696,35 @@ mod tests {
         assert!(e.contains("line 1: `name` must be 32 hex digits"), "{e}");
         let e = parse_keys("name: x\n").expect_err("bad");
         assert!(e.contains("line 1: expected a list"), "{e}");
+    }
+
+    #[test]
+    fn h2o_s_aes_128_cbc_sha1_keys_seal_and_open() {
+        // The form of h2o's t/40session-ticket/forever_ticket.yaml (a made-up key).
+        let text = format!(
+            "- name: {}\n  cipher: aes-128-cbc\n  hash: sha1\n  key: {}\n  not_before: 0\n  not_after: 18446744073709551615\n",
+            "a3".repeat(16),
+            "5c".repeat(80)
+        );
+        let keys = parse_keys(&text).expect("parse");
+        assert_eq!(
+            keys[0].suite,
+            Suite {
+                aes_key_len: 16,
+                sha1: true
+            }
+        );
+        assert_eq!(serialize_keys(&keys), text);
+        let t = tickets(keys);
+        let sealed = t.encrypt_at(b"session", 5).expect("ticket");
+        // Name, IV, one AES block of padded plaintext, a 20-byte SHA-1 tag.
+        assert_eq!(sealed.len(), 16 + 16 + 16 + 20);
+        assert_eq!(t.decrypt_at(&sealed, 5).as_deref(), Some(&b"session"[..]));
+        let short = text.replace(&"5c".repeat(80), &"5c".repeat(96));
+        let e = parse_keys(&short).expect_err("wrong length");
+        assert!(e.contains("`key` must be 160 hex digits"), "{e}");
+        let e = parse_keys(&text.replace("aes-128-cbc", "des-cbc")).expect_err("cipher");
+        assert!(e.contains("cipher des-cbc is not supported"), "{e}");
     }
 
     #[test]

@@ -62,6 +62,56 @@ pub async fn open_tunnel(
         })
 }
 
+/// How much a CONNECT tunnel reads from its target at a time.
+const CONNECT_READ_SIZE: usize = 16 * 1024;
+
+/// A CONNECT tunnel (`proxy.connect`): a TCP connection to `to`, then bytes both ways until
+/// either side closes or nothing moves for `idle_timeout`. The answer is a `200` whose body
+/// is the target's bytes; the client's (`client`) are sent as they come.
+pub async fn open_connect(
+    to: SocketAddr,
+    client: RequestBody,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+) -> Result<Response, UpstreamError> {
+    let stream =
+        match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(to)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err(UpstreamError::bad_gateway(format!(
+                    "CONNECT to {to}: cannot connect: {e}"
+                )))
+            }
+            Err(_) => {
+                return Err(UpstreamError::timeout(format!(
+                    "CONNECT to {to}: no connection within proxy.timeout.connect"
+                )))
+            }
+        };
+    let _ = stream.set_nodelay(true);
+    let tunnel = Tunnel {
+        client,
+        early: Bytes::new(),
+        read_size: CONNECT_READ_SIZE,
+    };
+    // The reader is never asked for a response: a CONNECT target speaks no HTTP to us.
+    let reader = ResponseReader::new(false, 0, 0, CONNECT_READ_SIZE);
+    Ok(Response {
+        status: 200,
+        headers: Vec::new().into(),
+        body: Body::Stream(StreamBody {
+            len: None,
+            stream: Box::new(Passage::new(
+                Conn::Tcp(stream),
+                reader,
+                Some(tunnel),
+                idle_timeout,
+                (None, None),
+            )),
+        }),
+    })
+}
+
 /// The tunnel's exchange on a connection of its own (never pooled), which starts with the
 /// PROXY line when configured. `lease` (a balancer's count) lasts as long as the tunnel. A
 /// backend that cannot be reached gives the request back: nothing of it was sent.

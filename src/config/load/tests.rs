@@ -1055,7 +1055,7 @@ http2-max-write-size: 4096
             "t.yaml:21: header.add expects \"Name: value\", got \"NoColon\"",
             "t.yaml:22: header.set: \"Bad Name\" is not a valid header name",
             "t.yaml:23: file.index expects a sequence of file names, got \"index.html\"",
-            "t.yaml:25: proxy.connect is not supported yet",
+            "t.yaml:25: proxy.connect expects a sequence of access rules (\"+ADDRESS[/MASK][:PORT]\" or \"-...\"), got a scalar",
             "t.yaml:26: compress: unknown algorithm \"lzma\" (br, zstd or gzip)",
             "t.yaml:27: host \"nopaths\" has no paths",
         ]

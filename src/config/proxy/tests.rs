@@ -712,7 +712,7 @@ hosts:
             "t.yaml:25: proxy.reverse.url: balancer must be round-robin or least-conn, got \"fastest\"",
             "t.yaml:30: proxy.ssl.verify-peer expects ON or OFF, got \"maybe\"",
             "t.yaml:31: proxy.http2.ratio expects a percentage (0 to 100)",
-            "t.yaml:32: proxy.connect is not supported yet",
+            "t.yaml:32: proxy.connect expects a sequence of access rules (\"+ADDRESS[/MASK][:PORT]\" or \"-...\"), got a scalar",
             "t.yaml:33: unknown directive proxy.timout.io (did you mean proxy.timeout.io?)",
             "t.yaml:34: proxy.header.add expects \"Name: value\", got \"NoColon\"",
             "t.yaml:35: proxy.header.unsetunless: \"Bad Name\" is not a valid header name",

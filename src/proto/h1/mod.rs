@@ -18,7 +18,7 @@ pub use parse::{parse_head, BodyFraming, Head, HeadLimits, MAX_FIELDS};
 pub use parse_memo::ParseMemo;
 pub use write::{
     itoa, write_chunk, write_chunk_size, write_continue, write_head, write_interim,
-    write_last_chunk, write_switching_head, BodyLength, ResponseHead,
+    write_last_chunk, write_switching_head, write_tunnel_head, BodyLength, ResponseHead,
 };
 
 /// Why a request was rejected. Each maps to the status the client gets; after any of these the

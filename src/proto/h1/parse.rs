@@ -121,6 +121,8 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error
         Version::Http11 => !framing.message.close,
         _ => framing.message.keep_alive && !framing.message.close,
     };
+    // A CONNECT (authority-form) asks for a tunnel as an upgrade does.
+    let upgrade = framing.message.upgrade || authority.is_some() && method == Method::Connect;
     Ok(Some(Head {
         method,
         version,
@@ -131,7 +133,7 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Option<Head>, Error
         body,
         keep_alive,
         expect_continue: framing.expect_continue,
-        upgrade: framing.message.upgrade && version == Version::Http11 && body == BodyFraming::None,
+        upgrade: upgrade && version == Version::Http11 && body == BodyFraming::None,
     }))
 }
 
@@ -207,6 +209,13 @@ fn split_target<'a>(
     match target.first() {
         Some(b'/') => Ok((target, None)),
         Some(b'*') if target.len() == 1 && *method == Method::Options => Ok((target, None)),
+        // Authority-form (`CONNECT host:port`): no path; the target is the authority.
+        Some(_) if *method == Method::Connect => {
+            if target.contains(&b'/') || !target.contains(&b':') {
+                return Err(Error::BadRequest("CONNECT target is not host:port"));
+            }
+            Ok((&target[..0], Some(target)))
+        }
         _ => {
             let rest = strip_prefix_ignore_case(target, b"http://")
                 .or_else(|| strip_prefix_ignore_case(target, b"https://"))

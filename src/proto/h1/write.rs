@@ -84,6 +84,22 @@ pub fn write_switching_head(
     out.len() - start
 }
 
+/// The head of a CONNECT's `2xx`: from its end on, the tunnel's bytes (no framing, RFC 9110
+/// section 9.3.6). Returns the bytes written.
+pub fn write_tunnel_head(
+    out: &mut Vec<u8>,
+    status: u16,
+    server_line: &[u8],
+    headers: &[(Bytes, Bytes)],
+) -> usize {
+    let start = out.len();
+    write_status_line(out, status);
+    out.extend_from_slice(server_line);
+    write_fields(out, headers);
+    out.extend_from_slice(b"\r\n");
+    out.len() - start
+}
+
 /// The interim response sent before reading a body the client is waiting to send.
 pub fn write_continue(out: &mut Vec<u8>) {
     out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");

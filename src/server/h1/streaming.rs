@@ -7,7 +7,7 @@
 
 use super::{Close, Conn};
 use crate::http::body::BodyWriter;
-use crate::http::{Body, BodyError, BodyStream, Frame, Request, Response, Side};
+use crate::http::{Body, BodyError, BodyStream, Frame, Method, Request, Response, Side};
 use crate::log::AccessLog;
 use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
@@ -235,10 +235,17 @@ impl<'a, T: Transport> Conn<'a, T> {
                     if !self.wbuf.is_empty() {
                         self.flush(false).await?;
                     }
-                    if tunnel && resp.status == 101 {
+                    let connected =
+                        req.method == Method::Connect && (200..300).contains(&resp.status);
+                    if tunnel && (resp.status == 101 || connected) {
                         if let Body::Stream(s) = resp.body {
                             out = self
-                                .start_tunnel(resp.headers.into_vec(), s.stream, &mut sent)
+                                .start_tunnel(
+                                    resp.status,
+                                    resp.headers.into_vec(),
+                                    s.stream,
+                                    &mut sent,
+                                )
                                 .await?;
                             body_in = BodyIn::Raw;
                             keep_alive = false;
@@ -392,20 +399,25 @@ impl<'a, T: Transport> Conn<'a, T> {
         })
     }
 
-    /// Writes the 101 that starts a tunnel; from here on the response is the stream's bytes
-    /// as they are.
+    /// Writes the 101 (or a CONNECT's 2xx) that starts a tunnel; from here on the response
+    /// is the stream's bytes as they are.
     async fn start_tunnel(
         &mut self,
+        status: u16,
         headers: Vec<(Bytes, Bytes)>,
         stream: Box<dyn BodyStream>,
         sent: &mut Sent,
     ) -> Result<Out, Close> {
-        sent.status = 101;
-        sent.total = h1::write_switching_head(
-            &mut self.wbuf,
-            self.ctx.routing().server_line(self.addrs.1.port()),
-            &headers,
-        ) as u64;
+        sent.status = status;
+        sent.total = {
+            let routing = self.ctx.routing();
+            let server_line = routing.server_line(self.addrs.1.port());
+            if status == 101 {
+                h1::write_switching_head(&mut self.wbuf, server_line, &headers)
+            } else {
+                h1::write_tunnel_head(&mut self.wbuf, status, server_line, &headers)
+            }
+        } as u64;
         sent.headers = headers;
         self.flush(false).await?;
         Ok(Out::Streaming {

@@ -1,0 +1,132 @@
+//! The `status` handler's `requests` section (h2o's `/json?show=requests`): the requests in
+//! flight on every worker, over HTTP/1.1 and HTTP/2, against a real spate and a backend that
+//! holds its answer.
+
+mod common;
+
+use common::backend::Backend;
+use common::*;
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn start(backend: &Backend) -> Spate {
+    Spate::start(&format!(
+        r#"
+listen: {{host: 127.0.0.1, port: 0}}
+num-threads: 2
+hosts:
+  default:
+    paths:
+      /slow:
+        proxy.reverse.url: {}
+      /s:
+        status: ON
+"#,
+        backend.url("/")
+    ))
+}
+
+/// The `requests` section's entry naming `needle`, once it shows (polled: the request is in
+/// flight as soon as spate routed it, which the client cannot see).
+fn listed(s: &Spate, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let page = get(s, "/s/json?show=requests");
+        assert_eq!(page.status, 200);
+        let text = page.text();
+        if let Some(entry) = text.lines().find(|l| l.contains(needle)) {
+            return entry.to_owned();
+        }
+        assert!(Instant::now() < deadline, "{needle} never listed: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn gone(s: &Spate, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(s, "/s/json?show=requests").text().contains(needle) {
+        assert!(Instant::now() < deadline, "{needle} still listed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn held_h2(s: &Spate, path: &str, host: &str) -> Child {
+    Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "--http2-prior-knowledge", "-H"])
+        .arg(format!("Host: {host}"))
+        .arg(s.url(path))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("curl")
+}
+
+#[test]
+fn a_held_http1_request_is_listed_with_its_method_path_protocol_and_host() {
+    let backend = Backend::start();
+    let s = start(&backend);
+    let mut held = TcpStream::connect(s.addr).unwrap();
+    held.write_all(
+        b"GET /slow/delay?ms=60000 HTTP/1.1\r\nHost: held.example\r\nUser-Agent: t/h1\r\n\r\n",
+    )
+    .unwrap();
+    let entry = listed(&s, "\"/slow/delay\"");
+    for want in [
+        "\"method\": \"GET\"",
+        "\"path\": \"/slow/delay\"",
+        "\"query\": \"?ms=60000\"",
+        "\"protocol\": \"HTTP/1.1\"",
+        "\"authority\": \"held.example\"",
+        "\"user-agent\": \"t/h1\"",
+        "\"host\": \"127.0.0.1\"",
+    ] {
+        assert!(entry.contains(want), "{want} in {entry}");
+    }
+    // The status request itself is listed too (as h2o lists it).
+    let page = get(&s, "/s/json?show=requests").text();
+    assert!(page.contains("\"path\": \"/s/json\""), "{page}");
+    // The client goes away: its request leaves the list.
+    drop(held);
+    gone(&s, "\"/slow/delay\"");
+}
+
+#[test]
+fn a_held_http2_request_is_listed_with_its_protocol_and_authority() {
+    if !have("curl") {
+        eprintln!("skipped: no curl");
+        return;
+    }
+    let backend = Backend::start();
+    let s = start(&backend);
+    let mut held = held_h2(&s, "/slow/delay?ms=60000", "h2held.example");
+    let entry = listed(&s, "\"/slow/delay\"");
+    let _ = held.kill();
+    let _ = held.wait();
+    for want in [
+        "\"method\": \"GET\"",
+        "\"protocol\": \"HTTP/2\"",
+        "\"authority\": \"h2held.example\"",
+    ] {
+        assert!(entry.contains(want), "{want} in {entry}");
+    }
+    gone(&s, "\"/slow/delay\"");
+}
+
+#[test]
+fn the_default_json_keeps_its_shape_and_other_sections_are_h2o_s() {
+    let backend = Backend::start();
+    let s = start(&backend);
+    let default = get(&s, "/s/json").text();
+    assert!(default.contains("\"requests\": "), "{default}");
+    assert!(!default.contains("\"requests\": ["), "{default}");
+    assert!(default.contains("\"status.2xx\": "), "{default}");
+    let main = get(&s, "/s/json?show=main,events").text();
+    assert!(main.contains("\"connections\": "), "{main}");
+    assert!(main.contains("\"status.2xx\": "), "{main}");
+    assert!(!main.contains("\"requests\""), "{main}");
+    let events = get(&s, "/s/json?show=events").text();
+    assert!(!events.contains("\"connections\""), "{events}");
+    assert!(!events.contains("\"requests\""), "{events}");
+}
