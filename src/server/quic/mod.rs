@@ -3,6 +3,7 @@
 //! `server/h3.rs`. How packets find the worker that owns their connection, and what
 //! migration and reload do, is in LIFECYCLE.md beside this file.
 
+mod batch;
 mod endpoint;
 mod route;
 mod socket;
