@@ -16,7 +16,9 @@ pub use unpad::padding_start;
 
 use crate::config::{Config, Listen, QuicConf};
 use quinn_proto::crypto::rustls::QuicServerConfig;
-use quinn_proto::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
+use quinn_proto::{
+    EndpointConfig, IdleTimeout, MtuDiscoveryConfig, ServerConfig, TransportConfig, VarInt,
+};
 use std::sync::Arc;
 
 /// A QUIC listener's settings for one generation of workers, built once and shared by its
@@ -87,6 +89,12 @@ fn transport(config: &Config, quic: &QuicConf) -> TransportConfig {
     // No unreliable datagrams in HTTP/3 without the extension.
     t.datagram_receive_buffer_size(None);
     t.initial_mtu(1200.max(quic.max_udp_payload_size.min(1452)));
+    // Path MTU discovery (RFC 8899) probes up to the largest payload we send: bigger packets
+    // where the path carries them (loopback, jumbo frames) mean fewer packets to build,
+    // encrypt, acknowledge and track per response.
+    let mut mtud = MtuDiscoveryConfig::default();
+    mtud.upper_bound(quic.max_udp_payload_size);
+    t.mtu_discovery_config(Some(mtud));
     t
 }
 
