@@ -89,12 +89,16 @@ fn transport(config: &Config, quic: &QuicConf) -> TransportConfig {
     // No unreliable datagrams in HTTP/3 without the extension.
     t.datagram_receive_buffer_size(None);
     t.initial_mtu(1200.max(quic.max_udp_payload_size.min(1452)));
-    // Path MTU discovery (RFC 8899) probes up to the largest payload we send: bigger packets
-    // where the path carries them (loopback, jumbo frames) mean fewer packets to build,
-    // encrypt, acknowledge and track per response.
-    let mut mtud = MtuDiscoveryConfig::default();
-    mtud.upper_bound(quic.max_udp_payload_size);
-    t.mtu_discovery_config(Some(mtud));
+    // Raised above h2o's default, `max-udp-payload-size` is also what path MTU discovery
+    // (RFC 8899) probes up to: bigger packets where the path carries them (loopback, jumbo
+    // frames) mean fewer packets to build, encrypt, acknowledge and track per response. At
+    // the default, quinn's own bound (1452, the initial size) stands: probing for 20 more
+    // bytes would cost probes on every connection and buy nothing measurable.
+    if quic.max_udp_payload_size > QuicConf::default().max_udp_payload_size {
+        let mut mtud = MtuDiscoveryConfig::default();
+        mtud.upper_bound(quic.max_udp_payload_size);
+        t.mtu_discovery_config(Some(mtud));
+    }
     t
 }
 
