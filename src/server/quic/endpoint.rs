@@ -85,6 +85,7 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
     };
     let gro = state.gro_segments().clamp(1, 64);
     let payload = usize::from(settings.quic.max_udp_payload_size).max(1500);
+    let recv_chunk = super::batch::receive_buffer(payload, gro);
     let mut d = Driver {
         ctx: &ctx,
         settings: &settings,
@@ -100,8 +101,8 @@ pub(crate) async fn serve(sock: std::net::UdpSocket, settings: Settings, ctx: Rc
         dirty: Vec::new(),
         failed: Vec::new(),
         earliest: None,
-        recv_buf: vec![0; RECV_BATCH * payload * gro],
-        send_buf: Vec::with_capacity(payload * gso),
+        recv_buf: vec![0; RECV_BATCH * recv_chunk],
+        send_buf: Vec::with_capacity(64 << 10),
         gso,
         // quinn keeps the RFC's factor of 3: a lower `amp-limit` is met by validating first.
         retry: if settings.quic.amp_limit < 3 {
@@ -613,7 +614,8 @@ impl<'a> Driver<'a> {
                 return false;
             };
             self.send_buf.clear();
-            let (gso, send_buf) = (self.gso, &mut self.send_buf);
+            let gso = super::batch::segments_per_send(self.gso, c.quic.current_mtu());
+            let send_buf = &mut self.send_buf;
             let peer = c.quic.remote_address();
             let Some(transmit) = contain_step(&peer, || c.quic.poll_transmit(now, gso, send_buf))
             else {
