@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 /// The largest DATA frame payload we make from a file or a fixed body.
-const CHUNK: usize = 64 * 1024;
+const CHUNK: usize = 16 * 1024;
 /// In-memory body chunks at least this long are handed to quinn without a copy.
 const SHARE_MIN: usize = 1024;
 /// Frames produced per stream per drive, so a fast producer does not hog the turn.
