@@ -154,3 +154,79 @@ fn wait_line(s: &Spate, needle: &str) -> String {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Stateless resets keep their tokens across a reload that starts a new worker generation and
+/// a binary upgrade: the key is the
+/// process's (`src/server/quic/secret.rs`), handed to the new process. A packet for a
+/// connection ID of the first process (process bit 0), nobody's, gets a reset from it before
+/// the upgrade, and from the new process once the old one has exited: the same token, so a
+/// client of a connection the old process had would recognise it and reconnect at once.
+#[test]
+fn stateless_resets_keep_their_token_across_a_new_generation_and_a_binary_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let conf = |threads: usize| {
+        format!(
+            "
+num-threads: {threads}
+hosts:
+  localhost:
+    listen:
+      host: 127.0.0.1
+      port: 0
+      type: quic
+      ssl:
+        certificate-file: a.crt
+        key-file: a.key
+    paths:
+      /:
+        respond: {{status: 200, body: ok}}
+"
+        )
+    };
+    let mut s = Spate::start_in(&conf(2), dir);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    // A short-header packet of 100 bytes for an 8-byte connection ID of tag 0x015a (process
+    // bit 0: the first process's), which no endpoint holds.
+    let cid = [0x01, 0x5a, 0x17, 0x99, 0x03, 0x42, 0x61, 0x7e];
+    let mut packet = vec![0x40];
+    packet.extend_from_slice(&cid);
+    packet.resize(100, 0x33);
+    // The token is the reset's last 16 bytes, derived from the connection ID.
+    let reset = || -> Vec<u8> {
+        // quinn sends at most one reset per 20 ms per endpoint: ask again until one comes.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut buf = [0u8; 2048];
+        loop {
+            assert!(std::time::Instant::now() < deadline, "no stateless reset");
+            sock.send_to(&packet, s.addr).unwrap();
+            if let Ok((len, _)) = sock.recv_from(&mut buf) {
+                assert!((21..100).contains(&len), "{len}");
+                return buf[len - 16..len].to_vec();
+            }
+        }
+    };
+    let before = reset();
+
+    // Fewer threads: a new worker generation, with endpoints of its own.
+    let yaml = std::fs::read_to_string(s.path().join("spate.yaml")).unwrap();
+    // `port: 0` again is the same listener: its sockets are kept.
+    std::fs::write(s.path().join("spate.yaml"), conf(1)).unwrap();
+    assert!(yaml.contains("num-threads: 2"), "{yaml}");
+    signal(&s.child, libc::SIGHUP);
+    let lines = s.log_lines_naming("reloaded", 1);
+    assert!(
+        lines.len() == 1 && lines[0].contains("new worker generation"),
+        "{lines:?}"
+    );
+    assert_eq!(reset(), before, "after a reload");
+
+    signal(&s.child, libc::SIGUSR2);
+    let _new = Upgraded(new_pid(&s));
+    // With no connection to drain, the old process exits; the new one answers alone.
+    let old = wait_timeout(&mut s.child, Duration::from_secs(60)).expect("old spate exits");
+    assert!(old.success(), "{old}");
+    assert_eq!(reset(), before, "after a binary upgrade");
+}

@@ -9,7 +9,8 @@
 //! one drain and exit. With a QUIC listener, `SPATE_QUIC_LINK` (`FD,BIT`) names the new
 //! process's end of the link over which each process passes the other the datagrams of its
 //! QUIC connections, and the tag bit its connection IDs carry (`quic/peer.rs`; see
-//! `quic/LIFECYCLE.md`). If the new one fails (a bad configuration, a crash, no answer within
+//! `quic/LIFECYCLE.md`); `SPATE_QUIC_SECRET_FD` a pipe holding the process's QUIC secret
+//! (`quic/secret.rs`), which the new process keeps. If the new one fails (a bad configuration, a crash, no answer within
 //! `UPGRADE_TIMEOUT`), the old one logs why and keeps serving.
 
 use super::quic::upgrade_link;
@@ -67,14 +68,26 @@ pub(super) fn start(exe: &Path, listeners: &[Bound]) -> Result<u32, String> {
     cmd.args(std::env::args_os().skip(1))
         .env(INHERIT_ENV, spec.join(";"))
         .env(READY_ENV, write_end.as_raw_fd().to_string());
-    match &link {
-        Some((_, theirs)) => {
+    // The QUIC secret goes through a pipe of its own, never the environment (readable in
+    // /proc): the new process keeps our stateless reset and Retry token keys.
+    let secret = match quic {
+        true => Some(
+            upgrade_link::hand_over_secret()
+                .map_err(|e| format!("cannot hand over the QUIC secret: {e}"))?,
+        ),
+        false => None,
+    };
+    match (&link, &secret) {
+        (Some((_, theirs)), Some(secret)) => {
             fds.push(theirs.as_raw_fd());
             let bit = upgrade_link::process_bit() ^ upgrade_link::PROCESS_BIT;
             cmd.env(QUIC_LINK_ENV, format!("{},{bit}", theirs.as_raw_fd()));
+            fds.push(secret.as_raw_fd());
+            cmd.env(upgrade_link::SECRET_FD_ENV, secret.as_raw_fd().to_string());
         }
-        None => {
+        _ => {
             cmd.env_remove(QUIC_LINK_ENV);
+            cmd.env_remove(upgrade_link::SECRET_FD_ENV);
         }
     }
     crate::sys::process::keep_open_across_exec(&mut cmd, fds);
@@ -83,6 +96,7 @@ pub(super) fn start(exe: &Path, listeners: &[Bound]) -> Result<u32, String> {
         .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
     // Our copy closed, the pipe ends when the child exits: a crash reads as end of file.
     drop(write_end);
+    drop(secret);
     // The same for the link: our end reads its end when the new process exits.
     let ours = link.map(|(ours, _)| ours);
     match wait_ready(&read_end) {

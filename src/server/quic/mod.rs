@@ -8,6 +8,7 @@ mod early;
 mod endpoint;
 mod peer;
 mod route;
+mod secret;
 mod socket;
 mod unpad;
 
@@ -15,10 +16,12 @@ pub(crate) use endpoint::serve;
 pub(crate) use socket::{bind, bind_fresh};
 
 /// What a binary upgrade (`server/upgrade.rs`) sets up for QUIC: the processes' opposite tag
-/// bits and the link that passes each one's datagrams to the other.
+/// bits, the link that passes each one's datagrams to the other, and the process's secret
+/// (stateless reset and Retry token keys) the new process keeps.
 pub(crate) mod upgrade_link {
     pub(crate) use super::peer::{install, linked, pair};
     pub(crate) use super::route::{process_bit, set_process_bit, PROCESS_BIT};
+    pub(crate) use super::secret::{hand_over as hand_over_secret, SECRET_FD_ENV};
 }
 
 // For the `quic_unpad` fuzz target.
@@ -32,8 +35,8 @@ use quinn_proto::{
 use std::sync::Arc;
 
 /// A QUIC listener's settings for one generation of workers, built once and shared by its
-/// workers: one TLS configuration and one Retry token key, so a token issued by one worker
-/// is accepted by all.
+/// workers: one TLS configuration, and the process's Retry token key (`secret.rs`), so a
+/// token issued by one worker, generation or upgraded process is accepted by all.
 #[derive(Clone)]
 pub(crate) struct Settings {
     pub server: Arc<ServerConfig>,
@@ -57,7 +60,7 @@ impl Settings {
             return Err(format!("{}: a quic listen needs ssl", l.at));
         };
         // Client packets reach quinn without their trailing padding (`unpad.rs`).
-        let mut server = ServerConfig::with_crypto(unpad::wrap(crypto));
+        let mut server = ServerConfig::new(unpad::wrap(crypto), secret::token_key());
         server.transport_config(Arc::new(transport(config, quic)));
         // Connections past `max-quic-connections` are refused before quinn keeps state.
         server.max_incoming(config.http3.max_connections.min(1 << 16));
@@ -113,9 +116,9 @@ fn transport(config: &Config, quic: &QuicConf) -> TransportConfig {
 }
 
 /// The endpoint settings of the endpoint registered as `tag`: connection IDs that name it,
-/// and the payload size.
+/// the payload size, and the process's stateless reset key (`secret.rs`).
 fn endpoint_config(quic: &QuicConf, tag: u16) -> EndpointConfig {
-    let mut c = EndpointConfig::default();
+    let mut c = EndpointConfig::new(secret::reset_key());
     c.cid_generator(move || Box::new(route::TaggedCids::new(tag)));
     let _ = c.max_udp_payload_size(quic.max_udp_payload_size);
     c
