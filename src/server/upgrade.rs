@@ -147,6 +147,9 @@ fn pipe() -> io::Result<(std::fs::File, std::fs::File)> {
 /// The sockets a previous spate handed us, if we were started by an upgrade.
 pub(super) fn inherited() -> Result<Vec<Bound>, String> {
     adopt_quic_link()?;
+    if std::env::var_os(upgrade_link::SECRET_FD_ENV).is_some() {
+        upgrade_link::load_secret();
+    }
     let Ok(spec) = std::env::var(INHERIT_ENV) else {
         return Ok(Vec::new());
     };

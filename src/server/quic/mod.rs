@@ -21,7 +21,9 @@ pub(crate) use socket::{bind, bind_fresh};
 pub(crate) mod upgrade_link {
     pub(crate) use super::peer::{install, linked, pair};
     pub(crate) use super::route::{process_bit, set_process_bit, PROCESS_BIT};
-    pub(crate) use super::secret::{hand_over as hand_over_secret, SECRET_FD_ENV};
+    pub(crate) use super::secret::{
+        hand_over as hand_over_secret, load as load_secret, SECRET_FD_ENV,
+    };
 }
 
 // For the `quic_unpad` fuzz target.

@@ -41,6 +41,12 @@ pub fn token_key() -> Arc<dyn HandshakeTokenKey> {
     keys().token.clone()
 }
 
+/// Takes the secret now (the inherited one, if a binary upgrade started us): its pipe is
+/// read and closed even when the configuration no longer has a QUIC listener.
+pub fn load() {
+    keys();
+}
+
 /// Writes the secret into a new pipe and returns its read end, for the process a binary
 /// upgrade starts (a pipe holds 64 bytes without a reader).
 pub fn hand_over() -> std::io::Result<std::os::fd::OwnedFd> {
