@@ -230,3 +230,162 @@ hosts:
     assert!(old.success(), "{old}");
     assert_eq!(reset(), before, "after a binary upgrade");
 }
+
+/// The long-header packet types of a datagram's coalesced packets (RFC 9000 17.2: 0 Initial,
+/// 1 0-RTT, 2 Handshake, 3 Retry), as far as they can be read.
+fn long_header_types(mut d: &[u8]) -> Vec<u8> {
+    fn varint(d: &[u8]) -> Option<(usize, usize)> {
+        let first = *d.first()?;
+        let len = 1usize << (first >> 6);
+        let mut v = u64::from(first & 0x3f);
+        for b in d.get(1..len)? {
+            v = v << 8 | u64::from(*b);
+        }
+        Some((usize::try_from(v).ok()?, len))
+    }
+    let mut types = Vec::new();
+    while let Some(&first) = d.first() {
+        if first & 0x80 == 0 {
+            break;
+        }
+        let kind = (first >> 4) & 3;
+        types.push(kind);
+        if kind == 3 {
+            break;
+        }
+        let parsed = (|| {
+            let mut at = 5;
+            let dcid = usize::from(*d.get(at)?);
+            at += 1 + dcid;
+            let scid = usize::from(*d.get(at)?);
+            at += 1 + scid;
+            if kind == 0 {
+                let (token, n) = varint(d.get(at..)?)?;
+                at += n + token;
+            }
+            let (length, n) = varint(d.get(at..)?)?;
+            Some(at + n + length)
+        })();
+        match parsed {
+            Some(end) if end <= d.len() => d = &d[end..],
+            _ => break,
+        }
+    }
+    types
+}
+
+/// A Retry token issued by the old process is accepted by the new one: the Retry token key is
+/// the process's and a binary upgrade hands it over. A client (quinn-proto's, driven by hand
+/// over a UDP socket) gets a Retry from the first process; the upgrade happens and the first
+/// process exits; the client's Initial with the token then gets the new process's handshake
+/// (a Handshake packet), not a refusal (a new Retry: without the handed-over key, it was).
+#[test]
+fn a_retry_token_of_the_old_process_is_accepted_by_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    tls_support::cert(dir.path(), "a", "localhost", false);
+    let mut s = Spate::start_in(
+        "
+num-threads: 1
+hosts:
+  localhost:
+    listen:
+      host: 127.0.0.1
+      port: 0
+      type: quic
+      ssl:
+        certificate-file: a.crt
+        key-file: a.key
+      quic: {retry: ON}
+    paths:
+      /:
+        respond: {status: 200, body: ok}
+",
+        dir,
+    );
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        // Only the server's first answer is looked at, never its certificate.
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let crypto = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let mut endpoint = quinn_proto::Endpoint::new(
+        std::sync::Arc::new(quinn_proto::EndpointConfig::default()),
+        None,
+        true,
+        None,
+    );
+    let now = std::time::Instant::now();
+    let (_, mut conn) = endpoint
+        .connect(
+            now,
+            quinn_proto::ClientConfig::new(std::sync::Arc::new(crypto)),
+            s.addr,
+            "localhost",
+        )
+        .unwrap();
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut out = Vec::new();
+    let t = conn.poll_transmit(now, 1, &mut out).expect("an Initial");
+    let initial = out[..t.size].to_vec();
+    let mut buf = [0u8; 4096];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let retry = loop {
+        assert!(std::time::Instant::now() < deadline, "no Retry");
+        sock.send_to(&initial, s.addr).unwrap();
+        if let Ok((len, _)) = sock.recv_from(&mut buf) {
+            if long_header_types(&buf[..len]) == [3] {
+                break buf[..len].to_vec();
+            }
+        }
+    };
+
+    signal(&s.child, libc::SIGUSR2);
+    let _new = Upgraded(new_pid(&s));
+    let old = wait_timeout(&mut s.child, Duration::from_secs(60)).expect("old spate exits");
+    assert!(old.success(), "{old}");
+
+    let now = std::time::Instant::now();
+    let mut scratch = Vec::new();
+    match endpoint.handle(
+        now,
+        s.addr,
+        None,
+        None,
+        bytes::BytesMut::from(&retry[..]),
+        &mut scratch,
+    ) {
+        Some(quinn_proto::DatagramEvent::ConnectionEvent(_, event)) => conn.handle_event(event),
+        _ => panic!("the client did not take the Retry"),
+    }
+    out.clear();
+    let t = conn
+        .poll_transmit(now, 1, &mut out)
+        .expect("an Initial with the token");
+    let answered = out[..t.size].to_vec();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    sock.send_to(&answered, s.addr).unwrap();
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no handshake: {seen:?}"
+        );
+        let Ok((len, _)) = sock.recv_from(&mut buf) else {
+            // Lost on the way, either way: the client sends it again.
+            sock.send_to(&answered, s.addr).unwrap();
+            continue;
+        };
+        let types = long_header_types(&buf[..len]);
+        if types.contains(&2) {
+            break;
+        }
+        // A token quinn cannot open is answered with a new Retry (or a close).
+        assert!(!types.contains(&3), "the token was refused: {types:?}");
+        seen.push((len, types));
+    }
+}
