@@ -251,8 +251,7 @@ impl Connection {
             && cache.our_date == our_date
             && cache.length == length.is_some()
             && prev_list.len() == headers.len();
-        let mut ends = std::mem::take(&mut cache.next_ends);
-        ends.clear();
+        cache.next_ends.len = 0;
         let mut b = self.encoder.block(&mut self.out);
         let mut reuse = Reuse {
             prev: &cache.block,
@@ -262,7 +261,7 @@ impl Connection {
             base: b.written(),
             insertions: b.insertions(),
             changed: false,
-            ends,
+            ends: &mut cache.next_ends,
         };
         reuse.item(&mut b, true, |b| {
             b.static_field(StaticName::STATUS, status_buf, Indexing::Auto)
@@ -282,9 +281,11 @@ impl Connection {
                 });
             }
             for (j, (name, value)) in headers.iter().enumerate() {
-                let same = prev_list
-                    .get(j)
-                    .is_some_and(|(n, v)| same_bytes(n, name) && same_bytes(v, value));
+                // Compared only while the previous block's bytes may still be taken.
+                let same = reuse.on
+                    && prev_list
+                        .get(j)
+                        .is_some_and(|(n, v)| same_bytes(n, name) && same_bytes(v, value));
                 reuse.item(&mut b, same, |b| {
                     let Some(known) = StaticName::of(name) else {
                         if !request_head::is_connection_specific(name) {
@@ -333,19 +334,24 @@ impl Connection {
                 });
             }
         }
-        let (ends, changed, base) = reuse.finish(&mut b);
+        let (changed, base) = reuse.finish(&mut b);
         let block = &self.out[base..];
         let cache = &mut self.headers_cache;
+        std::mem::swap(&mut cache.ends, &mut cache.next_ends);
         if cacheable && !changed {
             // One byte per field (a field sent as no bytes, dropped, is none), each an
-            // index: the same block is valid as a whole while nothing else is encoded.
-            let mut start = 0;
-            let all_indexes = ends.iter().all(|&end| {
-                let one =
-                    end == start || (end == start + 1 && is_index_byte(block[start as usize]));
-                start = end;
-                one
-            });
+            // index: the same block is valid as a whole while nothing else is encoded. A
+            // block longer than its fields are many has a literal: no need to look.
+            let ends = &cache.ends;
+            let all_indexes = block.len() <= ends.len && ends.all_recorded() && {
+                let mut start = 0;
+                ends.as_slice().iter().all(|&end| {
+                    let one =
+                        end == start || (end == start + 1 && is_index_byte(block[start as usize]));
+                    start = end;
+                    one
+                })
+            };
             // Nothing inserted: the next block may take these fields' bytes.
             cache.store(
                 status,
@@ -360,7 +366,6 @@ impl Connection {
         } else {
             cache.invalidate();
         }
-        cache.next_ends = std::mem::replace(&mut cache.ends, ends);
     }
 
     /// An interim response (103 Early Hints, 102) on stream `id` before its final answer: a
@@ -665,9 +670,9 @@ pub(super) struct HeadersCache {
     /// since: each field's bytes in it (`ends`) are valid for the same field again.
     pub(super) fields_valid: bool,
     /// Where each item of `block` ends: its fields in the order `encode_headers` writes them.
-    ends: Vec<u32>,
-    /// The spare vector for the next block's ends.
-    next_ends: Vec<u32>,
+    ends: ItemEnds,
+    /// The next block's, being written.
+    next_ends: ItemEnds,
     /// The block carried our Date, and a content-length.
     our_date: bool,
     length: bool,
@@ -747,12 +752,34 @@ fn is_index_byte(b: u8) -> bool {
     b & 0x80 != 0 && b != 0xff
 }
 
+/// Items of a block whose ends are recorded: a file's answer has about 8 (status, server,
+/// date, its fields, content-length). Items after these are encoded anew each time.
+const RECORDED_ITEMS: usize = 24;
+
+/// Where each item of a header block ends, in place: no vector push per field.
+#[derive(Default)]
+struct ItemEnds {
+    at: [u32; RECORDED_ITEMS],
+    /// Items of the block, recorded or not.
+    len: usize,
+}
+
+impl ItemEnds {
+    fn as_slice(&self) -> &[u32] {
+        &self.at[..self.len.min(RECORDED_ITEMS)]
+    }
+
+    fn all_recorded(&self) -> bool {
+        self.len <= RECORDED_ITEMS
+    }
+}
+
 /// Builds a header block item by item (a field, or a skipped field as no bytes), each taken
 /// from the previous block when it is the same field and the table has not changed since
 /// (`on`), else encoded; records where each item ends, for the next block.
 struct Reuse<'c> {
     prev: &'c [u8],
-    prev_ends: &'c [u32],
+    prev_ends: &'c ItemEnds,
     on: bool,
     /// Bytes of `prev` to copy, not copied yet: consecutive items go in one copy.
     run: std::ops::Range<usize>,
@@ -761,7 +788,7 @@ struct Reuse<'c> {
     insertions: u32,
     /// The table changed while encoding: the block cannot be reused.
     changed: bool,
-    ends: Vec<u32>,
+    ends: &'c mut ItemEnds,
 }
 
 impl Reuse<'_> {
@@ -772,10 +799,11 @@ impl Reuse<'_> {
         same: bool,
         encode: impl FnOnce(&mut BlockEncoder<'_, Vec<u8>>),
     ) {
-        let k = self.ends.len();
-        let span = match (self.on && same, self.prev_ends.get(k)) {
+        let k = self.ends.len;
+        let prev = self.prev_ends.as_slice();
+        let span = match (self.on && same, prev.get(k)) {
             (true, Some(&end)) => {
-                let start = k.checked_sub(1).map_or(0, |p| self.prev_ends[p]);
+                let start = k.checked_sub(1).map_or(0, |p| prev[p]);
                 Some(start as usize..end as usize)
             }
             _ => None,
@@ -798,8 +826,10 @@ impl Reuse<'_> {
                 }
             }
         }
-        let end = b.written() + self.run.len() - self.base;
-        self.ends.push(end as u32);
+        if let Some(slot) = self.ends.at.get_mut(k) {
+            *slot = (b.written() + self.run.len() - self.base) as u32;
+        }
+        self.ends.len = k + 1;
     }
 
     #[inline(always)]
@@ -810,11 +840,11 @@ impl Reuse<'_> {
         }
     }
 
-    /// Copies what is left; returns the items' ends, whether the table changed, and where the
-    /// items start in the output.
-    fn finish(mut self, b: &mut BlockEncoder<'_, Vec<u8>>) -> (Vec<u32>, bool, usize) {
+    /// Copies what is left; returns whether the table changed, and where the items start in
+    /// the output.
+    fn finish(mut self, b: &mut BlockEncoder<'_, Vec<u8>>) -> (bool, usize) {
         self.flush(b);
-        (self.ends, self.changed, self.base)
+        (self.changed, self.base)
     }
 }
 
