@@ -179,24 +179,13 @@ hosts:
     assert_eq!(full.len(), 1, "{full:?}");
 }
 
-/// The aioquic venv's python, or `None` (with a SKIP line) when scripts/test has not made it.
-fn aioquic_python() -> Option<std::path::PathBuf> {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/aioquic-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("target/aioquic-venv is missing: scripts/test installs aioquic there");
-    }
-    eprintln!("SKIP: target/aioquic-venv is missing (scripts/test installs aioquic)");
-    None
-}
-
 /// Four streams at once on one HTTP/3 connection through `limit-conn: 2`: two in progress,
 /// two refused; the places come back when the answers are done.
 #[test]
 fn http3_streams_count_in_limit_conn() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let backend = Backend::start();
     let dir = tempfile::tempdir().unwrap();
     tls_support::cert(dir.path(), "a", "localhost", false);

@@ -8,25 +8,12 @@ mod common;
 mod tls_support;
 
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 
 // ---- first fetches (h3quic) ----
-
-/// The aioquic venv's python, or `None` (with a SKIP line) when scripts/test has not made it.
-fn aioquic_python() -> Option<PathBuf> {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/aioquic-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("target/aioquic-venv is missing: scripts/test installs aioquic there");
-    }
-    eprintln!("SKIP: target/aioquic-venv is missing (scripts/test installs aioquic)");
-    None
-}
 
 /// One JSON line per request from tests/h3_support/aioquic_get.py.
 struct Fetched {
@@ -156,7 +143,9 @@ hosts:
 
 #[test]
 fn aioquic_fetches_files_over_http3() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let mut s = h3_server(0, "");
     let port = s.addr.port();
     let got = aioquic_get(
@@ -196,7 +185,9 @@ fn aioquic_fetches_files_over_http3() {
 /// connections in one task, goes on serving new ones, and the panic is logged once.
 #[test]
 fn a_panic_in_one_http3_connection_closes_only_that_one() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let s = h3_server_env(0, 1, "", &[("SPATE_DEBUG_PANIC_PATH", "/panic")]);
     let port = s.addr.port();
     let out = aioquic_run(&py, port, &["/panic"]);
@@ -222,7 +213,9 @@ fn a_panic_in_one_http3_connection_closes_only_that_one() {
 /// every QUIC connection of the worker, and the next fetches fail).
 #[test]
 fn a_panic_inside_quinn_drops_only_its_datagram() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let s = h3_server_env(0, 1, "", &[("SPATE_DEBUG_PANIC_DATAGRAM", "1111")]);
     let port = s.addr.port();
     assert_eq!(aioquic_get(&py, port, &["/index.html"])[0].status, 200);
@@ -280,7 +273,9 @@ fn response_head(port: u16, version: &str) -> String {
 
 #[test]
 fn proxied_responses_and_request_bodies_over_http3() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let backend = backend::Backend::start();
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);
@@ -337,7 +332,9 @@ hosts:
 
 #[test]
 fn a_client_that_changes_address_keeps_its_connection() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     // Two workers: after each rebinding the kernel may hand the new path to the other
     // worker's socket, which forwards the packets to the connection's owner.
     let s = h3_server(0, "");
@@ -363,7 +360,9 @@ fn free_tcp_udp_port() -> u16 {
 
 #[test]
 fn seed_004_serves_http2_and_http3_on_one_port() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let backend = backend::Backend::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let (crt, key) = tls_support::cert(dir.path(), "localhost", "localhost", false);
@@ -398,7 +397,9 @@ fn seed_004_serves_http2_and_http3_on_one_port() {
 
 #[test]
 fn retry_and_a_small_window_still_deliver_everything() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);
     let big: Vec<u8> = (0..300_000u32).map(|i| (i * 13 % 253) as u8).collect();
@@ -472,7 +473,9 @@ fn held_backend() -> (String, mpsc::Sender<()>, Arc<AtomicUsize>) {
 
 #[test]
 fn connections_past_max_quic_connections_are_refused() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let (backend_url, release, requests) = held_backend();
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);
@@ -531,7 +534,9 @@ hosts:
 
 #[test]
 fn a_stop_lets_in_flight_requests_finish() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let backend = backend::Backend::start();
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);

@@ -9,22 +9,9 @@ mod tls_support;
 use common::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-
-/// The aioquic venv's python, or `None` (with a SKIP line) when scripts/test has not made it.
-fn aioquic_python() -> Option<PathBuf> {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/aioquic-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("target/aioquic-venv is missing: scripts/test installs aioquic there");
-    }
-    eprintln!("SKIP: target/aioquic-venv is missing (scripts/test installs aioquic)");
-    None
-}
 
 /// What a backend request looked like: method, path and its `Early-Data` field.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,7 +175,9 @@ fn resumed(py: &Path, port: u16, hold: bool, reqs: &[&str]) -> (bool, Vec<Answer
 
 #[test]
 fn a_get_in_early_data_is_answered_before_the_handshake_and_a_post_waits_for_it() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let (backend, seen) = recording_backend();
     let s = server(&backend, "http3-0rtt: ON");
     // The client withholds its Finished until both GETs are answered: they are answered in
@@ -223,7 +212,9 @@ fn a_get_in_early_data_is_answered_before_the_handshake_and_a_post_waits_for_it(
 
 #[test]
 fn a_backends_425_is_retried_after_the_handshake() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let (backend, seen) = recording_backend();
     let s = server(&backend, "http3-0rtt: ON");
     let (accepted, got) = resumed(&py, s.addr.port(), false, &["GET:/proxy/too-early"]);
@@ -245,7 +236,9 @@ fn a_backends_425_is_retried_after_the_handshake() {
 
 #[test]
 fn a_ticket_carries_early_data_once() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let (backend, seen) = recording_backend();
     let s = server(&backend, "http3-0rtt: ON");
     // The same ticket twice, as an attacker replaying the client's first flight: rustls took
@@ -298,7 +291,9 @@ fn a_ticket_carries_early_data_once() {
 
 #[test]
 fn methods_named_by_http3_0rtt_methods_are_answered_early() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let (backend, seen) = recording_backend();
     let s = server(&backend, "http3-0rtt: ON\nhttp3-0rtt-methods: [GET, POST]");
     let (accepted, got) = resumed(&py, s.addr.port(), true, &["POST:/proxy/post:10"]);
@@ -312,7 +307,9 @@ fn methods_named_by_http3_0rtt_methods_are_answered_early() {
 
 #[test]
 fn without_http3_0rtt_a_resumed_client_sends_no_early_data() {
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     let (backend, seen) = recording_backend();
     let s = server(&backend, "http3-0rtt: OFF");
     let (accepted, got) = resumed(&py, s.addr.port(), false, &["GET:/proxy/get"]);

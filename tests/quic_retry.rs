@@ -9,22 +9,10 @@ mod tls_support;
 
 use common::*;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn aioquic_python() -> Option<PathBuf> {
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/aioquic-venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("target/aioquic-venv is missing: scripts/test installs aioquic there");
-    }
-    eprintln!("SKIP: target/aioquic-venv is missing (scripts/test installs aioquic)");
-    None
-}
 
 /// A QUIC-only server of one file; `quic` is the listen's `quic:` mapping.
 fn server(threads: usize, quic: &str) -> Spate {
@@ -174,7 +162,9 @@ fn a_flood_of_initials_gets_retries_past_the_threshold_and_a_client_still_connec
         "{states} connection states for a threshold of 30 ({retries} retries)"
     );
     assert_eq!(states + retries, 120);
-    let Some(py) = aioquic_python() else { return };
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
     // While those 30 handshakes are under way, a real client is sent a Retry, answers it
     // and is served.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");

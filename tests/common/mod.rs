@@ -650,3 +650,17 @@ pub fn system_python(script: &str, input: &[u8]) -> std::process::Output {
     let _ = writer.join();
     out
 }
+
+/// The aioquic venv's python, or `None` (with a SKIP line) when scripts/test has not made it;
+/// under CI (`CI` set) its absence fails the test instead.
+pub fn aioquic_python() -> Option<PathBuf> {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/aioquic-venv/bin/python");
+    if py.exists() {
+        return Some(py);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("target/aioquic-venv is missing: scripts/test installs aioquic there");
+    }
+    eprintln!("SKIP: target/aioquic-venv is missing (scripts/test installs aioquic)");
+    None
+}
