@@ -3,6 +3,7 @@
 //! these three commands on one background thread; a crate would bring a connection pool and
 //! an async runtime of its own for no gain.
 
+use super::clip;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -146,13 +147,6 @@ fn check_key(key: &str) -> Result<(), String> {
         return Err(format!("invalid memcached key {key:?}"));
     }
     Ok(())
-}
-
-fn clip(s: &str) -> &str {
-    match s.char_indices().nth(80) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
 }
 
 #[cfg(test)]

@@ -136,6 +136,14 @@ fn record(store: Store, op: Op, took: Duration, ok: bool) {
     c.state.store(u64::from(ok), Ordering::Relaxed);
 }
 
+/// The first 80 characters of a store's answer, for a log line.
+fn clip(s: &str) -> &str {
+    match s.char_indices().nth(80) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
 /// Standard base64url without padding (h2o's memcached key encoding).
 pub fn base64url(bytes: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(bytes)

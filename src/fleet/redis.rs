@@ -4,6 +4,7 @@
 //! crates bring an async runtime of their own (tokio) or a connection manager we would not
 //! use; what we need is a dozen lines of framing.
 
+use super::clip;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -210,13 +211,6 @@ pub fn unexpected(command: &str, r: &Reply) -> String {
             .chars()
             .take(120)
             .collect(),
-    }
-}
-
-fn clip(s: &str) -> &str {
-    match s.char_indices().nth(80) {
-        Some((i, _)) => &s[..i],
-        None => s,
     }
 }
 
