@@ -343,12 +343,31 @@ async fn serve_tls_session(tls: Box<TlsStream<TlsSocket>>, addrs: &Addrs, ctx: &
         }
         // A TLS connection never parks (`Transport::PARKS`): rustls keeps its state.
         Alpn::Http1 => {
-            serve_http(conn, addrs, ctx, None).await;
+            let early = early_start(&mut conn, ctx);
+            serve_http(conn, addrs, ctx, early).await;
         }
         // rustls only selects a protocol from `tls::alpn_protocols`; `acme-tls/1` (a
         // TLS-ALPN-01 validation) ends with its handshake (RFC 8737 §3).
         Alpn::Other => tracing::debug!(peer = %addrs.0, "no driver for the ALPN protocol"),
     }
+}
+
+/// Where HTTP/1 starts on a connection whose early data (`early-data`) was accepted: with
+/// those bytes read, as if carried. `None` (the usual start) without early data.
+fn early_start(conn: &mut TlsTransport, ctx: &WorkerCtx) -> Option<Idle> {
+    if !conn.early_data_accepted() {
+        return None;
+    }
+    let carried = h1::Carried {
+        rbuf: conn.take_decrypted(&ctx.buffers),
+        wbuf: ctx.buffers.write_buffer(),
+        file: None,
+    };
+    Some(Idle::Http1 {
+        fresh: true,
+        open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1),
+        carried: Some(Box::new(carried)),
+    })
 }
 
 /// Holds a connection's slot for its lifetime, also if its task is dropped at shutdown (or

@@ -59,6 +59,8 @@ pub(crate) async fn handshake(
     // its name's certificate (`acme::on_demand`), so longer; boxed apart, it adds nothing
     // to the others.
     let on_demand = crate::acme::on_demand::configured();
+    let early = acceptor.config().max_early_data_size > 0;
+    let offered = std::cell::Cell::new(false);
     let handshake = tokio::time::timeout(
         if on_demand {
             timeout + crate::acme::on_demand::wait_limit()
@@ -66,6 +68,10 @@ pub(crate) async fn handshake(
             timeout
         },
         async {
+            // `early-data`: whether the client offers it, for the refusals' count.
+            if early {
+                offered.set(offers_early_data(&stream).await);
+            }
             let socket = TlsSocket::new(stream);
             if on_demand {
                 let accepted = crate::acme::on_demand::accept(&acceptor, socket, peer, timeout);
@@ -94,6 +100,10 @@ pub(crate) async fn handshake(
         match done {
             Ok(Ok(mut tls)) => {
                 tls.get_mut().0.open();
+                if early {
+                    let accepted = tls.get_mut().1.early_data().is_some();
+                    crate::metrics::tls_early_data::handshake(offered.get(), accepted);
+                }
                 let kind = tls.get_ref().1.handshake_kind();
                 crate::metrics::handshake(match kind {
                     Some(rustls::HandshakeKind::Resumed) => crate::metrics::Handshake::Resumed,
@@ -119,6 +129,16 @@ pub(crate) async fn handshake(
                 return None;
             }
         }
+    }
+}
+
+/// Whether the ClientHello waiting on `stream` offers early data, peeked (left for rustls to
+/// read): its first segment, which holds the extensions of any usual ClientHello.
+async fn offers_early_data(stream: &TcpStream) -> bool {
+    let mut first = vec![0; 2048];
+    match stream.peek(&mut first).await {
+        Ok(n) => crate::tls::early_data::offered(&first[..n]),
+        Err(_) => false,
     }
 }
 
@@ -155,12 +175,27 @@ impl TlsTransport {
         }
     }
 
+    /// Whether the client's early data (`early-data`) was accepted: its bytes are then the
+    /// start of what [`take_decrypted`](Self::take_decrypted) hands over.
+    pub(crate) fn early_data_accepted(&mut self) -> bool {
+        self.inner.get_mut().1.early_data().is_some()
+    }
+
     /// The plaintext rustls has already decrypted, without reading the socket: in a pooled
     /// read buffer, up to its capacity (the rest stays in rustls); empty and unallocated when
     /// there is none.
     pub(crate) fn take_decrypted(&mut self, pool: &BufferPool) -> BytesMut {
-        let mut reader = self.inner.get_mut().1.reader();
         let mut buf = BytesMut::new();
+        // Early data (`early-data`) comes first, all of it (at most `early-data-max-size`):
+        // what is left in rustls is read only through its ordinary reader.
+        if let Some(mut early) = self.inner.get_mut().1.early_data() {
+            buf = pool.read_buffer();
+            let mut chunk = [0; 4096];
+            while let Ok(n @ 1..) = io::Read::read(&mut early, &mut chunk) {
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        }
+        let mut reader = self.inner.get_mut().1.reader();
         loop {
             // An error or the peer's close is left for the next read to report.
             let chunk = match io::BufRead::fill_buf(&mut reader) {
