@@ -183,13 +183,24 @@ fn counter(page: &str, name: &str) -> u64 {
 
 const GET: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
 
+/// The GET is answered in the server's first flight: the client reads the answer while its
+/// Finished is still unsent.
 #[test]
-fn a_resumed_client_gets_its_get_sent_in_early_data_answered() {
+fn a_resumed_client_gets_its_get_sent_in_early_data_answered_in_the_first_flight() {
     let s = server("    early-data: ON", "http://127.0.0.1:9");
     let config = client_config(s.dir.path(), b"http/1.1");
     first_visit(&s, &config);
-    let (c, sent) = Conn::new(&s, &config, GET);
+    let (mut c, sent) = Conn::new(&s, &config, GET);
     assert!(sent, "the server's ticket allows no early data");
+    c.read_server_flight();
+    while !c.closed && !c.got.ends_with(b"<h1>early</h1>\n") {
+        c.read_once();
+    }
+    assert!(
+        c.got.ends_with(b"<h1>early</h1>\n"),
+        "{}",
+        String::from_utf8_lossy(&c.got)
+    );
     let (text, tls) = c.finish();
     assert_eq!(tls.handshake_kind(), Some(rustls::HandshakeKind::Resumed));
     assert!(tls.is_early_data_accepted(), "early data refused");
@@ -241,6 +252,30 @@ fn a_post_in_early_data_waits_for_the_handshake() {
     let seen = seen.lock().expect("seen").clone();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].early_data, None, "{seen:?}");
+    let page = metrics(&s);
+    assert_eq!(counter(&page, "spate_tls_early_requests_held_total"), 1);
+}
+
+/// A proxied GET answered in early data carries `Early-Data: 1` to the backend.
+#[test]
+fn a_proxied_early_get_carries_early_data_1() {
+    let (backend, seen) = recording_backend();
+    let s = server("    early-data: ON", &backend);
+    let config = client_config(s.dir.path(), b"http/1.1");
+    first_visit(&s, &config);
+    let get = b"GET /proxy/page HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let (mut c, sent) = Conn::new(&s, &config, get);
+    assert!(sent);
+    c.read_server_flight();
+    while !c.closed && !c.got.ends_with(b"backend /b/page GET \n") {
+        c.read_once();
+    }
+    let (text, tls) = c.finish();
+    assert!(tls.is_early_data_accepted());
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let seen = seen.lock().expect("seen").clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].early_data.as_deref(), Some("1"), "{seen:?}");
 }
 
 /// The same ticket twice (openssl keeps its session file): the first use carries early data,

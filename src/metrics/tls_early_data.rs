@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 static ACCEPTED: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
+static HELD: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the counters, for the status and metrics pages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -17,6 +18,9 @@ pub struct TlsEarlyData {
     /// TLS handshakes that offered early data we did not accept: the client sends it again
     /// once the handshake completes.
     pub refused: u64,
+    /// Requests that came in early data with a method not safe to answer early, held until
+    /// the handshake completed.
+    pub held: u64,
 }
 
 /// The counters now.
@@ -24,6 +28,7 @@ pub fn snapshot() -> TlsEarlyData {
     TlsEarlyData {
         accepted: ACCEPTED.load(Ordering::Relaxed),
         refused: REFUSED.load(Ordering::Relaxed),
+        held: HELD.load(Ordering::Relaxed),
     }
 }
 
@@ -34,4 +39,9 @@ pub fn handshake(offered: bool, accepted: bool) {
     } else if offered {
         REFUSED.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// An early request waits for the handshake.
+pub fn request_held() {
+    HELD.fetch_add(1, Ordering::Relaxed);
 }

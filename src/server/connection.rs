@@ -9,6 +9,7 @@ pub(crate) use park::Parking;
 
 use super::context::{Addrs, WorkerCtx};
 use super::h1::{self, Ended, Http2Via, Switched};
+use super::tls_early::{self, Handshaken};
 use super::tls_socket::TlsSocket;
 use super::tls_transport::{self, Alpn, TlsTransport};
 use super::transport::{self, Transport};
@@ -309,6 +310,10 @@ async fn serve_tls(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, acce
     {
         let conn = std::pin::pin!(async {
             let ctx = guard.ctx();
+            // `early-data`: the handshake's first half by hand (`tls_early.rs`).
+            if acceptor.config().max_early_data_size > 0 {
+                return Box::pin(serve_tls_early(stream, acceptor, &addrs, ctx)).await;
+            }
             if let Some(tls) =
                 Box::pin(tls_transport::handshake(stream, acceptor, addrs.0, ctx)).await
             {
@@ -318,6 +323,20 @@ async fn serve_tls(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, acce
         panics::contain(conn, &addrs.0).await;
     }
     drop(guard);
+}
+
+/// A connection on a listener with `early-data`: HTTP/1.1 whose early data was accepted is
+/// served from the server's flight on, before the client's Finished; the rest as usual.
+async fn serve_tls_early(stream: TcpStream, acceptor: TlsAcceptor, addrs: &Addrs, ctx: &WorkerCtx) {
+    match tls_early::handshake(stream, acceptor, addrs.0, ctx).await {
+        Some(Handshaken::Stream(tls)) => serve_tls_session(tls, addrs, ctx).await,
+        Some(Handshaken::Early(early)) => match h1::serve(*early, addrs, ctx, None).await {
+            Ended::Closed | Ended::Idle { .. } => {}
+            // The HTTP/2 preface on an `http/1.1` connection: not served early.
+            Ended::Http2(_) => tracing::debug!(peer = %addrs.0, "HTTP/2 preface in early data"),
+        },
+        None => {}
+    }
 }
 
 /// Serves a connection after its handshake with the protocol the client chose in ALPN.

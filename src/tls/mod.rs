@@ -70,6 +70,9 @@ pub fn tcp_server_config(
     };
     let mut config = build(tls, keys, &single_use_tickets(resumption))?;
     config.max_early_data_size = max;
+    // Answers to early requests go out before the client's Finished (0.5-RTT data); rustls
+    // sends none to a client it asked for a certificate (`client-ca-file`).
+    config.send_half_rtt_data = true;
     Ok(Arc::new(config))
 }
 

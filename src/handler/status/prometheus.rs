@@ -291,6 +291,12 @@ fn tls_early_data_metrics(o: &mut String) {
         "TLS handshakes over TCP whose offered early data (0-RTT) was refused.",
         e.refused,
     );
+    counter(
+        o,
+        "spate_tls_early_requests_held_total",
+        "Requests received in TLS early data over TCP and held until the handshake completed.",
+        e.held,
+    );
 }
 
 /// The certificates `acme` manages, by name, and on-demand's refusals.
