@@ -278,6 +278,28 @@ fn a_proxied_early_get_carries_early_data_1() {
     assert_eq!(seen[0].early_data.as_deref(), Some("1"), "{seen:?}");
 }
 
+/// A backend's `425 Too Early` to an early request is not the client's answer: spate routes
+/// the request again once the handshake has completed, and the client gets that answer.
+#[test]
+fn a_backends_425_is_retried_after_the_handshake() {
+    let (backend, seen) = recording_backend();
+    let s = server("    early-data: ON", &backend);
+    let config = client_config(s.dir.path(), b"http/1.1");
+    first_visit(&s, &config);
+    let get = b"GET /proxy/too-early HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let (c, sent) = Conn::new(&s, &config, get);
+    assert!(sent);
+    let (text, tls) = c.finish();
+    assert!(tls.is_early_data_accepted());
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("\r\n\r\nreal answer\n"), "{text}");
+    let seen = seen.lock().expect("seen").clone();
+    let early: Vec<_> = seen.iter().map(|s| s.early_data.as_deref()).collect();
+    assert_eq!(early, [Some("1"), None], "{seen:?}");
+    let page = metrics(&s);
+    assert_eq!(counter(&page, "spate_tls_too_early_retried_total"), 1);
+}
+
 /// The same ticket twice (openssl keeps its session file): the first use carries early data,
 /// the replay is refused it, and the request the client sends again after the handshake is
 /// answered.
@@ -435,7 +457,8 @@ struct Seen {
     early_data: Option<String>,
 }
 
-/// An HTTP/1.1 backend that records each request and answers `backend PATH METHOD BODY`.
+/// An HTTP/1.1 backend that records each request and answers `backend PATH METHOD BODY`;
+/// `.../too-early` with `Early-Data: 1` gets `425 Too Early`, without `200 real answer`.
 fn recording_backend() -> (String, Arc<Mutex<Vec<Seen>>>) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", l.local_addr().expect("addr"));
@@ -477,17 +500,25 @@ fn recording_backend() -> (String, Arc<Mutex<Vec<Seen>>>) {
                     if r.read_exact(&mut body).is_err() {
                         return;
                     }
-                    let text = format!(
-                        "backend {path} {method} {}\n",
-                        String::from_utf8_lossy(&body)
-                    );
+                    let too_early = path.ends_with("/too-early");
+                    let (status, text) = match early_data.as_deref() {
+                        Some("1") if too_early => ("425 Too Early", "too early\n".to_string()),
+                        _ if too_early => ("200 OK", "real answer\n".to_string()),
+                        _ => (
+                            "200 OK",
+                            format!(
+                                "backend {path} {method} {}\n",
+                                String::from_utf8_lossy(&body)
+                            ),
+                        ),
+                    };
                     log.lock().expect("log").push(Seen {
                         method,
                         path,
                         early_data,
                     });
                     let resp = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n{text}",
                         text.len()
                     );
                     if w.write_all(resp.as_bytes()).is_err() {

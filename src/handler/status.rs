@@ -257,15 +257,15 @@ fn quic_json(j: &mut String, s: &metrics::Snapshot) {
     );
 }
 
-/// spate's addition: `"tls-early-data": {"accepted", "refused", "requests-held"}`, TLS 1.3 early data over
+/// spate's addition: `"tls-early-data": {"accepted", "refused", "requests-held", "too-early-retried"}`, TLS 1.3 early data over
 /// TCP (`metrics::tls_early_data`), before the closing brace.
 fn tls_early_data_json(j: &mut String) {
     let e = metrics::tls_early_data::snapshot();
     j.truncate(j.trim_end().trim_end_matches('}').trim_end().len());
     let _ = write!(
         j,
-        ",\n \"tls-early-data\": {{\"accepted\": {}, \"refused\": {}, \"requests-held\": {}}}\n}}\n",
-        e.accepted, e.refused, e.held,
+        ",\n \"tls-early-data\": {{\"accepted\": {}, \"refused\": {}, \"requests-held\": {}, \"too-early-retried\": {}}}\n}}\n",
+        e.accepted, e.refused, e.held, e.too_early_retried,
     );
 }
 

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static ACCEPTED: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 static HELD: AtomicU64 = AtomicU64::new(0);
+static TOO_EARLY_RETRIED: AtomicU64 = AtomicU64::new(0);
 
 /// A snapshot of the counters, for the status and metrics pages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -21,6 +22,8 @@ pub struct TlsEarlyData {
     /// Requests that came in early data with a method not safe to answer early, held until
     /// the handshake completed.
     pub held: u64,
+    /// Early requests answered `425 Too Early` and routed again after the handshake.
+    pub too_early_retried: u64,
 }
 
 /// The counters now.
@@ -29,6 +32,7 @@ pub fn snapshot() -> TlsEarlyData {
         accepted: ACCEPTED.load(Ordering::Relaxed),
         refused: REFUSED.load(Ordering::Relaxed),
         held: HELD.load(Ordering::Relaxed),
+        too_early_retried: TOO_EARLY_RETRIED.load(Ordering::Relaxed),
     }
 }
 
@@ -44,4 +48,9 @@ pub fn handshake(offered: bool, accepted: bool) {
 /// An early request waits for the handshake.
 pub fn request_held() {
     HELD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// An early request answered 425 is routed again.
+pub fn too_early_retried() {
+    TOO_EARLY_RETRIED.fetch_add(1, Ordering::Relaxed);
 }

@@ -452,7 +452,11 @@ impl<'a, T: Transport> Conn<'a, T> {
                 (resp, route)
             }
             routed => {
+                // An early request's copy, routed again if the answer is 425 Too Early.
+                let early_copy = (req.is_early_data() && framing == BodyFraming::None)
+                    .then(|| Box::new(req.clone()));
                 let exchange = streaming::Exchange {
+                    early_copy,
                     req,
                     writer,
                     framing,

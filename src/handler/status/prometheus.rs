@@ -297,6 +297,12 @@ fn tls_early_data_metrics(o: &mut String) {
         "Requests received in TLS early data over TCP and held until the handshake completed.",
         e.held,
     );
+    counter(
+        o,
+        "spate_tls_too_early_retried_total",
+        "Requests received in TLS early data over TCP, answered 425 Too Early and routed again after the handshake.",
+        e.too_early_retried,
+    );
 }
 
 /// The certificates `acme` manages, by name, and on-demand's refusals.
