@@ -371,6 +371,39 @@ fn early_data_is_off_by_default() {
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
 }
 
+/// An `early-data` listener runs the handshake's first half itself: TLS 1.2 clients, HTTP/2
+/// clients and a client that sends no TLS at all are served (or closed) as on any listener.
+#[test]
+fn other_clients_of_an_early_data_listener() {
+    let s = server("    early-data: ON", "http://127.0.0.1:9");
+    if tls_support::need("curl") {
+        let url = format!("https://127.0.0.1:{}/index.html", s.addr.port());
+        for args in [&["--tls-max", "1.2", "--http1.1"][..], &["--http2"][..]] {
+            let mut all = vec!["-sk"];
+            all.extend_from_slice(args);
+            all.push(&url);
+            let out = curl(&all);
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "<h1>early</h1>\n",
+                "{args:?}"
+            );
+        }
+    }
+    let mut plain = s.connect();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    plain
+        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("write");
+    let mut got = Vec::new();
+    let _ = plain.read_to_end(&mut got);
+    assert!(!got.starts_with(b"HTTP/"), "{got:?}");
+    let config = client_config(s.dir.path(), b"http/1.1");
+    first_visit(&s, &config);
+}
+
 #[test]
 fn a_bad_early_data_size_is_a_config_error_with_its_line() {
     let dir = tempfile::tempdir().expect("tempdir");

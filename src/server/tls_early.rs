@@ -50,7 +50,24 @@ pub(crate) async fn handshake(
     let timeout = ctx.routing().config.handshake_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     let first_half = tokio::time::timeout_at(deadline, first_half(stream, &acceptor));
-    let (tcp, conn, offered) = match first_half.await {
+    tokio::pin!(first_half);
+    let stop = ctx.stop.notified();
+    tokio::pin!(stop);
+    stop.as_mut().enable();
+    let done = loop {
+        tokio::select! {
+            r = &mut first_half => break r,
+            // As `tls_transport::handshake`: a server stopping does not wait, a reload does.
+            _ = &mut stop => {
+                if ctx.close_idle.get() {
+                    return None;
+                }
+                stop.set(ctx.stop.notified());
+                stop.as_mut().enable();
+            }
+        }
+    };
+    let (tcp, conn, offered) = match done {
         Ok(Ok(done)) => done,
         Ok(Err(e)) => return failed(peer, &format!("TLS handshake failed: {e}")),
         Err(_) => return failed(peer, "TLS handshake not done within handshake-timeout"),

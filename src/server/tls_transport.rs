@@ -59,8 +59,6 @@ pub(crate) async fn handshake(
     // its name's certificate (`acme::on_demand`), so longer; boxed apart, it adds nothing
     // to the others.
     let on_demand = crate::acme::on_demand::configured();
-    let early = acceptor.config().max_early_data_size > 0;
-    let offered = std::cell::Cell::new(false);
     let handshake = tokio::time::timeout(
         if on_demand {
             timeout + crate::acme::on_demand::wait_limit()
@@ -68,10 +66,6 @@ pub(crate) async fn handshake(
             timeout
         },
         async {
-            // `early-data`: whether the client offers it, for the refusals' count.
-            if early {
-                offered.set(offers_early_data(&stream).await);
-            }
             let socket = TlsSocket::new(stream);
             if on_demand {
                 let accepted = crate::acme::on_demand::accept(&acceptor, socket, peer, timeout);
@@ -100,10 +94,6 @@ pub(crate) async fn handshake(
         match done {
             Ok(Ok(mut tls)) => {
                 tls.get_mut().0.open();
-                if early {
-                    let accepted = tls.get_mut().1.early_data().is_some();
-                    crate::metrics::tls_early_data::handshake(offered.get(), accepted);
-                }
                 let kind = tls.get_ref().1.handshake_kind();
                 crate::metrics::handshake(match kind {
                     Some(rustls::HandshakeKind::Resumed) => crate::metrics::Handshake::Resumed,
@@ -129,16 +119,6 @@ pub(crate) async fn handshake(
                 return None;
             }
         }
-    }
-}
-
-/// Whether the ClientHello waiting on `stream` offers early data, peeked (left for rustls to
-/// read): its first segment, which holds the extensions of any usual ClientHello.
-async fn offers_early_data(stream: &TcpStream) -> bool {
-    let mut first = vec![0; 2048];
-    match stream.peek(&mut first).await {
-        Ok(n) => crate::tls::early_data::offered(&first[..n]),
-        Err(_) => false,
     }
 }
 
