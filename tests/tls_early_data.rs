@@ -22,6 +22,7 @@ fn server(ssl_extra: &str, backend: &str) -> Spate {
     let dir = tempfile::tempdir().expect("tempdir");
     tls_support::cert(dir.path(), "a", "localhost", false);
     write_file(dir.path(), "htdocs/index.html", b"<h1>early</h1>\n");
+    write_file(dir.path(), "htdocs/big.bin", &big_body());
     Spate::start_in(
         &format!(
             "
@@ -133,12 +134,18 @@ impl Conn {
     }
 
     /// Runs the connection (handshake included) until the server closes it.
-    fn finish(mut self) -> (String, ClientConnection) {
+    fn finish(self) -> (String, ClientConnection) {
+        let (text, tls, _) = self.finish_bytes();
+        (text, tls)
+    }
+
+    fn finish_bytes(mut self) -> (String, ClientConnection, Vec<u8>) {
         while !self.closed {
             self.flush();
             self.read_once();
         }
-        (String::from_utf8_lossy(&self.got).into_owned(), self.tls)
+        let text = String::from_utf8_lossy(&self.got).into_owned();
+        (text, self.tls, self.got)
     }
 
     /// Reads until the server's handshake flight has been processed; the client's Finished
@@ -209,6 +216,26 @@ fn a_resumed_client_gets_its_get_sent_in_early_data_answered_in_the_first_flight
     let page = metrics(&s);
     assert_eq!(counter(&page, "spate_tls_early_data_accepted_total"), 1);
     assert_eq!(counter(&page, "spate_tls_early_data_refused_total"), 0);
+}
+
+fn big_body() -> Vec<u8> {
+    (0..700_000u32).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+/// A file far larger than rustls buffers, answered to an early GET, arrives whole (the
+/// client's Finished goes out as the answer comes in).
+#[test]
+fn a_large_file_answered_in_early_data_arrives_whole() {
+    let s = server("    early-data: ON", "http://127.0.0.1:9");
+    let config = client_config(s.dir.path(), b"http/1.1");
+    first_visit(&s, &config);
+    let get = b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let (c, sent) = Conn::new(&s, &config, get);
+    assert!(sent);
+    let (_, tls, got) = c.finish_bytes();
+    assert!(tls.is_early_data_accepted());
+    let body = find(&got, b"\r\n\r\n").map(|at| &got[at + 4..]);
+    assert!(body == Some(&big_body()[..]), "{} bytes", got.len());
 }
 
 /// HTTP/2 in early data: the preface, SETTINGS and a request's HEADERS.

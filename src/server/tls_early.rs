@@ -184,14 +184,17 @@ impl EarlyTls {
 
     /// Hands `buf` to rustls and writes its records out.
     async fn send(&mut self, mut buf: &[u8], timeout: Duration) -> io::Result<()> {
+        let mut stalled = false;
         while !buf.is_empty() {
             let n = io::Write::write(&mut self.conn.writer(), buf)?;
             buf = &buf[n..];
             write_out(&self.tcp, &mut self.conn, timeout).await?;
-            if n == 0 {
-                // rustls' buffer was full and is written out now; nothing taken twice.
+            // rustls takes nothing when its buffer is full, which was just written out: a
+            // second time in a row, it takes nothing at all.
+            if n == 0 && std::mem::replace(&mut stalled, true) {
                 return Err(io::ErrorKind::WriteZero.into());
             }
+            stalled = n == 0;
         }
         Ok(())
     }
