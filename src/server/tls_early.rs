@@ -85,7 +85,9 @@ pub(crate) async fn handshake(
         })));
     }
     // The rest the usual way: tokio-rustls takes the connection where it is.
-    let rest = acceptor.accept_with(TlsSocket::new(tcp), move |c| *c = conn);
+    let rest = acceptor
+        .accept_with(TlsSocket::after_flight(tcp), move |c| *c = conn)
+        .into_fallible();
     match tokio::time::timeout_at(deadline, rest).await {
         Ok(Ok(mut tls)) => {
             tls.get_mut().0.open();
@@ -95,7 +97,11 @@ pub(crate) async fn handshake(
             });
             Some(Handshaken::Stream(Box::new(tls)))
         }
-        Ok(Err(e)) => failed(peer, &format!("TLS handshake failed: {e}")),
+        Ok(Err((e, mut socket))) => {
+            // The alert rustls wrote, if it was held as if it were the tickets.
+            socket.try_write_held();
+            failed(peer, &format!("TLS handshake failed: {e}"))
+        }
         Err(_) => failed(peer, "TLS handshake not done within handshake-timeout"),
     }
 }
