@@ -32,6 +32,10 @@ pub struct TlsConf {
     pub server_cipher_preference: bool,
     /// `http2` (spate, default ON): offer `h2` in ALPN on this listener.
     pub http2: bool,
+    /// `early-data` (spate, default OFF): accept TLS 1.3 early data (0-RTT) on this TCP
+    /// listener, at most this many bytes per connection (`early-data-max-size`); `None` when
+    /// off. HTTP/3 has its own switch, `http3-0rtt`.
+    pub early_data: Option<u32>,
     /// `ocsp-update-interval` (seconds): accepted; the response comes from
     /// `ocsp-response-file`, read when the configuration is prepared.
     pub ocsp_update_interval: Duration,
@@ -234,6 +238,11 @@ const KX_GROUPS_SKIPPED: &[&str] = &[
     "ffdhe8192",
 ];
 
+/// `early-data-max-size`'s default: what h2o's TLS stack (picotls) accepts.
+const DEFAULT_EARLY_DATA_MAX: u32 = 8192;
+/// Early data is held in memory until read: a request head or a few, not a body.
+const EARLY_DATA_MAX_LIMIT: u32 = 64 * 1024;
+
 /// Keys of the `ssl` mapping; the last four are h2o's and not supported yet.
 const SSL_KEYS: &[&str] = &[
     "certificate-file",
@@ -255,6 +264,8 @@ const SSL_KEYS: &[&str] = &[
     "neverbleed",
     "http2",
     "client-ca-file",
+    "early-data",
+    "early-data-max-size",
     "ocsp-update-cmd",
     "session-ticket",
     "http2-origin-frame",
@@ -276,6 +287,7 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
         kx_groups: None,
         server_cipher_preference: false,
         http2: true,
+        early_data: None,
         ocsp_update_interval: Duration::from_secs(4 * 3600),
         ocsp_max_failures: 3,
         client_ca: None,
@@ -288,6 +300,8 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
     let mut identity_list = None;
     let mut ecdh_curves = None;
     let mut kx_tls13 = None;
+    let mut early_data = false;
+    let mut early_data_max = DEFAULT_EARLY_DATA_MAX;
     for (key, val) in &known {
         let name = format!("listen.ssl.{key}");
         match *key {
@@ -342,6 +356,19 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
                     c.http2 = b;
                 }
             }
+            "early-data" => {
+                if let Some(b) = ctx.bool(&name, val) {
+                    early_data = b;
+                }
+            }
+            "early-data-max-size" => match ctx.uint(&name, val, 1) {
+                Some(n) if n <= u64::from(EARLY_DATA_MAX_LIMIT) => early_data_max = n as u32,
+                Some(_) => ctx.error(
+                    val.line,
+                    format!("{name}: at most {EARLY_DATA_MAX_LIMIT} bytes"),
+                ),
+                None => {}
+            },
             "client-ca-file" => {
                 if let Some(path) = ctx.path(&name, val) {
                     c.client_ca = Some(PathAt {
@@ -356,6 +383,10 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node, host: Option<&str>) -> Option<TlsCo
     if c.min_version > c.max_version {
         ctx.error(v.line, "listen.ssl: min-version is above max-version");
     }
+    if early_data && c.max_version < TlsVersion::Tls13 {
+        ctx.error(v.line, "listen.ssl: early-data needs TLS 1.3 (max-version)");
+    }
+    c.early_data = early_data.then_some(early_data_max);
     c.kx_groups = groups(ctx, kx_tls13, ecdh_curves, &mut c.warnings);
 
     let mut keys = Vec::new();
@@ -939,6 +970,41 @@ mod tests {
         assert_eq!(t.identities[0].keys.len(), 1);
         assert_eq!(conf.handshake_timeout, Duration::from_secs(10));
         assert_eq!(conf.session_resumption, SessionResumption::default());
+        assert_eq!(t.early_data, None);
+    }
+
+    #[test]
+    fn early_data_with_its_size_and_its_errors() {
+        let c = Certs::new();
+        let conf = c.ok(&one_listener(&format!("{A}\n    early-data: ON")));
+        let t = conf.listeners[0].tls.as_ref().expect("tls");
+        assert_eq!(t.early_data, Some(8192));
+        let conf = c.ok(&one_listener(&format!(
+            "{A}\n    early-data: ON\n    early-data-max-size: 16384"
+        )));
+        let t = conf.listeners[0].tls.as_ref().expect("tls");
+        assert_eq!(t.early_data, Some(16384));
+        let e = c.errors(&one_listener(&format!(
+            "{A}\n    early-data: ON\n    early-data-max-size: 1000000"
+        )));
+        assert!(
+            e.iter()
+                .any(|e| e.contains("early-data-max-size: at most 65536")),
+            "{e:?}"
+        );
+        let e = c.errors(&one_listener(&format!(
+            "{A}\n    early-data: ON\n    max-version: TLSv1.2"
+        )));
+        assert!(
+            e.iter().any(|e| e.contains("early-data needs TLS 1.3")),
+            "{e:?}"
+        );
+        let e = c.errors(&one_listener(&format!("{A}\n    early-data: maybe")));
+        assert!(
+            e.iter()
+                .any(|e| e.contains("listen.ssl.early-data expects ON or OFF")),
+            "{e:?}"
+        );
     }
 
     #[test]

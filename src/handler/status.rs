@@ -57,6 +57,7 @@ impl Handler for StatusHandler {
         );
         acme_json(&mut j);
         quic_json(&mut j, &s);
+        tls_early_data_json(&mut j);
         Answer::Now(body(j, "application/json; charset=utf-8"))
     }
 }
@@ -253,6 +254,18 @@ fn quic_json(j: &mut String, s: &metrics::Snapshot) {
         q.forwarded,
         q.sent_packets,
         q.lost_packets,
+    );
+}
+
+/// spate's addition: `"tls-early-data": {"accepted", "refused", "requests-held", "too-early-retried"}`, TLS 1.3 early data over
+/// TCP (`metrics::tls_early_data`), before the closing brace.
+fn tls_early_data_json(j: &mut String) {
+    let e = metrics::tls_early_data::snapshot();
+    j.truncate(j.trim_end().trim_end_matches('}').trim_end().len());
+    let _ = write!(
+        j,
+        ",\n \"tls-early-data\": {{\"accepted\": {}, \"refused\": {}, \"requests-held\": {}, \"too-early-retried\": {}}}\n}}\n",
+        e.accepted, e.refused, e.held, e.too_early_retried,
     );
 }
 

@@ -9,6 +9,7 @@ pub(crate) use park::Parking;
 
 use super::context::{Addrs, WorkerCtx};
 use super::h1::{self, Ended, Http2Via, Switched};
+use super::tls_early::{self, Handshaken};
 use super::tls_socket::TlsSocket;
 use super::tls_transport::{self, Alpn, TlsTransport};
 use super::transport::{self, Transport};
@@ -309,6 +310,10 @@ async fn serve_tls(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, acce
     {
         let conn = std::pin::pin!(async {
             let ctx = guard.ctx();
+            // `early-data`: the handshake's first half by hand (`tls_early.rs`).
+            if acceptor.config().max_early_data_size > 0 {
+                return Box::pin(serve_tls_early(stream, acceptor, &addrs, ctx)).await;
+            }
             if let Some(tls) =
                 Box::pin(tls_transport::handshake(stream, acceptor, addrs.0, ctx)).await
             {
@@ -318,6 +323,20 @@ async fn serve_tls(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, acce
         panics::contain(conn, &addrs.0).await;
     }
     drop(guard);
+}
+
+/// A connection on a listener with `early-data`: HTTP/1.1 whose early data was accepted is
+/// served from the server's flight on, before the client's Finished; the rest as usual.
+async fn serve_tls_early(stream: TcpStream, acceptor: TlsAcceptor, addrs: &Addrs, ctx: &WorkerCtx) {
+    match tls_early::handshake(stream, acceptor, addrs.0, ctx).await {
+        Some(Handshaken::Stream(tls)) => serve_tls_session(tls, addrs, ctx).await,
+        Some(Handshaken::Early(early)) => match h1::serve(*early, addrs, ctx, None).await {
+            Ended::Closed | Ended::Idle { .. } => {}
+            // The HTTP/2 preface on an `http/1.1` connection: not served early.
+            Ended::Http2(_) => tracing::debug!(peer = %addrs.0, "HTTP/2 preface in early data"),
+        },
+        None => {}
+    }
 }
 
 /// Serves a connection after its handshake with the protocol the client chose in ALPN.
@@ -343,12 +362,31 @@ async fn serve_tls_session(tls: Box<TlsStream<TlsSocket>>, addrs: &Addrs, ctx: &
         }
         // A TLS connection never parks (`Transport::PARKS`): rustls keeps its state.
         Alpn::Http1 => {
-            serve_http(conn, addrs, ctx, None).await;
+            let early = early_start(&mut conn, ctx);
+            serve_http(conn, addrs, ctx, early).await;
         }
         // rustls only selects a protocol from `tls::alpn_protocols`; `acme-tls/1` (a
         // TLS-ALPN-01 validation) ends with its handshake (RFC 8737 §3).
         Alpn::Other => tracing::debug!(peer = %addrs.0, "no driver for the ALPN protocol"),
     }
+}
+
+/// Where HTTP/1 starts on a connection whose early data (`early-data`) was accepted: with
+/// those bytes read, as if carried. `None` (the usual start) without early data.
+fn early_start(conn: &mut TlsTransport, ctx: &WorkerCtx) -> Option<Idle> {
+    if !conn.early_data_accepted() {
+        return None;
+    }
+    let carried = h1::Carried {
+        rbuf: conn.take_decrypted(&ctx.buffers),
+        wbuf: ctx.buffers.write_buffer(),
+        file: None,
+    };
+    Some(Idle::Http1 {
+        fresh: true,
+        open: crate::metrics::OpenConnection::new(crate::metrics::Proto::Http1),
+        carried: Some(Box::new(carried)),
+    })
 }
 
 /// Holds a connection's slot for its lifetime, also if its task is dropped at shutdown (or

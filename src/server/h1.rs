@@ -295,6 +295,10 @@ impl<'a, T: Transport> Conn<'a, T> {
                     self.reject(e).await?;
                     return Err(Close::Linger);
                 }
+                NotYet::Handshake => {
+                    Box::pin(self.complete_handshake()).await?;
+                    continue;
+                }
             }
             // Need more bytes: whatever is answered goes out first.
             self.flush(false).await?;
@@ -352,6 +356,17 @@ impl<'a, T: Transport> Conn<'a, T> {
         let limits = &self.ctx.routing().head_limits;
         let parsed = (self.ctx.parse_memo.borrow_mut()).parse(&self.rbuf, limits);
         match parsed {
+            // Early data (`tls_early.rs`): a request not safe to replay waits for the
+            // handshake, and is parsed again then.
+            Ok(Some(head))
+                if self.stream.early()
+                    && !request_start::may_answer_early(
+                        &self.ctx.routing(),
+                        head.method.as_bytes(),
+                    ) =>
+            {
+                Err(NotYet::Handshake)
+            }
             Ok(Some(head)) => Ok(self.respond(head)),
             Ok(None) => Err(NotYet::More),
             Err(_) if self.fresh && not_http(&self.rbuf) => Err(NotYet::NotHttp),
@@ -386,6 +401,9 @@ impl<'a, T: Transport> Conn<'a, T> {
         let upgrade = head.upgrade;
         let expect_continue = head.expect_continue && framing != BodyFraming::None;
         let mut req = build_request(head, &mut self.rbuf, self.stream.is_secure(), self.addrs);
+        if self.stream.early() {
+            req.set_early_data(true);
+        }
         self.fresh = false;
         // `upgrade`: `Connection: upgrade` on a bodiless HTTP/1.1 request, which an h2c
         // upgrade needs (RFC 9110 7.8); without it, no header is looked at.
@@ -434,7 +452,11 @@ impl<'a, T: Transport> Conn<'a, T> {
                 (resp, route)
             }
             routed => {
+                // An early request's copy, routed again if the answer is 425 Too Early.
+                let early_copy = (req.is_early_data() && framing == BodyFraming::None)
+                    .then(|| Box::new(req.clone()));
                 let exchange = streaming::Exchange {
+                    early_copy,
                     req,
                     writer,
                     framing,
@@ -885,6 +907,14 @@ impl<'a, T: Transport> Conn<'a, T> {
 
     /// Half-closes, then reads and drops input for a short while so the error response is
     /// not destroyed by a reset caused by unread data.
+    /// A request received in early data must wait for the client's Finished: what is
+    /// answered goes out first.
+    async fn complete_handshake(&mut self) -> Result<(), Close> {
+        crate::metrics::tls_early_data::request_held();
+        self.flush(false).await?;
+        self.stream.complete_handshake().await.map_err(Close::Io)
+    }
+
     async fn linger_close(&mut self) {
         let _ = self.stream.shutdown_write();
         transport::drain_input(&mut self.stream).await;
@@ -1032,6 +1062,8 @@ enum NotYet {
     /// Neither HTTP/1 nor the HTTP/2 preface.
     NotHttp,
     Reject(h1::Error),
+    /// A request received in early data that must wait for the TLS handshake.
+    Handshake,
 }
 
 /// A request answered now (whether the connection stays open), or a future that answers it.

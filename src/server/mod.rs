@@ -38,6 +38,7 @@ pub use proxy_protocol::{parse as parse_proxy_header, Header as ProxyHeader};
 /// The trailing-PADDING finder of client QUIC packets, public for its fuzz target only.
 #[doc(hidden)]
 pub use quic::padding_start as quic_padding_start;
+mod tls_early;
 mod tls_socket;
 mod tls_transport;
 mod transport;

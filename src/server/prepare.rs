@@ -163,7 +163,14 @@ fn listener_tls(
         }
     };
     let resumption = &config.session_resumption;
-    let server = crate::tls::server_config(t, &keys, resumption)
+    // A TCP listener's may take early data (`early-data`); a QUIC listener's is built for
+    // its errors, which it must fail with alike.
+    let server = if quic {
+        crate::tls::server_config(t, &keys, resumption)
+    } else {
+        crate::tls::tcp_server_config(t, &keys, resumption)
+    };
+    let server = server
         .map_err(|e| errors.push(&t.at, format!("listen.ssl: {e}")))
         .ok();
     if !quic {

@@ -133,6 +133,14 @@ impl LaterAnswer {
     }
 }
 
+/// Whether a request received in early data (TLS 1.3 0-RTT, over QUIC or TCP, the handshake
+/// not complete yet) may be answered now: its method is one of `http3-0rtt-methods` (safe to
+/// replay, RFC 8470). Others wait for the handshake.
+pub(crate) fn may_answer_early(routing: &Routing, method: &[u8]) -> bool {
+    let allowed = &routing.config.http3.early_data_methods;
+    allowed.iter().any(|m| m.as_bytes() == method)
+}
+
 /// Routes `req` by `routing` and runs its handler.
 #[inline(always)]
 pub(crate) fn route<'a>(routing: &'a Rc<Routing>, req: &mut Request) -> Routed<'a> {

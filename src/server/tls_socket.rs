@@ -49,6 +49,16 @@ impl TlsSocket {
         }
     }
 
+    /// A socket whose server flight was written already (`tls_early`, which runs the
+    /// handshake's first half itself): the tickets that follow are held as usual.
+    pub(crate) fn after_flight(tcp: TcpStream) -> TlsSocket {
+        TlsSocket {
+            tcp,
+            phase: Phase::Flight,
+            held: Vec::new(),
+        }
+    }
+
     pub(crate) fn tcp(&self) -> &TcpStream {
         &self.tcp
     }

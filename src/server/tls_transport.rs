@@ -155,12 +155,27 @@ impl TlsTransport {
         }
     }
 
+    /// Whether the client's early data (`early-data`) was accepted: its bytes are then the
+    /// start of what [`take_decrypted`](Self::take_decrypted) hands over.
+    pub(crate) fn early_data_accepted(&mut self) -> bool {
+        self.inner.get_mut().1.early_data().is_some()
+    }
+
     /// The plaintext rustls has already decrypted, without reading the socket: in a pooled
     /// read buffer, up to its capacity (the rest stays in rustls); empty and unallocated when
     /// there is none.
     pub(crate) fn take_decrypted(&mut self, pool: &BufferPool) -> BytesMut {
-        let mut reader = self.inner.get_mut().1.reader();
         let mut buf = BytesMut::new();
+        // Early data (`early-data`) comes first, all of it (at most `early-data-max-size`):
+        // what is left in rustls is read only through its ordinary reader.
+        if let Some(mut early) = self.inner.get_mut().1.early_data() {
+            buf = pool.read_buffer();
+            let mut chunk = [0; 4096];
+            while let Ok(n @ 1..) = io::Read::read(&mut early, &mut chunk) {
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        }
+        let mut reader = self.inner.get_mut().1.reader();
         loop {
             // An error or the peer's close is left for the next read to report.
             let chunk = match io::BufRead::fill_buf(&mut reader) {

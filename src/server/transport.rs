@@ -47,6 +47,15 @@ pub(crate) trait Transport: AsyncRead + Unpin {
     fn poll_readable(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
     }
+    /// Whether what is read now came in TLS early data, the handshake not complete yet
+    /// (`tls_early.rs`): a request then is answered only if safe to replay (RFC 8470).
+    fn early(&self) -> bool {
+        false
+    }
+    /// Waits for the client's Finished, for a request that must not be answered early.
+    async fn complete_handshake(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Transport for TcpStream {
@@ -134,6 +143,14 @@ impl<T: Transport> Transport for &mut T {
 
     fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         (**self).poll_readable(cx)
+    }
+
+    fn early(&self) -> bool {
+        (**self).early()
+    }
+
+    fn complete_handshake(&mut self) -> impl std::future::Future<Output = io::Result<()>> {
+        (**self).complete_handshake()
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod cert;
 pub mod client;
+pub mod early_data;
 mod hkdf;
 mod keys;
 pub mod managed;
@@ -51,6 +52,35 @@ pub fn server_config(
     keys: &Keys,
     resumption: &SessionResumption,
 ) -> Result<Arc<ServerConfig>, String> {
+    build(tls, keys, resumption).map(Arc::new)
+}
+
+/// The rustls configuration of a TCP listener: [`server_config`], and with `early-data`
+/// TLS 1.3 early data (0-RTT) of at most its `early-data-max-size`, on single-use tickets
+/// (the replay bound HTTP/3's 0-RTT has too). Early data needs resumption: with
+/// `ssl-session-resumption: {mode: off}` none is accepted.
+pub fn tcp_server_config(
+    tls: &TlsConf,
+    keys: &Keys,
+    resumption: &SessionResumption,
+) -> Result<Arc<ServerConfig>, String> {
+    let max = match tls.early_data {
+        Some(max) if resumption.tickets || resumption.cache => max,
+        _ => return server_config(tls, keys, resumption),
+    };
+    let mut config = build(tls, keys, &single_use_tickets(resumption))?;
+    config.max_early_data_size = max;
+    // Answers to early requests go out before the client's Finished (0.5-RTT data); rustls
+    // sends none to a client it asked for a certificate (`client-ca-file`).
+    config.send_half_rtt_data = true;
+    Ok(Arc::new(config))
+}
+
+fn build(
+    tls: &TlsConf,
+    keys: &Keys,
+    resumption: &SessionResumption,
+) -> Result<ServerConfig, String> {
     let provider = provider(tls)?;
     let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
         (TlsVersion::Tls13, &rustls::version::TLS13),
@@ -106,7 +136,7 @@ pub fn server_config(
     if !resumption.tickets && !resumption.cache {
         config.send_tls13_tickets = 0;
     }
-    Ok(Arc::new(config))
+    Ok(config)
 }
 
 /// The TLS configuration of a QUIC listener: the same certificates, suites and groups as

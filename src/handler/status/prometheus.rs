@@ -272,7 +272,37 @@ pub fn render(s: &Snapshot) -> String {
     cache_metrics(&mut o);
     acme_metrics(&mut o);
     quic_metrics(&mut o, &s.quic);
+    tls_early_data_metrics(&mut o);
     o
+}
+
+/// TLS 1.3 early data over TCP (`metrics::tls_early_data`), beside QUIC's 0-RTT.
+fn tls_early_data_metrics(o: &mut String) {
+    let e = crate::metrics::tls_early_data::snapshot();
+    counter(
+        o,
+        "spate_tls_early_data_accepted_total",
+        "TLS handshakes over TCP whose early data (0-RTT) was accepted.",
+        e.accepted,
+    );
+    counter(
+        o,
+        "spate_tls_early_data_refused_total",
+        "TLS handshakes over TCP whose offered early data (0-RTT) was refused.",
+        e.refused,
+    );
+    counter(
+        o,
+        "spate_tls_early_requests_held_total",
+        "Requests received in TLS early data over TCP and held until the handshake completed.",
+        e.held,
+    );
+    counter(
+        o,
+        "spate_tls_too_early_retried_total",
+        "Requests received in TLS early data over TCP, answered 425 Too Early and routed again after the handshake.",
+        e.too_early_retried,
+    );
 }
 
 /// The certificates `acme` manages, by name, and on-demand's refusals.

@@ -12,7 +12,7 @@ use crate::log::AccessLog;
 use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
 use crate::server::request_end::{request_ended, Counted, Figures, Logged};
-use crate::server::request_start::LaterAnswer;
+use crate::server::request_start::{self, LaterAnswer, Routed};
 use crate::server::transport::Transport;
 use bytes::Bytes;
 use std::cell::RefCell;
@@ -36,6 +36,9 @@ pub(super) enum Answer {
 /// A request on the slow path, with what the driver knows of it.
 pub(super) struct Exchange {
     pub req: Request,
+    /// A copy of a request answered in TLS early data (without a body): routed again once
+    /// the handshake has completed if the answer is `425 Too Early` (RFC 8470 section 5.2).
+    pub early_copy: Option<Box<Request>>,
     /// The handler's body pipe, when it reads the body.
     pub writer: Option<BodyWriter>,
     pub framing: BodyFraming,
@@ -103,6 +106,19 @@ impl<'a, T: Transport> Conn<'a, T> {
         Box::pin(self.respond_streaming(ex, answer, log))
     }
 
+    /// An early request was answered `425 Too Early`: its copy is routed again once the
+    /// handshake has completed (once: it is not early any more); the client gets that answer.
+    async fn too_early(&mut self, mut copy: Request) -> Result<Answer, Close> {
+        crate::metrics::tls_early_data::too_early_retried();
+        self.stream.complete_handshake().await?;
+        copy.set_early_data(false);
+        let routing = Rc::clone(&self.ctx.routing());
+        Ok(match request_start::route(&routing, &mut copy) {
+            Routed::Now(resp, _) => Answer::Now(resp),
+            Routed::Later(later) => Answer::Later(later),
+        })
+    }
+
     /// Answers one request on the slow path; returns whether the connection stays open.
     /// `log`: where the request's access-log line goes.
     async fn respond_streaming(
@@ -115,6 +131,7 @@ impl<'a, T: Transport> Conn<'a, T> {
         let counted = crate::metrics::start();
         let Exchange {
             req,
+            mut early_copy,
             writer,
             framing,
             mut keep_alive,
@@ -230,6 +247,18 @@ impl<'a, T: Transport> Conn<'a, T> {
                 }
             };
             match step {
+                Step::Head(resp) if resp.status == 425 && early_copy.is_some() => {
+                    if let Some(copy) = early_copy.take() {
+                        crate::http::recycle::give_header_list(resp.headers);
+                        out = match self.too_early(*copy).await? {
+                            Answer::Later(later) => Out::Waiting(later),
+                            Answer::Now(resp) => {
+                                self.start_response(&req, resp, &mut keep_alive, &mut sent)
+                                    .await?
+                            }
+                        };
+                    }
+                }
                 Step::Head(resp) => {
                     // Interim responses that came with it go first.
                     if !self.wbuf.is_empty() {

@@ -365,10 +365,8 @@ impl<'a> ReqStream<'a> {
         // handshake completes came in it.
         let early = conn.has_0rtt() && conn.is_handshaking();
         if early {
-            let method = req.method.as_bytes();
-            let allowed = routing.config.http3.early_data_methods.iter();
             let state = self.early.get_or_insert_with(Box::default);
-            if !allowed.clone().any(|m| m.as_bytes() == method) {
+            if !request_start::may_answer_early(&routing, req.method.as_bytes()) {
                 crate::metrics::quic_admission::early_request_held();
                 state.held = Some(req);
                 return;
