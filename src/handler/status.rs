@@ -154,7 +154,7 @@ fn requests_json(req: &Request) -> String {
         };
         let _ = write!(
             j,
-            "{}\n  {{\"host\": \"{}\", \"at\": \"{}\", \"method\": \"{}\", \"path\": \"{}\", \"query\": {}, \"protocol\": \"{}\", \"referer\": {}, \"user-agent\": {}, \"authority\": {}}}",
+            "{}\n  {{\"host\": \"{}\", \"at\": \"{}\", \"method\": \"{}\", \"path\": \"{}\", \"query\": {}, \"protocol\": \"{}\", \"referer\": {}, \"user-agent\": {}, \"authority\": {}, \"state\": \"{}\"}}",
             if i == 0 { "" } else { "," },
             e.peer.ip(),
             at(e.at),
@@ -165,6 +165,7 @@ fn requests_json(req: &Request) -> String {
             opt(&e.referer),
             opt(&e.user_agent),
             opt(&e.authority),
+            e.phase.as_str(),
         );
     }
     j.push_str("\n ]");
