@@ -10,6 +10,7 @@
 pub mod in_flight;
 pub mod quic;
 pub mod quic_admission;
+pub mod quic_secret;
 
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};

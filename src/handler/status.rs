@@ -239,7 +239,7 @@ fn quic_json(j: &mut String, s: &metrics::Snapshot) {
     j.truncate(j.trim_end().trim_end_matches('}').trim_end().len());
     let _ = write!(
         j,
-        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"handshaking\": {}, \"early-requests-held\": {}, \"too-early-retried\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"packets-sent\": {}, \"packets-lost\": {}}}\n}}\n",
+        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"handshaking\": {}, \"early-requests-held\": {}, \"too-early-retried\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"packets-sent\": {}, \"packets-lost\": {}, \"secret-handover-failures\": {}}}\n}}\n",
         s.open[metrics::Transport::Quic as usize],
         s.accepted[metrics::Transport::Quic as usize],
         q.handshakes,
@@ -254,6 +254,7 @@ fn quic_json(j: &mut String, s: &metrics::Snapshot) {
         q.forwarded,
         q.sent_packets,
         q.lost_packets,
+        metrics::quic_secret::handover_failures(),
     );
 }
 
