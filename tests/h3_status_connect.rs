@@ -112,6 +112,55 @@ impl Drop for Held {
     }
 }
 
+/// Holds `path` open over HTTP/3 (the client closes its connection when dropped).
+fn hold(py: &Path, s: &Spate, path: &str) -> Held {
+    let mut child = Command::new(py)
+        .arg(script())
+        .args(["127.0.0.1", &s.addr.port().to_string(), "hold", path])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run aioquic");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("read");
+    assert!(first.contains("\"sent\": true"), "{first}");
+    Held(child)
+}
+
+/// The entry naming `needle` once it shows `state`.
+fn listed(s: &Spate, needle: &str, state: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let page = requests(s);
+        if let Some(l) = page
+            .lines()
+            .find(|l| l.contains(needle) && l.contains(state))
+        {
+            return l.to_owned();
+        }
+        assert!(Instant::now() < deadline, "{needle} never {state}: {page}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The client closes its connection: the request leaves the list.
+fn close_and_gone(s: &Spate, held: Held, needle: &str) {
+    let mut held = held;
+    drop(held.0.stdin.take());
+    let _ = held.0.wait();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while requests(s).contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "still listed after the client left"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn an_http3_request_in_flight_is_listed() {
     let Some(py) = aioquic_python() else {
@@ -123,51 +172,23 @@ fn an_http3_request_in_flight_is_listed() {
     }
     let backend = Backend::start();
     let s = start(&backend, &[]);
-    let mut child = Command::new(&py)
-        .arg(script())
-        .args(["127.0.0.1", &s.addr.port().to_string(), "hold"])
-        .arg("/slow/delay?ms=60000")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run aioquic");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("read");
-    let held = Held(child);
-    assert!(first.contains("\"sent\": true"), "{first}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let entry = loop {
-        let page = requests(&s);
-        if let Some(l) = page.lines().find(|l| l.contains("\"/slow/delay\"")) {
-            break l.to_owned();
-        }
-        assert!(Instant::now() < deadline, "never listed: {page}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let held = hold(&py, &s, "/slow/delay?ms=60000");
+    let entry = listed(&s, "\"/slow/delay\"", "\"state\": \"handling\"");
     for want in [
         "\"method\": \"GET\"",
         "\"protocol\": \"HTTP/3\"",
         "\"authority\": \"h3held.example\"",
         "\"query\": \"?ms=60000\"",
-        "\"state\": \"handling\"",
     ] {
         assert!(entry.contains(want), "{want} in {entry}");
     }
-    // The client closes its connection: the request leaves the list.
-    let mut held = held;
-    drop(held.0.stdin.take());
-    let _ = held.0.wait();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while requests(&s).contains("\"/slow/delay\"") {
-        assert!(
-            Instant::now() < deadline,
-            "still listed after the client left"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    close_and_gone(&s, held, "\"/slow/delay\"");
+
+    // An answer whose body is still streaming: listed as sending until it ends.
+    let held = hold(&py, &s, "/slow/chunked?pieces=2&delay=60000&trailers=0");
+    let entry = listed(&s, "\"/slow/chunked\"", "\"state\": \"sending\"");
+    assert!(entry.contains("\"protocol\": \"HTTP/3\""), "{entry}");
+    close_and_gone(&s, held, "\"/slow/chunked\"");
 }
 
 #[test]

@@ -5,8 +5,8 @@ usage: aioquic_connect.py HOST PORT connect AUTHORITY PAYLOAD
          a 2xx, sends PAYLOAD on the stream and prints {"echo": what came back} once as many
          bytes came back (or the stream ended)
        aioquic_connect.py HOST PORT hold PATH
-         sends GET PATH, prints {"sent": true}, and waits (up to 120 s) for the answer or
-         the end of its standard input, then closes the connection (CONNECTION_CLOSE)
+         sends GET PATH, prints {"sent": true}, and waits (up to 120 s) for the answer's
+         end or the end of its standard input, then closes the connection (CONNECTION_CLOSE)
 The certificate is not verified (the tests use a self-signed one).
 """
 import asyncio
@@ -29,6 +29,7 @@ class Client(QuicConnectionProtocol):
         self.body = bytearray()
         self.more = asyncio.Event()
         self.ended = False
+        self.end = asyncio.get_running_loop().create_future()
 
     def quic_event_received(self, event):
         for ev in self.h3.handle_event(event):
@@ -38,6 +39,8 @@ class Client(QuicConnectionProtocol):
                 self.body += ev.data
             if getattr(ev, "stream_ended", False):
                 self.ended = True
+                if not self.end.done():
+                    self.end.set_result(True)
             self.more.set()
 
 
@@ -64,7 +67,7 @@ async def main():
             c.transmit()
             print(json.dumps({"sent": True}), flush=True)
             stdin_closed = asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-            await asyncio.wait([c.headers, stdin_closed], timeout=120,
+            await asyncio.wait([c.end, stdin_closed], timeout=120,
                                return_when=asyncio.FIRST_COMPLETED)
             return
         payload = sys.argv[5].encode()
