@@ -10,6 +10,7 @@
 pub mod in_flight;
 pub mod quic;
 pub mod quic_admission;
+pub mod quic_secret;
 pub mod tls_early_data;
 
 use std::cell::Cell;

@@ -226,7 +226,7 @@ hosts:
 }
 
 #[test]
-fn h2o_s_proxy_status_and_http3_ratio_are_accepted_with_a_warning() {
+fn h2o_s_masque_and_http3_ratio_are_accepted_with_a_warning() {
     // t/50connect-proxy-status.t's configuration, and t/40tunnel-udp.t's proxy.http3.ratio.
     let (ok, _, err) = check_config(
         r#"
@@ -247,15 +247,120 @@ hosts:
 "#,
     );
     assert!(ok, "{err}");
-    for name in [
-        "proxy.proxy-status.identity",
-        "proxy.connect.emit-proxy-status",
-        "proxy.connect.masque-draft-03",
-        "proxy.http3.ratio",
-    ] {
+    for name in ["proxy.connect.masque-draft-03", "proxy.http3.ratio"] {
         assert!(
             err.contains(&format!("{name} tunes h2o's internals and is ignored")),
             "{name}: {err}"
         );
     }
+    // The Proxy-Status directives are implemented now: no warning for them.
+    for name in [
+        "proxy.proxy-status.identity",
+        "proxy.connect.emit-proxy-status",
+    ] {
+        assert!(!err.contains(name), "{name}: {err}");
+    }
+}
+
+#[test]
+fn a_proxy_status_identity_must_be_printable_ascii() {
+    let (ok, _, err) = check_config(
+        "listen: 18571\nproxy.proxy-status.identity: \"caf\u{e9}\"\nhosts:\n  default:\n    paths:\n      /:\n        proxy.connect: [\"-*\"]\n",
+    );
+    assert!(!ok);
+    assert!(
+        err.contains(":2:") && err.contains("printable ASCII"),
+        "{err}"
+    );
+}
+
+/// A spate as t/50connect-proxy-status.t's h2o: `Proxy-Status` on, with an identity.
+fn start_with_proxy_status(allowed: &[u16]) -> Spate {
+    let mut acl = String::new();
+    for p in allowed {
+        acl.push_str(&format!("          - \"+127.0.0.1:{p}\"\n"));
+    }
+    Spate::start(&format!(
+        r#"
+proxy.proxy-status.identity: "h2o/test"
+listen: {{host: 127.0.0.1, port: 0}}
+hosts:
+  default:
+    paths:
+      "/":
+        proxy.connect:
+{acl}          - "-*"
+        proxy.connect.emit-proxy-status: ON
+"#
+    ))
+}
+
+fn proxy_status_line(verbose: &str) -> Option<&str> {
+    verbose
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("< proxy-status:"))
+        .map(|l| l.trim_end())
+}
+
+#[test]
+fn proxy_status_names_each_outcome_as_h2o() {
+    if !have("curl") {
+        eprintln!("skipped: no curl");
+        return;
+    }
+    let backend = Backend::start();
+    let dead = DeadPort::new();
+    let s = start_with_proxy_status(&[backend.port(), dead.port]);
+
+    // Tunnelled: the address connected to.
+    let (body, verbose) = curl_through(&s, &backend.url("/text"));
+    assert_eq!(body, "hello from the backend\n", "{verbose}");
+    assert_eq!(
+        proxy_status_line(&verbose),
+        Some("< proxy-status: h2o/test; next-hop=\"127.0.0.1\""),
+        "{verbose}"
+    );
+
+    // Refused by the list.
+    let (_, verbose) = curl_through(&s, "https://8.8.8.8/");
+    assert!(verbose.contains("403"), "{verbose}");
+    assert_eq!(
+        proxy_status_line(&verbose),
+        Some("< proxy-status: h2o/test; error=destination_ip_prohibited"),
+        "{verbose}"
+    );
+
+    // A name that does not resolve (.invalid never does, RFC 6761).
+    let (_, verbose) = curl_through(&s, "https://doesnotexist.invalid./");
+    assert!(verbose.contains("502"), "{verbose}");
+    let line = proxy_status_line(&verbose).unwrap_or_default();
+    assert!(
+        line.starts_with("< proxy-status: h2o/test; error=dns_error; rcode=\"")
+            && line.contains("; details=\""),
+        "{verbose}"
+    );
+
+    // Allowed, but nothing listens there.
+    let (_, verbose) = curl_through(&s, &format!("https://127.0.0.1:{}/", dead.port));
+    assert!(verbose.contains("502"), "{verbose}");
+    assert_eq!(
+        proxy_status_line(&verbose),
+        Some("< proxy-status: h2o/test; error=connection_refused; next-hop=\"127.0.0.1\""),
+        "{verbose}"
+    );
+    // A target that is not host:port is refused by the HTTP/1.1 parser before any handler
+    // (400 without the field; h2o's handler answers it with error=http_request_error).
+}
+
+#[test]
+fn no_proxy_status_unless_asked() {
+    if !have("curl") {
+        eprintln!("skipped: no curl");
+        return;
+    }
+    let backend = Backend::start();
+    let s = start(&[backend.port()]);
+    let (_, verbose) = curl_through(&s, "https://8.8.8.8/");
+    assert!(verbose.contains("403"), "{verbose}");
+    assert_eq!(proxy_status_line(&verbose), None, "{verbose}");
 }

@@ -17,9 +17,14 @@ pub struct ConnectConf {
     /// How long an open tunnel may carry nothing either way: `proxy.websocket.timeout`
     /// (default: `proxy.timeout.io`), as the proxy's other tunnels.
     pub idle_timeout: Duration,
+    /// `proxy.connect.emit-proxy-status: ON`: the `Proxy-Status` field's identity
+    /// (`proxy.proxy-status.identity`, as written); `None`: no field (the default).
+    pub proxy_status: Option<String>,
 }
 
 impl ConnectConf {
+    pub const DEFAULT_PROXY_STATUS_IDENTITY: &'static str = "spate";
+
     /// Whether the list lets a tunnel open to `to` (the first match decides; none: no).
     pub fn allows(&self, to: SocketAddr) -> bool {
         self.acl
@@ -229,6 +234,7 @@ mod tests {
             acl: vec![rule("-127.0.0.1:1").unwrap(), rule("+127.0.0.0/8").unwrap()],
             connect_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(1),
+            proxy_status: None,
         };
         assert!(!c.allows(to("127.0.0.1:1")));
         assert!(c.allows(to("127.0.0.2:1")));

@@ -252,6 +252,10 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("proxy.http2.max-concurrent_streams", ALL),
     ("proxy.http2.force-cleartext", ALL),
     ("proxy.cache", ALL),
+    ("proxy.connect.emit-proxy-status", ALL),
+    ("proxy.connect.proxy-status", ALL),
+    ("proxy.proxy-status.identity", G),
+    ("proxy-status.identity", G),
 ];
 
 /// h2o directives that only tune h2o itself (`internals.rs` accepts them with a warning): name,
@@ -401,16 +405,6 @@ pub(super) const TUNING: &[(&str, u8, &str)] = &[
         "proxy.http3.ratio",
         G | H | P,
         "spate does not speak HTTP/3 to backends: requests go over HTTP/1.1, or HTTP/2 by proxy.http2.ratio",
-    ),
-    (
-        "proxy.connect.emit-proxy-status",
-        G | H | P,
-        "spate sends no Proxy-Status header; a failed CONNECT is its status (403, 502, 504) and a log line",
-    ),
-    (
-        "proxy.proxy-status.identity",
-        G | H | P,
-        "spate sends no Proxy-Status header",
     ),
     (
         "proxy.connect.masque-draft-03",

@@ -54,6 +54,8 @@ pub(super) struct ProxyOpts {
     max_delegations: Option<u32>,
     /// `Some(None)`: `proxy.cache: OFF`.
     cache: Option<Option<super::CacheConf>>,
+    connect_proxy_status: Option<bool>,
+    proxy_status_identity: Option<String>,
 }
 
 /// What `proxy.reverse.url` names: its backends and how to choose among them.
@@ -170,6 +172,13 @@ impl ProxyOpts {
                 set(&mut self.http2_force_cleartext, ctx.bool(name, v))
             }
             "proxy.cache" => set(&mut self.cache, super::cache::parse(ctx, name, v)),
+            // h2o's older name for the switch, still registered there.
+            "proxy.connect.emit-proxy-status" | "proxy.connect.proxy-status" => {
+                set(&mut self.connect_proxy_status, ctx.bool(name, v))
+            }
+            "proxy.proxy-status.identity" | "proxy-status.identity" => {
+                set(&mut self.proxy_status_identity, identity(ctx, name, v))
+            }
             _ => return false,
         }
         true
@@ -184,6 +193,11 @@ impl ProxyOpts {
             acl,
             connect_timeout: self.connect_timeout.unwrap_or(io),
             idle_timeout: self.websocket_timeout.unwrap_or(io),
+            proxy_status: self.connect_proxy_status.unwrap_or(false).then(|| {
+                self.proxy_status_identity
+                    .clone()
+                    .unwrap_or_else(|| super::ConnectConf::DEFAULT_PROXY_STATUS_IDENTITY.to_owned())
+            }),
         }
     }
 
@@ -675,3 +689,20 @@ fn split_host_port<'a>(authority: &'a str, url: &str) -> Result<(&'a str, Option
 
 #[cfg(test)]
 mod tests;
+
+/// `proxy.proxy-status.identity`: printable ASCII, as the field carries it (RFC 9209 section 2).
+fn identity(ctx: &mut Ctx, name: &str, v: &Node) -> Option<String> {
+    let s = ctx.string(name, v)?;
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        Some(s)
+    } else {
+        ctx.error(
+            v.line,
+            format!(
+                "{name} expects printable ASCII characters only, got {}",
+                show(v)
+            ),
+        );
+        None
+    }
+}

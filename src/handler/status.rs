@@ -155,7 +155,7 @@ fn requests_json(req: &Request) -> String {
         };
         let _ = write!(
             j,
-            "{}\n  {{\"host\": \"{}\", \"at\": \"{}\", \"method\": \"{}\", \"path\": \"{}\", \"query\": {}, \"protocol\": \"{}\", \"referer\": {}, \"user-agent\": {}, \"authority\": {}}}",
+            "{}\n  {{\"host\": \"{}\", \"at\": \"{}\", \"method\": \"{}\", \"path\": \"{}\", \"query\": {}, \"protocol\": \"{}\", \"referer\": {}, \"user-agent\": {}, \"authority\": {}, \"state\": \"{}\"}}",
             if i == 0 { "" } else { "," },
             e.peer.ip(),
             at(e.at),
@@ -166,6 +166,7 @@ fn requests_json(req: &Request) -> String {
             opt(&e.referer),
             opt(&e.user_agent),
             opt(&e.authority),
+            e.phase.as_str(),
         );
     }
     j.push_str("\n ]");
@@ -239,7 +240,7 @@ fn quic_json(j: &mut String, s: &metrics::Snapshot) {
     j.truncate(j.trim_end().trim_end_matches('}').trim_end().len());
     let _ = write!(
         j,
-        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"handshaking\": {}, \"early-requests-held\": {}, \"too-early-retried\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"packets-sent\": {}, \"packets-lost\": {}}}\n}}\n",
+        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"handshaking\": {}, \"early-requests-held\": {}, \"too-early-retried\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"packets-sent\": {}, \"packets-lost\": {}, \"secret-handover-failures\": {}}}\n}}\n",
         s.open[metrics::Transport::Quic as usize],
         s.accepted[metrics::Transport::Quic as usize],
         q.handshakes,
@@ -254,6 +255,7 @@ fn quic_json(j: &mut String, s: &metrics::Snapshot) {
         q.forwarded,
         q.sent_packets,
         q.lost_packets,
+        metrics::quic_secret::handover_failures(),
     );
 }
 

@@ -1,10 +1,12 @@
 //! The requests in flight, for the `status` handler's `requests` section (h2o's
 //! `/json?show=requests`).
 //!
-//! Only a request whose answer comes later is listed (a proxied one, a FastCGI one, any
-//! answer still pending): an answer ready now is written in the same turn it was asked for,
-//! so no status request could ever see it. The driver's `LaterAnswer` holds an [`InFlight`]
-//! from routing until it is dropped, on every protocol alike.
+//! A request is listed while it is not over in the turn it was asked in: its answer still to
+//! come (a proxied one, a FastCGI one: the driver's `LaterAnswer` holds an [`InFlight`] from
+//! routing, on every protocol alike), and after that while its response body streams out or
+//! its request body is still arriving, where the driver keeps the entry on
+//! ([`InFlight::set_phase`]). An answer written whole in its turn is never listed: no status
+//! request could see it.
 //!
 //! Listing is on only on workers whose configuration has a `status` path ([`enable`]); off,
 //! an answer still to come pays one thread-local flag test and an answer ready now nothing.
@@ -35,6 +37,28 @@ pub struct Listed {
     pub authority: String,
     pub referer: String,
     pub user_agent: String,
+    pub phase: Phase,
+}
+
+/// Where a listed request stands (the `status` handler's `state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The answer is still to come (the request body may be streaming to the handler).
+    Handling,
+    /// Answered; the request body is still arriving (read past, or to the handler).
+    Receiving,
+    /// The response body is being sent.
+    Sending,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Handling => "handling",
+            Phase::Receiving => "receiving",
+            Phase::Sending => "sending",
+        }
+    }
 }
 
 /// A worker's entries: a slab whose free slots keep their strings' capacity.
@@ -76,14 +100,42 @@ impl InFlight {
     /// Lists `req` on this worker, when listing is on.
     #[inline]
     pub fn enter(req: &Request) -> Option<InFlight> {
+        Self::enter_in(req, Phase::Handling)
+    }
+
+    /// [`InFlight::enter`] for a request already answered, in `phase`.
+    #[inline]
+    pub fn enter_in(req: &Request, phase: Phase) -> Option<InFlight> {
         if !ON.with(Cell::get) {
             return None;
         }
-        Self::list(req)
+        Self::list(req, phase)
+    }
+
+    /// Moves the entry on to `phase` (a driver's call when a listed request changes phase;
+    /// `None`, listing off, costs the test).
+    #[inline]
+    pub fn set_phase(listed: &Option<InFlight>, phase: Phase) {
+        if let Some(l) = listed {
+            l.set(phase);
+        }
     }
 
     #[inline(never)]
-    fn list(req: &Request) -> Option<InFlight> {
+    fn set(&self, phase: Phase) {
+        let Ok(mine) = MINE.try_with(Arc::clone) else {
+            return;
+        };
+        let Ok(mut w) = mine.lock() else {
+            return;
+        };
+        if let Some((true, e)) = w.entries.get_mut(self.slot as usize) {
+            e.phase = phase;
+        }
+    }
+
+    #[inline(never)]
+    fn list(req: &Request, phase: Phase) -> Option<InFlight> {
         let mine = MINE.try_with(Arc::clone).ok()?;
         let mut w = mine.lock().ok()?;
         let slot = match w.free.pop() {
@@ -97,6 +149,7 @@ impl InFlight {
         let (live, e) = w.entries.get_mut(slot as usize)?;
         *live = true;
         fill(e, req);
+        e.phase = phase;
         Some(InFlight { slot })
     }
 }
@@ -166,6 +219,7 @@ fn empty() -> Listed {
         authority: String::new(),
         referer: String::new(),
         user_agent: String::new(),
+        phase: Phase::Handling,
     }
 }
 

@@ -12,6 +12,7 @@ use crate::http::request::RequestBuilder;
 use crate::http::response::BodyPart;
 use crate::http::{body, Body, FileRange, Request, Response};
 use crate::log::AccessLog;
+use crate::metrics::in_flight::{InFlight, Phase};
 use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, ResponseHead};
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
@@ -512,12 +513,23 @@ impl<'a, T: Transport> Conn<'a, T> {
 
     async fn reply(&mut self, mut reply: Reply) -> Result<bool, Close> {
         let clock = self.out().reply_started(&reply);
-        if reply.framing == BodyFraming::Chunked {
+        // Listed (when a `status` path lists requests) until its body is read past too.
+        let chunked = reply.framing == BodyFraming::Chunked;
+        let listed = InFlight::enter_in(
+            &reply.req,
+            if chunked {
+                Phase::Receiving
+            } else {
+                Phase::Sending
+            },
+        );
+        if chunked {
             // As h2o, a chunked body the handler does not read is read before the answer: one
             // over `limit-request-body` (or malformed) is answered 413 (400), not by the handler.
             let dec = ChunkedDecoder::new(self.ctx.routing().config.limits.request_head);
             self.discard_chunked_rest(dec, 0, false).await?;
         }
+        InFlight::set_phase(&listed, Phase::Sending);
         let body = std::mem::take(&mut reply.resp.body);
         let body_len = body.len();
         let resp = &reply.resp;
@@ -544,8 +556,10 @@ impl<'a, T: Transport> Conn<'a, T> {
         self.queued += 1;
         // The handler did not need the body; read past it to reach the next request.
         if let BodyFraming::Length(n) = reply.framing {
+            InFlight::set_phase(&listed, Phase::Receiving);
             self.discard_body(n).await?;
         }
+        drop(listed);
         Ok(reply.keep_alive)
     }
 

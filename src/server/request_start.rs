@@ -102,6 +102,12 @@ impl LaterAnswer {
         }
     }
 
+    /// Its entry in the list of requests in flight, for the driver to keep while the
+    /// request goes on past its answer (a streamed body either way).
+    pub fn take_listed(&mut self) -> Option<InFlight> {
+        self._listed.take()
+    }
+
     /// [`LaterAnswer::poll`], handing each interim response (103 Early Hints, 102) the answer
     /// gave on the way to `interim`, in order, before the final answer. A 103 without fields
     /// is not passed on (as h2o).

@@ -24,6 +24,7 @@ use rustls::server::ProducesTickets;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use zeroize::Zeroizing;
 
 const NAME_LEN: usize = 16;
 const IV_LEN: usize = 16;
@@ -95,8 +96,9 @@ fn lead_secs(lifetime: u64) -> u64 {
 pub struct KeyEntry {
     pub name: [u8; NAME_LEN],
     pub suite: Suite,
-    /// The AES key, then the HMAC key ([`Suite::secret_len`] bytes).
-    pub secret: Vec<u8>,
+    /// The AES key, then the HMAC key ([`Suite::secret_len`] bytes); wiped when dropped, as
+    /// every copy of key material here (the store's text, our serialisation) is.
+    pub secret: Zeroizing<Vec<u8>>,
     pub not_before: u64,
     pub not_after: u64,
 }
@@ -119,7 +121,7 @@ impl KeyEntry {
         let mut k = KeyEntry {
             name: [0; NAME_LEN],
             suite: Suite::AES_256_SHA256,
-            secret: vec![0; Suite::AES_256_SHA256.secret_len()],
+            secret: Zeroizing::new(vec![0; Suite::AES_256_SHA256.secret_len()]),
             not_before,
             not_after: not_before + lifetime + lifetime / 4,
         };
@@ -400,7 +402,8 @@ impl Updater {
         match self.store.clone() {
             TicketStore::Internal => Ok(t.held().len()),
             TicketStore::File(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+                let text =
+                    Zeroizing::new(std::fs::read_to_string(&path).map_err(|e| e.to_string())?);
                 let now = unix_now();
                 let mut keys = parse_keys(&text)?;
                 keys.retain(|k| now <= k.not_after);
@@ -450,7 +453,7 @@ impl Updater {
         // Another instance may store between our read and our write: read again then.
         for _ in 0..4 {
             let now = unix_now();
-            let current = conn.read(item)?;
+            let current = conn.read(item)?.map(|(v, ver)| (Zeroizing::new(v), ver));
             let mut keys = match &current {
                 Some((value, _)) => {
                     let text = std::str::from_utf8(value).map_err(|_| "item is not text")?;
@@ -511,10 +514,14 @@ fn roll(keys: &mut Vec<KeyEntry>, now: u64, lifetime: u64) -> Result<bool, Strin
     Ok(altered)
 }
 
+/// One key's `name: value` pairs as read.
+type KeyFields = Vec<(String, String)>;
+
 /// h2o's key list: a YAML sequence of flat mappings, as h2o writes it (block style, one
 /// `key: value` a line). Other YAML layouts are refused with the line that did not fit.
 pub fn parse_keys(text: &str) -> Result<Vec<KeyEntry>, String> {
-    let mut maps: Vec<(usize, Vec<(String, String)>)> = Vec::new();
+    // The values hold the keys' hex: wiped whichever way this returns.
+    let mut maps: Zeroizing<Vec<(usize, KeyFields)>> = Zeroizing::new(Vec::new());
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split(" #").next().unwrap_or("").trim_end();
         let t = line.trim_start();
@@ -540,8 +547,8 @@ pub fn parse_keys(text: &str) -> Result<Vec<KeyEntry>, String> {
         let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
         map.push((k.trim().to_owned(), v.to_owned()));
     }
-    maps.into_iter()
-        .map(|(line, m)| entry(&m).map_err(|e| format!("the key at line {line}: {e}")))
+    maps.iter()
+        .map(|(line, m)| entry(m).map_err(|e| format!("the key at line {line}: {e}")))
         .collect()
 }
 
@@ -577,6 +584,7 @@ fn entry(m: &[(String, String)]) -> Result<KeyEntry, String> {
     };
     let suite = Suite { aes_key_len, sha1 };
     let secret = unhex(get("key")?)
+        .map(Zeroizing::new)
         .filter(|v| v.len() == suite.secret_len())
         .ok_or_else(|| {
             format!(
@@ -602,19 +610,25 @@ fn entry(m: &[(String, String)]) -> Result<KeyEntry, String> {
     })
 }
 
-/// h2o's key list text, newest first.
-pub fn serialize_keys(keys: &[KeyEntry]) -> String {
-    let mut out = String::new();
+/// h2o's key list text, newest first (wiped when dropped: it holds the keys).
+pub fn serialize_keys(keys: &[KeyEntry]) -> Zeroizing<String> {
+    // Room for every key, so that growing leaves no copy behind.
+    let mut out = Zeroizing::new(String::with_capacity(keys.len() * 320));
     for k in keys {
         let _ = write!(
             out,
-            "- name: {}\n  cipher: {}\n  hash: {}\n  key: {}\n  not_before: {}\n  not_after: {}\n",
+            "- name: {}\n  cipher: {}\n  hash: {}\n  key: ",
             hex(&k.name),
             k.suite.cipher_name(),
             k.suite.hash_name(),
-            hex(&k.secret),
-            k.not_before,
-            k.not_after
+        );
+        for x in k.secret.iter() {
+            let _ = write!(out, "{x:02x}");
+        }
+        let _ = writeln!(
+            out,
+            "\n  not_before: {}\n  not_after: {}",
+            k.not_before, k.not_after
         );
     }
     out
@@ -647,6 +661,20 @@ fn unix_now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Key material is held only in types that wipe it when dropped: the parsed keys, the
+    /// text written to the store (a change of type fails to compile here).
+    #[test]
+    fn keys_are_wiped_when_dropped() {
+        fn wiped<T: zeroize::Zeroize>(_: &Zeroizing<T>) {}
+        let keys = vec![KeyEntry::generate(1, 3600).expect("key")];
+        wiped(&keys[0].secret);
+        let text = serialize_keys(&keys);
+        wiped(&text);
+        let back = parse_keys(&text).expect("parse");
+        wiped(&back[0].secret);
+        assert_eq!(back, keys);
+    }
 
     fn tickets(entries: Vec<KeyEntry>) -> SharedTickets {
         let t = SharedTickets {
@@ -714,7 +742,7 @@ mod tests {
                 sha1: true
             }
         );
-        assert_eq!(serialize_keys(&keys), text);
+        assert_eq!(*serialize_keys(&keys), text);
         let t = tickets(keys);
         let sealed = t.encrypt_at(b"session", 5).expect("ticket");
         // Name, IV, one AES block of padded plaintext, a 20-byte SHA-1 tag.

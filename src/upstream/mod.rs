@@ -62,5 +62,5 @@ pub use fields::is_forbidden_trailer;
 pub use h1::EXPECT_WAIT;
 pub use health::{backend_health, Board};
 pub use pool::{Pool, PoolKey};
-pub use tunnel::open_connect;
+pub use tunnel::{open_connect, ConnectError};
 pub use tunnel::{open_tunnel, TunnelRequest};

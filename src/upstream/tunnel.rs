@@ -65,6 +65,18 @@ pub async fn open_tunnel(
 /// How much a CONNECT tunnel reads from its target at a time.
 const CONNECT_READ_SIZE: usize = 16 * 1024;
 
+/// Why a CONNECT target could not be reached: the client's answer, and the failure named
+/// as RFC 9209 names proxy errors (`Proxy-Status`'s `error` parameter).
+#[derive(Debug)]
+pub struct ConnectError {
+    pub error: UpstreamError,
+    /// `connection_refused`, `connection_timeout`, `destination_ip_unroutable` or
+    /// `proxy_internal_error`.
+    pub proxy_error: &'static str,
+    /// The system's words for a `proxy_internal_error`.
+    pub details: Option<String>,
+}
+
 /// A CONNECT tunnel (`proxy.connect`): a TCP connection to `to`, then bytes both ways until
 /// either side closes or nothing moves for `idle_timeout`. The answer is a `200` whose body
 /// is the target's bytes; the client's (`client`) are sent as they come.
@@ -73,21 +85,36 @@ pub async fn open_connect(
     client: RequestBody,
     connect_timeout: Duration,
     idle_timeout: Duration,
-) -> Result<Response, UpstreamError> {
-    let stream =
-        match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(to)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                return Err(UpstreamError::bad_gateway(format!(
-                    "CONNECT to {to}: cannot connect: {e}"
-                )))
-            }
-            Err(_) => {
-                return Err(UpstreamError::timeout(format!(
+) -> Result<Response, ConnectError> {
+    let stream = match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(to))
+        .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let (proxy_error, details) = match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => ("connection_refused", None),
+                std::io::ErrorKind::TimedOut => ("connection_timeout", None),
+                std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
+                    ("destination_ip_unroutable", None)
+                }
+                _ => ("proxy_internal_error", Some(e.to_string())),
+            };
+            return Err(ConnectError {
+                error: UpstreamError::bad_gateway(format!("CONNECT to {to}: cannot connect: {e}")),
+                proxy_error,
+                details,
+            });
+        }
+        Err(_) => {
+            return Err(ConnectError {
+                error: UpstreamError::timeout(format!(
                     "CONNECT to {to}: no connection within proxy.timeout.connect"
-                )))
-            }
-        };
+                )),
+                proxy_error: "connection_timeout",
+                details: None,
+            })
+        }
+    };
     let _ = stream.set_nodelay(true);
     let tunnel = Tunnel {
         client,

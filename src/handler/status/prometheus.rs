@@ -501,7 +501,7 @@ fn cache_metrics(o: &mut String) {
 /// connections are `spate_connections{transport="quic"}` and its `_accepted_total`.
 fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
     let a = crate::metrics::quic_admission::snapshot();
-    let rows: [(&str, &str, u64); 11] = [
+    let rows: [(&str, &str, u64); 12] = [
         (
             "spate_quic_handshakes_total",
             "QUIC handshakes completed.",
@@ -556,6 +556,11 @@ fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
             "spate_quic_lost_packets_total",
             "Packets declared lost by QUIC connections that ended.",
             q.lost_packets,
+        ),
+        (
+            "spate_quic_secret_handover_failures_total",
+            "Binary upgrades whose QUIC secret could not be taken over (a fresh one was made).",
+            crate::metrics::quic_secret::handover_failures(),
         ),
     ];
     for (name, help, v) in rows {

@@ -36,3 +36,22 @@ fn on_lists_until_dropped_and_reuses_the_slot() {
     drop(again);
     enable(false);
 }
+
+#[test]
+fn a_phase_change_shows() {
+    enable(true);
+    let req = Request::for_test(Method::Post, "/in-flight-phase", &[]);
+    let listed = InFlight::enter_in(&req, Phase::Receiving);
+    let phase = || {
+        all()
+            .into_iter()
+            .find(|e| e.path == "/in-flight-phase")
+            .map(|e| e.phase)
+    };
+    assert_eq!(phase(), Some(Phase::Receiving));
+    InFlight::set_phase(&listed, Phase::Sending);
+    assert_eq!(phase(), Some(Phase::Sending));
+    drop(listed);
+    assert_eq!(phase(), None);
+    enable(false);
+}

@@ -9,6 +9,7 @@ use super::{Close, Conn};
 use crate::http::body::BodyWriter;
 use crate::http::{Body, BodyError, BodyStream, Frame, Method, Request, Response, Side};
 use crate::log::AccessLog;
+use crate::metrics::in_flight::{InFlight, Phase};
 use crate::proto::h1::{self, BodyFraming, BodyLength, ChunkedDecoder, ResponseHead};
 use crate::server::buffers::READ_BUFFER;
 use crate::server::request_end::{request_ended, Counted, Figures, Logged};
@@ -85,6 +86,17 @@ enum Step {
     Interim,
 }
 
+/// Where an answered request stands: still waiting, sending its body, or only receiving
+/// the request's.
+fn answered_phase(out: &Out, body_in: &BodyIn) -> Phase {
+    match (out, body_in) {
+        (Out::Waiting(_), _) => Phase::Handling,
+        (Out::Streaming { .. }, _) => Phase::Sending,
+        (Out::Done, BodyIn::Length(_) | BodyIn::Chunked(_)) => Phase::Receiving,
+        (Out::Done, _) => Phase::Sending,
+    }
+}
+
 /// For the access log, once the response is over.
 struct Sent {
     status: u16,
@@ -124,9 +136,15 @@ impl<'a, T: Transport> Conn<'a, T> {
     async fn respond_streaming(
         &mut self,
         ex: Exchange,
-        answer: Answer,
+        mut answer: Answer,
         log: Option<Rc<RefCell<AccessLog>>>,
     ) -> Result<bool, Close> {
+        // Listed (when a `status` path lists requests) until the exchange is over: the
+        // pending answer's entry goes on, an answer ready now gets its own.
+        let listed = match &mut answer {
+            Answer::Later(later) => later.take_listed(),
+            Answer::Now(_) => InFlight::enter_in(&ex.req, Phase::Sending),
+        };
         let started = (SystemTime::now(), Instant::now());
         let counted = crate::metrics::start();
         let Exchange {
@@ -163,6 +181,7 @@ impl<'a, T: Transport> Conn<'a, T> {
                     .await?
             }
         };
+        InFlight::set_phase(&listed, answered_phase(&out, &body_in));
         if expect_continue && matches!(out, Out::Waiting(_)) && writer.is_some() {
             h1::write_continue(&mut self.wbuf);
         }
@@ -278,12 +297,14 @@ impl<'a, T: Transport> Conn<'a, T> {
                                 .await?;
                             body_in = BodyIn::Raw;
                             keep_alive = false;
+                            InFlight::set_phase(&listed, Phase::Sending);
                             continue;
                         }
                     }
                     out = self
                         .start_response(&req, resp, &mut keep_alive, &mut sent)
                         .await?;
+                    InFlight::set_phase(&listed, answered_phase(&out, &body_in));
                 }
                 Step::Data(n) => sent.body += n,
                 Step::Room | Step::Interim => {}
@@ -329,6 +350,9 @@ impl<'a, T: Transport> Conn<'a, T> {
         self.queued += 1;
         // Whatever the handler did not read is read past, to reach the next request.
         drop(writer);
+        if matches!(body_in, BodyIn::Length(_) | BodyIn::Chunked(_)) {
+            InFlight::set_phase(&listed, Phase::Receiving);
+        }
         match body_in {
             BodyIn::Done | BodyIn::Raw | BodyIn::Closed => {}
             BodyIn::Length(n) => self.discard_body(n).await?,

@@ -7,6 +7,7 @@
 use super::ends::StreamEnds;
 use crate::http::body::{BodyStream, Frame};
 use crate::http::Request;
+use crate::metrics::in_flight::{InFlight, Phase};
 use crate::metrics::Mark;
 use crate::proto::h2::Connection;
 use crate::server::request_start::LaterAnswer;
@@ -40,7 +41,9 @@ enum State {
         /// The request's start, when the worker counts requests.
         mark: Option<Mark>,
     },
-    Body(Box<dyn BodyStream>),
+    /// With the request's entry in the list of requests in flight, when its answer came
+    /// later and a `status` path lists them.
+    Body(Box<dyn BodyStream>, #[allow(dead_code)] Option<InFlight>),
 }
 
 /// What the access log needs from the request of a pending answer.
@@ -95,7 +98,7 @@ impl Entry {
     fn ready(&self, conn: &Connection) -> bool {
         match self.state {
             State::Answer { .. } => self.woken(),
-            State::Body(_) => self.woken() && conn.wants_body(self.id),
+            State::Body(..) => self.woken() && conn.wants_body(self.id),
         }
     }
 }
@@ -125,7 +128,7 @@ impl StreamWork {
         self.entries.push(Entry {
             id,
             wake: None,
-            state: State::Body(body),
+            state: State::Body(body, None),
         });
     }
 
@@ -189,7 +192,7 @@ impl StreamWork {
         let id = e.id;
         let wanted = match e.state {
             State::Answer { .. } => true,
-            State::Body(_) => conn.wants_body(id),
+            State::Body(..) => conn.wants_body(id),
         };
         if !wanted || !e.take_woken() {
             return Step::Idle;
@@ -221,14 +224,16 @@ impl StreamWork {
                 };
                 match body {
                     Some(body) => {
-                        e.state = State::Body(body);
+                        let listed = later.take_listed();
+                        InFlight::set_phase(&listed, Phase::Sending);
+                        e.state = State::Body(body, listed);
                         mark(&e.wake);
                         Step::Moved
                     }
                     None => Step::Done,
                 }
             }
-            State::Body(body) => match body.poll_frame(&mut cx) {
+            State::Body(body, _) => match body.poll_frame(&mut cx) {
                 Poll::Pending => Step::Idle,
                 Poll::Ready(Some(Ok(Frame::Data(data)))) => {
                     mark(&e.wake);

@@ -9,6 +9,7 @@ use super::{varint, PIPE_HIGH_WATER, READ_BUDGET};
 use crate::http::body::{self, BodyStream, BodyWriter, Frame, Trailers};
 use crate::http::{Body, BodyError, BodySource, Request, Response, Side};
 use crate::log::AccessLog;
+use crate::metrics::in_flight::{InFlight, Phase};
 use crate::metrics::Mark;
 use crate::proto::h3::{qpack, Error, ErrorCode, RequestEvent, Session};
 use crate::server::context::WorkerCtx;
@@ -72,6 +73,9 @@ pub(super) struct ReqStream<'a> {
     started: Instant,
     /// The request's start, when the worker counts requests.
     mark: Option<Mark>,
+    /// Its entry in the list of requests in flight while its body streams out, taken from
+    /// its answer (only when a `status` path lists requests).
+    listed: Option<InFlight>,
     /// The response status, and the bytes of its head (with frame headers) and body.
     status: u16,
     head_bytes: u64,
@@ -161,6 +165,7 @@ impl<'a> ReqStream<'a> {
             received_at: SystemTime::now(),
             started: Instant::now(),
             mark: None,
+            listed: None,
             status: 0,
             head_bytes: 0,
             body_bytes: 0,
@@ -529,6 +534,7 @@ impl<'a> ReqStream<'a> {
                 Made::Fin => {
                     let _ = conn.send_stream(self.id).finish();
                     self.send = Send::Done;
+                    self.listed = None;
                     self.write_log();
                 }
             }
@@ -562,7 +568,11 @@ impl<'a> ReqStream<'a> {
                     interim = true;
                 });
                 match polled {
-                    Poll::Ready(resp) => Made::Response(resp),
+                    Poll::Ready(resp) => {
+                        self.listed = later.take_listed();
+                        InFlight::set_phase(&self.listed, Phase::Sending);
+                        Made::Response(resp)
+                    }
                     Poll::Pending if interim => Made::Interim,
                     Poll::Pending => Made::Nothing,
                 }

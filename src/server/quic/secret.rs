@@ -84,22 +84,20 @@ fn fresh() -> Zeroizing<[u8; LEN]> {
     s
 }
 
-/// The secret the process that started us handed over, if it did.
+/// The secret the process that started us handed over, if it did. A failure is logged and
+/// counted (`spate_quic_secret_handover_failures_total`), and a fresh secret made.
 fn inherited() -> Option<Zeroizing<[u8; LEN]>> {
     let spec = std::env::var(SECRET_FD_ENV).ok()?;
     let read = || -> Result<Zeroizing<[u8; LEN]>, String> {
         let fd: RawFd = spec.parse().map_err(|_| format!("cannot read {spec:?}"))?;
         let pipe = crate::sys::process::adopt_inherited(fd)
             .map_err(|e| format!("descriptor {fd}: {e}"))?;
-        let mut s = Zeroizing::new([0u8; LEN]);
-        std::fs::File::from(pipe)
-            .read_exact(&mut s[..])
-            .map_err(|e| format!("descriptor {fd}: {e}"))?;
-        Ok(s)
+        read_secret(&mut std::fs::File::from(pipe)).map_err(|e| format!("descriptor {fd}: {e}"))
     };
     match read() {
         Ok(s) => Some(s),
         Err(e) => {
+            crate::metrics::quic_secret::handover_failed();
             tracing::warn!(
                 "{SECRET_FD_ENV}: {e}: a fresh QUIC secret (the previous process's \
                  connections get stateless resets their clients do not recognise)"
@@ -107,6 +105,28 @@ fn inherited() -> Option<Zeroizing<[u8; LEN]>> {
             None
         }
     }
+}
+
+/// Reads the secret from the pipe. What is transient is tried again: a read interrupted by a
+/// signal, and one that gave fewer bytes than asked (the rest follows). The pipe's end
+/// before all of it came is not: the previous process wrote no more.
+fn read_secret(pipe: &mut impl Read) -> std::io::Result<Zeroizing<[u8; LEN]>> {
+    let mut s = Zeroizing::new([0u8; LEN]);
+    let mut got = 0;
+    while got < LEN {
+        match pipe.read(&mut s[got..]) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("the pipe ended after {got} of {LEN} bytes"),
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(s)
 }
 
 struct ResetKey(hmac::Key);
@@ -172,6 +192,51 @@ impl AeadKey for TokenAead {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pipe as a signal and the kernel may present it: reads interrupted, or cut short.
+    struct Choppy {
+        data: Vec<u8>,
+        at: usize,
+        calls: usize,
+    }
+
+    impl Read for Choppy {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.calls += 1;
+            if self.calls % 2 == 1 {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(7).min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn interrupted_and_short_reads_are_tried_again() {
+        let data: Vec<u8> = (0..LEN as u8).collect();
+        let mut pipe = Choppy {
+            data: data.clone(),
+            at: 0,
+            calls: 0,
+        };
+        let s = read_secret(&mut pipe).expect("the whole secret");
+        assert_eq!(&s[..], &data[..]);
+        assert!(pipe.calls > 2 * LEN / 7, "{}", pipe.calls);
+    }
+
+    #[test]
+    fn a_pipe_that_ends_early_is_a_failure() {
+        let mut pipe = Choppy {
+            data: vec![1; 10],
+            at: 0,
+            calls: 0,
+        };
+        let e = read_secret(&mut pipe).expect_err("short");
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        assert!(e.to_string().contains("after 10 of 64 bytes"), "{e}");
+    }
 
     #[test]
     fn the_same_secret_gives_the_same_keys() {
