@@ -549,6 +549,60 @@ fn h3_get(path: &str) -> Vec<u8> {
 /// passed on its metrics page.
 #[test]
 fn a_handshake_begun_before_a_binary_upgrade_completes_across_it() {
+    let Some((h3, _new)) = handshake_across(|h3| {
+        signal(&h3.s.child, libc::SIGUSR2);
+        Some(Upgraded(new_pid(&h3.s)))
+    }) else {
+        return;
+    };
+    // The new process passed the client's datagrams to the old one.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, text) = curl_status(&[&h3.url("/metrics")]);
+        let sent = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("spate_quic_upgrade_forwarded_total{direction=\"sent\"} ")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0);
+        if sent > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The same with a reload that starts a new worker generation (more threads): the draining
+/// generation stops reading the sockets, the new one passes it the client's second flight.
+#[test]
+fn a_handshake_begun_before_a_reload_into_a_new_generation_completes_across_it() {
+    handshake_across(|h3| {
+        let yaml = std::fs::read_to_string(h3.dir().join("spate.yaml")).unwrap();
+        assert!(yaml.contains("num-threads: 1\n"), "{yaml}");
+        std::fs::write(
+            h3.dir().join("spate.yaml"),
+            yaml.replace("num-threads: 1\n", "num-threads: 2\n"),
+        )
+        .unwrap();
+        signal(&h3.s.child, libc::SIGHUP);
+        let lines = h3.s.log_lines_naming("reloaded", 1);
+        assert!(
+            lines.len() == 1 && lines[0].contains("new worker generation"),
+            "{lines:?}"
+        );
+        None
+    });
+}
+
+/// Starts a handshake with spate, lets `switch` hand its sockets over (returning what must
+/// live until the end), then completes the handshake and a GET; returns the server and what
+/// `switch` returned, or `None` under h2o.
+fn handshake_across(
+    switch: impl FnOnce(&h3_support::H3Server) -> Option<Upgraded>,
+) -> Option<(h3_support::H3Server, Option<Upgraded>)> {
     let dir = tempfile::tempdir().unwrap();
     let site = "hosts:\n  default:\n    paths:\n      /metrics:\n        metrics: ON\n      /:\n        respond: {status: 200, body: old or new}\n";
     let h3 = h3_support::H3Server::start_with(
@@ -558,7 +612,7 @@ fn a_handshake_begun_before_a_binary_upgrade_completes_across_it() {
         site,
     );
     if h3.is_h2o {
-        return;
+        return None;
     }
     let server = std::net::SocketAddr::from(([127, 0, 0, 1], h3.port));
     let mut client = HandClient::connect(server);
@@ -585,10 +639,9 @@ fn a_handshake_begun_before_a_binary_upgrade_completes_across_it() {
     assert_eq!(send.write(&get).unwrap(), get.len());
     send.finish().unwrap();
 
-    signal(&h3.s.child, libc::SIGUSR2);
-    let _new = Upgraded(new_pid(&h3.s));
+    let new = switch(&h3);
 
-    // The second flight goes out now, to the new process.
+    // The second flight goes out now, to the new process or generation.
     client.flush();
     let mut response = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -638,22 +691,5 @@ fn a_handshake_begun_before_a_binary_upgrade_completes_across_it() {
     assert_eq!(done.get(at + 2), Some(&0xd9), "{done:?}");
     assert!(at + headers_len < done.len(), "{done:?}");
 
-    // The new process passed the client's datagrams to the old one.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, text) = curl_status(&[&h3.url("/metrics")]);
-        let sent = text
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("spate_quic_upgrade_forwarded_total{direction=\"sent\"} ")?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .unwrap_or(0);
-        if sent > 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{text}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    Some((h3, new))
 }
