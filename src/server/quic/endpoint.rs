@@ -647,12 +647,13 @@ impl<'a> Driver<'a> {
                 return false;
             };
             let Some(t) = transmit else {
-                if c.handshaking && self.handshake_packets_exceeded(i) {
+                if c.handshaking
+                    && c.quic.stats().path.sent_packets
+                        > self.settings.quic.max_initial_handshake_packets
+                {
+                    self.drop_handshake(i);
                     return false;
                 }
-                let Some(Some(c)) = self.conns.get_mut(i) else {
-                    return false;
-                };
                 // Its timers change only when it is driven: read them once, here.
                 c.timeout = c.quic.poll_timeout();
                 self.earliest = earlier(self.earliest, c.timeout);
@@ -672,24 +673,18 @@ impl<'a> Driver<'a> {
 
     /// `max-initial-handshake-packets` (h2o's): a connection still handshaking that has sent
     /// more packets than that (a peer that keeps the handshake going, making us send) is
-    /// dropped without a word, as h2o does; true if it was.
-    fn handshake_packets_exceeded(&mut self, i: usize) -> bool {
-        let limit = self.settings.quic.max_initial_handshake_packets;
-        let Some(Some(c)) = self.conns.get(i) else {
-            return false;
-        };
-        let sent = c.quic.stats().path.sent_packets;
-        if sent <= limit {
-            return false;
+    /// dropped without a word, as h2o does.
+    fn drop_handshake(&mut self, i: usize) {
+        if let Some(Some(c)) = self.conns.get(i) {
+            tracing::info!(
+                peer = %c.quic.remote_address(),
+                sent = c.quic.stats().path.sent_packets,
+                "QUIC connection dropped: more than max-initial-handshake-packets ({}) sent before its handshake completed",
+                self.settings.quic.max_initial_handshake_packets
+            );
         }
-        tracing::info!(
-            peer = %c.quic.remote_address(),
-            sent,
-            "QUIC connection dropped: more than max-initial-handshake-packets ({limit}) sent before its handshake completed"
-        );
         admission::handshake_packets_exceeded();
         self.discard(i);
-        true
     }
 
     /// Discards connection `i` after a panic inside quinn-proto: its state is not to be
