@@ -340,6 +340,7 @@ listen:
     pacing: ON
     amp-limit: 4
     max-udp-payload-size: 1000
+    max-initial-handshake-packets: 1
 http3-input-window-size: 10
 hosts:
   default:
@@ -355,7 +356,8 @@ hosts:
                 "t.yaml:5: unknown key retyr in listen.quic (did you mean retry?)",
                 "t.yaml:7: listen.quic.amp-limit must be at most 3",
                 "t.yaml:8: listen.quic.max-udp-payload-size expects an integer >= 1200, got \"1000\"",
-                "t.yaml:9: http3-input-window-size expects an integer >= 1500, got \"10\"",
+                "t.yaml:9: listen.quic.max-initial-handshake-packets expects an integer >= 2, got \"1\"",
+                "t.yaml:10: http3-input-window-size expects an integer >= 1500, got \"10\"",
             ]
         );
     }
