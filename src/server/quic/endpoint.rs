@@ -591,7 +591,9 @@ impl<'a> Driver<'a> {
         // A handshake under way when the worker began to drain completes first (a reload or
         // an upgrade may have come between the client's first and second flights): closing
         // it would fail the client's connection attempt; once connected, it is told to go.
-        if stopping && !c.closing && !c.quic.is_handshaking() {
+        // One that never completes ends at the idle timeout; a stop closes it at once.
+        let handshake_may_finish = c.quic.is_handshaking() && !self.ctx.close_idle.get();
+        if stopping && !c.closing && !handshake_may_finish {
             c.closing = true;
             c.h3.shutdown(&mut c.quic);
         }
