@@ -592,8 +592,7 @@ impl<'a> Driver<'a> {
         // an upgrade may have come between the client's first and second flights): closing
         // it would fail the client's connection attempt; once connected, it is told to go.
         // One that never completes ends at the idle timeout; a stop closes it at once.
-        let handshake_may_finish = c.quic.is_handshaking() && !self.ctx.close_idle.get();
-        if stopping && !c.closing && !handshake_may_finish {
+        if stopping && !c.closing && (self.ctx.close_idle.get() || !c.quic.is_handshaking()) {
             c.closing = true;
             c.h3.shutdown(&mut c.quic);
         }
