@@ -228,3 +228,84 @@ fn a_packet_for_an_unknown_connection_id_gets_a_stateless_reset() {
     assert_eq!(reset_for(1), a, "the same connection ID, the same token");
     assert_ne!(reset_for(2), a);
 }
+
+/// `retry-rate`: with `retry: auto` and a threshold the flood never reaches, the handshakes
+/// begun in one second past the rate get a Retry. No speed is assumed: however slowly the
+/// Initials went out, no more states were made than the rate allows for the seconds it took;
+/// Retries are required only when the whole flood took less than the seconds the rate's
+/// states would need.
+#[test]
+fn handshakes_begun_past_retry_rate_in_a_second_get_retries() {
+    let (rate, sent) = (5, 40);
+    let s = server(
+        1,
+        &format!("{{retry: auto, retry-threshold: 1000, retry-rate: {rate}}}"),
+    );
+    let start = Instant::now();
+    let replies = flood(s.addr, sent);
+    let took = start.elapsed().as_secs() as usize;
+    let states = count(&replies, Reply::Handshake);
+    assert_eq!(states + count(&replies, Reply::Retry), sent);
+    assert!(
+        states <= rate * (took + 2),
+        "{states} connection states in {took} s for a rate of {rate} a second"
+    );
+    if rate * (took + 2) < sent {
+        assert!(states < sent, "no Retry: {replies:?}");
+    }
+}
+
+/// `max-initial-handshake-packets` (h2o's): a client that never completes its handshake but
+/// sends its Initial again whenever the server speaks (so the anti-amplification limit, which
+/// alone stops the server after three datagrams to a silent client, keeps being lifted) keeps
+/// the server repeating its first flight; past the limit the connection is dropped, said once
+/// in the log. A real client's whole handshake stays under the same limit.
+#[test]
+fn a_handshake_that_makes_us_send_past_the_limit_is_dropped() {
+    let s = server(1, "{retry: OFF, max-initial-handshake-packets: 4}");
+    let mut initials = Initials::new();
+    let initial = initials.next(s.addr);
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    sock.send_to(&initial, s.addr).expect("send");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut buf = [0u8; 2048];
+    let mut got = 0;
+    let line = loop {
+        assert!(
+            Instant::now() < deadline,
+            "not dropped ({got} datagrams from the server)"
+        );
+        if sock.recv_from(&mut buf).is_ok() {
+            got += 1;
+            sock.send_to(&initial, s.addr).expect("send");
+        }
+        if let Some(l) = s
+            .stderr_lines()
+            .into_iter()
+            .find(|l| l.contains("max-initial-handshake-packets"))
+        {
+            break l;
+        }
+    };
+    assert!(line.contains("QUIC connection dropped"), "{line}");
+    assert!(got >= 1, "the server never answered");
+    let Some(py) = common::aioquic_python() else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
+    let out = Command::new(py)
+        .arg(script)
+        .arg("127.0.0.1")
+        .arg(s.addr.port().to_string())
+        .arg("/index.html")
+        .output()
+        .expect("aioquic");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("\"status\": 200"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -10,7 +10,8 @@ mod tls_support;
 use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const BIG: usize = 50 << 20;
 
@@ -388,4 +389,307 @@ hosts:
         assert!(!types.contains(&3), "the token was refused: {types:?}");
         seen.push((len, types));
     }
+}
+
+/// Accepts any server certificate: the hand-driven client below checks what the server does
+/// with its packets, not who the server is.
+#[derive(Debug)]
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A QUIC client driven by hand (quinn-proto's) over one UDP socket, so a test decides when
+/// each of its flights goes out.
+struct HandClient {
+    endpoint: quinn_proto::Endpoint,
+    conn: quinn_proto::Connection,
+    sock: std::net::UdpSocket,
+    server: std::net::SocketAddr,
+}
+
+impl HandClient {
+    fn connect(server: std::net::SocketAddr) -> HandClient {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        let crypto = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        let mut endpoint = quinn_proto::Endpoint::new(
+            Arc::new(quinn_proto::EndpointConfig::default()),
+            None,
+            true,
+            None,
+        );
+        let (_, conn) = endpoint
+            .connect(
+                Instant::now(),
+                quinn_proto::ClientConfig::new(Arc::new(crypto)),
+                server,
+                "localhost",
+            )
+            .unwrap();
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        HandClient {
+            endpoint,
+            conn,
+            sock,
+            server,
+        }
+    }
+
+    /// Sends what the connection has to send now.
+    fn flush(&mut self) {
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let Some(t) = self.conn.poll_transmit(Instant::now(), 1, &mut buf) else {
+                return;
+            };
+            self.sock.send_to(&buf[..t.size], self.server).unwrap();
+        }
+    }
+
+    /// Reads one datagram (waiting 50 ms at most) and hands it to the connection.
+    fn receive(&mut self) -> bool {
+        let mut buf = [0u8; 65536];
+        let Ok((len, from)) = self.sock.recv_from(&mut buf) else {
+            return false;
+        };
+        let mut scratch = Vec::new();
+        let now = Instant::now();
+        if let Some(quinn_proto::DatagramEvent::ConnectionEvent(_, ev)) = self.endpoint.handle(
+            now,
+            from,
+            None,
+            None,
+            bytes::BytesMut::from(&buf[..len]),
+            &mut scratch,
+        ) {
+            self.conn.handle_event(ev);
+        }
+        while let Some(ev) = self.conn.poll_endpoint_events() {
+            let _ = self
+                .endpoint
+                .handle_event(quinn_proto::ConnectionHandle(0), ev);
+        }
+        true
+    }
+}
+
+/// A GET of `path` as an HTTP/3 HEADERS frame, its fields in QPACK's static table (no
+/// dynamic table, so no encoder stream is needed).
+fn h3_get(path: &str) -> Vec<u8> {
+    let mut block = vec![0x00, 0x00]; // Required Insert Count 0, Base 0
+    block.extend_from_slice(&[0xd1, 0xd7]); // :method GET, :scheme https
+                                            // :path, a literal value with the static name reference 1.
+    block.push(0x51);
+    block.push(u8::try_from(path.len()).unwrap());
+    block.extend_from_slice(path.as_bytes());
+    // :authority, the static name 0.
+    block.push(0x50);
+    block.push(9);
+    block.extend_from_slice(b"localhost");
+    let mut frame = vec![0x01, u8::try_from(block.len()).unwrap()];
+    frame.extend_from_slice(&block);
+    frame
+}
+
+/// A handshake caught by a binary upgrade: the client's first Initial reaches the old process,
+/// which answers with its whole first flight; then the upgrade happens and the old process
+/// drains (it stops reading the sockets), and only then does the client send its second
+/// flight (an Initial acknowledging ours, its Handshake Finished, a GET in 1-RTT). The new
+/// process reads it: the Initial is addressed to the old process's connection ID, not to one
+/// the client chose (it does not open with that ID's Initial keys), so the datagram goes over
+/// the upgrade's link like the rest; the old process completes the handshake (a handshake
+/// under way is not cut by the drain) and answers the GET. The new process counts what it
+/// passed on its metrics page.
+#[test]
+fn a_handshake_begun_before_a_binary_upgrade_completes_across_it() {
+    let Some((h3, _new)) = handshake_across(|h3| {
+        signal(&h3.s.child, libc::SIGUSR2);
+        Some(Upgraded(new_pid(&h3.s)))
+    }) else {
+        return;
+    };
+    // The new process passed the client's datagrams to the old one.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, text) = curl_status(&[&h3.url("/metrics")]);
+        let sent = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("spate_quic_upgrade_forwarded_total{direction=\"sent\"} ")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0);
+        if sent > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The same with a reload that starts a new worker generation (more threads): the draining
+/// generation stops reading the sockets, the new one passes it the client's second flight.
+#[test]
+fn a_handshake_begun_before_a_reload_into_a_new_generation_completes_across_it() {
+    handshake_across(|h3| {
+        let yaml = std::fs::read_to_string(h3.dir().join("spate.yaml")).unwrap();
+        assert!(yaml.contains("num-threads: 1\n"), "{yaml}");
+        std::fs::write(
+            h3.dir().join("spate.yaml"),
+            yaml.replace("num-threads: 1\n", "num-threads: 2\n"),
+        )
+        .unwrap();
+        signal(&h3.s.child, libc::SIGHUP);
+        let lines = h3.s.log_lines_naming("reloaded", 1);
+        assert!(
+            lines.len() == 1 && lines[0].contains("new worker generation"),
+            "{lines:?}"
+        );
+        None
+    });
+}
+
+/// Starts a handshake with spate, lets `switch` hand its sockets over (returning what must
+/// live until the end), then completes the handshake and a GET; returns the server and what
+/// `switch` returned, or `None` under h2o.
+fn handshake_across(
+    switch: impl FnOnce(&h3_support::H3Server) -> Option<Upgraded>,
+) -> Option<(h3_support::H3Server, Option<Upgraded>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let site = "hosts:\n  default:\n    paths:\n      /metrics:\n        metrics: ON\n      /:\n        respond: {status: 200, body: old or new}\n";
+    let h3 = h3_support::H3Server::start_with(
+        dir,
+        "  quic: {retry: OFF}\n",
+        "num-threads: 1\nshutdown-timeout: 120\n",
+        site,
+    );
+    if h3.is_h2o {
+        return None;
+    }
+    let server = std::net::SocketAddr::from(([127, 0, 0, 1], h3.port));
+    let mut client = HandClient::connect(server);
+    client.flush();
+    // The old process's first flight, up to its Finished: the client is then connected on
+    // its side, and says nothing yet.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "no first flight from the server");
+        client.receive();
+        match client.conn.poll() {
+            Some(quinn_proto::Event::Connected) => break,
+            Some(quinn_proto::Event::ConnectionLost { reason }) => panic!("{reason}"),
+            _ => {}
+        }
+    }
+    let stream = client
+        .conn
+        .streams()
+        .open(quinn_proto::Dir::Bi)
+        .expect("a request stream");
+    let get = h3_get("/");
+    let mut send = client.conn.send_stream(stream);
+    assert_eq!(send.write(&get).unwrap(), get.len());
+    send.finish().unwrap();
+
+    let new = switch(&h3);
+
+    // The second flight goes out now, to the new process or generation.
+    client.flush();
+    let mut response = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no answer across the upgrade: {response:?}"
+        );
+        client.receive();
+        client.conn.handle_timeout(Instant::now());
+        while let Some(ev) = client.conn.poll() {
+            if let quinn_proto::Event::ConnectionLost { reason } = ev {
+                panic!("connection lost: {reason} (got {response:?})");
+            }
+        }
+        let mut recv = client.conn.recv_stream(stream);
+        if let Ok(mut chunks) = recv.read(true) {
+            let mut finished = false;
+            loop {
+                match chunks.next(usize::MAX) {
+                    Ok(Some(c)) => response.extend_from_slice(&c.bytes),
+                    Ok(None) => {
+                        finished = true;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = chunks.finalize();
+            if finished {
+                break response;
+            }
+        }
+        client.flush();
+    };
+    // HEADERS (with :status 200 from the static table), then the body in one DATA frame.
+    assert_eq!(done.first(), Some(&0x01), "{done:?}");
+    assert!(done.ends_with(b"\x00\x0aold or new"), "{done:?}");
+    let (at, headers_len) = match done[1] >> 6 {
+        0 => (2, usize::from(done[1])),
+        _ => (
+            3,
+            usize::from(u16::from_be_bytes([done[1] & 0x3f, done[2]])),
+        ),
+    };
+    // After the field section prefix, the first field: :status 200 (static index 25).
+    assert_eq!(done.get(at + 2), Some(&0xd9), "{done:?}");
+    assert!(at + headers_len < done.len(), "{done:?}");
+
+    Some((h3, new))
 }

@@ -3,8 +3,9 @@
 //! h2o's names and defaults: `http3-idle-timeout` (30 s), `http3-input-window-size`
 //! (16 MiB), `http3-graceful-shutdown-timeout` (0 = no limit of its own), `http3-gso` (ON),
 //! `max-quic-connections`; in `quic:`, `retry` (OFF), `amp-limit` (3),
-//! `max-streams-bidi` (100), `max-udp-payload-size` (1472), `ecn` (ON). spate's own:
-//! `retry: auto` (the default: Retry once `retry-threshold` handshakes are under way),
+//! `max-streams-bidi` (100), `max-udp-payload-size` (1472), `ecn` (ON),
+//! `max-initial-handshake-packets` (1000). spate's own: `retry: auto` (the default: Retry once
+//! `retry-threshold` handshakes are under way, or `retry-rate` began in the last second),
 //! `http3-qpack-max-table-capacity` and `http3-qpack-blocked-streams` (what the client's
 //! QPACK encoder may use; the request field section is bounded by `max-request-field-section-size`),
 //! `http3-max-streams-uni` (the peer's unidirectional streams), `http3-0rtt` (OFF),
@@ -35,6 +36,12 @@ pub struct QuicConf {
     /// `retry-threshold` (spate, default 128): with `retry: auto`, the handshakes under way
     /// (connections not yet validated) past which new ones get a Retry.
     pub retry_threshold: u32,
+    /// `retry-rate` (spate, default 1000, 0: none): with `retry: auto`, the handshakes begun
+    /// in the current second past which new ones get a Retry.
+    pub retry_rate: u32,
+    /// `max-initial-handshake-packets` (h2o's, default 1000): a connection that has sent more
+    /// packets than this before its handshake completed is dropped.
+    pub max_initial_handshake_packets: u64,
     /// `amp-limit`: before the address is validated, send at most this many times what the
     /// client sent (RFC 9000 section 8.1).
     pub amp_limit: u32,
@@ -51,6 +58,8 @@ impl Default for QuicConf {
         QuicConf {
             retry: Retry::Auto,
             retry_threshold: 128,
+            retry_rate: 1000,
+            max_initial_handshake_packets: 1000,
             amp_limit: 3,
             max_streams_bidi: 100,
             max_udp_payload_size: 1472,
@@ -152,7 +161,6 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Http3) -> bool 
 const NOT_SUPPORTED_YET: &[&str] = &[
     "jumpstart-default",
     "jumpstart-max",
-    "max-initial-handshake-packets",
     "pacing",
     "qpack-decoder-table-capacity",
     "qpack-encoder-table-capacity",
@@ -165,6 +173,8 @@ const NOT_SUPPORTED_YET: &[&str] = &[
 const KEYS: &[&str] = &[
     "retry",
     "retry-threshold",
+    "retry-rate",
+    "max-initial-handshake-packets",
     "amp-limit",
     "max-streams-bidi",
     "max-udp-payload-size",
@@ -217,6 +227,11 @@ pub(super) fn parse(ctx: &mut Ctx, v: &Node) -> Option<QuicConf> {
                 ),
             },
             "retry-threshold" => set(&mut q.retry_threshold, ctx.int(&name, val, 0)),
+            "retry-rate" => set(&mut q.retry_rate, ctx.int(&name, val, 0)),
+            // A handshake sends a few packets at least (Initial, Handshake, their repeats).
+            "max-initial-handshake-packets" => {
+                set(&mut q.max_initial_handshake_packets, ctx.int(&name, val, 2))
+            }
             // quinn enforces the RFC's factor of 3; a lower one is met by validating first.
             "amp-limit" => match ctx.int::<u32>(&name, val, 1) {
                 Some(n) if n <= 3 => q.amp_limit = n,
@@ -299,6 +314,8 @@ hosts:
             Some(QuicConf {
                 retry: Retry::On,
                 retry_threshold: 128,
+                retry_rate: 1000,
+                max_initial_handshake_packets: 1000,
                 amp_limit: 2,
                 max_streams_bidi: 10,
                 max_udp_payload_size: 1350,
@@ -323,6 +340,7 @@ listen:
     pacing: ON
     amp-limit: 4
     max-udp-payload-size: 1000
+    max-initial-handshake-packets: 1
 http3-input-window-size: 10
 hosts:
   default:
@@ -338,7 +356,8 @@ hosts:
                 "t.yaml:5: unknown key retyr in listen.quic (did you mean retry?)",
                 "t.yaml:7: listen.quic.amp-limit must be at most 3",
                 "t.yaml:8: listen.quic.max-udp-payload-size expects an integer >= 1200, got \"1000\"",
-                "t.yaml:9: http3-input-window-size expects an integer >= 1500, got \"10\"",
+                "t.yaml:9: listen.quic.max-initial-handshake-packets expects an integer >= 2, got \"1\"",
+                "t.yaml:10: http3-input-window-size expects an integer >= 1500, got \"10\"",
             ]
         );
     }
@@ -352,7 +371,7 @@ http3-0rtt-methods: [GET, PROPFIND]
 listen:
   port: 8443
   ssl: {certificate-file: $CRT, key-file: $KEY}
-  quic: {retry: auto, retry-threshold: 10}
+  quic: {retry: auto, retry-threshold: 10, retry-rate: 50, max-initial-handshake-packets: 20}
 listen:
   port: 9443
   ssl: {certificate-file: $CRT, key-file: $KEY}
@@ -366,6 +385,7 @@ hosts:
         ));
         let q = c.listeners[0].quic.as_ref().expect("quic");
         assert_eq!((q.retry, q.retry_threshold), (Retry::Auto, 10));
+        assert_eq!((q.retry_rate, q.max_initial_handshake_packets), (50, 20));
         assert_eq!(
             c.listeners[1].quic.as_ref().map(|q| q.retry),
             Some(Retry::Off)

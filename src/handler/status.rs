@@ -240,7 +240,7 @@ fn quic_json(j: &mut String, s: &metrics::Snapshot) {
     j.truncate(j.trim_end().trim_end_matches('}').trim_end().len());
     let _ = write!(
         j,
-        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"handshaking\": {}, \"early-requests-held\": {}, \"too-early-retried\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"packets-sent\": {}, \"packets-lost\": {}, \"secret-handover-failures\": {}}}\n}}\n",
+        ",\n \"quic\": {{\"connections\": {}, \"accepted\": {}, \"handshakes\": {}, \"0rtt-accepted\": {}, \"0rtt-refused\": {}, \"retries-sent\": {}, \"handshaking\": {}, \"handshake-packets-exceeded\": {}, \"early-requests-held\": {}, \"too-early-retried\": {}, \"migrations\": {}, \"stateless-resets-sent\": {}, \"forwarded-datagrams\": {}, \"upgrade-forwarded-sent\": {}, \"upgrade-forwarded-received\": {}, \"packets-sent\": {}, \"packets-lost\": {}, \"secret-handover-failures\": {}}}\n}}\n",
         s.open[metrics::Transport::Quic as usize],
         s.accepted[metrics::Transport::Quic as usize],
         q.handshakes,
@@ -248,11 +248,14 @@ fn quic_json(j: &mut String, s: &metrics::Snapshot) {
         a.zero_rtt_refused,
         a.retries_sent,
         a.handshaking,
+        a.handshake_packets_exceeded,
         a.early_requests_held,
         a.too_early_retried,
         q.migrations,
         q.stateless_resets,
         q.forwarded,
+        a.upgrade_sent,
+        a.upgrade_received,
         q.sent_packets,
         q.lost_packets,
         metrics::quic_secret::handover_failures(),

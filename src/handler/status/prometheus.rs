@@ -501,7 +501,7 @@ fn cache_metrics(o: &mut String) {
 /// connections are `spate_connections{transport="quic"}` and its `_accepted_total`.
 fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
     let a = crate::metrics::quic_admission::snapshot();
-    let rows: [(&str, &str, u64); 12] = [
+    let rows: [(&str, &str, u64); 13] = [
         (
             "spate_quic_handshakes_total",
             "QUIC handshakes completed.",
@@ -521,6 +521,11 @@ fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
             "spate_quic_retries_sent_total",
             "Retry packets sent to validate a new client's address.",
             a.retries_sent,
+        ),
+        (
+            "spate_quic_initial_handshake_packets_exceeded_total",
+            "QUIC connections dropped for sending more than max-initial-handshake-packets packets before their handshake completed.",
+            a.handshake_packets_exceeded,
         ),
         (
             "spate_quic_early_requests_held_total",
@@ -566,6 +571,14 @@ fn quic_metrics(o: &mut String, q: &crate::metrics::quic::Counters) {
     for (name, help, v) in rows {
         counter(o, name, help, v);
     }
+    let name = "spate_quic_upgrade_forwarded_total";
+    let _ = writeln!(
+        o,
+        "# HELP {name} Datagrams passed between the two processes of a binary upgrade (their connections' owner)."
+    );
+    let _ = writeln!(o, "# TYPE {name} counter");
+    let _ = writeln!(o, "{name}{{direction=\"sent\"}} {}", a.upgrade_sent);
+    let _ = writeln!(o, "{name}{{direction=\"received\"}} {}", a.upgrade_received);
     let name = "spate_quic_handshakes_in_progress";
     let _ = writeln!(
         o,

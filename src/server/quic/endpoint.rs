@@ -6,6 +6,7 @@
 //! of pending answers and bodies, and the worker's stop signal.
 
 use super::early;
+use super::initial;
 use super::route::{self, Forwarded, Route};
 use super::Settings;
 use crate::config::Retry;
@@ -299,6 +300,10 @@ impl<'a> Driver<'a> {
                     read += 1;
                     let data = BytesMut::from(seg);
                     if let Some(tag) = route::tag_of(seg).filter(|t| *t != our_tag) {
+                        if route::is_initial(seg) && self.first_flight_or_ownerless(tag, seg) {
+                            self.on_datagram(now, meta.addr, meta.dst_ip, ecn, data);
+                            continue;
+                        }
                         let f = Forwarded {
                             data,
                             remote: meta.addr,
@@ -320,6 +325,15 @@ impl<'a> Driver<'a> {
             self.recv_buf = recv_buf;
         }
         Ok(())
+    }
+
+    /// Whether an Initial packet whose destination ID names another endpoint's tag stays
+    /// here: nobody holds that tag, or the ID is the client's own (its first flight, which
+    /// the endpoint that read it accepts). Otherwise it is a later Initial of a handshake that
+    /// endpoint began (`initial.rs`).
+    fn first_flight_or_ownerless(&self, tag: u16, datagram: &[u8]) -> bool {
+        !route::has_owner(tag)
+            || initial::opens_as_first_flight(&*self.settings.server.crypto, datagram)
     }
 
     fn on_datagram(
@@ -382,7 +396,8 @@ impl<'a> Driver<'a> {
             self.send_one(&t, &buf);
             return;
         }
-        if self.validate_first() && !incoming.remote_address_validated() && incoming.may_retry() {
+        if self.validate_first(now) && !incoming.remote_address_validated() && incoming.may_retry()
+        {
             match self.endpoint.retry(incoming, &mut buf) {
                 Ok(t) => {
                     admission::retry_sent();
@@ -402,6 +417,7 @@ impl<'a> Driver<'a> {
                     self.settings.port,
                 );
                 admission::handshaking(true);
+                admission::handshake_begun(now);
                 let conn = Conn {
                     quic,
                     h3: H3Conn::new(self.ctx, remote, local, ch.0, self.wakes.clone()),
@@ -433,13 +449,18 @@ impl<'a> Driver<'a> {
 
     /// Whether a new connection's address is validated with a Retry first: always, never, or
     /// (`retry: auto`) while `retry-threshold` handshakes or more are under way, so a flood
-    /// of Initial packets from forged addresses holds no more state than that.
-    fn validate_first(&self) -> bool {
+    /// of Initial packets from forged addresses holds no more state than that, or once
+    /// `retry-rate` handshakes began this second, so such a flood costs a TLS handshake's
+    /// work (a signature) for no more than that many a second.
+    fn validate_first(&self, now: Instant) -> bool {
+        let q = &self.settings.quic;
         match self.retry {
             Retry::On => true,
             Retry::Off => false,
             Retry::Auto => {
-                admission::handshakes_under_way() >= self.settings.quic.retry_threshold as usize
+                admission::handshakes_under_way() >= q.retry_threshold as usize
+                    || (q.retry_rate > 0
+                        && admission::handshakes_begun_this_second(now) >= q.retry_rate)
             }
         }
     }
@@ -567,7 +588,11 @@ impl<'a> Driver<'a> {
                 admission::zero_rtt(c.sent_0rtt, c.quic.has_0rtt());
             }
         }
-        if stopping && !c.closing {
+        // A handshake under way when the worker began to drain completes first (a reload or
+        // an upgrade may have come between the client's first and second flights): closing
+        // it would fail the client's connection attempt; once connected, it is told to go.
+        // One that never completes ends at the idle timeout; a stop closes it at once.
+        if stopping && !c.closing && (self.ctx.close_idle.get() || !c.quic.is_handshaking()) {
             c.closing = true;
             c.h3.shutdown(&mut c.quic);
         }
@@ -623,6 +648,13 @@ impl<'a> Driver<'a> {
                 return false;
             };
             let Some(t) = transmit else {
+                if c.handshaking
+                    && c.quic.stats().path.sent_packets
+                        > self.settings.quic.max_initial_handshake_packets
+                {
+                    self.drop_handshake(i);
+                    return false;
+                }
                 // Its timers change only when it is driven: read them once, here.
                 c.timeout = c.quic.poll_timeout();
                 self.earliest = earlier(self.earliest, c.timeout);
@@ -638,6 +670,22 @@ impl<'a> Driver<'a> {
                 return true;
             }
         }
+    }
+
+    /// `max-initial-handshake-packets` (h2o's): a connection still handshaking that has sent
+    /// more packets than that (a peer that keeps the handshake going, making us send) is
+    /// dropped without a word, as h2o does.
+    fn drop_handshake(&mut self, i: usize) {
+        if let Some(Some(c)) = self.conns.get(i) {
+            tracing::info!(
+                peer = %c.quic.remote_address(),
+                sent = c.quic.stats().path.sent_packets,
+                "QUIC connection dropped: more than max-initial-handshake-packets ({}) sent before its handshake completed",
+                self.settings.quic.max_initial_handshake_packets
+            );
+        }
+        admission::handshake_packets_exceeded();
+        self.discard(i);
     }
 
     /// Discards connection `i` after a panic inside quinn-proto: its state is not to be

@@ -6,6 +6,7 @@
 mod batch;
 mod early;
 mod endpoint;
+mod initial;
 mod peer;
 mod route;
 mod secret;

@@ -62,7 +62,10 @@ pub fn send(d: &Forwarded) -> bool {
     let header = encode_header(d);
     let parts = [IoSlice::new(&header), IoSlice::new(&d.data)];
     match sock.send_vectored_with_flags(&parts, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
-        Ok(_) => true,
+        Ok(_) => {
+            crate::metrics::quic_admission::upgrade_sent();
+            true
+        }
         // Full: dropped, as the network may drop it.
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
         Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
@@ -96,7 +99,9 @@ fn receive(sock: Arc<Socket>) {
         // One of ours by its tag; anything else (not ours, or an endpoint gone) is dropped
         // rather than sent back.
         if let Some(tag) = route::tag_of(&d.data) {
-            route::deliver_here(tag, d);
+            if route::deliver_here(tag, d) {
+                crate::metrics::quic_admission::upgrade_received();
+            }
         }
     }
 }

@@ -98,6 +98,16 @@ pub fn forward(tag: u16, d: Forwarded) -> bool {
     deliver_here(tag, d)
 }
 
+/// Whether an endpoint with `tag` is alive: in this process, or in the other one of a binary
+/// upgrade while its link is up.
+pub fn has_owner(tag: u16) -> bool {
+    if tag & PROCESS_BIT != process_bit() {
+        return super::peer::linked();
+    }
+    let routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner());
+    matches!(routes.get(usize::from(tag & !PROCESS_BIT)), Some(Some(tx)) if !tx.is_closed())
+}
+
 /// Passes `d` to the endpoint of this process with `tag`; as `forward`.
 pub fn deliver_here(tag: u16, d: Forwarded) -> bool {
     if tag & PROCESS_BIT != process_bit() {
@@ -114,17 +124,20 @@ pub fn deliver_here(tag: u16, d: Forwarded) -> bool {
     }
 }
 
-/// The tag of the connection ID a packet is addressed to, when that ID is one we issued:
-/// short-header packets and long-header Handshake packets. Initial and 0-RTT packets carry an
-/// ID the client chose, and a Retry-validated Initial ours only by chance: those stay with
-/// the endpoint that read them.
+/// The tag of the connection ID a packet is addressed to, when that ID may be one we issued:
+/// short-header packets, long-header Handshake and Initial packets. An Initial's ID is the
+/// client's own in its first flight (it stays with the endpoint that read it, see
+/// `is_initial` and `initial::opens_as_first_flight`) and ours once the client has our first
+/// answer (the Initial carrying its acknowledgement, at the start of its second flight). 0-RTT
+/// packets stay where they were read: they follow the client's first Initial, and a late one
+/// lost is sent again in 1-RTT.
 pub fn tag_of(packet: &[u8]) -> Option<u16> {
     let first = *packet.first()?;
     let cid = if first & 0x80 == 0 {
         packet.get(1..1 + CID_LEN)?
     } else {
         // Long header: type in bits 4-5 (0 Initial, 1 0-RTT, 2 Handshake, 3 Retry).
-        if (first >> 4) & 0x03 != 2 {
+        if !matches!((first >> 4) & 0x03, 0 | 2) {
             return None;
         }
         let len = usize::from(*packet.get(5)?);
@@ -134,6 +147,13 @@ pub fn tag_of(packet: &[u8]) -> Option<u16> {
         packet.get(6..6 + CID_LEN)?
     };
     Some(u16::from_be_bytes([cid[0], cid[1]]))
+}
+
+/// Whether a datagram starts with a long-header Initial packet.
+pub fn is_initial(packet: &[u8]) -> bool {
+    packet
+        .first()
+        .is_some_and(|b| b & 0x80 != 0 && (b >> 4) & 0x03 == 0)
 }
 
 /// Issues connection IDs that start with the endpoint's tag.
@@ -192,12 +212,18 @@ mod tests {
         };
         assert!(forward(b.tag, d));
         assert_eq!(b.inbox.try_recv().unwrap().data.len(), pkt.len());
-        // Initial packets stay where they were read.
+        // Initial packets name a tag too (the endpoint tells a client's own ID from ours),
+        // 0-RTT packets none.
         let mut initial = vec![0xc0, 0, 0, 0, 1, CID_LEN as u8];
         initial.extend_from_slice(&cid);
+        assert_eq!(tag_of(&initial), Some(b.tag));
+        assert!(is_initial(&initial));
+        initial[0] = 0xd0; // 0-RTT
         assert_eq!(tag_of(&initial), None);
         initial[0] = 0xe0; // Handshake
         assert_eq!(tag_of(&initial), Some(b.tag));
+        assert!(!is_initial(&initial));
+        assert!(has_owner(b.tag));
         let tag = b.tag;
         drop(b);
         let d = Forwarded {
@@ -207,6 +233,7 @@ mod tests {
             ecn: None,
         };
         assert!(!forward(tag, d), "a gone endpoint gets nothing");
+        assert!(!has_owner(tag));
         // The other process's tag, with no upgrade link: handled here.
         let d = Forwarded {
             data: BytesMut::new(),
