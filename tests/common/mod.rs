@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod clients;
+pub mod early_backend;
 pub mod h1read;
 pub mod h2raw;
 pub mod haproxy;
