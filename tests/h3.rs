@@ -396,7 +396,7 @@ fn seed_004_serves_http2_and_http3_on_one_port() {
 }
 
 #[test]
-fn retry_and_a_small_window_still_deliver_everything() {
+fn retry_a_small_window_and_odd_frames_still_deliver_everything() {
     let Some(py) = common::aioquic_python() else {
         return;
     };
@@ -408,6 +408,8 @@ fn retry_and_a_small_window_still_deliver_everything() {
         "
 num-threads: 1
 http3-input-window-size: 16384
+# Frames of an odd size, read from the file one frame at a time (300 KB is not held in memory).
+http3-data-frame-size: 5000
 listen:
   host: 127.0.0.1
   port: 0

@@ -131,6 +131,7 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("http3-input-window-size", G),
     ("http3-graceful-shutdown-timeout", G),
     ("http3-gso", G),
+    ("http3-data-frame-size", G),
     ("max-quic-connections", G),
     ("http3-qpack-max-table-capacity", G),
     ("http3-qpack-blocked-streams", G),

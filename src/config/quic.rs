@@ -68,6 +68,9 @@ impl Default for QuicConf {
     }
 }
 
+/// The largest `http3-data-frame-size`: what one stalled stream may pin stays bounded.
+const MAX_DATA_FRAME_SIZE: u32 = 256 * 1024;
+
 /// The global `http3-*` directives and `max-quic-connections`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Http3 {
@@ -80,6 +83,11 @@ pub struct Http3 {
     pub graceful_shutdown_timeout: Duration,
     /// `http3-gso` (default ON): send batches of packets with one segmentation-offload call.
     pub gso: bool,
+    /// `http3-data-frame-size` (spate, default 16384): the largest DATA frame payload of a
+    /// response body we have whole (a file, fixed bytes): what one read of a file not held in
+    /// memory fills, and what a stream whose client stopped reading may hold beyond quinn's
+    /// send window.
+    pub data_frame_size: u32,
     /// `max-quic-connections` (default 1024): QUIC connections across all workers,
     /// handshakes included.
     pub max_connections: usize,
@@ -108,6 +116,7 @@ impl Default for Http3 {
             input_window_size: 16_777_216,
             graceful_shutdown_timeout: Duration::ZERO,
             gso: true,
+            data_frame_size: 16384,
             max_connections: 1024,
             qpack_max_table_capacity: 4096,
             qpack_blocked_streams: 16,
@@ -135,6 +144,14 @@ pub(super) fn apply(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Http3) -> bool 
             set(&mut c.graceful_shutdown_timeout, ctx.seconds(name, v))
         }
         "http3-gso" => set(&mut c.gso, ctx.bool(name, v)),
+        "http3-data-frame-size" => match ctx.int::<u32>(name, v, 1024) {
+            Some(n) if n <= MAX_DATA_FRAME_SIZE => c.data_frame_size = n,
+            Some(_) => ctx.error(
+                v.line,
+                format!("{name} must be at most {MAX_DATA_FRAME_SIZE}"),
+            ),
+            None => {}
+        },
         "max-quic-connections" => set(&mut c.max_connections, ctx.int(name, v, 1)),
         "http3-qpack-max-table-capacity" => {
             set(&mut c.qpack_max_table_capacity, ctx.int(name, v, 0))
@@ -276,6 +293,7 @@ mod tests {
             "\
 http3-idle-timeout: 5
 http3-gso: OFF
+http3-data-frame-size: 65536
 max-quic-connections: 7
 listen: &l
   port: 8443
@@ -324,6 +342,7 @@ hosts:
         );
         assert_eq!(c.http3.idle_timeout, Duration::from_secs(5));
         assert!(!c.http3.gso);
+        assert_eq!(c.http3.data_frame_size, 65536);
         assert_eq!(c.http3.max_connections, 7);
         assert_eq!(c.http3.input_window_size, 16_777_216);
     }
@@ -342,6 +361,7 @@ listen:
     max-udp-payload-size: 1000
     max-initial-handshake-packets: 1
 http3-input-window-size: 10
+http3-data-frame-size: 1000000
 hosts:
   default:
     paths:
@@ -358,6 +378,7 @@ hosts:
                 "t.yaml:8: listen.quic.max-udp-payload-size expects an integer >= 1200, got \"1000\"",
                 "t.yaml:9: listen.quic.max-initial-handshake-packets expects an integer >= 2, got \"1\"",
                 "t.yaml:10: http3-input-window-size expects an integer >= 1500, got \"10\"",
+                "t.yaml:11: http3-data-frame-size must be at most 262144",
             ]
         );
     }

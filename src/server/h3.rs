@@ -10,6 +10,7 @@
 //! the stream's last frame was accepted by quinn, whose send buffer is bounded by the peer's
 //! flow control and our send window.
 
+mod frame_pool;
 mod slab;
 mod stream;
 mod wake;

@@ -3,8 +3,8 @@
 //! as quinn accepts them. A stream is done when the response is fully handed to quinn (FIN
 //! queued, or reset) and the request side has ended or been stopped.
 
-use super::slab;
 use super::wake::{StreamWake, Wakes};
+use super::{frame_pool, slab};
 use super::{varint, PIPE_HIGH_WATER, READ_BUDGET};
 use crate::http::body::{self, BodyStream, BodyWriter, Frame, Trailers};
 use crate::http::{Body, BodyError, BodySource, Request, Response, Side};
@@ -24,8 +24,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
-/// The largest DATA frame payload we make from a file or a fixed body.
-const CHUNK: usize = 16 * 1024;
 /// In-memory body chunks at least this long are handed to quinn without a copy.
 const SHARE_MIN: usize = 1024;
 /// Frames produced per stream per drive, so a fast producer does not hog the turn.
@@ -66,6 +64,8 @@ pub(super) struct ReqStream<'a> {
     /// What early data (0-RTT) left to do: rare, so boxed out of every stream's size.
     early: Option<Box<Early>>,
     send: Send,
+    /// The largest DATA frame payload made of a body we have whole (`http3-data-frame-size`).
+    chunk: usize,
     /// Frames quinn has not accepted yet.
     out: Vec<Bytes>,
     log: Option<Log>,
@@ -122,6 +122,14 @@ enum Made {
     Fin,
 }
 
+/// The longest DATA frame header: a one-byte type and a length of up to 8 bytes.
+const FRAME_HEADER_MAX: usize = 9;
+
+/// The length of the header of a DATA frame of `len` bytes.
+fn data_header_len(len: usize) -> usize {
+    1 + crate::proto::h3::varint::len(len as u64)
+}
+
 fn data_header(len: usize) -> Bytes {
     slab::cut(9, |head| Session::data_frame_header(len as u64, head))
         .0
@@ -160,6 +168,7 @@ impl<'a> ReqStream<'a> {
             waiting: None,
             early: None,
             send: Send::Waiting,
+            chunk: 16 * 1024,
             out: slab::queue(),
             log: None,
             received_at: SystemTime::now(),
@@ -441,6 +450,7 @@ impl<'a> ReqStream<'a> {
             .filter(|_| status != 204 && status != 304 && status >= 200)
             .map(|l| crate::proto::h1::itoa(l, &mut digits));
         let routing = self.ctx.routing();
+        self.chunk = routing.config.http3.data_frame_size as usize;
         let server =
             (routing.config.send_server_name).then_some(routing.config.server_name.as_bytes());
         let fields = server
@@ -578,14 +588,15 @@ impl<'a> ReqStream<'a> {
                 }
             }
             Send::Source(src) => {
+                let chunk = self.chunk;
                 // A body in memory (a cached file, a fixed answer) goes to quinn as it is.
-                if let Some(data) = src.take_bytes(CHUNK, SHARE_MIN) {
+                if let Some(data) = src.take_bytes(chunk, SHARE_MIN) {
                     if src.remaining() == 0 {
                         self.send = Send::Tail;
                     }
                     return Made::Data(data_header(data.len()), data);
                 }
-                let want = CHUNK.min(usize::try_from(src.remaining()).unwrap_or(CHUNK));
+                let want = chunk.min(usize::try_from(src.remaining()).unwrap_or(chunk));
                 // A short body in memory (a proxied answer that came with its head): the frame
                 // is cut from the worker's block, no allocation.
                 let small = (want < SHARE_MIN)
@@ -603,8 +614,15 @@ impl<'a> ReqStream<'a> {
                     });
                     return Made::Frame(frame.freeze(), want, framing);
                 }
-                // The frame header and its payload in one buffer: one allocation per chunk.
-                let mut frame = Vec::with_capacity(want + 9);
+                // The frame header and its payload in one buffer. A buffer of a full chunk
+                // (or most of one) is a reused one; a short tail gets its own, of its exact
+                // size (so `Bytes` takes it without a second allocation).
+                let pooled = want > chunk / 4;
+                let mut frame = if pooled {
+                    frame_pool::take(chunk + FRAME_HEADER_MAX)
+                } else {
+                    Vec::with_capacity(want + data_header_len(want))
+                };
                 crate::proto::h3::frame::put_header(
                     crate::proto::h3::frame::DATA,
                     want as u64,
@@ -616,7 +634,12 @@ impl<'a> ReqStream<'a> {
                         if src.remaining() == 0 {
                             self.send = Send::Tail;
                         }
-                        Made::Frame(Bytes::from(frame), n, framing)
+                        let frame = if pooled {
+                            frame_pool::freeze(frame)
+                        } else {
+                            Bytes::from(frame)
+                        };
+                        Made::Frame(frame, n, framing)
                     }
                     Ok(_) => {
                         tracing::warn!(
