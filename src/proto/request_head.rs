@@ -9,6 +9,7 @@
 use std::ops::Range;
 
 use crate::http::Method;
+use crate::proto::h2::hpack::table::{static_name_exact, STATIC_LEN};
 
 /// One decoded header field: byte ranges into the buffer the HPACK or QPACK decoder filled.
 /// Defined here, below both decoders, which hand out lists of it.
@@ -58,49 +59,73 @@ pub fn parse(buf: &[u8], fields: &[HeaderField]) -> Result<RequestHead, Malforme
     for f in fields {
         let name = &buf[f.name.clone()];
         let value = &buf[f.value.clone()];
-        let (n, v) = (f.name.clone(), f.value.clone());
-        if let Some(pseudo) = name.strip_prefix(b":") {
-            if !regular.is_empty() {
-                return Err(Malformed);
+        let v = f.value.clone();
+        let slot = match known(name) {
+            Known::Plain => {
+                if !valid_value(value) {
+                    return Err(Malformed);
+                }
+                regular.push((f.name.clone(), v));
+                continue;
             }
-            let slot = match pseudo {
-                b"method" => &mut method,
-                b"path" => &mut path,
-                b"authority" => &mut authority,
-                b"protocol" => &mut protocol,
-                b"scheme" => {
-                    if scheme || value.is_empty() {
+            Known::Method => &mut method,
+            Known::Path => &mut path,
+            Known::Authority => &mut authority,
+            Known::Scheme => {
+                if !regular.is_empty() || scheme || value.is_empty() {
+                    return Err(Malformed);
+                }
+                scheme = true;
+                continue;
+            }
+            Known::Status | Known::Forbidden => return Err(Malformed),
+            Known::Other => {
+                if let Some(pseudo) = name.strip_prefix(b":") {
+                    if pseudo != b"protocol" {
                         return Err(Malformed);
                     }
-                    scheme = true;
+                    &mut protocol
+                } else {
+                    if !valid_field(name, value) {
+                        return Err(Malformed);
+                    }
+                    match name {
+                        b"connection" | b"keep-alive" | b"proxy-connection" | b"upgrade" => {
+                            return Err(Malformed)
+                        }
+                        b"te" if value != b"trailers" => return Err(Malformed),
+                        b"priority" => priority = Some(v.clone()),
+                        _ => {}
+                    }
+                    regular.push((f.name.clone(), v));
                     continue;
                 }
-                _ => return Err(Malformed),
-            };
-            if slot.replace(v).is_some() {
-                return Err(Malformed);
             }
-            continue;
-        }
-        if !valid_field(name, value) {
-            return Err(Malformed);
-        }
-        match name {
-            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
-            | b"upgrade" => return Err(Malformed),
-            b"te" if value != b"trailers" => return Err(Malformed),
-            b"content-length" => {
+            Known::ContentLength => {
+                if !valid_value(value) {
+                    return Err(Malformed);
+                }
                 let len = parse_u64(value).ok_or(Malformed)?;
                 if content_length.is_some_and(|l| l != len) {
                     return Err(Malformed);
                 }
                 content_length = Some(len);
+                regular.push((f.name.clone(), v));
+                continue;
             }
-            b"priority" => priority = Some(v.clone()),
-            b"expect" => expect_continue = value.eq_ignore_ascii_case(b"100-continue"),
-            _ => {}
+            Known::Expect => {
+                if !valid_value(value) {
+                    return Err(Malformed);
+                }
+                expect_continue = value.eq_ignore_ascii_case(b"100-continue");
+                regular.push((f.name.clone(), v));
+                continue;
+            }
+        };
+        // A pseudo-header field: before the regular ones, once.
+        if !regular.is_empty() || slot.replace(v).is_some() {
+            return Err(Malformed);
         }
-        regular.push((n, v));
     }
     let method = Method::from_bytes(&buf[method.ok_or(Malformed)?]);
     let is_connect = method == Method::Connect;
@@ -128,6 +153,57 @@ pub fn parse(buf: &[u8], fields: &[HeaderField]) -> Result<RequestHead, Malforme
         expect_continue,
     })
 }
+
+/// What a field name means to [`parse`], for the names of HPACK's static table (which
+/// QPACK's repeats): a request's names are found with one slot read and one comparison,
+/// and those are known to be valid lowercase tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// Not a static name: checked and matched byte by byte.
+    Other,
+    Authority,
+    Method,
+    Path,
+    Scheme,
+    /// `:status`: a response's.
+    Status,
+    ContentLength,
+    Expect,
+    /// `transfer-encoding`: connection-specific.
+    Forbidden,
+    /// Any other static name: nothing to check in the name, nothing special about it.
+    Plain,
+}
+
+#[inline]
+fn known(name: &[u8]) -> Known {
+    match static_name_exact(name) {
+        Some(index) => KNOWN.get(index).copied().unwrap_or(Known::Other),
+        None => Known::Other,
+    }
+}
+
+/// [`Known`] by static index (1-based; entry 0 unused).
+static KNOWN: [Known; STATIC_LEN + 1] = {
+    let mut t = [Known::Plain; STATIC_LEN + 1];
+    t[0] = Known::Other;
+    t[1] = Known::Authority;
+    t[2] = Known::Method;
+    t[3] = Known::Method;
+    t[4] = Known::Path;
+    t[5] = Known::Path;
+    t[6] = Known::Scheme;
+    t[7] = Known::Scheme;
+    let mut i = 8;
+    while i <= 14 {
+        t[i] = Known::Status;
+        i += 1;
+    }
+    t[28] = Known::ContentLength;
+    t[35] = Known::Expect;
+    t[57] = Known::Forbidden;
+    t
+};
 
 /// Trailer fields: no pseudo-header fields, valid names and values.
 pub fn valid_trailers(buf: &[u8], fields: &[HeaderField]) -> bool {
@@ -158,7 +234,13 @@ pub fn valid_field(name: &[u8], value: &[u8]) -> bool {
         && name
             .iter()
             .all(|&b| BYTE_CLASS[b as usize] & LOWER_TCHAR != 0)
-        && value_bytes_allowed(value)
+        && valid_value(value)
+}
+
+/// The value half of [`valid_field`].
+#[inline]
+fn valid_value(value: &[u8]) -> bool {
+    value_bytes_allowed(value)
         && !matches!(value.first(), Some(b' ' | b'\t'))
         && !matches!(value.last(), Some(b' ' | b'\t'))
 }
