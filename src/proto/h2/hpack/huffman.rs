@@ -1,7 +1,7 @@
-//! The static Huffman code of RFC 7541 Appendix B: an encoder that writes 32-bit words and a
-//! decoder that takes one table look-up per symbol.
+//! The static Huffman code of RFC 7541 Appendix B: a bit-at-a-time encoder and a table-driven
+//! decoder that consumes four bits per step.
 //!
-//! The decoder's tables are generated at compile time from [`CODES`] by `const fn`s below,
+//! The decoder's state table is generated at compile time from [`CODES`] by `const fn`s below,
 //! so the code table is the single source of truth.
 
 use super::DecodeError;
@@ -62,87 +62,42 @@ pub fn decode(src: &[u8], dst: &mut bytes::BytesMut, limit: usize) -> Result<(),
 }
 
 /// Decodes into `out`; running out of room means the caller's limit was hit.
-///
-/// One table look-up per symbol: the next [`LOOKUP_BITS`] bits of a 64-bit accumulator give
-/// the symbol and its length when its code is that short (every letter, digit and the
-/// punctuation of paths and queries); a longer code is walked bit by bit down the tree.
 fn decode_into(src: &[u8], out: &mut [u8]) -> Result<usize, DecodeError> {
-    let mut acc = 0u64;
-    // Bits of `acc` not yet consumed: its low `bits` bits.
-    let mut bits = 0u32;
-    let mut pos = 0usize;
+    let mut state = 0usize;
     let mut n = 0usize;
-    loop {
-        if bits < LOOKUP_BITS {
-            while bits <= 56 {
-                let Some(&b) = src.get(pos) else { break };
-                acc = (acc << 8) | u64::from(b);
-                bits += 8;
-                pos += 1;
-            }
-        }
-        let index = if bits >= LOOKUP_BITS {
-            (acc >> (bits - LOOKUP_BITS)) as usize & LOOKUP_MASK
-        } else if bits == 0 {
-            return Ok(n);
-        } else {
-            // The input is used up: what is left is a last short code, or padding.
-            let pad = LOOKUP_BITS - bits;
-            ((acc << pad) as usize | ((1 << pad) - 1)) & LOOKUP_MASK
-        };
-        let (sym, len) = SHORT_CODES[index];
-        if len != 0 && u32::from(len) <= bits {
-            let slot = out.get_mut(n).ok_or(DecodeError::HeaderListTooLarge)?;
-            *slot = sym;
-            n += 1;
-            bits -= u32::from(len);
-            continue;
-        }
-        if bits < LOOKUP_BITS {
-            // Padding: at most 7 bits, all ones (the start of EOS).
-            let ones = (1u64 << bits) - 1;
-            return if bits <= 7 && acc & ones == ones {
-                Ok(n)
-            } else {
-                Err(DecodeError::BadHuffman)
-            };
-        }
-        // A code longer than the look-up: down the tree from the root.
-        let mut node = 0usize;
-        loop {
-            if bits == 0 {
-                let Some(&b) = src.get(pos) else {
-                    // Ended inside a code: fine only as up to 7 bits of the EOS prefix.
-                    return if ACCEPT[node] {
-                        Ok(n)
-                    } else {
-                        Err(DecodeError::BadHuffman)
-                    };
-                };
-                acc = u64::from(b);
-                bits = 8;
-                pos += 1;
-            }
-            bits -= 1;
-            let child = TREE[node][(acc >> bits) as usize & 1];
-            if child == LEAF | EOS {
+    for &byte in src {
+        for nibble in [byte >> 4, byte & 0x0f] {
+            let step = DECODE[state][nibble as usize];
+            if step.flags & FAIL != 0 {
                 return Err(DecodeError::HuffmanEos);
             }
-            if child & LEAF != 0 {
+            if step.flags & EMIT != 0 {
                 let slot = out.get_mut(n).ok_or(DecodeError::HeaderListTooLarge)?;
-                *slot = child as u8;
+                *slot = step.sym;
                 n += 1;
-                break;
             }
-            node = usize::from(child);
+            state = step.next as usize;
         }
+    }
+    if ACCEPT[state] {
+        Ok(n)
+    } else {
+        Err(DecodeError::BadHuffman)
     }
 }
 
-/// Bits the decoder looks up at once: codes up to this long (all but the rare symbols) are
-/// decoded in one step. 2^10 two-byte entries: 2 KiB.
-const LOOKUP_BITS: u32 = 10;
-const LOOKUP_MASK: usize = (1 << LOOKUP_BITS) - 1;
+/// One transition of the nibble decoder: the state after consuming four bits from `state`,
+/// and the symbol completed on the way, if any (codes are >= 5 bits, so at most one).
+#[derive(Clone, Copy)]
+struct Step {
+    next: u8,
+    sym: u8,
+    flags: u8,
+}
+
+const EMIT: u8 = 1;
+/// The EOS symbol was decoded. The code is complete, so this is the only invalid path.
+const FAIL: u8 = 2;
 
 /// Interior nodes of the code tree: a complete binary tree with 257 leaves has 256.
 const NODES: usize = 256;
@@ -150,35 +105,11 @@ const NODES: usize = 256;
 const LEAF: u16 = 0x8000;
 const EOS: u16 = 256;
 
-/// `(symbol, code length)` for every [`LOOKUP_BITS`]-bit string that starts with a code of
-/// at most that length; length 0 where the code is longer.
-static SHORT_CODES: [(u8, u8); 1 << LOOKUP_BITS] = build_short_codes();
-static TREE: [[u16; 2]; NODES] = build_tree();
+static DECODE: [[Step; 16]; NODES] = build_decode_table(&build_tree());
 static ACCEPT: [bool; NODES] = build_accept(&build_tree());
 
-const fn build_short_codes() -> [(u8, u8); 1 << LOOKUP_BITS] {
-    let mut table = [(0u8, 0u8); 1 << LOOKUP_BITS];
-    let mut sym = 0usize;
-    // EOS (256) is 30 bits long: never in the table.
-    while sym < 256 {
-        let (code, len) = CODES[sym];
-        if len as u32 <= LOOKUP_BITS {
-            let spare = LOOKUP_BITS - len as u32;
-            let first = (code as usize) << spare;
-            let mut low = 0usize;
-            while low < 1 << spare {
-                table[first | low] = (sym as u8, len);
-                low += 1;
-            }
-        }
-        sym += 1;
-    }
-    table
-}
-
 /// Builds the code tree: `tree[node][bit]` is an interior node index or `LEAF | symbol`.
-/// Zero means "no child yet" (the root, node 0, is never anyone's child); the code is
-/// complete, so none is left once every code is in.
+/// Zero means "no child yet" (the root, node 0, is never anyone's child).
 const fn build_tree() -> [[u16; 2]; NODES] {
     let mut tree = [[0u16; 2]; NODES];
     let mut used = 1usize;
@@ -201,6 +132,47 @@ const fn build_tree() -> [[u16; 2]; NODES] {
         sym += 1;
     }
     tree
+}
+
+const fn build_decode_table(tree: &[[u16; 2]; NODES]) -> [[Step; 16]; NODES] {
+    let mut table = [[Step {
+        next: 0,
+        sym: 0,
+        flags: 0,
+    }; 16]; NODES];
+    let mut state = 0usize;
+    while state < NODES {
+        let mut nibble = 0usize;
+        while nibble < 16 {
+            let mut node = state;
+            let mut step = Step {
+                next: 0,
+                sym: 0,
+                flags: 0,
+            };
+            let mut i = 4;
+            while i > 0 {
+                i -= 1;
+                let child = tree[node][(nibble >> i) & 1];
+                if child == LEAF | EOS || child == 0 {
+                    step.flags = FAIL;
+                    break;
+                }
+                if child & LEAF != 0 {
+                    step.flags = EMIT;
+                    step.sym = (child & 0xff) as u8;
+                    node = 0;
+                } else {
+                    node = child as usize;
+                }
+            }
+            step.next = node as u8;
+            table[state][nibble] = step;
+            nibble += 1;
+        }
+        state += 1;
+    }
+    table
 }
 
 /// A string may end in the root or up to 7 bits down the all-ones path (the EOS prefix).
@@ -612,11 +584,12 @@ mod tests {
 
     /// RFC 7541 section 5.2 read literally: one bit at a time down the tree.
     fn dec_bitwise(src: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
+        let tree = build_tree();
         let mut out = Vec::new();
         let mut node = 0usize;
         for i in 0..src.len() * 8 {
             let bit = (src[i / 8] >> (7 - i % 8)) & 1;
-            let child = TREE[node][bit as usize];
+            let child = tree[node][bit as usize];
             if child == LEAF | EOS {
                 return Err(DecodeError::HuffmanEos);
             }
@@ -638,7 +611,7 @@ mod tests {
     }
 
     #[test]
-    fn table_decoder_agrees_with_the_bitwise_one() {
+    fn nibble_decoder_agrees_with_the_bitwise_one() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {
             seed ^= seed << 13;
@@ -646,7 +619,7 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for i in 0..50_000 {
+        for i in 0..20_000 {
             let len = (next() % 40) as usize;
             let wire: Vec<u8> = if i % 3 == 0 {
                 // Random bytes: mostly long codes, EOS and bad padding.
