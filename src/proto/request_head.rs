@@ -9,7 +9,6 @@
 use std::ops::Range;
 
 use crate::http::Method;
-use crate::proto::h2::hpack::table::{static_name_exact, STATIC_LEN};
 
 /// One decoded header field: byte ranges into the buffer the HPACK or QPACK decoder filled.
 /// Defined here, below both decoders, which hand out lists of it.
@@ -20,6 +19,9 @@ pub struct HeaderField {
     /// Sent as "never indexed" (RFC 7541 section 6.2.3): an intermediary forwarding this
     /// field must encode it the same way.
     pub never_indexed: bool,
+    /// The HPACK static-table index the decoder took the name from, 0 when it came from
+    /// elsewhere (the dynamic table, a literal, QPACK): [`parse`] need not look at it then.
+    pub static_name: u8,
 }
 
 /// A validated request head: ranges into the decoder's buffer.
@@ -57,75 +59,76 @@ pub fn parse(buf: &[u8], fields: &[HeaderField]) -> Result<RequestHead, Malforme
     let mut priority = None;
     let mut expect_continue = false;
     for f in fields {
-        let name = &buf[f.name.clone()];
         let value = &buf[f.value.clone()];
-        let v = f.value.clone();
-        let slot = match known(name) {
-            Known::Plain => {
-                if !valid_value(value) {
-                    return Err(Malformed);
-                }
-                regular.push((f.name.clone(), v));
+        let (n, v) = (f.name.clone(), f.value.clone());
+        // A name from the static table needs no reading: what it is and that it is a
+        // valid lowercase token are known.
+        match NAME_HINTS.get(usize::from(f.static_name)) {
+            Some(Hint::Method) if regular.is_empty() && method.is_none() => {
+                method = Some(v);
                 continue;
             }
-            Known::Method => &mut method,
-            Known::Path => &mut path,
-            Known::Authority => &mut authority,
-            Known::Scheme => {
-                if !regular.is_empty() || scheme || value.is_empty() {
-                    return Err(Malformed);
-                }
+            Some(Hint::Path) if regular.is_empty() && path.is_none() => {
+                path = Some(v);
+                continue;
+            }
+            Some(Hint::Scheme) if regular.is_empty() && !scheme && !value.is_empty() => {
                 scheme = true;
                 continue;
             }
-            Known::Status | Known::Forbidden => return Err(Malformed),
-            Known::Other => {
-                if let Some(pseudo) = name.strip_prefix(b":") {
-                    if pseudo != b"protocol" {
-                        return Err(Malformed);
-                    }
-                    &mut protocol
-                } else {
-                    if !valid_field(name, value) {
-                        return Err(Malformed);
-                    }
-                    match name {
-                        b"connection" | b"keep-alive" | b"proxy-connection" | b"upgrade" => {
-                            return Err(Malformed)
-                        }
-                        b"te" if value != b"trailers" => return Err(Malformed),
-                        b"priority" => priority = Some(v.clone()),
-                        _ => {}
-                    }
-                    regular.push((f.name.clone(), v));
-                    continue;
-                }
-            }
-            Known::ContentLength => {
+            Some(Hint::Plain) => {
                 if !valid_value(value) {
                     return Err(Malformed);
                 }
+                regular.push((n, v));
+                continue;
+            }
+            // Everything else, including the malformed uses of the names above, as before.
+            _ => {}
+        }
+        let name = &buf[f.name.clone()];
+        if let Some(pseudo) = name.strip_prefix(b":") {
+            if !regular.is_empty() {
+                return Err(Malformed);
+            }
+            let slot = match pseudo {
+                b"method" => &mut method,
+                b"path" => &mut path,
+                b"authority" => &mut authority,
+                b"protocol" => &mut protocol,
+                b"scheme" => {
+                    if scheme || value.is_empty() {
+                        return Err(Malformed);
+                    }
+                    scheme = true;
+                    continue;
+                }
+                _ => return Err(Malformed),
+            };
+            if slot.replace(v).is_some() {
+                return Err(Malformed);
+            }
+            continue;
+        }
+        if !valid_field(name, value) {
+            return Err(Malformed);
+        }
+        match name {
+            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
+            | b"upgrade" => return Err(Malformed),
+            b"te" if value != b"trailers" => return Err(Malformed),
+            b"content-length" => {
                 let len = parse_u64(value).ok_or(Malformed)?;
                 if content_length.is_some_and(|l| l != len) {
                     return Err(Malformed);
                 }
                 content_length = Some(len);
-                regular.push((f.name.clone(), v));
-                continue;
             }
-            Known::Expect => {
-                if !valid_value(value) {
-                    return Err(Malformed);
-                }
-                expect_continue = value.eq_ignore_ascii_case(b"100-continue");
-                regular.push((f.name.clone(), v));
-                continue;
-            }
-        };
-        // A pseudo-header field: before the regular ones, once.
-        if !regular.is_empty() || slot.replace(v).is_some() {
-            return Err(Malformed);
+            b"priority" => priority = Some(v.clone()),
+            b"expect" => expect_continue = value.eq_ignore_ascii_case(b"100-continue"),
+            _ => {}
         }
+        regular.push((n, v));
     }
     let method = Method::from_bytes(&buf[method.ok_or(Malformed)?]);
     let is_connect = method == Method::Connect;
@@ -154,54 +157,36 @@ pub fn parse(buf: &[u8], fields: &[HeaderField]) -> Result<RequestHead, Malforme
     })
 }
 
-/// What a field name means to [`parse`], for the names of HPACK's static table (which
-/// QPACK's repeats): a request's names are found with one slot read and one comparison,
-/// and those are known to be valid lowercase tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Known {
-    /// Not a static name: checked and matched byte by byte.
-    Other,
-    Authority,
+/// What [`parse`] knows of a field by [`HeaderField::static_name`].
+#[derive(Clone, Copy)]
+enum Hint {
+    /// Not from the static table, or a name with more to check (`:authority` is rarely
+    /// static-only, `content-length`, `expect`, `transfer-encoding`, `:status`): read it.
+    Read,
     Method,
     Path,
     Scheme,
-    /// `:status`: a response's.
-    Status,
-    ContentLength,
-    Expect,
-    /// `transfer-encoding`: connection-specific.
-    Forbidden,
-    /// Any other static name: nothing to check in the name, nothing special about it.
+    /// A regular name with nothing special about it.
     Plain,
 }
 
-#[inline]
-fn known(name: &[u8]) -> Known {
-    match static_name_exact(name) {
-        Some(index) => KNOWN.get(index).copied().unwrap_or(Known::Other),
-        None => Known::Other,
-    }
-}
-
-/// [`Known`] by static index (1-based; entry 0 unused).
-static KNOWN: [Known; STATIC_LEN + 1] = {
-    let mut t = [Known::Plain; STATIC_LEN + 1];
-    t[0] = Known::Other;
-    t[1] = Known::Authority;
-    t[2] = Known::Method;
-    t[3] = Known::Method;
-    t[4] = Known::Path;
-    t[5] = Known::Path;
-    t[6] = Known::Scheme;
-    t[7] = Known::Scheme;
-    let mut i = 8;
+/// [`Hint`] by HPACK static index (RFC 7541 Appendix A; 0 is "none").
+static NAME_HINTS: [Hint; 62] = {
+    let mut t = [Hint::Plain; 62];
+    let mut i = 0;
     while i <= 14 {
-        t[i] = Known::Status;
+        t[i] = Hint::Read;
         i += 1;
     }
-    t[28] = Known::ContentLength;
-    t[35] = Known::Expect;
-    t[57] = Known::Forbidden;
+    t[2] = Hint::Method;
+    t[3] = Hint::Method;
+    t[4] = Hint::Path;
+    t[5] = Hint::Path;
+    t[6] = Hint::Scheme;
+    t[7] = Hint::Scheme;
+    t[28] = Hint::Read; // content-length
+    t[35] = Hint::Read; // expect
+    t[57] = Hint::Read; // transfer-encoding
     t
 };
 
@@ -307,7 +292,24 @@ pub fn parse_u64(v: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// Parses `pairs` as an HPACK decoder hands them over (names from the static table
+    /// marked with their index), checking that the result is the one of reading every name.
     fn head(pairs: &[(&str, &str)]) -> Result<RequestHead, Malformed> {
+        let (buf, mut fields) = decoded(pairs);
+        let read = parse(&buf, &fields);
+        for f in &mut fields {
+            let name = &buf[f.name.clone()];
+            if !name.iter().any(u8::is_ascii_uppercase) {
+                let index = crate::proto::h2::hpack::table::static_name_nocase(name);
+                f.static_name = index.unwrap_or(0) as u8;
+            }
+        }
+        let hinted = parse(&buf, &fields);
+        assert_eq!(format!("{hinted:?}"), format!("{read:?}"), "{pairs:?}");
+        hinted
+    }
+
+    fn decoded(pairs: &[(&str, &str)]) -> (Vec<u8>, Vec<HeaderField>) {
         let mut buf = Vec::new();
         let mut fields = Vec::new();
         for (n, v) in pairs {
@@ -319,9 +321,10 @@ mod tests {
                 name: ns..vs,
                 value: vs..buf.len(),
                 never_indexed: false,
+                static_name: 0,
             });
         }
-        parse(&buf, &fields)
+        (buf, fields)
     }
 
     const GET: [(&str, &str); 4] = [
@@ -413,7 +416,25 @@ mod tests {
                 (":authority", "a"),
             ],
         ];
-        for pairs in bad {
+        // The names the decoder marks as static, used wrongly.
+        let twice_path = [GET.as_slice(), &[(":path", "/y")]].concat();
+        let twice_scheme = [GET.as_slice(), &[(":scheme", "http")]].concat();
+        let twice_method = [GET.as_slice(), &[(":method", "POST")]].concat();
+        let late_path = [&GET[..3], &[("accept", "*/*"), (":path", "/")]].concat();
+        let late_scheme = [&GET[1..], &[("accept", "*/*"), (":method", "GET")]].concat();
+        let spaced = [GET.as_slice(), &[("accept", " */*")]].concat();
+        let status = [GET.as_slice(), &[(":status", "200")]].concat();
+        let chunked = [GET.as_slice(), &[("transfer-encoding", "chunked")]].concat();
+        for pairs in bad.iter().copied().chain([
+            &twice_path[..],
+            &twice_scheme,
+            &twice_method,
+            &late_path,
+            &late_scheme,
+            &spaced,
+            &status,
+            &chunked,
+        ]) {
             assert!(head(pairs).is_err(), "{pairs:?}");
         }
         for (n, v) in [

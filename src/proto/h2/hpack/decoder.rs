@@ -170,6 +170,7 @@ impl Decoder {
                     name: start..mid,
                     value: mid..buf.len(),
                     never_indexed: false,
+                    static_name: static_name(index),
                 });
                 continue;
             }
@@ -187,6 +188,10 @@ impl Decoder {
                 // Validate now: a bad index is an error even when the field is skipped.
                 self.entry(index)?;
                 Name::Indexed(index)
+            };
+            let static_index = match name {
+                Name::Indexed(index) => static_name(index),
+                Name::Literal(_) => 0,
             };
             let value = take_string(block, &mut pos)?;
             if over && !indexing {
@@ -219,6 +224,7 @@ impl Decoder {
                 name,
                 value,
                 never_indexed,
+                static_name: static_index,
             });
         }
         if over {
@@ -260,6 +266,16 @@ impl Decoder {
         let mid = buf.len();
         put_string(value, buf, limit - (mid - start))?;
         Ok((start..mid, mid..buf.len()))
+    }
+}
+
+/// [`HeaderField::static_name`] of a name at HPACK index `index`.
+#[inline]
+fn static_name(index: usize) -> u8 {
+    if index <= STATIC_LEN {
+        index as u8
+    } else {
+        0
     }
 }
 

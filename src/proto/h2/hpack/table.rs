@@ -30,49 +30,6 @@ pub fn static_name_nocase(name: &[u8]) -> Option<usize> {
     lowercase_is(name, static_name).then_some(index)
 }
 
-/// First static index carrying exactly `name` (HTTP/2 and HTTP/3 field names are lowercase):
-/// one slot read and one comparison a word at a time, no call to `memcmp`.
-#[inline]
-pub fn static_name_exact(name: &[u8]) -> Option<usize> {
-    let (&first, &last) = (name.first()?, name.last()?);
-    let index = NAME_SLOTS[name_slot(name.len(), first, last)] as usize;
-    let (static_name, _) = STATIC.get(index.checked_sub(1)?)?;
-    same_bytes(name, static_name).then_some(index)
-}
-
-/// `a == b` for short strings: overlapping 4- or 8-byte words from both ends.
-#[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    fn word(s: &[u8], at: usize) -> u64 {
-        s.get(at..)
-            .and_then(|t| t.first_chunk::<8>())
-            .map_or(0, |w| u64::from_le_bytes(*w))
-    }
-    fn half(s: &[u8], at: usize) -> u32 {
-        s.get(at..)
-            .and_then(|t| t.first_chunk::<4>())
-            .map_or(0, |w| u32::from_le_bytes(*w))
-    }
-    let len = a.len();
-    if len != b.len() {
-        return false;
-    }
-    match len {
-        0..=3 => a == b,
-        4..=8 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
-        _ => {
-            let mut at = 0;
-            while at + 8 < len {
-                if word(a, at) != word(b, at) {
-                    return false;
-                }
-                at += 8;
-            }
-            word(a, len - 8) == word(b, len - 8)
-        }
-    }
-}
-
 /// Whether `name`, lowercased, is `lower` (lowercase ASCII): eight bytes a step, where
 /// `eq_ignore_ascii_case` takes one.
 #[inline]
@@ -1023,31 +980,6 @@ mod tests {
             );
         }
         assert_eq!(static_name_index(b"x-unknown"), None);
-    }
-
-    #[test]
-    fn static_names_are_found_exactly() {
-        for (i, &(name, _)) in STATIC.iter().enumerate() {
-            let first = static_name_index(name).unwrap();
-            assert_eq!(static_name_exact(name), Some(first), "{i}");
-            // Any one byte changed, anywhere, and it is not the name any more.
-            for at in 0..name.len() {
-                for bit in 0..8 {
-                    let mut other = name.to_vec();
-                    other[at] ^= 1 << bit;
-                    assert_eq!(
-                        static_name_exact(&other),
-                        static_name_index(&other),
-                        "{other:?}"
-                    );
-                }
-            }
-            assert_eq!(static_name_exact(&name[..name.len() - 1]), None);
-            assert_eq!(static_name_exact(&[name, b"x"].concat()), None);
-        }
-        for other in [&b""[..], b"x", b"Content-Type", b"user-agenT", b"x-foo"] {
-            assert_eq!(static_name_exact(other), None, "{other:?}");
-        }
     }
 
     #[test]
