@@ -231,21 +231,38 @@ fn valid_value(value: &[u8]) -> bool {
 }
 
 /// No NUL, CR or LF in `value`: eight bytes at a time (values are the long part of a head),
-/// then the table for the tail.
+/// the last word overlapping the one before; a value under eight bytes by the table.
 fn value_bytes_allowed(value: &[u8]) -> bool {
-    let mut words = value.chunks_exact(8);
-    for w in &mut words {
-        let mut x = [0u8; 8];
-        x.copy_from_slice(w);
-        let x = u64::from_le_bytes(x);
-        if has_zero_byte(x) || has_zero_byte(x ^ SPLAT_CR) || has_zero_byte(x ^ SPLAT_LF) {
+    let len = value.len();
+    if len < 8 {
+        return value
+            .iter()
+            .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0);
+    }
+    let word = |at: usize| {
+        value
+            .get(at..)
+            .and_then(|t| t.first_chunk::<8>())
+            .map_or(0, |w| u64::from_le_bytes(*w))
+    };
+    let mut at = 0;
+    while at + 8 < len {
+        if !word_allowed(word(at)) {
             return false;
         }
+        at += 8;
     }
-    words
-        .remainder()
-        .iter()
-        .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0)
+    word_allowed(word(len - 8))
+}
+
+/// Whether none of the eight bytes of `x` is NUL, CR or LF. All three are below 0x0e, and
+/// most words have no byte that low: one test for those, three for the others.
+#[inline]
+fn word_allowed(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // The classic "some byte is below n" test, exact as to whether any is (n <= 0x80).
+    let low = x.wrapping_sub(ONES * 0x0e) & !x & (ONES * 0x80) != 0;
+    !low || !(has_zero_byte(x) || has_zero_byte(x ^ SPLAT_CR) || has_zero_byte(x ^ SPLAT_LF))
 }
 
 const SPLAT_CR: u64 = 0x0d0d_0d0d_0d0d_0d0d;
