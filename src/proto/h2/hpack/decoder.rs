@@ -153,19 +153,32 @@ impl Decoder {
             if first & 0x80 != 0 {
                 // Indexed field (section 6.1).
                 let index = integer::decode(block, &mut pos, 7)?;
-                let (name, value) = self.entry(index)?;
+                // A dynamic entry's name and value are adjacent: copied at once.
+                let (first, second, name_len) = if index <= STATIC_LEN {
+                    let (name, value) = table::static_entry(index).ok_or(DecodeError::BadIndex)?;
+                    (name, value, name.len())
+                } else {
+                    let (joined, name_len) = self
+                        .table
+                        .get_joined(index - STATIC_LEN - 1)
+                        .ok_or(DecodeError::BadIndex)?;
+                    (joined, &[][..], name_len)
+                };
+                let bytes = first.len() + second.len();
                 if over {
                     continue;
                 }
-                if name.len() + value.len() > budget {
+                if bytes > budget {
                     over = true;
                     continue;
                 }
                 let start = buf.len();
-                buf.extend_from_slice(name);
-                let mid = buf.len();
-                buf.extend_from_slice(value);
-                list_size += name.len() + value.len() + ENTRY_OVERHEAD;
+                let mid = start + name_len;
+                buf.extend_from_slice(first);
+                if !second.is_empty() {
+                    buf.extend_from_slice(second);
+                }
+                list_size += bytes + ENTRY_OVERHEAD;
                 emit(HeaderField {
                     name: start..mid,
                     value: mid..buf.len(),
