@@ -19,6 +19,9 @@ pub struct HeaderField {
     /// Sent as "never indexed" (RFC 7541 section 6.2.3): an intermediary forwarding this
     /// field must encode it the same way.
     pub never_indexed: bool,
+    /// The HPACK static-table index the decoder took the name from, 0 when it came from
+    /// elsewhere (the dynamic table, a literal, QPACK): [`parse`] need not look at it then.
+    pub static_name: u8,
 }
 
 /// A validated request head: ranges into the decoder's buffer.
@@ -56,9 +59,34 @@ pub fn parse(buf: &[u8], fields: &[HeaderField]) -> Result<RequestHead, Malforme
     let mut priority = None;
     let mut expect_continue = false;
     for f in fields {
-        let name = &buf[f.name.clone()];
         let value = &buf[f.value.clone()];
         let (n, v) = (f.name.clone(), f.value.clone());
+        // A name from the static table needs no reading: what it is and that it is a
+        // valid lowercase token are known.
+        match NAME_HINTS.get(usize::from(f.static_name)) {
+            Some(Hint::Method) if regular.is_empty() && method.is_none() => {
+                method = Some(v);
+                continue;
+            }
+            Some(Hint::Path) if regular.is_empty() && path.is_none() => {
+                path = Some(v);
+                continue;
+            }
+            Some(Hint::Scheme) if regular.is_empty() && !scheme && !value.is_empty() => {
+                scheme = true;
+                continue;
+            }
+            Some(Hint::Plain) => {
+                if !valid_value(value) {
+                    return Err(Malformed);
+                }
+                regular.push((n, v));
+                continue;
+            }
+            // Everything else, including the malformed uses of the names above, as before.
+            _ => {}
+        }
+        let name = &buf[f.name.clone()];
         if let Some(pseudo) = name.strip_prefix(b":") {
             if !regular.is_empty() {
                 return Err(Malformed);
@@ -129,6 +157,39 @@ pub fn parse(buf: &[u8], fields: &[HeaderField]) -> Result<RequestHead, Malforme
     })
 }
 
+/// What [`parse`] knows of a field by [`HeaderField::static_name`].
+#[derive(Clone, Copy)]
+enum Hint {
+    /// Not from the static table, or a name with more to check (`:authority` is rarely
+    /// static-only, `content-length`, `expect`, `transfer-encoding`, `:status`): read it.
+    Read,
+    Method,
+    Path,
+    Scheme,
+    /// A regular name with nothing special about it.
+    Plain,
+}
+
+/// [`Hint`] by HPACK static index (RFC 7541 Appendix A; 0 is "none").
+static NAME_HINTS: [Hint; 62] = {
+    let mut t = [Hint::Plain; 62];
+    let mut i = 0;
+    while i <= 14 {
+        t[i] = Hint::Read;
+        i += 1;
+    }
+    t[2] = Hint::Method;
+    t[3] = Hint::Method;
+    t[4] = Hint::Path;
+    t[5] = Hint::Path;
+    t[6] = Hint::Scheme;
+    t[7] = Hint::Scheme;
+    t[28] = Hint::Read; // content-length
+    t[35] = Hint::Read; // expect
+    t[57] = Hint::Read; // transfer-encoding
+    t
+};
+
 /// Trailer fields: no pseudo-header fields, valid names and values.
 pub fn valid_trailers(buf: &[u8], fields: &[HeaderField]) -> bool {
     fields.iter().all(|f| {
@@ -158,27 +219,50 @@ pub fn valid_field(name: &[u8], value: &[u8]) -> bool {
         && name
             .iter()
             .all(|&b| BYTE_CLASS[b as usize] & LOWER_TCHAR != 0)
-        && value_bytes_allowed(value)
+        && valid_value(value)
+}
+
+/// The value half of [`valid_field`].
+#[inline]
+fn valid_value(value: &[u8]) -> bool {
+    value_bytes_allowed(value)
         && !matches!(value.first(), Some(b' ' | b'\t'))
         && !matches!(value.last(), Some(b' ' | b'\t'))
 }
 
 /// No NUL, CR or LF in `value`: eight bytes at a time (values are the long part of a head),
-/// then the table for the tail.
+/// the last word overlapping the one before; a value under eight bytes by the table.
 fn value_bytes_allowed(value: &[u8]) -> bool {
-    let mut words = value.chunks_exact(8);
-    for w in &mut words {
-        let mut x = [0u8; 8];
-        x.copy_from_slice(w);
-        let x = u64::from_le_bytes(x);
-        if has_zero_byte(x) || has_zero_byte(x ^ SPLAT_CR) || has_zero_byte(x ^ SPLAT_LF) {
+    let len = value.len();
+    if len < 8 {
+        return value
+            .iter()
+            .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0);
+    }
+    let word = |at: usize| {
+        value
+            .get(at..)
+            .and_then(|t| t.first_chunk::<8>())
+            .map_or(0, |w| u64::from_le_bytes(*w))
+    };
+    let mut at = 0;
+    while at + 8 < len {
+        if !word_allowed(word(at)) {
             return false;
         }
+        at += 8;
     }
-    words
-        .remainder()
-        .iter()
-        .all(|&b| BYTE_CLASS[b as usize] & BAD_IN_VALUE == 0)
+    word_allowed(word(len - 8))
+}
+
+/// Whether none of the eight bytes of `x` is NUL, CR or LF. All three are below 0x0e, and
+/// most words have no byte that low: one test for those, three for the others.
+#[inline]
+fn word_allowed(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // The classic "some byte is below n" test, exact as to whether any is (n <= 0x80).
+    let low = x.wrapping_sub(ONES * 0x0e) & !x & (ONES * 0x80) != 0;
+    !low || !(has_zero_byte(x) || has_zero_byte(x ^ SPLAT_CR) || has_zero_byte(x ^ SPLAT_LF))
 }
 
 const SPLAT_CR: u64 = 0x0d0d_0d0d_0d0d_0d0d;
@@ -225,7 +309,24 @@ pub fn parse_u64(v: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// Parses `pairs` as an HPACK decoder hands them over (names from the static table
+    /// marked with their index), checking that the result is the one of reading every name.
     fn head(pairs: &[(&str, &str)]) -> Result<RequestHead, Malformed> {
+        let (buf, mut fields) = decoded(pairs);
+        let read = parse(&buf, &fields);
+        for f in &mut fields {
+            let name = &buf[f.name.clone()];
+            if !name.iter().any(u8::is_ascii_uppercase) {
+                let index = crate::proto::h2::hpack::table::static_name_nocase(name);
+                f.static_name = index.unwrap_or(0) as u8;
+            }
+        }
+        let hinted = parse(&buf, &fields);
+        assert_eq!(format!("{hinted:?}"), format!("{read:?}"), "{pairs:?}");
+        hinted
+    }
+
+    fn decoded(pairs: &[(&str, &str)]) -> (Vec<u8>, Vec<HeaderField>) {
         let mut buf = Vec::new();
         let mut fields = Vec::new();
         for (n, v) in pairs {
@@ -237,9 +338,10 @@ mod tests {
                 name: ns..vs,
                 value: vs..buf.len(),
                 never_indexed: false,
+                static_name: 0,
             });
         }
-        parse(&buf, &fields)
+        (buf, fields)
     }
 
     const GET: [(&str, &str); 4] = [
@@ -331,7 +433,25 @@ mod tests {
                 (":authority", "a"),
             ],
         ];
-        for pairs in bad {
+        // The names the decoder marks as static, used wrongly.
+        let twice_path = [GET.as_slice(), &[(":path", "/y")]].concat();
+        let twice_scheme = [GET.as_slice(), &[(":scheme", "http")]].concat();
+        let twice_method = [GET.as_slice(), &[(":method", "POST")]].concat();
+        let late_path = [&GET[..3], &[("accept", "*/*"), (":path", "/")]].concat();
+        let late_scheme = [&GET[1..], &[("accept", "*/*"), (":method", "GET")]].concat();
+        let spaced = [GET.as_slice(), &[("accept", " */*")]].concat();
+        let status = [GET.as_slice(), &[(":status", "200")]].concat();
+        let chunked = [GET.as_slice(), &[("transfer-encoding", "chunked")]].concat();
+        for pairs in bad.iter().copied().chain([
+            &twice_path[..],
+            &twice_scheme,
+            &twice_method,
+            &late_path,
+            &late_scheme,
+            &spaced,
+            &status,
+            &chunked,
+        ]) {
             assert!(head(pairs).is_err(), "{pairs:?}");
         }
         for (n, v) in [

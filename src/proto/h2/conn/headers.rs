@@ -258,7 +258,11 @@ impl Connection {
                         if self.decoder.kept_table() && self.opened_lately >= KEEP_BUFFERS_OPENED {
                             self.memo.store(id, block, &parsed);
                         }
-                        self.open_stream(id, end_stream, Some(parsed))
+                        // Moved once, into `held`, not through `open_stream`'s argument.
+                        if self.open_request_stream(id, end_stream, Some(Meta::of(&parsed)))? {
+                            self.held.push_back((id, parsed.req));
+                        }
+                        Ok(())
                     }
                     Err(()) => {
                         self.hbuf.clear();

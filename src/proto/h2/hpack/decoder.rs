@@ -153,23 +153,37 @@ impl Decoder {
             if first & 0x80 != 0 {
                 // Indexed field (section 6.1).
                 let index = integer::decode(block, &mut pos, 7)?;
-                let (name, value) = self.entry(index)?;
+                // A dynamic entry's name and value are adjacent: copied at once.
+                let (first, second, name_len) = if index <= STATIC_LEN {
+                    let (name, value) = table::static_entry(index).ok_or(DecodeError::BadIndex)?;
+                    (name, value, name.len())
+                } else {
+                    let (joined, name_len) = self
+                        .table
+                        .get_joined(index - STATIC_LEN - 1)
+                        .ok_or(DecodeError::BadIndex)?;
+                    (joined, &[][..], name_len)
+                };
+                let bytes = first.len() + second.len();
                 if over {
                     continue;
                 }
-                if name.len() + value.len() > budget {
+                if bytes > budget {
                     over = true;
                     continue;
                 }
                 let start = buf.len();
-                buf.extend_from_slice(name);
-                let mid = buf.len();
-                buf.extend_from_slice(value);
-                list_size += name.len() + value.len() + ENTRY_OVERHEAD;
+                let mid = start + name_len;
+                buf.extend_from_slice(first);
+                if !second.is_empty() {
+                    buf.extend_from_slice(second);
+                }
+                list_size += bytes + ENTRY_OVERHEAD;
                 emit(HeaderField {
                     name: start..mid,
                     value: mid..buf.len(),
                     never_indexed: false,
+                    static_name: static_name(index),
                 });
                 continue;
             }
@@ -187,6 +201,10 @@ impl Decoder {
                 // Validate now: a bad index is an error even when the field is skipped.
                 self.entry(index)?;
                 Name::Indexed(index)
+            };
+            let static_index = match name {
+                Name::Indexed(index) => static_name(index),
+                Name::Literal(_) => 0,
             };
             let value = take_string(block, &mut pos)?;
             if over && !indexing {
@@ -219,6 +237,7 @@ impl Decoder {
                 name,
                 value,
                 never_indexed,
+                static_name: static_index,
             });
         }
         if over {
@@ -260,6 +279,16 @@ impl Decoder {
         let mid = buf.len();
         put_string(value, buf, limit - (mid - start))?;
         Ok((start..mid, mid..buf.len()))
+    }
+}
+
+/// [`HeaderField::static_name`] of a name at HPACK index `index`.
+#[inline]
+fn static_name(index: usize) -> u8 {
+    if index <= STATIC_LEN {
+        index as u8
+    } else {
+        0
     }
 }
 

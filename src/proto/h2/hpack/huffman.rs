@@ -582,6 +582,87 @@ mod tests {
         assert_eq!(&out[..], b"keephello world");
     }
 
+    /// RFC 7541 section 5.2 read literally: one bit at a time down the tree.
+    fn dec_bitwise(src: &[u8], limit: usize) -> Result<Vec<u8>, DecodeError> {
+        let tree = build_tree();
+        let mut out = Vec::new();
+        let mut node = 0usize;
+        for i in 0..src.len() * 8 {
+            let bit = (src[i / 8] >> (7 - i % 8)) & 1;
+            let child = tree[node][bit as usize];
+            if child == LEAF | EOS {
+                return Err(DecodeError::HuffmanEos);
+            }
+            if child & LEAF != 0 {
+                if out.len() == limit {
+                    return Err(DecodeError::HeaderListTooLarge);
+                }
+                out.push(child as u8);
+                node = 0;
+            } else {
+                node = child as usize;
+            }
+        }
+        if ACCEPT[node] {
+            Ok(out)
+        } else {
+            Err(DecodeError::BadHuffman)
+        }
+    }
+
+    #[test]
+    fn nibble_decoder_agrees_with_the_bitwise_one() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for i in 0..20_000 {
+            let len = (next() % 40) as usize;
+            let wire: Vec<u8> = if i % 3 == 0 {
+                // Random bytes: mostly long codes, EOS and bad padding.
+                (0..len).map(|_| next() as u8).collect()
+            } else {
+                // Valid text (bytes biased to the short codes), then maybe damaged.
+                let text: Vec<u8> = (0..len)
+                    .map(|_| match next() % 4 {
+                        0 => next() as u8,
+                        _ => {
+                            b"/abcdefghijklmnopqrstuvwxyz0123456789.-_?=&%ABCXYZ"
+                                [(next() % 50) as usize]
+                        }
+                    })
+                    .collect();
+                let mut w = enc(&text);
+                match next() % 4 {
+                    0 if !w.is_empty() => {
+                        let at = (next() as usize) % w.len();
+                        w[at] ^= 1 << (next() % 8);
+                    }
+                    1 => {
+                        w.pop();
+                    }
+                    2 => w.push(0xff),
+                    _ => {}
+                }
+                w
+            };
+            let limit = if i % 5 == 0 {
+                (next() % 30) as usize
+            } else {
+                usize::MAX
+            };
+            let mut out = BytesMut::from(&b"kept"[..]);
+            let got = decode(&wire, &mut out, limit).map(|()| out[4..].to_vec());
+            assert_eq!(got, dec_bitwise(&wire, limit), "{wire:02x?} limit {limit}");
+            if got.is_err() {
+                assert_eq!(&out[..], b"kept");
+            }
+        }
+    }
+
     pub(crate) fn unhex(s: &str) -> Vec<u8> {
         (0..s.len())
             .step_by(2)

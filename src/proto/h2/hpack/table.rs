@@ -279,6 +279,14 @@ impl DynamicTable {
         Some((&self.arena[e.name()], &self.arena[e.value()]))
     }
 
+    /// Entry `index`'s name and value as one slice (they are adjacent in the arena), and
+    /// where the name ends: one copy for a decoder that wants both.
+    pub fn get_joined(&self, index: usize) -> Option<(&[u8], usize)> {
+        let e = self.entries.get(index)?;
+        let joined = e.start as usize..e.value().end;
+        Some((&self.arena[joined], e.name_len as usize))
+    }
+
     /// Adds an entry, evicting as RFC 7541 section 4.4 says: an entry bigger than the whole
     /// table empties it and is not added.
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
@@ -1206,6 +1214,8 @@ mod tests {
             let value = "v".repeat(i % 300);
             t.insert(name.as_bytes(), value.as_bytes());
             assert_eq!(t.get(0), Some((name.as_bytes(), value.as_bytes())));
+            let joined = [name.as_bytes(), value.as_bytes()].concat();
+            assert_eq!(t.get_joined(0), Some((&joined[..], name.len())));
             assert!(t.size() <= 4096);
         }
         assert!(t.arena.capacity() <= 4 * 4096, "{}", t.arena.capacity());

@@ -433,6 +433,8 @@ impl<'t> Lines<'t> {
                 name: start..mid,
                 value: mid..buf.len(),
                 never_indexed,
+                // QPACK's static table is another: parse reads the name.
+                static_name: 0,
             });
         }
         Ok(Decoded::Done)
