@@ -71,8 +71,13 @@ def main(argv=None):
         )
         runner = Runner(env, settings, chosen, cases)
         print(
-            "bench: %d runs, %s mode, out %s"
-            % (runner.planned_runs(), "quick" if args.quick else "full", out_dir),
+            "bench: %d runs, %s mode, about %d minutes, out %s"
+            % (
+                runner.planned_runs(),
+                "quick" if args.quick else "full",
+                estimated_minutes(runner.planned_runs(), reps, settings.seconds, args.extras),
+                out_dir,
+            ),
             file=sys.stderr,
         )
         rows = runner.rows
@@ -101,6 +106,21 @@ def main(argv=None):
     if args.check and any(r["status"] in ("error", "flagged") for r in rows):
         return 1
     return 0
+
+
+# What a run costs besides its measured seconds, from the quick runs of 2026-11-28 (252 server
+# and case pairs in about 40 minutes): start, probe and warm-up of each pair; and the
+# idle-memory and scale tables that --extras adds.
+PREP_SECONDS_PER_PAIR = 7.5
+EXTRAS_SECONDS = 15 * 60
+
+
+def estimated_minutes(runs, reps, seconds, extras):
+    """A run's length to plan a session by: each server and case pair prepared once, then
+    measured `reps` times for `seconds`."""
+    pairs = runs / max(reps, 1)
+    total = pairs * PREP_SECONDS_PER_PAIR + runs * seconds + (EXTRAS_SECONDS if extras else 0)
+    return round(total / 60)
 
 
 # docs/benchmarks.md and, beside it, its charts and the run's result files.

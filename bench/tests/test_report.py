@@ -202,3 +202,14 @@ def test_a_chart_per_scenario_with_both_figures(tmp_path):
     assert report.charts(rows, cases, str(tmp_path)) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["S1.png", "S5.png"]
     assert (tmp_path / "S1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_estimated_minutes_counts_preparation_once_per_pair_and_the_extras():
+    from benchlib import cli
+
+    # 252 pairs, one 2 s repetition each: about the 40 minutes a quick run takes here.
+    assert cli.estimated_minutes(252, 1, 2, False) == 40
+    # Three repetitions prepare each pair once, not three times.
+    three = cli.estimated_minutes(3 * 287, 3, 5, False)
+    assert three == round((287 * 7.5 + 3 * 287 * 5) / 60)
+    assert cli.estimated_minutes(3 * 287, 3, 5, True) == three + 15
