@@ -189,6 +189,9 @@ impl StreamWork {
                 if let Some(k) = self.entries.iter().position(|e| e.id == id) {
                     self.entries.swap_remove(k);
                 }
+                if let Some(k) = self.early_copies.iter().position(|(c, _)| *c == id) {
+                    self.early_copies.swap_remove(k);
+                }
             }
             let mut moved = false;
             let mut k = 0;
