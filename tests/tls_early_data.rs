@@ -309,6 +309,37 @@ fn a_proxied_early_http2_get_carries_early_data_1() {
     assert_eq!(seen[0].early_data.as_deref(), Some("1"), "{seen:?}");
 }
 
+/// On an HTTP/2 connection whose early data was accepted, a request sent after the client's
+/// Finished is not early: the backend sees `Early-Data: 1` on the first GET only.
+#[test]
+fn an_http2_request_after_the_finished_is_not_early() {
+    let (backend, seen) = recording_backend();
+    let s = server("    early-data: ON", &backend);
+    let config = client_config(s.dir.path(), b"h2");
+    first_visit_h2(&s, &config);
+    let (mut c, sent) = Conn::new(&s, &config, &h2_get("/proxy/first"));
+    assert!(sent);
+    c.read_server_flight();
+    c.read_h2_without_finished();
+    c.tls
+        .writer()
+        .write_all(&h2_stream(3, "GET", "/proxy/second", None))
+        .expect("request");
+    c.run_h2_until(3);
+    let text = String::from_utf8_lossy(&c.got).into_owned();
+    assert!(text.contains("backend /b/second GET \n"), "{text:?}");
+    let seen = seen.lock().expect("seen").clone();
+    let early: Vec<_> = seen
+        .iter()
+        .map(|s| (s.path.as_str(), s.early_data.as_deref()))
+        .collect();
+    assert_eq!(
+        early,
+        [("/b/first", Some("1")), ("/b/second", None)],
+        "{seen:?}"
+    );
+}
+
 /// A backend's `425 Too Early` to an early HTTP/2 GET is not the client's answer: spate
 /// routes the request again once the handshake has completed, and the client gets that one.
 #[test]
@@ -537,6 +568,14 @@ fn h2_post(path: &str, body: &[u8]) -> Vec<u8> {
 }
 
 fn h2_request(method: &str, path: &str, body: Option<&[u8]>) -> Vec<u8> {
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&h2_stream(1, method, path, body));
+    out
+}
+
+/// Stream `id`'s frames: HEADERS of literal fields, and a DATA frame with `body`.
+fn h2_stream(id: u8, method: &str, path: &str, body: Option<&[u8]>) -> Vec<u8> {
     let field = |n: &str, v: &str| {
         let mut f = vec![0x00, n.len() as u8];
         f.extend_from_slice(n.as_bytes());
@@ -554,16 +593,15 @@ fn h2_request(method: &str, path: &str, body: Option<&[u8]>) -> Vec<u8> {
     if let Some(body) = body {
         block.extend_from_slice(&field("content-length", &body.len().to_string()));
     }
-    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    out.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let mut out = Vec::new();
     let len = block.len();
     // END_HEADERS, and END_STREAM without a body.
     let flags = if body.is_some() { 0x04 } else { 0x05 };
-    out.extend_from_slice(&[0, (len >> 8) as u8, len as u8, 1, flags, 0, 0, 0, 1]);
+    out.extend_from_slice(&[0, (len >> 8) as u8, len as u8, 1, flags, 0, 0, 0, id]);
     out.extend_from_slice(&block);
     if let Some(body) = body {
         let len = body.len();
-        out.extend_from_slice(&[0, (len >> 8) as u8, len as u8, 0, 0x01, 0, 0, 0, 1]);
+        out.extend_from_slice(&[0, (len >> 8) as u8, len as u8, 0, 0x01, 0, 0, 0, id]);
         out.extend_from_slice(body);
     }
     out
@@ -580,27 +618,32 @@ impl Conn {
     /// Reads (writing nothing: the client's Finished stays queued) until stream 1 has
     /// ended. A server that waits for the Finished leaves the read to time out.
     fn read_h2_without_finished(&mut self) {
-        while !self.closed && !stream_1_ended(&self.got) {
+        while !self.closed && !stream_ended(&self.got, 1) {
             self.read_once();
         }
-        assert!(stream_1_ended(&self.got), "closed before stream 1 ended");
+        assert!(stream_ended(&self.got, 1), "closed before stream 1 ended");
     }
 
     /// Runs an HTTP/2 connection until stream 1 has ended (a frame of stream 1 with
     /// END_STREAM); returns what came as text.
     fn finish_h2(mut self) -> (String, ClientConnection) {
+        self.run_h2_until(1);
+        (String::from_utf8_lossy(&self.got).into_owned(), self.tls)
+    }
+
+    /// Runs the connection (the handshake included) until stream `id` has ended.
+    fn run_h2_until(&mut self, id: u32) {
         let end = Instant::now() + Duration::from_secs(20);
-        while !self.closed && !stream_1_ended(&self.got) {
+        while !self.closed && !stream_ended(&self.got, id) {
             assert!(Instant::now() < end, "no answer");
             self.flush();
             self.read_once();
         }
-        (String::from_utf8_lossy(&self.got).into_owned(), self.tls)
     }
 }
 
-/// Whether the server's frames (after nothing: a server sends no preface) end stream 1.
-fn stream_1_ended(mut d: &[u8]) -> bool {
+/// Whether the server's frames (after nothing: a server sends no preface) end stream `id`.
+fn stream_ended(mut d: &[u8], id: u32) -> bool {
     while d.len() >= 9 {
         let len = (usize::from(d[0]) << 16) | (usize::from(d[1]) << 8) | usize::from(d[2]);
         let (kind, flags) = (d[3], d[4]);
@@ -608,7 +651,7 @@ fn stream_1_ended(mut d: &[u8]) -> bool {
         if d.len() < 9 + len {
             return false;
         }
-        if stream == 1 && (kind == 0 || kind == 1) && flags & 1 == 1 {
+        if stream == id && (kind == 0 || kind == 1) && flags & 1 == 1 {
             return true;
         }
         d = &d[9 + len..];
