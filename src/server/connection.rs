@@ -325,11 +325,15 @@ async fn serve_tls(stream: TcpStream, addrs: Addrs, guard: ConnectionGuard, acce
     drop(guard);
 }
 
-/// A connection on a listener with `early-data`: HTTP/1.1 whose early data was accepted is
-/// served from the server's flight on, before the client's Finished; the rest as usual.
+/// A connection on a listener with `early-data`: one whose early data was accepted (HTTP/1.1
+/// or HTTP/2) is served from the server's flight on, before the client's Finished; the rest
+/// as usual.
 async fn serve_tls_early(stream: TcpStream, acceptor: TlsAcceptor, addrs: &Addrs, ctx: &WorkerCtx) {
     match tls_early::handshake(stream, acceptor, addrs.0, ctx).await {
         Some(Handshaken::Stream(tls)) => serve_tls_session(tls, addrs, ctx).await,
+        Some(Handshaken::Early(early)) if early.is_h2() => {
+            tls_early::serve_h2(*early, *addrs, ctx).await
+        }
         Some(Handshaken::Early(early)) => match h1::serve(*early, addrs, ctx, None).await {
             Ended::Closed | Ended::Idle { .. } => {}
             // The HTTP/2 preface on an `http/1.1` connection: not served early.

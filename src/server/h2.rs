@@ -268,6 +268,8 @@ async fn turns<'a, T: Transport>(
             epoch = ctx.epoch();
             conn.forget_answers();
         }
+        // Early data (`tls_early.rs`): false but on a connection whose handshake is not done.
+        let early = stream.early();
         // Decode and answer a batch of requests at a time; their small responses finish (and
         // free their streams) before the next batch is decoded, all in one write. They
         // route by the routing borrowed for this batch (never across an await).
@@ -279,7 +281,7 @@ async fn turns<'a, T: Transport>(
                     let mut runs = routing.h2.runs.borrow_mut();
                     conn.recv_with(rbuf, now, &mut runs, &streams_body);
                 }
-                while answer(conn, &routing, work, ends, now, mark) {}
+                while answer(conn, &routing, work, ends, now, mark, early) {}
                 if !conn.recv_paused() || conn.closed().is_some() {
                     break;
                 }
@@ -328,6 +330,13 @@ async fn turns<'a, T: Transport>(
         }
         if conn.closed().is_some() {
             return Ok(Pause::Closed);
+        }
+        if work.waits_for_handshake() {
+            // Early requests not safe to answer before the client's Finished, or answered
+            // 425 by a backend: routed again now that the answers that could go out did.
+            Box::pin(stream.complete_handshake()).await?;
+            answer_after_handshake(conn, &ctx.routing(), work, ends, Instant::now(), mark);
+            continue;
         }
         if conn.recv_paused() {
             // Complete frames are still buffered: no need to wait for the socket.
@@ -595,7 +604,12 @@ impl ReadSizer {
 /// The stream is tracked to its end for a route with an access log, and when the worker
 /// counts requests (`mark`). The request is read where the connection holds it, and taken
 /// only to be kept (for the log).
+///
+/// `early`: what is read came in TLS early data (`tls_early.rs`), the handshake not complete;
+/// a request not safe to replay then waits in `work` for it (RFC 8470). Always false on
+/// other connections (a constant of their transport).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn answer(
     conn: &mut Connection,
     routing: &Rc<Routing>,
@@ -603,13 +617,84 @@ fn answer(
     ends: &mut StreamEnds,
     now: Instant,
     mark: Option<Mark>,
+    early: bool,
 ) -> bool {
     let Some((id, req)) = conn.next_request_held() else {
         return false;
     };
+    let mut early_copy = None;
+    if early {
+        if !request_start::may_answer_early(routing, req.method.as_bytes()) {
+            crate::metrics::tls_early_data::request_held();
+            if let Some(req) = conn.take_request(id) {
+                work.after_handshake(id, req);
+            }
+            return true;
+        }
+        req.set_early_data(true);
+        early_copy = bodiless_copy(req);
+    }
     let routed = request_start::route(routing, req);
+    answer_routed(
+        conn,
+        work,
+        ends,
+        now,
+        mark,
+        (id, routed),
+        early_copy,
+        |conn| conn.take_request(id),
+    );
+    true
+}
+
+/// A copy of an early request without a body, to route again after the handshake if its
+/// answer is `425 Too Early` (RFC 8470 section 5.2); a request with a body is not repeated.
+fn bodiless_copy(req: &mut Request) -> Option<Box<Request>> {
+    match req.take_body() {
+        Some(body) => {
+            req.set_body(body);
+            None
+        }
+        None => Some(Box::new(req.clone())),
+    }
+}
+
+/// Routes requests that waited for the handshake (`StreamWork::after_handshake`): early ones
+/// not safe to replay, and copies of early ones answered 425. Neither is early any more.
+fn answer_after_handshake(
+    conn: &mut Connection,
+    routing: &Rc<Routing>,
+    work: &mut StreamWork,
+    ends: &mut StreamEnds,
+    now: Instant,
+    mark: Option<Mark>,
+) {
+    for (id, mut req) in work.take_after_handshake() {
+        req.set_early_data(false);
+        let routed = request_start::route(routing, &mut req);
+        answer_routed(conn, work, ends, now, mark, (id, routed), None, |_| {
+            Some(req)
+        });
+    }
+}
+
+/// Gives stream `id` its routed answer, or keeps it in `work` until it comes. `taken` gives
+/// the request to keep for the access log; `early_copy`, the copy of an early request.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn answer_routed(
+    conn: &mut Connection,
+    work: &mut StreamWork,
+    ends: &mut StreamEnds,
+    now: Instant,
+    mark: Option<Mark>,
+    (id, routed): (u32, Routed<'_>),
+    early_copy: Option<Box<Request>>,
+    taken: impl FnOnce(&mut Connection) -> Option<Request>,
+) {
     let log_start = |conn: &mut Connection| {
-        let req = conn.take_request(id)?;
+        let req = taken(conn)?;
         Some(LogStart {
             req,
             received_at: SystemTime::now(),
@@ -617,6 +702,12 @@ fn answer(
         })
     };
     match routed {
+        Routed::Now(resp, _) if resp.status == 425 && early_copy.is_some() => {
+            conn.release_request(id);
+            if let Some(copy) = early_copy {
+                work.too_early(id, *copy);
+            }
+        }
         Routed::Now(resp, route) => {
             let file = route.log();
             // The memoised request's answer, when it repeats, is kept to give again to the
@@ -652,9 +743,11 @@ fn answer(
                 }
             };
             work.add_answer(id, later, log, mark);
+            if let Some(copy) = early_copy {
+                work.keep_early_copy(id, copy);
+            }
         }
     }
-    true
 }
 
 async fn linger_close<T: Transport>(stream: &mut T) {

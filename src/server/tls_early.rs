@@ -3,12 +3,12 @@
 //! in early data are read, and the safe ones answered, before its Finished arrives (RFC 8470).
 //!
 //! [`handshake`] reads the ClientHello and writes the server's flight. When the client's
-//! early data was accepted and it chose HTTP/1.1, the connection is served through
+//! early data was accepted (HTTP/1.1 or HTTP/2), the connection is served through
 //! [`EarlyTls`], a plain rustls connection over the socket that reads the early data first
-//! and writes answers as 0.5-RTT data; HTTP/1's driver asks it [`Transport::early`] to hold
-//! requests that are not safe to replay until [`Transport::complete_handshake`]. Otherwise
-//! (no early data, HTTP/2) the connection goes on in tokio-rustls as any other, its early
-//! bytes handed to the driver after the handshake (`TlsTransport::take_decrypted`).
+//! and writes answers as 0.5-RTT data; the HTTP/1 and HTTP/2 drivers ask it
+//! [`Transport::early`] to hold requests that are not safe to replay until
+//! [`Transport::complete_handshake`]. Otherwise (no early data) the connection goes on in
+//! tokio-rustls as any other.
 //!
 //! Only listeners with `early-data: ON` come here; the others keep `tls_transport::handshake`.
 
@@ -31,7 +31,8 @@ use tokio_rustls::TlsAcceptor;
 pub(crate) enum Handshaken {
     /// Done (or to finish) the usual way: a tokio-rustls stream after the whole handshake.
     Stream(Box<TlsStream<TlsSocket>>),
-    /// Early data accepted on an HTTP/1.1 connection: served before the handshake completes.
+    /// Early data accepted (HTTP/1.1 or HTTP/2, [`EarlyTls::is_h2`]): served before the
+    /// handshake completes.
     Early(Box<EarlyTls>),
 }
 
@@ -75,8 +76,8 @@ pub(crate) async fn handshake(
     let mut conn = conn;
     let accepted = conn.early_data().is_some();
     crate::metrics::tls_early_data::handshake(offered, accepted);
-    let http1 = matches!(conn.alpn_protocol(), None | Some(b"http/1.1"));
-    if accepted && http1 && conn.is_handshaking() {
+    let served_early = matches!(conn.alpn_protocol(), None | Some(b"http/1.1" | b"h2"));
+    if accepted && served_early && conn.is_handshaking() {
         crate::metrics::handshake(crate::metrics::Handshake::Resumed);
         return Some(Handshaken::Early(Box::new(EarlyTls {
             tcp,
@@ -170,15 +171,40 @@ async fn write_out(
     Ok(())
 }
 
-/// An HTTP/1.1 connection whose early data was accepted: rustls over the socket, from the
-/// server's flight on (its handshake completes as the client's Finished is read).
+/// A connection whose early data was accepted: rustls over the socket, from the server's
+/// flight on (its handshake completes as the client's Finished is read).
 pub(crate) struct EarlyTls {
     tcp: TcpStream,
     conn: ServerConnection,
     handshake_timeout: Duration,
 }
 
+/// Serves an HTTP/2 connection whose early data was accepted ([`EarlyTls::is_h2`]): as after
+/// a handshake (`connection::serve_tls_session`), the driver holding early requests that are
+/// not safe to replay (`h2.rs`).
+pub(crate) async fn serve_h2(
+    mut early: EarlyTls,
+    addrs: (SocketAddr, SocketAddr),
+    ctx: &WorkerCtx,
+) {
+    let timer = tokio::time::sleep_until(tokio::time::Instant::now());
+    let stop = ctx.stop.notified();
+    tokio::pin!(timer, stop);
+    stop.as_mut().enable();
+    let waits = super::h2::Waits { timer, stop };
+    let rbuf = bytes::BytesMut::new();
+    super::h2::serve(&mut early, addrs, ctx, rbuf, super::h2::Start::New, waits).await;
+    let mut buf = ctx.buffers.read_buffer();
+    Box::pin(transport::drain_input_into(&mut early, &mut buf)).await;
+    ctx.buffers.give_read(buf);
+}
+
 impl EarlyTls {
+    /// Whether the client chose HTTP/2 (ALPN `h2`); else HTTP/1.1.
+    pub(crate) fn is_h2(&self) -> bool {
+        self.conn.alpn_protocol() == Some(b"h2")
+    }
+
     /// Writes what rustls holds without waiting (the tickets after the client's Finished).
     fn try_write_out(&mut self) {
         while self.conn.wants_write() {

@@ -24,6 +24,13 @@ const DRIVE_ROUNDS: usize = 16;
 #[derive(Default)]
 pub(crate) struct StreamWork {
     entries: Vec<Entry>,
+    /// TLS early data only (`tls_early.rs`): copies of early requests without a body whose
+    /// answers are pending, to route again if the answer is `425 Too Early`. Empty (and
+    /// unallocated) on every other connection.
+    early_copies: Vec<(u32, Box<Request>)>,
+    /// TLS early data only: requests to route once the handshake has completed (early ones
+    /// not safe to replay, the copies of early ones answered 425).
+    after_handshake: Vec<(u32, Request)>,
 }
 
 struct Entry {
@@ -123,6 +130,33 @@ impl StreamWork {
         });
     }
 
+    /// The copy of early request `id` whose answer is pending ([`StreamWork::add_answer`]).
+    pub fn keep_early_copy(&mut self, id: u32, copy: Box<Request>) {
+        self.early_copies.push((id, copy));
+    }
+
+    /// Early request `id` is routed once the handshake has completed.
+    pub fn after_handshake(&mut self, id: u32, req: Request) {
+        self.after_handshake.push((id, req));
+    }
+
+    /// Early request `id` was answered `425 Too Early`: its copy is routed again once the
+    /// handshake has completed (once: it is not early any more), and the client gets that
+    /// answer.
+    pub fn too_early(&mut self, id: u32, copy: Request) {
+        crate::metrics::tls_early_data::too_early_retried();
+        self.after_handshake.push((id, copy));
+    }
+
+    /// Whether requests wait for the handshake to complete.
+    pub fn waits_for_handshake(&self) -> bool {
+        !self.after_handshake.is_empty()
+    }
+
+    pub fn take_after_handshake(&mut self) -> Vec<(u32, Request)> {
+        std::mem::take(&mut self.after_handshake)
+    }
+
     /// A streamed response body the connection took the headers of.
     pub fn add_body(&mut self, id: u32, body: Box<dyn BodyStream>) {
         self.entries.push(Entry {
@@ -154,6 +188,9 @@ impl StreamWork {
             for id in conn.take_cancelled() {
                 if let Some(k) = self.entries.iter().position(|e| e.id == id) {
                     self.entries.swap_remove(k);
+                }
+                if let Some(k) = self.early_copies.iter().position(|(c, _)| *c == id) {
+                    self.early_copies.swap_remove(k);
                 }
             }
             let mut moved = false;
@@ -189,6 +226,7 @@ impl StreamWork {
         ends: &mut StreamEnds,
     ) -> Step {
         let e = &mut self.entries[k];
+        let early_copies = &mut self.early_copies;
         let id = e.id;
         let wanted = match e.state {
             State::Answer { .. } => true,
@@ -212,6 +250,17 @@ impl StreamWork {
                 let Poll::Ready(resp) = polled else {
                     return if interim { Step::Moved } else { Step::Idle };
                 };
+                // Early data only: an early request's copy, routed again after a 425.
+                if !early_copies.is_empty() {
+                    if let Some(at) = early_copies.iter().position(|(c, _)| *c == id) {
+                        let (_, copy) = early_copies.swap_remove(at);
+                        if resp.status == 425 {
+                            crate::metrics::tls_early_data::too_early_retried();
+                            self.after_handshake.push((id, *copy));
+                            return Step::Done;
+                        }
+                    }
+                }
                 let file = later.route().log();
                 let body = match (log.take(), file, *started) {
                     (None, _, None) => conn.respond(id, resp),
