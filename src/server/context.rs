@@ -117,6 +117,15 @@ impl WorkerCtx {
         self.active.set(self.active.get() + 1);
     }
 
+    /// Something was counted with no connection open (a QUIC packet before or without a
+    /// connection: a Retry, a stateless reset): wakes the housekeeping from its idle sleep so
+    /// that the other workers' status pages see it.
+    pub(super) fn counted_while_idle(&self) {
+        if self.active.get() == 0 {
+            self.busy.notify_one();
+        }
+    }
+
     /// A connection that held a `max-connections` slot closed: frees the slot and counts it.
     pub(super) fn connection_closed(&self) {
         self.shared.closed();
