@@ -507,10 +507,16 @@ impl Slot {
         Slot(s)
     }
 
-    /// Copies this thread's counters into the slot (every `PUBLISH_INTERVAL`).
-    pub fn publish(&self) {
+    /// Copies this thread's counters into the slot (every `PUBLISH_INTERVAL` while the
+    /// worker has connections); false when they had not changed since the last copy.
+    pub fn publish(&self) -> bool {
         let snap = Snapshot::local();
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = snap;
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if *slot == snap {
+            return false;
+        }
+        *slot = snap;
+        true
     }
 }
 

@@ -169,6 +169,87 @@ fn two_instances_on_one_redis_pass_the_rate_once() {
     );
 }
 
+/// An idle zone sends Redis nothing (its sync thread sleeps until a request), and once
+/// traffic starts again the limit holds across the fleet as before. Redis `MONITOR` shows every
+/// command: while instance `b` syncs a busy key 20 times, idle `a` (which passed one request of
+/// its own key before) sends none; before, it asked for its key's count every interval.
+#[test]
+fn an_idle_zone_sends_redis_nothing_and_limits_when_traffic_returns() {
+    if !have(REDIS) {
+        eprintln!("SKIP: redis-server is not installed (scripts/test installs it)");
+        return;
+    }
+    let redis = StoreProcess::redis();
+    let a = instance(redis.port);
+    let b = instance(redis.port);
+    let url = format!("http://127.0.0.1:{}/", a.addr.port());
+    let resp = agent()
+        .get(&url)
+        .header("x-key", "idle")
+        .call()
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 200);
+    // a's report of that request (its last sync with anything to say) reached Redis.
+    let counter = |key: &str| {
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        format!("test:limit:fleet:{hex}")
+    };
+    let idle = counter("idle");
+    let end = Instant::now() + Duration::from_secs(30);
+    while redis_cli(redis.port, &["GET", &idle]).trim() != "1" {
+        assert!(Instant::now() < end, "a never reported its request");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut monitor = std::process::Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &redis.port.to_string(), "monitor"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("redis-cli monitor");
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let out = monitor.stdout.take().expect("monitor stdout");
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = lines
+        .recv_timeout(Duration::from_secs(30))
+        .expect("MONITOR answers");
+    assert_eq!(first.trim(), "OK");
+
+    // b's syncs of its busy key are the clock: 20 of them, each one of a's intervals.
+    let busy = format!("\"INCRBY\" \"{}\"", counter("clock"));
+    let (mut ticks, mut seen) = (0, Vec::new());
+    let end = Instant::now() + Duration::from_secs(60);
+    while ticks < 20 {
+        assert!(Instant::now() < end, "b synced {ticks} times: {seen:?}");
+        hammer(&[&b], "clock", Duration::from_millis(100));
+        while let Ok(line) = lines.try_recv() {
+            ticks += usize::from(line.contains(&busy));
+            seen.push(line);
+        }
+    }
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    let from_a: Vec<_> = seen.iter().filter(|l| l.contains(&idle)).collect();
+    assert!(
+        from_a.is_empty(),
+        "the idle zone talked to Redis: {from_a:?}"
+    );
+
+    // Traffic again, on the key a knew: the fleet passes the rate once.
+    let (passed, secs) = hammer(&[&a, &b], "idle", Duration::from_secs(3));
+    let p = passed as f64;
+    assert!(
+        p <= shared_bound(secs) && p >= RATE * secs * 0.7,
+        "{passed} passed in {secs:.2} s at {RATE} r/s after an idle spell"
+    );
+}
+
 /// The same zone without `redis:`: two instances pass twice the rate (the control for the
 /// test above, so that it cannot pass for another reason).
 #[test]

@@ -48,6 +48,8 @@ pub(crate) struct WorkerCtx {
     /// The last connection closed since the allocator was last trimmed.
     pub(super) went_idle: Cell<bool>,
     pub(super) all_closed: Notify,
+    /// The first connection after none: wakes the worker's housekeeping from its idle sleep.
+    pub(super) busy: Notify,
     pub(super) shared: Arc<Shared>,
 }
 
@@ -68,6 +70,7 @@ impl WorkerCtx {
             active: Cell::new(0),
             went_idle: Cell::new(false),
             all_closed: Notify::new(),
+            busy: Notify::new(),
             shared,
         }
     }
@@ -108,7 +111,19 @@ impl WorkerCtx {
 
     /// Counts a connection as open in this worker (a graceful stop waits for it).
     pub(super) fn count_open(&self) {
+        if self.active.get() == 0 {
+            self.busy.notify_one();
+        }
         self.active.set(self.active.get() + 1);
+    }
+
+    /// Something was counted with no connection open (a QUIC packet before or without a
+    /// connection: a Retry, a stateless reset): wakes the housekeeping from its idle sleep so
+    /// that the other workers' status pages see it.
+    pub(super) fn counted_while_idle(&self) {
+        if self.active.get() == 0 {
+            self.busy.notify_one();
+        }
     }
 
     /// A connection that held a `max-connections` slot closed: frees the slot and counts it.

@@ -16,9 +16,10 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-/// How often buffered access-log lines are written out even when the buffer is not full.
+/// How often buffered access-log lines are written out even when the buffer is not full
+/// (`housekeeping`).
 const LOG_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
-/// How often an idle worker checks whether to give memory back (`trim_when_idle`).
+/// How often at most an idle worker gives memory back (`housekeeping`).
 const IDLE_TRIM_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A listening socket of this worker; for a TLS listener, what names its acceptor in the
@@ -139,26 +140,18 @@ pub(crate) fn run(
             tokio::task::spawn_local(super::quic::serve(sock, settings, ctx.clone()));
         }
         let retired = Rc::new(RefCell::new(Vec::new()));
-        let flusher =
-            tokio::task::spawn_local(flush_logs_periodically(ctx.clone(), retired.clone()));
+        let metrics = crate::metrics::enabled();
+        // Dropping the slot (with the task, when the worker ends) retires its counters.
+        let housekeeper =
+            tokio::task::spawn_local(housekeeping(ctx.clone(), retired.clone(), slot, metrics));
         let reloader =
             tokio::task::spawn_local(apply_in_place(ctx.clone(), in_place, retired.clone()));
-        let trimmer = tokio::task::spawn_local(trim_when_idle(ctx.clone()));
         let parker = tokio::task::spawn_local(conns.clone().watch_parked());
         // Work handlers leave behind an answer (a cache's refresh) runs as this worker's tasks.
         let background = tokio::task::spawn_local(async {
             loop {
                 tokio::task::spawn_local(crate::http::background::next().await);
             }
-        });
-        let publisher = crate::metrics::enabled().then(|| {
-            tokio::task::spawn_local(async move {
-                let mut tick = tokio::time::interval(crate::metrics::PUBLISH_INTERVAL);
-                loop {
-                    tick.tick().await;
-                    slot.publish();
-                }
-            })
         });
 
         let now = wait_for(&mut phase, |p| p >= Phase::Draining).await;
@@ -199,16 +192,12 @@ pub(crate) fn run(
                 ctx.active.get()
             );
         }
-        flusher.abort();
+        housekeeper.abort();
         reloader.abort();
-        trimmer.abort();
         parker.abort();
         background.abort();
         // The records hold the context (their guards): close them now, not never.
         conns.close_parked();
-        if let Some(p) = publisher {
-            p.abort();
-        }
         flush_all(&ctx, &retired);
     });
     if let Err(e) = local.block_on(&rt, main) {
@@ -388,19 +377,6 @@ async fn accept_loop(
     }
 }
 
-/// Gives memory back to the system once the worker went idle after a busy spell (glibc keeps
-/// a burst's peak otherwise, e.g. 10,000 proxied exchanges at once). At most once per
-/// `IDLE_TRIM_INTERVAL`, and only when no connection is open, so a busy worker never pays.
-async fn trim_when_idle(ctx: Rc<WorkerCtx>) {
-    let mut tick = tokio::time::interval(IDLE_TRIM_INTERVAL);
-    loop {
-        tick.tick().await;
-        if ctx.active.get() == 0 && ctx.went_idle.replace(false) {
-            super::buffers::trim_allocator();
-        }
-    }
-}
-
 /// A reload the running workers apply in place (`reload.rs`): the new configuration, what
 /// `prepare` made of it, and the listeners' handshake configurations. Each worker acknowledges on `ack`
 /// once it routes by it.
@@ -455,19 +431,72 @@ async fn apply_in_place(
     }
 }
 
-/// Writes buffered access-log lines out every second, and reopens the files when asked
-/// (SIGUSR1): those of the current routing, and of the routings answers in progress still
-/// hold (`retired`).
-async fn flush_logs_periodically(ctx: Rc<WorkerCtx>, retired: Rc<RefCell<Vec<Weak<Routing>>>>) {
-    let mut tick = tokio::time::interval(LOG_FLUSH_INTERVAL);
+/// The worker's periodic work, on one timer that runs only while the worker has connections
+/// (or just lost its last one), every `PUBLISH_INTERVAL` with metrics on, else every
+/// `LOG_FLUSH_INTERVAL`:
+/// - metrics: copies this worker's counters to its slot, for the status page and `/metrics`
+///   served by the other workers (their own counters they read at once);
+/// - access logs: writes buffered lines out every `LOG_FLUSH_INTERVAL` (a line waits at most
+///   that long), and reopens the files when asked (SIGUSR1), those of the current routing and
+///   of the routings answers in progress still hold (`retired`);
+/// - memory: gives it back to the system once the worker went idle after a busy spell (glibc
+///   keeps a burst's peak otherwise, e.g. 10,000 proxied exchanges at once), at most once per
+///   `IDLE_TRIM_INTERVAL` and only with no connection open, so a busy worker never pays.
+///
+/// With no connection open, the counters published and unchanged, the lines written and the
+/// memory trimmed, it sleeps until the next connection opens (`busy`): an idle worker does not
+/// wake at all.
+async fn housekeeping(
+    ctx: Rc<WorkerCtx>,
+    retired: Rc<RefCell<Vec<Weak<Routing>>>>,
+    slot: crate::metrics::Slot,
+    metrics: bool,
+) {
+    use tokio::time::Instant;
+    let period = if metrics {
+        crate::metrics::PUBLISH_INTERVAL
+    } else {
+        LOG_FLUSH_INTERVAL
+    };
     let mut reopen = crate::log::reopen::Requests::default();
+    let mut next = Instant::now() + period;
+    let mut flush_due = Instant::now() + LOG_FLUSH_INTERVAL;
+    let mut trim_due = Instant::now();
     loop {
         tokio::select! {
-            _ = tick.tick() => flush_all(&ctx, &retired),
+            _ = tokio::time::sleep_until(next) => {}
             _ = reopen.next() => {
                 for_each_log(&ctx, &retired, |l| l.reopen());
+                continue;
             }
         }
+        let now = Instant::now();
+        next = now + period;
+        let changed = metrics && slot.publish();
+        if now >= flush_due {
+            flush_all(&ctx, &retired);
+            flush_due = now + LOG_FLUSH_INTERVAL;
+        }
+        let idle = ctx.active.get() == 0;
+        if idle && ctx.went_idle.get() && now >= trim_due {
+            ctx.went_idle.set(false);
+            super::buffers::trim_allocator();
+            trim_due = now + IDLE_TRIM_INTERVAL;
+        }
+        if !idle || changed || ctx.went_idle.get() {
+            continue;
+        }
+        // Nothing left to do until a connection opens: what the last ones logged goes out now.
+        flush_all(&ctx, &retired);
+        loop {
+            tokio::select! {
+                _ = ctx.busy.notified() => break,
+                _ = reopen.next() => for_each_log(&ctx, &retired, |l| l.reopen()),
+            }
+        }
+        let now = Instant::now();
+        next = now + period;
+        flush_due = now + LOG_FLUSH_INTERVAL;
     }
 }
 

@@ -216,6 +216,9 @@ impl<'a> Driver<'a> {
             self.on_timers(now);
             self.take_wakes();
             self.drive_dirty(now).await;
+            if self.open == 0 {
+                self.ctx.counted_while_idle();
+            }
             if stop_seen && self.open == 0 {
                 tracing::debug!("QUIC endpoint {}: stopped, no connection left", self.local);
                 return;
