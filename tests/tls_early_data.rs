@@ -161,6 +161,20 @@ impl Conn {
     }
 }
 
+/// A client resumed on `s` over `alpn` (after a full first visit), its `early` bytes sent as
+/// early data in its first flight.
+fn resumed_early(s: &Spate, alpn: &[u8], early: &[u8]) -> Conn {
+    let config = client_config(s.dir.path(), alpn);
+    if alpn == b"h2" {
+        first_visit_h2(s, &config);
+    } else {
+        first_visit(s, &config);
+    }
+    let (c, sent) = Conn::new(s, &config, early);
+    assert!(sent, "the ticket allowed no early data");
+    c
+}
+
 /// A full handshake that leaves the client with tickets, and the answer to `GET /`.
 fn first_visit(s: &Spate, config: &Arc<ClientConfig>) {
     let (mut c, _) = Conn::new(s, config, b"");
@@ -230,11 +244,8 @@ fn big_body() -> Vec<u8> {
 #[test]
 fn a_large_file_answered_in_early_data_arrives_whole() {
     let s = server("    early-data: ON", "http://127.0.0.1:9");
-    let config = client_config(s.dir.path(), b"http/1.1");
-    first_visit(&s, &config);
     let get = b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-    let (c, sent) = Conn::new(&s, &config, get);
-    assert!(sent);
+    let c = resumed_early(&s, b"http/1.1", get);
     let (_, tls, got) = c.finish_bytes();
     assert!(tls.is_early_data_accepted());
     let body = find(&got, b"\r\n\r\n").map(|at| &got[at + 4..]);
@@ -246,10 +257,7 @@ fn a_large_file_answered_in_early_data_arrives_whole() {
 #[test]
 fn an_http2_get_in_early_data_is_answered_in_the_first_flight() {
     let s = server("    early-data: ON", "http://127.0.0.1:9");
-    let config = client_config(s.dir.path(), b"h2");
-    first_visit_h2(&s, &config);
-    let (mut c, sent) = Conn::new(&s, &config, &h2_get("/index.html"));
-    assert!(sent);
+    let mut c = resumed_early(&s, b"h2", &h2_get("/index.html"));
     c.read_server_flight();
     assert!(c.tls.is_early_data_accepted(), "early data refused");
     c.read_h2_without_finished();
@@ -268,10 +276,7 @@ fn an_http2_get_in_early_data_is_answered_in_the_first_flight() {
 fn an_http2_post_in_early_data_waits_for_the_handshake() {
     let (backend, seen) = recording_backend();
     let s = server("    early-data: ON", &backend);
-    let config = client_config(s.dir.path(), b"h2");
-    first_visit_h2(&s, &config);
-    let (mut c, sent) = Conn::new(&s, &config, &h2_post("/proxy/form", b"hello"));
-    assert!(sent);
+    let mut c = resumed_early(&s, b"h2", &h2_post("/proxy/form", b"hello"));
     c.read_server_flight();
     assert!(c.tls.is_early_data_accepted(), "early data refused");
     // The server has everything but the Finished. What it does now it does at once; a
@@ -296,10 +301,7 @@ fn an_http2_post_in_early_data_waits_for_the_handshake() {
 fn a_proxied_early_http2_get_carries_early_data_1() {
     let (backend, seen) = recording_backend();
     let s = server("    early-data: ON", &backend);
-    let config = client_config(s.dir.path(), b"h2");
-    first_visit_h2(&s, &config);
-    let (mut c, sent) = Conn::new(&s, &config, &h2_get("/proxy/page"));
-    assert!(sent);
+    let mut c = resumed_early(&s, b"h2", &h2_get("/proxy/page"));
     c.read_server_flight();
     c.read_h2_without_finished();
     let text = String::from_utf8_lossy(&c.got).into_owned();
@@ -315,10 +317,7 @@ fn a_proxied_early_http2_get_carries_early_data_1() {
 fn an_http2_request_after_the_finished_is_not_early() {
     let (backend, seen) = recording_backend();
     let s = server("    early-data: ON", &backend);
-    let config = client_config(s.dir.path(), b"h2");
-    first_visit_h2(&s, &config);
-    let (mut c, sent) = Conn::new(&s, &config, &h2_get("/proxy/first"));
-    assert!(sent);
+    let mut c = resumed_early(&s, b"h2", &h2_get("/proxy/first"));
     c.read_server_flight();
     c.read_h2_without_finished();
     c.tls
@@ -346,10 +345,7 @@ fn an_http2_request_after_the_finished_is_not_early() {
 fn a_backends_425_to_an_http2_request_is_retried_after_the_handshake() {
     let (backend, seen) = recording_backend();
     let s = server("    early-data: ON", &backend);
-    let config = client_config(s.dir.path(), b"h2");
-    first_visit_h2(&s, &config);
-    let (c, sent) = Conn::new(&s, &config, &h2_get("/proxy/too-early"));
-    assert!(sent);
+    let c = resumed_early(&s, b"h2", &h2_get("/proxy/too-early"));
     let (text, tls) = c.finish_h2();
     assert!(tls.is_early_data_accepted());
     assert!(text.contains("real answer\n"), "{text:?}");
@@ -368,11 +364,8 @@ fn a_backends_425_to_an_http2_request_is_retried_after_the_handshake() {
 fn a_post_in_early_data_waits_for_the_handshake() {
     let (backend, seen) = recording_backend();
     let s = server("    early-data: ON", &backend);
-    let config = client_config(s.dir.path(), b"http/1.1");
-    first_visit(&s, &config);
     let post = b"POST /proxy/form HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
-    let (mut c, sent) = Conn::new(&s, &config, post);
-    assert!(sent);
+    let mut c = resumed_early(&s, b"http/1.1", post);
     c.read_server_flight();
     assert!(c.tls.is_early_data_accepted(), "early data refused");
     // The server has everything but the Finished. What it does now it does at once; a
@@ -398,11 +391,8 @@ fn a_post_in_early_data_waits_for_the_handshake() {
 fn a_proxied_early_get_carries_early_data_1() {
     let (backend, seen) = recording_backend();
     let s = server("    early-data: ON", &backend);
-    let config = client_config(s.dir.path(), b"http/1.1");
-    first_visit(&s, &config);
     let get = b"GET /proxy/page HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-    let (mut c, sent) = Conn::new(&s, &config, get);
-    assert!(sent);
+    let mut c = resumed_early(&s, b"http/1.1", get);
     c.read_server_flight();
     while !c.closed && !c.got.ends_with(b"backend /b/page GET \n") {
         c.read_once();
@@ -421,11 +411,8 @@ fn a_proxied_early_get_carries_early_data_1() {
 fn a_backends_425_is_retried_after_the_handshake() {
     let (backend, seen) = recording_backend();
     let s = server("    early-data: ON", &backend);
-    let config = client_config(s.dir.path(), b"http/1.1");
-    first_visit(&s, &config);
     let get = b"GET /proxy/too-early HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-    let (c, sent) = Conn::new(&s, &config, get);
-    assert!(sent);
+    let c = resumed_early(&s, b"http/1.1", get);
     let (text, tls) = c.finish();
     assert!(tls.is_early_data_accepted());
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
