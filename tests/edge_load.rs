@@ -12,7 +12,6 @@ use common::*;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
 use std::time::Duration;
 
 /// The `i`th client address (0-based): 127.0.1.1, 127.0.1.2, ...
@@ -214,15 +213,8 @@ hosts:
         dir,
     );
     let port = s.addr.port();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
     let statuses = |paths: &[&str]| -> Vec<u16> {
-        let out = std::process::Command::new(&py)
-            .arg(&script)
-            .arg("127.0.0.1")
-            .arg(port.to_string())
-            .args(paths)
-            .output()
-            .unwrap();
+        let out = aioquic_run(&py, port, paths);
         assert!(
             out.status.success(),
             "{}",

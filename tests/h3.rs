@@ -24,18 +24,6 @@ struct Fetched {
     headers: Vec<(String, String)>,
 }
 
-/// Runs tests/h3_support/aioquic_get.py.
-fn aioquic_run(py: &Path, port: u16, paths: &[&str]) -> std::process::Output {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
-    Command::new(py)
-        .arg(script)
-        .arg("127.0.0.1")
-        .arg(port.to_string())
-        .args(paths)
-        .output()
-        .expect("run aioquic")
-}
-
 fn aioquic_get(py: &Path, port: u16, paths: &[&str]) -> Vec<Fetched> {
     let out = aioquic_run(py, port, paths);
     assert!(

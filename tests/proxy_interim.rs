@@ -306,12 +306,7 @@ fn http3_clients_get_the_103_before_the_final_answer() {
         },
         &[],
     );
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
-    let out = Command::new(&py)
-        .arg(script)
-        .args(["127.0.0.1", &s.addr.port().to_string(), "/hints"])
-        .output()
-        .expect("aioquic");
+    let out = aioquic_run(&py, s.addr.port(), &["/hints"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

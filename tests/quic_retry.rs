@@ -9,8 +9,6 @@ mod tls_support;
 
 use common::*;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -167,14 +165,7 @@ fn a_flood_of_initials_gets_retries_past_the_threshold_and_a_client_still_connec
     };
     // While those 30 handshakes are under way, a real client is sent a Retry, answers it
     // and is served.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
-    let out = Command::new(py)
-        .arg(script)
-        .arg("127.0.0.1")
-        .arg(s.addr.port().to_string())
-        .arg("/index.html")
-        .output()
-        .expect("aioquic");
+    let out = common::aioquic_run(&py, s.addr.port(), &["/index.html"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("\"status\": 200"),
@@ -294,14 +285,7 @@ fn a_handshake_that_makes_us_send_past_the_limit_is_dropped() {
     let Some(py) = common::aioquic_python() else {
         return;
     };
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
-    let out = Command::new(py)
-        .arg(script)
-        .arg("127.0.0.1")
-        .arg(s.addr.port().to_string())
-        .arg("/index.html")
-        .output()
-        .expect("aioquic");
+    let out = common::aioquic_run(&py, s.addr.port(), &["/index.html"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("\"status\": 200"),

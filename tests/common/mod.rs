@@ -652,6 +652,19 @@ pub fn system_python(script: &str, input: &[u8]) -> std::process::Output {
     out
 }
 
+/// Runs tests/h3_support/aioquic_get.py with `py` (see [`aioquic_python`]): GETs (or the
+/// script's POST forms) of `paths` over HTTP/3 to 127.0.0.1:`port`, one JSON line each.
+pub fn aioquic_run(py: &Path, port: u16, paths: &[&str]) -> std::process::Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3_support/aioquic_get.py");
+    std::process::Command::new(py)
+        .arg(script)
+        .arg("127.0.0.1")
+        .arg(port.to_string())
+        .args(paths)
+        .output()
+        .expect("run aioquic")
+}
+
 /// The aioquic venv's python, or `None` (with a SKIP line) when scripts/test has not made it;
 /// under CI (`CI` set) its absence fails the test instead.
 pub fn aioquic_python() -> Option<PathBuf> {
