@@ -82,7 +82,7 @@ fn skip_cid(d: &[u8]) -> Option<&[u8]> {
 }
 
 /// A QUIC variable-length integer and what follows it.
-fn varint(d: &[u8]) -> Option<(u64, &[u8])> {
+pub(super) fn varint(d: &[u8]) -> Option<(u64, &[u8])> {
     let (&first, _) = d.split_first()?;
     let len = 1usize << (first >> 6);
     let bytes = d.get(..len)?;

@@ -12,6 +12,7 @@
 //! destination ID carries a tag another live endpoint holds: never for a packet of our own,
 //! and for a client's random ID only when it happens to match such a tag.
 
+use super::early::varint;
 use bytes::BytesMut;
 use quinn_proto::crypto::ServerConfig;
 use quinn_proto::ConnectionId;
@@ -74,11 +75,15 @@ fn parse(d: &[u8]) -> Option<Parsed> {
     let mut at = dcid_at + dcid_len;
     let scid_len = usize::from(*d.get(at)?);
     at += 1 + scid_len;
-    let (token_len, n) = varint(d.get(at..)?)?;
-    at = at.checked_add(n)?.checked_add(token_len)?;
-    let (length, n) = varint(d.get(at..)?)?;
-    let pn_offset = at + n;
-    let end = pn_offset.checked_add(length)?;
+    let tail = d.get(at..)?;
+    let (token_len, after) = varint(tail)?;
+    at = at
+        .checked_add(tail.len() - after.len())?
+        .checked_add(usize::try_from(token_len).ok()?)?;
+    let tail = d.get(at..)?;
+    let (length, after) = varint(tail)?;
+    let pn_offset = at + (tail.len() - after.len());
+    let end = pn_offset.checked_add(usize::try_from(length).ok()?)?;
     (end <= d.len()).then_some(Parsed {
         version,
         dcid_at,
@@ -86,17 +91,6 @@ fn parse(d: &[u8]) -> Option<Parsed> {
         pn_offset,
         end,
     })
-}
-
-/// A QUIC variable-length integer and its length in bytes.
-fn varint(d: &[u8]) -> Option<(usize, usize)> {
-    let first = *d.first()?;
-    let len = 1usize << (first >> 6);
-    let mut v = u64::from(first & 0x3f);
-    for b in d.get(1..len)? {
-        v = v << 8 | u64::from(*b);
-    }
-    Some((usize::try_from(v).ok()?, len))
 }
 
 #[cfg(test)]
