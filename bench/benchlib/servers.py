@@ -24,6 +24,8 @@ NOFILE = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 # Why a server is absent from a scenario altogether (not a gap: it is not that kind of server).
 NOT_A_PROXY = "not a reverse proxy"
 PROXY_ONLY = "a proxy only"
+# The UDP socket buffers of the HTTP/3 servers: spate's own size (src/server/quic/socket.rs).
+QUIC_SOCKET_BUFFER = 4 << 20
 
 
 class Env:
@@ -177,6 +179,7 @@ class H2oDialect(Server):
             # certificate.
             listen_extra += ["    ocsp-update-interval: 0", "listen:"]
             listen_extra += ["  host: 127.0.0.1", "  port: %d" % port, "  type: quic"]
+            listen_extra += self.quic_socket_lines()
             listen_extra += listen_extra[:3] + ["    ocsp-update-interval: 0"]
             # As max-connections for TCP: h2load leaves its QUIC connections to the idle
             # timeout, so one run's 1,000 are still there when the next starts.
@@ -229,6 +232,10 @@ class H2oDialect(Server):
         return []
 
     def s8_proxy_extras(self):
+        return []
+
+    def quic_socket_lines(self):
+        """Lines under the QUIC listen that size its UDP socket's buffers."""
         return []
 
     def answer_paths(self):
@@ -302,6 +309,13 @@ class H2o(H2oDialect):
         if case.backends > 1:
             return "h2o 2.2.5 has no balancer (h2o 2.3 has; see docs/bench-log.md)"
         return super().unsupported(case, env)
+
+    def quic_socket_lines(self):
+        # spate's QUIC socket takes 4 MiB buffers (src/server/quic/socket.rs); h2o's keeps the
+        # kernel's default (208 KiB here) unless told, and at S8's c1000 it overflowed: 5,277
+        # datagrams dropped at its socket in one run, a tenth of the requests failed (bench-log,
+        # session 31). The same size for both.
+        return ["  quic:", "    rcvbuf: %d" % QUIC_SOCKET_BUFFER, "    sndbuf: %d" % QUIC_SOCKET_BUFFER]
 
     def user_line(self, env):
         # h2o switches to "nobody" when started as root; keep it as it was started.

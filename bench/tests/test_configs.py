@@ -124,6 +124,10 @@ def test_http3_rows_listen_on_tls_and_quic_at_one_port(env):
             assert text.count("  type: quic\n") == 1, c.key
             assert text.count("    certificate-file: /run/cert.pem\n") == 2, c.key
             assert "\nmax-quic-connections: 15000\n" in text, c.key
+        # h2o's QUIC socket gets spate's 4 MiB buffers; spate sizes its own.
+        quic_buffers = "  type: quic\n  quic:\n    rcvbuf: 4194304\n    sndbuf: 4194304\n  ssl:\n"
+        assert quic_buffers in servers.H2o().render(env, c, 8443, [9000]), c.key
+        assert "rcvbuf" not in servers.Spate().render(env, c, 8443, [9000]), c.key
     q1 = [c.key for c in select(["Q1"])]
     assert q1 == ["Q1-6b", "Q1-4k"]
     assert {c.load_flags() for c in select(["Q1"])} == {"h2load -c100 -m10 --alpn-list=h3"}

@@ -213,3 +213,19 @@ def test_estimated_minutes_counts_preparation_once_per_pair_and_the_extras():
     three = cli.estimated_minutes(3 * 287, 3, 5, False)
     assert three == round((287 * 7.5 + 3 * 287 * 5) / 60)
     assert cli.estimated_minutes(3 * 287, 3, 5, True) == three + 15
+
+
+def test_a_flagged_cell_with_a_measured_cause_says_it_and_a_clean_one_does_not():
+    flagged = report.Cell([row("h2o", status="flagged", rps=361.0, cpu=82.8, reason="920 failed")])
+    notes = []
+    assert report.format_cell(flagged, notes, "h2o", "HTTP/3 c1000").startswith("⚠")
+    assert notes[0].startswith("h2o HTTP/3 c1000: every run flagged: 920 failed; measured cause:")
+    assert "rcvbuf" in notes[0]
+    clean = report.Cell([row("h2o", rps=27000.0, cpu=22.8)])
+    notes = []
+    report.format_cell(clean, notes, "h2o", "HTTP/3 c1000")
+    assert notes == []
+    # Another server's flagged cell in that row gets only what was flagged.
+    other = report.Cell([row("caddy", status="flagged", rps=1.0, cpu=1.0, reason="1 failed")])
+    report.format_cell(other, notes, "caddy", "HTTP/3 c1000")
+    assert notes == ["caddy HTTP/3 c1000: every run flagged: 1 failed"]
