@@ -110,9 +110,10 @@ def main(argv=None):
 
 # What a run costs besides its measured seconds, from the quick runs of 2026-11-28 (252 server
 # and case pairs in about 40 minutes): start, probe and warm-up of each pair; and the
-# idle-memory and scale tables that --extras adds.
+# idle-memory and scale tables that --extras adds (3.5 minutes in the full run of 2026-11-29,
+# whose 861 runs of 5 s took 72 minutes: the allowance per pair overestimates full runs).
 PREP_SECONDS_PER_PAIR = 7.5
-EXTRAS_SECONDS = 15 * 60
+EXTRAS_SECONDS = 4 * 60
 
 
 def estimated_minutes(runs, reps, seconds, extras):

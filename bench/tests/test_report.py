@@ -212,7 +212,7 @@ def test_estimated_minutes_counts_preparation_once_per_pair_and_the_extras():
     # Three repetitions prepare each pair once, not three times.
     three = cli.estimated_minutes(3 * 287, 3, 5, False)
     assert three == round((287 * 7.5 + 3 * 287 * 5) / 60)
-    assert cli.estimated_minutes(3 * 287, 3, 5, True) == three + 15
+    assert cli.estimated_minutes(3 * 287, 3, 5, True) == three + 4
 
 
 def test_a_flagged_cell_with_a_measured_cause_says_it_and_a_clean_one_does_not():
