@@ -306,7 +306,7 @@ def machine_info(args, reps):
         "reps": str(reps),
         "seconds": str(args.seconds or (2 if args.quick else 10)),
         "pinning": "servers on CPU %d, load generator on CPU %d" % (args.server_cpu, args.load_cpu),
-        "versions": "; ".join(v for v in (_version(c) for c in VERSION_COMMANDS) if v),
+        "versions": "; ".join(v for v in _versions() if v),
         "spate": args.spate or "target/release/spate (commit %s)" % _git_commit(),
     }
 
@@ -321,6 +321,20 @@ VERSION_COMMANDS = [
     ["wrk", "-v"],
     ["caddy", "version"],
 ]
+
+
+def _versions():
+    """Every tool's version line; the HTTP/3 rows' own h2o and h2load (../shared/peers) are
+    named as such, since their versions differ from Debian's."""
+    yield from (_version(c) for c in VERSION_COMMANDS)
+    h2o_quic, h3_h2load = _h2o_quic(None), _h3_h2load(None)
+    if h2o_quic:
+        root = os.path.dirname(os.path.dirname(h2o_quic))
+        v = _version(["env", "H2O_ROOT=" + root, h2o_quic, "--version"])
+        yield v and v + " (HTTP/3 rows)"
+    if h3_h2load and h3_h2load != "h2load":
+        v = _version([h3_h2load, "--version"])
+        yield v and v + " (HTTP/3 rows)"
 
 
 def _version(argv):

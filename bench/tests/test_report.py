@@ -229,3 +229,27 @@ def test_a_flagged_cell_with_a_measured_cause_says_it_and_a_clean_one_does_not()
     other = report.Cell([row("caddy", status="flagged", rps=1.0, cpu=1.0, reason="1 failed")])
     report.format_cell(other, notes, "caddy", "HTTP/3 c1000")
     assert notes == ["caddy HTTP/3 c1000: every run flagged: 1 failed"]
+
+
+def test_versions_name_the_http3_rows_own_h2o_and_h2load(monkeypatch):
+    from benchlib import cli
+
+    monkeypatch.setattr(cli, "VERSION_COMMANDS", [["h2o", "--version"]])
+    monkeypatch.setattr(cli, "_h2o_quic", lambda given: "/peers/h2o/bin/h2o")
+    monkeypatch.setattr(cli, "_h3_h2load", lambda given: "/peers/bin/h2load")
+    seen = []
+
+    def version(argv):
+        seen.append(argv)
+        return "h2o version 2.3.0" if "h2o" in " ".join(argv) else "h2load nghttp2/1.69.0"
+
+    monkeypatch.setattr(cli, "_version", version)
+    assert list(cli._versions()) == [
+        "h2o version 2.3.0",
+        "h2o version 2.3.0 (HTTP/3 rows)",
+        "h2load nghttp2/1.69.0 (HTTP/3 rows)",
+    ]
+    assert seen[1] == ["env", "H2O_ROOT=/peers/h2o", "/peers/h2o/bin/h2o", "--version"]
+    # Debian's own h2load, when it speaks HTTP/3, is the one already listed.
+    monkeypatch.setattr(cli, "_h3_h2load", lambda given: "h2load")
+    assert len(list(cli._versions())) == 2
