@@ -219,7 +219,7 @@ def test_a_flagged_cell_with_a_measured_cause_says_it_and_a_clean_one_does_not()
     flagged = report.Cell([row("h2o", status="flagged", rps=361.0, cpu=82.8, reason="920 failed")])
     notes = []
     assert report.format_cell(flagged, notes, "h2o", "HTTP/3 c1000").startswith("⚠")
-    assert notes[0].startswith("h2o HTTP/3 c1000: every run flagged: 920 failed; measured cause:")
+    assert notes[0].startswith("h2o HTTP/3 c1000: every run flagged: 920 failed; measured cause, apart")
     assert "rcvbuf" in notes[0]
     clean = report.Cell([row("h2o", rps=27000.0, cpu=22.8)])
     notes = []
