@@ -169,7 +169,7 @@ fn disk(ctx: &mut Ctx, name: &str, v: &Node) -> Option<DiskConf> {
 }
 
 /// A byte count: an integer, or one with a K, M or G suffix (`64MB`, `512K`, `1G`).
-fn size(ctx: &mut Ctx, name: &str, v: &Node) -> Option<u64> {
+pub(super) fn size(ctx: &mut Ctx, name: &str, v: &Node) -> Option<u64> {
     let parsed = v.as_u64().or_else(|| {
         let s = v.as_str()?.trim();
         let s = s.strip_suffix(['B', 'b']).unwrap_or(s);

@@ -93,6 +93,8 @@ const DIRECTIVES: &[(&str, u8)] = &[
     ("error-log.emit-request-errors", ALL),
     ("pid-file", G),
     ("tcp-fastopen", G),
+    ("file.memory-cache-size", G),
+    ("file.memory-cache-max-file-size", G),
     ("user", G),
     ("num-name-resolution-threads", G),
     ("temp-buffer-path", G),

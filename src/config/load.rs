@@ -5,7 +5,7 @@ use super::hosts::{self, Scoped};
 use super::listen::Listeners;
 use super::value::{show, Ctx};
 use super::yaml::{self, Node};
-use super::{acme, http, quic, tls, Config, ConfigError, Location};
+use super::{acme, cache, http, quic, tls, Config, ConfigError, Location};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -141,6 +141,11 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
             }
         }
         "tcp-fastopen" => set(&mut c.tcp_fastopen, ctx.int(name, v, 0)),
+        "file.memory-cache-size" => set(&mut c.file_memory_cache_size, size_or_zero(ctx, name, v)),
+        "file.memory-cache-max-file-size" => set(
+            &mut c.file_memory_cache_max_file,
+            size_or_zero(ctx, name, v),
+        ),
         "pid-file" => {
             if let Some(p) = ctx.path(name, v) {
                 c.pid_file = Some(p);
@@ -175,6 +180,14 @@ fn server(ctx: &mut Ctx, name: &str, v: &Node, c: &mut Config) {
         "acme" => c.acme = acme::parse(ctx, v),
         // Every global directive in the table is handled above or here.
         _ => ctx.error(v.line, format!("directive {name} is not handled")),
+    }
+}
+
+/// A byte count as [`cache::size`] takes it, or 0 (nothing held).
+fn size_or_zero(ctx: &mut Ctx, name: &str, v: &Node) -> Option<u64> {
+    match v.as_u64() {
+        Some(0) => Some(0),
+        _ => cache::size(ctx, name, v),
     }
 }
 

@@ -76,6 +76,12 @@ pub struct Config {
     /// `tcp-fastopen`: the TCP Fast Open queue of each TCP listener (h2o's default 4096; 0
     /// turns it off). The kernel uses it only when `net.ipv4.tcp_fastopen` allows servers.
     pub tcp_fastopen: u32,
+    /// `file.memory-cache-size` (spate): bytes of files' contents each worker holds in memory,
+    /// least recently used dropped first (default 64 MiB).
+    pub file_memory_cache_size: u64,
+    /// `file.memory-cache-max-file-size` (spate): files up to this size are held in memory
+    /// when opened (default 64 KiB; 0 holds none).
+    pub file_memory_cache_max_file: u64,
     /// `user`: the account the server switches to once its sockets, logs and keys are open
     /// (it must start as root for that, as h2o).
     pub user: Option<User>,
@@ -926,6 +932,8 @@ impl Config {
             error_log: None,
             pid_file: None,
             tcp_fastopen: 4096,
+            file_memory_cache_size: crate::handler::file::DEFAULT_CONTENTS_BUDGET,
+            file_memory_cache_max_file: crate::handler::file::SMALL_FILE,
             user: None,
             emit_request_errors: true,
             http1: Http1::default(),

@@ -27,7 +27,9 @@ pub(super) mod multipart;
 mod path;
 pub(super) mod range;
 
-pub use cache::{OpenFileCache, DEFAULT_CAPACITY, DEFAULT_REVALIDATE_AFTER, SMALL_FILE};
+pub use cache::{
+    OpenFileCache, DEFAULT_CAPACITY, DEFAULT_CONTENTS_BUDGET, DEFAULT_REVALIDATE_AFTER, SMALL_FILE,
+};
 pub use range::MAX_RANGES;
 
 /// The parsers of request fields and paths behind the file handler, public only for the fuzz
@@ -65,6 +67,8 @@ pub struct FileHandler {
     base: Vec<u8>,
     /// This handler's settings id in the cache (see `OpenFileCache::profile`).
     profile: usize,
+    /// The cache's `hold_max`, for files opened while it is borrowed.
+    hold_max: u64,
     /// multipart/byteranges boundary, random per handler.
     boundary: String,
     /// The last request path and the cache key it normalised to, reused so a request
@@ -103,6 +107,7 @@ impl FileHandler {
             dir[..trimmed].to_vec()
         };
         let profile = cache.borrow_mut().profile(&conf.mime_types, &conf.index);
+        let hold_max = cache.borrow().hold_max();
         let boundary = multipart::boundary();
         FileHandler {
             conf,
@@ -110,6 +115,7 @@ impl FileHandler {
             prefix: Vec::new(),
             base,
             profile,
+            hold_max,
             boundary,
             scratch: RefCell::new(Scratch {
                 raw: Vec::with_capacity(256),
@@ -265,7 +271,7 @@ impl FileHandler {
             path.clear();
             path.extend_from_slice(key);
             path.extend_from_slice(c.suffix());
-            let Ok(Opened::File(mut rep)) = cache::open(&path) else {
+            let Ok(Opened::File(mut rep)) = cache::open(&path, self.hold_max) else {
                 continue;
             };
             rep.mark_coding(c);
@@ -365,7 +371,7 @@ impl FileHandler {
         let mut coding = None;
         let mut vary = false;
         if self.conf.send_compressed {
-            let variants = entry.variants();
+            let variants = entry.variants(self.hold_max);
             vary = variants.iter().any(Option::is_some);
             coding = Coding::ALL.into_iter().find(|&c| {
                 variants[c.index()].is_some()
@@ -647,11 +653,11 @@ fn content_range(offset: u64, len: u64, size: u64) -> Bytes {
 
 /// Opens `path`; when the process is out of descriptors, closes the cached files and retries.
 fn open_file(path: &[u8], cache: &mut OpenFileCache) -> io::Result<Opened> {
-    match cache::open(path) {
+    match cache::open(path, cache.hold_max()) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
             tracing::warn!("out of file descriptors; emptying the open-file cache");
             cache.clear();
-            cache::open(path)
+            cache::open(path, cache.hold_max())
         }
         other => other,
     }

@@ -226,7 +226,10 @@ impl Router {
         logs: &mut Vec<Rc<RefCell<AccessLog>>>,
         pool: Rc<upstream::Pool>,
     ) -> Router {
-        let cache = Rc::new(RefCell::new(file::OpenFileCache::new()));
+        let mut files = file::OpenFileCache::new();
+        files.set_contents_budget(conf.file_memory_cache_size);
+        files.set_hold_max(conf.file_memory_cache_max_file);
+        let cache = Rc::new(RefCell::new(files));
         // Idle FastCGI connections of this worker, shared by every FastCGI path.
         let fcgi = fastcgi::Shared::new(&conf.server_name);
         let hosts = conf

@@ -1150,3 +1150,24 @@ fn h2o_timeouts_in_seconds_are_read_as_seconds() {
     assert_eq!(c.handshake_timeout, Duration::from_secs(8));
     assert_eq!(ok(MINIMAL).http1.request_io_timeout, Duration::from_secs(5));
 }
+
+#[test]
+fn file_memory_cache_sizes() {
+    let c = ok(MINIMAL);
+    assert_eq!(
+        (c.file_memory_cache_size, c.file_memory_cache_max_file),
+        (64 << 20, 64 << 10)
+    );
+    let c = ok(&format!(
+        "file.memory-cache-size: 8M\nfile.memory-cache-max-file-size: 0\n{MINIMAL}"
+    ));
+    assert_eq!(
+        (c.file_memory_cache_size, c.file_memory_cache_max_file),
+        (8 << 20, 0)
+    );
+    let e = errors(&format!("file.memory-cache-max-file-size: lots\n{MINIMAL}"));
+    assert_eq!(
+        e,
+        ["t.yaml:1: file.memory-cache-max-file-size expects a size in bytes (like 65536, 512K, 64MB), got \"lots\""]
+    );
+}
