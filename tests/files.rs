@@ -470,3 +470,48 @@ fn split_on<'a>(mut hay: &'a [u8], sep: &[u8]) -> Vec<&'a [u8]> {
     out.push(hay);
     out
 }
+
+/// A 40 KiB file rewritten in place with the same length and modification time keeps its
+/// identity, so the cache keeps its entry: one held in memory is answered as it was read,
+/// one not held is read again at each answer. That tells `file.memory-cache-max-file-size`
+/// (and its 64 KiB default) at work; both answer ranges of the file as read. One worker:
+/// the caches are per worker.
+#[test]
+fn files_up_to_the_memory_cache_size_are_held() {
+    for (global, held) in [("", true), ("file.memory-cache-max-file-size: 0\n", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let first: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        write_file(dir.path(), "htdocs/mid.bin", &first);
+        let s = Spate::start_in(
+            &format!(
+                "{global}num-threads: 1\nlisten: {{host: 127.0.0.1, port: 0}}\nhosts:\n  default:\n    paths:\n      /:\n        file.dir: $DIR/htdocs\n"
+            ),
+            dir,
+        );
+        let r = get(&s, "/mid.bin");
+        assert_eq!((r.status, r.body == first), (200, true), "{global}");
+        let r = request(
+            &s,
+            "GET /mid.bin HTTP/1.1\r\nHost: a\r\nRange: bytes=20000-20009\r\n\r\n",
+        );
+        assert_eq!((r.status, &r.body[..]), (206, &first[20000..20010]));
+
+        let path = s.path().join("htdocs/mid.bin");
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let second: Vec<u8> = first.iter().map(|b| b ^ 0xff).collect();
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all(&second).unwrap();
+        f.set_modified(modified).unwrap();
+        drop(f);
+        // Past the revalidation interval: the entry is checked and found the same file.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let want = if held { &first } else { &second };
+        let r = get(&s, "/mid.bin");
+        assert!(r.body == *want, "{global}: held {held}");
+        let r = request(
+            &s,
+            "GET /mid.bin HTTP/1.1\r\nHost: a\r\nRange: bytes=20000-20009\r\n\r\n",
+        );
+        assert_eq!(&r.body[..], &want[20000..20010], "{global}");
+    }
+}
