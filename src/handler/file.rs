@@ -27,9 +27,7 @@ pub(super) mod multipart;
 mod path;
 pub(super) mod range;
 
-pub use cache::{
-    OpenFileCache, DEFAULT_CAPACITY, DEFAULT_CONTENTS_BUDGET, DEFAULT_REVALIDATE_AFTER, SMALL_FILE,
-};
+pub use cache::{OpenFileCache, DEFAULT_CAPACITY, DEFAULT_REVALIDATE_AFTER, SMALL_FILE};
 pub use range::MAX_RANGES;
 
 /// The parsers of request fields and paths behind the file handler, public only for the fuzz

@@ -21,17 +21,15 @@ use std::time::Duration;
 /// open descriptor).
 pub const DEFAULT_CAPACITY: usize = 4096;
 /// Bytes of small files' contents kept in memory per worker before the least recently used
-/// entry is dropped (`file.memory-cache-size`): what 1,024 files of [`SMALL_FILE`] bytes take.
-pub const DEFAULT_CONTENTS_BUDGET: u64 = 1024 * SMALL_FILE;
+/// entry is dropped (`file.memory-cache-size`).
+pub const DEFAULT_CONTENTS_BUDGET: u64 = crate::config::FILE_MEMORY_CACHE_SIZE;
 /// Entries compared to choose the one to drop when the cache is full.
 const EVICTION_SAMPLE: usize = 8;
 /// How old an entry may get before it is checked with `stat`.
 pub const DEFAULT_REVALIDATE_AFTER: Duration = Duration::from_secs(1);
 /// Files up to this size are read into memory when opened and answered from there
-/// (`file.memory-cache-max-file-size`). Measured on varied h2c traffic (2,000 files of 100 B -
-/// 64 KiB): holding files up to 64 KiB rather than 16 KiB took a fifth off the server's CPU per
-/// request, the `pread` of each larger file into the output being the copy saved.
-pub const SMALL_FILE: u64 = 64 * 1024;
+/// (`file.memory-cache-max-file-size`).
+pub const SMALL_FILE: u64 = crate::config::FILE_MEMORY_CACHE_MAX_FILE;
 
 /// Per-worker cache of open files, shared by every file handler of the worker.
 pub struct OpenFileCache {
