@@ -63,6 +63,12 @@ COLUMNS = [
 VARIED_CONNS_PER_LOAD = 10
 
 
+def case_url(case, port):
+    """The URL `case` loads on a server listening on `port`."""
+    scheme = "https" if case.listener in ("tls", "quic") else "http"
+    return "%s://127.0.0.1:%d%s" % (scheme, port, case.path)
+
+
 class Settings:
     """How long and how often: quick mode keeps a run to ~2 s, full mode to ~10 s."""
 
@@ -105,6 +111,9 @@ class Runner:
                 groups.append(case.group)
         for group in groups:
             cases = [c for c in self.cases if c.group == group]
+            if cases[0].cold_requests:
+                self.run_cold(cases[0])
+                continue
             started = []
             try:
                 for server in self.servers:
@@ -136,6 +145,42 @@ class Runner:
                 for _, inst, _ in started:
                     inst.stop()
         return self.rows
+
+    def run_cold(self, case):
+        """A cold-start case: each repetition of each server on a server (and backend) started
+        for it, loaded with `case.cold_requests` from its first request, then probed (a failed
+        probe turns the row into the server's failure) and stopped."""
+        servers = []
+        for server in self.servers:
+            if server.applies(case) and self.runnable(server, [case]):
+                servers.append(server)
+        for rep in range(1, self.settings.reps + 1):
+            for server in self.rep_order(servers, rep):
+                try:
+                    inst = server.start(self.env, [case]).for_case(case)
+                except StartError as e:
+                    row = self.base_row(server, case, rep)
+                    row.update(status=self.failure_status(server), reason="start: %s" % e)
+                    self.rows.append(row)
+                    self.progress.step(row)
+                    continue
+                try:
+                    url = case_url(case, inst.port)
+                    row = self.measure(server, inst, case, url, rep, case.cold_requests)
+                    reason = probe(case, url, check_body=not server.canned, h3_client=self.env.h3_client)
+                    if not reason:
+                        reason = probe_varied(
+                            case, url, self.uri_file(case, url, once=True), self.env
+                        )
+                    if reason and row["status"] == "ok":
+                        row.update(
+                            status=self.failure_status(server),
+                            reason="probe after the run: %s" % reason,
+                        )
+                finally:
+                    inst.stop()
+                self.rows.append(row)
+                self.progress.step(row)
 
     def set_target(self, case, started):
         """L1: hold `case`'s load at rate_pct % of the best peer's median req/s on its peak
@@ -186,11 +231,7 @@ class Runner:
             # A crash in an earlier case is the server's fault, never a feature gap.
             self.skip(server, case, "error", "server exited: %s" % inst.proc.log_tail())
             return None
-        url = "%s://127.0.0.1:%d%s" % (
-            "https" if case.listener in ("tls", "quic") else "http",
-            inst.port,
-            case.path,
-        )
+        url = case_url(case, inst.port)
         reason = probe(case, url, check_body=not server.canned, h3_client=self.env.h3_client)
         if not reason and case.uris:
             reason = probe_varied(case, url, self.uri_file(case, url, once=True), self.env)

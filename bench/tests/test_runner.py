@@ -64,3 +64,72 @@ def test_each_repetition_turns_the_order_of_the_servers():
         ["spate", "h2o", "floor"],
     ]
     assert Runner.rep_order([], 2) == []
+
+
+def test_a_cold_case_starts_a_server_for_each_repetition_and_probes_after(monkeypatch):
+    import benchlib.runner as runner_mod
+
+    cold = case("V1-proxy-d2000-cold")
+    events = []
+
+    class Inst:
+        port = 1234
+        backend = None
+
+        def __init__(self, name, n):
+            self.name, self.n = name, n
+
+        def for_case(self, c):
+            return self
+
+        def stop(self):
+            events.append(("stop", self.name, self.n))
+
+    class Srv:
+        canned = False
+
+        def __init__(self, name):
+            self.name, self.started = name, 0
+
+        def applies(self, c):
+            return True
+
+        def unsupported(self, c, env):
+            return None
+
+        def start(self, env, cases):
+            assert cases == [cold]
+            self.started += 1
+            events.append(("start", self.name, self.started))
+            return Inst(self.name, self.started)
+
+    class Env(FakeEnv):
+        h3_client = None
+
+    r = Runner(Env(), Settings(True, 2, load_cpu=1), [Srv("spate"), Srv("h2o")], [cold])
+
+    def measure(server, inst, c, url, rep, requests, seconds=None):
+        events.append(("measure", server.name, inst.n, requests))
+        row = r.base_row(server, c, rep)
+        return row
+
+    monkeypatch.setattr(r, "measure", measure)
+    # The probe after h2o's second run finds a wrong body.
+    monkeypatch.setattr(runner_mod, "probe", lambda *a, **k: None)
+    monkeypatch.setattr(
+        runner_mod,
+        "probe_varied",
+        lambda c, url, f, env: "bad body" if events[-1][1:3] == ("h2o", 2) else None,
+    )
+    monkeypatch.setattr(r, "uri_file", lambda *a, **k: "/dev/null")
+    rows = r.run()
+    assert events == [
+        ("start", "spate", 1), ("measure", "spate", 1, 20000), ("stop", "spate", 1),
+        ("start", "h2o", 1), ("measure", "h2o", 1, 20000), ("stop", "h2o", 1),
+        ("start", "h2o", 2), ("measure", "h2o", 2, 20000), ("stop", "h2o", 2),
+        ("start", "spate", 2), ("measure", "spate", 2, 20000), ("stop", "spate", 2),
+    ]  # fmt: skip
+    assert [(x["server"], x["rep"], x["status"]) for x in rows] == [
+        ("spate", 1, "ok"), ("h2o", 1, "ok"), ("h2o", 2, "error"), ("spate", 2, "ok"),
+    ]  # fmt: skip
+    assert rows[2]["reason"] == "probe after the run: bad body"

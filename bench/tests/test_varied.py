@@ -103,6 +103,8 @@ def test_v1_cases_each_transport_has_repeated_then_three_varied():
     assert cases == select(["V1"], quick=True)  # all of V1 is quick
     transports = {}
     for c in cases:
+        if c.cold_requests:
+            continue
         transports.setdefault(c.key.rsplit("-", 1)[0], []).append(c)
     assert sorted(transports) == sorted(
         ["V1-h2c", "V1-h1", "V1-tls-h2", "V1-tls-h1", "V1-h3", "V1-proxy"]
@@ -125,6 +127,17 @@ def test_v1_cases_each_transport_has_repeated_then_three_varied():
     assert by_key["V1-h1-one"].group != by_key["V1-h2c-one"].group
     # Over TLS ALPN picks: one instance serves both.
     assert by_key["V1-tls-h1-one"].group == by_key["V1-tls-h2-one"].group
+
+
+def test_v1_proxy_runs_again_from_a_cold_start():
+    by_key = {c.key: c for c in v1()}
+    cold = by_key["V1-proxy-d2000-cold"]
+    warm = by_key["V1-proxy-d2000"]
+    assert (cold.mode, cold.uris, cold.baseline) == ("proxy", "d2000", "V1-proxy-one")
+    assert cold.cold_requests == 20000 and not warm.cold_requests
+    assert cold.load_flags() == warm.load_flags()
+    # A group of its own: the runner starts a server for each of its repetitions.
+    assert [c for c in v1() if c.group == cold.group] == [cold]
 
 
 def test_v1_is_declared_for_the_right_servers(env):
