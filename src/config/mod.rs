@@ -59,8 +59,9 @@ impl fmt::Display for ConfigError {
 /// server's CPU per request, the `pread` of each larger file into the output being the copy
 /// saved.
 pub const FILE_MEMORY_CACHE_MAX_FILE: u64 = 64 * 1024;
-/// `file.memory-cache-size`'s default: what 1,024 files of the largest size held take.
-pub const FILE_MEMORY_CACHE_SIZE: u64 = 1024 * FILE_MEMORY_CACHE_MAX_FILE;
+/// `file.memory-cache-size`'s default: the whole server's, shared out between the workers
+/// (each holds its own copies), so that memory does not grow with the number of cores.
+pub const FILE_MEMORY_CACHE_SIZE: u64 = 128 << 20;
 
 /// The whole server configuration.
 #[derive(Debug, Clone)]
@@ -84,8 +85,8 @@ pub struct Config {
     /// `tcp-fastopen`: the TCP Fast Open queue of each TCP listener (h2o's default 4096; 0
     /// turns it off). The kernel uses it only when `net.ipv4.tcp_fastopen` allows servers.
     pub tcp_fastopen: u32,
-    /// `file.memory-cache-size` (spate): bytes of files' contents each worker holds in memory,
-    /// least recently used dropped first (default 64 MiB).
+    /// `file.memory-cache-size` (spate): bytes of files' contents held in memory, shared out
+    /// between the workers, least recently used dropped first (default 128 MiB).
     pub file_memory_cache_size: u64,
     /// `file.memory-cache-max-file-size` (spate): files up to this size are held in memory
     /// when opened (default 64 KiB; 0 holds none).

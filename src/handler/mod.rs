@@ -226,10 +226,7 @@ impl Router {
         logs: &mut Vec<Rc<RefCell<AccessLog>>>,
         pool: Rc<upstream::Pool>,
     ) -> Router {
-        let mut files = file::OpenFileCache::new();
-        files.set_contents_budget(conf.file_memory_cache_size);
-        files.set_hold_max(conf.file_memory_cache_max_file);
-        let cache = Rc::new(RefCell::new(files));
+        let cache = Rc::new(RefCell::new(file_cache(conf)));
         // Idle FastCGI connections of this worker, shared by every FastCGI path.
         let fcgi = fastcgi::Shared::new(&conf.server_name);
         let hosts = conf
@@ -592,9 +589,33 @@ fn split_authority(a: &[u8]) -> (&[u8], Option<u16>) {
     }
 }
 
+/// A worker's open-file cache: its share of `file.memory-cache-size` (each worker holds its
+/// own copies, so the configured size is shared out between them).
+fn file_cache(conf: &config::Config) -> file::OpenFileCache {
+    let mut files = file::OpenFileCache::new();
+    let workers = conf.num_threads.max(1) as u64;
+    files.set_contents_budget(conf.file_memory_cache_size / workers);
+    files.set_hold_max(conf.file_memory_cache_max_file);
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_worker_holds_its_share_of_the_file_memory_cache() {
+        let mut conf = config::Config {
+            num_threads: 4,
+            file_memory_cache_size: 100 << 20,
+            file_memory_cache_max_file: 1000,
+            ..config::Config::empty()
+        };
+        let c = file_cache(&conf);
+        assert_eq!((c.contents_budget(), c.hold_max()), (25 << 20, 1000));
+        conf.num_threads = 0;
+        assert_eq!(file_cache(&conf).contents_budget(), 100 << 20);
+    }
 
     #[test]
     fn prefixes_match_on_segment_boundaries() {

@@ -1156,7 +1156,7 @@ fn file_memory_cache_sizes() {
     let c = ok(MINIMAL);
     assert_eq!(
         (c.file_memory_cache_size, c.file_memory_cache_max_file),
-        (64 << 20, 64 << 10)
+        (128 << 20, 64 << 10)
     );
     let c = ok(&format!(
         "file.memory-cache-size: 8M\nfile.memory-cache-max-file-size: 0\n{MINIMAL}"

@@ -20,8 +20,8 @@ use std::time::Duration;
 /// Entries kept per worker before the least recently used one is dropped (each holds an
 /// open descriptor).
 pub const DEFAULT_CAPACITY: usize = 4096;
-/// Bytes of small files' contents kept in memory per worker before the least recently used
-/// entry is dropped (`file.memory-cache-size`).
+/// Bytes of small files' contents a cache keeps in memory before the least recently used entry
+/// is dropped, unless set (the router gives each worker its share of `file.memory-cache-size`).
 pub const DEFAULT_CONTENTS_BUDGET: u64 = crate::config::FILE_MEMORY_CACHE_SIZE;
 /// Entries compared to choose the one to drop when the cache is full.
 const EVICTION_SAMPLE: usize = 8;
@@ -97,6 +97,11 @@ impl OpenFileCache {
     /// The most bytes of small files' contents the entries may hold in memory.
     pub fn set_contents_budget(&mut self, budget: u64) {
         self.budget = budget;
+    }
+
+    /// The most bytes of files' contents the entries may hold in memory.
+    pub fn contents_budget(&self) -> u64 {
+        self.budget
     }
 
     /// Files up to `size` bytes are read into memory when opened (0: none is).
