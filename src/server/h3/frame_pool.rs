@@ -1,7 +1,8 @@
 //! DATA frame buffers of file bodies read from disk, reused per worker thread.
 //!
-//! A file the open-file cache holds no copy of (over 16 KiB) is read `http3-data-frame-size`
-//! bytes (16 KiB) at a time into a buffer with the frame header in front, and handed to quinn as `Bytes`; quinn drops it once
+//! A file the open-file cache holds no copy of (over `file.memory-cache-max-file-size`) is read
+//! `http3-data-frame-size` bytes (16 KiB) at a time into a buffer with the frame header in
+//! front, and handed to quinn as `Bytes`; quinn drops it once
 //! the client acknowledged it. Allocated each time, such a buffer is too large for malloc's
 //! per-thread cache: every chunk cost a search of the heap's bins and a coalescing free
 //! (`_int_malloc`, `unlink_chunk` in `perf` on the mixed-size HTTP/3 load). Here the buffer's
