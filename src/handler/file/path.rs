@@ -188,7 +188,7 @@ mod tests {
     }
 
     /// The one-copy path for paths in normal form gives what the per-segment one gives, and
-    /// every path it does not take is one the per-segment path changes.
+    /// what it copies is the path unchanged.
     #[test]
     fn normal_form_is_copied_as_the_segments_would_be() {
         let paths = [
